@@ -1,0 +1,71 @@
+/* backend.c - the backend registry: the only place outside gpu/ that knows about CUDA. */
+#include "backend.h"
+
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int rumor_backend_default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+const char *rumor_backend_compiled(void)
+{
+#if RUMOR_HAVE_CUDA
+    return "cpu cuda";
+#else
+    return "cpu";
+#endif
+}
+
+static rumor_backend_t *open_ops(const struct rumor_backend_ops *ops, int threads,
+                                 char err[RUMOR_ERR_LEN])
+{
+    rumor_backend_t *be = calloc(1, sizeof *be);
+    if (!be) {
+        rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    be->ops = ops;
+    be->threads = threads;
+    if (ops->open(be, threads, err) != RUMOR_OK) {
+        free(be);
+        return NULL;
+    }
+    return be;
+}
+
+rumor_backend_t *rumor_backend_new(const char *name, int threads, char err[RUMOR_ERR_LEN])
+{
+    if (threads <= 0) threads = rumor_backend_default_threads();
+    if (strcmp(name, "cpu") == 0) return open_ops(&rumor_backend_cpu_ops, threads, err);
+    if (strcmp(name, "cuda") == 0 || strcmp(name, "auto") == 0) {
+#if RUMOR_HAVE_CUDA
+        rumor_backend_t *be = open_ops(&rumor_backend_cuda_ops, threads, err);
+        if (be || strcmp(name, "cuda") == 0) return be;
+        rumor_log(RUMOR_LOG_INFO, "device auto: CUDA unusable (%s), using cpu", err);
+#else
+        if (strcmp(name, "cuda") == 0) {
+            rumor_fail(err, RUMOR_ENOTSUP, "device cuda: this rumor was built without CUDA");
+            return NULL;
+        }
+        rumor_log(RUMOR_LOG_INFO, "device auto: built without CUDA, using cpu");
+#endif
+        return open_ops(&rumor_backend_cpu_ops, threads, err);
+    }
+    rumor_fail(err, RUMOR_EINVAL, "unknown device '%s' (expected cpu, cuda or auto)", name);
+    return NULL;
+}
+
+void rumor_backend_destroy(rumor_backend_t **be_p)
+{
+    if (!be_p || !*be_p) return;
+    rumor_backend_t *be = *be_p;
+    be->ops->close(be);
+    free(be);
+    *be_p = NULL;
+}

@@ -1,0 +1,126 @@
+/*
+ * backend.h - the compute backend: one ops table, implemented for the CPU (OpenBLAS) and,
+ * later, CUDA. Models and optimizers are written once against this table.
+ *
+ * Memory: every float* / uint8_t* argument below is *backend memory* (from ops->alloc):
+ * host memory on the CPU backend, device memory on CUDA. Scalars (loss, counts) come back
+ * through host pointers. `host_memory` says whether backend memory is host-addressable, so
+ * a caller may write into it directly and skip an upload.
+ *
+ * Errors: ops are void and may run asynchronously. A backend records the first failure
+ * (with its call site) and `sync` returns it: call sync at the points where a result is
+ * needed (end of a step, before reading parameters). The CPU backend never fails after
+ * alloc.
+ *
+ * Conventions: outputs first, then inputs, then sizes (llm.c). Matrices are row-major.
+ * Convolution activations use the layout [C][B][H][W] ("CBHW", channel-major across the
+ * batch) so one im2col + one sgemm covers a whole batch; fully connected activations are
+ * [B][features]. Pooling is 2x2 with stride 2 on even H and W.
+ *
+ * Non-goals: general tensors, autograd, mixed precision.
+ */
+#ifndef RUMOR_BACKEND_H
+#define RUMOR_BACKEND_H
+
+#include "rumor.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rumor_backend rumor_backend_t;
+
+struct rumor_backend_ops {
+    const char *name;
+    bool host_memory;
+
+    /* ---- lifecycle and memory ---- */
+    /* Fill be->impl; threads >= 1. */
+    rumor_err_t (*open)(rumor_backend_t *be, int threads, char err[RUMOR_ERR_LEN]);
+    void (*close)(rumor_backend_t *be);
+    /* Zeroed, 64-byte aligned; NULL on failure. len may be 0 (returns a valid pointer). */
+    void *(*alloc)(rumor_backend_t *be, size_t len);
+    void (*free)(rumor_backend_t *be, void *p);
+    void (*upload)(rumor_backend_t *be, void *dst, const void *src_host, size_t len);
+    void (*download)(rumor_backend_t *be, void *dst_host, const void *src, size_t len);
+    void (*copy)(rumor_backend_t *be, void *dst, const void *src, size_t len);
+    void (*zero)(rumor_backend_t *be, void *p, size_t len);
+    /* Wait for queued work; return and clear the first error since the last sync. */
+    rumor_err_t (*sync)(rumor_backend_t *be, char err[RUMOR_ERR_LEN]);
+
+    /* ---- dense layers ---- */
+    /* c = alpha * op(a) * op(b) + beta * c; op(a) is m x k, op(b) is k x n, c is m x n. */
+    void (*gemm)(rumor_backend_t *be, float *c, const float *a, const float *b, bool trans_a,
+                 bool trans_b, int m, int n, int k, float alpha, float beta, int lda, int ldb,
+                 int ldc);
+    /* y[r][c] = act(y[r][c] + bias[c]) for a [rows][cols] matrix; act is ReLU or identity. */
+    void (*bias_act)(rumor_backend_t *be, float *y, const float *bias, int rows, int cols,
+                     bool relu);
+    /* Backward of bias_act: if relu, dy[r][c] = 0 where y[r][c] <= 0 (y is the layer's
+     * output); then dbias[c] = sum_r dy[r][c]. */
+    void (*bias_act_bwd)(rumor_backend_t *be, float *dbias, float *dy, const float *y,
+                         int rows, int cols, bool relu);
+
+    /* ---- convolution (stride 1, no padding) ---- */
+    /* x [c][b][h][w] -> col [c*k*k][b*oh*ow], oh = h-k+1, ow = w-k+1; rows ordered
+     * (c, ki, kj) to match a [out][in][kh][kw] weight. */
+    void (*im2col)(rumor_backend_t *be, float *col, const float *x, int c, int b, int h, int w,
+                   int k);
+    /* The adjoint of im2col: dx = sum of col entries that came from each x (overwrites). */
+    void (*col2im)(rumor_backend_t *be, float *dx, const float *col, int c, int b, int h, int w,
+                   int k);
+    /* y[c][b][h/2][w/2] = relu(max over the 2x2 window of x[c][b][..][..] + bias[c]); arg
+     * records the window position (0..3) of each max. Bias and ReLU commute with the max,
+     * so applying them after pooling is exact and touches a quarter of the data. */
+    void (*pool_bias_relu)(rumor_backend_t *be, float *y, uint8_t *arg, const float *x,
+                           const float *bias, int c, int b, int h, int w);
+    /* Backward: dx (full size, overwritten) gets dy at each window's max where y > 0 and 0
+     * elsewhere; dbias[c] = sum of dy over positions where y > 0. */
+    void (*pool_bias_relu_bwd)(rumor_backend_t *be, float *dx, float *dbias, const float *dy,
+                               const float *y, const uint8_t *arg, int c, int b, int h, int w);
+    /* [c][b][n] <-> [b][c][n]: to_bc = true maps CBHW to per-sample rows (PyTorch's flatten
+     * order), false maps back. */
+    void (*transpose_cb)(rumor_backend_t *be, float *dst, const float *src, int c, int b, int n,
+                         bool to_bc);
+
+    /* ---- loss ---- */
+    /* Softmax cross-entropy over [b][k] logits with labels[b] < k. Adds the summed loss
+     * (host double) and the number of correct argmax predictions to *loss_sum, *correct.
+     * If dlogits is not NULL it gets (softmax - onehot) / b, the gradient of the mean loss. */
+    void (*softmax_xent)(rumor_backend_t *be, float *dlogits, double *loss_sum, long *correct,
+                         const float *logits, const uint8_t *labels, int b, int k);
+
+    /* ---- optimizers and mixing (one pass over flat buffers of n floats) ---- */
+    /* g' = g + wd*p; v = momentum*v + g'; p -= lr * (nesterov ? g' + momentum*v : v). */
+    void (*sgd)(rumor_backend_t *be, float *p, float *v, const float *g, size_t n, float lr,
+                float momentum, float wd, bool nesterov);
+    /* AdamW (Loshchilov & Hutter): m,v moments; bc1 = 1-b1^t, bc2 = 1-b2^t. */
+    void (*adamw)(rumor_backend_t *be, float *p, float *m, float *v, const float *g, size_t n,
+                  float lr, float b1, float b2, float eps, float wd, float bc1, float bc2);
+    /* y += a * x */
+    void (*axpy)(rumor_backend_t *be, float *y, const float *x, float a, size_t n);
+    /* x *= a */
+    void (*scale)(rumor_backend_t *be, float *x, float a, size_t n);
+    /* Sum of squares into *out (host); NaN or inf if any element is not finite. */
+    void (*sumsq)(rumor_backend_t *be, double *out, const float *x, size_t n);
+};
+
+struct rumor_backend {
+    const struct rumor_backend_ops *ops;
+    void *impl;   /* the implementation's state */
+    int threads;
+};
+
+/* ---- registry ---- */
+
+/* name: "cpu", "cuda" or "auto" (CUDA when built and a device is usable, else CPU).
+ * threads <= 0 means all cores. NULL with err on failure ("built without CUDA", ...). */
+rumor_backend_t *rumor_backend_new(const char *name, int threads, char err[RUMOR_ERR_LEN]);
+void rumor_backend_destroy(rumor_backend_t **be_p);
+/* Space-separated names of the compiled backends, e.g. "cpu" or "cpu cuda". */
+const char *rumor_backend_compiled(void);
+int rumor_backend_default_threads(void);
+
+extern const struct rumor_backend_ops rumor_backend_cpu_ops;
+
+#endif

@@ -1,0 +1,340 @@
+/*
+ * backend_cpu.c - the CPU backend: OpenBLAS sgemm for every matrix product, plain loops
+ * (written so the compiler vectorises them) for everything else.
+ *
+ * Elementwise work is single-threaded on purpose: for the models here it is a few percent
+ * of a step, lives in cache, and threading it would cost more in synchronisation than it
+ * saves. `threads` goes to OpenBLAS.
+ */
+#include "backend.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static rumor_err_t cpu_open(rumor_backend_t *be, int threads, char err[RUMOR_ERR_LEN])
+{
+    (void)err;
+    openblas_set_num_threads(threads);
+    be->impl = NULL;
+    return RUMOR_OK;
+}
+
+static void cpu_close(rumor_backend_t *be) { (void)be; }
+
+static void *cpu_alloc(rumor_backend_t *be, size_t len)
+{
+    (void)be;
+    size_t rounded = (len + 63) & ~(size_t)63;
+    if (rounded < len) return NULL;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (p) memset(p, 0, rounded ? rounded : 64);
+    return p;
+}
+
+static void cpu_free(rumor_backend_t *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static void cpu_copy(rumor_backend_t *be, void *dst, const void *src, size_t len)
+{
+    (void)be;
+    if (dst != src && len) memmove(dst, src, len);
+}
+
+static void cpu_zero(rumor_backend_t *be, void *p, size_t len)
+{
+    (void)be;
+    if (len) memset(p, 0, len);
+}
+
+static rumor_err_t cpu_sync(rumor_backend_t *be, char err[RUMOR_ERR_LEN])
+{
+    (void)be;
+    (void)err;
+    return RUMOR_OK;
+}
+
+static void cpu_gemm(rumor_backend_t *be, float *c, const float *a, const float *b, bool trans_a,
+                     bool trans_b, int m, int n, int k, float alpha, float beta, int lda, int ldb,
+                     int ldc)
+{
+    (void)be;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void cpu_bias_act(rumor_backend_t *be, float *y, const float *bias, int rows, int cols,
+                         bool relu)
+{
+    (void)be;
+    for (int r = 0; r < rows; r++) {
+        float *row = y + (size_t)r * cols;
+        if (relu)
+            for (int c = 0; c < cols; c++) {
+                float v = row[c] + bias[c];
+                row[c] = v > 0.0f ? v : 0.0f;
+            }
+        else
+            for (int c = 0; c < cols; c++) row[c] += bias[c];
+    }
+}
+
+static void cpu_bias_act_bwd(rumor_backend_t *be, float *dbias, float *dy, const float *y,
+                             int rows, int cols, bool relu)
+{
+    (void)be;
+    memset(dbias, 0, (size_t)cols * sizeof *dbias);
+    for (int r = 0; r < rows; r++) {
+        float *drow = dy + (size_t)r * cols;
+        if (relu) {
+            const float *yrow = y + (size_t)r * cols;
+            for (int c = 0; c < cols; c++) {
+                float d = yrow[c] > 0.0f ? drow[c] : 0.0f;
+                drow[c] = d;
+                dbias[c] += d;
+            }
+        } else {
+            for (int c = 0; c < cols; c++) dbias[c] += drow[c];
+        }
+    }
+}
+
+static void cpu_im2col(rumor_backend_t *be, float *col, const float *x, int c, int b, int h, int w,
+                       int k)
+{
+    (void)be;
+    const int oh = h - k + 1, ow = w - k + 1;
+    const size_t plane = (size_t)h * w, out_plane = (size_t)oh * ow;
+    for (int ci = 0; ci < c; ci++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                float *dst = col + ((size_t)(ci * k + ki) * k + kj) * b * out_plane;
+                for (int bi = 0; bi < b; bi++) {
+                    const float *src = x + ((size_t)ci * b + bi) * plane + (size_t)ki * w + kj;
+                    for (int oy = 0; oy < oh; oy++) {
+                        memcpy(dst, src + (size_t)oy * w, (size_t)ow * sizeof *dst);
+                        dst += ow;
+                    }
+                }
+            }
+}
+
+static void cpu_col2im(rumor_backend_t *be, float *dx, const float *col, int c, int b, int h, int w,
+                       int k)
+{
+    (void)be;
+    const int oh = h - k + 1, ow = w - k + 1;
+    const size_t plane = (size_t)h * w, out_plane = (size_t)oh * ow;
+    memset(dx, 0, (size_t)c * b * plane * sizeof *dx);
+    for (int ci = 0; ci < c; ci++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                const float *src = col + ((size_t)(ci * k + ki) * k + kj) * b * out_plane;
+                for (int bi = 0; bi < b; bi++) {
+                    float *dst = dx + ((size_t)ci * b + bi) * plane + (size_t)ki * w + kj;
+                    for (int oy = 0; oy < oh; oy++) {
+                        float *drow = dst + (size_t)oy * w;
+                        for (int ox = 0; ox < ow; ox++) drow[ox] += src[ox];
+                        src += ow;
+                    }
+                }
+            }
+}
+
+static void cpu_pool_bias_relu(rumor_backend_t *be, float *y, uint8_t *arg, const float *x,
+                               const float *bias, int c, int b, int h, int w)
+{
+    (void)be;
+    const int ph = h / 2, pw = w / 2;
+    for (int ci = 0; ci < c; ci++) {
+        const float bc = bias[ci];
+        for (int bi = 0; bi < b; bi++) {
+            const float *in = x + ((size_t)ci * b + bi) * h * w;
+            float *out = y + ((size_t)ci * b + bi) * ph * pw;
+            uint8_t *a = arg + ((size_t)ci * b + bi) * ph * pw;
+            for (int py = 0; py < ph; py++) {
+                const float *r0 = in + (size_t)(2 * py) * w, *r1 = r0 + w;
+                for (int px = 0; px < pw; px++) {
+                    /* First maximum wins on ties, as in PyTorch's max_pool2d. */
+                    float m = r0[2 * px];
+                    uint8_t am = 0;
+                    if (r0[2 * px + 1] > m) m = r0[2 * px + 1], am = 1;
+                    if (r1[2 * px] > m) m = r1[2 * px], am = 2;
+                    if (r1[2 * px + 1] > m) m = r1[2 * px + 1], am = 3;
+                    m += bc;
+                    out[py * pw + px] = m > 0.0f ? m : 0.0f;
+                    a[py * pw + px] = am;
+                }
+            }
+        }
+    }
+}
+
+static void cpu_pool_bias_relu_bwd(rumor_backend_t *be, float *dx, float *dbias, const float *dy,
+                                   const float *y, const uint8_t *arg, int c, int b, int h, int w)
+{
+    (void)be;
+    const int ph = h / 2, pw = w / 2;
+    for (int ci = 0; ci < c; ci++) {
+        double db = 0.0;
+        for (int bi = 0; bi < b; bi++) {
+            const size_t o = ((size_t)ci * b + bi) * ph * pw;
+            float *d = dx + ((size_t)ci * b + bi) * h * w;
+            for (int py = 0; py < ph; py++) {
+                float *r0 = d + (size_t)(2 * py) * w, *r1 = r0 + w;
+                for (int px = 0; px < pw; px++) {
+                    const size_t i = o + (size_t)py * pw + px;
+                    const float g = y[i] > 0.0f ? dy[i] : 0.0f;
+                    const uint8_t a = arg[i];
+                    db += g;
+                    r0[2 * px] = a == 0 ? g : 0.0f;
+                    r0[2 * px + 1] = a == 1 ? g : 0.0f;
+                    r1[2 * px] = a == 2 ? g : 0.0f;
+                    r1[2 * px + 1] = a == 3 ? g : 0.0f;
+                }
+            }
+        }
+        dbias[ci] = (float)db;
+    }
+}
+
+static void cpu_transpose_cb(rumor_backend_t *be, float *dst, const float *src, int c, int b, int n,
+                             bool to_bc)
+{
+    (void)be;
+    const size_t row = (size_t)n * sizeof(float);
+    for (int ci = 0; ci < c; ci++)
+        for (int bi = 0; bi < b; bi++) {
+            const size_t cb = ((size_t)ci * b + bi) * n, bc = ((size_t)bi * c + ci) * n;
+            if (to_bc)
+                memcpy(dst + bc, src + cb, row);
+            else
+                memcpy(dst + cb, src + bc, row);
+        }
+}
+
+static void cpu_softmax_xent(rumor_backend_t *be, float *dlogits, double *loss_sum, long *correct,
+                             const float *logits, const uint8_t *labels, int b, int k)
+{
+    (void)be;
+    double loss = 0.0;
+    long right = 0;
+    const float inv_b = 1.0f / (float)b;
+    for (int i = 0; i < b; i++) {
+        const float *z = logits + (size_t)i * k;
+        float zmax = z[0];
+        int amax = 0;
+        for (int j = 1; j < k; j++)
+            if (z[j] > zmax) zmax = z[j], amax = j;
+        double sum = 0.0;
+        for (int j = 0; j < k; j++) sum += exp((double)(z[j] - zmax));
+        const int y = labels[i];
+        /* -log softmax_y = log(sum) - (z_y - zmax), computed stably. */
+        loss += log(sum) - (double)(z[y] - zmax);
+        right += amax == y;
+        if (dlogits) {
+            float *d = dlogits + (size_t)i * k;
+            const double inv_sum = 1.0 / sum;
+            for (int j = 0; j < k; j++)
+                d[j] = (float)(exp((double)(z[j] - zmax)) * inv_sum) * inv_b;
+            d[y] -= inv_b;
+        }
+    }
+    *loss_sum += loss;
+    *correct += right;
+}
+
+static void cpu_sgd(rumor_backend_t *be, float *restrict p, float *restrict v,
+                    const float *restrict g, size_t n, float lr, float momentum, float wd,
+                    bool nesterov)
+{
+    (void)be;
+    if (nesterov) {
+        for (size_t i = 0; i < n; i++) {
+            const float gi = g[i] + wd * p[i];
+            const float vi = momentum * v[i] + gi;
+            v[i] = vi;
+            p[i] -= lr * (gi + momentum * vi);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const float vi = momentum * v[i] + g[i] + wd * p[i];
+            v[i] = vi;
+            p[i] -= lr * vi;
+        }
+    }
+}
+
+static void cpu_adamw(rumor_backend_t *be, float *restrict p, float *restrict m, float *restrict v,
+                      const float *restrict g, size_t n, float lr, float b1, float b2, float eps,
+                      float wd, float bc1, float bc2)
+{
+    (void)be;
+    const float step = lr / bc1, inv_sqrt_bc2 = 1.0f / sqrtf(bc2), decay = 1.0f - lr * wd;
+    for (size_t i = 0; i < n; i++) {
+        const float gi = g[i];
+        const float mi = b1 * m[i] + (1.0f - b1) * gi;
+        const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - step * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+    }
+}
+
+static void cpu_axpy(rumor_backend_t *be, float *restrict y, const float *restrict x, float a,
+                     size_t n)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static void cpu_scale(rumor_backend_t *be, float *x, float a, size_t n)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++) x[i] *= a;
+}
+
+static void cpu_sumsq(rumor_backend_t *be, double *out, const float *x, size_t n)
+{
+    (void)be;
+    /* Four partial sums let the compiler keep several lanes busy without -ffast-math. */
+    double s[4] = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; j++) s[j] += (double)x[i + j] * x[i + j];
+    for (; i < n; i++) s[0] += (double)x[i] * x[i];
+    *out = (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+const struct rumor_backend_ops rumor_backend_cpu_ops = {
+    .name = "cpu",
+    .host_memory = true,
+    .open = cpu_open,
+    .close = cpu_close,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .gemm = cpu_gemm,
+    .bias_act = cpu_bias_act,
+    .bias_act_bwd = cpu_bias_act_bwd,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .pool_bias_relu = cpu_pool_bias_relu,
+    .pool_bias_relu_bwd = cpu_pool_bias_relu_bwd,
+    .transpose_cb = cpu_transpose_cb,
+    .softmax_xent = cpu_softmax_xent,
+    .sgd = cpu_sgd,
+    .adamw = cpu_adamw,
+    .axpy = cpu_axpy,
+    .scale = cpu_scale,
+    .sumsq = cpu_sumsq,
+};

@@ -1,0 +1,253 @@
+/* checkpoint.c - model export and training checkpoints over safetensors. */
+#include "checkpoint.h"
+
+#include "config.h"
+#include "safetensors.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_OUT (RUMOR_MODEL_MAX_TENSORS * 3)
+
+/* Download backend buffer to host (a no-op view on host-memory backends). */
+static float *host_view(rumor_backend_t *be, float *buf, size_t n, float **owned)
+{
+    *owned = NULL;
+    if (be->ops->host_memory) return buf;
+    *owned = malloc(n * sizeof(float));
+    if (*owned) be->ops->download(be, *owned, buf, n * sizeof(float));
+    return *owned;
+}
+
+rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_optim_t *o,
+                                  const rumor_ckpt_info_t *info, char err[RUMOR_ERR_LEN])
+{
+    rumor_backend_t *be;
+    rumor_err_t rc = RUMOR_OK;
+    const size_t n = rumor_model_param_count(m);
+    const int nt = rumor_model_tensor_count(m);
+    const int ns = o ? rumor_optim_state_count(o) : 0;
+    float *owned[3] = {0};
+    float *bufs[3];
+    char names[MAX_OUT][RUMOR_ST_NAME_LEN];
+    rumor_st_out_t out[MAX_OUT];
+    rumor_st_meta_t meta[16];
+    size_t n_out = 0, n_meta = 0;
+
+    be = rumor_model_backend(m);
+    rc = be->ops->sync(be, err);
+    if (rc != RUMOR_OK) return rc;
+    bufs[0] = host_view(be, rumor_model_params(m), n, &owned[0]);
+    for (int s = 0; s < ns; s++) bufs[1 + s] = host_view(be, rumor_optim_state(o, s), n, &owned[1 + s]);
+    for (int s = 0; s < 1 + ns; s++)
+        if (!bufs[s]) {
+            rc = rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
+            goto out;
+        }
+
+    for (int s = 0; s < 1 + ns; s++)
+        for (int i = 0; i < nt; i++) {
+            const rumor_tensor_info_t *t = rumor_model_tensor(m, i);
+            rumor_st_out_t *e = &out[n_out];
+            if (s == 0)
+                snprintf(names[n_out], sizeof names[n_out], "%s", t->name);
+            else
+                snprintf(names[n_out], sizeof names[n_out], "optim.%s.%s",
+                         rumor_optim_state_name(o, s - 1), t->name);
+            e->name = names[n_out];
+            e->ndim = t->ndim;
+            for (int d = 0; d < t->ndim; d++) e->shape[d] = (uint64_t)t->shape[d];
+            e->data = bufs[s] + t->offset;
+            n_out++;
+        }
+
+    const rumor_model_input_t in = rumor_model_input(m);
+#define META(k, ...)                                                                           \
+    do {                                                                                       \
+        snprintf(meta[n_meta].key, sizeof meta[n_meta].key, "%s", k);                          \
+        snprintf(meta[n_meta].value, sizeof meta[n_meta].value, __VA_ARGS__);                  \
+        n_meta++;                                                                              \
+    } while (0)
+    META("format", "rumor");
+    META("rumor_version", "%s", RUMOR_VERSION);
+    META("model", "%s", rumor_model_spec(m)->canonical);
+    META("input", "%d,%d,%d", in.c, in.h, in.w);
+    META("classes", "%d", in.classes);
+    META("layout_id", "%016" PRIx64, rumor_model_layout_id(m));
+    META("input_mean", "%.9g", (double)info->input_mean);
+    META("input_std", "%.9g", (double)info->input_std);
+    if (o) {
+        META("optimizer", "%s", rumor_optim_kind_name(rumor_optim_config(o)->kind));
+        META("step", "%ld", rumor_optim_steps(o));
+        META("epoch", "%d", info->epoch);
+        META("seed", "%" PRIu64, info->seed);
+    }
+#undef META
+    rc = rumor_st_write(path, out, n_out, meta, n_meta, err);
+out:
+    for (int s = 0; s < 3; s++) free(owned[s]);
+    return rc;
+}
+
+static rumor_err_t parse_long(const char *s, long lo, long hi, long *out)
+{
+    if (!s) return RUMOR_EFORMAT;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) return RUMOR_EFORMAT;
+    *out = (long)v;
+    return RUMOR_OK;
+}
+
+static rumor_err_t parse_float(const char *s, float *out)
+{
+    if (!s) return RUMOR_EFORMAT;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v)) return RUMOR_EFORMAT;
+    *out = (float)v;
+    return RUMOR_OK;
+}
+
+static rumor_err_t read_meta(const rumor_st_file_t *f, const char *path, rumor_model_spec_t *spec,
+                             rumor_model_input_t *in, rumor_ckpt_info_t *info,
+                             char err[RUMOR_ERR_LEN])
+{
+    memset(info, 0, sizeof *info);
+    const char *fmt = rumor_st_meta(f, "format");
+    if (!fmt || strcmp(fmt, "rumor") != 0)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: not a rumor model (no __metadata__ format=rumor)", path);
+    const char *ms = rumor_st_meta(f, "model");
+    char sub[RUMOR_ERR_LEN];
+    if (!ms || rumor_model_spec_parse(spec, ms, sub) != RUMOR_OK)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: bad model metadata: %s", path, ms ? sub : "missing");
+    const char *is = rumor_st_meta(f, "input");
+    long classes;
+    if (!is || sscanf(is, "%d,%d,%d", &in->c, &in->h, &in->w) != 3 || in->c < 1 || in->h < 1 ||
+        in->w < 1 || in->c > 64 || in->h > 4096 || in->w > 4096 ||
+        parse_long(rumor_st_meta(f, "classes"), 2, 65536, &classes) != RUMOR_OK)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: bad input/classes metadata", path);
+    in->classes = (int)classes;
+    if (parse_float(rumor_st_meta(f, "input_mean"), &info->input_mean) != RUMOR_OK ||
+        parse_float(rumor_st_meta(f, "input_std"), &info->input_std) != RUMOR_OK ||
+        !(info->input_std > 0.0f))
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: bad input_mean/input_std metadata", path);
+    const char *opt = rumor_st_meta(f, "optimizer");
+    if (opt) {
+        long step, epoch;
+        if (rumor_optim_kind_parse(&info->optim_kind, opt, NULL) != RUMOR_OK ||
+            parse_long(rumor_st_meta(f, "step"), 0, INT64_MAX / 2, &step) != RUMOR_OK ||
+            parse_long(rumor_st_meta(f, "epoch"), 0, 1000000, &epoch) != RUMOR_OK)
+            return rumor_fail(err, RUMOR_EFORMAT, "%s: bad optimizer/step/epoch metadata", path);
+        const char *ss = rumor_st_meta(f, "seed");
+        char *end;
+        errno = 0;
+        unsigned long long seed = ss ? strtoull(ss, &end, 10) : 0;
+        if (!ss || end == ss || *end || errno)
+            return rumor_fail(err, RUMOR_EFORMAT, "%s: bad seed metadata", path);
+        info->has_optim = true;
+        info->step = step;
+        info->epoch = (int)epoch;
+        info->seed = seed;
+    }
+    return RUMOR_OK;
+}
+
+rumor_err_t rumor_checkpoint_peek(const char *path, rumor_model_spec_t *spec,
+                                  rumor_model_input_t *in, rumor_ckpt_info_t *info,
+                                  char err[RUMOR_ERR_LEN])
+{
+    rumor_st_file_t *f = rumor_st_open(path, err);
+    if (!f) return RUMOR_EFORMAT;
+    rumor_err_t rc = read_meta(f, path, spec, in, info, err);
+    rumor_st_destroy(&f);
+    return rc;
+}
+
+/* Check one tensor of the file against the model's description. */
+static const rumor_st_tensor_t *match(const rumor_st_file_t *f, const char *path, const char *name,
+                                      const rumor_tensor_info_t *t, char err[RUMOR_ERR_LEN])
+{
+    const rumor_st_tensor_t *st = rumor_st_find(f, name);
+    if (!st) {
+        rumor_fail(err, RUMOR_ELAYOUT, "%s: tensor '%s' missing", path, name);
+        return NULL;
+    }
+    bool same = strcmp(st->dtype, "F32") == 0 && st->ndim == t->ndim;
+    for (int d = 0; same && d < t->ndim; d++) same = st->shape[d] == (uint64_t)t->shape[d];
+    if (!same) {
+        rumor_fail(err, RUMOR_ELAYOUT, "%s: tensor '%s' is %s of %d dims, the model expects F32 of %d",
+                   path, name, st->dtype, st->ndim, t->ndim);
+        return NULL;
+    }
+    return st;
+}
+
+rumor_err_t rumor_checkpoint_load(const char *path, rumor_model_t *m, rumor_optim_t *o,
+                                  rumor_ckpt_info_t *info_out, char err[RUMOR_ERR_LEN])
+{
+    rumor_backend_t *be = rumor_model_backend(m);
+    rumor_model_spec_t spec;
+    rumor_model_input_t in;
+    rumor_ckpt_info_t info;
+    rumor_err_t rc = RUMOR_OK;
+    const size_t n = rumor_model_param_count(m);
+    const int nt = rumor_model_tensor_count(m);
+    const int ns = o ? rumor_optim_state_count(o) : 0;
+    float *host[3] = {0};
+
+    rumor_st_file_t *f = rumor_st_open(path, err);
+    if (!f) return RUMOR_EFORMAT;
+    if ((rc = read_meta(f, path, &spec, &in, &info, err)) != RUMOR_OK) goto out;
+    const rumor_model_input_t want = rumor_model_input(m);
+    if (strcmp(spec.canonical, rumor_model_spec(m)->canonical) != 0 || in.c != want.c ||
+        in.h != want.h || in.w != want.w || in.classes != want.classes) {
+        rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: holds model %s on %dx%dx%d, expected %s on %dx%dx%d",
+                        path, spec.canonical, in.c, in.h, in.w, rumor_model_spec(m)->canonical,
+                        want.c, want.h, want.w);
+        goto out;
+    }
+    if (o && (!info.has_optim || info.optim_kind != rumor_optim_config(o)->kind)) {
+        rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: holds no %s optimizer state to resume from", path,
+                        rumor_optim_kind_name(rumor_optim_config(o)->kind));
+        goto out;
+    }
+    /* Stage everything on the host first so a bad tensor late in the file leaves the model
+     * untouched. Padding between tensors stays zero. */
+    for (int s = 0; s < 1 + ns; s++) {
+        host[s] = calloc(n, sizeof(float));
+        if (!host[s]) {
+            rc = rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
+            goto out;
+        }
+        for (int i = 0; i < nt; i++) {
+            const rumor_tensor_info_t *t = rumor_model_tensor(m, i);
+            char name[RUMOR_ST_NAME_LEN];
+            if (s == 0)
+                snprintf(name, sizeof name, "%s", t->name);
+            else
+                snprintf(name, sizeof name, "optim.%s.%s", rumor_optim_state_name(o, s - 1), t->name);
+            const rumor_st_tensor_t *st = match(f, path, name, t, err);
+            if (!st) {
+                rc = RUMOR_ELAYOUT;
+                goto out;
+            }
+            memcpy(host[s] + t->offset, st->data, t->count * sizeof(float));
+        }
+    }
+    be->ops->upload(be, rumor_model_params(m), host[0], n * sizeof(float));
+    for (int s = 0; s < ns; s++)
+        be->ops->upload(be, rumor_optim_state(o, s), host[1 + s], n * sizeof(float));
+    if (o) rumor_optim_set_steps(o, info.step);
+    if ((rc = be->ops->sync(be, err)) != RUMOR_OK) goto out;
+    if (info_out) *info_out = info;
+out:
+    for (int s = 0; s < 3; s++) free(host[s]);
+    rumor_st_destroy(&f);
+    return rc;
+}

@@ -1,0 +1,46 @@
+/*
+ * checkpoint.h - models and training state in safetensors files.
+ *
+ * An exported model holds the model's tensors under PyTorch's names, so
+ * `model.load_state_dict(...)` takes them (tools/safetensors_torch.py reads the file), and
+ * __metadata__ with: format "rumor", model (canonical spec), input "C,H,W", classes,
+ * layout_id (16 hex digits), input_mean and input_std (x = (pixel/255 - mean) / std).
+ * A checkpoint adds the optimizer state per tensor ("optim.momentum.fc1.weight", or
+ * exp_avg / exp_avg_sq for AdamW) and metadata optimizer, step, epoch, seed.
+ * Files are written atomically (safetensors.h); loading checks every tensor's name, dtype
+ * and shape against the model and fails with RUMOR_ELAYOUT on any disagreement.
+ */
+#ifndef RUMOR_CHECKPOINT_H
+#define RUMOR_CHECKPOINT_H
+
+#include "model.h"
+#include "optim.h"
+#include "rumor.h"
+
+#include <stdbool.h>
+
+typedef struct {
+    float input_mean, input_std;
+    long step;          /* optimizer steps taken (checkpoints) */
+    int epoch;          /* completed epochs (checkpoints) */
+    uint64_t seed;      /* run seed (checkpoints) */
+    bool has_optim;     /* file holds optimizer state */
+    rumor_opt_kind_t optim_kind;
+} rumor_ckpt_info_t;
+
+/* Write m's parameters, and o's state when o is not NULL, with info, atomically. */
+rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_optim_t *o,
+                                  const rumor_ckpt_info_t *info,
+                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* Read only what is needed to build the model: spec, input shape, info. */
+rumor_err_t rumor_checkpoint_peek(const char *path, rumor_model_spec_t *spec,
+                                  rumor_model_input_t *in, rumor_ckpt_info_t *info,
+                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* Load parameters into m, and optimizer state into o when o is not NULL (then the file must
+ * hold state for the same optimizer). info may be NULL. Nothing is modified on failure. */
+rumor_err_t rumor_checkpoint_load(const char *path, rumor_model_t *m, rumor_optim_t *o,
+                                  rumor_ckpt_info_t *info, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * cli.h - the `rumor` command line: a table-driven option parser shared by the subcommands,
+ * and the one error format (`rumor: error: ...`, exit 2 for bad input).
+ */
+#ifndef RUMOR_CLI_H
+#define RUMOR_CLI_H
+
+#include "rumor.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { OPT_FLAG, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_STR } cli_opt_type_t;
+
+typedef struct {
+    const char *name;    /* "--epochs" */
+    cli_opt_type_t type;
+    void *out;           /* bool*, int*, long*, uint64_t*, float*, const char** */
+    bool *seen;          /* optional: set when given */
+    const char *help;
+} cli_opt_t;
+
+/* Parse argv[first..argc) against opts. Positional arguments are stored in pos (up to
+ * max_pos; more is an error). Prints `rumor: error: ...` and returns false on bad input. */
+bool cli_parse(int argc, char **argv, int first, const cli_opt_t *opts, int n_opts,
+               const char **pos, int max_pos, int *n_pos);
+
+/* Print `rumor: error: <msg>` to stderr. */
+void cli_error(const char *fmt, ...) RUMOR_PRINTF(1, 2);
+/* Exit status for an error code: 2 for bad input, files and configuration, 1 otherwise. */
+int cli_exit_code(rumor_err_t rc);
+void cli_print_options(const cli_opt_t *opts, int n_opts);
+
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Install SIGINT/SIGTERM handlers that ask the training loop to stop cleanly. */
+void cli_handle_stop_signals(void);
+
+#endif

@@ -1,0 +1,216 @@
+/*
+ * cli_bench.c - `rumor bench train`: rumor against PyTorch on the same model, data, batch,
+ * optimizer and thread count, in one run, with the ratio and the achieved GFLOP/s next to
+ * the sgemm rate of this machine measured in the same run.
+ *
+ * The PyTorch side is tools/bench/torch_ref.py run by Debian's /usr/bin/python3 (which has
+ * python3-torch); RUMOR_TORCH_REF overrides the script path, --no-torch skips it.
+ */
+#include "backend.h"
+#include "cli.h"
+#include "config.h"
+#include "model.h"
+#include "train.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#define MAX_LIST 8
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Median GFLOP/s of an n x n x n sgemm through the backend at its thread count. */
+static double sgemm_gflops(rumor_backend_t *be, int n)
+{
+    const size_t len = (size_t)n * n * sizeof(float);
+    float *a = be->ops->alloc(be, len), *b = be->ops->alloc(be, len), *c = be->ops->alloc(be, len);
+    double rates[7];
+    int k = 0;
+    if (a && b && c) {
+        float *h = malloc(len);
+        if (h) {
+            for (size_t i = 0; i < (size_t)n * n; i++) h[i] = (float)((i * 2654435761u) % 1000) * 1e-3f;
+            be->ops->upload(be, a, h, len);
+            be->ops->upload(be, b, h, len);
+            free(h);
+        }
+        be->ops->gemm(be, c, a, b, false, false, n, n, n, 1.0f, 0.0f, n, n, n); /* warm up */
+        (void)be->ops->sync(be, NULL);
+        for (; k < (int)RUMOR_ARRAY_LEN(rates); k++) {
+            double t = rumor_now();
+            be->ops->gemm(be, c, a, b, false, false, n, n, n, 1.0f, 0.0f, n, n, n);
+            (void)be->ops->sync(be, NULL);
+            rates[k] = 2.0 * n * (double)n * n / (rumor_now() - t) * 1e-9;
+        }
+    }
+    if (a) be->ops->free(be, a);
+    if (b) be->ops->free(be, b);
+    if (c) be->ops->free(be, c);
+    return k ? median(rates, k) : NAN;
+}
+
+/* Run the PyTorch reference; returns samples/s or NaN (and says why on stderr). */
+static double torch_rate(const char *script, const char *data, const char *model, int threads,
+                         int batch, int epochs, float lr, float momentum)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 '%s' --json --model '%s' --threads %d --batch %d --epochs %d "
+             "--lr %g --momentum %g --data '%s'",
+             script, model, threads, batch, epochs, (double)lr, (double)momentum, data);
+    FILE *p = popen(cmd, "r");
+    if (!p) return NAN;
+    char line[8192], last[8192] = "";
+    while (fgets(line, sizeof line, p))
+        if (line[0] == '{') snprintf(last, sizeof last, "%s", line);
+    int status = pclose(p);
+    if (status != 0 || !last[0]) {
+        fprintf(stderr, "rumor: pytorch reference failed (exit %d): is python3-torch installed?\n",
+                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return NAN;
+    }
+    cJSON *j = cJSON_Parse(last);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "samples_per_s");
+    double v = cJSON_IsNumber(r) ? r->valuedouble : NAN;
+    cJSON_Delete(j);
+    return v;
+}
+
+static int parse_int_list(int *out, const char *s, const char *what)
+{
+    int n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long v = strtol(tok, &end, 10);
+        if (*end || v < 1 || v > 1024 || n == MAX_LIST) {
+            cli_error("%s: '%s' is not a list of thread counts (e.g. 1,2)", what, s);
+            return -1;
+        }
+        out[n++] = (int)v;
+    }
+    return n;
+}
+
+static int bench_train(int argc, char **argv)
+{
+    const char *data = RUMOR_DEFAULT_DATA, *models = "mlp:256,128;cnn", *threads_s = "1,2";
+    const char *script = getenv("RUMOR_TORCH_REF");
+    if (!script) script = RUMOR_SOURCE_DIR "/tools/bench/torch_ref.py";
+    int batch = 64, epochs = 0;
+    float lr = 0.05f, momentum = 0.9f;
+    bool help = false, no_torch = false, json = false;
+    const cli_opt_t opts[] = {
+        {"--data", OPT_STR, &data, NULL, "IDX dataset folder"},
+        {"--models", OPT_STR, &models, NULL, "models separated by ';' (default \"mlp:256,128;cnn\")"},
+        {"--threads", OPT_STR, &threads_s, NULL, "thread counts, e.g. 1,2 (default 1,2)"},
+        {"--batch", OPT_INT, &batch, NULL, "minibatch (default 64)"},
+        {"--epochs", OPT_INT, &epochs, NULL, "epochs per measurement (default 3 for MLPs, 1 for CNNs)"},
+        {"--lr", OPT_FLOAT, &lr, NULL, "learning rate (default 0.05)"},
+        {"--momentum", OPT_FLOAT, &momentum, NULL, "SGD momentum (default 0.9)"},
+        {"--no-torch", OPT_FLAG, &no_torch, NULL, "skip the PyTorch reference"},
+        {"--json", OPT_FLAG, &json, NULL, "one JSON object per measurement"},
+        {"--help", OPT_FLAG, &help, NULL, "this help"},
+    };
+    const int n_opts = (int)RUMOR_ARRAY_LEN(opts);
+    int n_pos;
+    if (!cli_parse(argc, argv, 3, opts, n_opts, NULL, 0, &n_pos)) return 2;
+    if (help) {
+        printf("usage: rumor bench train [options]\n\n");
+        cli_print_options(opts, n_opts);
+        return 0;
+    }
+    int threads[MAX_LIST];
+    int n_threads = parse_int_list(threads, threads_s, "--threads");
+    if (n_threads < 0) return 2;
+
+    char list[512], err[RUMOR_ERR_LEN];
+    snprintf(list, sizeof list, "%s", models);
+    char *specs[MAX_LIST];
+    int n_models = 0;
+    for (char *save, *tok = strtok_r(list, ";", &save); tok && n_models < MAX_LIST;
+         tok = strtok_r(NULL, ";", &save))
+        specs[n_models++] = tok;
+    for (int i = 0; i < n_models; i++) {
+        rumor_model_spec_t spec;
+        if (rumor_model_spec_parse(&spec, specs[i], err) != RUMOR_OK) {
+            cli_error("%s", err);
+            return 2;
+        }
+    }
+    if (!json)
+        printf("%-14s %3s %9s %12s %12s %7s %9s %9s\n", "model", "thr", "batch", "rumor/s",
+               "pytorch/s", "ratio", "GFLOP/s", "sgemm");
+    for (int mi = 0; mi < n_models; mi++)
+        for (int ti = 0; ti < n_threads; ti++) {
+            rumor_train_config_t cfg;
+            rumor_train_config_defaults(&cfg);
+            cfg.data_dir = data;
+            if (rumor_model_spec_parse(&cfg.spec, specs[mi], err) != RUMOR_OK) return 2;
+            cfg.spec_set = true;
+            cfg.threads = threads[ti];
+            cfg.batch = batch;
+            cfg.opt.lr = lr;
+            cfg.opt.momentum = momentum;
+            cfg.epochs = epochs > 0 ? epochs : (cfg.spec.kind == RUMOR_MODEL_CNN ? 1 : 3);
+            cfg.eval = false;
+            cfg.print_epochs = false;
+            cfg.log_every = 0;
+
+            rumor_backend_t *be = rumor_backend_new("cpu", threads[ti], err);
+            if (!be) {
+                cli_error("%s", err);
+                return 1;
+            }
+            const double peak = sgemm_gflops(be, 1024);
+            rumor_backend_destroy(&be);
+
+            rumor_train_result_t res;
+            rumor_err_t rc = rumor_train_run(&cfg, &res, err);
+            if (rc != RUMOR_OK) {
+                cli_error("%s", err);
+                return cli_exit_code(rc);
+            }
+            double torch = no_torch ? NAN
+                                    : torch_rate(script, data, cfg.spec.canonical, threads[ti], batch,
+                                                 cfg.epochs, lr, momentum);
+            const double ratio = res.samples_per_s / torch;
+            if (json)
+                printf("{\"model\":\"%s\",\"threads\":%d,\"batch\":%d,\"epochs\":%d,"
+                       "\"rumor_samples_per_s\":%.1f,\"pytorch_samples_per_s\":%.1f,\"ratio\":%.3f,"
+                       "\"gflops\":%.1f,\"sgemm_gflops\":%.1f}\n",
+                       cfg.spec.canonical, threads[ti], batch, cfg.epochs, res.samples_per_s,
+                       isnan(torch) ? -1.0 : torch, isnan(ratio) ? -1.0 : ratio, res.gflops, peak);
+            else
+                printf("%-14s %3d %9d %12.0f %12.0f %6.2fx %9.1f %9.1f\n", cfg.spec.canonical,
+                       threads[ti], batch, res.samples_per_s, torch, ratio, res.gflops, peak);
+            fflush(stdout);
+        }
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc < 3 || strcmp(argv[2], "--help") == 0) {
+        printf("usage: rumor bench train [options]\n");
+        return argc < 3 ? 2 : 0;
+    }
+    if (strcmp(argv[2], "train") == 0) return bench_train(argc, argv);
+    cli_error("unknown benchmark '%s' (expected train)", argv[2]);
+    return 2;
+}

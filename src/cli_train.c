@@ -1,0 +1,172 @@
+/* cli_train.c - `rumor train` and `rumor eval`. */
+#include "backend.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "config.h"
+#include "data.h"
+#include "model.h"
+#include "train.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int cmd_train(int argc, char **argv)
+{
+    rumor_train_config_t cfg;
+    rumor_train_config_defaults(&cfg);
+    cfg.data_dir = RUMOR_DEFAULT_DATA;
+    const char *model = "mlp:256,128", *optimizer = "sgd", *schedule = "constant";
+    long warmup = 0, limit = 0;
+    bool help = false, nesterov = false, quiet = false, no_eval = false;
+    const cli_opt_t opts[] = {
+        {"--data", OPT_STR, &cfg.data_dir, NULL, "IDX dataset folder (default " RUMOR_DEFAULT_DATA ")"},
+        {"--model", OPT_STR, &model, &cfg.spec_set, "logreg | mlp:W1,W2,... | cnn[:C1,C2] (default mlp:256,128)"},
+        {"--epochs", OPT_INT, &cfg.epochs, NULL, "epochs (default 10)"},
+        {"--batch", OPT_INT, &cfg.batch, NULL, "minibatch size (default 64)"},
+        {"--lr", OPT_FLOAT, &cfg.opt.lr, NULL, "learning rate (default 0.05)"},
+        {"--momentum", OPT_FLOAT, &cfg.opt.momentum, NULL, "SGD momentum (default 0.9)"},
+        {"--nesterov", OPT_FLAG, &nesterov, NULL, "Nesterov momentum"},
+        {"--weight-decay", OPT_FLOAT, &cfg.opt.weight_decay, NULL, "weight decay (default 0)"},
+        {"--optimizer", OPT_STR, &optimizer, NULL, "sgd | adamw (default sgd)"},
+        {"--schedule", OPT_STR, &schedule, NULL, "constant | step:EPOCHS,GAMMA | cosine"},
+        {"--warmup", OPT_LONG, &warmup, NULL, "linear warm-up steps (default 0)"},
+        {"--threads", OPT_INT, &cfg.threads, NULL, "compute threads (default: all cores)"},
+        {"--seed", OPT_U64, &cfg.seed, NULL, "seed for init and sample order (default 1)"},
+        {"--limit", OPT_LONG, &limit, NULL, "train on the first N samples only"},
+        {"--metrics", OPT_STR, &cfg.metrics_path, NULL, "JSON-lines metrics file"},
+        {"--log-every", OPT_INT, &cfg.log_every, NULL, "steps between metric lines (default 100)"},
+        {"--save", OPT_STR, &cfg.save_path, NULL, "export the trained model (safetensors)"},
+        {"--checkpoint", OPT_STR, &cfg.checkpoint_path, NULL, "checkpoint after every epoch and on Ctrl-C"},
+        {"--checkpoint-every", OPT_LONG, &cfg.checkpoint_every, NULL, "also checkpoint every N steps"},
+        {"--max-steps", OPT_LONG, &cfg.max_steps, NULL, "stop after N steps in all, with a checkpoint"},
+        {"--resume", OPT_STR, &cfg.resume_path, NULL, "continue from a checkpoint"},
+        {"--device", OPT_STR, &cfg.device, NULL, "cpu | cuda | auto (default cpu)"},
+        {"--no-eval", OPT_FLAG, &no_eval, NULL, "skip test accuracy after each epoch"},
+        {"--quiet", OPT_FLAG, &quiet, NULL, "no progress or epoch lines"},
+        {"--help", OPT_FLAG, &help, NULL, "this help"},
+    };
+    const int n_opts = (int)RUMOR_ARRAY_LEN(opts);
+    int n_pos;
+    if (!cli_parse(argc, argv, 2, opts, n_opts, NULL, 0, &n_pos)) return 2;
+    if (help) {
+        printf("usage: rumor train [options]\n\n");
+        cli_print_options(opts, n_opts);
+        return 0;
+    }
+    char err[RUMOR_ERR_LEN];
+    rumor_err_t rc;
+    if ((cfg.spec_set && (rc = rumor_model_spec_parse(&cfg.spec, model, err)) != RUMOR_OK) ||
+        (rc = rumor_optim_kind_parse(&cfg.opt.kind, optimizer, err)) != RUMOR_OK ||
+        (rc = rumor_schedule_parse(&cfg.sched, schedule, err)) != RUMOR_OK) {
+        cli_error("%s", err);
+        return 2;
+    }
+    if (warmup < 0 || limit < 0 || cfg.log_every < 0 || cfg.checkpoint_every < 0 || cfg.max_steps < 0) {
+        cli_error("--warmup, --limit, --log-every, --checkpoint-every and --max-steps must not be negative");
+        return 2;
+    }
+    if (cfg.threads < 0 || cfg.threads > 1024) {
+        cli_error("--threads %d: expected 1..1024 (or 0 for all cores)", cfg.threads);
+        return 2;
+    }
+    cfg.opt.nesterov = nesterov;
+    cfg.sched.warmup = warmup;
+    cfg.limit = (size_t)limit;
+    cfg.eval = !no_eval;
+    cfg.print_epochs = !quiet;
+    cfg.progress = !quiet && isatty(STDERR_FILENO);
+
+    cli_handle_stop_signals();
+    rumor_train_result_t res;
+    rc = rumor_train_run(&cfg, &res, err);
+    if (rc != RUMOR_OK) {
+        cli_error("%s", err);
+        return cli_exit_code(rc);
+    }
+    if (res.interrupted) {
+        if (cfg.checkpoint_path)
+            fprintf(stderr, "rumor: stopped at step %ld; continue with --resume %s\n", res.steps,
+                    cfg.checkpoint_path);
+        else
+            fprintf(stderr, "rumor: stopped at step %ld (no --checkpoint, nothing saved)\n", res.steps);
+        return 130;
+    }
+    if (!quiet) {
+        printf("done: %d epochs, %ld steps, %.1fs training, %.0f samples/s (%.1f GFLOP/s)",
+               res.epochs_done, res.steps, res.train_seconds, res.samples_per_s, res.gflops);
+        if (cfg.eval) printf(", test_acc %.4f", res.test_acc);
+        printf("\n");
+        if (cfg.save_path) printf("saved %s\n", cfg.save_path);
+    }
+    return 0;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    const char *data_dir = RUMOR_DEFAULT_DATA, *device = "cpu";
+    int threads = 0;
+    bool help = false, json = false;
+    const cli_opt_t opts[] = {
+        {"--data", OPT_STR, &data_dir, NULL, "IDX dataset folder (default " RUMOR_DEFAULT_DATA ")"},
+        {"--device", OPT_STR, &device, NULL, "cpu | cuda | auto (default cpu)"},
+        {"--threads", OPT_INT, &threads, NULL, "compute threads (default: all cores)"},
+        {"--json", OPT_FLAG, &json, NULL, "print one JSON object"},
+        {"--help", OPT_FLAG, &help, NULL, "this help"},
+    };
+    const int n_opts = (int)RUMOR_ARRAY_LEN(opts);
+    const char *pos[1];
+    int n_pos;
+    if (!cli_parse(argc, argv, 2, opts, n_opts, pos, 1, &n_pos)) return 2;
+    if (help) {
+        printf("usage: rumor eval MODEL.safetensors [options]\n\n");
+        cli_print_options(opts, n_opts);
+        return 0;
+    }
+    if (n_pos != 1) {
+        cli_error("eval needs a model file: rumor eval MODEL.safetensors");
+        return 2;
+    }
+    char err[RUMOR_ERR_LEN];
+    rumor_model_spec_t spec;
+    rumor_model_input_t in;
+    rumor_ckpt_info_t info;
+    rumor_dataset_t test = {0};
+    rumor_backend_t *be = NULL;
+    rumor_model_t *m = NULL;
+    double loss = 0, acc = 0;
+    rumor_err_t rc = rumor_checkpoint_peek(pos[0], &spec, &in, &info, err);
+    if (rc != RUMOR_OK) goto out;
+    if ((rc = rumor_data_load_dir(NULL, &test, data_dir, err)) != RUMOR_OK) goto out;
+    if ((int)test.rows != in.h || (int)test.cols != in.w || in.c != 1 || in.classes != RUMOR_DATA_CLASSES) {
+        rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: model takes %dx%dx%d inputs, %s has %zux%zu images",
+                        pos[0], in.c, in.h, in.w, data_dir, test.rows, test.cols);
+        goto out;
+    }
+    if (!(be = rumor_backend_new(device, threads, err))) {
+        rc = RUMOR_EINVAL;
+        goto out;
+    }
+    if (!(m = rumor_model_new(&spec, in, be, 256, err))) {
+        rc = RUMOR_EINVAL;
+        goto out;
+    }
+    if ((rc = rumor_checkpoint_load(pos[0], m, NULL, NULL, err)) != RUMOR_OK) goto out;
+    rc = rumor_train_evaluate(m, &test, info.input_mean, info.input_std, &loss, &acc, err);
+out:
+    rumor_model_destroy(&m);
+    rumor_backend_destroy(&be);
+    size_t count = test.count;
+    rumor_dataset_fini(&test);
+    if (rc != RUMOR_OK) {
+        cli_error("%s", err);
+        return cli_exit_code(rc);
+    }
+    if (json)
+        printf("{\"model\":\"%s\",\"samples\":%zu,\"test_loss\":%.6f,\"test_acc\":%.4f}\n",
+               spec.canonical, count, loss, acc);
+    else
+        printf("%s: %s, test_acc %.4f, test_loss %.4f on %zu samples\n", pos[0], spec.canonical, acc,
+               loss, count);
+    return 0;
+}

@@ -1,0 +1,201 @@
+/* main.c - `rumor` entry point: subcommand dispatch, --version, option parsing. */
+#include "backend.h"
+#include "cli.h"
+#include "config.h"
+#include "train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("rumor: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_exit_code(rumor_err_t rc)
+{
+    switch (rc) {
+    case RUMOR_OK: return 0;
+    case RUMOR_EINVAL:
+    case RUMOR_EFORMAT:
+    case RUMOR_ELAYOUT:
+    case RUMOR_EIO:
+    case RUMOR_ENOTSUP: return 2;
+    default: return 1;
+    }
+}
+
+static bool parse_value(const cli_opt_t *o, const char *v)
+{
+    char *end;
+    errno = 0;
+    switch (o->type) {
+    case OPT_FLAG: return true;
+    case OPT_STR:
+        if (!*v) {
+            cli_error("%s: empty value", o->name);
+            return false;
+        }
+        *(const char **)o->out = v;
+        return true;
+    case OPT_INT:
+    case OPT_LONG: {
+        long long x = strtoll(v, &end, 10);
+        long long lo = o->type == OPT_INT ? -2147483647LL : -9223372036854775807LL;
+        long long hi = o->type == OPT_INT ? 2147483647LL : 9223372036854775807LL;
+        if (end == v || *end || errno || x < lo || x > hi) {
+            cli_error("%s: '%s' is not an integer", o->name, v);
+            return false;
+        }
+        if (o->type == OPT_INT) *(int *)o->out = (int)x;
+        else *(long *)o->out = (long)x;
+        return true;
+    }
+    case OPT_U64: {
+        if (*v == '-') {
+            cli_error("%s: '%s' is not a non-negative integer", o->name, v);
+            return false;
+        }
+        unsigned long long x = strtoull(v, &end, 10);
+        if (end == v || *end || errno) {
+            cli_error("%s: '%s' is not a non-negative integer", o->name, v);
+            return false;
+        }
+        *(uint64_t *)o->out = (uint64_t)x;
+        return true;
+    }
+    case OPT_FLOAT: {
+        double x = strtod(v, &end);
+        if (end == v || *end || errno || !isfinite(x)) {
+            cli_error("%s: '%s' is not a finite number", o->name, v);
+            return false;
+        }
+        *(float *)o->out = (float)x;
+        return true;
+    }
+    }
+    return false;
+}
+
+bool cli_parse(int argc, char **argv, int first, const cli_opt_t *opts, int n_opts,
+               const char **pos, int max_pos, int *n_pos)
+{
+    *n_pos = 0;
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || strcmp(a, "--") == 0) {
+            if (strcmp(a, "--") == 0) {
+                i++;
+                if (i >= argc) break;
+                a = argv[i];
+            }
+            if (*n_pos == max_pos) {
+                cli_error("unexpected argument '%s'", a);
+                return false;
+            }
+            pos[(*n_pos)++] = a;
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
+        const cli_opt_t *o = NULL;
+        for (int j = 0; j < n_opts; j++)
+            if (strlen(opts[j].name) == name_len && strncmp(opts[j].name, a, name_len) == 0) o = &opts[j];
+        if (!o) {
+            cli_error("unknown option '%.*s' (see --help)", (int)name_len, a);
+            return false;
+        }
+        if (o->seen) *o->seen = true;
+        if (o->type == OPT_FLAG) {
+            if (eq) {
+                cli_error("%s takes no value", o->name);
+                return false;
+            }
+            *(bool *)o->out = true;
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v) {
+            cli_error("%s needs a value", o->name);
+            return false;
+        }
+        if (!parse_value(o, v)) return false;
+    }
+    return true;
+}
+
+void cli_print_options(const cli_opt_t *opts, int n_opts)
+{
+    static const char *kinds[] = {"", " N", " N", " N", " X", " VALUE"};
+    for (int i = 0; i < n_opts; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "%s%s", opts[i].name, kinds[opts[i].type]);
+        printf("  %-22s %s\n", head, opts[i].help);
+    }
+}
+
+static void stop_cb(int sig)
+{
+    (void)sig;
+    rumor_train_request_stop();
+}
+
+void cli_handle_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = stop_cb;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "rumor %s - peer-to-peer decentralized learning\n"
+            "\n"
+            "usage: rumor COMMAND [options]\n"
+            "\n"
+            "commands:\n"
+            "  train    train a model on one machine (the centralized baseline)\n"
+            "  eval     test accuracy of a saved model\n"
+            "  bench    benchmarks: bench train (rumor against PyTorch on the same model)\n"
+            "\n"
+            "  rumor --version      version, protocol version, compiled backends\n"
+            "  rumor COMMAND --help options of a command\n",
+            RUMOR_VERSION);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        cli_error("no command given (try rumor --help)");
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("rumor %s\nprotocol %d\nbackends %s\n", RUMOR_VERSION, RUMOR_PROTO_VERSION,
+               rumor_backend_compiled());
+        return 0;
+    }
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "train") == 0) return cmd_train(argc, argv);
+    if (strcmp(cmd, "eval") == 0) return cmd_eval(argc, argv);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
+    cli_error("unknown command '%s' (try rumor --help)", cmd);
+    return 2;
+}

@@ -1,0 +1,450 @@
+/* model.c - logreg, MLP and CNN over one flat parameter buffer. */
+#include "model.h"
+
+#include "rng.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KSIZE 5       /* convolution kernel side */
+#define ALIGN_FLOATS 16
+
+struct rumor_model {
+    rumor_model_spec_t spec;
+    rumor_model_input_t in;
+    rumor_backend_t *be;
+    int max_batch;
+    size_t n_params;
+    int n_tensors;
+    rumor_tensor_info_t t[RUMOR_MODEL_MAX_TENSORS];
+    uint64_t layout_id;
+    float *params, *grads;
+    float *x;     /* [max_batch][c*h*w] */
+    uint8_t *y;   /* [max_batch] */
+    float *logits, *dlogits;
+
+    /* mlp: layer l maps dims[l-1] -> dims[l]; act[0] is x, act[n_layers] the logits */
+    int n_layers;
+    int dims[RUMOR_MODEL_MAX_LAYERS + 2];
+    float *act[RUMOR_MODEL_MAX_LAYERS + 2];
+    float *dact[RUMOR_MODEL_MAX_LAYERS + 2];
+
+    /* cnn: sizes after conv1 (h1,w1), pool1 (q1), conv2 (h2,w2), pool2 (q2) */
+    int c1, c2, h1, w1, qh1, qw1, h2, w2, qh2, qw2, feat;
+    float *xt;                 /* x as [c][b][h][w] when c > 1 */
+    float *col1, *z1, *p1;     /* z1 doubles as dz1 in backward */
+    float *col2, *z2, *p2;     /* col2 doubles as dcol2, z2 as dz2 */
+    float *flat, *dflat, *dp2, *dp1;
+    uint8_t *arg1, *arg2;
+};
+
+/* ---- spec parsing ---- */
+
+static int parse_widths(int *out, int max, const char *s, const char *what, char *err)
+{
+    int n = 0;
+    while (*s) {
+        if (n == max) {
+            rumor_fail(err, RUMOR_EINVAL, "%s: at most %d layers", what, max);
+            return -1;
+        }
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || (*end && *end != ',') || v < 1 || v > 65536) {
+            rumor_fail(err, RUMOR_EINVAL, "%s: width '%.*s' is not an integer in 1..65536",
+                       what, (int)strcspn(s, ","), s);
+            return -1;
+        }
+        out[n++] = (int)v;
+        s = end;
+        if (*s == ',') {
+            s++;
+            if (!*s) {
+                rumor_fail(err, RUMOR_EINVAL, "%s: trailing comma", what);
+                return -1;
+            }
+        }
+    }
+    return n;
+}
+
+rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
+                                   char err[RUMOR_ERR_LEN])
+{
+    memset(out, 0, sizeof *out);
+    if (strcmp(spec, "logreg") == 0) {
+        out->kind = RUMOR_MODEL_MLP;
+        out->n_hidden = 0;
+        snprintf(out->canonical, sizeof out->canonical, "logreg");
+        return RUMOR_OK;
+    }
+    if (strcmp(spec, "mlp") == 0) spec = "mlp:256,128";
+    if (strcmp(spec, "cnn") == 0) spec = "cnn:16,32";
+    if (strncmp(spec, "mlp:", 4) == 0) {
+        int n = parse_widths(out->hidden, RUMOR_MODEL_MAX_LAYERS - 1, spec + 4, "mlp", err);
+        if (n < 0) return RUMOR_EINVAL;
+        if (n == 0) return rumor_fail(err, RUMOR_EINVAL, "mlp: no widths (e.g. mlp:256,128)");
+        out->kind = RUMOR_MODEL_MLP;
+        out->n_hidden = n;
+    } else if (strncmp(spec, "cnn:", 4) == 0) {
+        int n = parse_widths(out->hidden, 2, spec + 4, "cnn", err);
+        if (n < 0) return RUMOR_EINVAL;
+        if (n != 2) return rumor_fail(err, RUMOR_EINVAL, "cnn: expected two channel counts, cnn:C1,C2");
+        if (out->hidden[0] > 1024 || out->hidden[1] > 1024)
+            return rumor_fail(err, RUMOR_EINVAL, "cnn: channel counts must be at most 1024");
+        out->kind = RUMOR_MODEL_CNN;
+        out->n_hidden = 2;
+    } else {
+        return rumor_fail(err, RUMOR_EINVAL,
+                          "unknown model '%s' (expected logreg, mlp:W1,W2,... or cnn[:C1,C2])", spec);
+    }
+    size_t len = (size_t)snprintf(out->canonical, sizeof out->canonical, "%s:",
+                                  out->kind == RUMOR_MODEL_CNN ? "cnn" : "mlp");
+    for (int i = 0; i < out->n_hidden && len < sizeof out->canonical; i++)
+        len += (size_t)snprintf(out->canonical + len, sizeof out->canonical - len, "%s%d",
+                                i ? "," : "", out->hidden[i]);
+    if (len >= sizeof out->canonical) return rumor_fail(err, RUMOR_EINVAL, "model spec too long");
+    return RUMOR_OK;
+}
+
+/* ---- layout ---- */
+
+static int add_tensor(rumor_model_t *m, const char *name, int ndim, const int *shape)
+{
+    if (m->n_tensors == RUMOR_MODEL_MAX_TENSORS) return -1;
+    rumor_tensor_info_t *t = &m->t[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->count = 1;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->count *= (size_t)shape[i];
+    }
+    t->offset = m->n_params;
+    m->n_params += (t->count + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    return 0;
+}
+
+static void add_linear(rumor_model_t *m, const char *prefix, int out, int in)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    add_tensor(m, name, 2, (int[]){out, in});
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    add_tensor(m, name, 1, (int[]){out});
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static uint64_t layout_hash(const rumor_model_t *m)
+{
+    char buf[128];
+    uint64_t h = 0xcbf29ce484222325ULL;
+    int n = snprintf(buf, sizeof buf, "rumor-layout-1;%s;in=%d,%d,%d;classes=%d;", m->spec.canonical,
+                     m->in.c, m->in.h, m->in.w, m->in.classes);
+    h = fnv1a(h, buf, (size_t)n);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const rumor_tensor_info_t *t = &m->t[i];
+        n = snprintf(buf, sizeof buf, "%s@%zu:", t->name, t->offset);
+        h = fnv1a(h, buf, (size_t)n);
+        for (int d = 0; d < t->ndim; d++) {
+            n = snprintf(buf, sizeof buf, "%d,", t->shape[d]);
+            h = fnv1a(h, buf, (size_t)n);
+        }
+    }
+    return h;
+}
+
+static const rumor_tensor_info_t *tensor(const rumor_model_t *m, int i) { return &m->t[i]; }
+static float *param(rumor_model_t *m, int i) { return m->params + m->t[i].offset; }
+static float *grad(rumor_model_t *m, int i) { return m->grads + m->t[i].offset; }
+
+/* ---- construction ---- */
+
+static void *balloc(rumor_model_t *m, size_t len, int *failed)
+{
+    void *p = m->be->ops->alloc(m->be, len);
+    if (!p) *failed = 1;
+    return p;
+}
+
+rumor_model_t *rumor_model_new(const rumor_model_spec_t *spec, rumor_model_input_t in,
+                               rumor_backend_t *be, int max_batch, char err[RUMOR_ERR_LEN])
+{
+    if (in.c < 1 || in.h < 1 || in.w < 1 || in.classes < 2 || max_batch < 1) {
+        rumor_fail(err, RUMOR_EINVAL, "invalid model input %dx%dx%d, %d classes, batch %d", in.c,
+                   in.h, in.w, in.classes, max_batch);
+        return NULL;
+    }
+    rumor_model_t *m = calloc(1, sizeof *m);
+    if (!m) {
+        rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    m->spec = *spec;
+    m->in = in;
+    m->be = be;
+    m->max_batch = max_batch;
+    const size_t B = (size_t)max_batch, fsz = sizeof(float);
+    const int in_feat = in.c * in.h * in.w;
+    int failed = 0;
+
+    if (spec->kind == RUMOR_MODEL_MLP) {
+        m->n_layers = spec->n_hidden + 1;
+        m->dims[0] = in_feat;
+        for (int l = 1; l <= m->n_layers; l++) {
+            m->dims[l] = l < m->n_layers ? spec->hidden[l - 1] : in.classes;
+            char prefix[16];
+            snprintf(prefix, sizeof prefix, "fc%d", l);
+            add_linear(m, prefix, m->dims[l], m->dims[l - 1]);
+        }
+    } else {
+        m->c1 = spec->hidden[0];
+        m->c2 = spec->hidden[1];
+        m->h1 = in.h - KSIZE + 1, m->w1 = in.w - KSIZE + 1;
+        m->qh1 = m->h1 / 2, m->qw1 = m->w1 / 2;
+        m->h2 = m->qh1 - KSIZE + 1, m->w2 = m->qw1 - KSIZE + 1;
+        m->qh2 = m->h2 / 2, m->qw2 = m->w2 / 2;
+        if (m->h1 < 2 || m->w1 < 2 || m->h1 % 2 || m->w1 % 2 || m->h2 < 2 || m->w2 < 2 ||
+            m->h2 % 2 || m->w2 % 2) {
+            rumor_fail(err, RUMOR_EINVAL,
+                       "cnn needs an input whose side s gives even s-4 and (s-4)/2-4 (28 works), got %dx%d",
+                       in.h, in.w);
+            free(m);
+            return NULL;
+        }
+        m->feat = m->c2 * m->qh2 * m->qw2;
+        add_tensor(m, "conv1.weight", 4, (int[]){m->c1, in.c, KSIZE, KSIZE});
+        add_tensor(m, "conv1.bias", 1, (int[]){m->c1});
+        add_tensor(m, "conv2.weight", 4, (int[]){m->c2, m->c1, KSIZE, KSIZE});
+        add_tensor(m, "conv2.bias", 1, (int[]){m->c2});
+        add_linear(m, "fc1", in.classes, m->feat);
+    }
+    m->layout_id = layout_hash(m);
+
+    m->params = balloc(m, m->n_params * fsz, &failed);
+    m->grads = balloc(m, m->n_params * fsz, &failed);
+    m->x = balloc(m, B * in_feat * fsz, &failed);
+    m->y = balloc(m, B, &failed);
+    m->dlogits = balloc(m, B * in.classes * fsz, &failed);
+    if (spec->kind == RUMOR_MODEL_MLP) {
+        m->act[0] = m->x;
+        for (int l = 1; l <= m->n_layers; l++) {
+            m->act[l] = balloc(m, B * m->dims[l] * fsz, &failed);
+            m->dact[l] = l == m->n_layers ? m->dlogits : balloc(m, B * m->dims[l] * fsz, &failed);
+        }
+        m->logits = m->act[m->n_layers];
+    } else {
+        const size_t n1 = (size_t)m->h1 * m->w1, n2 = (size_t)m->h2 * m->w2;
+        const size_t q1 = (size_t)m->qh1 * m->qw1, q2 = (size_t)m->qh2 * m->qw2;
+        if (in.c > 1) m->xt = balloc(m, B * in_feat * fsz, &failed);
+        m->col1 = balloc(m, (size_t)in.c * KSIZE * KSIZE * B * n1 * fsz, &failed);
+        m->z1 = balloc(m, (size_t)m->c1 * B * n1 * fsz, &failed);
+        m->p1 = balloc(m, (size_t)m->c1 * B * q1 * fsz, &failed);
+        m->arg1 = balloc(m, (size_t)m->c1 * B * q1, &failed);
+        m->dp1 = balloc(m, (size_t)m->c1 * B * q1 * fsz, &failed);
+        m->col2 = balloc(m, (size_t)m->c1 * KSIZE * KSIZE * B * n2 * fsz, &failed);
+        m->z2 = balloc(m, (size_t)m->c2 * B * n2 * fsz, &failed);
+        m->p2 = balloc(m, (size_t)m->c2 * B * q2 * fsz, &failed);
+        m->arg2 = balloc(m, (size_t)m->c2 * B * q2, &failed);
+        m->dp2 = balloc(m, (size_t)m->c2 * B * q2 * fsz, &failed);
+        m->flat = balloc(m, B * m->feat * fsz, &failed);
+        m->dflat = balloc(m, B * m->feat * fsz, &failed);
+        m->logits = balloc(m, B * in.classes * fsz, &failed);
+    }
+    if (failed) {
+        rumor_fail(err, RUMOR_ENOMEM, "out of %s memory for model %s at batch %d", be->ops->name,
+                   spec->canonical, max_batch);
+        rumor_model_destroy(&m);
+        return NULL;
+    }
+    return m;
+}
+
+void rumor_model_destroy(rumor_model_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    rumor_model_t *m = *self_p;
+    rumor_backend_t *be = m->be;
+    void *bufs[] = {m->params, m->grads, m->x,    m->y,    m->dlogits, m->xt,   m->col1,
+                    m->z1,     m->p1,    m->arg1, m->dp1,  m->col2,    m->z2,   m->p2,
+                    m->arg2,   m->dp2,   m->flat, m->dflat};
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(bufs); i++)
+        if (bufs[i]) be->ops->free(be, bufs[i]);
+    if (m->spec.kind == RUMOR_MODEL_MLP) {
+        for (int l = 1; l <= m->n_layers; l++) {
+            if (m->act[l]) be->ops->free(be, m->act[l]);
+            if (l < m->n_layers && m->dact[l]) be->ops->free(be, m->dact[l]);
+        }
+    } else if (m->logits) {
+        be->ops->free(be, m->logits);
+    }
+    free(m);
+    *self_p = NULL;
+}
+
+rumor_err_t rumor_model_init(rumor_model_t *m, uint64_t seed)
+{
+    float *host = calloc(m->n_params, sizeof *host);
+    if (!host) return RUMOR_ENOMEM;
+    rumor_rng_t rng;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const rumor_tensor_info_t *t = tensor(m, i);
+        if (t->ndim == 1) continue; /* biases start at zero */
+        /* A stream per tensor: adding a layer does not reshuffle the others' init. */
+        rumor_rng_init2(&rng, seed, 0x1417, (uint64_t)i);
+        size_t fan_out = (size_t)t->shape[0], fan_in = t->count / fan_out;
+        float *w = host + t->offset;
+        const bool output_layer = i == m->n_tensors - 2;
+        if (output_layer) {
+            double a = sqrt(6.0 / (double)(fan_in + fan_out));
+            for (size_t j = 0; j < t->count; j++)
+                w[j] = (float)((2.0 * rumor_rng_uniform(&rng) - 1.0) * a);
+        } else {
+            double sd = sqrt(2.0 / (double)fan_in);
+            for (size_t j = 0; j < t->count; j++) w[j] = (float)(rumor_rng_normal(&rng) * sd);
+        }
+    }
+    m->be->ops->upload(m->be, m->params, host, m->n_params * sizeof *host);
+    free(host);
+    return m->be->ops->sync(m->be, NULL);
+}
+
+/* ---- introspection ---- */
+
+size_t rumor_model_param_count(const rumor_model_t *m) { return m->n_params; }
+uint64_t rumor_model_layout_id(const rumor_model_t *m) { return m->layout_id; }
+const rumor_model_spec_t *rumor_model_spec(const rumor_model_t *m) { return &m->spec; }
+rumor_model_input_t rumor_model_input(const rumor_model_t *m) { return m->in; }
+int rumor_model_tensor_count(const rumor_model_t *m) { return m->n_tensors; }
+const rumor_tensor_info_t *rumor_model_tensor(const rumor_model_t *m, int i)
+{
+    return i >= 0 && i < m->n_tensors ? &m->t[i] : NULL;
+}
+int rumor_model_max_batch(const rumor_model_t *m) { return m->max_batch; }
+rumor_backend_t *rumor_model_backend(rumor_model_t *m) { return m->be; }
+
+double rumor_model_flops(const rumor_model_t *m, bool train)
+{
+    /* A product of (r x k) by (k x c) costs 2rkc. Training adds the weight gradient of every
+     * layer and the input gradient of every layer but the first. */
+    double fwd = 0.0, bwd = 0.0;
+    if (m->spec.kind == RUMOR_MODEL_MLP) {
+        for (int l = 1; l <= m->n_layers; l++) {
+            double f = 2.0 * m->dims[l - 1] * m->dims[l];
+            fwd += f;
+            bwd += l > 1 ? 2.0 * f : f;
+        }
+    } else {
+        double c1 = 2.0 * m->c1 * m->in.c * KSIZE * KSIZE * m->h1 * m->w1;
+        double c2 = 2.0 * m->c2 * m->c1 * KSIZE * KSIZE * m->h2 * m->w2;
+        double fc = 2.0 * m->feat * m->in.classes;
+        fwd = c1 + c2 + fc;
+        bwd = c1 + 2.0 * c2 + 2.0 * fc;
+    }
+    return train ? fwd + bwd : fwd;
+}
+float *rumor_model_params(rumor_model_t *m) { return m->params; }
+float *rumor_model_grads(rumor_model_t *m) { return m->grads; }
+float *rumor_model_input_buf(rumor_model_t *m) { return m->x; }
+uint8_t *rumor_model_label_buf(rumor_model_t *m) { return m->y; }
+const float *rumor_model_logits(const rumor_model_t *m) { return m->logits; }
+
+/* ---- compute ---- */
+
+static void mlp_run(rumor_model_t *m, int b, bool grads, double *loss, long *correct)
+{
+    rumor_backend_t *be = m->be;
+    const struct rumor_backend_ops *op = be->ops;
+    const int L = m->n_layers;
+    for (int l = 1; l <= L; l++) {
+        const int in = m->dims[l - 1], out = m->dims[l];
+        op->gemm(be, m->act[l], m->act[l - 1], param(m, 2 * (l - 1)), false, true, b, out, in,
+                 1.0f, 0.0f, in, in, out);
+        op->bias_act(be, m->act[l], param(m, 2 * (l - 1) + 1), b, out, l < L);
+    }
+    op->softmax_xent(be, grads ? m->dlogits : NULL, loss, correct, m->logits, m->y, b,
+                     m->in.classes);
+    if (!grads) return;
+    for (int l = L; l >= 1; l--) {
+        const int in = m->dims[l - 1], out = m->dims[l];
+        op->bias_act_bwd(be, grad(m, 2 * (l - 1) + 1), m->dact[l], m->act[l], b, out, l < L);
+        op->gemm(be, grad(m, 2 * (l - 1)), m->dact[l], m->act[l - 1], true, false, out, in, b,
+                 1.0f, 0.0f, out, in, in);
+        if (l > 1)
+            op->gemm(be, m->dact[l - 1], m->dact[l], param(m, 2 * (l - 1)), false, false, b, in,
+                     out, 1.0f, 0.0f, out, in, in);
+    }
+}
+
+static void cnn_run(rumor_model_t *m, int b, bool grads, double *loss, long *correct)
+{
+    rumor_backend_t *be = m->be;
+    const struct rumor_backend_ops *op = be->ops;
+    const int c0 = m->in.c, k1 = c0 * KSIZE * KSIZE, k2 = m->c1 * KSIZE * KSIZE;
+    const int n1 = b * m->h1 * m->w1, n2 = b * m->h2 * m->w2, q2 = m->qh2 * m->qw2;
+    const int classes = m->in.classes;
+    const float *x = m->x;
+    if (c0 > 1) {
+        op->transpose_cb(be, m->xt, m->x, c0, b, m->in.h * m->in.w, false);
+        x = m->xt;
+    }
+    /* tensors: 0 conv1.weight, 1 conv1.bias, 2 conv2.weight, 3 conv2.bias, 4 fc1.weight, 5 fc1.bias */
+    op->im2col(be, m->col1, x, c0, b, m->in.h, m->in.w, KSIZE);
+    op->gemm(be, m->z1, param(m, 0), m->col1, false, false, m->c1, n1, k1, 1.0f, 0.0f, k1, n1, n1);
+    op->pool_bias_relu(be, m->p1, m->arg1, m->z1, param(m, 1), m->c1, b, m->h1, m->w1);
+    op->im2col(be, m->col2, m->p1, m->c1, b, m->qh1, m->qw1, KSIZE);
+    op->gemm(be, m->z2, param(m, 2), m->col2, false, false, m->c2, n2, k2, 1.0f, 0.0f, k2, n2, n2);
+    op->pool_bias_relu(be, m->p2, m->arg2, m->z2, param(m, 3), m->c2, b, m->h2, m->w2);
+    op->transpose_cb(be, m->flat, m->p2, m->c2, b, q2, true);
+    op->gemm(be, m->logits, m->flat, param(m, 4), false, true, b, classes, m->feat, 1.0f, 0.0f,
+             m->feat, m->feat, classes);
+    op->bias_act(be, m->logits, param(m, 5), b, classes, false);
+    op->softmax_xent(be, grads ? m->dlogits : NULL, loss, correct, m->logits, m->y, b, classes);
+    if (!grads) return;
+
+    op->bias_act_bwd(be, grad(m, 5), m->dlogits, m->logits, b, classes, false);
+    op->gemm(be, grad(m, 4), m->dlogits, m->flat, true, false, classes, m->feat, b, 1.0f, 0.0f,
+             classes, m->feat, m->feat);
+    op->gemm(be, m->dflat, m->dlogits, param(m, 4), false, false, b, m->feat, classes, 1.0f, 0.0f,
+             classes, m->feat, m->feat);
+    op->transpose_cb(be, m->dp2, m->dflat, m->c2, b, q2, false);
+    float *dz2 = m->z2, *dcol2 = m->col2, *dz1 = m->z1;
+    op->pool_bias_relu_bwd(be, dz2, grad(m, 3), m->dp2, m->p2, m->arg2, m->c2, b, m->h2, m->w2);
+    op->gemm(be, grad(m, 2), dz2, m->col2, false, true, m->c2, k2, n2, 1.0f, 0.0f, n2, n2, k2);
+    op->gemm(be, dcol2, param(m, 2), dz2, true, false, k2, n2, m->c2, 1.0f, 0.0f, k2, n2, n2);
+    op->col2im(be, m->dp1, dcol2, m->c1, b, m->qh1, m->qw1, KSIZE);
+    op->pool_bias_relu_bwd(be, dz1, grad(m, 1), m->dp1, m->p1, m->arg1, m->c1, b, m->h1, m->w1);
+    op->gemm(be, grad(m, 0), dz1, m->col1, false, true, m->c1, k1, n1, 1.0f, 0.0f, n1, n1, k1);
+}
+
+rumor_err_t rumor_model_run(rumor_model_t *m, int b, bool grads, double *loss_sum, long *correct,
+                            char err[RUMOR_ERR_LEN])
+{
+    if (b < 1 || b > m->max_batch)
+        return rumor_fail(err, RUMOR_EINVAL, "batch %d outside 1..%d", b, m->max_batch);
+    double loss = 0.0;
+    long right = 0;
+    if (m->spec.kind == RUMOR_MODEL_MLP)
+        mlp_run(m, b, grads, &loss, &right);
+    else
+        cnn_run(m, b, grads, &loss, &right);
+    rumor_err_t rc = m->be->ops->sync(m->be, err);
+    if (rc != RUMOR_OK) return rc;
+    if (loss_sum) *loss_sum += loss;
+    if (correct) *correct += right;
+    return RUMOR_OK;
+}

@@ -1,0 +1,105 @@
+/*
+ * model.h - the models: parameters in one flat buffer (llm.c), a named layout, forward and
+ * backward written once against the backend ops table.
+ *
+ * Specs: "logreg" (one linear layer), "mlp:W1,W2,..." (ReLU between layers; "mlp" alone is
+ * mlp:256,128), "cnn" / "cnn:C1,C2" (conv C_in->C1 5x5, ReLU, max-pool 2, conv C1->C2 5x5,
+ * ReLU, max-pool 2, fc -> classes; default 16,32).
+ *
+ * Layout: tensors in PyTorch state_dict order and names (fc1.weight [out, in], fc1.bias,
+ * conv1.weight [out, in, kh, kw], ...), each at an offset aligned to 16 floats in one
+ * buffer of n_params floats. Gradients and optimizer state use the same layout, so an
+ * optimizer step, mixing, checkpointing and sending are single passes. The layout id is a
+ * 64-bit FNV-1a hash of a canonical description (spec, input shape, classes, every tensor's
+ * name, shape and offset): two peers can mix only if their ids agree.
+ *
+ * Invariants: params/grads are backend memory of n_params floats each; padding between
+ * tensors stays zero (written by init, never by a gradient), so whole-buffer passes are
+ * exact. A model holds workspace for batches up to max_batch.
+ *
+ * Non-goals: arbitrary graphs, dropout, batch norm.
+ */
+#ifndef RUMOR_MODEL_H
+#define RUMOR_MODEL_H
+
+#include "backend.h"
+#include "rumor.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RUMOR_MODEL_MAX_LAYERS 8
+#define RUMOR_MODEL_MAX_TENSORS (2 * RUMOR_MODEL_MAX_LAYERS)
+#define RUMOR_MODEL_SPEC_LEN 96
+
+typedef enum { RUMOR_MODEL_MLP, RUMOR_MODEL_CNN } rumor_model_kind_t;
+
+typedef struct {
+    rumor_model_kind_t kind;
+    int n_hidden;                        /* mlp: hidden layers (0 for logreg) */
+    int hidden[RUMOR_MODEL_MAX_LAYERS];  /* mlp: widths; cnn: hidden[0..1] = C1, C2 */
+    char canonical[RUMOR_MODEL_SPEC_LEN]; /* "logreg", "mlp:256,128", "cnn:16,32" */
+} rumor_model_spec_t;
+
+/* Parse a spec; err says what is wrong ("unknown model 'x' (expected logreg, mlp:W1,W2,...
+ * or cnn[:C1,C2])", "mlp width 0 out of range 1..65536", ...). */
+rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
+                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+typedef struct {
+    char name[32];
+    int ndim;
+    int shape[4];
+    size_t offset; /* in floats */
+    size_t count;  /* elements */
+} rumor_tensor_info_t;
+
+/* The input a model expects: channels, height, width, classes. */
+typedef struct {
+    int c, h, w, classes;
+} rumor_model_input_t;
+
+typedef struct rumor_model rumor_model_t;
+
+/* A model on backend `be` (borrowed; must outlive the model) with workspace for batches up
+ * to max_batch. Parameters are zero until rumor_model_init or a load. NULL + err on failure
+ * (e.g. a CNN whose input is too small for two 5x5 convolutions and pools). */
+rumor_model_t *rumor_model_new(const rumor_model_spec_t *spec, rumor_model_input_t in,
+                               rumor_backend_t *be, int max_batch, char err[RUMOR_ERR_LEN]);
+void rumor_model_destroy(rumor_model_t **self_p);
+
+/* Seeded init: He-normal for layers followed by ReLU, Xavier-uniform for the output layer,
+ * zero biases. Same seed, same parameters on every backend. */
+rumor_err_t rumor_model_init(rumor_model_t *self, uint64_t seed) RUMOR_MUST_CHECK;
+
+/* ---- introspection ---- */
+size_t rumor_model_param_count(const rumor_model_t *self); /* n_params incl. padding */
+uint64_t rumor_model_layout_id(const rumor_model_t *self);
+const rumor_model_spec_t *rumor_model_spec(const rumor_model_t *self);
+rumor_model_input_t rumor_model_input(const rumor_model_t *self);
+int rumor_model_tensor_count(const rumor_model_t *self);
+const rumor_tensor_info_t *rumor_model_tensor(const rumor_model_t *self, int i);
+int rumor_model_max_batch(const rumor_model_t *self);
+rumor_backend_t *rumor_model_backend(rumor_model_t *self);
+/* Floating-point operations per sample of a forward pass, or forward and backward. */
+double rumor_model_flops(const rumor_model_t *self, bool train);
+/* Backend buffers (n_params floats each). */
+float *rumor_model_params(rumor_model_t *self);
+float *rumor_model_grads(rumor_model_t *self);
+/* Backend buffers for one batch: inputs [max_batch][c*h*w], labels [max_batch]. A caller
+ * fills them (directly when the backend's memory is host memory, else by upload). */
+float *rumor_model_input_buf(rumor_model_t *self);
+uint8_t *rumor_model_label_buf(rumor_model_t *self);
+/* Logits of the last forward pass, [b][classes] in backend memory. */
+const float *rumor_model_logits(const rumor_model_t *self);
+
+/* ---- compute ---- */
+
+/* Forward on the first b samples of the input buffer; with grads, backward too: grads are
+ * overwritten with the gradient of the mean cross-entropy over the batch. Adds the summed
+ * loss and the count of correct predictions to *loss_sum and *correct (either may be NULL).
+ * Synchronises with the backend and returns its first error. */
+rumor_err_t rumor_model_run(rumor_model_t *self, int b, bool grads, double *loss_sum,
+                            long *correct, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+#endif

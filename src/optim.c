@@ -1,0 +1,166 @@
+/* optim.c - SGD, AdamW, schedules. */
+#include "optim.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rumor_optim {
+    rumor_optim_config_t cfg;
+    rumor_backend_t *be;
+    size_t n;
+    long steps;
+    float *s[2]; /* sgd: momentum; adamw: exp_avg, exp_avg_sq */
+};
+
+rumor_optim_config_t rumor_optim_defaults(void)
+{
+    return (rumor_optim_config_t){.kind = RUMOR_OPT_SGD, .lr = 0.05f, .momentum = 0.9f,
+                                  .nesterov = false, .weight_decay = 0.0f, .beta1 = 0.9f,
+                                  .beta2 = 0.999f, .eps = 1e-8f};
+}
+
+rumor_err_t rumor_optim_kind_parse(rumor_opt_kind_t *out, const char *s, char err[RUMOR_ERR_LEN])
+{
+    if (strcmp(s, "sgd") == 0) *out = RUMOR_OPT_SGD;
+    else if (strcmp(s, "adamw") == 0) *out = RUMOR_OPT_ADAMW;
+    else return rumor_fail(err, RUMOR_EINVAL, "unknown optimizer '%s' (expected sgd or adamw)", s);
+    return RUMOR_OK;
+}
+
+const char *rumor_optim_kind_name(rumor_opt_kind_t kind)
+{
+    return kind == RUMOR_OPT_ADAMW ? "adamw" : "sgd";
+}
+
+rumor_err_t rumor_optim_config_check(const rumor_optim_config_t *c, char err[RUMOR_ERR_LEN])
+{
+    if (!isfinite(c->lr) || c->lr <= 0.0f || c->lr > 10.0f)
+        return rumor_fail(err, RUMOR_EINVAL, "--lr %g: expected a learning rate in (0, 10]", c->lr);
+    if (!isfinite(c->momentum) || c->momentum < 0.0f || c->momentum >= 1.0f)
+        return rumor_fail(err, RUMOR_EINVAL, "--momentum %g: expected a value in [0, 1)", c->momentum);
+    if (c->nesterov && c->momentum == 0.0f)
+        return rumor_fail(err, RUMOR_EINVAL, "--nesterov needs a momentum above 0");
+    if (!isfinite(c->weight_decay) || c->weight_decay < 0.0f || c->weight_decay > 1.0f)
+        return rumor_fail(err, RUMOR_EINVAL, "--weight-decay %g: expected a value in [0, 1]",
+                          c->weight_decay);
+    if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f && c->beta2 >= 0.0f && c->beta2 < 1.0f))
+        return rumor_fail(err, RUMOR_EINVAL, "adamw betas must lie in [0, 1)");
+    if (!(c->eps > 0.0f && c->eps < 1.0f))
+        return rumor_fail(err, RUMOR_EINVAL, "adamw eps must lie in (0, 1)");
+    return RUMOR_OK;
+}
+
+rumor_optim_t *rumor_optim_new(const rumor_optim_config_t *cfg, rumor_backend_t *be, size_t n,
+                               char err[RUMOR_ERR_LEN])
+{
+    rumor_optim_t *o = calloc(1, sizeof *o);
+    if (!o) goto nomem;
+    o->cfg = *cfg;
+    o->be = be;
+    o->n = n;
+    for (int i = 0; i < rumor_optim_state_count(o); i++) {
+        o->s[i] = be->ops->alloc(be, n * sizeof(float));
+        if (!o->s[i]) goto nomem;
+    }
+    return o;
+nomem:
+    rumor_optim_destroy(&o);
+    rumor_fail(err, RUMOR_ENOMEM, "out of memory for optimizer state");
+    return NULL;
+}
+
+void rumor_optim_destroy(rumor_optim_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    rumor_optim_t *o = *self_p;
+    for (int i = 0; i < 2; i++)
+        if (o->s[i]) o->be->ops->free(o->be, o->s[i]);
+    free(o);
+    *self_p = NULL;
+}
+
+void rumor_optim_step(rumor_optim_t *o, float *params, const float *grads, float lr)
+{
+    const rumor_optim_config_t *c = &o->cfg;
+    o->steps++;
+    if (c->kind == RUMOR_OPT_SGD) {
+        o->be->ops->sgd(o->be, params, o->s[0], grads, o->n, lr, c->momentum, c->weight_decay,
+                        c->nesterov);
+    } else {
+        const float bc1 = 1.0f - powf(c->beta1, (float)o->steps);
+        const float bc2 = 1.0f - powf(c->beta2, (float)o->steps);
+        o->be->ops->adamw(o->be, params, o->s[0], o->s[1], grads, o->n, lr, c->beta1, c->beta2,
+                          c->eps, c->weight_decay, bc1, bc2);
+    }
+}
+
+long rumor_optim_steps(const rumor_optim_t *o) { return o->steps; }
+void rumor_optim_set_steps(rumor_optim_t *o, long steps) { o->steps = steps; }
+int rumor_optim_state_count(const rumor_optim_t *o) { return o->cfg.kind == RUMOR_OPT_SGD ? 1 : 2; }
+const rumor_optim_config_t *rumor_optim_config(const rumor_optim_t *o) { return &o->cfg; }
+
+const char *rumor_optim_state_name(const rumor_optim_t *o, int i)
+{
+    if (o->cfg.kind == RUMOR_OPT_SGD) return i == 0 ? "momentum" : NULL;
+    return i == 0 ? "exp_avg" : i == 1 ? "exp_avg_sq" : NULL;
+}
+
+float *rumor_optim_state(rumor_optim_t *o, int i)
+{
+    return i >= 0 && i < rumor_optim_state_count(o) ? o->s[i] : NULL;
+}
+
+/* ---- schedules ---- */
+
+rumor_err_t rumor_schedule_parse(rumor_schedule_t *out, const char *spec, char err[RUMOR_ERR_LEN])
+{
+    memset(out, 0, sizeof *out);
+    if (strcmp(spec, "constant") == 0) {
+        out->kind = RUMOR_SCHED_CONSTANT;
+        return RUMOR_OK;
+    }
+    if (strcmp(spec, "cosine") == 0) {
+        out->kind = RUMOR_SCHED_COSINE;
+        return RUMOR_OK;
+    }
+    if (strncmp(spec, "step:", 5) == 0) {
+        char *end;
+        errno = 0;
+        long every = strtol(spec + 5, &end, 10);
+        if (end != spec + 5 && *end == ',' && !errno && every >= 1 && every <= 100000) {
+            const char *g = end + 1;
+            double gamma = strtod(g, &end);
+            if (end != g && !*end && isfinite(gamma) && gamma > 0.0 && gamma <= 1.0) {
+                out->kind = RUMOR_SCHED_STEP;
+                out->every_epochs = (int)every;
+                out->gamma = (float)gamma;
+                return RUMOR_OK;
+            }
+        }
+        return rumor_fail(err, RUMOR_EINVAL,
+                          "schedule '%s': expected step:EPOCHS,GAMMA with EPOCHS >= 1 and GAMMA in (0, 1]",
+                          spec);
+    }
+    return rumor_fail(err, RUMOR_EINVAL,
+                      "unknown schedule '%s' (expected constant, step:EPOCHS,GAMMA or cosine)", spec);
+}
+
+float rumor_schedule_lr(const rumor_schedule_t *s, float base_lr, long step, long total,
+                        long steps_per_epoch)
+{
+    double lr = base_lr;
+    if (s->kind == RUMOR_SCHED_STEP) {
+        long epoch = step / (steps_per_epoch > 0 ? steps_per_epoch : 1);
+        lr *= pow(s->gamma, (double)(epoch / s->every_epochs));
+    } else if (s->kind == RUMOR_SCHED_COSINE && total > s->warmup) {
+        double t = (double)(step - s->warmup) / (double)(total - s->warmup);
+        if (t < 0.0) t = 0.0;
+        if (t > 1.0) t = 1.0;
+        lr *= 0.5 * (1.0 + cos(M_PI * t));
+    }
+    if (s->warmup > 0 && step < s->warmup) lr *= (double)(step + 1) / (double)s->warmup;
+    return (float)lr;
+}

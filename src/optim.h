@@ -1,0 +1,77 @@
+/*
+ * optim.h - optimizers over the flat parameter buffer, and learning-rate schedules.
+ *
+ * SGD with momentum (heavy ball or Nesterov) and coupled weight decay, as torch.optim.SGD;
+ * AdamW (decoupled weight decay), as torch.optim.AdamW. State buffers share the model's
+ * layout (n floats each, backend memory), so a step is one pass.
+ *
+ * Schedules give the learning rate at a step: constant, step decay every N epochs, or
+ * cosine to zero over the run; each with an optional linear warm-up over the first W steps.
+ */
+#ifndef RUMOR_OPTIM_H
+#define RUMOR_OPTIM_H
+
+#include "backend.h"
+#include "rumor.h"
+
+#include <stdbool.h>
+
+typedef enum { RUMOR_OPT_SGD, RUMOR_OPT_ADAMW } rumor_opt_kind_t;
+
+typedef struct {
+    rumor_opt_kind_t kind;
+    float lr;
+    float momentum;     /* sgd */
+    bool nesterov;      /* sgd */
+    float weight_decay;
+    float beta1, beta2, eps; /* adamw */
+} rumor_optim_config_t;
+
+/* Defaults: sgd, lr 0.05, momentum 0.9, no weight decay; adamw betas 0.9/0.999, eps 1e-8. */
+rumor_optim_config_t rumor_optim_defaults(void);
+/* "sgd" or "adamw" */
+rumor_err_t rumor_optim_kind_parse(rumor_opt_kind_t *out, const char *s,
+                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+const char *rumor_optim_kind_name(rumor_opt_kind_t kind);
+/* Reject non-finite, non-positive or absurd values with a sentence naming the flag. */
+rumor_err_t rumor_optim_config_check(const rumor_optim_config_t *cfg,
+                                     char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+typedef struct rumor_optim rumor_optim_t;
+
+/* State for n floats on backend be (borrowed), zeroed. */
+rumor_optim_t *rumor_optim_new(const rumor_optim_config_t *cfg, rumor_backend_t *be, size_t n,
+                               char err[RUMOR_ERR_LEN]);
+void rumor_optim_destroy(rumor_optim_t **self_p);
+
+/* One update of params from grads at learning rate lr (from a schedule). */
+void rumor_optim_step(rumor_optim_t *self, float *params, const float *grads, float lr);
+
+/* Steps taken so far (AdamW's bias correction depends on it). */
+long rumor_optim_steps(const rumor_optim_t *self);
+void rumor_optim_set_steps(rumor_optim_t *self, long steps);
+/* State buffers, for checkpoints: "momentum" (sgd) or "exp_avg", "exp_avg_sq" (adamw), the
+ * names torch.optim uses. */
+int rumor_optim_state_count(const rumor_optim_t *self);
+const char *rumor_optim_state_name(const rumor_optim_t *self, int i);
+float *rumor_optim_state(rumor_optim_t *self, int i);
+const rumor_optim_config_t *rumor_optim_config(const rumor_optim_t *self);
+
+/* ---- learning-rate schedules ---- */
+typedef enum { RUMOR_SCHED_CONSTANT, RUMOR_SCHED_STEP, RUMOR_SCHED_COSINE } rumor_sched_kind_t;
+
+typedef struct {
+    rumor_sched_kind_t kind;
+    int every_epochs; /* step: decay period */
+    float gamma;      /* step: factor */
+    long warmup;      /* steps of linear warm-up from lr/warmup to lr */
+} rumor_schedule_t;
+
+/* "constant", "step:N,GAMMA" (every N epochs multiply by GAMMA), "cosine". */
+rumor_err_t rumor_schedule_parse(rumor_schedule_t *out, const char *spec,
+                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Learning rate for step (0-based) of total steps, steps_per_epoch > 0. */
+float rumor_schedule_lr(const rumor_schedule_t *s, float base_lr, long step, long total,
+                        long steps_per_epoch);
+
+#endif

@@ -1,0 +1,64 @@
+/* rumor.c - error strings, logging, clock. */
+#include "rumor.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int rumor_log_level = RUMOR_LOG_INFO;
+static char log_id[32];
+
+const char *rumor_strerror(rumor_err_t err)
+{
+    switch (err) {
+    case RUMOR_OK: return "success";
+    case RUMOR_EINVAL: return "invalid argument";
+    case RUMOR_ENOMEM: return "out of memory";
+    case RUMOR_EPROTO: return "protocol error";
+    case RUMOR_EAUTH: return "authentication failed";
+    case RUMOR_ECLOSED: return "closed";
+    case RUMOR_ETIMEDOUT: return "timed out";
+    case RUMOR_ELAYOUT: return "parameter layout mismatch";
+    case RUMOR_ENOTSUP: return "not supported";
+    case RUMOR_EIO: return "I/O error";
+    case RUMOR_EFORMAT: return "bad file format";
+    }
+    return "unknown error";
+}
+
+rumor_err_t rumor_fail(char *err, rumor_err_t code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, RUMOR_ERR_LEN, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void rumor_log_set_id(const char *id)
+{
+    snprintf(log_id, sizeof log_id, "%s", id ? id : "");
+}
+
+void rumor_log_write(rumor_log_level_t level, const char *fmt, ...)
+{
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (log_id[0])
+        fprintf(stderr, "rumor[%s] %s: %s\n", log_id, names[level], line);
+    else
+        fprintf(stderr, "rumor %s: %s\n", names[level], line);
+}
+
+double rumor_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,60 @@
+/*
+ * rumor.h - what every module shares: the error enum, result conventions, logging.
+ *
+ * Conventions (STYLE.md): functions that can fail return rumor_err_t (RUMOR_OK = 0) and
+ * pass results through out-pointers; where the caller needs detail they fill an optional
+ * `char err[RUMOR_ERR_LEN]` (NULL allowed) with one human sentence, no trailing newline.
+ * Programming errors assert; input from files or the network never does.
+ */
+#ifndef RUMOR_RUMOR_H
+#define RUMOR_RUMOR_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RUMOR_ERR_LEN 256
+#define RUMOR_MUST_CHECK __attribute__((warn_unused_result))
+#define RUMOR_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define RUMOR_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+typedef enum {
+    RUMOR_OK = 0,
+    RUMOR_EINVAL,    /* invalid argument or malformed input */
+    RUMOR_ENOMEM,    /* allocation failed */
+    RUMOR_EPROTO,    /* protocol violation */
+    RUMOR_EAUTH,     /* authentication or admission failed */
+    RUMOR_ECLOSED,   /* object or connection closed */
+    RUMOR_ETIMEDOUT, /* deadline passed */
+    RUMOR_ELAYOUT,   /* parameter layout mismatch */
+    RUMOR_ENOTSUP,   /* capability not supported by this build or backend */
+    RUMOR_EIO,       /* I/O error; errno holds the cause */
+    RUMOR_EFORMAT,   /* a file is not in the expected format */
+} rumor_err_t;
+
+/* Static string, never NULL. */
+const char *rumor_strerror(rumor_err_t err);
+
+/* Fill err (if not NULL) with a formatted message and return code; for one-line error paths:
+ *   return rumor_fail(err, RUMOR_EFORMAT, "%s: bad magic", path); */
+rumor_err_t rumor_fail(char *err, rumor_err_t code, const char *fmt, ...) RUMOR_PRINTF(3, 4);
+
+/* ---- logging ---- */
+typedef enum { RUMOR_LOG_ERROR = 0, RUMOR_LOG_WARN, RUMOR_LOG_INFO, RUMOR_LOG_DEBUG } rumor_log_level_t;
+
+extern int rumor_log_level; /* messages above this level cost one comparison */
+
+/* Arguments are not evaluated unless the level is enabled. Lines go to stderr. */
+#define rumor_log(level, ...)                                                                 \
+    do {                                                                                      \
+        if ((int)(level) <= rumor_log_level) rumor_log_write((level), __VA_ARGS__);          \
+    } while (0)
+
+void rumor_log_write(rumor_log_level_t level, const char *fmt, ...) RUMOR_PRINTF(2, 3);
+/* Short id printed at the start of every line (a node's key prefix); NULL for none. */
+void rumor_log_set_id(const char *id);
+
+/* Monotonic seconds, for timing and progress; never used by pure state machines. */
+double rumor_now(void);
+
+#endif

@@ -1,0 +1,343 @@
+/* train.c - the training loop. */
+#include "train.h"
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "rng.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EVAL_BATCH 256
+#define SHUFFLE_STREAM 0x5eedULL
+
+static volatile sig_atomic_t stop_requested;
+
+void rumor_train_request_stop(void) { stop_requested = 1; }
+
+void rumor_train_config_defaults(rumor_train_config_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->data_dir = NULL;
+    c->device = "cpu";
+    c->threads = 0;
+    c->epochs = 10;
+    c->batch = 64;
+    c->seed = 1;
+    c->opt = rumor_optim_defaults();
+    c->sched.kind = RUMOR_SCHED_CONSTANT;
+    c->log_every = 100;
+    c->print_epochs = true;
+    c->eval = true;
+}
+
+/* Put samples idx[0..n) into the model's input buffers. */
+static void load_batch(rumor_model_t *m, const rumor_dataset_t *ds, const size_t *idx, size_t n,
+                       float mean, float std, float *stage_x, uint8_t *stage_y)
+{
+    rumor_backend_t *be = rumor_model_backend(m);
+    if (be->ops->host_memory) {
+        rumor_data_gather(ds, idx, n, mean, std, rumor_model_input_buf(m), rumor_model_label_buf(m));
+        return;
+    }
+    const size_t feat = ds->rows * ds->cols;
+    rumor_data_gather(ds, idx, n, mean, std, stage_x, stage_y);
+    be->ops->upload(be, rumor_model_input_buf(m), stage_x, n * feat * sizeof(float));
+    be->ops->upload(be, rumor_model_label_buf(m), stage_y, n);
+}
+
+rumor_err_t rumor_train_evaluate(rumor_model_t *m, const rumor_dataset_t *ds, float mean,
+                                 float std, double *loss, double *acc, char err[RUMOR_ERR_LEN])
+{
+    const size_t B = (size_t)rumor_model_max_batch(m), feat = ds->rows * ds->cols;
+    size_t *idx = malloc(B * sizeof *idx);
+    float *sx = malloc(B * feat * sizeof *sx);
+    uint8_t *sy = malloc(B);
+    double loss_sum = 0.0;
+    long correct = 0;
+    rumor_err_t rc = RUMOR_OK;
+    if (!idx || !sx || !sy) {
+        rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t start = 0; start < ds->count; start += B) {
+        size_t n = ds->count - start < B ? ds->count - start : B;
+        for (size_t i = 0; i < n; i++) idx[i] = start + i;
+        load_batch(m, ds, idx, n, mean, std, sx, sy);
+        if ((rc = rumor_model_run(m, (int)n, false, &loss_sum, &correct, err)) != RUMOR_OK) goto out;
+    }
+    *loss = ds->count ? loss_sum / (double)ds->count : NAN;
+    *acc = ds->count ? (double)correct / (double)ds->count : NAN;
+out:
+    free(idx);
+    free(sx);
+    free(sy);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void format_eta(char *buf, size_t len, double s)
+{
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
+}
+
+typedef struct {
+    const rumor_train_config_t *cfg;
+    rumor_model_t *m;
+    rumor_optim_t *o;
+    rumor_ckpt_info_t info;
+    FILE *metrics;
+    double t0;
+} run_t;
+
+static rumor_err_t save_checkpoint(run_t *r, int epochs_done, char err[RUMOR_ERR_LEN])
+{
+    if (!r->cfg->checkpoint_path) return RUMOR_OK;
+    r->info.epoch = epochs_done;
+    return rumor_checkpoint_save(r->cfg->checkpoint_path, r->m, r->o, &r->info, err);
+}
+
+rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_t *res,
+                            char err[RUMOR_ERR_LEN])
+{
+    rumor_dataset_t train = {0}, test = {0};
+    rumor_backend_t *be = NULL;
+    run_t r = {.cfg = cfg};
+    size_t *perm = NULL;
+    float *stage_x = NULL;
+    uint8_t *stage_y = NULL;
+    double *epoch_rates = NULL;
+    rumor_err_t rc;
+    rumor_model_spec_t spec = cfg->spec;
+    rumor_ckpt_info_t resume = {0};
+
+    memset(res, 0, sizeof *res);
+    res->test_acc = res->test_loss = NAN;
+    stop_requested = 0;
+    if (cfg->epochs < 1 || cfg->epochs > 100000)
+        return rumor_fail(err, RUMOR_EINVAL, "--epochs %d: expected 1..100000", cfg->epochs);
+    if (cfg->batch < 1 || cfg->batch > 65536)
+        return rumor_fail(err, RUMOR_EINVAL, "--batch %d: expected 1..65536", cfg->batch);
+    if ((rc = rumor_optim_config_check(&cfg->opt, err)) != RUMOR_OK) return rc;
+
+    /* The checkpoint names the model when the user does not. */
+    if (cfg->resume_path) {
+        rumor_model_spec_t file_spec;
+        rumor_model_input_t file_in;
+        if ((rc = rumor_checkpoint_peek(cfg->resume_path, &file_spec, &file_in, &resume, err)) != RUMOR_OK)
+            return rc;
+        if (!resume.has_optim)
+            return rumor_fail(err, RUMOR_EINVAL, "%s: an exported model, not a checkpoint (no optimizer state); write checkpoints with --checkpoint",
+                              cfg->resume_path);
+        if (!cfg->spec_set) spec = file_spec;
+        if (resume.seed != cfg->seed)
+            rumor_log(RUMOR_LOG_WARN, "resuming a run made with seed %llu under seed %llu: the sample order changes",
+                      (unsigned long long)resume.seed, (unsigned long long)cfg->seed);
+    } else if (!cfg->spec_set) {
+        rc = rumor_model_spec_parse(&spec, "mlp:256,128", err);
+        if (rc != RUMOR_OK) return rc;
+    }
+
+    if ((rc = rumor_data_load_dir(&train, cfg->eval ? &test : NULL, cfg->data_dir, err)) != RUMOR_OK)
+        goto out;
+    float mean, std;
+    rumor_data_stats(&train, &mean, &std);
+    if (cfg->limit && cfg->limit < train.count) train.count = cfg->limit;
+    if (cfg->resume_path) mean = resume.input_mean, std = resume.input_std;
+    r.info.input_mean = mean;
+    r.info.input_std = std;
+    r.info.seed = cfg->seed;
+
+    if (!(be = rumor_backend_new(cfg->device, cfg->threads, err))) {
+        rc = RUMOR_EINVAL;
+        goto out;
+    }
+    const int max_batch = cfg->batch > EVAL_BATCH ? cfg->batch : EVAL_BATCH;
+    const rumor_model_input_t in = {1, (int)train.rows, (int)train.cols, RUMOR_DATA_CLASSES};
+    if (!(r.m = rumor_model_new(&spec, in, be, max_batch, err))) {
+        rc = RUMOR_EINVAL;
+        goto out;
+    }
+    if (!(r.o = rumor_optim_new(&cfg->opt, be, rumor_model_param_count(r.m), err))) {
+        rc = RUMOR_ENOMEM;
+        goto out;
+    }
+    if (cfg->resume_path)
+        rc = rumor_checkpoint_load(cfg->resume_path, r.m, r.o, NULL, err);
+    else
+        rc = rumor_model_init(r.m, cfg->seed);
+    if (rc != RUMOR_OK) goto out;
+
+    const size_t n = train.count, feat = train.rows * train.cols;
+    const long spe = (long)((n + (size_t)cfg->batch - 1) / (size_t)cfg->batch);
+    const long total = spe * cfg->epochs;
+    long step = rumor_optim_steps(r.o);
+    if (step > total) {
+        rc = rumor_fail(err, RUMOR_EINVAL, "%s: already %ld steps in, past the %ld steps of %d epochs",
+                        cfg->resume_path, step, total, cfg->epochs);
+        goto out;
+    }
+    perm = malloc(n * sizeof *perm);
+    epoch_rates = calloc((size_t)cfg->epochs, sizeof *epoch_rates);
+    if (!be->ops->host_memory) {
+        stage_x = malloc((size_t)max_batch * feat * sizeof *stage_x);
+        stage_y = malloc((size_t)max_batch);
+    }
+    if (!perm || !epoch_rates || (!be->ops->host_memory && (!stage_x || !stage_y))) {
+        rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (cfg->metrics_path) {
+        r.metrics = fopen(cfg->metrics_path, cfg->resume_path ? "a" : "w");
+        if (!r.metrics) {
+            rc = rumor_fail(err, RUMOR_EIO, "%s: %s", cfg->metrics_path, strerror(errno));
+            goto out;
+        }
+    }
+
+    const double flops = rumor_model_flops(r.m, true);
+    const int isatty_progress = cfg->progress;
+    r.t0 = rumor_now();
+    int n_rates = 0;
+    double last_draw = 0.0, last_plain = r.t0;
+    rumor_rng_t rng;
+
+    for (int epoch = (int)(step / spe); epoch < cfg->epochs; epoch++) {
+        for (size_t i = 0; i < n; i++) perm[i] = i;
+        rumor_rng_init2(&rng, cfg->seed, SHUFFLE_STREAM, (uint64_t)epoch);
+        rumor_rng_shuffle(&rng, perm, n);
+        long first = step - (long)epoch * spe;
+        double loss_sum = 0.0, window_loss = 0.0;
+        long loss_count = 0, window_count = 0;
+        const double te0 = rumor_now();
+        double t_excluded = 0.0;
+        for (long s = first; s < spe; s++) {
+            const size_t start = (size_t)s * (size_t)cfg->batch;
+            const size_t bn = n - start < (size_t)cfg->batch ? n - start : (size_t)cfg->batch;
+            load_batch(r.m, &train, perm + start, bn, mean, std, stage_x, stage_y);
+            double bl = 0.0;
+            if ((rc = rumor_model_run(r.m, (int)bn, true, &bl, NULL, err)) != RUMOR_OK) goto out;
+            if (!isfinite(bl)) {
+                rc = rumor_fail(err, RUMOR_EINVAL, "training diverged at step %ld (loss %g): lower --lr",
+                                step, bl);
+                goto out;
+            }
+            float lr = rumor_schedule_lr(&cfg->sched, cfg->opt.lr, step, total, spe);
+            rumor_optim_step(r.o, rumor_model_params(r.m), rumor_model_grads(r.m), lr);
+            step++;
+            loss_sum += bl;
+            loss_count += (long)bn;
+            window_loss += bl;
+            window_count += (long)bn;
+
+            const double now = rumor_now();
+            if (cfg->log_every > 0 && r.metrics && step % cfg->log_every == 0) {
+                fprintf(r.metrics, "{\"t\":%.3f,\"epoch\":%d,\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g}\n",
+                        now - r.t0, epoch + 1, step, window_loss / (double)window_count, (double)lr);
+                fflush(r.metrics);
+                window_loss = 0.0, window_count = 0;
+            }
+            const double done_frac = (double)(s + 1 - first) / (double)(spe - first);
+            const double elapsed = now - te0 - t_excluded;
+            const double rate = (double)loss_count / (elapsed > 0 ? elapsed : 1e-9);
+            const double eta = (double)(total - step) * (double)cfg->batch / rate;
+            char eta_s[32];
+            if (isatty_progress && now - last_draw > 0.1) {
+                char bar[21];
+                int filled = (int)(done_frac * 20);
+                for (int i = 0; i < 20; i++) bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
+                bar[20] = 0;
+                format_eta(eta_s, sizeof eta_s, eta);
+                fprintf(stderr, "\r\033[Kepoch %d/%d [%s] step %ld/%ld loss %.4f %.0f samples/s ETA %s",
+                        epoch + 1, cfg->epochs, bar, step, total, loss_sum / (double)loss_count, rate,
+                        eta_s);
+                fflush(stderr);
+                last_draw = now;
+            } else if (!isatty_progress && cfg->print_epochs && now - last_plain >= 10.0) {
+                format_eta(eta_s, sizeof eta_s, eta);
+                fprintf(stderr, "epoch %d/%d step %ld/%ld loss %.4f %.0f samples/s ETA %s\n", epoch + 1,
+                        cfg->epochs, step, total, loss_sum / (double)loss_count, rate, eta_s);
+                last_plain = now;
+            }
+            if (cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0 && s + 1 < spe) {
+                const double tc = rumor_now();
+                if ((rc = save_checkpoint(&r, epoch, err)) != RUMOR_OK) goto out;
+                t_excluded += rumor_now() - tc;
+            }
+            if (cfg->max_steps > 0 && step >= cfg->max_steps) stop_requested = 1;
+            if (stop_requested) break;
+        }
+        const double epoch_s = rumor_now() - te0 - t_excluded;
+        res->train_seconds += epoch_s;
+        if (loss_count > 0) {
+            epoch_rates[n_rates++] = (double)loss_count / epoch_s;
+            res->train_loss = loss_sum / (double)loss_count;
+        }
+        if (isatty_progress) fprintf(stderr, "\r\033[K");
+        if (stop_requested && step < (long)(epoch + 1) * spe) {
+            res->interrupted = true;
+            if ((rc = save_checkpoint(&r, epoch, err)) != RUMOR_OK) goto out;
+            break;
+        }
+        res->epochs_done = epoch + 1;
+        if (cfg->eval) {
+            rc = rumor_train_evaluate(r.m, &test, mean, std, &res->test_loss, &res->test_acc, err);
+            if (rc != RUMOR_OK) goto out;
+        }
+        const double rate = loss_count > 0 ? (double)loss_count / epoch_s : 0.0;
+        if (r.metrics) {
+            fprintf(r.metrics, "{\"t\":%.3f,\"epoch\":%d,\"step\":%ld,\"loss\":%.6f", rumor_now() - r.t0,
+                    epoch + 1, step, res->train_loss);
+            if (cfg->eval)
+                fprintf(r.metrics, ",\"test_loss\":%.6f,\"test_acc\":%.4f", res->test_loss, res->test_acc);
+            fprintf(r.metrics, ",\"samples_per_s\":%.1f}\n", rate);
+            fflush(r.metrics);
+        }
+        if (cfg->print_epochs) {
+            printf("epoch %d/%d loss %.4f", epoch + 1, cfg->epochs, res->train_loss);
+            if (cfg->eval) printf(" test_acc %.4f", res->test_acc);
+            printf(" %.2fs %.0f samples/s\n", epoch_s, rate);
+            fflush(stdout);
+        }
+        if ((rc = save_checkpoint(&r, epoch + 1, err)) != RUMOR_OK) goto out;
+        if (stop_requested) {
+            res->interrupted = epoch + 1 < cfg->epochs;
+            break;
+        }
+    }
+    res->steps = step;
+    if (n_rates > 0) {
+        qsort(epoch_rates, (size_t)n_rates, sizeof *epoch_rates, cmp_double);
+        res->samples_per_s = n_rates % 2 ? epoch_rates[n_rates / 2]
+                                         : 0.5 * (epoch_rates[n_rates / 2 - 1] + epoch_rates[n_rates / 2]);
+        res->gflops = res->samples_per_s * flops * 1e-9;
+    }
+    if (cfg->save_path && !res->interrupted)
+        rc = rumor_checkpoint_save(cfg->save_path, r.m, NULL, &r.info, err);
+out:
+    if (r.metrics) fclose(r.metrics);
+    free(perm);
+    free(stage_x);
+    free(stage_y);
+    free(epoch_rates);
+    rumor_optim_destroy(&r.o);
+    rumor_model_destroy(&r.m);
+    rumor_backend_destroy(&be);
+    rumor_dataset_fini(&train);
+    rumor_dataset_fini(&test);
+    return rc;
+}

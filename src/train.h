@@ -1,0 +1,76 @@
+/*
+ * train.h - centralized training on one dataset: the baseline every decentralized run is
+ * held against, and the inner loop a node reuses.
+ *
+ * Determinism: the order of samples in epoch e is a shuffle seeded by (seed, e), and the
+ * parameters by seed, so a run is a function of its configuration (and the BLAS thread
+ * count, which changes summation order). A checkpoint records the step; resuming recomputes
+ * the epoch's order and continues at that step, reaching the same parameters bit for bit as
+ * an uninterrupted run with the same threads.
+ *
+ * Stopping: rumor_train_request_stop() (async-signal-safe) makes the loop finish its step,
+ * write the checkpoint (when configured) and return with result.interrupted set.
+ */
+#ifndef RUMOR_TRAIN_H
+#define RUMOR_TRAIN_H
+
+#include "data.h"
+#include "model.h"
+#include "optim.h"
+#include "rumor.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+typedef struct {
+    const char *data_dir;
+    rumor_model_spec_t spec;
+    bool spec_set;            /* false: mlp:256,128, or the resumed checkpoint's model */
+    const char *device;       /* cpu | cuda | auto */
+    int threads;              /* <= 0: all cores */
+    int epochs;
+    int batch;
+    uint64_t seed;
+    rumor_optim_config_t opt;
+    rumor_schedule_t sched;
+    size_t limit;             /* use the first `limit` training samples; 0: all */
+    const char *metrics_path; /* JSON lines; appended to when resuming */
+    const char *save_path;    /* exported model at the end */
+    const char *checkpoint_path; /* checkpoint after every epoch and on stop */
+    long checkpoint_every;    /* also every N steps; 0: off */
+    const char *resume_path;
+    long max_steps;           /* stop, as if interrupted, once this many steps are done; 0: off */
+    int log_every;            /* steps between metric lines; 0: per epoch only */
+    bool progress;            /* live progress line on stderr (a TTY) */
+    bool print_epochs;        /* a line per epoch on stdout */
+    bool eval;                /* test accuracy after every epoch */
+} rumor_train_config_t;
+
+typedef struct {
+    int epochs_done;
+    long steps;
+    double train_loss;     /* mean over the last epoch trained */
+    double test_loss, test_acc; /* after the last epoch (NaN if not evaluated) */
+    double train_seconds;  /* time in the training loop only (no eval, no checkpoints) */
+    double samples_per_s;  /* median over epochs trained in this run */
+    double gflops;         /* achieved, from the model's flop count */
+    bool interrupted;
+} rumor_train_result_t;
+
+void rumor_train_config_defaults(rumor_train_config_t *cfg);
+
+/* Run the configured training. Errors: bad data or files (EFORMAT/EIO, err names the file),
+ * bad configuration (EINVAL), layout mismatch on resume (ELAYOUT), divergence (EINVAL,
+ * "training diverged ..."). */
+rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_t *res,
+                            char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+void rumor_train_request_stop(void);
+
+/* Test loss and accuracy of m on ds (normalised with mean/std), in batches of the model's
+ * max batch. */
+rumor_err_t rumor_train_evaluate(rumor_model_t *m, const rumor_dataset_t *ds, float mean,
+                                 float std, double *loss, double *acc,
+                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+#endif

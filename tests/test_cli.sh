@@ -1,0 +1,88 @@
+#!/bin/sh
+# test_cli.sh RUMOR - the command line's promises: every bad input is exactly one line
+# "rumor: error: ..." on stderr with exit status 2, and nothing is overwritten.
+set -u
+rumor=$1
+data=/usr/share/datasets/fashion-mnist
+tmp=$(mktemp -d /tmp/rumor-test-cli-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+checks=0
+
+# expect_error "description" ARGS... : exit 2 and one stderr line starting "rumor: error: "
+expect_error() {
+    what=$1
+    shift
+    checks=$((checks + 1))
+    "$rumor" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -q '^rumor: error: ' "$tmp/err"; then
+        echo "FAIL: $what: exit $rc, stderr:"
+        sed 's/^/    /' "$tmp/err"
+        fails=$((fails + 1))
+    fi
+}
+
+expect_error "no command"
+expect_error "unknown command"        frobnicate
+expect_error "unknown option"         train --frobnicate
+expect_error "missing value"          train --epochs
+expect_error "non-integer epochs"     train --epochs abc
+expect_error "zero epochs"            train --epochs 0
+expect_error "zero batch"             train --batch 0
+expect_error "negative lr"            train --lr -1
+expect_error "nan lr"                 train --lr nan
+expect_error "absurd lr"              train --lr 1e9
+expect_error "momentum >= 1"          train --momentum 1.5
+expect_error "negative threads"       train --threads -1
+expect_error "unknown model"          train --model resnet
+expect_error "bad mlp width"          train --model mlp:0
+expect_error "unknown optimizer"      train --optimizer lion
+expect_error "bad schedule"           train --schedule step:0,2
+expect_error "missing data dir"       train --data "$tmp/nothing"
+expect_error "eval without a file"    eval
+expect_error "eval missing file"      eval "$tmp/nothing.safetensors"
+expect_error "unknown device"         train --device tpu
+expect_error "unknown benchmark"      bench frobnicate
+
+# A corrupt dataset: each damaged file is named in the error.
+if [ -d "$data" ]; then
+    mkdir -p "$tmp/bad"
+    for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+        cp "$data/$f.gz" "$tmp/bad/$f.gz"
+    done
+    gunzip "$tmp/bad/train-labels-idx1-ubyte.gz"
+    head -c 1000 "$tmp/bad/train-labels-idx1-ubyte" >"$tmp/bad/short" && mv "$tmp/bad/short" "$tmp/bad/train-labels-idx1-ubyte"
+    expect_error "truncated labels" train --data "$tmp/bad" --epochs 1
+    checks=$((checks + 1))
+    grep -q 'train-labels-idx1-ubyte' "$tmp/err" || { echo "FAIL: error does not name the file"; fails=$((fails + 1)); }
+
+    # Nothing overwritten: a failing run leaves an existing --save target alone.
+    echo "precious" >"$tmp/model.safetensors"
+    expect_error "bad data keeps save" train --data "$tmp/bad" --save "$tmp/model.safetensors"
+    checks=$((checks + 1))
+    [ "$(cat "$tmp/model.safetensors")" = "precious" ] || { echo "FAIL: --save target overwritten"; fails=$((fails + 1)); }
+
+    # Bad model files.
+    "$rumor" train --model logreg --epochs 1 --limit 500 --threads 1 --quiet --no-eval \
+        --save "$tmp/ok.safetensors" || { echo "FAIL: small training run"; fails=$((fails + 1)); }
+    head -c 200 "$tmp/ok.safetensors" >"$tmp/trunc.safetensors"
+    expect_error "truncated model" eval "$tmp/trunc.safetensors"
+    # A header that claims more bytes than the file has.
+    printf '\377\377\377\000\000\000\000\000{}' >"$tmp/lie.safetensors"
+    expect_error "lying header" eval "$tmp/lie.safetensors"
+    printf 'not a model at all' >"$tmp/junk.safetensors"
+    expect_error "junk model" eval "$tmp/junk.safetensors"
+    expect_error "resume from an export" train --resume "$tmp/ok.safetensors" --epochs 2 --limit 500
+    expect_error "resume into another model" train --model mlp:8 --resume "$tmp/ok.safetensors"
+    checks=$((checks + 1))
+    "$rumor" eval "$tmp/ok.safetensors" --threads 1 | grep -q 'test_acc' ||
+        { echo "FAIL: eval of a good model"; fails=$((fails + 1)); }
+fi
+
+checks=$((checks + 1))
+"$rumor" --version | grep -q '^backends cpu' || { echo "FAIL: --version"; fails=$((fails + 1)); }
+
+echo "$checks checks, $fails failed"
+[ "$fails" -eq 0 ]
