@@ -57,7 +57,7 @@ struct rumor_backend_ops {
     void (*bias_act)(rumor_backend_t *be, float *y, const float *bias, int rows, int cols,
                      bool relu);
     /* Backward of bias_act: if relu, dy[r][c] = 0 where y[r][c] <= 0 (y is the layer's
-     * output); then dbias[c] = sum_r dy[r][c]. */
+     * output); then dbias[c] += sum_r dy[r][c] (gradients accumulate, see sgd). */
     void (*bias_act_bwd)(rumor_backend_t *be, float *dbias, float *dy, const float *y,
                          int rows, int cols, bool relu);
 
@@ -69,15 +69,17 @@ struct rumor_backend_ops {
     /* The adjoint of im2col: dx = sum of col entries that came from each x (overwrites). */
     void (*col2im)(rumor_backend_t *be, float *dx, const float *col, int c, int b, int h, int w,
                    int k);
-    /* y[c][b][h/2][w/2] = relu(max over the 2x2 window of x[c][b][..][..] + bias[c]); arg
-     * records the window position (0..3) of each max. Bias and ReLU commute with the max,
-     * so applying them after pooling is exact and touches a quarter of the data. */
-    void (*pool_bias_relu)(rumor_backend_t *be, float *y, uint8_t *arg, const float *x,
-                           const float *bias, int c, int b, int h, int w);
-    /* Backward: dx (full size, overwritten) gets dy at each window's max where y > 0 and 0
-     * elsewhere; dbias[c] = sum of dy over positions where y > 0. */
-    void (*pool_bias_relu_bwd)(rumor_backend_t *be, float *dx, float *dbias, const float *dy,
-                               const float *y, const uint8_t *arg, int c, int b, int h, int w);
+    /* y[c][b][h/2][w/2] = relu(max over the 2x2 window of x[c][b][..][..] + bias[c]). Bias
+     * and ReLU commute with the max, so applying them after pooling is exact and touches a
+     * quarter of the data. */
+    void (*pool_bias_relu)(rumor_backend_t *be, float *y, const float *x, const float *bias,
+                           int c, int b, int h, int w);
+    /* Backward, in place: xdx holds the forward input x and is overwritten with dx: dy at
+     * each window's first maximum (row-major order, as PyTorch breaks ties) where y > 0, 0
+     * elsewhere; dbias[c] += sum of dy where y > 0. Recomputing the argmax from x costs less
+     * than storing and reloading it. */
+    void (*pool_bias_relu_bwd)(rumor_backend_t *be, float *xdx, float *dbias, const float *dy,
+                               const float *y, int c, int b, int h, int w);
     /* [c][b][n] <-> [b][c][n]: to_bc = true maps CBHW to per-sample rows (PyTorch's flatten
      * order), false maps back. */
     void (*transpose_cb)(rumor_backend_t *be, float *dst, const float *src, int c, int b, int n,
@@ -90,12 +92,15 @@ struct rumor_backend_ops {
     void (*softmax_xent)(rumor_backend_t *be, float *dlogits, double *loss_sum, long *correct,
                          const float *logits, const uint8_t *labels, int b, int k);
 
-    /* ---- optimizers and mixing (one pass over flat buffers of n floats) ---- */
-    /* g' = g + wd*p; v = momentum*v + g'; p -= lr * (nesterov ? g' + momentum*v : v). */
-    void (*sgd)(rumor_backend_t *be, float *p, float *v, const float *g, size_t n, float lr,
+    /* ---- optimizers and mixing (one pass over flat buffers of n floats) ----
+     * Gradients accumulate (weight-gradient products run with beta = 1), and an optimizer
+     * step consumes them: it leaves g zeroed. Zeroing inside the pass that already streams
+     * g costs almost nothing, where a separate beta = 0 pass in sgemm cost 5-7% of a step. */
+    /* g' = g + wd*p; v = momentum*v + g'; p -= lr * (nesterov ? g' + momentum*v : v); g = 0. */
+    void (*sgd)(rumor_backend_t *be, float *p, float *v, float *g, size_t n, float lr,
                 float momentum, float wd, bool nesterov);
-    /* AdamW (Loshchilov & Hutter): m,v moments; bc1 = 1-b1^t, bc2 = 1-b2^t. */
-    void (*adamw)(rumor_backend_t *be, float *p, float *m, float *v, const float *g, size_t n,
+    /* AdamW (Loshchilov & Hutter): m,v moments; bc1 = 1-b1^t, bc2 = 1-b2^t; g = 0. */
+    void (*adamw)(rumor_backend_t *be, float *p, float *m, float *v, float *g, size_t n,
                   float lr, float b1, float b2, float eps, float wd, float bc1, float bc2);
     /* y += a * x */
     void (*axpy)(rumor_backend_t *be, float *y, const float *x, float a, size_t n);

@@ -18,6 +18,8 @@ int cmd_train(int argc, char **argv)
     cfg.data_dir = RUMOR_DEFAULT_DATA;
     const char *model = "mlp:256,128", *optimizer = "sgd", *schedule = "constant";
     long warmup = 0, limit = 0;
+    const char *partition = NULL;
+    bool rank_set = false, of_set = false;
     bool help = false, nesterov = false, quiet = false, no_eval = false;
     const cli_opt_t opts[] = {
         {"--data", OPT_STR, &cfg.data_dir, NULL, "IDX dataset folder (default " RUMOR_DEFAULT_DATA ")"},
@@ -34,6 +36,9 @@ int cmd_train(int argc, char **argv)
         {"--threads", OPT_INT, &cfg.threads, NULL, "compute threads (default: all cores)"},
         {"--seed", OPT_U64, &cfg.seed, NULL, "seed for init and sample order (default 1)"},
         {"--limit", OPT_LONG, &limit, NULL, "train on the first N samples only"},
+        {"--partition", OPT_STR, &partition, NULL, "iid | dirichlet:ALPHA | shards:K: train on one peer's shard"},
+        {"--rank", OPT_INT, &cfg.rank, &rank_set, "with --partition: which peer (0-based)"},
+        {"--of", OPT_INT, &cfg.peers, &of_set, "with --partition: how many peers"},
         {"--metrics", OPT_STR, &cfg.metrics_path, NULL, "JSON-lines metrics file"},
         {"--log-every", OPT_INT, &cfg.log_every, NULL, "steps between metric lines (default 100)"},
         {"--save", OPT_STR, &cfg.save_path, NULL, "export the trained model (safetensors)"},
@@ -61,6 +66,21 @@ int cmd_train(int argc, char **argv)
         (rc = rumor_schedule_parse(&cfg.sched, schedule, err)) != RUMOR_OK) {
         cli_error("%s", err);
         return 2;
+    }
+    if (partition || rank_set || of_set) {
+        if (!partition || !rank_set || !of_set) {
+            cli_error("--partition, --rank and --of go together");
+            return 2;
+        }
+        if (cfg.peers < 1 || cfg.peers > 100000 || cfg.rank < 0 || cfg.rank >= cfg.peers) {
+            cli_error("--rank %d --of %d: expected 0 <= rank < of <= 100000", cfg.rank, cfg.peers);
+            return 2;
+        }
+        if (rumor_partition_parse(&cfg.partition, partition, err) != RUMOR_OK) {
+            cli_error("%s", err);
+            return 2;
+        }
+        cfg.partitioned = true;
     }
     if (warmup < 0 || limit < 0 || cfg.log_every < 0 || cfg.checkpoint_every < 0 || cfg.max_steps < 0) {
         cli_error("--warmup, --limit, --log-every, --checkpoint-every and --max-steps must not be negative");

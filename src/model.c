@@ -39,7 +39,6 @@ struct rumor_model {
     float *col1, *z1, *p1;     /* z1 doubles as dz1 in backward */
     float *col2, *z2, *p2;     /* col2 doubles as dcol2, z2 as dz2 */
     float *flat, *dflat, *dp2, *dp1;
-    uint8_t *arg1, *arg2;
 };
 
 /* ---- spec parsing ---- */
@@ -254,12 +253,10 @@ rumor_model_t *rumor_model_new(const rumor_model_spec_t *spec, rumor_model_input
         m->col1 = balloc(m, (size_t)in.c * KSIZE * KSIZE * B * n1 * fsz, &failed);
         m->z1 = balloc(m, (size_t)m->c1 * B * n1 * fsz, &failed);
         m->p1 = balloc(m, (size_t)m->c1 * B * q1 * fsz, &failed);
-        m->arg1 = balloc(m, (size_t)m->c1 * B * q1, &failed);
         m->dp1 = balloc(m, (size_t)m->c1 * B * q1 * fsz, &failed);
         m->col2 = balloc(m, (size_t)m->c1 * KSIZE * KSIZE * B * n2 * fsz, &failed);
         m->z2 = balloc(m, (size_t)m->c2 * B * n2 * fsz, &failed);
         m->p2 = balloc(m, (size_t)m->c2 * B * q2 * fsz, &failed);
-        m->arg2 = balloc(m, (size_t)m->c2 * B * q2, &failed);
         m->dp2 = balloc(m, (size_t)m->c2 * B * q2 * fsz, &failed);
         m->flat = balloc(m, B * m->feat * fsz, &failed);
         m->dflat = balloc(m, B * m->feat * fsz, &failed);
@@ -280,8 +277,8 @@ void rumor_model_destroy(rumor_model_t **self_p)
     rumor_model_t *m = *self_p;
     rumor_backend_t *be = m->be;
     void *bufs[] = {m->params, m->grads, m->x,    m->y,    m->dlogits, m->xt,   m->col1,
-                    m->z1,     m->p1,    m->arg1, m->dp1,  m->col2,    m->z2,   m->p2,
-                    m->arg2,   m->dp2,   m->flat, m->dflat};
+                    m->z1,     m->p1,    m->dp1,  m->col2, m->z2,      m->p2,   m->dp2,
+                    m->flat,   m->dflat};
     for (size_t i = 0; i < RUMOR_ARRAY_LEN(bufs); i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     if (m->spec.kind == RUMOR_MODEL_MLP) {
@@ -337,6 +334,11 @@ const rumor_tensor_info_t *rumor_model_tensor(const rumor_model_t *m, int i)
 int rumor_model_max_batch(const rumor_model_t *m) { return m->max_batch; }
 rumor_backend_t *rumor_model_backend(rumor_model_t *m) { return m->be; }
 
+void rumor_model_zero_grads(rumor_model_t *m)
+{
+    m->be->ops->zero(m->be, m->grads, m->n_params * sizeof(float));
+}
+
 double rumor_model_flops(const rumor_model_t *m, bool train)
 {
     /* A product of (r x k) by (k x c) costs 2rkc. Training adds the weight gradient of every
@@ -383,7 +385,7 @@ static void mlp_run(rumor_model_t *m, int b, bool grads, double *loss, long *cor
         const int in = m->dims[l - 1], out = m->dims[l];
         op->bias_act_bwd(be, grad(m, 2 * (l - 1) + 1), m->dact[l], m->act[l], b, out, l < L);
         op->gemm(be, grad(m, 2 * (l - 1)), m->dact[l], m->act[l - 1], true, false, out, in, b,
-                 1.0f, 0.0f, out, in, in);
+                 1.0f, 1.0f, out, in, in);
         if (l > 1)
             op->gemm(be, m->dact[l - 1], m->dact[l], param(m, 2 * (l - 1)), false, false, b, in,
                      out, 1.0f, 0.0f, out, in, in);
@@ -405,10 +407,10 @@ static void cnn_run(rumor_model_t *m, int b, bool grads, double *loss, long *cor
     /* tensors: 0 conv1.weight, 1 conv1.bias, 2 conv2.weight, 3 conv2.bias, 4 fc1.weight, 5 fc1.bias */
     op->im2col(be, m->col1, x, c0, b, m->in.h, m->in.w, KSIZE);
     op->gemm(be, m->z1, param(m, 0), m->col1, false, false, m->c1, n1, k1, 1.0f, 0.0f, k1, n1, n1);
-    op->pool_bias_relu(be, m->p1, m->arg1, m->z1, param(m, 1), m->c1, b, m->h1, m->w1);
+    op->pool_bias_relu(be, m->p1, m->z1, param(m, 1), m->c1, b, m->h1, m->w1);
     op->im2col(be, m->col2, m->p1, m->c1, b, m->qh1, m->qw1, KSIZE);
     op->gemm(be, m->z2, param(m, 2), m->col2, false, false, m->c2, n2, k2, 1.0f, 0.0f, k2, n2, n2);
-    op->pool_bias_relu(be, m->p2, m->arg2, m->z2, param(m, 3), m->c2, b, m->h2, m->w2);
+    op->pool_bias_relu(be, m->p2, m->z2, param(m, 3), m->c2, b, m->h2, m->w2);
     op->transpose_cb(be, m->flat, m->p2, m->c2, b, q2, true);
     op->gemm(be, m->logits, m->flat, param(m, 4), false, true, b, classes, m->feat, 1.0f, 0.0f,
              m->feat, m->feat, classes);
@@ -417,18 +419,18 @@ static void cnn_run(rumor_model_t *m, int b, bool grads, double *loss, long *cor
     if (!grads) return;
 
     op->bias_act_bwd(be, grad(m, 5), m->dlogits, m->logits, b, classes, false);
-    op->gemm(be, grad(m, 4), m->dlogits, m->flat, true, false, classes, m->feat, b, 1.0f, 0.0f,
+    op->gemm(be, grad(m, 4), m->dlogits, m->flat, true, false, classes, m->feat, b, 1.0f, 1.0f,
              classes, m->feat, m->feat);
     op->gemm(be, m->dflat, m->dlogits, param(m, 4), false, false, b, m->feat, classes, 1.0f, 0.0f,
              classes, m->feat, m->feat);
     op->transpose_cb(be, m->dp2, m->dflat, m->c2, b, q2, false);
     float *dz2 = m->z2, *dcol2 = m->col2, *dz1 = m->z1;
-    op->pool_bias_relu_bwd(be, dz2, grad(m, 3), m->dp2, m->p2, m->arg2, m->c2, b, m->h2, m->w2);
-    op->gemm(be, grad(m, 2), dz2, m->col2, false, true, m->c2, k2, n2, 1.0f, 0.0f, n2, n2, k2);
+    op->pool_bias_relu_bwd(be, dz2, grad(m, 3), m->dp2, m->p2, m->c2, b, m->h2, m->w2);
+    op->gemm(be, grad(m, 2), dz2, m->col2, false, true, m->c2, k2, n2, 1.0f, 1.0f, n2, n2, k2);
     op->gemm(be, dcol2, param(m, 2), dz2, true, false, k2, n2, m->c2, 1.0f, 0.0f, k2, n2, n2);
     op->col2im(be, m->dp1, dcol2, m->c1, b, m->qh1, m->qw1, KSIZE);
-    op->pool_bias_relu_bwd(be, dz1, grad(m, 1), m->dp1, m->p1, m->arg1, m->c1, b, m->h1, m->w1);
-    op->gemm(be, grad(m, 0), dz1, m->col1, false, true, m->c1, k1, n1, 1.0f, 0.0f, n1, n1, k1);
+    op->pool_bias_relu_bwd(be, dz1, grad(m, 1), m->dp1, m->p1, m->c1, b, m->h1, m->w1);
+    op->gemm(be, grad(m, 0), dz1, m->col1, false, true, m->c1, k1, n1, 1.0f, 1.0f, n1, n1, k1);
 }
 
 rumor_err_t rumor_model_run(rumor_model_t *m, int b, bool grads, double *loss_sum, long *correct,

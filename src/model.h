@@ -81,6 +81,8 @@ int rumor_model_tensor_count(const rumor_model_t *self);
 const rumor_tensor_info_t *rumor_model_tensor(const rumor_model_t *self, int i);
 int rumor_model_max_batch(const rumor_model_t *self);
 rumor_backend_t *rumor_model_backend(rumor_model_t *self);
+/* grads = 0 (they start at zero; optimizer steps leave them zero). */
+void rumor_model_zero_grads(rumor_model_t *self);
 /* Floating-point operations per sample of a forward pass, or forward and backward. */
 double rumor_model_flops(const rumor_model_t *self, bool train);
 /* Backend buffers (n_params floats each). */
@@ -95,8 +97,9 @@ const float *rumor_model_logits(const rumor_model_t *self);
 
 /* ---- compute ---- */
 
-/* Forward on the first b samples of the input buffer; with grads, backward too: grads are
- * overwritten with the gradient of the mean cross-entropy over the batch. Adds the summed
+/* Forward on the first b samples of the input buffer; with grads, backward too: the gradient
+ * of the mean cross-entropy over the batch is *added* to grads (as in PyTorch, so several
+ * batches can accumulate; an optimizer step consumes and zeroes them). Adds the summed
  * loss and the count of correct predictions to *loss_sum and *correct (either may be NULL).
  * Synchronises with the backend and returns its first error. */
 rumor_err_t rumor_model_run(rumor_model_t *self, int b, bool grads, double *loss_sum,

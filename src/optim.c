@@ -82,7 +82,7 @@ void rumor_optim_destroy(rumor_optim_t **self_p)
     *self_p = NULL;
 }
 
-void rumor_optim_step(rumor_optim_t *o, float *params, const float *grads, float lr)
+void rumor_optim_step(rumor_optim_t *o, float *params, float *grads, float lr)
 {
     const rumor_optim_config_t *c = &o->cfg;
     o->steps++;

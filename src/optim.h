@@ -44,8 +44,9 @@ rumor_optim_t *rumor_optim_new(const rumor_optim_config_t *cfg, rumor_backend_t 
                                char err[RUMOR_ERR_LEN]);
 void rumor_optim_destroy(rumor_optim_t **self_p);
 
-/* One update of params from grads at learning rate lr (from a schedule). */
-void rumor_optim_step(rumor_optim_t *self, float *params, const float *grads, float lr);
+/* One update of params from grads at learning rate lr (from a schedule); grads are
+ * consumed: left zeroed for the next accumulation. */
+void rumor_optim_step(rumor_optim_t *self, float *params, float *grads, float lr);
 
 /* Steps taken so far (AdamW's bias correction depends on it). */
 long rumor_optim_steps(const rumor_optim_t *self);

@@ -117,7 +117,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     rumor_dataset_t train = {0}, test = {0};
     rumor_backend_t *be = NULL;
     run_t r = {.cfg = cfg};
-    size_t *perm = NULL;
+    size_t *perm = NULL, *own = NULL;
     float *stage_x = NULL;
     uint8_t *stage_y = NULL;
     double *epoch_rates = NULL;
@@ -182,7 +182,19 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         rc = rumor_model_init(r.m, cfg->seed);
     if (rc != RUMOR_OK) goto out;
 
-    const size_t n = train.count, feat = train.rows * train.cols;
+    /* The samples this run trains on: all of them, or one peer's shard. */
+    size_t n = train.count;
+    if (cfg->partitioned) {
+        rc = rumor_partition_indices(&own, &n, &cfg->partition, train.labels, train.count, cfg->seed,
+                                     cfg->rank, cfg->peers, err);
+        if (rc != RUMOR_OK) goto out;
+        if (n == 0) {
+            rc = rumor_fail(err, RUMOR_EINVAL, "peer %d of %d owns no samples under this partition",
+                            cfg->rank, cfg->peers);
+            goto out;
+        }
+    }
+    const size_t feat = train.rows * train.cols;
     const long spe = (long)((n + (size_t)cfg->batch - 1) / (size_t)cfg->batch);
     const long total = spe * cfg->epochs;
     long step = rumor_optim_steps(r.o);
@@ -217,7 +229,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     rumor_rng_t rng;
 
     for (int epoch = (int)(step / spe); epoch < cfg->epochs; epoch++) {
-        for (size_t i = 0; i < n; i++) perm[i] = i;
+        for (size_t i = 0; i < n; i++) perm[i] = own ? own[i] : i;
         rumor_rng_init2(&rng, cfg->seed, SHUFFLE_STREAM, (uint64_t)epoch);
         rumor_rng_shuffle(&rng, perm, n);
         long first = step - (long)epoch * spe;
@@ -331,6 +343,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
 out:
     if (r.metrics) fclose(r.metrics);
     free(perm);
+    free(own);
     free(stage_x);
     free(stage_y);
     free(epoch_rates);

@@ -34,6 +34,9 @@ typedef struct {
     rumor_optim_config_t opt;
     rumor_schedule_t sched;
     size_t limit;             /* use the first `limit` training samples; 0: all */
+    bool partitioned;         /* train on one peer's shard of the (limited) training set */
+    rumor_partition_t partition;
+    int rank, peers;
     const char *metrics_path; /* JSON lines; appended to when resuming */
     const char *save_path;    /* exported model at the end */
     const char *checkpoint_path; /* checkpoint after every epoch and on stop */

@@ -79,9 +79,11 @@ static void test_pool(void)
 {
     const int c = 2, b = 3, h = 4, w = 6, ph = 2, pw = 3, n = c * b * h * w, m = c * b * ph * pw;
     float *x = randn((size_t)n), bias[2] = {0.3f, -0.2f};
+    /* A tie inside one window: the first maximum (row-major) must take the gradient. */
+    x[0] = x[1] = x[w] = x[w + 1] = 2.5f;
     float *y = be->ops->alloc(be, (size_t)m * sizeof(float));
-    uint8_t *arg = be->ops->alloc(be, (size_t)m);
-    be->ops->pool_bias_relu(be, y, arg, x, bias, c, b, h, w);
+    float *xdx = be->ops->alloc(be, (size_t)n * sizeof(float));
+    be->ops->pool_bias_relu(be, y, x, bias, c, b, h, w);
     int ok = 1;
     for (int ci = 0; ci < c; ci++)
         for (int bi = 0; bi < b; bi++)
@@ -91,28 +93,41 @@ static void test_pool(void)
                     float mx = -INFINITY;
                     for (int di = 0; di < 2; di++)
                         for (int dj = 0; dj < 2; dj++) mx = fmaxf(mx, p[(2 * i + di) * w + 2 * j + dj]);
-                    float want = fmaxf(mx + bias[ci], 0.0f);
-                    size_t o = (((size_t)ci * b + bi) * ph + i) * pw + j;
-                    int a = arg[o];
-                    ok &= y[o] == want && p[(2 * i + a / 2) * w + 2 * j + a % 2] == mx;
+                    ok &= y[(((size_t)ci * b + bi) * ph + i) * pw + j] == fmaxf(mx + bias[ci], 0.0f);
                 }
     CHECK(ok);
-    /* Backward: gradient lands on the argmax where the output is positive; bias gets the sum. */
-    float *dy = randn((size_t)m), *dx = be->ops->alloc(be, (size_t)n * sizeof(float)), db[2];
-    be->ops->pool_bias_relu_bwd(be, dx, db, dy, y, arg, c, b, h, w);
-    double sum_dx = 0, sum_db = 0, want_db[2] = {0, 0};
-    for (int i = 0; i < n; i++) sum_dx += dx[i];
-    for (int i = 0; i < m; i++)
-        if (y[i] > 0) want_db[i / (b * ph * pw)] += dy[i];
-    sum_db = want_db[0] + want_db[1];
+    /* Backward, in place over a copy of x: each window's gradient lands on its first maximum
+     * where the output is positive; the bias gradient accumulates the sum. */
+    float *dy = randn((size_t)m), db[2] = {1.0f, -1.0f};
+    memcpy(xdx, x, (size_t)n * sizeof(float));
+    be->ops->pool_bias_relu_bwd(be, xdx, db, dy, y, c, b, h, w);
+    double want_db[2] = {1.0, -1.0};
+    ok = 1;
+    for (int ci = 0; ci < c; ci++)
+        for (int bi = 0; bi < b; bi++)
+            for (int i = 0; i < ph; i++)
+                for (int j = 0; j < pw; j++) {
+                    const size_t base = ((size_t)ci * b + bi) * h * w;
+                    const size_t o = (((size_t)ci * b + bi) * ph + i) * pw + j;
+                    const float g = y[o] > 0 ? dy[o] : 0.0f;
+                    want_db[ci] += g;
+                    int first = -1;
+                    float mx = -INFINITY;
+                    for (int q = 0; q < 4; q++) {
+                        float v = x[base + (size_t)(2 * i + q / 2) * w + 2 * j + q % 2];
+                        if (v > mx) mx = v, first = q;
+                    }
+                    for (int q = 0; q < 4; q++)
+                        ok &= xdx[base + (size_t)(2 * i + q / 2) * w + 2 * j + q % 2] == (q == first ? g : 0.0f);
+                }
+    CHECK(ok);
+    CHECK(xdx[0] == (y[0] > 0 ? dy[0] : 0.0f) && xdx[1] == 0.0f && xdx[w] == 0.0f);
     CHECK_NEAR(db[0], want_db[0], 1e-5);
     CHECK_NEAR(db[1], want_db[1], 1e-5);
-    CHECK_NEAR(sum_dx, sum_db, 1e-4);
     be->ops->free(be, x);
     be->ops->free(be, y);
-    be->ops->free(be, arg);
+    be->ops->free(be, xdx);
     be->ops->free(be, dy);
-    be->ops->free(be, dx);
 }
 
 static void test_transpose(void)
@@ -162,12 +177,13 @@ static void test_softmax_xent(void)
 static void test_dense(void)
 {
     /* bias_act and its backward on a known matrix. */
-    float y[6] = {-1, 2, 0.5f, 3, -4, 1}, b[3] = {0.5f, -1, 0}, dy[6] = {1, 1, 1, 2, 2, 2}, db[3];
+    float y[6] = {-1, 2, 0.5f, 3, -4, 1}, b[3] = {0.5f, -1, 0}, dy[6] = {1, 1, 1, 2, 2, 2};
+    float db[3] = {10, 20, 30}; /* bias gradients accumulate */
     be->ops->bias_act(be, y, b, 2, 3, true);
     const float want[6] = {0, 1, 0.5f, 3.5f, 0, 1};
     CHECK(memcmp(y, want, sizeof want) == 0);
     be->ops->bias_act_bwd(be, db, dy, y, 2, 3, true);
-    CHECK(db[0] == 2 && db[1] == 1 && db[2] == 3);
+    CHECK(db[0] == 12 && db[1] == 21 && db[2] == 33);
     CHECK(dy[0] == 0 && dy[4] == 0 && dy[3] == 2);
     /* gemm with transposes against a direct product. */
     const int m = 5, n = 7, k = 3;
@@ -193,12 +209,14 @@ static void test_optimizers(void)
     double v1 = 0.5 + 0.01, p1 = 1 - 0.1 * v1;
     CHECK_NEAR(v, v1, 1e-7);
     CHECK_NEAR(p, p1, 1e-7);
+    CHECK(g == 0.0f); /* a step consumes the gradient */
+    g = 0.5f;
     be->ops->sgd(be, &p, &v, &g, 1, 0.1f, 0.9f, 0.01f, false);
     double v2 = 0.9 * v1 + 0.5 + 0.01 * p1, p2 = p1 - 0.1 * v2;
     CHECK_NEAR(v, v2, 1e-6);
     CHECK_NEAR(p, p2, 1e-6);
     /* Nesterov: p -= lr * (g + m * v). */
-    p = 1, v = 0;
+    p = 1, v = 0, g = 0.5f;
     be->ops->sgd(be, &p, &v, &g, 1, 0.1f, 0.9f, 0.0f, true);
     CHECK_NEAR(p, 1 - 0.1 * (0.5 + 0.9 * 0.5), 1e-7);
     /* AdamW first step: update is lr * sign(g) (up to eps), decay applied to p. */
@@ -206,6 +224,7 @@ static void test_optimizers(void)
     be->ops->adamw(be, &pa, &ma, &va, &ga, 1, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 1 - 0.9f, 1 - 0.999f);
     CHECK_NEAR(pa, 2 * (1 - 0.01 * 0.1) + 0.01, 1e-6);
     CHECK_NEAR(ma, 0.1 * -0.3, 1e-7);
+    CHECK(ga == 0.0f);
     CHECK_NEAR(va, 0.001 * 0.09, 1e-4 * 0.001 * 0.09); /* 1 - 0.999 in float is 1e-3 to 1.3e-5 */
     /* axpy, scale, sumsq */
     float xs[5] = {1, -2, 3, -4, 5}, ys[5] = {1, 1, 1, 1, 1};

@@ -45,6 +45,9 @@ expect_error "eval without a file"    eval
 expect_error "eval missing file"      eval "$tmp/nothing.safetensors"
 expect_error "unknown device"         train --device tpu
 expect_error "unknown benchmark"      bench frobnicate
+expect_error "partition without rank" train --partition iid
+expect_error "rank out of range"      train --partition iid --rank 4 --of 4
+expect_error "bad partition"          train --partition dirichlet:0 --rank 0 --of 4
 
 # A corrupt dataset: each damaged file is named in the error.
 if [ -d "$data" ]; then

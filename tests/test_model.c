@@ -46,6 +46,16 @@ static void gradcheck(const char *spec_s, rumor_model_input_t in, int b, int per
     float *g = malloc(n * sizeof *g);
     memcpy(g, rumor_model_grads(m), n * sizeof *g);
 
+    /* Gradients accumulate: a second backward pass doubles them; zeroing clears them. */
+    double loss1 = 0;
+    CHECK_RC(rumor_model_run(m, b, true, &loss1, NULL, err));
+    CHECK(loss1 == loss0);
+    /* (not bit-exact: sgemm adds its K-blocks into what is there, in another order) */
+    int doubled = 1;
+    for (size_t i = 0; i < n; i++)
+        doubled &= fabsf(rumor_model_grads(m)[i] - 2.0f * g[i]) <= 1e-5f * (1.0f + fabsf(g[i]));
+    CHECK(doubled);
+    rumor_model_zero_grads(m);
     const float h = 1e-3f;
     int checked = 0, bad = 0, kinks = 0;
     double worst = 0;

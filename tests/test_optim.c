@@ -66,16 +66,17 @@ static void test_adamw_steps(rumor_backend_t *be)
     double pr[3] = {1, -2, 0.5}, m[3] = {0}, v[3] = {0};
     for (int t = 1; t <= 5; t++) {
         for (int i = 0; i < 3; i++) g[i] = (float)(0.1 * (i + 1) * (t % 2 ? 1 : -0.5));
-        rumor_optim_step(o, p, g, 0.01f);
         for (int i = 0; i < 3; i++) {
             m[i] = 0.9 * m[i] + 0.1 * g[i];
             v[i] = 0.999 * v[i] + 0.001 * (double)g[i] * g[i];
             double mh = m[i] / (1 - pow(0.9, t)), vh = v[i] / (1 - pow(0.999, t));
             pr[i] = pr[i] * (1 - 0.01 * 0.01) - 0.01 * mh / (sqrt(vh) + 1e-8);
         }
+        rumor_optim_step(o, p, g, 0.01f);
     }
     CHECK(rumor_optim_steps(o) == 5);
     for (int i = 0; i < 3; i++) CHECK_NEAR(p[i], pr[i], 1e-5);
+    CHECK(g[0] == 0.0f && g[1] == 0.0f && g[2] == 0.0f);
     rumor_optim_destroy(&o);
     CHECK(o == NULL);
 }

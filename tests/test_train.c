@@ -169,6 +169,26 @@ static void test_resume(const char *model, rumor_opt_kind_t kind, bool nesterov,
     CHECK(rumor_train_run(&bad, &r, err) == RUMOR_ELAYOUT);
 }
 
+/* A peer's shard: iid over 4 peers of 2000 samples is 500 samples, 10 steps of 50. */
+static void test_partitioned(void)
+{
+    char err[RUMOR_ERR_LEN] = "";
+    rumor_train_config_t c = base("logreg");
+    c.epochs = 2;
+    c.batch = 50;
+    c.limit = 2000;
+    c.eval = false;
+    c.partitioned = true;
+    c.rank = 3;
+    c.peers = 4;
+    CHECK_RC(rumor_partition_parse(&c.partition, "iid", err));
+    rumor_train_result_t r;
+    CHECK_RC(rumor_train_run(&c, &r, err));
+    CHECK(r.steps == 20);
+    c.rank = 4;
+    CHECK(rumor_train_run(&c, &r, err) == RUMOR_EINVAL);
+}
+
 int main(void)
 {
     struct stat st;
@@ -178,6 +198,7 @@ int main(void)
     }
     if (!mkdtemp(dir)) return 1;
     test_logreg_accuracy();
+    test_partitioned();
     test_resume("mlp:32,16", RUMOR_OPT_SGD, false, "constant", 40);  /* at an epoch boundary */
     test_resume("mlp:32,16", RUMOR_OPT_SGD, true, "cosine", 57);     /* mid-epoch */
     test_resume("cnn:4,8", RUMOR_OPT_ADAMW, false, "step:1,0.5", 73);

@@ -10,11 +10,18 @@ Run it with Debian's interpreter, which carries python3-torch:
         --batch 64 --epochs 1 --lr 0.05 --momentum 0.9 [--eval] [--json]
 
 Thread counts: PyTorch's intra-op pool (OpenMP) and OpenBLAS each start their own
-threads.  Setting only torch.set_num_threads(T) leaves OpenBLAS at its default (all
-cores), and the two pools oversubscribe the CPU: on 2 cores the MLP drops from
-0.77 s to 3.5 s per epoch.  OpenBLAS reads OPENBLAS_NUM_THREADS once, when the
-library is loaded, and numpy loads it too, so the environment is fixed below
-before numpy or torch is imported.
+threads, and OpenBLAS defaults to one per core.  OpenBLAS reads
+OPENBLAS_NUM_THREADS once, when the library is loaded, and numpy loads it too, so
+the environment is fixed below before numpy or torch is imported; every pool is
+given the same T so the comparison with rumor at T threads is like for like.
+
+With T > 1 the two pools still compete: GNU OpenMP workers busy-wait after each
+parallel region while OpenBLAS's workers need the same cores for the next matrix
+product.  On a 2-core machine, PyTorch and OpenBLAS both at 2 threads took 3.5 s
+per MLP epoch against 0.77 s with PyTorch at 1 and OpenBLAS at 2; here the same
+setting ran 10-20x slower than T = 1, and with OMP_WAIT_POLICY=PASSIVE (idle
+OpenMP workers sleep instead of spinning) about as fast as T = 1.  PASSIVE is
+therefore the default; pass --omp-wait-policy ACTIVE to reproduce the stock behaviour.
 """
 
 import argparse
@@ -30,7 +37,10 @@ def parse_args(argv):
     p.add_argument("--model", default="mlp:256,128",
                    help="logreg | mlp:W1,W2,... | cnn | cnn:C1,C2 (default mlp:256,128)")
     p.add_argument("--threads", type=int, default=1,
-                   help="threads for PyTorch, OpenMP and OpenBLAS alike (default 1)")
+                   help="threads for OpenBLAS, and for PyTorch/OpenMP unless --intra-threads (default 1)")
+    p.add_argument("--intra-threads", type=int, default=None,
+                   help="torch.set_num_threads and OMP_NUM_THREADS, when it should differ from "
+                        "--threads (1 with OpenBLAS at T avoids the oversubscription trap)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--lr", type=float, default=0.05)
@@ -39,6 +49,10 @@ def parse_args(argv):
                    help="directory of the Fashion-MNIST IDX files (default %s)" % DEFAULT_DATA)
     p.add_argument("--seed", type=int, default=0,
                    help="seed for initialisation and shuffling (default 0)")
+    p.add_argument("--omp-wait-policy", default="PASSIVE", type=str.upper,
+                   choices=("PASSIVE", "ACTIVE"),
+                   help="OMP_WAIT_POLICY for PyTorch's OpenMP pool (default PASSIVE; "
+                        "ACTIVE lets idle OpenMP workers spin against OpenBLAS's)")
     p.add_argument("--eval", action="store_true", help="report test accuracy after the last epoch")
     p.add_argument("--json", action="store_true", help="print one JSON object line on stdout")
     args = p.parse_args(argv)
@@ -51,17 +65,18 @@ def parse_args(argv):
     return args
 
 
-def _pin_thread_env(threads):
-    want = str(threads)
+def _pin_thread_env(threads, intra, wait_policy):
+    want = {k: str(threads) for k in THREAD_ENV}
+    want["OMP_NUM_THREADS"] = str(intra)
+    want["OMP_WAIT_POLICY"] = wait_policy
     if any(m in sys.modules for m in ("numpy", "torch")):
         # Something (e.g. a sitecustomize) already loaded OpenBLAS with the wrong
         # environment; only a fresh process can change its thread count.
-        if any(os.environ.get(k) != want for k in THREAD_ENV):
+        if any(os.environ.get(k) != v for k, v in want.items()):
             env = dict(os.environ)
-            env.update({k: want for k in THREAD_ENV})
+            env.update(want)
             os.execve(sys.executable, [sys.executable] + sys.argv, env)
-    for k in THREAD_ENV:
-        os.environ[k] = want
+    os.environ.update(want)
 
 
 # Parsed here, not in main(), because the thread count must reach the
@@ -70,7 +85,9 @@ def _pin_thread_env(threads):
 ARGS = None
 if __name__ == "__main__":
     ARGS = parse_args(sys.argv[1:])
-    _pin_thread_env(ARGS.threads)
+    if ARGS.intra_threads is None:
+        ARGS.intra_threads = ARGS.threads
+    _pin_thread_env(ARGS.threads, ARGS.intra_threads, ARGS.omp_wait_policy)
 
 import gzip  # noqa: E402
 import json  # noqa: E402
@@ -85,7 +102,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_models  # noqa: E402
 
 if ARGS is not None:
-    torch.set_num_threads(ARGS.threads)
+    torch.set_num_threads(ARGS.intra_threads)
     # Inter-op parallelism is unused by a sequential training loop; one thread
     # keeps the process from holding more threads than the comparison allows.
     torch.set_num_interop_threads(1)
@@ -220,8 +237,9 @@ def main(args):
 
     human = not args.json
     if human:
-        print("pytorch %s  model %s (%d params)  threads %d  batch %d  lr %g  momentum %g"
-              % (torch.__version__, spec, n_params, args.threads, args.batch, args.lr, args.momentum))
+        print("pytorch %s  model %s (%d params)  threads %d (OMP_WAIT_POLICY %s)  batch %d  lr %g  momentum %g"
+              % (torch.__version__, spec, n_params, args.threads, args.omp_wait_policy,
+                 args.batch, args.lr, args.momentum))
         print("data %s: %d train, %d test; normalised with mean %.4f std %.4f"
               % (args.data, xtr.shape[0], xte.shape[0], mean, std))
 
@@ -241,22 +259,26 @@ def main(args):
     test_acc = evaluate(model, xte, yte) if args.eval else None
 
     if args.json:
+        # Per-epoch values are rounded and per-epoch rates left out (they are
+        # N / epoch_s) so the line stays short for readers with fixed line buffers.
         print(json.dumps({
             "impl": "pytorch",
             "torch_version": torch.__version__,
             "model": spec,
             "threads": args.threads,
+            "intra_threads": args.intra_threads,
             "batch": args.batch,
             "epochs": args.epochs,
             "samples_per_s": median,
-            "epoch_s": epoch_s,
+            "epoch_s": [round(v, 6) for v in epoch_s],
             "test_acc": test_acc,
-            "epoch_samples_per_s": rates,
-            "train_loss": losses,
+            "train_n": n,
+            "train_loss": [round(v, 6) for v in losses],
             "lr": args.lr,
             "momentum": args.momentum,
+            "omp_wait_policy": args.omp_wait_policy,
             "params": n_params,
-        }), flush=True)
+        }, separators=(",", ":")), flush=True)
     else:
         print("median: %.0f samples/s (%.3f s per epoch of %d)" % (median, n / median, n))
         if test_acc is not None:
