@@ -1,14 +1,19 @@
 /* backend.c - the backend registry: the only place outside gpu/ that knows about CUDA. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "backend.h"
 
 #include "config.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 int rumor_backend_default_threads(void)
 {
+    /* The cores this process may run on (taskset, cpusets), not all the machine's. */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }

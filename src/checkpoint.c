@@ -5,6 +5,7 @@
 #include "safetensors.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +36,7 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
     float *bufs[3];
     char names[MAX_OUT][RUMOR_ST_NAME_LEN];
     rumor_st_out_t out[MAX_OUT];
-    rumor_st_meta_t meta[16];
+    rumor_st_meta_t meta[16 + RUMOR_CKPT_EXTRA];
     size_t n_out = 0, n_meta = 0;
 
     be = rumor_model_backend(m);
@@ -87,6 +88,7 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
         META("seed", "%" PRIu64, info->seed);
     }
 #undef META
+    for (int i = 0; i < info->n_extra && i < RUMOR_CKPT_EXTRA; i++) meta[n_meta++] = info->extra[i];
     rc = rumor_st_write(path, out, n_out, meta, n_meta, err);
 out:
     for (int s = 0; s < 3; s++) free(owned[s]);
@@ -114,6 +116,29 @@ static rumor_err_t parse_float(const char *s, float *out)
     return RUMOR_OK;
 }
 
+const char *rumor_ckpt_extra(const rumor_ckpt_info_t *info, const char *key)
+{
+    for (int i = 0; i < info->n_extra; i++)
+        if (strcmp(info->extra[i].key, key) == 0) return info->extra[i].value;
+    return NULL;
+}
+
+/* "C,H,W" with each a plain decimal in 1..max, nothing else. */
+static bool parse_shape3(const char *s, int *c, int *h, int *w)
+{
+    int *out[3] = {c, h, w};
+    for (int i = 0; i < 3; i++) {
+        if (!s || *s < '0' || *s > '9') return false;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno || v < 1 || v > 4096 || (i < 2 ? *end != ',' : *end != 0)) return false;
+        *out[i] = (int)v;
+        s = end + 1;
+    }
+    return true;
+}
+
 static rumor_err_t read_meta(const rumor_st_file_t *f, const char *path, rumor_model_spec_t *spec,
                              rumor_model_input_t *in, rumor_ckpt_info_t *info,
                              char err[RUMOR_ERR_LEN])
@@ -128,8 +153,7 @@ static rumor_err_t read_meta(const rumor_st_file_t *f, const char *path, rumor_m
         return rumor_fail(err, RUMOR_EFORMAT, "%s: bad model metadata: %s", path, ms ? sub : "missing");
     const char *is = rumor_st_meta(f, "input");
     long classes;
-    if (!is || sscanf(is, "%d,%d,%d", &in->c, &in->h, &in->w) != 3 || in->c < 1 || in->h < 1 ||
-        in->w < 1 || in->c > 64 || in->h > 4096 || in->w > 4096 ||
+    if (!parse_shape3(is, &in->c, &in->h, &in->w) || in->c > 64 ||
         parse_long(rumor_st_meta(f, "classes"), 2, 65536, &classes) != RUMOR_OK)
         return rumor_fail(err, RUMOR_EFORMAT, "%s: bad input/classes metadata", path);
     in->classes = (int)classes;
@@ -147,13 +171,17 @@ static rumor_err_t read_meta(const rumor_st_file_t *f, const char *path, rumor_m
         const char *ss = rumor_st_meta(f, "seed");
         char *end;
         errno = 0;
-        unsigned long long seed = ss ? strtoull(ss, &end, 10) : 0;
-        if (!ss || end == ss || *end || errno)
+        unsigned long long seed = ss && *ss >= '0' && *ss <= '9' ? strtoull(ss, &end, 10) : 0;
+        if (!ss || *ss < '0' || *ss > '9' || *end || errno)
             return rumor_fail(err, RUMOR_EFORMAT, "%s: bad seed metadata", path);
         info->has_optim = true;
         info->step = step;
         info->epoch = (int)epoch;
         info->seed = seed;
+    }
+    for (size_t i = 0; i < rumor_st_meta_count(f) && info->n_extra < RUMOR_CKPT_EXTRA; i++) {
+        const rumor_st_meta_t *e = rumor_st_meta_at(f, i);
+        if (strncmp(e->key, "train.", 6) == 0) info->extra[info->n_extra++] = *e;
     }
     return RUMOR_OK;
 }

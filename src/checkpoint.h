@@ -16,8 +16,11 @@
 #include "model.h"
 #include "optim.h"
 #include "rumor.h"
+#include "safetensors.h"
 
 #include <stdbool.h>
+
+#define RUMOR_CKPT_EXTRA 32
 
 typedef struct {
     float input_mean, input_std;
@@ -26,7 +29,14 @@ typedef struct {
     uint64_t seed;      /* run seed (checkpoints) */
     bool has_optim;     /* file holds optimizer state */
     rumor_opt_kind_t optim_kind;
+    /* Further metadata whose keys start with "train." (the run's settings, owned by
+     * train.c): written as given, read back when present. */
+    rumor_st_meta_t extra[RUMOR_CKPT_EXTRA];
+    int n_extra;
 } rumor_ckpt_info_t;
+
+/* The value of an extra entry, or NULL. */
+const char *rumor_ckpt_extra(const rumor_ckpt_info_t *info, const char *key);
 
 /* Write m's parameters, and o's state when o is not NULL, with info, atomically. */
 rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_optim_t *o,

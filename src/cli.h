@@ -30,6 +30,9 @@ void cli_error(const char *fmt, ...) RUMOR_PRINTF(1, 2);
 /* Exit status for an error code: 2 for bad input, files and configuration, 1 otherwise. */
 int cli_exit_code(rumor_err_t rc);
 void cli_print_options(const cli_opt_t *opts, int n_opts);
+/* Create the folder an output file goes into (as mkdir -p) and check it is writable; false
+ * with a sentence in err otherwise. */
+bool cli_prepare_output(const char *path, char err[RUMOR_ERR_LEN]);
 
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

@@ -79,8 +79,8 @@ static double torch_rate(const char *script, const char *data, const char *model
         if (line[0] == '{') snprintf(last, sizeof last, "%s", line);
     int status = pclose(p);
     if (status != 0 || !last[0]) {
-        fprintf(stderr, "rumor: pytorch reference failed (exit %d): is python3-torch installed?\n",
-                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        fprintf(stderr, "rumor: the PyTorch reference failed (exit %d); it needs Debian's python3-torch "
+                "(tools/setup --test installs it)\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         return NAN;
     }
     cJSON *j = cJSON_Parse(last);
@@ -237,9 +237,13 @@ static int bench_train(int argc, char **argv)
 
 int cmd_bench(int argc, char **argv)
 {
-    if (argc < 3 || strcmp(argv[2], "--help") == 0) {
+    if (argc < 3) {
+        cli_error("bench needs a benchmark: rumor bench train [options]");
+        return 2;
+    }
+    if (strcmp(argv[2], "--help") == 0) {
         printf("usage: rumor bench train [options]\n");
-        return argc < 3 ? 2 : 0;
+        return 0;
     }
     if (strcmp(argv[2], "train") == 0) return bench_train(argc, argv);
     cli_error("unknown benchmark '%s' (expected train)", argv[2]);

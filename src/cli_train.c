@@ -20,26 +20,27 @@ int cmd_train(int argc, char **argv)
     long warmup = 0, limit = 0;
     const char *partition = NULL;
     bool rank_set = false, of_set = false;
+    rumor_train_given_t given = {0};
     bool help = false, nesterov = false, quiet = false, no_eval = false;
     const cli_opt_t opts[] = {
         {"--data", OPT_STR, &cfg.data_dir, NULL, "IDX dataset folder (default " RUMOR_DEFAULT_DATA ")"},
         {"--model", OPT_STR, &model, &cfg.spec_set, "logreg | mlp:W1,W2,... | cnn[:C1,C2] (default mlp:256,128)"},
-        {"--epochs", OPT_INT, &cfg.epochs, NULL, "epochs (default 10)"},
-        {"--batch", OPT_INT, &cfg.batch, NULL, "minibatch size (default 64)"},
-        {"--lr", OPT_FLOAT, &cfg.opt.lr, NULL, "learning rate (default 0.05)"},
-        {"--momentum", OPT_FLOAT, &cfg.opt.momentum, NULL, "SGD momentum (default 0.9)"},
-        {"--nesterov", OPT_FLAG, &nesterov, NULL, "Nesterov momentum"},
-        {"--weight-decay", OPT_FLOAT, &cfg.opt.weight_decay, NULL, "weight decay (default 0)"},
-        {"--optimizer", OPT_STR, &optimizer, NULL, "sgd | adamw (default sgd)"},
-        {"--schedule", OPT_STR, &schedule, NULL, "constant | step:EPOCHS,GAMMA | cosine"},
-        {"--warmup", OPT_LONG, &warmup, NULL, "linear warm-up steps (default 0)"},
+        {"--epochs", OPT_INT, &cfg.epochs, &given.epochs, "epochs (default 10)"},
+        {"--batch", OPT_INT, &cfg.batch, &given.batch, "minibatch size (default 64)"},
+        {"--lr", OPT_FLOAT, &cfg.opt.lr, &given.lr, "learning rate (default 0.05)"},
+        {"--momentum", OPT_FLOAT, &cfg.opt.momentum, &given.momentum, "SGD momentum (default 0.9)"},
+        {"--nesterov", OPT_FLAG, &nesterov, &given.nesterov, "Nesterov momentum"},
+        {"--weight-decay", OPT_FLOAT, &cfg.opt.weight_decay, &given.weight_decay, "weight decay (default 0)"},
+        {"--optimizer", OPT_STR, &optimizer, &given.optimizer, "sgd | adamw (default sgd)"},
+        {"--schedule", OPT_STR, &schedule, &given.schedule, "constant | step:EPOCHS,GAMMA | cosine"},
+        {"--warmup", OPT_LONG, &warmup, &given.warmup, "linear warm-up steps (default 0)"},
         {"--threads", OPT_INT, &cfg.threads, NULL, "compute threads (default: all cores)"},
-        {"--seed", OPT_U64, &cfg.seed, NULL, "seed for init and sample order (default 1)"},
-        {"--limit", OPT_LONG, &limit, NULL, "train on the first N samples only"},
-        {"--partition", OPT_STR, &partition, NULL, "iid | dirichlet:ALPHA | shards:K: train on one peer's shard"},
+        {"--seed", OPT_U64, &cfg.seed, &given.seed, "seed for init and sample order (default 1)"},
+        {"--limit", OPT_LONG, &limit, &given.limit, "train on the first N samples only"},
+        {"--partition", OPT_STR, &partition, &given.partition, "iid | dirichlet:ALPHA | shards:K: train on one peer's shard"},
         {"--rank", OPT_INT, &cfg.rank, &rank_set, "with --partition: which peer (0-based)"},
         {"--of", OPT_INT, &cfg.peers, &of_set, "with --partition: how many peers"},
-        {"--metrics", OPT_STR, &cfg.metrics_path, NULL, "JSON-lines metrics file"},
+        {"--metrics", OPT_STR, &cfg.metrics_path, NULL, "JSON-lines metrics file (appended to when resuming)"},
         {"--log-every", OPT_INT, &cfg.log_every, NULL, "steps between metric lines (default 100)"},
         {"--save", OPT_STR, &cfg.save_path, NULL, "export the trained model (safetensors)"},
         {"--checkpoint", OPT_STR, &cfg.checkpoint_path, NULL, "checkpoint after every epoch and on Ctrl-C"},
@@ -90,9 +91,31 @@ int cmd_train(int argc, char **argv)
         cli_error("--threads %d: expected 1..1024 (or 0 for all cores)", cfg.threads);
         return 2;
     }
+    if (cfg.checkpoint_every > 0 && !cfg.checkpoint_path) {
+        cli_error("--checkpoint-every needs --checkpoint FILE");
+        return 2;
+    }
     cfg.opt.nesterov = nesterov;
     cfg.sched.warmup = warmup;
     cfg.limit = (size_t)limit;
+    given.model = cfg.spec_set;
+    if (cfg.resume_path && (rc = rumor_train_config_resume(&cfg, &given, err)) != RUMOR_OK) {
+        cli_error("%s", err);
+        return cli_exit_code(rc);
+    }
+    /* Find unwritable outputs now, not after hours of training; never start a new run over
+     * an old checkpoint (that is what --resume is for). */
+    if (cfg.checkpoint_path && !cfg.resume_path && access(cfg.checkpoint_path, F_OK) == 0) {
+        cli_error("%s exists: continue that run with --resume %s, or remove it", cfg.checkpoint_path,
+                  cfg.checkpoint_path);
+        return 2;
+    }
+    const char *outputs[] = {cfg.save_path, cfg.checkpoint_path, cfg.metrics_path};
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(outputs); i++)
+        if (outputs[i] && !cli_prepare_output(outputs[i], err)) {
+            cli_error("%s", err);
+            return 2;
+        }
     cfg.eval = !no_eval;
     cfg.print_epochs = !quiet;
     cfg.progress = !quiet && isatty(STDERR_FILENO);
@@ -145,6 +168,10 @@ int cmd_eval(int argc, char **argv)
     }
     if (n_pos != 1) {
         cli_error("eval needs a model file: rumor eval MODEL.safetensors");
+        return 2;
+    }
+    if (threads < 0 || threads > 1024) {
+        cli_error("--threads %d: expected 1..1024 (or 0 for all cores)", threads);
         return 2;
     }
     char err[RUMOR_ERR_LEN];

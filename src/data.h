@@ -75,6 +75,10 @@ typedef struct {
 rumor_err_t rumor_partition_parse(rumor_partition_t *out, const char *spec,
                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
+/* The canonical text of a partition ("iid", "dirichlet:0.5", "shards:2"); parses back to
+ * the same partition. */
+void rumor_partition_format(char *buf, size_t len, const rumor_partition_t *part);
+
 /* The indices (ascending) of the samples owned by `rank`. *idx is malloc'd; caller frees.
  * A peer may own zero samples under extreme skew (then *count is 0 and *idx may be NULL). */
 rumor_err_t rumor_partition_indices(size_t **idx, size_t *count, const rumor_partition_t *part,

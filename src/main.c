@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void cli_error(const char *fmt, ...)
 {
@@ -144,6 +146,50 @@ void cli_print_options(const cli_opt_t *opts, int n_opts)
     }
 }
 
+bool cli_prepare_output(const char *path, char err[RUMOR_ERR_LEN])
+{
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
+        rumor_fail(err, RUMOR_EINVAL, "%.64s...: path too long", path);
+        return false;
+    }
+    char *slash = strrchr(dir, '/');
+    if (!slash) {
+        snprintf(dir, sizeof dir, ".");
+    } else if (slash == dir) {
+        dir[1] = 0;
+    } else {
+        *slash = 0;
+        /* mkdir -p: create each missing component in turn. */
+        for (char *p = dir + 1;; p++) {
+            if (*p == '/' || *p == 0) {
+                char c = *p;
+                *p = 0;
+                if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+                    rumor_fail(err, RUMOR_EIO, "%s: cannot create folder %s: %s", path, dir, strerror(errno));
+                    return false;
+                }
+                *p = c;
+                if (!c) break;
+            }
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        rumor_fail(err, RUMOR_EIO, "%s: %s is not a folder", path, dir);
+        return false;
+    }
+    if (access(dir, W_OK) != 0) {
+        rumor_fail(err, RUMOR_EIO, "%s: cannot write in %s: %s", path, dir, strerror(errno));
+        return false;
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        rumor_fail(err, RUMOR_EIO, "%s is a folder, not a file", path);
+        return false;
+    }
+    return true;
+}
+
 static void stop_cb(int sig)
 {
     (void)sig;
@@ -155,6 +201,9 @@ void cli_handle_stop_signals(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = stop_cb;
+    /* The first signal asks for a clean stop; a second one (the handler is reset by then)
+     * ends the process at once, e.g. during a long data load. */
+    sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);

@@ -90,8 +90,9 @@ void rumor_optim_step(rumor_optim_t *o, float *params, float *grads, float lr)
         o->be->ops->sgd(o->be, params, o->s[0], grads, o->n, lr, c->momentum, c->weight_decay,
                         c->nesterov);
     } else {
-        const float bc1 = 1.0f - powf(c->beta1, (float)o->steps);
-        const float bc2 = 1.0f - powf(c->beta2, (float)o->steps);
+        /* In double, as torch.optim does: 1 - beta2^t is tiny early on. */
+        const float bc1 = (float)(1.0 - pow(c->beta1, (double)o->steps));
+        const float bc2 = (float)(1.0 - pow(c->beta2, (double)o->steps));
         o->be->ops->adamw(o->be, params, o->s[0], o->s[1], grads, o->n, lr, c->beta1, c->beta2,
                           c->eps, c->weight_decay, bc1, bc2);
     }
@@ -146,6 +147,15 @@ rumor_err_t rumor_schedule_parse(rumor_schedule_t *out, const char *spec, char e
     }
     return rumor_fail(err, RUMOR_EINVAL,
                       "unknown schedule '%s' (expected constant, step:EPOCHS,GAMMA or cosine)", spec);
+}
+
+void rumor_schedule_format(char *buf, size_t len, const rumor_schedule_t *s)
+{
+    switch (s->kind) {
+    case RUMOR_SCHED_CONSTANT: snprintf(buf, len, "constant"); break;
+    case RUMOR_SCHED_COSINE: snprintf(buf, len, "cosine"); break;
+    case RUMOR_SCHED_STEP: snprintf(buf, len, "step:%d,%.9g", s->every_epochs, (double)s->gamma); break;
+    }
 }
 
 float rumor_schedule_lr(const rumor_schedule_t *s, float base_lr, long step, long total,

@@ -71,6 +71,8 @@ typedef struct {
 /* "constant", "step:N,GAMMA" (every N epochs multiply by GAMMA), "cosine". */
 rumor_err_t rumor_schedule_parse(rumor_schedule_t *out, const char *spec,
                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The text that parses back to s (without the warm-up, a separate flag). */
+void rumor_schedule_format(char *buf, size_t len, const rumor_schedule_t *s);
 /* Learning rate for step (0-based) of total steps, steps_per_epoch > 0. */
 float rumor_schedule_lr(const rumor_schedule_t *s, float base_lr, long step, long total,
                         long steps_per_epoch);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #define SHARDS_MAX 1000
@@ -28,6 +29,15 @@
 #define PART_EXPECTED "(expected iid, dirichlet:ALPHA or shards:K)"
 
 // ---- parsing ----
+
+void rumor_partition_format(char *buf, size_t len, const rumor_partition_t *part)
+{
+    switch (part->kind) {
+    case RUMOR_PART_IID: snprintf(buf, len, "iid"); break;
+    case RUMOR_PART_DIRICHLET: snprintf(buf, len, "dirichlet:%.17g", part->alpha); break;
+    case RUMOR_PART_SHARDS: snprintf(buf, len, "shards:%d", part->shards); break;
+    }
+}
 
 rumor_err_t rumor_partition_parse(rumor_partition_t *out, const char *spec,
                                   char err[RUMOR_ERR_LEN])

@@ -678,6 +678,13 @@ static int cmp_meta_search(const void *key, const void *elem)
     return strcmp((const char *)key, ((const rumor_st_meta_t *)elem)->key);
 }
 
+size_t rumor_st_meta_count(const rumor_st_file_t *self) { return self->meta_count; }
+
+const rumor_st_meta_t *rumor_st_meta_at(const rumor_st_file_t *self, size_t i)
+{
+    return i < self->meta_count ? &self->meta[i] : NULL;
+}
+
 const char *rumor_st_meta(const rumor_st_file_t *self, const char *key)
 {
     assert(self && key);

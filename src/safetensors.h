@@ -72,5 +72,8 @@ const rumor_st_tensor_t *rumor_st_at(const rumor_st_file_t *self, size_t i);
 const rumor_st_tensor_t *rumor_st_find(const rumor_st_file_t *self, const char *name);
 /* Metadata value or NULL when absent. */
 const char *rumor_st_meta(const rumor_st_file_t *self, const char *key);
+/* All metadata entries, sorted by key. */
+size_t rumor_st_meta_count(const rumor_st_file_t *self);
+const rumor_st_meta_t *rumor_st_meta_at(const rumor_st_file_t *self, size_t i);
 
 #endif

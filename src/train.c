@@ -6,6 +6,9 @@
 #include "rng.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -95,6 +98,167 @@ static void format_eta(char *buf, size_t len, double s)
         snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* ---- the run's settings in checkpoint metadata ---- */
+
+static void add_extra(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...)
+    RUMOR_PRINTF(3, 4);
+
+static void add_extra(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...)
+{
+    if (info->n_extra == RUMOR_CKPT_EXTRA) return;
+    rumor_st_meta_t *e = &info->extra[info->n_extra++];
+    snprintf(e->key, sizeof e->key, "%s", key);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->value, sizeof e->value, fmt, ap);
+    va_end(ap);
+}
+
+static void settings_to_meta(rumor_ckpt_info_t *info, const rumor_train_config_t *c, size_t samples)
+{
+    char buf[64];
+    info->n_extra = 0;
+    add_extra(info, "train.batch", "%d", c->batch);
+    add_extra(info, "train.samples", "%zu", samples);
+    add_extra(info, "train.limit", "%zu", c->limit);
+    if (c->partitioned) {
+        rumor_partition_format(buf, sizeof buf, &c->partition);
+        add_extra(info, "train.partition", "%s", buf);
+        add_extra(info, "train.rank", "%d", c->rank);
+        add_extra(info, "train.peers", "%d", c->peers);
+    } else {
+        add_extra(info, "train.partition", "none");
+    }
+    add_extra(info, "train.epochs", "%d", c->epochs);
+    add_extra(info, "train.lr", "%.9g", (double)c->opt.lr);
+    add_extra(info, "train.momentum", "%.9g", (double)c->opt.momentum);
+    add_extra(info, "train.nesterov", "%d", c->opt.nesterov ? 1 : 0);
+    add_extra(info, "train.weight_decay", "%.9g", (double)c->opt.weight_decay);
+    rumor_schedule_format(buf, sizeof buf, &c->sched);
+    add_extra(info, "train.schedule", "%s", buf);
+    add_extra(info, "train.warmup", "%ld", c->sched.warmup);
+}
+
+static bool meta_long(const rumor_ckpt_info_t *info, const char *key, long lo, long hi, long *out)
+{
+    const char *v = rumor_ckpt_extra(info, key);
+    if (!v || !((*v >= '0' && *v <= '9') || *v == '-')) return false;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (*end || errno || x < lo || x > hi) return false;
+    *out = (long)x;
+    return true;
+}
+
+static bool meta_float(const rumor_ckpt_info_t *info, const char *key, float *out)
+{
+    const char *v = rumor_ckpt_extra(info, key);
+    if (!v || !*v) return false;
+    char *end;
+    double x = strtod(v, &end);
+    if (*end || !isfinite(x)) return false;
+    *out = (float)x;
+    return true;
+}
+
+rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train_given_t *given,
+                                      char err[RUMOR_ERR_LEN])
+{
+    rumor_model_spec_t spec;
+    rumor_model_input_t in;
+    rumor_ckpt_info_t info;
+    rumor_err_t rc = rumor_checkpoint_peek(c->resume_path, &spec, &in, &info, err);
+    if (rc != RUMOR_OK) return rc;
+    const char *path = c->resume_path;
+    if (!info.has_optim)
+        return rumor_fail(err, RUMOR_EINVAL,
+                          "%s: an exported model, not a checkpoint (no optimizer state); write checkpoints with --checkpoint",
+                          path);
+#define MISMATCH(what, fmt, mine, theirs)                                                        \
+    rumor_fail(err, RUMOR_EINVAL, "%s: " what " " fmt " differs from the checkpoint's " fmt       \
+               " (a resumed run keeps the settings it started with)", path, mine, theirs)
+    if (!given->model) c->spec = spec, c->spec_set = true;
+    else if (strcmp(c->spec.canonical, spec.canonical) != 0)
+        return MISMATCH("--model", "%s", c->spec.canonical, spec.canonical);
+    if (!given->seed) c->seed = info.seed;
+    else if (c->seed != info.seed)
+        return MISMATCH("--seed", "%llu", (unsigned long long)c->seed, (unsigned long long)info.seed);
+    if (!given->optimizer) c->opt.kind = info.optim_kind;
+    else if (c->opt.kind != info.optim_kind)
+        return MISMATCH("--optimizer", "%s", rumor_optim_kind_name(c->opt.kind),
+                        rumor_optim_kind_name(info.optim_kind));
+    long v;
+    if (meta_long(&info, "train.batch", 1, 65536, &v)) {
+        if (!given->batch) c->batch = (int)v;
+        else if (c->batch != v) return MISMATCH("--batch", "%ld", (long)c->batch, v);
+    }
+    if (meta_long(&info, "train.limit", 0, LONG_MAX, &v)) {
+        if (!given->limit) c->limit = (size_t)v;
+        else if ((long)c->limit != v) return MISMATCH("--limit", "%ld", (long)c->limit, v);
+    }
+    const char *part = rumor_ckpt_extra(&info, "train.partition");
+    if (part) {
+        char mine[64] = "none";
+        if (c->partitioned) rumor_partition_format(mine, sizeof mine, &c->partition);
+        long rank = 0, peers = 0;
+        bool has = strcmp(part, "none") != 0;
+        if (has && (!meta_long(&info, "train.rank", 0, 100000, &rank) ||
+                    !meta_long(&info, "train.peers", 1, 100000, &peers)))
+            return rumor_fail(err, RUMOR_EFORMAT, "%s: bad train.rank/train.peers metadata", path);
+        if (!given->partition) {
+            c->partitioned = has;
+            if (has) {
+                if ((rc = rumor_partition_parse(&c->partition, part, err)) != RUMOR_OK) return rc;
+                c->rank = (int)rank, c->peers = (int)peers;
+            }
+        } else if (strcmp(mine, part) != 0 || (has && (c->rank != rank || c->peers != peers))) {
+            return MISMATCH("--partition", "%s", mine, part);
+        }
+    }
+#undef MISMATCH
+    /* Hyperparameters may change on purpose (a lower rate to finish); say what that means. */
+    if (meta_long(&info, "train.epochs", 1, 100000, &v) && !given->epochs) c->epochs = (int)v;
+    float f;
+    bool changed = false;
+    if (meta_float(&info, "train.lr", &f)) {
+        if (!given->lr) c->opt.lr = f;
+        else changed |= f != c->opt.lr;
+    }
+    if (meta_float(&info, "train.momentum", &f)) {
+        if (!given->momentum) c->opt.momentum = f;
+        else changed |= f != c->opt.momentum;
+    }
+    if (meta_float(&info, "train.weight_decay", &f)) {
+        if (!given->weight_decay) c->opt.weight_decay = f;
+        else changed |= f != c->opt.weight_decay;
+    }
+    if (meta_long(&info, "train.nesterov", 0, 1, &v)) {
+        if (!given->nesterov) c->opt.nesterov = v == 1;
+        else changed |= c->opt.nesterov != (v == 1);
+    }
+    const char *sched = rumor_ckpt_extra(&info, "train.schedule");
+    if (sched) {
+        char mine[64];
+        rumor_schedule_format(mine, sizeof mine, &c->sched);
+        long warmup = c->sched.warmup;
+        if (!given->schedule) {
+            if ((rc = rumor_schedule_parse(&c->sched, sched, err)) != RUMOR_OK) return rc;
+            c->sched.warmup = warmup;
+        } else {
+            changed |= strcmp(mine, sched) != 0;
+        }
+    }
+    if (meta_long(&info, "train.warmup", 0, LONG_MAX, &v)) {
+        if (!given->warmup) c->sched.warmup = v;
+        else changed |= c->sched.warmup != v;
+    }
+    if (changed)
+        rumor_log(RUMOR_LOG_WARN, "resuming %s with other hyperparameters than it started with: the run "
+                  "will not match an uninterrupted one", path);
+    return RUMOR_OK;
+}
+
 typedef struct {
     const rumor_train_config_t *cfg;
     rumor_model_t *m;
@@ -145,8 +309,9 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
                               cfg->resume_path);
         if (!cfg->spec_set) spec = file_spec;
         if (resume.seed != cfg->seed)
-            rumor_log(RUMOR_LOG_WARN, "resuming a run made with seed %llu under seed %llu: the sample order changes",
-                      (unsigned long long)resume.seed, (unsigned long long)cfg->seed);
+            return rumor_fail(err, RUMOR_EINVAL, "%s: made with seed %llu, resumed with seed %llu",
+                              cfg->resume_path, (unsigned long long)resume.seed,
+                              (unsigned long long)cfg->seed);
     } else if (!cfg->spec_set) {
         rc = rumor_model_spec_parse(&spec, "mlp:256,128", err);
         if (rc != RUMOR_OK) return rc;
@@ -195,9 +360,22 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         }
     }
     const size_t feat = train.rows * train.cols;
+    settings_to_meta(&r.info, cfg, n);
     const long spe = (long)((n + (size_t)cfg->batch - 1) / (size_t)cfg->batch);
     const long total = spe * cfg->epochs;
     long step = rumor_optim_steps(r.o);
+    if (cfg->resume_path) {
+        /* The step count means something only for the same batch and the same samples. */
+        long was_batch, was_samples;
+        if ((meta_long(&resume, "train.batch", 1, 65536, &was_batch) && was_batch != cfg->batch) ||
+            (meta_long(&resume, "train.samples", 0, LONG_MAX, &was_samples) && (size_t)was_samples != n) ||
+            step / spe > resume.epoch || resume.epoch > step / spe + 1) {
+            rc = rumor_fail(err, RUMOR_EINVAL,
+                            "%s: the checkpoint's step %ld does not fit batch %d over %zu samples: resume with the batch, --limit and --partition it was made with",
+                            cfg->resume_path, step, cfg->batch, n);
+            goto out;
+        }
+    }
     if (step > total) {
         rc = rumor_fail(err, RUMOR_EINVAL, "%s: already %ld steps in, past the %ld steps of %d epochs",
                         cfg->resume_path, step, total, cfg->epochs);
@@ -238,6 +416,10 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         const double te0 = rumor_now();
         double t_excluded = 0.0;
         for (long s = first; s < spe; s++) {
+            if (cfg->max_steps > 0 && step >= cfg->max_steps) {
+                stop_requested = 1;
+                break;
+            }
             const size_t start = (size_t)s * (size_t)cfg->batch;
             const size_t bn = n - start < (size_t)cfg->batch ? n - start : (size_t)cfg->batch;
             load_batch(r.m, &train, perm + start, bn, mean, std, stage_x, stage_y);
@@ -290,7 +472,6 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
                 if ((rc = save_checkpoint(&r, epoch, err)) != RUMOR_OK) goto out;
                 t_excluded += rumor_now() - tc;
             }
-            if (cfg->max_steps > 0 && step >= cfg->max_steps) stop_requested = 1;
             if (stop_requested) break;
         }
         const double epoch_s = rumor_now() - te0 - t_excluded;

@@ -62,6 +62,21 @@ typedef struct {
 
 void rumor_train_config_defaults(rumor_train_config_t *cfg);
 
+/* Which settings a user gave explicitly; the rest may come from a checkpoint. */
+typedef struct {
+    bool model, seed, batch, limit, partition, epochs, optimizer, lr, momentum, nesterov,
+        weight_decay, schedule, warmup;
+} rumor_train_given_t;
+
+/* Before resuming from cfg->resume_path: every setting not given is taken from the
+ * checkpoint, so `--resume FILE` alone continues the run as it was started. A given setting
+ * that fixes the run's course (model, seed, batch, limit, partition, optimizer) must match
+ * the checkpoint's (EINVAL otherwise); a changed learning rate, momentum, weight decay,
+ * schedule or warm-up is allowed with a warning that the run no longer matches an
+ * uninterrupted one. */
+rumor_err_t rumor_train_config_resume(rumor_train_config_t *cfg, const rumor_train_given_t *given,
+                                      char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
 /* Run the configured training. Errors: bad data or files (EFORMAT/EIO, err names the file),
  * bad configuration (EINVAL), layout mismatch on resume (ELAYOUT), divergence (EINVAL,
  * "training diverged ..."). */

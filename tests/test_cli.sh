@@ -45,6 +45,11 @@ expect_error "eval without a file"    eval
 expect_error "eval missing file"      eval "$tmp/nothing.safetensors"
 expect_error "unknown device"         train --device tpu
 expect_error "unknown benchmark"      bench frobnicate
+expect_error "bench without a benchmark" bench
+expect_error "checkpoint-every alone" train --checkpoint-every 10
+expect_error "unwritable save"        train --save /proc/rumor/model.safetensors
+expect_error "save onto a folder"     train --save /tmp
+expect_error "eval bad threads"       eval x.safetensors --threads -5
 expect_error "partition without rank" train --partition iid
 expect_error "rank out of range"      train --partition iid --rank 4 --of 4
 expect_error "bad partition"          train --partition dirichlet:0 --rank 0 --of 4
@@ -82,6 +87,21 @@ if [ -d "$data" ]; then
     checks=$((checks + 1))
     "$rumor" eval "$tmp/ok.safetensors" --threads 1 | grep -q 'test_acc' ||
         { echo "FAIL: eval of a good model"; fails=$((fails + 1)); }
+
+    # Stop and resume from the command line; outputs go into folders rumor creates.
+    "$rumor" train --model logreg --epochs 2 --limit 1000 --batch 100 --threads 1 --quiet --no-eval \
+        --seed 9 --checkpoint "$tmp/run/a/ck.safetensors" --max-steps 5 >/dev/null 2>&1
+    rc=$?
+    checks=$((checks + 1))
+    [ $rc -eq 130 ] && [ -f "$tmp/run/a/ck.safetensors" ] ||
+        { echo "FAIL: --max-steps should stop with exit 130 and a checkpoint"; fails=$((fails + 1)); }
+    expect_error "new run over a checkpoint" train --checkpoint "$tmp/run/a/ck.safetensors" --limit 1000
+    expect_error "resume with another seed" train --resume "$tmp/run/a/ck.safetensors" --seed 10
+    checks=$((checks + 1))
+    "$rumor" train --resume "$tmp/run/a/ck.safetensors" --checkpoint "$tmp/run/a/ck.safetensors" \
+        --threads 1 --quiet --no-eval --save "$tmp/run/b/m.safetensors" &&
+        "$rumor" eval "$tmp/run/b/m.safetensors" --json --threads 1 | grep -q '"model":"logreg"' ||
+        { echo "FAIL: resume from the command line"; fails=$((fails + 1)); }
 fi
 
 checks=$((checks + 1))
