@@ -1,0 +1,868 @@
+/* membership.c - SWIM failure detection over a bounded, gossiped view. See membership.h. */
+#include "membership.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BOOTSTRAPS 16
+#define OUTBOX_CAP 256
+#define RELAY_CAP 32
+
+typedef struct {
+    rumor_memb_member_t m;
+    uint64_t suspect_since;
+} entry_t;
+
+/* A member known dead or gone, remembered for a while (tomb_ttl) so that stale `alive`
+ * gossip at the same incarnation cannot bring it back. Forgetting it later is what lets two
+ * halves of a healed partition accept each other again; a member wrongly brought back by
+ * old gossip is simply probed and buried again. */
+typedef struct {
+    uint8_t key[RUMOR_KEY_LEN];
+    uint32_t inc;
+    rumor_memb_state_t state;
+    uint64_t since;
+} tomb_t;
+
+typedef struct {
+    rumor_memb_update_t u;
+    int sent;
+} queued_t;
+
+/* An outgoing action, compact: piggybacked updates and peer samples are chosen when the
+ * driver takes it, so they are as fresh as possible and the outbox stays small. */
+typedef struct {
+    rumor_memb_act_kind_t kind;
+    uint8_t key[RUMOR_KEY_LEN];
+    char addr[RUMOR_ADDR_LEN];
+    rumor_memb_state_t state;
+    rumor_memb_kind_t msg_kind;
+    uint32_t seq, ack;
+    bool has_target;
+    uint8_t target[RUMOR_KEY_LEN];
+    char target_addr[RUMOR_ADDR_LEN];
+    bool tell_tomb; /* peers: tell the recipient we hold it dead/left at tomb_inc */
+    uint32_t tomb_inc;
+    rumor_memb_state_t tomb_state;
+} pending_t;
+
+/* A ping we send on behalf of a ping-req, and whom to tell when it is answered. */
+typedef struct {
+    bool used;
+    uint8_t requester[RUMOR_KEY_LEN];
+    char requester_addr[RUMOR_ADDR_LEN];
+    uint32_t requester_seq, our_seq;
+    uint8_t target[RUMOR_KEY_LEN];
+    uint64_t deadline;
+} relay_t;
+
+struct rumor_memb {
+    rumor_memb_config_t cfg;
+    rumor_rng_t rng;
+    uint8_t self_key[RUMOR_KEY_LEN];
+    char self_addr[RUMOR_ADDR_LEN];
+    uint32_t inc;
+    bool left;
+
+    entry_t *view;
+    int n_view;
+    rumor_memb_update_t *passive;
+    int n_passive;
+    tomb_t *tombs;
+    int n_tombs, tomb_cap, tomb_next;
+    uint64_t tomb_ttl;
+    queued_t *dq;
+    int n_dq, dq_cap;
+
+    struct {
+        bool active, indirect_sent;
+        uint8_t target[RUMOR_KEY_LEN];
+        uint32_t seq;
+        uint64_t started;
+    } probe;
+    uint8_t (*order)[RUMOR_KEY_LEN];
+    int n_order, order_pos;
+    relay_t relays[RELAY_CAP];
+    uint32_t next_seq;
+    uint64_t next_probe_at, next_exchange_at, next_rejoin_at;
+    bool started;
+
+    struct {
+        uint8_t key[RUMOR_KEY_LEN];
+        char addr[RUMOR_ADDR_LEN];
+    } boot[MAX_BOOTSTRAPS];
+    int n_boot;
+
+    pending_t outbox[OUTBOX_CAP];
+    int out_head, out_count;
+    rumor_memb_stats_t stats;
+};
+
+/* ---- small helpers ---- */
+
+static bool same_key(const uint8_t *a, const uint8_t *b) { return memcmp(a, b, RUMOR_KEY_LEN) == 0; }
+
+static void copy_addr(char *dst, const char *src)
+{
+    snprintf(dst, RUMOR_ADDR_LEN, "%s", src ? src : "");
+}
+
+/* dead and left are final at an incarnation; suspect outranks alive. */
+static int state_rank(rumor_memb_state_t s) { return s == RUMOR_MEMB_ALIVE ? 0 : s == RUMOR_MEMB_SUSPECT ? 1 : 2; }
+
+static bool supersedes(uint32_t inc, rumor_memb_state_t st, uint32_t cur_inc, rumor_memb_state_t cur_st)
+{
+    return inc > cur_inc || (inc == cur_inc && state_rank(st) > state_rank(cur_st));
+}
+
+static int find_view(const rumor_memb_t *m, const uint8_t *key)
+{
+    for (int i = 0; i < m->n_view; i++)
+        if (same_key(m->view[i].m.key, key)) return i;
+    return -1;
+}
+
+static int find_passive(const rumor_memb_t *m, const uint8_t *key)
+{
+    for (int i = 0; i < m->n_passive; i++)
+        if (same_key(m->passive[i].key, key)) return i;
+    return -1;
+}
+
+static int find_tomb(const rumor_memb_t *m, const uint8_t *key)
+{
+    for (int i = 0; i < m->n_tombs; i++)
+        if (same_key(m->tombs[i].key, key)) return i;
+    return -1;
+}
+
+const char *rumor_memb_state_name(rumor_memb_state_t s)
+{
+    switch (s) {
+    case RUMOR_MEMB_ALIVE: return "alive";
+    case RUMOR_MEMB_SUSPECT: return "suspect";
+    case RUMOR_MEMB_DEAD: return "dead";
+    case RUMOR_MEMB_LEFT: return "left";
+    }
+    return "unknown";
+}
+
+/* ---- outbox ---- */
+
+static pending_t *push(rumor_memb_t *m, rumor_memb_act_kind_t kind)
+{
+    if (m->out_count == OUTBOX_CAP) {
+        /* Full: the driver is not draining. Drop the oldest send, never a view change. */
+        int victim = -1;
+        for (int i = 0; i < m->out_count; i++) {
+            int at = (m->out_head + i) % OUTBOX_CAP;
+            if (m->outbox[at].kind == RUMOR_MEMB_ACT_SEND) {
+                victim = i;
+                break;
+            }
+        }
+        if (victim < 0) return NULL; /* cannot happen: view changes are bounded by the view */
+        for (int i = victim; i > 0; i--)
+            m->outbox[(m->out_head + i) % OUTBOX_CAP] = m->outbox[(m->out_head + i - 1) % OUTBOX_CAP];
+        m->out_head = (m->out_head + 1) % OUTBOX_CAP;
+        m->out_count--;
+        m->stats.dropped_actions++;
+    }
+    pending_t *p = &m->outbox[(m->out_head + m->out_count++) % OUTBOX_CAP];
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    return p;
+}
+
+static pending_t *send_to(rumor_memb_t *m, const uint8_t *key, const char *addr, rumor_memb_kind_t kind)
+{
+    pending_t *p = push(m, RUMOR_MEMB_ACT_SEND);
+    if (!p) return NULL;
+    memcpy(p->key, key, RUMOR_KEY_LEN);
+    copy_addr(p->addr, addr);
+    p->msg_kind = kind;
+    return p;
+}
+
+static void view_event(rumor_memb_t *m, rumor_memb_act_kind_t kind, const rumor_memb_member_t *e,
+                       rumor_memb_state_t state)
+{
+    pending_t *p = push(m, kind);
+    if (!p) return;
+    memcpy(p->key, e->key, RUMOR_KEY_LEN);
+    copy_addr(p->addr, e->addr);
+    p->state = state;
+}
+
+/* ---- dissemination queue ---- */
+
+static void disseminate(rumor_memb_t *m, const rumor_memb_update_t *u)
+{
+    for (int i = 0; i < m->n_dq; i++)
+        if (same_key(m->dq[i].u.key, u->key)) {
+            m->dq[i].u = *u;
+            m->dq[i].sent = 0;
+            return;
+        }
+    int at = m->n_dq;
+    if (m->n_dq == m->dq_cap) {
+        /* Replace the most-spread update: it has done most of its work. */
+        at = 0;
+        for (int i = 1; i < m->n_dq; i++)
+            if (m->dq[i].sent > m->dq[at].sent) at = i;
+    } else {
+        m->n_dq++;
+    }
+    m->dq[at].u = *u;
+    m->dq[at].sent = 0;
+}
+
+static int retransmit_limit(const rumor_memb_t *m)
+{
+    int lg = 0;
+    for (int n = m->n_view + 1; n > 0; n >>= 1) lg++;
+    return m->cfg.retransmit_mult * lg;
+}
+
+/* Fill up to max_piggyback least-sent updates; retire those sent often enough. */
+static int take_piggyback(rumor_memb_t *m, rumor_memb_update_t *out)
+{
+    int n = 0, limit = retransmit_limit(m);
+    while (n < m->cfg.max_piggyback) {
+        int best = -1;
+        for (int i = 0; i < m->n_dq; i++) {
+            bool taken = false;
+            for (int j = 0; j < n && !taken; j++) taken = same_key(out[j].key, m->dq[i].u.key);
+            if (!taken && (best < 0 || m->dq[i].sent < m->dq[best].sent)) best = i;
+        }
+        if (best < 0) break;
+        out[n++] = m->dq[best].u;
+        m->dq[best].sent++;
+    }
+    for (int i = 0; i < m->n_dq;)
+        if (m->dq[i].sent >= limit)
+            m->dq[i] = m->dq[--m->n_dq];
+        else
+            i++;
+    return n;
+}
+
+static void self_update(const rumor_memb_t *m, rumor_memb_update_t *u)
+{
+    memcpy(u->key, m->self_key, RUMOR_KEY_LEN);
+    copy_addr(u->addr, m->self_addr);
+    u->inc = m->inc;
+    u->state = RUMOR_MEMB_ALIVE;
+}
+
+static void member_update(const rumor_memb_member_t *e, rumor_memb_state_t st, rumor_memb_update_t *u)
+{
+    memcpy(u->key, e->key, RUMOR_KEY_LEN);
+    copy_addr(u->addr, e->addr);
+    u->inc = e->inc;
+    u->state = st;
+}
+
+/* ---- the view ---- */
+
+static void add_tomb(rumor_memb_t *m, const uint8_t *key, uint32_t inc, rumor_memb_state_t st,
+                     uint64_t now)
+{
+    int at = find_tomb(m, key);
+    if (at < 0) {
+        if (m->n_tombs < m->tomb_cap) {
+            at = m->n_tombs++;
+        } else {
+            at = m->tomb_next; /* forget the oldest */
+            m->tomb_next = (m->tomb_next + 1) % m->tomb_cap;
+        }
+    }
+    memcpy(m->tombs[at].key, key, RUMOR_KEY_LEN);
+    m->tombs[at].inc = inc;
+    m->tombs[at].state = st;
+    m->tombs[at].since = now;
+}
+
+static void remove_tomb(rumor_memb_t *m, int t)
+{
+    m->tombs[t] = m->tombs[--m->n_tombs];
+    if (m->tomb_next > m->n_tombs) m->tomb_next = 0;
+}
+
+static void passive_add(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc)
+{
+    if (!addr || !*addr || m->cfg.passive_size == 0) return;
+    int at = find_passive(m, key);
+    if (at < 0) {
+        if (m->n_passive < m->cfg.passive_size)
+            at = m->n_passive++;
+        else
+            at = (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive);
+    }
+    memcpy(m->passive[at].key, key, RUMOR_KEY_LEN);
+    copy_addr(m->passive[at].addr, addr);
+    m->passive[at].inc = inc;
+    m->passive[at].state = RUMOR_MEMB_ALIVE;
+}
+
+static void passive_remove(rumor_memb_t *m, int i) { m->passive[i] = m->passive[--m->n_passive]; }
+
+/* Into the view if there is room, else into the reservoir. */
+static void admit(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc,
+                  rumor_memb_state_t st, uint64_t now)
+{
+    int p = find_passive(m, key);
+    if (m->n_view < m->cfg.view_size && addr && *addr) {
+        if (p >= 0) passive_remove(m, p);
+        entry_t *e = &m->view[m->n_view++];
+        memset(e, 0, sizeof *e);
+        memcpy(e->m.key, key, RUMOR_KEY_LEN);
+        copy_addr(e->m.addr, addr);
+        e->m.inc = inc;
+        e->m.state = st;
+        e->m.last_seen_ms = now;
+        e->suspect_since = now;
+        view_event(m, RUMOR_MEMB_ACT_UP, &e->m, st);
+    } else {
+        passive_add(m, key, addr, inc);
+    }
+}
+
+/* Remove view member i (dead, left); a reservoir member takes the place. */
+static void drop_from_view(rumor_memb_t *m, int i, rumor_memb_state_t why, uint64_t now)
+{
+    entry_t gone = m->view[i];
+    m->view[i] = m->view[--m->n_view];
+    view_event(m, RUMOR_MEMB_ACT_DOWN, &gone.m, why);
+    add_tomb(m, gone.m.key, gone.m.inc, why, now);
+    if (m->probe.active && same_key(m->probe.target, gone.m.key)) m->probe.active = false;
+    if (m->n_passive > 0 && m->n_view < m->cfg.view_size) {
+        int p = (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive);
+        rumor_memb_update_t u = m->passive[p];
+        passive_remove(m, p);
+        admit(m, u.key, u.addr, u.inc, RUMOR_MEMB_ALIVE, now);
+    }
+}
+
+/* Apply what someone says about a member; returns true when it changed our view of it. */
+static bool apply(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
+{
+    if (u->state > RUMOR_MEMB_LEFT) {
+        m->stats.dropped_input++;
+        return false;
+    }
+    if (same_key(u->key, m->self_key)) {
+        /* Refute: whoever suspects us, or thinks us dead, hears a newer incarnation. */
+        if ((u->state == RUMOR_MEMB_SUSPECT || u->state == RUMOR_MEMB_DEAD) && u->inc >= m->inc) {
+            m->inc = u->inc + 1;
+            m->stats.refutations++;
+            rumor_memb_update_t me;
+            self_update(m, &me);
+            disseminate(m, &me);
+        }
+        return false;
+    }
+    int v = find_view(m, u->key);
+    if (v >= 0) {
+        entry_t *e = &m->view[v];
+        if (!supersedes(u->inc, u->state, e->m.inc, e->m.state)) return false;
+        if (u->state == RUMOR_MEMB_DEAD || u->state == RUMOR_MEMB_LEFT) {
+            e->m.inc = u->inc;
+            drop_from_view(m, v, u->state, now);
+        } else {
+            if (u->state == RUMOR_MEMB_SUSPECT && e->m.state != RUMOR_MEMB_SUSPECT) e->suspect_since = now;
+            e->m.inc = u->inc;
+            e->m.state = u->state;
+            if (u->addr[0]) copy_addr(e->m.addr, u->addr);
+        }
+        disseminate(m, u);
+        return true;
+    }
+    int t = find_tomb(m, u->key);
+    if (t >= 0) {
+        if (!supersedes(u->inc, u->state, m->tombs[t].inc, m->tombs[t].state)) return false;
+        if (u->state == RUMOR_MEMB_DEAD || u->state == RUMOR_MEMB_LEFT) {
+            m->tombs[t].inc = u->inc;
+            m->tombs[t].state = u->state;
+            return false;
+        }
+        /* Back with a newer incarnation: a restart, or a partition healed. */
+        remove_tomb(m, t);
+    }
+    int p = find_passive(m, u->key);
+    if (u->state == RUMOR_MEMB_DEAD || u->state == RUMOR_MEMB_LEFT) {
+        if (p >= 0) passive_remove(m, p);
+        add_tomb(m, u->key, u->inc, u->state, now);
+        return false;
+    }
+    if (!u->addr[0]) return false; /* nothing to reach it by */
+    if (p >= 0 && !supersedes(u->inc, u->state, m->passive[p].inc, RUMOR_MEMB_ALIVE) &&
+        m->n_view >= m->cfg.view_size)
+        return false;
+    admit(m, u->key, u->addr, u->inc, RUMOR_MEMB_ALIVE, now);
+    rumor_memb_update_t alive = *u;
+    alive.state = RUMOR_MEMB_ALIVE;
+    disseminate(m, &alive);
+    return true;
+}
+
+/* ---- construction ---- */
+
+rumor_memb_config_t rumor_memb_defaults(void)
+{
+    return (rumor_memb_config_t){
+        .period_ms = 1000,
+        .ping_timeout_ms = 300,
+        .suspect_ms = 5000,
+        .indirect_k = 3,
+        .view_size = 64,
+        .passive_size = 256,
+        .exchange_size = 16,
+        .exchange_ms = 5000,
+        .rejoin_ms = 5000,
+        .max_piggyback = 8,
+        .retransmit_mult = 3,
+        .seed = 1,
+    };
+}
+
+rumor_memb_t *rumor_memb_new(const rumor_memb_config_t *cfg, const uint8_t self_key[RUMOR_KEY_LEN],
+                             const char *self_addr, uint32_t inc, char err[RUMOR_ERR_LEN])
+{
+    const rumor_memb_config_t *c = cfg;
+    if (c->period_ms < 10 || c->ping_timeout_ms < 1 || c->ping_timeout_ms >= c->period_ms ||
+        c->suspect_ms < c->period_ms || c->indirect_k < 0 || c->indirect_k > 16 || c->view_size < 1 ||
+        c->view_size > 4096 || c->passive_size < 0 || c->passive_size > 65536 || c->exchange_size < 1 ||
+        c->exchange_size > RUMOR_MEMB_MAX_PEERS || c->exchange_ms < c->period_ms || c->rejoin_ms < 10 ||
+        c->max_piggyback < 0 || c->max_piggyback > RUMOR_MEMB_MAX_UPD || c->retransmit_mult < 1 ||
+        c->retransmit_mult > 20) {
+        rumor_fail(err, RUMOR_EINVAL, "membership configuration out of range");
+        return NULL;
+    }
+    if (!self_addr || !*self_addr || strlen(self_addr) >= RUMOR_ADDR_LEN) {
+        rumor_fail(err, RUMOR_EINVAL, "membership needs the node's listen address");
+        return NULL;
+    }
+    rumor_memb_t *m = calloc(1, sizeof *m);
+    if (!m) goto nomem;
+    m->cfg = *cfg;
+    rumor_rng_init2(&m->rng, cfg->seed, 0x3e3b, 0);
+    memcpy(m->self_key, self_key, RUMOR_KEY_LEN);
+    copy_addr(m->self_addr, self_addr);
+    m->inc = inc;
+    m->tomb_cap = cfg->view_size + cfg->passive_size + 16;
+    m->tomb_ttl = 4 * (uint64_t)cfg->suspect_ms > 10 * (uint64_t)cfg->period_ms ? 4 * (uint64_t)cfg->suspect_ms
+                                                                                : 10 * (uint64_t)cfg->period_ms;
+    m->dq_cap = 2 * cfg->view_size + 32;
+    m->view = calloc((size_t)cfg->view_size, sizeof *m->view);
+    m->passive = calloc((size_t)cfg->passive_size + 1, sizeof *m->passive);
+    m->tombs = calloc((size_t)m->tomb_cap, sizeof *m->tombs);
+    m->dq = calloc((size_t)m->dq_cap, sizeof *m->dq);
+    m->order = calloc((size_t)cfg->view_size, sizeof *m->order);
+    if (!m->view || !m->passive || !m->tombs || !m->dq || !m->order) goto nomem;
+    m->next_seq = 1;
+    return m;
+nomem:
+    rumor_memb_destroy(&m);
+    rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    return NULL;
+}
+
+void rumor_memb_destroy(rumor_memb_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    rumor_memb_t *m = *self_p;
+    free(m->view);
+    free(m->passive);
+    free(m->tombs);
+    free(m->dq);
+    free(m->order);
+    free(m);
+    *self_p = NULL;
+}
+
+/* ---- events ---- */
+
+static void start(rumor_memb_t *m, uint64_t now)
+{
+    if (m->started) return;
+    m->started = true;
+    /* Spread the first probe and exchange over a period so nodes started together do not
+     * all probe in step. */
+    m->next_probe_at = now + rumor_rng_below(&m->rng, m->cfg.period_ms);
+    m->next_exchange_at = now + m->cfg.exchange_ms / 2 + rumor_rng_below(&m->rng, m->cfg.exchange_ms);
+    m->next_rejoin_at = now + m->cfg.rejoin_ms;
+}
+
+void rumor_memb_join(rumor_memb_t *m, const uint8_t key[RUMOR_KEY_LEN], const char *addr, uint64_t now)
+{
+    if (m->left || same_key(key, m->self_key) || !addr || !*addr) return;
+    start(m, now);
+    int b = -1;
+    for (int i = 0; i < m->n_boot; i++)
+        if (same_key(m->boot[i].key, key)) b = i;
+    if (b < 0 && m->n_boot < MAX_BOOTSTRAPS) b = m->n_boot++;
+    if (b >= 0) {
+        memcpy(m->boot[b].key, key, RUMOR_KEY_LEN);
+        copy_addr(m->boot[b].addr, addr);
+    }
+    send_to(m, key, addr, RUMOR_MEMB_HELLO);
+}
+
+static void send_ping(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t seq)
+{
+    pending_t *p = send_to(m, key, addr, RUMOR_MEMB_PING);
+    if (p) p->seq = seq;
+    m->stats.pings_sent++;
+}
+
+static void handle_ack(rumor_memb_t *m, const uint8_t *from, const rumor_memb_msg_t *msg, uint64_t now)
+{
+    const uint8_t *about = msg->has_target ? msg->target : from;
+    if (m->probe.active && msg->ack == m->probe.seq && same_key(about, m->probe.target)) {
+        m->probe.active = false;
+        m->stats.acks_received++;
+        int v = find_view(m, about);
+        if (v >= 0) {
+            rumor_memb_member_t *e = &m->view[v].m;
+            e->last_seen_ms = now;
+            if (!msg->has_target) {
+                uint32_t rtt = (uint32_t)(now - m->probe.started);
+                e->rtt_ms = e->rtt_ms ? (7 * e->rtt_ms + rtt) / 8 : (rtt ? rtt : 1);
+            }
+        }
+        return;
+    }
+    if (msg->has_target) return; /* a relayed ack for a probe we gave up on */
+    for (int i = 0; i < RELAY_CAP; i++) {
+        relay_t *r = &m->relays[i];
+        if (r->used && r->our_seq == msg->ack && same_key(r->target, from)) {
+            pending_t *p = send_to(m, r->requester, r->requester_addr, RUMOR_MEMB_ACK);
+            if (p) {
+                p->ack = r->requester_seq;
+                p->has_target = true;
+                memcpy(p->target, from, RUMOR_KEY_LEN);
+            }
+            r->used = false;
+            return;
+        }
+    }
+}
+
+void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const char *from_addr,
+                     const rumor_memb_msg_t *msg, uint64_t now)
+{
+    if (m->left) return;
+    if (same_key(from, m->self_key) || !from_addr || !from_addr[0] ||
+        strlen(from_addr) >= RUMOR_ADDR_LEN || msg->n_upd < 0 || msg->n_upd > RUMOR_MEMB_MAX_UPD ||
+        msg->n_peers < 0 || msg->n_peers > RUMOR_MEMB_MAX_PEERS ||
+        (msg->kind == RUMOR_MEMB_HELLO && strcmp(msg->addr, from_addr) != 0)) {
+        m->stats.dropped_input++;
+        return;
+    }
+    start(m, now);
+    int v = find_view(m, from);
+    if (v >= 0) m->view[v].m.last_seen_ms = now;
+
+    if (msg->kind == RUMOR_MEMB_HELLO) {
+        rumor_memb_update_t u;
+        memcpy(u.key, from, RUMOR_KEY_LEN);
+        copy_addr(u.addr, msg->addr);
+        u.inc = msg->inc;
+        u.state = RUMOR_MEMB_ALIVE;
+        apply(m, &u, now);
+        /* Whoever says hello learns who we know; one we hold dead at its incarnation also
+         * learns that, so it refutes and its next hello gets in. */
+        pending_t *p = send_to(m, from, msg->addr, RUMOR_MEMB_PEERS);
+        int t = find_tomb(m, from);
+        if (p && t >= 0 && find_view(m, from) < 0) {
+            p->tell_tomb = true;
+            p->tomb_inc = m->tombs[t].inc;
+            p->tomb_state = m->tombs[t].state;
+        }
+        return;
+    }
+    if (msg->kind == RUMOR_MEMB_BYE) {
+        if (v >= 0) {
+            rumor_memb_update_t u;
+            member_update(&m->view[v].m, RUMOR_MEMB_LEFT, &u);
+            apply(m, &u, now);
+        }
+        return;
+    }
+    const rumor_memb_update_t *list = msg->kind == RUMOR_MEMB_PEERS ? msg->peers : msg->upd;
+    const int n = msg->kind == RUMOR_MEMB_PEERS ? msg->n_peers : msg->n_upd;
+    for (int i = 0; i < n; i++) apply(m, &list[i], now);
+
+    switch (msg->kind) {
+    case RUMOR_MEMB_PING:
+        {
+            pending_t *p = send_to(m, from, from_addr, RUMOR_MEMB_ACK);
+            if (p) p->ack = msg->seq;
+        }
+        break;
+    case RUMOR_MEMB_PING_REQ:
+        if (!msg->has_target) {
+            m->stats.dropped_input++;
+            return;
+        }
+        if (same_key(msg->target, m->self_key)) {
+            pending_t *p = send_to(m, from, from_addr, RUMOR_MEMB_ACK);
+            if (p) p->ack = msg->seq;
+            break;
+        }
+        {
+            const char *taddr = msg->target_addr;
+            int tv = find_view(m, msg->target);
+            if (tv >= 0) taddr = m->view[tv].m.addr;
+            if (!taddr[0]) {
+                m->stats.dropped_input++;
+                return;
+            }
+            int slot = -1;
+            for (int i = 0; i < RELAY_CAP && slot < 0; i++)
+                if (!m->relays[i].used || m->relays[i].deadline <= now) slot = i;
+            if (slot < 0) return; /* too many relays in flight: the requester will cope */
+            relay_t *r = &m->relays[slot];
+            r->used = true;
+            memcpy(r->requester, from, RUMOR_KEY_LEN);
+            copy_addr(r->requester_addr, from_addr);
+            r->requester_seq = msg->seq;
+            r->our_seq = m->next_seq++;
+            memcpy(r->target, msg->target, RUMOR_KEY_LEN);
+            r->deadline = now + m->cfg.period_ms;
+            send_ping(m, msg->target, taddr, r->our_seq);
+        }
+        break;
+    case RUMOR_MEMB_ACK: handle_ack(m, from, msg, now); break;
+    default: break;
+    }
+}
+
+static bool next_probe_target(rumor_memb_t *m, uint8_t *key)
+{
+    /* Shuffled round robin: every member is probed once per round, in random order. */
+    for (int tries = 0; tries < 2; tries++) {
+        while (m->order_pos < m->n_order) {
+            const uint8_t *k = m->order[m->order_pos++];
+            if (find_view(m, k) >= 0) {
+                memcpy(key, k, RUMOR_KEY_LEN);
+                return true;
+            }
+        }
+        m->n_order = m->n_view;
+        m->order_pos = 0;
+        for (int i = 0; i < m->n_view; i++) memcpy(m->order[i], m->view[i].m.key, RUMOR_KEY_LEN);
+        for (int i = m->n_order; i > 1; i--) {
+            int j = (int)rumor_rng_below(&m->rng, (uint64_t)i);
+            uint8_t t[RUMOR_KEY_LEN];
+            memcpy(t, m->order[i - 1], RUMOR_KEY_LEN);
+            memcpy(m->order[i - 1], m->order[j], RUMOR_KEY_LEN);
+            memcpy(m->order[j], t, RUMOR_KEY_LEN);
+        }
+    }
+    return false;
+}
+
+void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
+{
+    if (m->left) return;
+    start(m, now);
+    const rumor_memb_config_t *c = &m->cfg;
+
+    /* The probe in flight: indirect pings after ping_timeout, suspicion after a period. */
+    if (m->probe.active) {
+        int v = find_view(m, m->probe.target);
+        if (v < 0) {
+            m->probe.active = false;
+        } else if (now >= m->probe.started + c->period_ms) {
+            m->probe.active = false;
+            entry_t *e = &m->view[v];
+            if (e->m.state == RUMOR_MEMB_ALIVE) {
+                rumor_memb_update_t u;
+                member_update(&e->m, RUMOR_MEMB_SUSPECT, &u);
+                m->stats.suspicions++;
+                apply(m, &u, now);
+            }
+        } else if (!m->probe.indirect_sent && now >= m->probe.started + c->ping_timeout_ms) {
+            m->probe.indirect_sent = true;
+            int asked = 0;
+            for (int tries = 0; tries < 4 * c->indirect_k && asked < c->indirect_k && m->n_view > 1; tries++) {
+                int i = (int)rumor_rng_below(&m->rng, (uint64_t)m->n_view);
+                entry_t *h = &m->view[i];
+                if (i == v || h->m.state != RUMOR_MEMB_ALIVE) continue;
+                pending_t *p = send_to(m, h->m.key, h->m.addr, RUMOR_MEMB_PING_REQ);
+                if (!p) break;
+                p->seq = m->probe.seq;
+                p->has_target = true;
+                memcpy(p->target, m->view[v].m.key, RUMOR_KEY_LEN);
+                copy_addr(p->target_addr, m->view[v].m.addr);
+                m->stats.ping_reqs_sent++;
+                asked++;
+            }
+        }
+    }
+
+    /* Suspects that nobody cleared are dead. */
+    for (int i = 0; i < m->n_view;) {
+        entry_t *e = &m->view[i];
+        if (e->m.state == RUMOR_MEMB_SUSPECT && now >= e->suspect_since + c->suspect_ms) {
+            rumor_memb_update_t u;
+            member_update(&e->m, RUMOR_MEMB_DEAD, &u);
+            m->stats.deaths++;
+            apply(m, &u, now); /* removes view[i]; look at the same index again */
+            continue;
+        }
+        i++;
+    }
+
+    for (int i = 0; i < RELAY_CAP; i++)
+        if (m->relays[i].used && m->relays[i].deadline <= now) m->relays[i].used = false;
+    for (int t = 0; t < m->n_tombs;)
+        if (now >= m->tombs[t].since + m->tomb_ttl)
+            remove_tomb(m, t);
+        else
+            t++;
+
+    if (now >= m->next_probe_at) {
+        m->next_probe_at = now + c->period_ms;
+        uint8_t key[RUMOR_KEY_LEN];
+        if (!m->probe.active && next_probe_target(m, key)) {
+            int v = find_view(m, key);
+            m->probe.active = true;
+            m->probe.indirect_sent = false;
+            memcpy(m->probe.target, key, RUMOR_KEY_LEN);
+            m->probe.seq = m->next_seq++;
+            m->probe.started = now;
+            send_ping(m, key, m->view[v].m.addr, m->probe.seq);
+        }
+    }
+
+    if (now >= m->next_exchange_at) {
+        m->next_exchange_at = now + c->exchange_ms;
+        if (m->n_view > 0) {
+            entry_t *e = &m->view[rumor_rng_below(&m->rng, (uint64_t)m->n_view)];
+            send_to(m, e->m.key, e->m.addr, RUMOR_MEMB_PEERS);
+        }
+    }
+
+    if (now >= m->next_rejoin_at) {
+        m->next_rejoin_at = now + c->rejoin_ms;
+        for (int b = 0; b < m->n_boot; b++)
+            if (find_view(m, m->boot[b].key) < 0) send_to(m, m->boot[b].key, m->boot[b].addr, RUMOR_MEMB_HELLO);
+    }
+}
+
+void rumor_memb_leave(rumor_memb_t *m, uint64_t now)
+{
+    (void)now;
+    if (m->left) return;
+    for (int i = 0; i < m->n_view; i++) send_to(m, m->view[i].m.key, m->view[i].m.addr, RUMOR_MEMB_BYE);
+    m->left = true;
+}
+
+/* ---- actions ---- */
+
+/* A sample for PEERS: ourselves, then view members, then reservoir members, at random. */
+static int sample_peers(rumor_memb_t *m, const uint8_t *to, rumor_memb_update_t *out)
+{
+    int n = 0, want = m->cfg.exchange_size;
+    self_update(m, &out[n++]);
+    int total = m->n_view + m->n_passive;
+    /* A partial Fisher-Yates over the concatenated index space picks without repeats. */
+    int *idx = malloc((size_t)(total ? total : 1) * sizeof *idx);
+    if (!idx) return n;
+    for (int i = 0; i < total; i++) idx[i] = i;
+    for (int i = 0; i < total && n < want; i++) {
+        int j = i + (int)rumor_rng_below(&m->rng, (uint64_t)(total - i));
+        int t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+        int k = idx[i];
+        if (k < m->n_view) {
+            const rumor_memb_member_t *e = &m->view[k].m;
+            if (same_key(e->key, to)) continue;
+            member_update(e, e->state, &out[n++]);
+        } else {
+            const rumor_memb_update_t *u = &m->passive[k - m->n_view];
+            if (same_key(u->key, to)) continue;
+            out[n++] = *u;
+        }
+    }
+    free(idx);
+    return n;
+}
+
+bool rumor_memb_next_action(rumor_memb_t *m, rumor_memb_action_t *out)
+{
+    if (m->out_count == 0) return false;
+    pending_t *p = &m->outbox[m->out_head];
+    m->out_head = (m->out_head + 1) % OUTBOX_CAP;
+    m->out_count--;
+    memset(out, 0, sizeof *out);
+    out->kind = p->kind;
+    memcpy(out->key, p->key, RUMOR_KEY_LEN);
+    copy_addr(out->addr, p->addr);
+    out->state = p->state;
+    if (p->kind != RUMOR_MEMB_ACT_SEND) return true;
+    rumor_memb_msg_t *msg = &out->msg;
+    msg->kind = p->msg_kind;
+    msg->seq = p->seq;
+    msg->ack = p->ack;
+    msg->has_target = p->has_target;
+    memcpy(msg->target, p->target, RUMOR_KEY_LEN);
+    copy_addr(msg->target_addr, p->target_addr);
+    switch (p->msg_kind) {
+    case RUMOR_MEMB_HELLO:
+        msg->inc = m->inc;
+        copy_addr(msg->addr, m->self_addr);
+        break;
+    case RUMOR_MEMB_PEERS:
+        msg->n_peers = sample_peers(m, p->key, msg->peers);
+        if (p->tell_tomb && msg->n_peers < RUMOR_MEMB_MAX_PEERS) {
+            rumor_memb_update_t *u = &msg->peers[msg->n_peers++];
+            memcpy(u->key, p->key, RUMOR_KEY_LEN);
+            copy_addr(u->addr, p->addr);
+            u->inc = p->tomb_inc;
+            u->state = p->tomb_state;
+        }
+        break;
+    case RUMOR_MEMB_PING:
+        msg->inc = m->inc;
+        msg->n_upd = take_piggyback(m, msg->upd);
+        break;
+    case RUMOR_MEMB_PING_REQ:
+    case RUMOR_MEMB_ACK: msg->n_upd = take_piggyback(m, msg->upd); break;
+    case RUMOR_MEMB_BYE: break;
+    }
+    return true;
+}
+
+uint64_t rumor_memb_next_deadline(const rumor_memb_t *m, uint64_t now)
+{
+    if (m->left) return UINT64_MAX;
+    uint64_t t = m->next_probe_at;
+    if (m->next_exchange_at < t) t = m->next_exchange_at;
+    if (m->next_rejoin_at < t) t = m->next_rejoin_at;
+    if (m->probe.active) {
+        uint64_t p = m->probe.indirect_sent ? m->probe.started + m->cfg.period_ms
+                                            : m->probe.started + m->cfg.ping_timeout_ms;
+        if (p < t) t = p;
+    }
+    for (int i = 0; i < m->n_view; i++)
+        if (m->view[i].m.state == RUMOR_MEMB_SUSPECT && m->view[i].suspect_since + m->cfg.suspect_ms < t)
+            t = m->view[i].suspect_since + m->cfg.suspect_ms;
+    return t > now ? t - now : 0;
+}
+
+/* ---- the view ---- */
+
+int rumor_memb_view_count(const rumor_memb_t *m) { return m->n_view; }
+const rumor_memb_member_t *rumor_memb_view_at(const rumor_memb_t *m, int i)
+{
+    return i >= 0 && i < m->n_view ? &m->view[i].m : NULL;
+}
+int rumor_memb_passive_count(const rumor_memb_t *m) { return m->n_passive; }
+uint32_t rumor_memb_incarnation(const rumor_memb_t *m) { return m->inc; }
+rumor_memb_stats_t rumor_memb_stats(const rumor_memb_t *m) { return m->stats; }

@@ -1,0 +1,182 @@
+/*
+ * membership.h - who is in the swarm: join, peer exchange, failure detection, leave.
+ *
+ * A sans-I/O state machine (DESIGN.md decision 1). It owns no sockets, threads, clock or
+ * global randomness: the driver feeds it events (rumor_memb_tick with the time, messages
+ * from admitted peers, join and leave requests) and carries out the actions it queues (send
+ * this message to that peer; this member came up; that one went down). The same code runs
+ * under the ZeroMQ driver and under the virtual-time simulator, and tests drive it directly.
+ *
+ * Protocol (after SWIM, Das, Gupta, Motivala 2002, with a HyParView-style bounded view):
+ * - Join: HELLO to every bootstrap; a node answers a HELLO from a member it did not know with
+ *   PEERS, a sample of its view, and spreads the newcomer as an `alive` update.
+ * - Failure detection: every period one view member is probed in a shuffled round-robin
+ *   order: PING, and if no ACK within ping_timeout, PING-REQ to k others who ping it on our
+ *   behalf and relay the ACK. No answer by the end of the period makes the member SUSPECT;
+ *   a suspect not cleared within suspect_ms is DEAD and leaves the view.
+ * - Incarnations: a member that hears itself suspected or declared dead refutes it with an
+ *   ALIVE update under a higher incarnation. Precedence for one member: a higher incarnation
+ *   wins; at equal incarnation dead/left > suspect > alive.
+ * - Dissemination: updates ride on every PING, PING-REQ and ACK (at most max_piggyback each),
+ *   each sent about retransmit_mult * log2(n + 1) times, least-sent first.
+ * - View: at most view_size members are probed and gossiped with (the active view); others
+ *   learnt wait in a passive reservoir of at most passive_size and replace members that die.
+ *   Every exchange_ms a random member gets PEERS, a sample of both views, so views stay mixed.
+ * - Leave: BYE to every member of the view; receivers drop the sender at once.
+ * - Rejoin: while a bootstrap is not in the view, HELLO is retried every rejoin_ms, so a node
+ *   cut off by a partition finds its way back when the network heals.
+ *
+ * Invariants: memory is bounded by the configuration (view, reservoir, update queue, outbox
+ * and pending probes are fixed-size); no input can grow it. Updates about unknown members
+ * are admitted into the reservoir only; the driver admits a peer's HELLO only after its
+ * certificate verified (that check is not this module's).
+ */
+#ifndef RUMOR_MEMBERSHIP_H
+#define RUMOR_MEMBERSHIP_H
+
+#include "rng.h"
+#include "rumor.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RUMOR_KEY_LEN 32
+#define RUMOR_ADDR_LEN 256    /* "tcp://HOST:PORT" and its NUL */
+#define RUMOR_MEMB_MAX_UPD 16 /* piggybacked updates per message */
+#define RUMOR_MEMB_MAX_PEERS 64
+
+typedef enum {
+    RUMOR_MEMB_ALIVE = 0,
+    RUMOR_MEMB_SUSPECT = 1,
+    RUMOR_MEMB_DEAD = 2,
+    RUMOR_MEMB_LEFT = 3,
+} rumor_memb_state_t;
+
+/* What one peer says about one member. */
+typedef struct {
+    uint8_t key[RUMOR_KEY_LEN];
+    char addr[RUMOR_ADDR_LEN];
+    uint32_t inc;
+    rumor_memb_state_t state;
+} rumor_memb_update_t;
+
+typedef enum {
+    RUMOR_MEMB_HELLO,
+    RUMOR_MEMB_PEERS,
+    RUMOR_MEMB_PING,
+    RUMOR_MEMB_PING_REQ,
+    RUMOR_MEMB_ACK,
+    RUMOR_MEMB_BYE,
+} rumor_memb_kind_t;
+
+/* A membership message, as the driver encodes it on the wire (proto/) and decodes it back.
+ * Fields a kind does not use are ignored. */
+typedef struct {
+    rumor_memb_kind_t kind;
+    uint32_t seq;                       /* ping, ping-req: probe number; others: 0 */
+    uint32_t inc;                       /* hello, ping: the sender's incarnation */
+    char addr[RUMOR_ADDR_LEN];          /* hello: the sender's listen address */
+    uint32_t ack;                       /* ack: the seq it answers */
+    bool has_target;                    /* ping-req; ack relayed for a ping-req */
+    uint8_t target[RUMOR_KEY_LEN];
+    char target_addr[RUMOR_ADDR_LEN];   /* ping-req */
+    int n_upd;                          /* ping, ping-req, ack: piggybacked updates */
+    rumor_memb_update_t upd[RUMOR_MEMB_MAX_UPD];
+    int n_peers;                        /* peers */
+    rumor_memb_update_t peers[RUMOR_MEMB_MAX_PEERS];
+} rumor_memb_msg_t;
+
+typedef enum {
+    RUMOR_MEMB_ACT_SEND, /* send msg to key at addr */
+    RUMOR_MEMB_ACT_UP,   /* key (at addr) joined the view: a neighbour candidate */
+    RUMOR_MEMB_ACT_DOWN, /* key left the view; state says why (dead, left, or alive when
+                            it was only moved to the reservoir) */
+} rumor_memb_act_kind_t;
+
+typedef struct {
+    rumor_memb_act_kind_t kind;
+    uint8_t key[RUMOR_KEY_LEN];
+    char addr[RUMOR_ADDR_LEN];
+    rumor_memb_state_t state;
+    rumor_memb_msg_t msg;
+} rumor_memb_action_t;
+
+typedef struct {
+    uint32_t period_ms;       /* protocol period: one probe each (default 1000) */
+    uint32_t ping_timeout_ms; /* direct ping before indirect probes (default 300) */
+    uint32_t suspect_ms;      /* suspect to dead (default 5000) */
+    int indirect_k;           /* members asked to ping on our behalf (default 3) */
+    int view_size;            /* active view (default 64; a swarm that fits sees everyone) */
+    int passive_size;         /* reservoir (default 256) */
+    int exchange_size;        /* entries per PEERS (default 16, at most 64) */
+    uint32_t exchange_ms;     /* peer exchange period (default 5000) */
+    uint32_t rejoin_ms;       /* HELLO to missing bootstraps (default 5000) */
+    int max_piggyback;        /* updates per message (default 8, at most 16) */
+    int retransmit_mult;      /* dissemination factor lambda (default 3) */
+    uint64_t seed;            /* for probe order and sampling */
+} rumor_memb_config_t;
+
+rumor_memb_config_t rumor_memb_defaults(void);
+
+typedef struct rumor_memb rumor_memb_t;
+
+/* A membership for the local node `self_key` listening at `self_addr`, starting with
+ * incarnation `inc` (the driver passes something that grows across restarts, such as the
+ * start time in seconds, so a restarted node outranks what others remember of it).
+ * NULL with err when the configuration is out of range. */
+rumor_memb_t *rumor_memb_new(const rumor_memb_config_t *cfg, const uint8_t self_key[RUMOR_KEY_LEN],
+                             const char *self_addr, uint32_t inc, char err[RUMOR_ERR_LEN]);
+void rumor_memb_destroy(rumor_memb_t **self_p);
+
+/* ---- events ---- */
+
+/* Ask to join through a bootstrap (call once per --bootstrap address). */
+void rumor_memb_join(rumor_memb_t *self, const uint8_t key[RUMOR_KEY_LEN], const char *addr,
+                     uint64_t now_ms);
+/* A message from an admitted peer `from` (its CURVE key) that listens at from_addr (the
+ * address of its hello on this connection: the driver processes nothing before a hello, so
+ * it always knows it). Malformed content is dropped and counted. */
+void rumor_memb_recv(rumor_memb_t *self, const uint8_t from[RUMOR_KEY_LEN], const char *from_addr,
+                     const rumor_memb_msg_t *msg, uint64_t now_ms);
+/* Advance time: probes, timeouts, exchanges, rejoins. Call at least every period/4. */
+void rumor_memb_tick(rumor_memb_t *self, uint64_t now_ms);
+/* Leave gracefully: BYE to every view member; afterwards the machine is inert. */
+void rumor_memb_leave(rumor_memb_t *self, uint64_t now_ms);
+
+/* ---- actions ---- */
+
+/* Take the next queued action; false when none. The outbox is bounded: when the driver
+ * falls behind, the oldest sends are dropped (and counted), never the view changes. */
+bool rumor_memb_next_action(rumor_memb_t *self, rumor_memb_action_t *out);
+/* Milliseconds until the next tick matters (for the driver's poll timeout). */
+uint64_t rumor_memb_next_deadline(const rumor_memb_t *self, uint64_t now_ms);
+
+/* ---- the view ---- */
+
+typedef struct {
+    uint8_t key[RUMOR_KEY_LEN];
+    char addr[RUMOR_ADDR_LEN];
+    uint32_t inc;
+    rumor_memb_state_t state;
+    uint64_t last_seen_ms; /* last message or ack from it */
+    uint32_t rtt_ms;       /* smoothed round trip of direct pings; 0 until measured */
+} rumor_memb_member_t;
+
+/* Members of the active view (alive and suspect), in no particular order. */
+int rumor_memb_view_count(const rumor_memb_t *self);
+const rumor_memb_member_t *rumor_memb_view_at(const rumor_memb_t *self, int i);
+int rumor_memb_passive_count(const rumor_memb_t *self);
+uint32_t rumor_memb_incarnation(const rumor_memb_t *self);
+
+typedef struct {
+    uint64_t pings_sent, acks_received, ping_reqs_sent, suspicions, deaths, refutations;
+    uint64_t dropped_input;   /* malformed or self-contradicting messages */
+    uint64_t dropped_actions; /* sends dropped because the outbox was full */
+} rumor_memb_stats_t;
+
+rumor_memb_stats_t rumor_memb_stats(const rumor_memb_t *self);
+
+const char *rumor_memb_state_name(rumor_memb_state_t state);
+
+#endif

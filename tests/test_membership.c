@@ -1,0 +1,474 @@
+/* test_membership.c - the membership state machine driven directly, over a simulated
+ * network in virtual time: join, failure detection, loss, partitions, leave, bounded views,
+ * determinism. No sockets; every run is a function of its seeds. */
+#include "check.h"
+#include "membership.h"
+#include "rng.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_NODES 128
+#define STEP_MS 10
+
+typedef struct {
+    uint64_t at, order;
+    int from, to;
+    rumor_memb_msg_t msg;
+} packet_t;
+
+typedef struct {
+    int n;
+    rumor_memb_t *node[MAX_NODES];
+    bool dead[MAX_NODES];
+    int group[MAX_NODES]; /* packets cross only within a group while partitioned */
+    bool partitioned;
+    double loss;
+    rumor_rng_t rng;
+    packet_t **heap;
+    int n_heap, heap_cap;
+    uint64_t now, order, trace;
+    int downs_left[MAX_NODES]; /* DOWN actions with state left, per observing node */
+} net_t;
+
+static void key_of(int i, uint8_t key[RUMOR_KEY_LEN])
+{
+    memset(key, 0, RUMOR_KEY_LEN);
+    key[0] = (uint8_t)(i & 0xff);
+    key[1] = (uint8_t)(i >> 8);
+    key[31] = 0x5a; /* not all zero */
+}
+
+static int index_of(const uint8_t key[RUMOR_KEY_LEN]) { return key[0] | key[1] << 8; }
+
+static void addr_of(int i, char *addr) { snprintf(addr, RUMOR_ADDR_LEN, "tcp://127.0.0.1:%d", 7000 + i); }
+
+static bool before(const packet_t *a, const packet_t *b)
+{
+    return a->at < b->at || (a->at == b->at && a->order < b->order);
+}
+
+static void heap_push(net_t *net, packet_t *p)
+{
+    if (net->n_heap == net->heap_cap) {
+        net->heap_cap = net->heap_cap ? 2 * net->heap_cap : 256;
+        net->heap = realloc(net->heap, (size_t)net->heap_cap * sizeof *net->heap);
+    }
+    int i = net->n_heap++;
+    net->heap[i] = p;
+    while (i > 0 && before(net->heap[i], net->heap[(i - 1) / 2])) {
+        packet_t *t = net->heap[i];
+        net->heap[i] = net->heap[(i - 1) / 2];
+        net->heap[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static packet_t *heap_pop(net_t *net)
+{
+    packet_t *top = net->heap[0];
+    net->heap[0] = net->heap[--net->n_heap];
+    for (int i = 0;;) {
+        int l = 2 * i + 1, r = l + 1, s = i;
+        if (l < net->n_heap && before(net->heap[l], net->heap[s])) s = l;
+        if (r < net->n_heap && before(net->heap[r], net->heap[s])) s = r;
+        if (s == i) break;
+        packet_t *t = net->heap[i];
+        net->heap[i] = net->heap[s];
+        net->heap[s] = t;
+        i = s;
+    }
+    return top;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ULL; }
+
+static void drain(net_t *net, int i)
+{
+    rumor_memb_action_t a;
+    while (rumor_memb_next_action(net->node[i], &a)) {
+        int to = index_of(a.key);
+        net->trace = mix(mix(mix(net->trace, (uint64_t)a.kind), (uint64_t)to), a.msg.kind);
+        if (a.kind == RUMOR_MEMB_ACT_DOWN && a.state == RUMOR_MEMB_LEFT) net->downs_left[i]++;
+        if (a.kind != RUMOR_MEMB_ACT_SEND) continue;
+        /* The address must be the one the member listens on. */
+        char want[RUMOR_ADDR_LEN];
+        addr_of(to, want);
+        CHECK_MSG(strcmp(a.addr, want) == 0, "send %d to node %d at '%s'", a.msg.kind, to, a.addr);
+        if (rumor_rng_uniform(&net->rng) < net->loss) continue;
+        packet_t *p = malloc(sizeof *p);
+        p->at = net->now + 2 + rumor_rng_below(&net->rng, 8);
+        p->order = net->order++;
+        p->from = i;
+        p->to = to;
+        p->msg = a.msg;
+        heap_push(net, p);
+    }
+}
+
+static void net_init(net_t *net, int n, uint64_t seed, const rumor_memb_config_t *cfg)
+{
+    memset(net, 0, sizeof *net);
+    net->n = n;
+    net->trace = 0xcbf29ce484222325ULL;
+    rumor_rng_init(&net->rng, seed);
+    char err[RUMOR_ERR_LEN];
+    for (int i = 0; i < n; i++) {
+        uint8_t key[RUMOR_KEY_LEN];
+        char addr[RUMOR_ADDR_LEN];
+        key_of(i, key);
+        addr_of(i, addr);
+        rumor_memb_config_t c = *cfg;
+        c.seed = seed * 1000 + (uint64_t)i;
+        net->node[i] = rumor_memb_new(&c, key, addr, 100, err);
+        CHECK(net->node[i] != NULL);
+    }
+}
+
+static void net_join_all(net_t *net, int bootstrap)
+{
+    uint8_t key[RUMOR_KEY_LEN];
+    char addr[RUMOR_ADDR_LEN];
+    key_of(bootstrap, key);
+    addr_of(bootstrap, addr);
+    for (int i = 0; i < net->n; i++)
+        if (i != bootstrap) {
+            rumor_memb_join(net->node[i], key, addr, net->now);
+            drain(net, i);
+        }
+}
+
+static void net_run(net_t *net, uint64_t until)
+{
+    while (net->now < until) {
+        net->now += STEP_MS;
+        while (net->n_heap > 0 && net->heap[0]->at <= net->now) {
+            packet_t *p = heap_pop(net);
+            bool cut = net->partitioned && net->group[p->from] != net->group[p->to];
+            if (!net->dead[p->to] && !cut) {
+                uint8_t from[RUMOR_KEY_LEN];
+                char from_addr[RUMOR_ADDR_LEN];
+                key_of(p->from, from);
+                addr_of(p->from, from_addr);
+                rumor_memb_recv(net->node[p->to], from, from_addr, &p->msg, net->now);
+                drain(net, p->to);
+            }
+            free(p);
+        }
+        for (int i = 0; i < net->n; i++)
+            if (!net->dead[i]) {
+                rumor_memb_tick(net->node[i], net->now);
+                drain(net, i);
+            }
+    }
+}
+
+static void net_free(net_t *net)
+{
+    while (net->n_heap > 0) free(heap_pop(net));
+    free(net->heap);
+    for (int i = 0; i < net->n; i++) rumor_memb_destroy(&net->node[i]);
+}
+
+/* Does node i see exactly the members in `want` (a bitmask over node indices), all alive? */
+static bool sees(const net_t *net, int i, uint64_t want)
+{
+    const rumor_memb_t *m = net->node[i];
+    uint64_t got = 0;
+    for (int k = 0; k < rumor_memb_view_count(m); k++) {
+        const rumor_memb_member_t *e = rumor_memb_view_at(m, k);
+        if (e->state != RUMOR_MEMB_ALIVE) return false;
+        got |= 1ULL << index_of(e->key);
+    }
+    return got == want;
+}
+
+static uint64_t all_but(int n, uint64_t except)
+{
+    return ((n == 64 ? ~0ULL : (1ULL << n) - 1)) & ~except;
+}
+
+/* The first virtual time at which every live node sees every other live node. */
+static uint64_t run_until_full(net_t *net, uint64_t limit)
+{
+    uint64_t dead = 0;
+    for (int i = 0; i < net->n; i++)
+        if (net->dead[i]) dead |= 1ULL << i;
+    while (net->now < limit) {
+        bool full = true;
+        for (int i = 0; i < net->n && full; i++)
+            if (!net->dead[i]) full = sees(net, i, all_but(net->n, dead | 1ULL << i));
+        if (full) return net->now;
+        net_run(net, net->now + 100);
+    }
+    return UINT64_MAX;
+}
+
+static void test_join_and_failure(void)
+{
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    net_t net;
+    net_init(&net, 6, 1, &cfg);
+    net_join_all(&net, 0);
+    uint64_t t = run_until_full(&net, 10000);
+    fprintf(stderr, "6 nodes: full view after %llu ms\n", (unsigned long long)t);
+    CHECK_MSG(t <= 5000, "full view took %llu ms", (unsigned long long)t);
+
+    /* Kill the bootstrap: the others declare it dead within a period, the indirect probes,
+     * the suspicion time and some dissemination, and stay connected among themselves. */
+    net_run(&net, 10000);
+    net.dead[0] = true;
+    uint64_t killed = net.now, declared = UINT64_MAX;
+    while (net.now < killed + 20000) {
+        net_run(&net, net.now + 100);
+        bool gone = true;
+        for (int i = 1; i < 6; i++) gone &= sees(&net, i, all_but(6, 1ULL << 0 | 1ULL << i));
+        if (gone) {
+            declared = net.now - killed;
+            break;
+        }
+    }
+    fprintf(stderr, "bootstrap killed: declared dead by all after %llu ms\n", (unsigned long long)declared);
+    const uint64_t bound = cfg.period_ms * 2 + cfg.suspect_ms + 3000;
+    CHECK_MSG(declared <= bound, "declared dead after %llu ms, bound %llu", (unsigned long long)declared,
+              (unsigned long long)bound);
+    uint64_t deaths = 0;
+    for (int i = 1; i < 6; i++) deaths += rumor_memb_stats(net.node[i]).deaths;
+    CHECK(deaths >= 1);
+    /* Nobody else was declared dead on the way. */
+    net_run(&net, net.now + 10000);
+    for (int i = 1; i < 6; i++) CHECK(sees(&net, i, all_but(6, 1ULL << 0 | 1ULL << i)));
+    net_free(&net);
+}
+
+static void test_loss(void)
+{
+    /* 10% of messages lost for a minute: suspicions happen and are refuted; nobody dies. */
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    net_t net;
+    net_init(&net, 8, 2, &cfg);
+    net_join_all(&net, 0);
+    CHECK(run_until_full(&net, 15000) != UINT64_MAX);
+    net.loss = 0.10;
+    net_run(&net, net.now + 60000);
+    net.loss = 0;
+    uint64_t deaths = 0, suspicions = 0, refutations = 0;
+    for (int i = 0; i < 8; i++) {
+        rumor_memb_stats_t s = rumor_memb_stats(net.node[i]);
+        deaths += s.deaths, suspicions += s.suspicions, refutations += s.refutations;
+    }
+    fprintf(stderr, "10%% loss, 60 s: %llu suspicions, %llu refutations, %llu deaths\n",
+            (unsigned long long)suspicions, (unsigned long long)refutations, (unsigned long long)deaths);
+    CHECK(deaths == 0);
+    net_run(&net, net.now + 5000);
+    for (int i = 0; i < 8; i++) CHECK(sees(&net, i, all_but(8, 1ULL << i)));
+    net_free(&net);
+}
+
+static void test_partition_heals(void)
+{
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    net_t net;
+    net_init(&net, 6, 3, &cfg);
+    net_join_all(&net, 0);
+    CHECK(run_until_full(&net, 10000) != UINT64_MAX);
+    for (int i = 0; i < 6; i++) net.group[i] = i < 3;
+    net.partitioned = true;
+    net_run(&net, net.now + 30000);
+    /* Each side holds only itself. */
+    for (int i = 0; i < 6; i++) {
+        uint64_t side = i < 3 ? 0x07 : 0x38;
+        CHECK_MSG(sees(&net, i, side & ~(1ULL << i)), "node %d during the partition", i);
+    }
+    net.partitioned = false;
+    uint64_t healed = net.now;
+    uint64_t t = run_until_full(&net, net.now + 90000);
+    fprintf(stderr, "partition healed: full views again after %llu ms\n", (unsigned long long)(t - healed));
+    CHECK(t != UINT64_MAX);
+    net_free(&net);
+}
+
+static void test_leave(void)
+{
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    net_t net;
+    net_init(&net, 5, 4, &cfg);
+    net_join_all(&net, 0);
+    CHECK(run_until_full(&net, 10000) != UINT64_MAX);
+    rumor_memb_leave(net.node[3], net.now);
+    drain(&net, 3);
+    net_run(&net, net.now + 100);
+    net.dead[3] = true; /* the process is gone */
+    for (int i = 0; i < 5; i++)
+        if (i != 3) {
+            CHECK_MSG(sees(&net, i, all_but(5, 1ULL << 3 | 1ULL << i)), "node %d after bye", i);
+            CHECK(net.downs_left[i] == 1);
+        }
+    /* Old gossip about it does not bring it back. */
+    net_run(&net, net.now + 15000);
+    for (int i = 0; i < 5; i++)
+        if (i != 3) CHECK(sees(&net, i, all_but(5, 1ULL << 3 | 1ULL << i)));
+    net_free(&net);
+}
+
+static bool connected(const net_t *net)
+{
+    bool seen[MAX_NODES] = {false};
+    int stack[MAX_NODES], top = 0, reached = 1;
+    seen[0] = true;
+    stack[top++] = 0;
+    while (top > 0) {
+        int i = stack[--top];
+        for (int j = 0; j < net->n; j++) {
+            bool edge = false;
+            for (int a = 0; a < 2 && !edge; a++) {
+                const rumor_memb_t *m = net->node[a ? j : i];
+                int other = a ? i : j;
+                for (int k = 0; k < rumor_memb_view_count(m); k++)
+                    if (index_of(rumor_memb_view_at(m, k)->key) == other) edge = true;
+            }
+            if (edge && !seen[j]) {
+                seen[j] = true;
+                reached++;
+                stack[top++] = j;
+            }
+        }
+    }
+    return reached == net->n;
+}
+
+static void test_bounded_view(void)
+{
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    cfg.view_size = 8;
+    cfg.passive_size = 32;
+    net_t net;
+    net_init(&net, 100, 5, &cfg);
+    net_join_all(&net, 0);
+    net_run(&net, 60000);
+    int max_view = 0, max_passive = 0, min_view = 1000;
+    uint64_t deaths = 0;
+    for (int i = 0; i < 100; i++) {
+        int v = rumor_memb_view_count(net.node[i]), p = rumor_memb_passive_count(net.node[i]);
+        max_view = v > max_view ? v : max_view;
+        min_view = v < min_view ? v : min_view;
+        max_passive = p > max_passive ? p : max_passive;
+        deaths += rumor_memb_stats(net.node[i]).deaths;
+    }
+    fprintf(stderr, "100 nodes, view 8: views %d..%d, reservoir up to %d, %llu deaths\n", min_view, max_view,
+            max_passive, (unsigned long long)deaths);
+    CHECK(max_view <= 8 && max_passive <= 32);
+    CHECK(min_view >= 4);
+    CHECK(deaths == 0);
+    CHECK(connected(&net));
+    net_free(&net);
+}
+
+static uint64_t trace_of(uint64_t seed)
+{
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    net_t net;
+    net_init(&net, 6, seed, &cfg);
+    net.loss = 0.05;
+    net_join_all(&net, 0);
+    net_run(&net, 20000);
+    uint64_t t = net.trace;
+    net_free(&net);
+    return t;
+}
+
+static void test_determinism(void)
+{
+    CHECK(trace_of(7) == trace_of(7));
+    CHECK(trace_of(7) != trace_of(8));
+}
+
+static void test_bad_input_and_refutation(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    uint8_t me[RUMOR_KEY_LEN], other[RUMOR_KEY_LEN];
+    key_of(1, me);
+    key_of(2, other);
+    rumor_memb_t *m = rumor_memb_new(&cfg, me, "tcp://127.0.0.1:7001", 10, err);
+    static rumor_memb_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.kind = RUMOR_MEMB_PING;
+    msg.n_upd = 100; /* more than a message can carry */
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    msg.n_upd = 1;
+    memcpy(msg.upd[0].key, other, RUMOR_KEY_LEN);
+    msg.upd[0].state = (rumor_memb_state_t)7;
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    memset(&msg, 0, sizeof msg);
+    msg.kind = RUMOR_MEMB_HELLO; /* without an address */
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    rumor_memb_recv(m, me, "tcp://127.0.0.1:7001", &msg, 0); /* from ourselves */
+    rumor_memb_recv(m, other, "", &msg, 0); /* the driver must know where it listens */
+    CHECK_MSG(rumor_memb_stats(m).dropped_input == 5, "dropped %llu",
+              (unsigned long long)rumor_memb_stats(m).dropped_input);
+    CHECK(rumor_memb_view_count(m) == 0);
+
+    /* Someone suspects us at our incarnation: we refute with the next one. */
+    memset(&msg, 0, sizeof msg);
+    msg.kind = RUMOR_MEMB_HELLO;
+    snprintf(msg.addr, sizeof msg.addr, "tcp://127.0.0.1:7002");
+    msg.inc = 5;
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    CHECK(rumor_memb_view_count(m) == 1);
+    memset(&msg, 0, sizeof msg);
+    msg.kind = RUMOR_MEMB_PING;
+    msg.seq = 9;
+    msg.n_upd = 1;
+    memcpy(msg.upd[0].key, me, RUMOR_KEY_LEN);
+    msg.upd[0].inc = 10;
+    msg.upd[0].state = RUMOR_MEMB_SUSPECT;
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    CHECK(rumor_memb_incarnation(m) == 11);
+    /* The answer acks seq 9 and carries the refutation. */
+    rumor_memb_action_t a;
+    bool acked = false, refuted = false;
+    while (rumor_memb_next_action(m, &a)) {
+        if (a.kind != RUMOR_MEMB_ACT_SEND || a.msg.kind != RUMOR_MEMB_ACK) continue;
+        acked |= a.msg.ack == 9;
+        for (int i = 0; i < a.msg.n_upd; i++)
+            refuted |= memcmp(a.msg.upd[i].key, me, RUMOR_KEY_LEN) == 0 && a.msg.upd[i].inc == 11 &&
+                       a.msg.upd[i].state == RUMOR_MEMB_ALIVE;
+    }
+    CHECK(acked && refuted);
+    /* Precedence: alive at a lower incarnation does not undo a suspicion. */
+    memset(&msg, 0, sizeof msg);
+    msg.kind = RUMOR_MEMB_PEERS;
+    msg.n_peers = 1;
+    memcpy(msg.peers[0].key, other, RUMOR_KEY_LEN);
+    snprintf(msg.peers[0].addr, sizeof msg.peers[0].addr, "tcp://127.0.0.1:7002");
+    msg.peers[0].inc = 6;
+    msg.peers[0].state = RUMOR_MEMB_SUSPECT;
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    CHECK(rumor_memb_view_at(m, 0)->state == RUMOR_MEMB_SUSPECT);
+    msg.peers[0].inc = 5;
+    msg.peers[0].state = RUMOR_MEMB_ALIVE;
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    CHECK(rumor_memb_view_at(m, 0)->state == RUMOR_MEMB_SUSPECT);
+    msg.peers[0].inc = 7;
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    CHECK(rumor_memb_view_at(m, 0)->state == RUMOR_MEMB_ALIVE && rumor_memb_view_at(m, 0)->inc == 7);
+    /* A bad configuration is refused. */
+    rumor_memb_config_t bad = cfg;
+    bad.ping_timeout_ms = bad.period_ms;
+    CHECK(rumor_memb_new(&bad, me, "tcp://127.0.0.1:7001", 1, err) == NULL);
+    rumor_memb_destroy(&m);
+    CHECK(m == NULL);
+}
+
+int main(void)
+{
+    test_bad_input_and_refutation();
+    test_join_and_failure();
+    test_loss();
+    test_partition_heals();
+    test_leave();
+    test_bounded_view();
+    test_determinism();
+    return check_done();
+}
