@@ -35,13 +35,13 @@ typedef struct {
 typedef struct {
     rumor_memb_act_kind_t kind;
     uint8_t key[RUMOR_KEY_LEN];
-    char addr[RUMOR_ADDR_LEN];
+    char addr[RUMOR_MEMB_ADDR_LEN];
     rumor_memb_state_t state;
     rumor_memb_kind_t msg_kind;
     uint32_t seq, ack;
     bool has_target;
     uint8_t target[RUMOR_KEY_LEN];
-    char target_addr[RUMOR_ADDR_LEN];
+    char target_addr[RUMOR_MEMB_ADDR_LEN];
     bool tell_tomb; /* peers: tell the recipient we hold it dead/left at tomb_inc */
     uint32_t tomb_inc;
     rumor_memb_state_t tomb_state;
@@ -51,7 +51,7 @@ typedef struct {
 typedef struct {
     bool used;
     uint8_t requester[RUMOR_KEY_LEN];
-    char requester_addr[RUMOR_ADDR_LEN];
+    char requester_addr[RUMOR_MEMB_ADDR_LEN];
     uint32_t requester_seq, our_seq;
     uint8_t target[RUMOR_KEY_LEN];
     uint64_t deadline;
@@ -61,7 +61,7 @@ struct rumor_memb {
     rumor_memb_config_t cfg;
     rumor_rng_t rng;
     uint8_t self_key[RUMOR_KEY_LEN];
-    char self_addr[RUMOR_ADDR_LEN];
+    char self_addr[RUMOR_MEMB_ADDR_LEN];
     uint32_t inc;
     bool left;
 
@@ -90,7 +90,7 @@ struct rumor_memb {
 
     struct {
         uint8_t key[RUMOR_KEY_LEN];
-        char addr[RUMOR_ADDR_LEN];
+        char addr[RUMOR_MEMB_ADDR_LEN];
     } boot[MAX_BOOTSTRAPS];
     int n_boot;
 
@@ -105,7 +105,7 @@ static bool same_key(const uint8_t *a, const uint8_t *b) { return memcmp(a, b, R
 
 static void copy_addr(char *dst, const char *src)
 {
-    snprintf(dst, RUMOR_ADDR_LEN, "%s", src ? src : "");
+    snprintf(dst, RUMOR_MEMB_ADDR_LEN, "%s", src ? src : "");
 }
 
 /* dead and left are final at an incarnation; suspect outranks alive. */
@@ -440,7 +440,7 @@ rumor_memb_t *rumor_memb_new(const rumor_memb_config_t *cfg, const uint8_t self_
         rumor_fail(err, RUMOR_EINVAL, "membership configuration out of range");
         return NULL;
     }
-    if (!self_addr || !*self_addr || strlen(self_addr) >= RUMOR_ADDR_LEN) {
+    if (!self_addr || !*self_addr || strlen(self_addr) >= RUMOR_MEMB_ADDR_LEN) {
         rumor_fail(err, RUMOR_EINVAL, "membership needs the node's listen address");
         return NULL;
     }
@@ -555,7 +555,7 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
 {
     if (m->left) return;
     if (same_key(from, m->self_key) || !from_addr || !from_addr[0] ||
-        strlen(from_addr) >= RUMOR_ADDR_LEN || msg->n_upd < 0 || msg->n_upd > RUMOR_MEMB_MAX_UPD ||
+        strlen(from_addr) >= RUMOR_MEMB_ADDR_LEN || msg->n_upd < 0 || msg->n_upd > RUMOR_MEMB_MAX_UPD ||
         msg->n_peers < 0 || msg->n_peers > RUMOR_MEMB_MAX_PEERS ||
         (msg->kind == RUMOR_MEMB_HELLO && strcmp(msg->addr, from_addr) != 0)) {
         m->stats.dropped_input++;

@@ -41,8 +41,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RUMOR_KEY_LEN 32
-#define RUMOR_ADDR_LEN 256    /* "tcp://HOST:PORT" and its NUL */
+#ifndef RUMOR_KEY_LEN
+#define RUMOR_KEY_LEN 32 /* a peer's Curve25519 public key (as in crypto.h) */
+#endif
+#define RUMOR_MEMB_ADDR_LEN 256 /* "tcp://HOST:PORT" and its NUL (proto: at most 255 bytes) */
 #define RUMOR_MEMB_MAX_UPD 16 /* piggybacked updates per message */
 #define RUMOR_MEMB_MAX_PEERS 64
 
@@ -56,7 +58,7 @@ typedef enum {
 /* What one peer says about one member. */
 typedef struct {
     uint8_t key[RUMOR_KEY_LEN];
-    char addr[RUMOR_ADDR_LEN];
+    char addr[RUMOR_MEMB_ADDR_LEN];
     uint32_t inc;
     rumor_memb_state_t state;
 } rumor_memb_update_t;
@@ -76,11 +78,11 @@ typedef struct {
     rumor_memb_kind_t kind;
     uint32_t seq;                       /* ping, ping-req: probe number; others: 0 */
     uint32_t inc;                       /* hello, ping: the sender's incarnation */
-    char addr[RUMOR_ADDR_LEN];          /* hello: the sender's listen address */
+    char addr[RUMOR_MEMB_ADDR_LEN];          /* hello: the sender's listen address */
     uint32_t ack;                       /* ack: the seq it answers */
     bool has_target;                    /* ping-req; ack relayed for a ping-req */
     uint8_t target[RUMOR_KEY_LEN];
-    char target_addr[RUMOR_ADDR_LEN];   /* ping-req */
+    char target_addr[RUMOR_MEMB_ADDR_LEN];   /* ping-req */
     int n_upd;                          /* ping, ping-req, ack: piggybacked updates */
     rumor_memb_update_t upd[RUMOR_MEMB_MAX_UPD];
     int n_peers;                        /* peers */
@@ -97,7 +99,7 @@ typedef enum {
 typedef struct {
     rumor_memb_act_kind_t kind;
     uint8_t key[RUMOR_KEY_LEN];
-    char addr[RUMOR_ADDR_LEN];
+    char addr[RUMOR_MEMB_ADDR_LEN];
     rumor_memb_state_t state;
     rumor_memb_msg_t msg;
 } rumor_memb_action_t;
@@ -156,7 +158,7 @@ uint64_t rumor_memb_next_deadline(const rumor_memb_t *self, uint64_t now_ms);
 
 typedef struct {
     uint8_t key[RUMOR_KEY_LEN];
-    char addr[RUMOR_ADDR_LEN];
+    char addr[RUMOR_MEMB_ADDR_LEN];
     uint32_t inc;
     rumor_memb_state_t state;
     uint64_t last_seen_ms; /* last message or ack from it */

@@ -41,7 +41,7 @@ static void key_of(int i, uint8_t key[RUMOR_KEY_LEN])
 
 static int index_of(const uint8_t key[RUMOR_KEY_LEN]) { return key[0] | key[1] << 8; }
 
-static void addr_of(int i, char *addr) { snprintf(addr, RUMOR_ADDR_LEN, "tcp://127.0.0.1:%d", 7000 + i); }
+static void addr_of(int i, char *addr) { snprintf(addr, RUMOR_MEMB_ADDR_LEN, "tcp://127.0.0.1:%d", 7000 + i); }
 
 static bool before(const packet_t *a, const packet_t *b)
 {
@@ -92,7 +92,7 @@ static void drain(net_t *net, int i)
         if (a.kind == RUMOR_MEMB_ACT_DOWN && a.state == RUMOR_MEMB_LEFT) net->downs_left[i]++;
         if (a.kind != RUMOR_MEMB_ACT_SEND) continue;
         /* The address must be the one the member listens on. */
-        char want[RUMOR_ADDR_LEN];
+        char want[RUMOR_MEMB_ADDR_LEN];
         addr_of(to, want);
         CHECK_MSG(strcmp(a.addr, want) == 0, "send %d to node %d at '%s'", a.msg.kind, to, a.addr);
         if (rumor_rng_uniform(&net->rng) < net->loss) continue;
@@ -115,7 +115,7 @@ static void net_init(net_t *net, int n, uint64_t seed, const rumor_memb_config_t
     char err[RUMOR_ERR_LEN];
     for (int i = 0; i < n; i++) {
         uint8_t key[RUMOR_KEY_LEN];
-        char addr[RUMOR_ADDR_LEN];
+        char addr[RUMOR_MEMB_ADDR_LEN];
         key_of(i, key);
         addr_of(i, addr);
         rumor_memb_config_t c = *cfg;
@@ -128,7 +128,7 @@ static void net_init(net_t *net, int n, uint64_t seed, const rumor_memb_config_t
 static void net_join_all(net_t *net, int bootstrap)
 {
     uint8_t key[RUMOR_KEY_LEN];
-    char addr[RUMOR_ADDR_LEN];
+    char addr[RUMOR_MEMB_ADDR_LEN];
     key_of(bootstrap, key);
     addr_of(bootstrap, addr);
     for (int i = 0; i < net->n; i++)
@@ -147,7 +147,7 @@ static void net_run(net_t *net, uint64_t until)
             bool cut = net->partitioned && net->group[p->from] != net->group[p->to];
             if (!net->dead[p->to] && !cut) {
                 uint8_t from[RUMOR_KEY_LEN];
-                char from_addr[RUMOR_ADDR_LEN];
+                char from_addr[RUMOR_MEMB_ADDR_LEN];
                 key_of(p->from, from);
                 addr_of(p->from, from_addr);
                 rumor_memb_recv(net->node[p->to], from, from_addr, &p->msg, net->now);
