@@ -37,6 +37,10 @@ bool cli_prepare_output(const char *path, char err[RUMOR_ERR_LEN]);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_node(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
+int cmd_swarm(int argc, char **argv);
 
 /* Install SIGINT/SIGTERM handlers that ask the training loop to stop cleanly. */
 void cli_handle_stop_signals(void);

@@ -32,6 +32,7 @@ int cli_exit_code(rumor_err_t rc)
     case RUMOR_EFORMAT:
     case RUMOR_ELAYOUT:
     case RUMOR_EIO:
+    case RUMOR_EAUTH:
     case RUMOR_ENOTSUP: return 2;
     default: return 1;
     }
@@ -220,6 +221,10 @@ static void usage(FILE *f)
             "  train    train a model on one machine (the centralized baseline)\n"
             "  eval     test accuracy of a saved model\n"
             "  bench    benchmarks: bench train (rumor against PyTorch on the same model)\n"
+            "  keygen   make a peer identity: keygen -o PATH writes PATH.key and PATH.pub\n"
+            "  swarm    a swarm authority: swarm init DIR, swarm admit -a DIR -o CERT PUBKEY\n"
+            "  node     join a swarm and stay in it (node --help)\n"
+            "  status   what a running node sees: status --control ipc://PATH [--json]\n"
             "\n"
             "  rumor --version      version, protocol version, compiled backends\n"
             "  rumor COMMAND --help options of a command\n",
@@ -245,6 +250,10 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "train") == 0) return cmd_train(argc, argv);
     if (strcmp(cmd, "eval") == 0) return cmd_eval(argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
+    if (strcmp(cmd, "node") == 0) return cmd_node(argc, argv);
+    if (strcmp(cmd, "status") == 0) return cmd_status(argc, argv);
+    if (strcmp(cmd, "keygen") == 0) return cmd_keygen(argc, argv);
+    if (strcmp(cmd, "swarm") == 0) return cmd_swarm(argc, argv);
     cli_error("unknown command '%s' (try rumor --help)", cmd);
     return 2;
 }

@@ -1,0 +1,1167 @@
+/* crypto.c - keys, Z85, certificates, revocation lists, addresses (see crypto.h). */
+#include "crypto.h"
+
+#include <sodium.h>
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Key and certificate files are small; anything bigger is not one of ours. */
+#define KEY_FILE_MAX 4096
+#define CERT_FILE_MAX 65536
+/* Z85 of a certificate padded to a multiple of 4: 216 bytes, 270 characters. */
+#define CERT_PADDED_MAX ((RUMOR_CERT_MAX_LEN + 3) / 4 * 4)
+
+static rumor_err_t sodium_ready(char *err)
+{
+    /* Idempotent and thread-safe; cheap after the first call. */
+    if (sodium_init() < 0) return rumor_fail(err, RUMOR_ENOTSUP, "libsodium failed to initialise");
+    return RUMOR_OK;
+}
+
+/* ---- Z85 ---- */
+
+static const char z85_alphabet[86] =
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+
+size_t rumor_z85_encoded_len(size_t len)
+{
+    return len / 4 * 5;
+}
+
+rumor_err_t rumor_z85_encode(char *out, size_t out_size, const uint8_t *data, size_t len)
+{
+    if (len % 4 != 0 || len / 4 > (SIZE_MAX - 1) / 5 || out_size < len / 4 * 5 + 1) return RUMOR_EINVAL;
+    char *o = out;
+    for (size_t i = 0; i < len; i += 4) {
+        uint32_t v = (uint32_t)data[i] << 24 | (uint32_t)data[i + 1] << 16 | (uint32_t)data[i + 2] << 8 |
+                     (uint32_t)data[i + 3];
+        for (int j = 4; j >= 0; j--) {
+            o[j] = z85_alphabet[v % 85];
+            v /= 85;
+        }
+        o += 5;
+    }
+    *o = 0;
+    return RUMOR_OK;
+}
+
+/* The value of one Z85 character, or -1. It scans the whole alphabet with masks instead of
+ * indexing a table or branching on the character, so decoding a secret key takes the same
+ * time whatever the key (the branch is on validity only). */
+static int z85_value(unsigned char c)
+{
+    unsigned val = 0, found = 0;
+    for (unsigned i = 0; i < 85; i++) {
+        unsigned diff = (unsigned)c ^ (unsigned char)z85_alphabet[i]; /* 0..255, 0 when equal */
+        unsigned eq = (diff - 1u) >> 31;                            /* 1 when equal */
+        val |= i & (0u - eq);
+        found |= eq;
+    }
+    return found ? (int)val : -1;
+}
+
+rumor_err_t rumor_z85_decode(uint8_t *out, size_t out_size, size_t *out_len, const char *text,
+                             size_t text_len, char err[RUMOR_ERR_LEN])
+{
+    rumor_err_t rc = RUMOR_OK;
+    if (text_len % 5 != 0) {
+        rc = rumor_fail(err, RUMOR_EFORMAT, "Z85 text of %zu characters: not a multiple of 5", text_len);
+        goto fail;
+    }
+    if (text_len / 5 * 4 > out_size) {
+        rc = rumor_fail(err, RUMOR_EFORMAT, "Z85 text of %zu characters: more than %zu bytes", text_len, out_size);
+        goto fail;
+    }
+    for (size_t i = 0; i < text_len; i += 5) {
+        uint64_t v = 0;
+        for (size_t j = 0; j < 5; j++) {
+            int d = z85_value((unsigned char)text[i + j]);
+            if (d < 0) {
+                rc = rumor_fail(err, RUMOR_EFORMAT, "Z85 character %zu is not in the alphabet", i + j + 1);
+                goto fail;
+            }
+            v = v * 85 + (unsigned)d;
+        }
+        /* 85^5 > 2^32: five characters can spell a value no 4 bytes encode. */
+        if (v > 0xffffffffu) {
+            rc = rumor_fail(err, RUMOR_EFORMAT, "Z85 group at character %zu exceeds 32 bits", i + 1);
+            goto fail;
+        }
+        uint8_t *o = out + i / 5 * 4;
+        o[0] = (uint8_t)(v >> 24);
+        o[1] = (uint8_t)(v >> 16);
+        o[2] = (uint8_t)(v >> 8);
+        o[3] = (uint8_t)v;
+    }
+    *out_len = text_len / 5 * 4;
+    return RUMOR_OK;
+fail:
+    if (out_size) sodium_memzero(out, out_size);
+    *out_len = 0;
+    return rc;
+}
+
+/* ---- public keys ---- */
+
+void rumor_key_to_z85(char out[RUMOR_KEY_Z85_LEN + 1], const uint8_t key[RUMOR_KEY_LEN])
+{
+    rumor_err_t rc = rumor_z85_encode(out, RUMOR_KEY_Z85_LEN + 1, key, RUMOR_KEY_LEN);
+    assert(rc == RUMOR_OK);
+    (void)rc;
+}
+
+rumor_err_t rumor_key_from_z85(uint8_t key[RUMOR_KEY_LEN], const char *text, char err[RUMOR_ERR_LEN])
+{
+    size_t n = strlen(text), got;
+    if (n != RUMOR_KEY_Z85_LEN)
+        return rumor_fail(err, RUMOR_EFORMAT, "a key is %d Z85 characters, not %zu", RUMOR_KEY_Z85_LEN, n);
+    return rumor_z85_decode(key, RUMOR_KEY_LEN, &got, text, n, err);
+}
+
+void rumor_key_short_id(char out[RUMOR_SHORT_ID_LEN + 1], const uint8_t key[RUMOR_KEY_LEN])
+{
+    char z[RUMOR_KEY_Z85_LEN + 1];
+    rumor_key_to_z85(z, key);
+    memcpy(out, z, RUMOR_SHORT_ID_LEN);
+    out[RUMOR_SHORT_ID_LEN] = 0;
+}
+
+/* ---- small files ---- */
+
+/* Reads a whole small file into buf (cap bytes). A secret file is opened without following
+ * a symbolic link (whoever controls the link's target would choose our key) and must grant
+ * group and others nothing: ssh's rule, stricter than "not readable" because a writable key
+ * file lets someone else substitute the identity. O_NONBLOCK keeps a FIFO from hanging the
+ * open; fstat then refuses it like any other non-regular file. */
+static rumor_err_t read_small_file(const char *path, bool secret, uint8_t *buf, size_t cap, size_t *len,
+                                   char *err)
+{
+    int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (secret ? O_NOFOLLOW : 0);
+    int fd = open(path, flags);
+    if (fd < 0) {
+        if (secret && errno == ELOOP)
+            return rumor_fail(err, RUMOR_EIO, "%s: is a symbolic link; a secret key must be a regular file", path);
+        return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    }
+    rumor_err_t rc = RUMOR_OK;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = rumor_fail(err, RUMOR_EIO, "%s: not a regular file", path);
+        goto out;
+    }
+    if (secret && (st.st_mode & 077)) {
+        rc = rumor_fail(err, RUMOR_EIO, "%s: permissions %04o are too open: run chmod 600 %s", path,
+                        (unsigned)(st.st_mode & 07777), path);
+        goto out;
+    }
+    if (st.st_size < 0 || (uint64_t)st.st_size > cap) {
+        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: %lld bytes is too large for this kind of file", path,
+                        (long long)st.st_size);
+        goto out;
+    }
+    size_t n = 0;
+    for (;;) {
+        if (n == cap) { /* grew since fstat */
+            rc = rumor_fail(err, RUMOR_EFORMAT, "%s: too large for this kind of file", path);
+            goto out;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+            goto out;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    *len = n;
+out:
+    close(fd);
+    return rc;
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r';
+}
+
+/* Finds the single data line of a key or certificate file: '#' lines and blank lines are
+ * skipped, blanks around the line ignored. No Z85 text starts with '#' (a group's first
+ * character is at most '%'), so a comment is never mistaken for data, nor data for one.
+ * Errors give line numbers only: the file may hold a secret. */
+static rumor_err_t data_line(const char *buf, size_t len, const char *path, const char **line,
+                             size_t *line_len, size_t *line_no, char *err)
+{
+    *line = NULL;
+    size_t no = 0;
+    for (size_t i = 0; i < len;) {
+        size_t end = i;
+        while (end < len && buf[end] != '\n') end++;
+        no++;
+        size_t a = i, b = end;
+        while (a < b && is_blank(buf[a])) a++;
+        while (b > a && is_blank(buf[b - 1])) b--;
+        if (a < b && buf[a] != '#') {
+            if (*line) return rumor_fail(err, RUMOR_EFORMAT, "%s: line %zu: a second key line", path, no);
+            *line = buf + a;
+            *line_len = b - a;
+            *line_no = no;
+        }
+        i = end + 1;
+    }
+    if (!*line) return rumor_fail(err, RUMOR_EFORMAT, "%s: no key in the file (only comments)", path);
+    return RUMOR_OK;
+}
+
+/* Decodes the 40-character key line of a key file into key (32 bytes). */
+static rumor_err_t parse_key_file(uint8_t key[RUMOR_KEY_LEN], const char *buf, size_t len, const char *path,
+                                  char *err)
+{
+    const char *line;
+    size_t line_len, no, got;
+    rumor_err_t rc = data_line(buf, len, path, &line, &line_len, &no, err);
+    if (rc != RUMOR_OK) return rc;
+    if (line_len != RUMOR_KEY_Z85_LEN)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: line %zu: expected a key of %d Z85 characters, found %zu",
+                          path, no, RUMOR_KEY_Z85_LEN, line_len);
+    char zerr[RUMOR_ERR_LEN];
+    if (rumor_z85_decode(key, RUMOR_KEY_LEN, &got, line, line_len, zerr) != RUMOR_OK)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: line %zu: %s", path, no, zerr);
+    return RUMOR_OK;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Makes a rename or link durable. Some filesystems cannot fsync a folder (EINVAL); nothing
+ * more can be done there. */
+static rumor_err_t sync_dir(const char *path, char *err)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    rumor_err_t rc = RUMOR_OK;
+    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
+        rc = rumor_fail(err, RUMOR_EIO, "%s: syncing folder %s: %s", path, dir, strerror(errno));
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
+/* Puts data at path atomically with exactly this mode: a temp file in the same folder,
+ * created O_CREAT|O_EXCL with the final mode (so a secret is never readable by others, not
+ * even for an instant), written, fsynced, then moved into place and the folder fsynced.
+ * Without replace the move is link(), which fails if path exists, so even a race never
+ * overwrites a key; filesystems without hard links fall back to check-then-rename. */
+static rumor_err_t write_atomic(const char *path, const void *data, size_t len, mode_t mode, bool replace,
+                                char *err)
+{
+    char tmp[4096 + 32];
+    if (strlen(path) > 4096) return rumor_fail(err, RUMOR_EINVAL, "%.64s...: path too long", path);
+    if (!replace && access(path, F_OK) == 0) return rumor_fail(err, RUMOR_EIO, "%s already exists", path);
+    int fd = -1;
+    for (int attempt = 0; fd < 0; attempt++) {
+        snprintf(tmp, sizeof tmp, "%s.tmp.%08x", path, (unsigned)randombytes_random());
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0 && (errno != EEXIST || attempt == 8))
+            return rumor_fail(err, RUMOR_EIO, "%s: %s", tmp, strerror(errno));
+    }
+    rumor_err_t rc = RUMOR_OK;
+    /* The umask may have taken bits away; set exactly what was asked. */
+    if (fchmod(fd, mode) != 0 || write_all(fd, data, len) != 0 || fsync(fd) != 0) goto io_fail;
+    int closing = fd;
+    fd = -1;
+    if (close(closing) != 0) goto io_fail;
+    if (replace) {
+        if (rename(tmp, path) != 0) goto io_fail;
+    } else if (link(tmp, path) != 0) {
+        if (errno == EEXIST) {
+            rc = rumor_fail(err, RUMOR_EIO, "%s already exists", path);
+            goto out;
+        }
+        if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP && errno != EMLINK) goto io_fail;
+        if (access(path, F_OK) == 0) {
+            rc = rumor_fail(err, RUMOR_EIO, "%s already exists", path);
+            goto out;
+        }
+        if (rename(tmp, path) != 0) goto io_fail;
+    } else {
+        unlink(tmp);
+    }
+    tmp[0] = 0; /* in place: nothing to clean up */
+    rc = sync_dir(path, err);
+    goto out;
+io_fail:
+    rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+out:
+    if (fd >= 0) close(fd);
+    if (tmp[0]) unlink(tmp);
+    return rc;
+}
+
+rumor_err_t rumor_public_key_load(uint8_t key[RUMOR_KEY_LEN], const char *arg, char err[RUMOR_ERR_LEN])
+{
+    char zerr[RUMOR_ERR_LEN];
+    size_t n = strlen(arg);
+    /* A literal key first: 40 valid Z85 characters are not a plausible file name. */
+    if (n == RUMOR_KEY_Z85_LEN && rumor_key_from_z85(key, arg, zerr) == RUMOR_OK) return RUMOR_OK;
+    if (n >= 4 && strcmp(arg + n - 4, ".key") == 0)
+        return rumor_fail(err, RUMOR_EINVAL, "%s is a secret key file: give the public key (.pub) instead", arg);
+    struct stat st;
+    if (stat(arg, &st) != 0 && errno == ENOENT) {
+        if (n == RUMOR_KEY_Z85_LEN)
+            return rumor_fail(err, RUMOR_EINVAL, "'%s': no such file, and not a Z85 key (%s)", arg, zerr);
+        return rumor_fail(err, RUMOR_EINVAL, "'%.100s': no such file, and not a public key (%d Z85 characters)",
+                          arg, RUMOR_KEY_Z85_LEN);
+    }
+    char buf[KEY_FILE_MAX];
+    size_t len;
+    rumor_err_t rc = read_small_file(arg, false, (uint8_t *)buf, sizeof buf, &len, err);
+    if (rc == RUMOR_OK) rc = parse_key_file(key, buf, len, arg, err);
+    return rc;
+}
+
+rumor_err_t rumor_public_key_save(const char *path, const uint8_t key[RUMOR_KEY_LEN], const char *comment,
+                                  bool replace, char err[RUMOR_ERR_LEN])
+{
+    rumor_err_t rc = sodium_ready(err);
+    if (rc != RUMOR_OK) return rc;
+    if (comment && strchr(comment, '\n')) return rumor_fail(err, RUMOR_EINVAL, "%s: comment spans lines", path);
+    char z[RUMOR_KEY_Z85_LEN + 1], text[512];
+    rumor_key_to_z85(z, key);
+    int n = comment ? snprintf(text, sizeof text, "# %s\n%s\n", comment, z) : snprintf(text, sizeof text, "%s\n", z);
+    if (n < 0 || (size_t)n >= sizeof text) return rumor_fail(err, RUMOR_EINVAL, "%s: comment too long", path);
+    return write_atomic(path, text, (size_t)n, 0644, replace, err);
+}
+
+/* ---- secrets in sodium memory ---- */
+
+/* Allocates n bytes of guarded memory (guard pages, canary, mlock where allowed). */
+static uint8_t *secret_alloc(size_t n, char *err)
+{
+    uint8_t *p = sodium_malloc(n);
+    if (!p) rumor_fail(err, RUMOR_ENOMEM, "out of secure memory (%zu bytes)", n);
+    return p;
+}
+
+static void secret_free(uint8_t *p, size_t n)
+{
+    if (!p) return;
+    sodium_mprotect_readwrite(p);
+    sodium_memzero(p, n);
+    sodium_free(p);
+}
+
+/* Reads a secret key file and decodes its 32 bytes into out (sodium memory). The text is
+ * read straight into sodium memory with read(2), never through stdio, and wiped. */
+static rumor_err_t load_secret32(uint8_t *out, const char *path, char *err)
+{
+    uint8_t *buf = secret_alloc(KEY_FILE_MAX, err);
+    if (!buf) return RUMOR_ENOMEM;
+    size_t len = 0;
+    rumor_err_t rc = read_small_file(path, true, buf, KEY_FILE_MAX, &len, err);
+    if (rc == RUMOR_OK) rc = parse_key_file(out, (const char *)buf, len, path, err);
+    secret_free(buf, KEY_FILE_MAX);
+    return rc;
+}
+
+/* Writes "comment lines + Z85 of 32 secret bytes" to path with mode 0600. The text is built
+ * in sodium memory too: it is the secret in another alphabet. */
+static rumor_err_t save_secret32(const char *path, const uint8_t *secret, const char *comments, bool replace,
+                                 char *err)
+{
+    size_t clen = strlen(comments);
+    size_t cap = clen + RUMOR_KEY_Z85_LEN + 2;
+    uint8_t *text = secret_alloc(cap, err);
+    if (!text) return RUMOR_ENOMEM;
+    memcpy(text, comments, clen);
+    rumor_err_t rc = rumor_z85_encode((char *)text + clen, cap - clen, secret, RUMOR_KEY_LEN);
+    assert(rc == RUMOR_OK);
+    text[clen + RUMOR_KEY_Z85_LEN] = '\n';
+    rc = write_atomic(path, text, clen + RUMOR_KEY_Z85_LEN + 1, 0600, replace, err);
+    secret_free(text, cap);
+    return rc;
+}
+
+struct rumor_secret_key {
+    uint8_t *secret; /* RUMOR_KEY_LEN bytes of sodium memory, read-only once set */
+    uint8_t pub[RUMOR_KEY_LEN];
+};
+
+static rumor_secret_key_t *secret_key_alloc(char *err)
+{
+    if (sodium_ready(err) != RUMOR_OK) return NULL;
+    rumor_secret_key_t *k = calloc(1, sizeof *k);
+    if (!k) {
+        rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (!(k->secret = secret_alloc(RUMOR_KEY_LEN, err))) {
+        free(k);
+        return NULL;
+    }
+    return k;
+}
+
+/* Derives the public key and seals the secret read-only: a stray write now faults. */
+static rumor_secret_key_t *secret_key_finish(rumor_secret_key_t *k, char *err)
+{
+    if (crypto_scalarmult_base(k->pub, k->secret) != 0) {
+        rumor_fail(err, RUMOR_EINVAL, "not a usable Curve25519 secret key");
+        rumor_secret_key_destroy(&k);
+        return NULL;
+    }
+    sodium_mprotect_readonly(k->secret);
+    return k;
+}
+
+rumor_secret_key_t *rumor_secret_key_generate(char err[RUMOR_ERR_LEN])
+{
+    rumor_secret_key_t *k = secret_key_alloc(err);
+    if (!k) return NULL;
+    crypto_box_keypair(k->pub, k->secret);
+    sodium_mprotect_readonly(k->secret);
+    return k;
+}
+
+rumor_secret_key_t *rumor_secret_key_from_bytes(const uint8_t secret[RUMOR_KEY_LEN], char err[RUMOR_ERR_LEN])
+{
+    rumor_secret_key_t *k = secret_key_alloc(err);
+    if (!k) return NULL;
+    memcpy(k->secret, secret, RUMOR_KEY_LEN);
+    return secret_key_finish(k, err);
+}
+
+rumor_err_t rumor_secret_key_load(rumor_secret_key_t **out, const char *path, char err[RUMOR_ERR_LEN])
+{
+    *out = NULL;
+    rumor_secret_key_t *k = secret_key_alloc(err);
+    if (!k) return RUMOR_ENOMEM;
+    rumor_err_t rc = load_secret32(k->secret, path, err);
+    if (rc != RUMOR_OK) {
+        rumor_secret_key_destroy(&k);
+        return rc;
+    }
+    if (!(*out = secret_key_finish(k, err))) return RUMOR_EFORMAT;
+    return RUMOR_OK;
+}
+
+rumor_err_t rumor_secret_key_save(const rumor_secret_key_t *key, const char *path, bool replace,
+                                  char err[RUMOR_ERR_LEN])
+{
+    char z[RUMOR_KEY_Z85_LEN + 1], comments[256];
+    rumor_key_to_z85(z, key->pub);
+    snprintf(comments, sizeof comments,
+             "# rumor peer secret key (Curve25519): keep it private, it is this peer's identity\n"
+             "# public key: %s\n",
+             z);
+    return save_secret32(path, key->secret, comments, replace, err);
+}
+
+const uint8_t *rumor_secret_key_bytes(const rumor_secret_key_t *key)
+{
+    return key->secret;
+}
+
+const uint8_t *rumor_secret_key_public(const rumor_secret_key_t *key)
+{
+    return key->pub;
+}
+
+void rumor_secret_key_destroy(rumor_secret_key_t **key_p)
+{
+    if (!key_p || !*key_p) return;
+    secret_free((*key_p)->secret, RUMOR_KEY_LEN);
+    free(*key_p);
+    *key_p = NULL;
+}
+
+/* ---- swarm authority ---- */
+
+struct rumor_authority {
+    uint8_t *sk; /* crypto_sign_SECRETKEYBYTES of sodium memory: seed || public key */
+    uint8_t pub[RUMOR_KEY_LEN];
+};
+
+static rumor_authority_t *authority_alloc(char *err)
+{
+    if (sodium_ready(err) != RUMOR_OK) return NULL;
+    rumor_authority_t *a = calloc(1, sizeof *a);
+    if (!a) {
+        rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (!(a->sk = secret_alloc(crypto_sign_SECRETKEYBYTES, err))) {
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
+rumor_authority_t *rumor_authority_generate(char err[RUMOR_ERR_LEN])
+{
+    rumor_authority_t *a = authority_alloc(err);
+    if (!a) return NULL;
+    crypto_sign_keypair(a->pub, a->sk);
+    sodium_mprotect_readonly(a->sk);
+    return a;
+}
+
+rumor_authority_t *rumor_authority_from_seed(const uint8_t seed[RUMOR_KEY_LEN], char err[RUMOR_ERR_LEN])
+{
+    rumor_authority_t *a = authority_alloc(err);
+    if (!a) return NULL;
+    crypto_sign_seed_keypair(a->pub, a->sk, seed);
+    sodium_mprotect_readonly(a->sk);
+    return a;
+}
+
+static void authority_paths(const char *dir, char key[4096], char pub[4096])
+{
+    snprintf(key, 4096, "%s/authority.key", dir);
+    snprintf(pub, 4096, "%s/authority.pub", dir);
+}
+
+rumor_err_t rumor_authority_load(rumor_authority_t **out, const char *dir, char err[RUMOR_ERR_LEN])
+{
+    *out = NULL;
+    if (strlen(dir) > 4000) return rumor_fail(err, RUMOR_EINVAL, "%.64s...: path too long", dir);
+    char key_path[4096], pub_path[4096];
+    authority_paths(dir, key_path, pub_path);
+    uint8_t *seed = NULL;
+    rumor_authority_t *a = authority_alloc(err);
+    if (!a) return RUMOR_ENOMEM;
+    rumor_err_t rc;
+    if (!(seed = secret_alloc(RUMOR_KEY_LEN, err))) {
+        rc = RUMOR_ENOMEM;
+        goto out;
+    }
+    if ((rc = load_secret32(seed, key_path, err)) != RUMOR_OK) goto out;
+    crypto_sign_seed_keypair(a->pub, a->sk, seed);
+    sodium_mprotect_readonly(a->sk);
+    if (access(pub_path, F_OK) == 0) {
+        uint8_t pub[RUMOR_KEY_LEN];
+        if ((rc = rumor_public_key_load(pub, pub_path, err)) != RUMOR_OK) goto out;
+        if (memcmp(pub, a->pub, RUMOR_KEY_LEN) != 0) {
+            rc = rumor_fail(err, RUMOR_EFORMAT, "%s does not belong to %s: the authority folder is inconsistent",
+                            pub_path, key_path);
+            goto out;
+        }
+    }
+    *out = a;
+    a = NULL;
+out:
+    secret_free(seed, RUMOR_KEY_LEN);
+    rumor_authority_destroy(&a);
+    return rc;
+}
+
+/* mkdir -p: parents 0755, the last component with mode. An existing folder is fine. */
+static rumor_err_t make_dirs(const char *dir, mode_t mode, char *err)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return rumor_fail(err, RUMOR_EINVAL, "%.64s...: path too long", dir);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return rumor_fail(err, RUMOR_EIO, "%s: cannot create folder %s: %s", dir, p, strerror(errno));
+        *s = '/';
+    }
+    if (mkdir(p, mode) != 0 && errno != EEXIST)
+        return rumor_fail(err, RUMOR_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+    struct stat st;
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return rumor_fail(err, RUMOR_EIO, "%s is not a folder", dir);
+    return RUMOR_OK;
+}
+
+rumor_err_t rumor_authority_save(const rumor_authority_t *auth, const char *dir, char err[RUMOR_ERR_LEN])
+{
+    if (strlen(dir) > 4000) return rumor_fail(err, RUMOR_EINVAL, "%.64s...: path too long", dir);
+    char key_path[4096], pub_path[4096];
+    authority_paths(dir, key_path, pub_path);
+    /* Check both first: half an authority folder would be worse than none. */
+    if (access(key_path, F_OK) == 0) return rumor_fail(err, RUMOR_EIO, "%s already exists", key_path);
+    if (access(pub_path, F_OK) == 0) return rumor_fail(err, RUMOR_EIO, "%s already exists", pub_path);
+    rumor_err_t rc = make_dirs(dir, 0700, err);
+    if (rc != RUMOR_OK) return rc;
+    char z[RUMOR_KEY_Z85_LEN + 1], comments[256];
+    rumor_key_to_z85(z, auth->pub);
+    snprintf(comments, sizeof comments,
+             "# rumor swarm authority secret key (Ed25519 seed): whoever holds it admits peers\n"
+             "# authority public key: %s\n",
+             z);
+    /* libsodium's Ed25519 secret key is seed || public key: the seed is its first half. */
+    if ((rc = save_secret32(key_path, auth->sk, comments, false, err)) != RUMOR_OK) return rc;
+    rc = rumor_public_key_save(pub_path, auth->pub, "rumor swarm authority public key (Ed25519): give it to members",
+                               false, err);
+    if (rc != RUMOR_OK) unlink(key_path);
+    return rc;
+}
+
+const uint8_t *rumor_authority_public(const rumor_authority_t *auth)
+{
+    return auth->pub;
+}
+
+void rumor_authority_sign(const rumor_authority_t *auth, uint8_t sig[64], const uint8_t *msg, size_t len)
+{
+    crypto_sign_detached(sig, NULL, msg, len, auth->sk);
+}
+
+void rumor_authority_destroy(rumor_authority_t **auth_p)
+{
+    if (!auth_p || !*auth_p) return;
+    secret_free((*auth_p)->sk, crypto_sign_SECRETKEYBYTES);
+    free(*auth_p);
+    *auth_p = NULL;
+}
+
+/* ---- certificates ---- */
+
+#define CERT_OFF_AUTH 4
+#define CERT_OFF_PEER 36
+#define CERT_OFF_ISSUED 68
+#define CERT_OFF_EXPIRES 76
+#define CERT_OFF_NAME_LEN 84
+#define CERT_OFF_NAME 85
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+    return v;
+}
+
+const char *rumor_cert_reject_name(rumor_cert_reject_t why)
+{
+    switch (why) {
+    case RUMOR_CERT_OK: return "ok";
+    case RUMOR_CERT_MALFORMED: return "malformed";
+    case RUMOR_CERT_BAD_MAGIC: return "bad-magic";
+    case RUMOR_CERT_OTHER_SWARM: return "other-swarm";
+    case RUMOR_CERT_BAD_SIGNATURE: return "bad-signature";
+    case RUMOR_CERT_EXPIRED: return "expired";
+    case RUMOR_CERT_NOT_YET_VALID: return "not-yet-valid";
+    case RUMOR_CERT_KEY_MISMATCH: return "key-mismatch";
+    case RUMOR_CERT_REVOKED: return "revoked";
+    }
+    return "unknown";
+}
+
+/* NULL when s[0..n) is UTF-8 without control characters, else what is wrong. Rejects what
+ * RFC 3629 rejects (overlong forms, surrogates, beyond U+10FFFF) so one name has one
+ * encoding, and controls so a name printed in a log or a comment line cannot forge a line. */
+static const char *name_problem(const uint8_t *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        uint32_t c = s[i];
+        size_t k;
+        uint32_t min;
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f) return "contains a control character";
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) k = 1, min = 0x80, c &= 0x1f;
+        else if (c >= 0xe0 && c <= 0xef) k = 2, min = 0x800, c &= 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4) k = 3, min = 0x10000, c &= 0x07;
+        else return "is not valid UTF-8";
+        if (n - i - 1 < k) return "is not valid UTF-8";
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80) return "is not valid UTF-8";
+            c = c << 6 | (s[i + j] & 0x3f);
+        }
+        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return "is not valid UTF-8";
+        if (c >= 0x80 && c <= 0x9f) return "contains a control character";
+        i += k + 1;
+    }
+    return NULL;
+}
+
+rumor_err_t rumor_cert_name_check(const char *name, char err[RUMOR_ERR_LEN])
+{
+    size_t n = strlen(name);
+    if (n > RUMOR_CERT_NAME_MAX)
+        return rumor_fail(err, RUMOR_EINVAL, "certificate name is %zu bytes, at most %d", n, RUMOR_CERT_NAME_MAX);
+    const char *why = name_problem((const uint8_t *)name, n);
+    if (why) return rumor_fail(err, RUMOR_EINVAL, "certificate name %s", why);
+    return RUMOR_OK;
+}
+
+rumor_err_t rumor_cert_issue(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *out_len, const rumor_authority_t *auth,
+                             const uint8_t peer_key[RUMOR_KEY_LEN], const char *name, uint64_t issued_at,
+                             uint64_t expires_at, char err[RUMOR_ERR_LEN])
+{
+    if (!name) name = "";
+    rumor_err_t rc = rumor_cert_name_check(name, err);
+    if (rc != RUMOR_OK) return rc;
+    if (expires_at <= issued_at)
+        return rumor_fail(err, RUMOR_EINVAL, "certificate would expire (%llu) before it is issued (%llu)",
+                          (unsigned long long)expires_at, (unsigned long long)issued_at);
+    size_t n = strlen(name);
+    memcpy(out, "RMC1", 4);
+    memcpy(out + CERT_OFF_AUTH, auth->pub, RUMOR_KEY_LEN);
+    memcpy(out + CERT_OFF_PEER, peer_key, RUMOR_KEY_LEN);
+    put_u64(out + CERT_OFF_ISSUED, issued_at);
+    put_u64(out + CERT_OFF_EXPIRES, expires_at);
+    out[CERT_OFF_NAME_LEN] = (uint8_t)n;
+    memcpy(out + CERT_OFF_NAME, name, n);
+    rumor_authority_sign(auth, out + CERT_OFF_NAME + n, out, CERT_OFF_NAME + n);
+    *out_len = CERT_OFF_NAME + n + RUMOR_CERT_SIG_LEN;
+    return RUMOR_OK;
+}
+
+/* Structure only: lengths, magic, name. Fills out; no signature or time checks. */
+static rumor_cert_reject_t cert_parse(const uint8_t *cert, size_t len, rumor_cert_t *out)
+{
+    if (len < RUMOR_CERT_MIN_LEN || len > RUMOR_CERT_MAX_LEN) return RUMOR_CERT_MALFORMED;
+    if (memcmp(cert, "RMC1", 4) != 0) return RUMOR_CERT_BAD_MAGIC;
+    size_t n = cert[CERT_OFF_NAME_LEN];
+    if (n > RUMOR_CERT_NAME_MAX || len != CERT_OFF_NAME + n + RUMOR_CERT_SIG_LEN) return RUMOR_CERT_MALFORMED;
+    if (name_problem(cert + CERT_OFF_NAME, n)) return RUMOR_CERT_MALFORMED;
+    memcpy(out->authority, cert + CERT_OFF_AUTH, RUMOR_KEY_LEN);
+    memcpy(out->peer_key, cert + CERT_OFF_PEER, RUMOR_KEY_LEN);
+    out->issued_at = get_u64(cert + CERT_OFF_ISSUED);
+    out->expires_at = get_u64(cert + CERT_OFF_EXPIRES);
+    memcpy(out->name, cert + CERT_OFF_NAME, n);
+    out->name[n] = 0;
+    if (out->expires_at <= out->issued_at) return RUMOR_CERT_MALFORMED;
+    return RUMOR_CERT_OK;
+}
+
+static rumor_cert_reject_t cert_verify(const uint8_t *cert, size_t len, const uint8_t *authority_pub,
+                                       const uint8_t *expected_peer_key, uint64_t now, rumor_cert_t *c)
+{
+    rumor_cert_reject_t why = cert_parse(cert, len, c);
+    if (why != RUMOR_CERT_OK) return why;
+    if (memcmp(c->authority, authority_pub, RUMOR_KEY_LEN) != 0) return RUMOR_CERT_OTHER_SWARM;
+    size_t signed_len = len - RUMOR_CERT_SIG_LEN;
+    if (sodium_ready(NULL) != RUMOR_OK ||
+        crypto_sign_verify_detached(cert + signed_len, cert, signed_len, authority_pub) != 0)
+        return RUMOR_CERT_BAD_SIGNATURE;
+    /* Valid for issued-at <= now < expires-at (proto/PROTOCOL.md). Clocks of honest peers
+     * disagree by seconds to minutes; a certificate issued just now by an authority whose
+     * clock runs ahead must still work. No slack at the other end: an expiry is a promise
+     * the authority made. Written without overflow for any u64. */
+    if (c->issued_at > now && c->issued_at - now > RUMOR_CERT_SKEW) return RUMOR_CERT_NOT_YET_VALID;
+    if (now >= c->expires_at) return RUMOR_CERT_EXPIRED;
+    if (expected_peer_key && memcmp(c->peer_key, expected_peer_key, RUMOR_KEY_LEN) != 0)
+        return RUMOR_CERT_KEY_MISMATCH;
+    return RUMOR_CERT_OK;
+}
+
+rumor_err_t rumor_cert_check(const uint8_t *cert, size_t len, const uint8_t authority_pub[RUMOR_KEY_LEN],
+                             const uint8_t expected_peer_key[RUMOR_KEY_LEN], uint64_t now,
+                             const rumor_revoked_t *revoked, rumor_cert_t *out, rumor_cert_reject_t *why)
+{
+    rumor_cert_t c;
+    memset(&c, 0, sizeof c);
+    rumor_cert_reject_t r = cert_verify(cert, len, authority_pub, expected_peer_key, now, &c);
+    if (r == RUMOR_CERT_OK && rumor_revoked_has(revoked, c.peer_key)) r = RUMOR_CERT_REVOKED;
+    if (r != RUMOR_CERT_OK) memset(&c, 0, sizeof c);
+    if (why) *why = r;
+    if (out) *out = c;
+    return r == RUMOR_CERT_OK ? RUMOR_OK : RUMOR_EAUTH;
+}
+
+rumor_err_t rumor_cert_verify(const uint8_t *cert, size_t len, const uint8_t authority_pub[RUMOR_KEY_LEN],
+                              const uint8_t expected_peer_key[RUMOR_KEY_LEN], uint64_t now, rumor_cert_t *out,
+                              rumor_cert_reject_t *why)
+{
+    return rumor_cert_check(cert, len, authority_pub, expected_peer_key, now, NULL, out, why);
+}
+
+/* "2027-03-01T12:00:00Z", or the number when the C library cannot represent the date. */
+static void iso_date(char out[32], uint64_t t)
+{
+    struct tm tm;
+    time_t tt = (time_t)t;
+    if ((uint64_t)tt != t || !gmtime_r(&tt, &tm) || !strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(out, 32, "%llu", (unsigned long long)t);
+}
+
+rumor_err_t rumor_cert_save(const char *path, const uint8_t *cert, size_t len, bool replace,
+                            char err[RUMOR_ERR_LEN])
+{
+    rumor_err_t rc = sodium_ready(err);
+    if (rc != RUMOR_OK) return rc;
+    rumor_cert_t c;
+    rumor_cert_reject_t why = cert_parse(cert, len, &c);
+    if (why != RUMOR_CERT_OK)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: not writing a %s certificate", path, rumor_cert_reject_name(why));
+    uint8_t padded[CERT_PADDED_MAX] = {0};
+    memcpy(padded, cert, len);
+    size_t plen = (len + 3) / 4 * 4;
+    char z85[CERT_PADDED_MAX / 4 * 5 + 1], peer[RUMOR_KEY_Z85_LEN + 1], auth[RUMOR_KEY_Z85_LEN + 1];
+    char issued[32], expires[32], text[1024];
+    rc = rumor_z85_encode(z85, sizeof z85, padded, plen);
+    assert(rc == RUMOR_OK);
+    (void)rc;
+    rumor_key_to_z85(peer, c.peer_key);
+    rumor_key_to_z85(auth, c.authority);
+    iso_date(issued, c.issued_at);
+    iso_date(expires, c.expires_at);
+    /* The name is validated (no control characters), so it cannot break out of its line. */
+    int n = snprintf(text, sizeof text,
+                     "# rumor certificate: admits the peer below to the swarm of this authority\n"
+                     "# name: %s\n# peer: %s\n# issued: %s\n# expires: %s\n# authority: %s\n%s\n",
+                     c.name[0] ? c.name : "(none)", peer, issued, expires, auth, z85);
+    assert(n > 0 && (size_t)n < sizeof text);
+    return write_atomic(path, text, (size_t)n, 0644, replace, err);
+}
+
+rumor_err_t rumor_cert_load(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *len, const char *path,
+                            char err[RUMOR_ERR_LEN])
+{
+    char *buf = malloc(CERT_FILE_MAX);
+    if (!buf) return rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
+    const char *line;
+    size_t n, line_len, no, got;
+    uint8_t padded[CERT_PADDED_MAX];
+    char zerr[RUMOR_ERR_LEN];
+    rumor_err_t rc = read_small_file(path, false, (uint8_t *)buf, CERT_FILE_MAX, &n, err);
+    if (rc != RUMOR_OK) goto out;
+    if ((rc = data_line(buf, n, path, &line, &line_len, &no, err)) != RUMOR_OK) goto out;
+    if (rumor_z85_decode(padded, sizeof padded, &got, line, line_len, zerr) != RUMOR_OK) {
+        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: line %zu: not a certificate: %s", path, no, zerr);
+        goto out;
+    }
+    if (got < CERT_OFF_NAME || memcmp(padded, "RMC1", 4) != 0) {
+        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: not a rumor certificate", path);
+        goto out;
+    }
+    size_t cert_len = CERT_OFF_NAME + padded[CERT_OFF_NAME_LEN] + RUMOR_CERT_SIG_LEN;
+    if (cert_len > RUMOR_CERT_MAX_LEN || got != (cert_len + 3) / 4 * 4) {
+        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: certificate length does not match its name length", path);
+        goto out;
+    }
+    for (size_t i = cert_len; i < got; i++)
+        if (padded[i] != 0) {
+            rc = rumor_fail(err, RUMOR_EFORMAT, "%s: certificate padding bytes are not zero", path);
+            goto out;
+        }
+    memcpy(out, padded, cert_len);
+    *len = cert_len;
+out:
+    free(buf);
+    return rc;
+}
+
+/* ---- revocation list ---- */
+
+struct rumor_revoked {
+    uint8_t (*keys)[RUMOR_KEY_LEN]; /* sorted, unique */
+    size_t count;
+};
+
+typedef struct {
+    const char *name;
+    size_t line_no;
+    uint8_t (*keys)[RUMOR_KEY_LEN];
+    size_t count, cap;
+} revoked_parser_t;
+
+static rumor_err_t revoked_line(revoked_parser_t *p, const char *s, size_t n, char *err)
+{
+    p->line_no++;
+    if (n > RUMOR_REVOKED_LINE_MAX)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s:%zu: line longer than %d characters", p->name, p->line_no,
+                          RUMOR_REVOKED_LINE_MAX);
+    size_t a = 0, b = n;
+    while (a < b && is_blank(s[a])) a++;
+    while (b > a && is_blank(s[b - 1])) b--;
+    if (a == b || s[a] == '#') return RUMOR_OK;
+    /* A key, then nothing or blanks and a '#' comment (who, why, when). '#' is a Z85
+     * character, so only a blank ends the key; a line starting with '#' cannot be a key,
+     * because the first character of a group is at most '%' (2^32 / 85^4 < 83). */
+    size_t k = a;
+    while (k < b && !is_blank(s[k])) k++;
+    size_t rest = k;
+    while (rest < b && is_blank(s[rest])) rest++;
+    if (k - a != RUMOR_KEY_Z85_LEN || (rest < b && s[rest] != '#'))
+        return rumor_fail(err, RUMOR_EFORMAT, "%s:%zu: expected a public key of %d Z85 characters", p->name,
+                          p->line_no, RUMOR_KEY_Z85_LEN);
+    if (p->count == RUMOR_REVOKED_MAX)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s:%zu: more than %d revoked keys", p->name, p->line_no,
+                          RUMOR_REVOKED_MAX);
+    if (p->count == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        if (cap > RUMOR_REVOKED_MAX) cap = RUMOR_REVOKED_MAX;
+        void *keys = realloc(p->keys, cap * sizeof *p->keys);
+        if (!keys) return rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", p->name);
+        p->keys = keys;
+        p->cap = cap;
+    }
+    char zerr[RUMOR_ERR_LEN];
+    size_t got;
+    if (rumor_z85_decode(p->keys[p->count], RUMOR_KEY_LEN, &got, s + a, k - a, zerr) != RUMOR_OK)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s:%zu: %s", p->name, p->line_no, zerr);
+    p->count++;
+    return RUMOR_OK;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, RUMOR_KEY_LEN);
+}
+
+static rumor_err_t revoked_finish(revoked_parser_t *p, rumor_revoked_t **out, char *err)
+{
+    rumor_revoked_t *list = calloc(1, sizeof *list);
+    if (!list) {
+        free(p->keys);
+        return rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", p->name);
+    }
+    if (p->count) qsort(p->keys, p->count, sizeof *p->keys, key_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < p->count; i++)
+        if (u == 0 || memcmp(p->keys[u - 1], p->keys[i], RUMOR_KEY_LEN) != 0)
+            memmove(p->keys[u++], p->keys[i], RUMOR_KEY_LEN);
+    list->keys = p->keys;
+    list->count = u;
+    *out = list;
+    return RUMOR_OK;
+}
+
+rumor_err_t rumor_revoked_parse(rumor_revoked_t **out, const char *text, size_t len, const char *name,
+                                char err[RUMOR_ERR_LEN])
+{
+    *out = NULL;
+    revoked_parser_t p = {.name = name};
+    for (size_t i = 0; i < len;) {
+        size_t end = i;
+        while (end < len && text[end] != '\n') end++;
+        rumor_err_t rc = revoked_line(&p, text + i, end - i, err);
+        if (rc != RUMOR_OK) {
+            free(p.keys);
+            return rc;
+        }
+        i = end + 1;
+    }
+    return revoked_finish(&p, out, err);
+}
+
+rumor_err_t rumor_revoked_load(rumor_revoked_t **out, const char *path, char err[RUMOR_ERR_LEN])
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    revoked_parser_t p = {.name = path};
+    /* Streamed a line at a time through a bounded buffer: comments may make the file long,
+     * but no line may make memory grow. */
+    char line[RUMOR_REVOKED_LINE_MAX];
+    size_t n = 0;
+    bool too_long = false;
+    rumor_err_t rc = RUMOR_OK;
+    for (;;) {
+        int c = getc(f);
+        if (c == EOF || c == '\n') {
+            if (c == EOF && n == 0 && !too_long) break; /* the file ended with a newline */
+            /* An overlong line only needs to be reported as longer than the limit. */
+            rc = revoked_line(&p, line, too_long ? RUMOR_REVOKED_LINE_MAX + 1 : n, err);
+            if (rc != RUMOR_OK || c == EOF) break;
+            n = 0;
+            too_long = false;
+        } else if (n < sizeof line) {
+            line[n++] = (char)c;
+        } else {
+            too_long = true;
+        }
+    }
+    if (rc == RUMOR_OK && ferror(f)) rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    fclose(f);
+    if (rc != RUMOR_OK) {
+        free(p.keys);
+        return rc;
+    }
+    return revoked_finish(&p, out, err);
+}
+
+bool rumor_revoked_has(const rumor_revoked_t *list, const uint8_t key[RUMOR_KEY_LEN])
+{
+    if (!list || !list->count) return false;
+    return bsearch(key, list->keys, list->count, sizeof *list->keys, key_cmp) != NULL;
+}
+
+size_t rumor_revoked_count(const rumor_revoked_t *list)
+{
+    return list ? list->count : 0;
+}
+
+void rumor_revoked_destroy(rumor_revoked_t **list_p)
+{
+    if (!list_p || !*list_p) return;
+    free((*list_p)->keys);
+    free(*list_p);
+    *list_p = NULL;
+}
+
+/* ---- addresses ---- */
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool is_alnum(char c)
+{
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* A DNS name: labels of letters, digits and inner hyphens, 1..63 characters, 253 in all. */
+static bool is_dns_name(const char *s, size_t n)
+{
+    if (n == 0 || n > RUMOR_HOST_MAX) return false;
+    size_t label = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '.') {
+            if (label == 0 || s[i - 1] == '-') return false;
+            label = 0;
+        } else if (is_alnum(c) || c == '-') {
+            if (c == '-' && label == 0) return false;
+            if (++label > 63) return false;
+        } else {
+            return false;
+        }
+    }
+    return label > 0 && s[n - 1] != '-';
+}
+
+/* Parses "HOST:PORT" (s[0..n)) into a. NULL, or what is wrong. */
+static const char *parse_host_port(const char *s, size_t n, rumor_addr_t *a)
+{
+    const char *host, *port;
+    size_t host_len;
+    a->ipv6 = false;
+    if (n && s[0] == '[') {
+        const char *close = memchr(s, ']', n);
+        if (!close) return "an IPv6 address needs its closing ']'";
+        host = s + 1;
+        host_len = (size_t)(close - host);
+        if (close + 1 == s + n || close[1] != ':') return "expected :PORT after the IPv6 address";
+        port = close + 2;
+        char tmp[64];
+        struct in6_addr in6;
+        if (host_len >= sizeof tmp) return "not a valid IPv6 address";
+        memcpy(tmp, host, host_len);
+        tmp[host_len] = 0;
+        if (inet_pton(AF_INET6, tmp, &in6) != 1) return "not a valid IPv6 address";
+        a->ipv6 = true;
+    } else {
+        const char *colon = NULL;
+        for (size_t i = 0; i < n; i++)
+            if (s[i] == ':') {
+                if (colon) return "an IPv6 address goes in brackets, as in [::1]:7470";
+                colon = s + i;
+            }
+        if (!colon) return "missing :PORT";
+        host = s;
+        host_len = (size_t)(colon - s);
+        port = colon + 1;
+        if (host_len == 0) return "missing host";
+        bool numeric = true;
+        for (size_t i = 0; i < host_len; i++) numeric = numeric && (is_digit(host[i]) || host[i] == '.');
+        if (numeric) {
+            char tmp[16];
+            struct in_addr in4;
+            if (host_len >= sizeof tmp) return "not a valid IPv4 address";
+            memcpy(tmp, host, host_len);
+            tmp[host_len] = 0;
+            if (inet_pton(AF_INET, tmp, &in4) != 1) return "not a valid IPv4 address";
+        } else if (!is_dns_name(host, host_len)) {
+            return "the host is not an IPv4 address, [IPv6] address or host name";
+        }
+    }
+    size_t port_len = (size_t)(s + n - port);
+    if (port_len == 0) return "missing port";
+    unsigned long v = 0;
+    for (size_t i = 0; i < port_len; i++) {
+        if (!is_digit(port[i]) || port_len > 5) return "the port is not a number 1..65535";
+        v = v * 10 + (unsigned long)(port[i] - '0');
+    }
+    if (v < 1 || v > 65535 || port[0] == '0') return "the port is not a number 1..65535";
+    memcpy(a->host, host, host_len);
+    a->host[host_len] = 0;
+    a->port = (uint16_t)v;
+    snprintf(a->endpoint, sizeof a->endpoint, a->ipv6 ? "tcp://[%s]:%u" : "tcp://%s:%u", a->host, (unsigned)v);
+    return NULL;
+}
+
+rumor_err_t rumor_addr_parse(rumor_addr_t *out, const char *text, char err[RUMOR_ERR_LEN])
+{
+    static const char scheme[] = "rumor://";
+    rumor_addr_t a;
+    memset(&a, 0, sizeof a);
+    memset(out, 0, sizeof *out);
+    size_t n = strlen(text);
+    /* The last '@': Z85 keys may contain '@', hosts never do. */
+    const char *at = strrchr(text, '@');
+    if (n > RUMOR_ADDR_LEN || strncmp(text, scheme, sizeof scheme - 1) != 0 || !at)
+        return rumor_fail(err, RUMOR_EINVAL, "bootstrap address '%.100s': expected rumor://KEY@HOST:PORT", text);
+    const char *key = text + sizeof scheme - 1;
+    size_t key_len = (size_t)(at - key), got;
+    char zerr[RUMOR_ERR_LEN];
+    if (key_len != RUMOR_KEY_Z85_LEN)
+        return rumor_fail(err, RUMOR_EINVAL,
+                          "bootstrap address '%.100s': the key is %zu characters, not %d Z85 characters", text,
+                          key_len, RUMOR_KEY_Z85_LEN);
+    if (rumor_z85_decode(a.key, sizeof a.key, &got, key, key_len, zerr) != RUMOR_OK)
+        return rumor_fail(err, RUMOR_EINVAL, "bootstrap address '%.100s': bad key: %s", text, zerr);
+    const char *why = parse_host_port(at + 1, (size_t)(text + n - at - 1), &a);
+    if (why) return rumor_fail(err, RUMOR_EINVAL, "bootstrap address '%.100s': %s", text, why);
+    *out = a;
+    return RUMOR_OK;
+}
+
+rumor_err_t rumor_addr_format(char out[RUMOR_ADDR_LEN], const uint8_t key[RUMOR_KEY_LEN], const char *endpoint,
+                              char err[RUMOR_ERR_LEN])
+{
+    static const char scheme[] = "tcp://";
+    rumor_addr_t a;
+    memset(&a, 0, sizeof a);
+    out[0] = 0;
+    size_t n = strlen(endpoint);
+    if (n > RUMOR_ENDPOINT_LEN || strncmp(endpoint, scheme, sizeof scheme - 1) != 0)
+        return rumor_fail(err, RUMOR_EINVAL, "endpoint '%.100s': expected tcp://HOST:PORT", endpoint);
+    const char *why = parse_host_port(endpoint + sizeof scheme - 1, n - (sizeof scheme - 1), &a);
+    if (why) return rumor_fail(err, RUMOR_EINVAL, "endpoint '%.100s': %s", endpoint, why);
+    char z[RUMOR_KEY_Z85_LEN + 1];
+    rumor_key_to_z85(z, key);
+    snprintf(out, RUMOR_ADDR_LEN, a.ipv6 ? "rumor://%s@[%s]:%u" : "rumor://%s@%s:%u", z, a.host, (unsigned)a.port);
+    return RUMOR_OK;
+}

@@ -1,0 +1,249 @@
+/*
+ * crypto.h - identities and admission: Z85 text, peer keys (Curve25519), the swarm authority
+ * (Ed25519), certificates, revocation lists, peer addresses.
+ *
+ * This is the only module that includes sodium.h (STYLE.md); everything else reaches keys
+ * through the opaque types below. A peer *is* its Curve25519 public key, the same key CURVE
+ * uses on the wire (DESIGN.md decision 4); a swarm is an Ed25519 authority whose signature on
+ * a certificate admits a peer (decision 5).
+ *
+ * Invariants:
+ *  - Secret keys, and the Z85 text they are read from or written as, only ever sit in
+ *    sodium_malloc memory; they are wiped with sodium_memzero before release and appear in
+ *    no error message (errors name the file and the line, never its content).
+ *  - Secret key files are created 0600 atomically (temp file in the same folder opened
+ *    O_CREAT|O_EXCL 0600, write, fsync, rename or link, fsync of the folder) and are refused
+ *    when group or others have any access, or when they are not a regular file.
+ *  - Nothing here reads a clock: certificate checks take `now` (unix seconds) from the
+ *    caller, so tests and the simulator are deterministic.
+ *  - Input from files or the network never asserts; it yields an error code and a sentence.
+ *
+ * Non-goals: the CURVE handshake itself (the network driver hands the raw keys to ZeroMQ),
+ * key rotation, certificate chains (one authority signs every certificate of a swarm).
+ */
+#ifndef RUMOR_CRYPTO_H
+#define RUMOR_CRYPTO_H
+
+#include "rumor.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RUMOR_KEY_LEN 32      /* Curve25519 or Ed25519 public key, Curve25519 secret, Ed25519 seed */
+#define RUMOR_KEY_Z85_LEN 40  /* Z85 characters of a 32-byte key */
+#define RUMOR_SHORT_ID_LEN 8  /* characters of a node's id in logs */
+
+/* ---- Z85 (ZeroMQ RFC 32/Z85) ---- */
+
+/* Characters needed for len bytes (len a multiple of 4), not counting the NUL. */
+size_t rumor_z85_encoded_len(size_t len);
+
+/* Encode len bytes (a multiple of 4) into out, NUL-terminated; out_size must be at least
+ * rumor_z85_encoded_len(len) + 1. RUMOR_EINVAL otherwise. */
+rumor_err_t rumor_z85_encode(char *out, size_t out_size, const uint8_t *data, size_t len) RUMOR_MUST_CHECK;
+
+/* Strict decoding of text_len characters: the length must be a multiple of 5, every
+ * character in the alphabet, every 5-character group at most 2^32 - 1. Writes
+ * text_len / 5 * 4 bytes to out (out_size must hold them) and sets *out_len. On error out
+ * is wiped and err names the position, never the characters (the text may be a secret). */
+rumor_err_t rumor_z85_decode(uint8_t *out, size_t out_size, size_t *out_len, const char *text,
+                             size_t text_len, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* ---- public keys ---- */
+
+/* out gets the 40 Z85 characters of key and a NUL. */
+void rumor_key_to_z85(char out[RUMOR_KEY_Z85_LEN + 1], const uint8_t key[RUMOR_KEY_LEN]);
+/* Parse exactly 40 Z85 characters (a NUL-terminated string). */
+rumor_err_t rumor_key_from_z85(uint8_t key[RUMOR_KEY_LEN], const char *text,
+                               char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* A node's id in logs: the first 8 characters of its Z85 public key, NUL-terminated. */
+void rumor_key_short_id(char out[RUMOR_SHORT_ID_LEN + 1], const uint8_t key[RUMOR_KEY_LEN]);
+
+/* Key files are text: optional comment lines starting with '#' (and blank lines), then one
+ * line of 40 Z85 characters. Spaces, tabs and a CR around the line are ignored. */
+
+/* arg is either a literal 40-character Z85 key or the path of a public key file (PATH.pub).
+ * A path ending in ".key" is refused: that is a secret key, not what anyone should pass on. */
+rumor_err_t rumor_public_key_load(uint8_t key[RUMOR_KEY_LEN], const char *arg,
+                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Write a public key file (mode 0644) atomically. comment (one line, no '#', may be NULL)
+ * goes first. Without replace an existing file is an error and is left alone. */
+rumor_err_t rumor_public_key_save(const char *path, const uint8_t key[RUMOR_KEY_LEN],
+                                  const char *comment, bool replace,
+                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* ---- peer secret keys (Curve25519, the key CurveZMQ uses) ---- */
+
+typedef struct rumor_secret_key rumor_secret_key_t;
+
+/* A fresh key pair (crypto_box_keypair). NULL on failure, with err filled. */
+rumor_secret_key_t *rumor_secret_key_generate(char err[RUMOR_ERR_LEN]);
+/* From 32 raw secret bytes (copied; the caller wipes its copy); the public key is derived. */
+rumor_secret_key_t *rumor_secret_key_from_bytes(const uint8_t secret[RUMOR_KEY_LEN], char err[RUMOR_ERR_LEN]);
+/* Load a secret key file: refused unless it is a regular file (symbolic links included)
+ * that neither group nor others can access ("PATH: permissions 0644 are too open: run
+ * chmod 600 PATH"). The secret never passes through stdio buffers or ordinary memory. */
+rumor_err_t rumor_secret_key_load(rumor_secret_key_t **out, const char *path,
+                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Write the secret key file at path (mode 0600, atomic; a comment line carries the public
+ * key). Without replace an existing file is an error and is left alone. */
+rumor_err_t rumor_secret_key_save(const rumor_secret_key_t *key, const char *path, bool replace,
+                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The raw 32 secret bytes, for ZMQ_CURVE_SECRETKEY; read-only memory, valid until destroy.
+ * Never copy them anywhere that outlives the call that needs them. */
+const uint8_t *rumor_secret_key_bytes(const rumor_secret_key_t *key);
+/* The matching public key (32 bytes), for ZMQ_CURVE_PUBLICKEY, ids and certificates. */
+const uint8_t *rumor_secret_key_public(const rumor_secret_key_t *key);
+/* Wipes and frees; accepts NULL and clears the caller's pointer. */
+void rumor_secret_key_destroy(rumor_secret_key_t **key_p);
+
+/* ---- swarm authority (Ed25519) ---- */
+
+/* DIR/authority.key holds the 32-byte Ed25519 seed as Z85 (mode 0600); DIR/authority.pub
+ * the 32-byte Ed25519 public key. Members need only authority.pub (`--swarm`). */
+typedef struct rumor_authority rumor_authority_t;
+
+rumor_authority_t *rumor_authority_generate(char err[RUMOR_ERR_LEN]);
+/* Deterministic, from a seed (crypto_sign_seed_keypair): tests and known-answer vectors. */
+rumor_authority_t *rumor_authority_from_seed(const uint8_t seed[RUMOR_KEY_LEN], char err[RUMOR_ERR_LEN]);
+/* Load DIR/authority.key (same checks as a secret key file); if DIR/authority.pub exists it
+ * must match, so a swapped file is caught before anything is signed with the wrong key. */
+rumor_err_t rumor_authority_load(rumor_authority_t **out, const char *dir,
+                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Create DIR (mode 0700, parents as mkdir -p) if missing and write authority.key and
+ * authority.pub; refuses when either exists (the other is then not written). */
+rumor_err_t rumor_authority_save(const rumor_authority_t *auth, const char *dir,
+                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+const uint8_t *rumor_authority_public(const rumor_authority_t *auth);
+/* Ed25519 detached signature of msg (crypto_sign_detached). */
+void rumor_authority_sign(const rumor_authority_t *auth, uint8_t sig[64], const uint8_t *msg, size_t len);
+void rumor_authority_destroy(rumor_authority_t **auth_p);
+
+/* ---- certificates ---- */
+
+/*
+ * Binary form (also in proto/PROTOCOL.md), integers big-endian:
+ *   0  4   magic "RMC1"
+ *   4  32  authority Ed25519 public key
+ *   36 32  peer Curve25519 public key
+ *   68 8   issued-at, unix seconds
+ *   76 8   expires-at, unix seconds
+ *   84 1   name length n, 0..64
+ *   85 n   name: UTF-8 without control characters
+ *   85+n 64 Ed25519 signature by the authority over bytes [0, 85+n)
+ * File form: '#' comment lines written for people (name, peer, dates, authority), then the
+ * binary padded with zero bytes to a multiple of 4 (at most 3), as one Z85 line.
+ */
+#define RUMOR_CERT_NAME_MAX 64
+#define RUMOR_CERT_SIG_LEN 64
+#define RUMOR_CERT_MIN_LEN (85 + RUMOR_CERT_SIG_LEN)                        /* 149 */
+#define RUMOR_CERT_MAX_LEN (85 + RUMOR_CERT_NAME_MAX + RUMOR_CERT_SIG_LEN)  /* 213 */
+#define RUMOR_CERT_SKEW 300 /* seconds a certificate may seem to be issued in the future */
+
+typedef struct {
+    uint8_t authority[RUMOR_KEY_LEN];
+    uint8_t peer_key[RUMOR_KEY_LEN];
+    uint64_t issued_at, expires_at;
+    char name[RUMOR_CERT_NAME_MAX + 1]; /* NUL-terminated, validated UTF-8 */
+} rumor_cert_t;
+
+/* Why a certificate was refused; names from rumor_cert_reject_name() are what logs and
+ * counters use ("bad-signature"). */
+typedef enum {
+    RUMOR_CERT_OK = 0,
+    RUMOR_CERT_MALFORMED,     /* length, name length, name encoding, dates out of order */
+    RUMOR_CERT_BAD_MAGIC,     /* not "RMC1" */
+    RUMOR_CERT_OTHER_SWARM,   /* signed by another authority */
+    RUMOR_CERT_BAD_SIGNATURE, /* altered, or not signed by the authority it names */
+    RUMOR_CERT_EXPIRED,       /* now >= expires-at: valid while issued-at <= now < expires-at */
+    RUMOR_CERT_NOT_YET_VALID, /* issued-at > now + RUMOR_CERT_SKEW */
+    RUMOR_CERT_KEY_MISMATCH,  /* the peer key is not the key of the connection */
+    RUMOR_CERT_REVOKED,       /* the peer key is on the revocation list */
+} rumor_cert_reject_t;
+
+const char *rumor_cert_reject_name(rumor_cert_reject_t why);
+
+/* Check a name as certificates carry it: at most 64 bytes of UTF-8 (no overlong forms,
+ * surrogates or code points above U+10FFFF) and no control characters (C0, DEL, C1). */
+rumor_err_t rumor_cert_name_check(const char *name, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* Sign a certificate for peer_key; name may be NULL (empty). expires_at must be after
+ * issued_at. out receives *out_len (<= RUMOR_CERT_MAX_LEN) bytes. */
+rumor_err_t rumor_cert_issue(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *out_len,
+                             const rumor_authority_t *auth, const uint8_t peer_key[RUMOR_KEY_LEN],
+                             const char *name, uint64_t issued_at, uint64_t expires_at,
+                             char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* Verify cert[0..len) against the swarm's authority at time now. expected_peer_key (the
+ * CURVE key of the connection it arrived on) may be NULL to skip that check. RUMOR_OK with
+ * *out filled (out may be NULL), or RUMOR_EAUTH with *why (may be NULL) set and *out zeroed.
+ * Checks in order: malformed, bad-magic, other-swarm, bad-signature, not-yet-valid, expired,
+ * key-mismatch; structure is checked before the signature, the signature before anything
+ * that trusts the content. */
+rumor_err_t rumor_cert_verify(const uint8_t *cert, size_t len, const uint8_t authority_pub[RUMOR_KEY_LEN],
+                              const uint8_t expected_peer_key[RUMOR_KEY_LEN], uint64_t now,
+                              rumor_cert_t *out, rumor_cert_reject_t *why) RUMOR_MUST_CHECK;
+
+typedef struct rumor_revoked rumor_revoked_t;
+
+/* rumor_cert_verify, then the revocation list (NULL: none): what a node runs on a HELLO. */
+rumor_err_t rumor_cert_check(const uint8_t *cert, size_t len, const uint8_t authority_pub[RUMOR_KEY_LEN],
+                             const uint8_t expected_peer_key[RUMOR_KEY_LEN], uint64_t now,
+                             const rumor_revoked_t *revoked, rumor_cert_t *out,
+                             rumor_cert_reject_t *why) RUMOR_MUST_CHECK;
+
+/* Write a certificate file (mode 0644, atomic) with its comments. The certificate must be
+ * well formed (it is not verified). Without replace an existing file is an error. */
+rumor_err_t rumor_cert_save(const char *path, const uint8_t *cert, size_t len, bool replace,
+                            char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Read a certificate file into out (*len bytes): one Z85 line, magic "RMC1", length from
+ * the name length, padding exactly what the length needs and zero. The signature is not
+ * checked here: that is rumor_cert_verify's job. */
+rumor_err_t rumor_cert_load(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *len, const char *path,
+                            char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* ---- revocation list ---- */
+
+/* Text, one Z85 public key per line (optionally followed by spaces and a '#' comment);
+ * '#' comment lines and blank lines allowed; at most RUMOR_REVOKED_MAX keys and lines of at
+ * most RUMOR_REVOKED_LINE_MAX characters. Errors say "FILE:LINE: ...". Kept sorted for
+ * bsearch; duplicates are merged. Immutable once loaded: the node reloads on SIGHUP by
+ * loading a new list and swapping pointers. */
+#define RUMOR_REVOKED_MAX 100000
+#define RUMOR_REVOKED_LINE_MAX 256
+
+rumor_err_t rumor_revoked_load(rumor_revoked_t **out, const char *path,
+                               char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The same from memory; name is what errors call the text. */
+rumor_err_t rumor_revoked_parse(rumor_revoked_t **out, const char *text, size_t len, const char *name,
+                                char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* False for a NULL list. */
+bool rumor_revoked_has(const rumor_revoked_t *list, const uint8_t key[RUMOR_KEY_LEN]);
+size_t rumor_revoked_count(const rumor_revoked_t *list);
+void rumor_revoked_destroy(rumor_revoked_t **list_p);
+
+/* ---- peer addresses ---- */
+
+/* rumor://<Z85 key>@HOST:PORT, HOST an IPv4 literal, a DNS name or an IPv6 literal in
+ * brackets; PORT 1..65535 in decimal without leading zeros. */
+#define RUMOR_HOST_MAX 253                                       /* a DNS name's limit */
+#define RUMOR_ENDPOINT_LEN (sizeof "tcp://[]:65535" + RUMOR_HOST_MAX)
+#define RUMOR_ADDR_LEN (sizeof "rumor://@[]:65535" + RUMOR_KEY_Z85_LEN + RUMOR_HOST_MAX)
+
+typedef struct {
+    uint8_t key[RUMOR_KEY_LEN];
+    char host[RUMOR_HOST_MAX + 1];        /* without brackets */
+    uint16_t port;
+    bool ipv6;                            /* the socket needs ZMQ_IPV6 to reach it */
+    char endpoint[RUMOR_ENDPOINT_LEN];    /* "tcp://HOST:PORT", brackets around IPv6 */
+} rumor_addr_t;
+
+/* Errors read "bootstrap address 'TEXT': ...". */
+rumor_err_t rumor_addr_parse(rumor_addr_t *out, const char *text, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The reverse: key and a "tcp://HOST:PORT" endpoint (the same host rules; a wildcard host
+ * such as "*" cannot be dialled and is refused) into out. */
+rumor_err_t rumor_addr_format(char out[RUMOR_ADDR_LEN], const uint8_t key[RUMOR_KEY_LEN],
+                              const char *endpoint, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+#endif

@@ -1,0 +1,930 @@
+/* node.c - the ZeroMQ driver: sockets, admission, and the membership state machine. */
+#include "net/node.h"
+
+#include "crypto.h"
+#include "proto.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define MAX_PEERS 256        /* DEALERs: view, bootstraps and a few transient targets */
+#define MAX_CONNS 1024       /* keys we have heard from (admitted or refused) */
+#define SEND_HWM 64          /* messages queued per peer before sends are dropped */
+#define RECV_HWM 1024
+#define MAX_MSG_SIZE (RUMOR_PROTO_MAX_HEADER + RUMOR_PROTO_MAX_PAYLOAD + 64)
+#define BATCH 64             /* messages taken from one socket per loop, for fairness */
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+
+/* Why something from the network was dropped, for `rumor status`. */
+enum {
+    DROP_NO_HELLO = RUMOR_PROTO_REJECT_COUNT, /* after the proto reasons */
+    DROP_CERT_FIRST,                            /* + rumor_cert_reject_t */
+    DROP_FRAMES = DROP_CERT_FIRST + 16,         /* not 2 or 3 frames */
+    DROP_NO_USER_ID,
+    DROP_SEND_FULL,
+    DROP_UNEXPECTED,                            /* a type that this node does not take here */
+    DROP_COUNT
+};
+
+typedef struct {
+    bool used;
+    uint8_t key[RUMOR_KEY_LEN];
+    char addr[RUMOR_MEMB_ADDR_LEN];  /* zmq endpoint we connect to */
+    void *dealer;
+    uint64_t last_used;
+    bool refused;                    /* it answered our hello with a refusal */
+    char refusal[128];
+} peer_t;
+
+typedef struct {
+    bool used, admitted, told;       /* told: we logged and answered its refusal */
+    uint8_t key[RUMOR_KEY_LEN];
+    char addr[RUMOR_MEMB_ADDR_LEN];  /* from its hello */
+    uint64_t expires_at;             /* its certificate's, unix seconds */
+    uint64_t last_seen;
+} conn_t;
+
+struct rumor_node {
+    rumor_node_config_t cfg;
+    void *ctx, *router, *zap, *control;
+    rumor_secret_key_t *key;
+    uint8_t authority[RUMOR_KEY_LEN];
+    uint8_t cert[RUMOR_CERT_MAX_LEN];
+    size_t cert_len;
+    rumor_revoked_t *revoked;
+    rumor_memb_t *memb;
+    char self_addr[RUMOR_MEMB_ADDR_LEN];   /* tcp://IP:PORT, advertised */
+    char address[RUMOR_ADDR_LEN];          /* rumor://KEY@HOST:PORT */
+    char id[RUMOR_SHORT_ID_LEN + 1];
+    char control_path[512];
+    rumor_addr_t boot[RUMOR_NODE_MAX_BOOTSTRAPS];
+    int n_boot;
+    peer_t peers[MAX_PEERS];
+    conn_t conns[MAX_CONNS];
+    uint32_t seq;
+    uint64_t start_ms;
+    uint64_t msgs_in, msgs_out, bytes_in, bytes_out;
+    uint64_t drops[DROP_COUNT];
+    uint8_t *buf; /* frame 1 encoding buffer */
+};
+
+static volatile sig_atomic_t stop_requested, reload_requested;
+
+void rumor_node_request_stop(void) { stop_requested = 1; }
+void rumor_node_request_reload(void) { reload_requested = 1; }
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t unix_now(void) { return (uint64_t)time(NULL); }
+
+static const char *drop_name(int i)
+{
+    static char buf[48];
+    if (i < RUMOR_PROTO_REJECT_COUNT) return rumor_proto_reject_name((rumor_proto_reject_t)i);
+    if (i == DROP_NO_HELLO) return "no-hello";
+    if (i >= DROP_CERT_FIRST && i < DROP_FRAMES) {
+        snprintf(buf, sizeof buf, "cert-%s", rumor_cert_reject_name((rumor_cert_reject_t)(i - DROP_CERT_FIRST)));
+        return buf;
+    }
+    switch (i) {
+    case DROP_FRAMES: return "bad-frames";
+    case DROP_NO_USER_ID: return "no-user-id";
+    case DROP_SEND_FULL: return "send-queue-full";
+    case DROP_UNEXPECTED: return "unexpected";
+    }
+    return "other";
+}
+
+static bool same_key(const uint8_t *a, const uint8_t *b) { return memcmp(a, b, RUMOR_KEY_LEN) == 0; }
+
+/* ---- sockets ---- */
+
+static int set_curve_keys(rumor_node_t *n, void *s)
+{
+    return zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, rumor_secret_key_public(n->key), RUMOR_KEY_LEN) |
+           zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, rumor_secret_key_bytes(n->key), RUMOR_KEY_LEN);
+}
+
+static void set_int(void *s, int opt, int v) { (void)zmq_setsockopt(s, opt, &v, sizeof v); }
+
+static void set_common(void *s)
+{
+    set_int(s, ZMQ_LINGER, 0);
+    set_int(s, ZMQ_IPV6, 1);
+    int64_t max = MAX_MSG_SIZE;
+    (void)zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof max);
+    /* ZeroMQ heartbeats find a dead TCP connection without waiting for the kernel. */
+    set_int(s, ZMQ_HEARTBEAT_IVL, 1000);
+    set_int(s, ZMQ_HEARTBEAT_TIMEOUT, 5000);
+    set_int(s, ZMQ_HEARTBEAT_TTL, 10000);
+}
+
+static void close_peer(peer_t *p)
+{
+    if (p->dealer) zmq_close(p->dealer);
+    memset(p, 0, sizeof *p);
+}
+
+static peer_t *find_peer(rumor_node_t *n, const uint8_t *key)
+{
+    for (int i = 0; i < MAX_PEERS; i++)
+        if (n->peers[i].used && same_key(n->peers[i].key, key)) return &n->peers[i];
+    return NULL;
+}
+
+static rumor_err_t send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg);
+
+static void fill_hello(rumor_node_t *n, rumor_msg_t *m)
+{
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_HELLO;
+    memcpy(m->u.hello.cert, n->cert, n->cert_len);
+    m->u.hello.cert_len = n->cert_len;
+    snprintf(m->u.hello.addr, sizeof m->u.hello.addr, "%s", n->self_addr);
+    m->u.hello.inc = rumor_memb_incarnation(n->memb);
+}
+
+/* The DEALER to a peer, created (and greeted with our hello) on first use. The table is
+ * bounded: when full, the least recently used peer outside the view makes room. */
+static peer_t *get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uint64_t now)
+{
+    peer_t *p = find_peer(n, key);
+    if (p && (!addr || !*addr || strcmp(p->addr, addr) == 0)) {
+        p->last_used = now;
+        return p;
+    }
+    if (p) close_peer(p); /* it moved: reconnect to the new address */
+    if (!addr || !*addr) return NULL;
+    for (int i = 0; i < MAX_PEERS && !p; i++)
+        if (!n->peers[i].used) p = &n->peers[i];
+    if (!p) {
+        peer_t *lru = NULL;
+        for (int i = 0; i < MAX_PEERS; i++) {
+            bool in_view = false;
+            for (int k = 0; k < rumor_memb_view_count(n->memb) && !in_view; k++)
+                in_view = same_key(rumor_memb_view_at(n->memb, k)->key, n->peers[i].key);
+            if (!in_view && (!lru || n->peers[i].last_used < lru->last_used)) lru = &n->peers[i];
+        }
+        if (!lru) return NULL;
+        close_peer(lru);
+        p = lru;
+    }
+    void *d = zmq_socket(n->ctx, ZMQ_DEALER);
+    if (!d) return NULL;
+    set_common(d);
+    set_int(d, ZMQ_SNDHWM, SEND_HWM);
+    set_int(d, ZMQ_RCVHWM, 16);
+    set_int(d, ZMQ_RECONNECT_IVL, 100);
+    set_int(d, ZMQ_RECONNECT_IVL_MAX, 5000); /* exponential backoff up to 5 s */
+    if (set_curve_keys(n, d) != 0 || zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, key, RUMOR_KEY_LEN) != 0 ||
+        zmq_connect(d, addr) != 0) {
+        rumor_log(RUMOR_LOG_DEBUG, "cannot connect to %s: %s", addr, zmq_strerror(errno));
+        zmq_close(d);
+        return NULL;
+    }
+    memset(p, 0, sizeof *p);
+    p->used = true;
+    memcpy(p->key, key, RUMOR_KEY_LEN);
+    snprintf(p->addr, sizeof p->addr, "%s", addr);
+    p->dealer = d;
+    p->last_used = now;
+    rumor_msg_t hello;
+    fill_hello(n, &hello);
+    (void)send_msg(n, p, &hello);
+    return p;
+}
+
+static rumor_err_t send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
+{
+    size_t len;
+    msg->seq = msg->type == RUMOR_MSG_PING || msg->type == RUMOR_MSG_PING_REQ ? msg->seq : ++n->seq;
+    rumor_err_t rc = rumor_proto_encode(msg, n->buf, RUMOR_PROTO_MAX_HEADER, &len);
+    if (rc != RUMOR_OK) {
+        rumor_log(RUMOR_LOG_WARN, "not sending an invalid %s", rumor_proto_type_name(msg->type));
+        return rc;
+    }
+    if (zmq_send(p->dealer, n->buf, len, ZMQ_DONTWAIT) < 0) {
+        n->drops[DROP_SEND_FULL]++;
+        return RUMOR_ETIMEDOUT;
+    }
+    n->msgs_out++;
+    n->bytes_out += len;
+    return RUMOR_OK;
+}
+
+/* Reply through the ROUTER on the connection a message came in on (a refusal, or a request
+ * to say hello first). */
+static void reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why)
+{
+    rumor_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = RUMOR_MSG_BYE;
+    m.seq = ++n->seq;
+    snprintf(m.u.bye.why, sizeof m.u.bye.why, "%s", why);
+    size_t len;
+    if (rumor_proto_encode(&m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) return;
+    zmq_msg_t id;
+    zmq_msg_init(&id);
+    zmq_msg_copy(&id, rid);
+    if (zmq_msg_send(&id, n->router, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&id);
+        return;
+    }
+    (void)zmq_send(n->router, n->buf, len, ZMQ_DONTWAIT);
+}
+
+/* ---- membership <-> wire ---- */
+
+static void upd_to_wire(rumor_proto_peer_t *w, const rumor_memb_update_t *u)
+{
+    memcpy(w->key, u->key, RUMOR_KEY_LEN);
+    snprintf(w->addr, sizeof w->addr, "%s", u->addr);
+    w->inc = u->inc;
+    w->state = (rumor_proto_state_t)u->state;
+}
+
+static void upd_from_wire(rumor_memb_update_t *u, const rumor_proto_peer_t *w)
+{
+    memcpy(u->key, w->key, RUMOR_KEY_LEN);
+    snprintf(u->addr, sizeof u->addr, "%s", w->addr);
+    u->inc = w->inc;
+    u->state = (rumor_memb_state_t)w->state;
+}
+
+static void memb_to_wire(rumor_node_t *n, rumor_msg_t *w, const rumor_memb_msg_t *m)
+{
+    memset(w, 0, sizeof *w);
+    switch (m->kind) {
+    case RUMOR_MEMB_HELLO: fill_hello(n, w); break;
+    case RUMOR_MEMB_PEERS:
+        w->type = RUMOR_MSG_PEERS;
+        w->u.peers.count = (size_t)m->n_peers;
+        for (int i = 0; i < m->n_peers; i++) upd_to_wire(&w->u.peers.peers[i], &m->peers[i]);
+        break;
+    case RUMOR_MEMB_PING:
+        w->type = RUMOR_MSG_PING;
+        w->seq = m->seq;
+        w->u.ping.inc = m->inc;
+        w->u.ping.upd_count = (size_t)m->n_upd;
+        for (int i = 0; i < m->n_upd; i++) upd_to_wire(&w->u.ping.upd[i], &m->upd[i]);
+        break;
+    case RUMOR_MEMB_PING_REQ:
+        w->type = RUMOR_MSG_PING_REQ;
+        w->seq = m->seq;
+        memcpy(w->u.ping_req.target, m->target, RUMOR_KEY_LEN);
+        snprintf(w->u.ping_req.target_addr, sizeof w->u.ping_req.target_addr, "%s", m->target_addr);
+        w->u.ping_req.upd_count = (size_t)m->n_upd;
+        for (int i = 0; i < m->n_upd; i++) upd_to_wire(&w->u.ping_req.upd[i], &m->upd[i]);
+        break;
+    case RUMOR_MEMB_ACK:
+        w->type = RUMOR_MSG_ACK;
+        w->u.ack.ack = m->ack;
+        w->u.ack.has_target = m->has_target;
+        memcpy(w->u.ack.target, m->target, RUMOR_KEY_LEN);
+        w->u.ack.upd_count = (size_t)m->n_upd;
+        for (int i = 0; i < m->n_upd; i++) upd_to_wire(&w->u.ack.upd[i], &m->upd[i]);
+        break;
+    case RUMOR_MEMB_BYE: w->type = RUMOR_MSG_BYE; break;
+    }
+}
+
+/* False for messages membership does not take (model, ...). */
+static bool memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w)
+{
+    memset(m, 0, sizeof *m);
+    switch (w->type) {
+    case RUMOR_MSG_HELLO:
+        m->kind = RUMOR_MEMB_HELLO;
+        m->inc = w->u.hello.inc;
+        snprintf(m->addr, sizeof m->addr, "%s", w->u.hello.addr);
+        return true;
+    case RUMOR_MSG_PEERS:
+        m->kind = RUMOR_MEMB_PEERS;
+        m->n_peers = (int)w->u.peers.count;
+        for (size_t i = 0; i < w->u.peers.count; i++) upd_from_wire(&m->peers[i], &w->u.peers.peers[i]);
+        return true;
+    case RUMOR_MSG_PING:
+        m->kind = RUMOR_MEMB_PING;
+        m->seq = w->seq;
+        m->inc = w->u.ping.inc;
+        m->n_upd = (int)w->u.ping.upd_count;
+        for (size_t i = 0; i < w->u.ping.upd_count; i++) upd_from_wire(&m->upd[i], &w->u.ping.upd[i]);
+        return true;
+    case RUMOR_MSG_PING_REQ:
+        m->kind = RUMOR_MEMB_PING_REQ;
+        m->seq = w->seq;
+        m->has_target = true;
+        memcpy(m->target, w->u.ping_req.target, RUMOR_KEY_LEN);
+        snprintf(m->target_addr, sizeof m->target_addr, "%s", w->u.ping_req.target_addr);
+        m->n_upd = (int)w->u.ping_req.upd_count;
+        for (size_t i = 0; i < w->u.ping_req.upd_count; i++) upd_from_wire(&m->upd[i], &w->u.ping_req.upd[i]);
+        return true;
+    case RUMOR_MSG_ACK:
+        m->kind = RUMOR_MEMB_ACK;
+        m->ack = w->u.ack.ack;
+        m->has_target = w->u.ack.has_target;
+        memcpy(m->target, w->u.ack.target, RUMOR_KEY_LEN);
+        m->n_upd = (int)w->u.ack.upd_count;
+        for (size_t i = 0; i < w->u.ack.upd_count; i++) upd_from_wire(&m->upd[i], &w->u.ack.upd[i]);
+        return true;
+    case RUMOR_MSG_BYE: m->kind = RUMOR_MEMB_BYE; return true;
+    default: return false;
+    }
+}
+
+/* Carry out what membership asks for. */
+static void run_actions(rumor_node_t *n, uint64_t now)
+{
+    static rumor_memb_action_t a; /* large; the loop is single-threaded */
+    static rumor_msg_t w;
+    while (rumor_memb_next_action(n->memb, &a)) {
+        char id[RUMOR_SHORT_ID_LEN + 1];
+        rumor_key_short_id(id, a.key);
+        if (a.kind == RUMOR_MEMB_ACT_UP) {
+            rumor_log(RUMOR_LOG_INFO, "peer %s up at %s", id, a.addr);
+            continue;
+        }
+        if (a.kind == RUMOR_MEMB_ACT_DOWN) {
+            rumor_log(RUMOR_LOG_INFO, "peer %s %s", id, rumor_memb_state_name(a.state));
+            peer_t *p = find_peer(n, a.key);
+            if (p && a.state != RUMOR_MEMB_ALIVE) close_peer(p);
+            for (int i = 0; i < MAX_CONNS; i++)
+                if (n->conns[i].used && same_key(n->conns[i].key, a.key) && a.state == RUMOR_MEMB_LEFT)
+                    n->conns[i].used = false; /* a peer that left must say hello again */
+            continue;
+        }
+        peer_t *p = get_peer(n, a.key, a.addr, now);
+        if (!p) continue;
+        memb_to_wire(n, &w, &a.msg);
+        (void)send_msg(n, p, &w);
+    }
+}
+
+/* ---- admission ---- */
+
+static conn_t *find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint64_t now)
+{
+    conn_t *free_slot = NULL, *oldest = NULL;
+    for (int i = 0; i < MAX_CONNS; i++) {
+        conn_t *c = &n->conns[i];
+        if (c->used && same_key(c->key, key)) return c;
+        if (!c->used && !free_slot) free_slot = c;
+        if (c->used && (!oldest || c->last_seen < oldest->last_seen)) oldest = c;
+    }
+    if (!create) return NULL;
+    conn_t *c = free_slot ? free_slot : oldest; /* a full table forgets the longest silent */
+    memset(c, 0, sizeof *c);
+    c->used = true;
+    memcpy(c->key, key, RUMOR_KEY_LEN);
+    c->last_seen = now;
+    return c;
+}
+
+static void handle_hello(rumor_node_t *n, conn_t *c, zmq_msg_t *rid, const rumor_msg_t *w, uint64_t now)
+{
+    rumor_cert_t cert;
+    rumor_cert_reject_t why = RUMOR_CERT_OK;
+    char id[RUMOR_SHORT_ID_LEN + 1];
+    rumor_key_short_id(id, c->key);
+    if (rumor_cert_check(w->u.hello.cert, w->u.hello.cert_len, n->authority, c->key, unix_now(), n->revoked,
+                         &cert, &why) != RUMOR_OK) {
+        n->drops[DROP_CERT_FIRST + (int)why]++;
+        if (!c->told)
+            rumor_log(RUMOR_LOG_WARN, "refused %s: certificate %s", id, rumor_cert_reject_name(why));
+        c->told = true;
+        c->admitted = false;
+        char reason[64];
+        snprintf(reason, sizeof reason, "certificate %s", rumor_cert_reject_name(why));
+        reply_bye(n, rid, reason);
+        return;
+    }
+    if (!c->admitted) rumor_log(RUMOR_LOG_INFO, "admitted %s (%s) from %s", id, cert.name, w->u.hello.addr);
+    c->admitted = true;
+    c->told = false;
+    c->expires_at = cert.expires_at;
+    snprintf(c->addr, sizeof c->addr, "%s", w->u.hello.addr);
+    static rumor_memb_msg_t m;
+    memb_from_wire(&m, w);
+    rumor_memb_recv(n->memb, c->key, c->addr, &m, now);
+}
+
+/* A bye on one of our DEALERs: a peer refusing us, or asking for our hello again. */
+static void handle_dealer(rumor_node_t *n, peer_t *p, uint64_t now)
+{
+    for (int k = 0; k < BATCH; k++) {
+        uint8_t f1[1024];
+        int len = zmq_recv(p->dealer, f1, sizeof f1, ZMQ_DONTWAIT);
+        if (len < 0) return;
+        int more = 0;
+        size_t sz = sizeof more;
+        zmq_getsockopt(p->dealer, ZMQ_RCVMORE, &more, &sz);
+        while (more) { /* a second frame is never expected here: drain it */
+            zmq_msg_t extra;
+            zmq_msg_init(&extra);
+            zmq_msg_recv(&extra, p->dealer, ZMQ_DONTWAIT);
+            more = zmq_msg_more(&extra);
+            zmq_msg_close(&extra);
+        }
+        rumor_msg_t w;
+        rumor_proto_reject_t why;
+        if ((size_t)len > sizeof f1 || rumor_proto_decode(&w, f1, (size_t)len, NULL, 0, &why) != RUMOR_OK ||
+            w.type != RUMOR_MSG_BYE) {
+            n->drops[DROP_UNEXPECTED]++;
+            continue;
+        }
+        if (strcmp(w.u.bye.why, "hello") == 0) {
+            /* It lost our hello (it restarted, or forgot us): greet it again. */
+            rumor_msg_t hello;
+            fill_hello(n, &hello);
+            (void)send_msg(n, p, &hello);
+            continue;
+        }
+        char id[RUMOR_SHORT_ID_LEN + 1];
+        rumor_key_short_id(id, p->key);
+        if (!p->refused)
+            rumor_log(RUMOR_LOG_ERROR, "peer %s at %s refused us: %s", id, p->addr,
+                      w.u.bye.why[0] ? w.u.bye.why : "no reason given");
+        p->refused = true;
+        snprintf(p->refusal, sizeof p->refusal, "%s", w.u.bye.why[0] ? w.u.bye.why : "refused");
+        (void)now;
+    }
+}
+
+static void handle_router(rumor_node_t *n, uint64_t now)
+{
+    static rumor_msg_t w;
+    static rumor_memb_msg_t m;
+    for (int k = 0; k < BATCH; k++) {
+        zmq_msg_t parts[4];
+        int count = 0;
+        bool more = true;
+        while (more) {
+            zmq_msg_t *part = &parts[count < 4 ? count : 3];
+            if (count >= 4) zmq_msg_close(part);
+            zmq_msg_init(part);
+            if (zmq_msg_recv(part, n->router, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(part);
+                if (count == 0) return;
+                break;
+            }
+            more = zmq_msg_more(part);
+            count++;
+        }
+        int held = count < 4 ? count : 4;
+        n->msgs_in++;
+        for (int i = 1; i < held; i++) n->bytes_in += zmq_msg_size(&parts[i]);
+        if (count < 2 || count > 3) {
+            n->drops[DROP_FRAMES]++;
+            goto next;
+        }
+        /* The ZAP handler set User-Id to the Z85 of the connection's CURVE key. */
+        const char *uid = zmq_msg_gets(&parts[1], "User-Id");
+        uint8_t key[RUMOR_KEY_LEN];
+        if (!uid || rumor_key_from_z85(key, uid, NULL) != RUMOR_OK) {
+            n->drops[DROP_NO_USER_ID]++;
+            goto next;
+        }
+        rumor_proto_reject_t why = RUMOR_PROTO_REJECT_NONE;
+        const uint8_t *payload = count == 3 ? zmq_msg_data(&parts[2]) : NULL;
+        size_t payload_len = count == 3 ? zmq_msg_size(&parts[2]) : 0;
+        if (rumor_proto_decode(&w, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), payload, payload_len,
+                               &why) != RUMOR_OK) {
+            n->drops[why < RUMOR_PROTO_REJECT_COUNT ? why : RUMOR_PROTO_REJECT_MALFORMED]++;
+            goto next;
+        }
+        conn_t *c = find_conn(n, key, w.type == RUMOR_MSG_HELLO, now);
+        if (c) c->last_seen = now;
+        if (w.type == RUMOR_MSG_HELLO) {
+            handle_hello(n, c, &parts[0], &w, now);
+            goto next;
+        }
+        if (!c || !c->admitted || (c->expires_at && unix_now() > c->expires_at)) {
+            n->drops[DROP_NO_HELLO]++;
+            if (!c || !c->told) reply_bye(n, &parts[0], "hello");
+            goto next;
+        }
+        if (memb_from_wire(&m, &w))
+            rumor_memb_recv(n->memb, key, c->addr, &m, now);
+        else
+            n->drops[DROP_UNEXPECTED]++; /* model messages arrive with the gossip engine */
+    next:
+        for (int i = 0; i < held; i++) zmq_msg_close(&parts[i]);
+        run_actions(n, now);
+    }
+}
+
+/* ZAP (RFC 27): every CURVE client is let in to say hello, unless its key is revoked. The
+ * User-Id we return travels with each of its messages: that is how a message's sender is
+ * known. */
+static void handle_zap(rumor_node_t *n)
+{
+    zmq_msg_t f[8];
+    int count = 0;
+    bool more = true;
+    while (more && count < 8) {
+        zmq_msg_init(&f[count]);
+        if (zmq_msg_recv(&f[count], n->zap, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&f[count]);
+            if (count == 0) return;
+            break;
+        }
+        more = zmq_msg_more(&f[count]);
+        count++;
+    }
+    const char *status = "400", *text = "bad request";
+    char user[RUMOR_KEY_Z85_LEN + 1] = "";
+    if (count >= 7 && zmq_msg_size(&f[5]) == 5 && memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
+        zmq_msg_size(&f[6]) == RUMOR_KEY_LEN) {
+        const uint8_t *key = zmq_msg_data(&f[6]);
+        if (n->revoked && rumor_revoked_has(n->revoked, key)) {
+            n->drops[DROP_CERT_FIRST + RUMOR_CERT_REVOKED]++;
+            text = "revoked";
+        } else {
+            status = "200";
+            text = "OK";
+            rumor_key_to_z85(user, key);
+        }
+    }
+    /* Reply: version, request id, status code, status text, user id, metadata. */
+    const char *version = "1.0";
+    zmq_send(n->zap, version, 3, ZMQ_SNDMORE);
+    if (count >= 2)
+        zmq_send(n->zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
+    else
+        zmq_send(n->zap, "", 0, ZMQ_SNDMORE);
+    zmq_send(n->zap, status, 3, ZMQ_SNDMORE);
+    zmq_send(n->zap, text, strlen(text), ZMQ_SNDMORE);
+    zmq_send(n->zap, user, strlen(user), ZMQ_SNDMORE);
+    zmq_send(n->zap, "", 0, 0);
+    for (int i = 0; i < count; i++) zmq_msg_close(&f[i]);
+}
+
+/* ---- status ---- */
+
+typedef struct {
+    char *buf;
+    size_t cap, len;
+} out_t;
+
+static void out(out_t *o, const char *fmt, ...) RUMOR_PRINTF(2, 3);
+static void out(out_t *o, const char *fmt, ...)
+{
+    if (o->len >= o->cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+    va_end(ap);
+    if (k > 0) o->len += (size_t)k;
+    if (o->len >= o->cap) o->len = o->cap - 1;
+}
+
+static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
+{
+    const rumor_memb_stats_t ms = rumor_memb_stats(n->memb);
+    int nv = rumor_memb_view_count(n->memb);
+    char z85[RUMOR_KEY_Z85_LEN + 1];
+    if (json) {
+        rumor_key_to_z85(z85, rumor_secret_key_public(n->key));
+        out(o, "{\"id\":\"%s\",\"key\":\"%s\",\"address\":\"%s\",\"incarnation\":%" PRIu32
+               ",\"uptime_s\":%.1f,\"peers\":%d,\"passive\":%d,\"view\":[",
+            n->id, z85, n->address, rumor_memb_incarnation(n->memb), (double)(now - n->start_ms) / 1000.0, nv,
+            rumor_memb_passive_count(n->memb));
+        for (int i = 0; i < nv; i++) {
+            const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+            char id[RUMOR_SHORT_ID_LEN + 1];
+            rumor_key_to_z85(z85, e->key);
+            rumor_key_short_id(id, e->key);
+            out(o, "%s{\"id\":\"%s\",\"key\":\"%s\",\"addr\":\"%s\",\"state\":\"%s\",\"inc\":%" PRIu32
+                   ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 "}",
+                i ? "," : "", id, z85, e->addr, rumor_memb_state_name(e->state), e->inc, e->rtt_ms,
+                now - e->last_seen_ms);
+        }
+        out(o, "],\"counters\":{\"msgs_in\":%" PRIu64 ",\"msgs_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
+               ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64
+               ",\"suspicions\":%" PRIu64 ",\"deaths\":%" PRIu64 ",\"refutations\":%" PRIu64 "},\"rejected\":{",
+            n->msgs_in, n->msgs_out, n->bytes_in, n->bytes_out, ms.pings_sent, ms.acks_received, ms.suspicions,
+            ms.deaths, ms.refutations);
+        bool first = true;
+        for (int i = 1; i < DROP_COUNT; i++)
+            if (n->drops[i]) {
+                out(o, "%s\"%s\":%" PRIu64, first ? "" : ",", drop_name(i), n->drops[i]);
+                first = false;
+            }
+        if (ms.dropped_input) out(o, "%s\"membership\":%" PRIu64, first ? "" : ",", ms.dropped_input);
+        out(o, "}}\n");
+        return;
+    }
+    out(o, "node %s at %s, incarnation %" PRIu32 ", up %.0f s\n", n->id, n->address,
+        rumor_memb_incarnation(n->memb), (double)(now - n->start_ms) / 1000.0);
+    out(o, "%d peers in view, %d in reserve\n", nv, rumor_memb_passive_count(n->memb));
+    if (nv) out(o, "  %-8s  %-28s  %-7s  %7s  %9s\n", "peer", "address", "state", "rtt ms", "seen ms");
+    for (int i = 0; i < nv; i++) {
+        const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+        char id[RUMOR_SHORT_ID_LEN + 1];
+        rumor_key_short_id(id, e->key);
+        out(o, "  %-8s  %-28s  %-7s  %7" PRIu32 "  %9" PRIu64 "\n", id, e->addr, rumor_memb_state_name(e->state),
+            e->rtt_ms, now - e->last_seen_ms);
+    }
+    out(o, "messages in %" PRIu64 " (%" PRIu64 " bytes), out %" PRIu64 " (%" PRIu64 " bytes)\n", n->msgs_in,
+        n->bytes_in, n->msgs_out, n->bytes_out);
+    for (int i = 1; i < DROP_COUNT; i++)
+        if (n->drops[i]) out(o, "rejected %s: %" PRIu64 "\n", drop_name(i), n->drops[i]);
+}
+
+static void handle_control(rumor_node_t *n, uint64_t now)
+{
+    char req[32];
+    int len = zmq_recv(n->control, req, sizeof req - 1, ZMQ_DONTWAIT);
+    if (len < 0) return;
+    int more = 0;
+    size_t sz = sizeof more;
+    zmq_getsockopt(n->control, ZMQ_RCVMORE, &more, &sz);
+    while (more) {
+        zmq_msg_t x;
+        zmq_msg_init(&x);
+        zmq_msg_recv(&x, n->control, 0);
+        more = zmq_msg_more(&x);
+        zmq_msg_close(&x);
+    }
+    req[len < (int)sizeof req ? len : (int)sizeof req - 1] = 0;
+    static char text[256 * 1024];
+    out_t o = {text, sizeof text, 0};
+    status_text(n, strcmp(req, "status json") == 0, &o, now);
+    zmq_send(n->control, text, o.len, 0);
+}
+
+rumor_err_t rumor_node_query_status(const char *control, bool json, char *outbuf, size_t cap,
+                                    char err[RUMOR_ERR_LEN])
+{
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_REQ);
+    rumor_err_t rc = RUMOR_OK;
+    set_int(s, ZMQ_LINGER, 0);
+    set_int(s, ZMQ_RCVTIMEO, 3000);
+    set_int(s, ZMQ_SNDTIMEO, 3000);
+    if (zmq_connect(s, control) != 0) {
+        rc = rumor_fail(err, RUMOR_EINVAL, "%s: %s (expected ipc://PATH)", control, zmq_strerror(errno));
+        goto out;
+    }
+    const char *req = json ? "status json" : "status";
+    if (zmq_send(s, req, strlen(req), 0) < 0) {
+        rc = rumor_fail(err, RUMOR_ETIMEDOUT, "%s: no node answers (%s)", control, zmq_strerror(errno));
+        goto out;
+    }
+    int len = zmq_recv(s, outbuf, cap - 1, 0);
+    if (len < 0) {
+        rc = rumor_fail(err, RUMOR_ETIMEDOUT, "%s: no node answered within 3 s; is it running?", control);
+        goto out;
+    }
+    outbuf[(size_t)len < cap - 1 ? (size_t)len : cap - 1] = 0;
+out:
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return rc;
+}
+
+/* ---- lifecycle ---- */
+
+static bool is_wildcard(const char *host)
+{
+    return strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 || strcmp(host, "*") == 0;
+}
+
+rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_LEN])
+{
+    rumor_node_t *n = calloc(1, sizeof *n);
+    if (!n) {
+        rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    n->cfg = *cfg;
+    n->start_ms = now_ms();
+    n->buf = malloc(RUMOR_PROTO_MAX_HEADER);
+    if (!n->buf) goto nomem;
+    if (rumor_secret_key_load(&n->key, cfg->key_path, err) != RUMOR_OK) goto fail;
+    if (rumor_public_key_load(n->authority, cfg->swarm, err) != RUMOR_OK) goto fail;
+    if (rumor_cert_load(n->cert, &n->cert_len, cfg->cert_path, err) != RUMOR_OK) goto fail;
+    {
+        /* Our own certificate must admit us, or every peer will refuse us: say so now. */
+        rumor_cert_t c;
+        rumor_cert_reject_t why;
+        if (rumor_cert_verify(n->cert, n->cert_len, n->authority, rumor_secret_key_public(n->key), unix_now(), &c,
+                              &why) != RUMOR_OK) {
+            rumor_fail(err, RUMOR_EAUTH, "%s: this certificate would be refused: %s%s", cfg->cert_path,
+                       rumor_cert_reject_name(why),
+                       why == RUMOR_CERT_KEY_MISMATCH ? " (it was issued for another key than --key)"
+                       : why == RUMOR_CERT_OTHER_SWARM ? " (it was issued by another authority than --swarm)"
+                                                       : "");
+            goto fail;
+        }
+    }
+    if (cfg->revoked_path && rumor_revoked_load(&n->revoked, cfg->revoked_path, err) != RUMOR_OK) goto fail;
+    for (int i = 0; i < cfg->n_bootstraps; i++)
+        if (rumor_addr_parse(&n->boot[n->n_boot++], cfg->bootstraps[i], err) != RUMOR_OK) goto fail;
+    rumor_key_short_id(n->id, rumor_secret_key_public(n->key));
+    rumor_log_set_id(n->id);
+
+    n->ctx = zmq_ctx_new();
+    if (!n->ctx) goto nomem;
+    /* The ZAP handler must be bound before any CURVE server socket. */
+    n->zap = zmq_socket(n->ctx, ZMQ_REP);
+    if (!n->zap || zmq_bind(n->zap, ZAP_ENDPOINT) != 0) {
+        rumor_fail(err, RUMOR_EIO, "cannot start the ZAP handler: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    set_int(n->zap, ZMQ_LINGER, 0);
+    n->router = zmq_socket(n->ctx, ZMQ_ROUTER);
+    set_common(n->router);
+    set_int(n->router, ZMQ_CURVE_SERVER, 1);
+    set_int(n->router, ZMQ_RCVHWM, RECV_HWM);
+    set_int(n->router, ZMQ_SNDHWM, 16);
+    (void)zmq_setsockopt(n->router, ZMQ_ZAP_DOMAIN, "rumor", 5);
+    if (set_curve_keys(n, n->router) != 0) {
+        rumor_fail(err, RUMOR_EIO, "cannot set CURVE keys: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    /* Port 0 asks the kernel for a free port, written as "*" for ZeroMQ. */
+    char bind_ep[RUMOR_ENDPOINT_LEN];
+    snprintf(bind_ep, sizeof bind_ep, "%s", cfg->listen);
+    size_t bl = strlen(bind_ep);
+    if (bl > 2 && strcmp(bind_ep + bl - 2, ":0") == 0) snprintf(bind_ep + bl - 1, sizeof bind_ep - (bl - 1), "*");
+    if (strncmp(bind_ep, "tcp://", 6) != 0 || zmq_bind(n->router, bind_ep) != 0) {
+        rumor_fail(err, RUMOR_EIO, "cannot listen on %s: %s", cfg->listen,
+                   strncmp(bind_ep, "tcp://", 6) ? "expected tcp://HOST:PORT" : zmq_strerror(errno));
+        goto fail;
+    }
+    /* The address we listen on: the configured host with the port actually bound (ZeroMQ
+     * reports an IPv4 host as ::ffff:a.b.c.d on a dual-stack socket, which is not what peers
+     * should be told). */
+    char last[RUMOR_ENDPOINT_LEN], bound[RUMOR_ENDPOINT_LEN];
+    size_t blen = sizeof last;
+    zmq_getsockopt(n->router, ZMQ_LAST_ENDPOINT, last, &blen);
+    const char *port = strrchr(last, ':');
+    const char *listen_colon = strrchr(cfg->listen, ':');
+    snprintf(bound, sizeof bound, "%.*s%s", (int)(listen_colon - cfg->listen), cfg->listen, port ? port : ":0");
+    const char *adv = cfg->advertise ? cfg->advertise : bound;
+    {
+        /* Peers must be able to reach what we advertise: not a wildcard, an IP literal. */
+        char host[RUMOR_HOST_MAX + 3];
+        const char *h = adv + 6, *colon = strrchr(adv, ':');
+        size_t hl = colon && colon > h ? (size_t)(colon - h) : 0;
+        snprintf(host, sizeof host, "%.*s", (int)(hl < sizeof host - 1 ? hl : sizeof host - 1), h);
+        if (host[0] == '[') memmove(host, host + 1, strlen(host)), host[strlen(host) - 1] = 0;
+        if (is_wildcard(host)) {
+            rumor_fail(err, RUMOR_EINVAL,
+                       "listening on %s, which peers cannot dial: give --advertise tcp://IP:PORT", bound);
+            goto fail;
+        }
+        if (!rumor_proto_addr_is_valid(adv, strlen(adv))) {
+            rumor_fail(err, RUMOR_EINVAL, "advertised address %s: expected tcp://IP:PORT (an IP, not a name)", adv);
+            goto fail;
+        }
+    }
+    snprintf(n->self_addr, sizeof n->self_addr, "%s", adv);
+    if (rumor_addr_format(n->address, rumor_secret_key_public(n->key), n->self_addr, err) != RUMOR_OK) goto fail;
+
+    if (cfg->control) {
+        if (strncmp(cfg->control, "ipc://", 6) != 0 || strlen(cfg->control) - 6 >= sizeof n->control_path) {
+            rumor_fail(err, RUMOR_EINVAL, "--control %s: expected ipc://PATH", cfg->control);
+            goto fail;
+        }
+        snprintf(n->control_path, sizeof n->control_path, "%s", cfg->control + 6);
+        n->control = zmq_socket(n->ctx, ZMQ_REP);
+        set_int(n->control, ZMQ_LINGER, 0);
+        /* Owner-only from the start: the status names every peer. */
+        mode_t old = umask(0077);
+        int brc = zmq_bind(n->control, cfg->control);
+        umask(old);
+        if (brc != 0) {
+            rumor_fail(err, RUMOR_EIO, "cannot open control socket %s: %s", cfg->control, zmq_strerror(errno));
+            goto fail;
+        }
+        chmod(n->control_path, 0600);
+    }
+
+    n->memb = rumor_memb_new(&cfg->memb, rumor_secret_key_public(n->key), n->self_addr,
+                             (uint32_t)(unix_now() & 0x7fffffff), err);
+    if (!n->memb) goto fail;
+    return n;
+nomem:
+    rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+fail:
+    rumor_node_destroy(&n);
+    return NULL;
+}
+
+const char *rumor_node_address(const rumor_node_t *n) { return n->address; }
+
+void rumor_node_destroy(rumor_node_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    rumor_node_t *n = *self_p;
+    for (int i = 0; i < MAX_PEERS; i++)
+        if (n->peers[i].used) close_peer(&n->peers[i]);
+    if (n->router) zmq_close(n->router);
+    if (n->zap) zmq_close(n->zap);
+    if (n->control) zmq_close(n->control);
+    if (n->ctx) zmq_ctx_term(n->ctx);
+    if (n->control_path[0]) unlink(n->control_path);
+    rumor_memb_destroy(&n->memb);
+    rumor_secret_key_destroy(&n->key);
+    rumor_revoked_destroy(&n->revoked);
+    free(n->buf);
+    free(n);
+    *self_p = NULL;
+}
+
+/* When every bootstrap has refused us there is no way in: say why and stop. */
+static bool all_bootstraps_refused(rumor_node_t *n, char *why, size_t len)
+{
+    if (n->n_boot == 0 || rumor_memb_view_count(n->memb) > 0) return false;
+    for (int b = 0; b < n->n_boot; b++) {
+        peer_t *p = find_peer(n, n->boot[b].key);
+        if (!p || !p->refused) return false;
+        snprintf(why, len, "%s", p->refusal);
+    }
+    return true;
+}
+
+rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
+{
+    stop_requested = 0;
+    reload_requested = 0;
+    uint64_t now = now_ms();
+    for (int b = 0; b < n->n_boot; b++) {
+        if (same_key(n->boot[b].key, rumor_secret_key_public(n->key))) continue; /* ourselves */
+        rumor_memb_join(n->memb, n->boot[b].key, n->boot[b].endpoint, now);
+    }
+    run_actions(n, now);
+    zmq_pollitem_t items[3 + MAX_PEERS];
+    peer_t *polled[MAX_PEERS];
+    rumor_err_t rc = RUMOR_OK;
+    while (!stop_requested) {
+        if (reload_requested) {
+            reload_requested = 0;
+            rumor_revoked_t *fresh = NULL;
+            char rerr[RUMOR_ERR_LEN];
+            if (!n->cfg.revoked_path) {
+            } else if (rumor_revoked_load(&fresh, n->cfg.revoked_path, rerr) == RUMOR_OK) {
+                rumor_revoked_destroy(&n->revoked);
+                n->revoked = fresh;
+                /* Admitted peers now revoked are admitted no more. */
+                for (int i = 0; i < MAX_CONNS; i++)
+                    if (n->conns[i].used && rumor_revoked_has(n->revoked, n->conns[i].key)) n->conns[i].admitted = false;
+                rumor_log(RUMOR_LOG_INFO, "revocation list reloaded: %zu keys", rumor_revoked_count(n->revoked));
+            } else {
+                rumor_log(RUMOR_LOG_ERROR, "keeping the old revocation list: %s", rerr);
+            }
+        }
+        int ni = 0, np = 0;
+        items[ni++] = (zmq_pollitem_t){.socket = n->router, .events = ZMQ_POLLIN};
+        items[ni++] = (zmq_pollitem_t){.socket = n->zap, .events = ZMQ_POLLIN};
+        if (n->control) items[ni++] = (zmq_pollitem_t){.socket = n->control, .events = ZMQ_POLLIN};
+        const int first_peer = ni;
+        for (int i = 0; i < MAX_PEERS; i++)
+            if (n->peers[i].used) {
+                polled[np++] = &n->peers[i];
+                items[ni++] = (zmq_pollitem_t){.socket = n->peers[i].dealer, .events = ZMQ_POLLIN};
+            }
+        uint64_t wait = rumor_memb_next_deadline(n->memb, now_ms());
+        if (wait > 100) wait = 100;
+        if (zmq_poll(items, ni, (long)wait) < 0 && errno != EINTR) {
+            rc = rumor_fail(err, RUMOR_EIO, "poll: %s", zmq_strerror(errno));
+            break;
+        }
+        now = now_ms();
+        if (items[1].revents & ZMQ_POLLIN) handle_zap(n);
+        if (items[0].revents & ZMQ_POLLIN) handle_router(n, now);
+        if (n->control && (items[2].revents & ZMQ_POLLIN)) handle_control(n, now);
+        for (int i = 0; i < np; i++)
+            if ((items[first_peer + i].revents & ZMQ_POLLIN) && polled[i]->used) handle_dealer(n, polled[i], now);
+        rumor_memb_tick(n->memb, now);
+        run_actions(n, now);
+        char why[128];
+        if (n->cfg.exit_on_refusal && all_bootstraps_refused(n, why, sizeof why)) {
+            rc = rumor_fail(err, RUMOR_EAUTH, "the bootstrap refused this node: %s; ask the swarm's authority for a certificate (rumor swarm admit) and check --swarm",
+                            why);
+            break;
+        }
+    }
+    /* Leave: bye to everyone, and give the bytes a moment to go out. */
+    rumor_memb_leave(n->memb, now_ms());
+    run_actions(n, now_ms());
+    for (int i = 0; i < MAX_PEERS; i++)
+        if (n->peers[i].used) set_int(n->peers[i].dealer, ZMQ_LINGER, 500);
+    return rc;
+}

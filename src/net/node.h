@@ -1,0 +1,68 @@
+/*
+ * node.h - a rumor node on the network: the ZeroMQ driver of the membership state machine.
+ *
+ * One thread, one poll loop (zyre style): a ROUTER socket bound as CURVE server receives
+ * everything; one DEALER per peer, a CURVE client that knows the peer's key from its address,
+ * sends; a ZAP handler sees every CURVE handshake (and refuses revoked keys before any byte
+ * of theirs is read); an optional control socket answers `rumor status`.
+ *
+ * Admission (DESIGN.md decision 5): a connection's CURVE key is its identity. Until a valid
+ * `hello` arrives from a key, with a certificate of this swarm for that very key, nothing
+ * else from it is processed; a refused hello is answered with a `bye` that says why, logged
+ * once per key and counted by reason. Everything a peer sends is decoded strictly
+ * (proto/); malformed input is dropped and counted, never fatal.
+ *
+ * Memory is bounded: peers and connections are capped tables, each DEALER has a send
+ * high-water mark (a slow or dead peer holds at most that many messages), ZMQ_MAXMSGSIZE caps
+ * what a peer can make us buffer, and the membership state machine is fixed-size.
+ *
+ * This is the only module that includes zmq.h (STYLE.md).
+ */
+#ifndef RUMOR_NET_NODE_H
+#define RUMOR_NET_NODE_H
+
+#include "membership.h"
+#include "rumor.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define RUMOR_NODE_MAX_BOOTSTRAPS 16
+
+typedef struct {
+    const char *listen;      /* tcp://HOST:PORT to bind; port 0 picks a free one */
+    const char *advertise;   /* tcp://IP:PORT peers use; NULL: the bound address (not a wildcard) */
+    const char *key_path;    /* PATH.key, the node's Curve25519 secret key */
+    const char *cert_path;   /* the node's certificate from the swarm authority */
+    const char *swarm;       /* the authority's public key: authority.pub or its Z85 text */
+    const char *revoked_path;/* revocation list, re-read on reload; NULL: none */
+    const char *control;     /* ipc://PATH for `rumor status`; NULL: none */
+    const char *bootstraps[RUMOR_NODE_MAX_BOOTSTRAPS]; /* rumor://KEY@HOST:PORT */
+    int n_bootstraps;
+    rumor_memb_config_t memb;
+    int exit_on_refusal;     /* exit with an error when every bootstrap refused us */
+} rumor_node_config_t;
+
+typedef struct rumor_node rumor_node_t;
+
+/* Load keys and certificate, bind the sockets. NULL with err ("PATH: ...", "cannot bind
+ * tcp://...: Address already in use") on failure. */
+rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_LEN]);
+void rumor_node_destroy(rumor_node_t **self_p);
+
+/* The address others reach this node at: rumor://KEY@HOST:PORT. */
+const char *rumor_node_address(const rumor_node_t *self);
+
+/* Run until a stop is requested (then leave gracefully: bye to every peer) or a fatal
+ * condition: every bootstrap refused us (RUMOR_EAUTH, err says why and what to try). */
+rumor_err_t rumor_node_run(rumor_node_t *self, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* Async-signal-safe requests for the running loop. */
+void rumor_node_request_stop(void);
+void rumor_node_request_reload(void);
+
+/* `rumor status`: ask the node at control endpoint for its status, JSON or text, into out. */
+rumor_err_t rumor_node_query_status(const char *control, bool json, char *out, size_t cap,
+                                    char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+#endif

@@ -1,0 +1,131 @@
+#!/bin/sh
+# tests/run_fuzz.sh SOURCE_ROOT BUILD_DIR SECONDS - fuzz the wire protocol decoder.
+#
+# Builds tests/fuzz_proto.c with libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer
+# (clang, outside meson: the fuzzer runtime needs clang whatever compiler meson uses) into
+# BUILD_DIR/fuzz-proto/, then runs it for SECONDS on a copy of the seed corpus
+# tests/fuzz/proto/ (regenerate it with `build/tests/test_proto --write-corpus tests/fuzz/proto`).
+#
+# Exit status: 0 no crash; 1 a crash, a sanitizer report, a timeout or a build failure (the
+# crashing input is left in BUILD_DIR/fuzz-proto/ as crash-* and the log in fuzz.log);
+# 77 (skipped) when clang or its fuzzer runtime (Debian: libclang-rt-14-dev) is missing.
+set -u
+
+if [ $# -ne 3 ]; then
+    echo "usage: $0 SOURCE_ROOT BUILD_DIR SECONDS" >&2
+    exit 2
+fi
+src=$(cd "$1" && pwd) || exit 1
+build=$2
+secs=$3
+out="$build/fuzz-proto"
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd) || exit 1
+
+cc=""
+for c in clang clang-14 clang-15 clang-16 clang-17 clang-18; do
+    if command -v "$c" >/dev/null 2>&1; then
+        cc=$c
+        break
+    fi
+done
+if [ -z "$cc" ]; then
+    echo "run_fuzz: clang not found; skipped"
+    exit 77
+fi
+
+# clang without its runtime fails only at link time, so probe with a trivial target.
+cat >"$out/probe.c" <<'EOF'
+#include <stddef.h>
+#include <stdint.h>
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }
+EOF
+if ! "$cc" -fsanitize=fuzzer,address,undefined "$out/probe.c" -o "$out/probe" \
+        >"$out/probe.log" 2>&1; then
+    echo "run_fuzz: $cc has no libFuzzer/sanitizer runtime (libclang-rt-14-dev); skipped"
+    exit 77
+fi
+
+# proto.c checks its version against meson's config.h; outside a configured build folder,
+# take the number from meson.build so the check still means something.
+inc="$build"
+if [ ! -f "$build/config.h" ]; then
+    inc="$out/include"
+    mkdir -p "$inc"
+    ver=$(sed -n "s/.*'RUMOR_PROTO_VERSION', *\([0-9][0-9]*\).*/\1/p" "$src/meson.build")
+    printf '#define RUMOR_PROTO_VERSION %s\n' "${ver:-0}" >"$inc/config.h"
+fi
+
+if ! "$cc" -std=c11 -g -O1 -fno-omit-frame-pointer \
+        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+        -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra \
+        -I"$inc" -I"$src/src" -I"$src/proto" \
+        "$src/proto/proto.c" "$src/src/rumor.c" "$src/tests/fuzz_proto.c" \
+        -lmsgpackc -lm -o "$out/fuzz_proto" >"$out/build.log" 2>&1; then
+    cat "$out/build.log"
+    echo "run_fuzz: build failed"
+    exit 1
+fi
+
+# The corpus grows while fuzzing; work on a copy so the source tree stays as committed.
+rm -rf "$out/corpus"
+mkdir -p "$out/corpus"
+cp "$src/tests/fuzz/proto/"* "$out/corpus/"
+
+# Keys, type names and msgpack headers the mutator can splice in.
+cat >"$out/proto.dict" <<'EOF'
+"\xa1v"
+"\xa1t"
+"\xa3seq"
+"\xa5hello"
+"\xa5peers"
+"\xa4ping"
+"\xa8ping-req"
+"\xa3ack"
+"\xa5model"
+"\xa3bye"
+"\xa4cert"
+"\xa4addr"
+"\xa6layout"
+"\xa4caps"
+"\xa3inc"
+"\xa3upd"
+"\xa6target"
+"\xa2ta"
+"\xa5round"
+"\xa1w"
+"\xa5codec"
+"\xa5chunk"
+"\xa6chunks"
+"\xa3off"
+"\xa1n"
+"\xa1k"
+"\xa1a"
+"\xa1s"
+"\xa3why"
+"tcp://"
+"tcp://[::1]:7470"
+"tcp://127.0.0.1:7470"
+"\xc4\x20"
+"\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00"
+"\xdc\x00\x40"
+"\xdd\xff\xff\xff\xff"
+"\xdf\xff\xff\xff\xff"
+"\xce\xff\xff\xff\xff"
+"\xcf\x00\x00\x01\x00\x00\x00\x00\x00"
+EOF
+
+# libFuzzer's own default failure status is 77, which meson reads as "skipped": make every
+# failure 1.
+"$out/fuzz_proto" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+    -error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 \
+    -dict="$out/proto.dict" -artifact_prefix="$out/" "$out/corpus" >"$out/fuzz.log" 2>&1
+rc=$?
+tail -n 25 "$out/fuzz.log"
+if [ $rc -ne 0 ]; then
+    echo "run_fuzz: fuzzer failed (status $rc); see $out/fuzz.log and $out/crash-*"
+    exit 1
+fi
+echo "run_fuzz: no crash in ${secs}s"
+exit 0

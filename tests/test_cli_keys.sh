@@ -1,0 +1,150 @@
+#!/bin/sh
+# test_cli_keys.sh RUMOR - `rumor keygen` and `rumor swarm init|admit` end to end: the files,
+# their modes, no overwriting, and every bad input as exactly one line "rumor: error: ..."
+# on stderr with exit status 2.
+set -u
+rumor=$1
+tmp=$(mktemp -d /tmp/rumor-test-cli-keys-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+checks=0
+
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+
+# check "description" COMMAND... : the command succeeds
+check() {
+    what=$1
+    shift
+    checks=$((checks + 1))
+    "$@" || fail "$what"
+}
+
+# expect_error "description" ARGS... : exit 2 and one stderr line starting "rumor: error: "
+expect_error() {
+    what=$1
+    shift
+    checks=$((checks + 1))
+    "$rumor" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -q '^rumor: error: ' "$tmp/err"; then
+        fail "$what: exit $rc, stderr:"
+        sed 's/^/    /' "$tmp/err"
+    fi
+}
+
+mode() {
+    stat -c %a "$1"
+}
+
+# The Z85 key line of a key file (the line that is not a comment).
+key_line() {
+    grep -v '^#' "$1"
+}
+
+# ---- keygen ----
+pub=$("$rumor" keygen -o "$tmp/keys/node")
+check "keygen runs" [ $? -eq 0 ]
+check "keygen prints a 40-character key" [ ${#pub} -eq 40 ]
+check "secret key is 0600" [ "$(mode "$tmp/keys/node.key")" = 600 ]
+check "public key is 0644" [ "$(mode "$tmp/keys/node.pub")" = 644 ]
+check "printed key is the .pub key" [ "$(key_line "$tmp/keys/node.pub")" = "$pub" ]
+check "secret differs from public" [ "$(key_line "$tmp/keys/node.key")" != "$pub" ]
+check "no temp files left" [ "$(ls "$tmp/keys" | wc -l)" -eq 2 ]
+
+secret_before=$(key_line "$tmp/keys/node.key")
+expect_error "keygen over an existing key" keygen -o "$tmp/keys/node"
+check "existing key untouched" [ "$(key_line "$tmp/keys/node.key")" = "$secret_before" ]
+pub2=$("$rumor" keygen -o "$tmp/keys/node" --force)
+check "keygen --force makes a new key" [ "$pub2" != "$pub" ]
+check "keygen --force replaces the .pub" [ "$(key_line "$tmp/keys/node.pub")" = "$pub2" ]
+check "replaced key still 0600" [ "$(mode "$tmp/keys/node.key")" = 600 ]
+"$rumor" keygen -o "$tmp/keys/other.key" >/dev/null
+check "keygen -o X.key writes X.key" [ -f "$tmp/keys/other.key" ]
+check "keygen -o X.key writes X.pub" [ -f "$tmp/keys/other.pub" ]
+umask_before=$(umask)
+umask 000
+"$rumor" keygen --output "$tmp/keys/loose" >/dev/null
+umask "$umask_before"
+check "secret key 0600 whatever the umask" [ "$(mode "$tmp/keys/loose.key")" = 600 ]
+
+expect_error "keygen without -o"         keygen
+expect_error "keygen -o without a value" keygen -o
+expect_error "keygen extra argument"     keygen -o "$tmp/keys/x" extra
+expect_error "keygen unknown option"     keygen --frobnicate
+expect_error "keygen into /proc"         keygen -o /proc/rumor/node
+"$rumor" keygen --help | grep -q 'usage: rumor keygen' || fail "keygen --help"
+checks=$((checks + 1))
+
+# ---- swarm init ----
+apub=$("$rumor" swarm init "$tmp/swarm")
+check "swarm init runs" [ $? -eq 0 ]
+check "swarm init prints the authority key" [ ${#apub} -eq 40 ]
+check "authority folder is 0700" [ "$(mode "$tmp/swarm")" = 700 ]
+check "authority.key is 0600" [ "$(mode "$tmp/swarm/authority.key")" = 600 ]
+check "authority.pub is 0644" [ "$(mode "$tmp/swarm/authority.pub")" = 644 ]
+check "printed key is authority.pub" [ "$(key_line "$tmp/swarm/authority.pub")" = "$apub" ]
+auth_before=$(key_line "$tmp/swarm/authority.key")
+expect_error "swarm init over an authority" swarm init "$tmp/swarm"
+check "authority untouched" [ "$(key_line "$tmp/swarm/authority.key")" = "$auth_before" ]
+expect_error "swarm without a subcommand" swarm
+expect_error "swarm unknown subcommand"   swarm frobnicate
+expect_error "swarm init without a folder" swarm init
+expect_error "swarm init two folders"     swarm init "$tmp/a" "$tmp/b"
+
+# ---- swarm admit ----
+# A literal key goes after "--": a Z85 key may start with "--".
+out=$("$rumor" swarm admit -a "$tmp/swarm" -o "$tmp/certs/node.cert" --name "node 1" --days 30 \
+    "$tmp/keys/node.pub")
+check "swarm admit runs" [ $? -eq 0 ]
+check "admit says what it did" [ "${out#*node.cert}" != "$out" ]
+check "certificate is 0644" [ "$(mode "$tmp/certs/node.cert")" = 644 ]
+check "certificate names the peer" grep -qxF "# peer: $pub2" "$tmp/certs/node.cert"
+check "certificate names the authority" grep -qxF "# authority: $apub" "$tmp/certs/node.cert"
+check "certificate has the name" grep -qxF "# name: node 1" "$tmp/certs/node.cert"
+# 85 + 6 + 64 = 155 bytes, padded to 156: 195 Z85 characters.
+check "certificate line length" [ "$(key_line "$tmp/certs/node.cert" | tr -d '\n' | wc -c)" -eq 195 ]
+check "admit takes a literal key" "$rumor" swarm admit -a "$tmp/swarm" -o "$tmp/certs/lit.cert" -- "$pub" >/dev/null
+check "admit with --days 36500" "$rumor" swarm admit -a "$tmp/swarm" -o "$tmp/certs/long.cert" --days 36500 -- "$pub" >/dev/null
+cert_before=$(cat "$tmp/certs/node.cert")
+expect_error "admit over an existing certificate" swarm admit -a "$tmp/swarm" -o "$tmp/certs/node.cert" -- "$pub"
+check "certificate untouched" [ "$(cat "$tmp/certs/node.cert")" = "$cert_before" ]
+check "admit --force replaces" "$rumor" swarm admit -a "$tmp/swarm" -o "$tmp/certs/node.cert" --force -- "$pub" >/dev/null
+
+expect_error "admit without -o"          swarm admit -a "$tmp/swarm" -- "$pub"
+expect_error "admit without -a"          swarm admit -o "$tmp/c.cert" -- "$pub"
+expect_error "admit without a key"       swarm admit -a "$tmp/swarm" -o "$tmp/c.cert"
+expect_error "admit --days 0"            swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days 0 -- "$pub"
+expect_error "admit --days 36501"        swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days 36501 -- "$pub"
+expect_error "admit --days -5"           swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days -5 -- "$pub"
+expect_error "admit --days abc"          swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days abc -- "$pub"
+expect_error "admit unknown pubkey file" swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" "$tmp/keys/nobody.pub"
+expect_error "admit a non-key string"    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" hello
+expect_error "admit a 40-char non-key"   swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" \
+    '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~'
+expect_error "admit a secret key file"   swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" "$tmp/keys/node.key"
+expect_error "admit a file of junk"      swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" "$tmp/certs/node.cert"
+expect_error "admit without authority"   swarm admit -a "$tmp/nothing" -o "$tmp/c.cert" -- "$pub"
+expect_error "admit with a key folder"   swarm admit -a "$tmp/keys" -o "$tmp/c.cert" -- "$pub"
+expect_error "admit a name too long"     swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" \
+    --name "$(printf '%070d' 0)" -- "$pub"
+expect_error "admit a name with a newline" swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --name "a
+b" -- "$pub"
+check "no certificate from failed admits" [ ! -e "$tmp/c.cert" ]
+
+# An authority key others can read is refused, and the error says how to fix it.
+chmod 644 "$tmp/swarm/authority.key"
+expect_error "admit with an open authority key" swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" -- "$pub"
+check "the error says chmod 600" grep -q 'permissions 0644 are too open: run chmod 600' "$tmp/err"
+secret_part=$(key_line "$tmp/swarm/authority.key" | cut -c1-10)
+check "the error shows no secret" [ "$(grep -cF -- "$secret_part" "$tmp/err")" -eq 0 ]
+chmod 600 "$tmp/swarm/authority.key"
+# A swapped authority.pub is caught before anything is signed.
+cp "$tmp/keys/other.pub" "$tmp/swarm/authority.pub"
+expect_error "admit with a mismatched authority.pub" swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" -- "$pub"
+
+echo "$checks checks, $fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,1430 @@
+/* test_proto.c - wire protocol: round trips at the limits, exact bytes, every rejection
+ * reason from hand-made msgpack, truncation at every length, and seeded random mutation. */
+#include "check.h"
+#include "proto.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---- building msgpack by hand ----
+
+/* The rejection tests write their own bytes rather than use msgpack-c, so they can produce
+ * what no well-behaved encoder would. */
+typedef struct {
+    uint8_t b[80000];
+    size_t n;
+} bb_t;
+
+static void bb_byte(bb_t *bb, uint8_t v)
+{
+    bb->b[bb->n++] = v;
+}
+
+static void bb_raw(bb_t *bb, const void *p, size_t len)
+{
+    memcpy(bb->b + bb->n, p, len);
+    bb->n += len;
+}
+
+static void bb_be(bb_t *bb, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--) bb_byte(bb, (uint8_t)(v >> (8 * i)));
+}
+
+static void bb_map(bb_t *bb, unsigned n)
+{
+    if (n < 16) {
+        bb_byte(bb, (uint8_t)(0x80 | n));
+    } else {
+        bb_byte(bb, 0xde);
+        bb_be(bb, n, 2);
+    }
+}
+
+static void bb_array(bb_t *bb, unsigned n)
+{
+    if (n < 16) {
+        bb_byte(bb, (uint8_t)(0x90 | n));
+    } else {
+        bb_byte(bb, 0xdc);
+        bb_be(bb, n, 2);
+    }
+}
+
+static void bb_strn(bb_t *bb, const char *s, size_t len)
+{
+    if (len < 32) {
+        bb_byte(bb, (uint8_t)(0xa0 | len));
+    } else if (len < 256) {
+        bb_byte(bb, 0xd9);
+        bb_byte(bb, (uint8_t)len);
+    } else {
+        bb_byte(bb, 0xda);
+        bb_be(bb, len, 2);
+    }
+    bb_raw(bb, s, len);
+}
+
+static void bb_str(bb_t *bb, const char *s)
+{
+    bb_strn(bb, s, strlen(s));
+}
+
+static void bb_uint(bb_t *bb, uint64_t v)
+{
+    if (v < 128) {
+        bb_byte(bb, (uint8_t)v);
+    } else if (v <= UINT8_MAX) {
+        bb_byte(bb, 0xcc);
+        bb_be(bb, v, 1);
+    } else if (v <= UINT16_MAX) {
+        bb_byte(bb, 0xcd);
+        bb_be(bb, v, 2);
+    } else if (v <= UINT32_MAX) {
+        bb_byte(bb, 0xce);
+        bb_be(bb, v, 4);
+    } else {
+        bb_byte(bb, 0xcf);
+        bb_be(bb, v, 8);
+    }
+}
+
+static void bb_bin(bb_t *bb, const void *p, size_t len)
+{
+    if (len < 256) {
+        bb_byte(bb, 0xc4);
+        bb_byte(bb, (uint8_t)len);
+    } else {
+        bb_byte(bb, 0xc5);
+        bb_be(bb, len, 2);
+    }
+    bb_raw(bb, p, len);
+}
+
+static void bb_f64(bb_t *bb, double d)
+{
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    bb_byte(bb, 0xcb);
+    bb_be(bb, bits, 8);
+}
+
+/* Key and value helpers. */
+static void kv_uint(bb_t *bb, const char *k, uint64_t v)
+{
+    bb_str(bb, k);
+    bb_uint(bb, v);
+}
+
+static void kv_str(bb_t *bb, const char *k, const char *v)
+{
+    bb_str(bb, k);
+    bb_str(bb, v);
+}
+
+static const uint8_t key32[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                  17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+
+static void bb_peer(bb_t *bb, const char *addr, uint64_t inc, uint64_t state)
+{
+    bb_map(bb, 4);
+    bb_str(bb, "k");
+    bb_bin(bb, key32, 32);
+    kv_str(bb, "a", addr);
+    kv_uint(bb, "inc", inc);
+    kv_uint(bb, "s", state);
+}
+
+/* Header of a message with `extra` fields after v, t and seq. */
+static void bb_head(bb_t *bb, unsigned extra, const char *type, uint64_t seq)
+{
+    bb_map(bb, 3 + extra);
+    kv_uint(bb, "v", 1);
+    kv_str(bb, "t", type);
+    kv_uint(bb, "seq", seq);
+}
+
+/* A model header with one field replaced: `skip` names a field to leave out, and when
+ * `w_override` is set the weight is written as those raw bytes. */
+typedef struct {
+    uint64_t round, codec, layout, chunk, chunks, off, n;
+    double w;
+} model_fields_t;
+
+static model_fields_t model_defaults(void)
+{
+    model_fields_t f = {.round = 3, .codec = 0, .layout = 0xabcdef, .chunk = 0, .chunks = 1,
+                        .off = 0, .n = 10, .w = 0.5};
+    return f;
+}
+
+static void bb_model(bb_t *bb, const model_fields_t *f, const char *skip)
+{
+    const char *names[] = {"round", "w", "codec", "layout", "chunk", "chunks", "off", "n"};
+    uint64_t vals[] = {f->round, 0, f->codec, f->layout, f->chunk, f->chunks, f->off, f->n};
+    unsigned count = 0;
+    for (size_t i = 0; i < 8; i++) count += !(skip && strcmp(skip, names[i]) == 0);
+    bb_head(bb, count, "model", 1);
+    for (size_t i = 0; i < 8; i++) {
+        if (skip && strcmp(skip, names[i]) == 0) continue;
+        bb_str(bb, names[i]);
+        if (i == 1)
+            bb_f64(bb, f->w);
+        else
+            bb_uint(bb, vals[i]);
+    }
+}
+
+// ---- decoding helpers ----
+
+/* Decode from exact-size heap copies, so AddressSanitizer sees any read past either frame. */
+static rumor_err_t decode_copy(rumor_msg_t *out, const uint8_t *f1, size_t len1, const uint8_t *pl,
+                               size_t pl_len, rumor_proto_reject_t *why, uint8_t **pl_copy)
+{
+    uint8_t *c1 = malloc(len1 ? len1 : 1);
+    uint8_t *c2 = pl ? malloc(pl_len ? pl_len : 1) : NULL;
+    memcpy(c1, f1, len1);
+    if (pl) memcpy(c2, pl, pl_len);
+    rumor_err_t rc = rumor_proto_decode(out, c1, len1, c2, pl_len, why);
+    free(c1);
+    if (pl_copy)
+        *pl_copy = c2;
+    else
+        free(c2);
+    return rc;
+}
+
+static rumor_proto_reject_t reject_of(const bb_t *bb, const uint8_t *pl, size_t pl_len)
+{
+    rumor_msg_t m;
+    rumor_proto_reject_t why = RUMOR_PROTO_REJECT_COUNT;
+    rumor_err_t rc = decode_copy(&m, bb->b, bb->n, pl, pl_len, &why, NULL);
+    if (rc == RUMOR_OK) return RUMOR_PROTO_REJECT_NONE;
+    CHECK(rc == RUMOR_EPROTO);
+    CHECK(why != RUMOR_PROTO_REJECT_NONE);
+    return why;
+}
+
+#define CHECK_REJECT(bb, pl, pl_len, reason)                                                  \
+    do {                                                                                      \
+        rumor_proto_reject_t got_ = reject_of((bb), (pl), (pl_len));                          \
+        CHECK_MSG(got_ == (reason), "got %s, want %s", rumor_proto_reject_name(got_),        \
+                  rumor_proto_reject_name(reason));                                           \
+    } while (0)
+
+// ---- comparing messages ----
+
+static bool peer_eq(const rumor_proto_peer_t *a, const rumor_proto_peer_t *b)
+{
+    return memcmp(a->key, b->key, sizeof a->key) == 0 && strcmp(a->addr, b->addr) == 0 &&
+           a->inc == b->inc && a->state == b->state;
+}
+
+static bool peers_eq(const rumor_proto_peer_t *a, size_t na, const rumor_proto_peer_t *b, size_t nb)
+{
+    if (na != nb) return false;
+    for (size_t i = 0; i < na; i++)
+        if (!peer_eq(&a[i], &b[i])) return false;
+    return true;
+}
+
+static bool msg_eq(const rumor_msg_t *a, const rumor_msg_t *b)
+{
+    if (a->type != b->type || a->seq != b->seq) return false;
+    switch (a->type) {
+    case RUMOR_MSG_HELLO: {
+        const rumor_msg_hello_t *x = &a->u.hello, *y = &b->u.hello;
+        return x->cert_len == y->cert_len && memcmp(x->cert, y->cert, x->cert_len) == 0 &&
+               strcmp(x->addr, y->addr) == 0 && x->layout == y->layout && x->caps == y->caps &&
+               x->inc == y->inc;
+    }
+    case RUMOR_MSG_PEERS:
+        return peers_eq(a->u.peers.peers, a->u.peers.count, b->u.peers.peers, b->u.peers.count);
+    case RUMOR_MSG_PING:
+        return a->u.ping.inc == b->u.ping.inc &&
+               peers_eq(a->u.ping.upd, a->u.ping.upd_count, b->u.ping.upd, b->u.ping.upd_count);
+    case RUMOR_MSG_PING_REQ:
+        return memcmp(a->u.ping_req.target, b->u.ping_req.target, 32) == 0 &&
+               strcmp(a->u.ping_req.target_addr, b->u.ping_req.target_addr) == 0 &&
+               peers_eq(a->u.ping_req.upd, a->u.ping_req.upd_count, b->u.ping_req.upd,
+                        b->u.ping_req.upd_count);
+    case RUMOR_MSG_ACK:
+        return a->u.ack.ack == b->u.ack.ack && a->u.ack.has_target == b->u.ack.has_target &&
+               (!a->u.ack.has_target || memcmp(a->u.ack.target, b->u.ack.target, 32) == 0) &&
+               peers_eq(a->u.ack.upd, a->u.ack.upd_count, b->u.ack.upd, b->u.ack.upd_count);
+    case RUMOR_MSG_MODEL: {
+        const rumor_msg_model_t *x = &a->u.model, *y = &b->u.model;
+        return x->round == y->round && x->w == y->w && x->codec == y->codec &&
+               x->layout == y->layout && x->chunk == y->chunk && x->chunks == y->chunks &&
+               x->off == y->off && x->n == y->n && x->payload_len == y->payload_len;
+    }
+    case RUMOR_MSG_BYE:
+        return strcmp(a->u.bye.why, b->u.bye.why) == 0;
+    }
+    return false;
+}
+
+// ---- sample messages ----
+
+static void make_peer(rumor_proto_peer_t *p, unsigned i, bool long_addr)
+{
+    memset(p, 0, sizeof *p);
+    for (int j = 0; j < 32; j++) p->key[j] = (uint8_t)(i * 31 + (unsigned)j);
+    if (long_addr) {
+        /* The longest form a valid address takes: a full IPv6 literal with an embedded
+         * IPv4 and a five-digit port (an IP literal never reaches the 255-byte cap). */
+        snprintf(p->addr, sizeof p->addr,
+                 "tcp://[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.%u]:65535", i % 256);
+    } else {
+        snprintf(p->addr, sizeof p->addr, "tcp://10.0.%u.%u:%u", i / 256, i % 256, 7470 + i);
+    }
+    p->inc = i == 0 ? UINT32_MAX : i;
+    p->state = (rumor_proto_state_t)(i % 4);
+}
+
+static uint8_t payload_buf[RUMOR_PROTO_MAX_PAYLOAD];
+
+/* Encode then decode (with payload), expect equality; returns the encoded length. */
+static size_t roundtrip(const rumor_msg_t *m, const uint8_t *pl, size_t pl_len)
+{
+    static uint8_t buf[RUMOR_PROTO_MAX_HEADER];
+    size_t len = 0;
+    rumor_msg_t back;
+    rumor_proto_reject_t why = RUMOR_PROTO_REJECT_COUNT;
+    rumor_err_t rc = rumor_proto_encode(m, buf, sizeof buf, &len);
+    CHECK_MSG(rc == RUMOR_OK, "encode %s: %s", rumor_proto_type_name(m->type), rumor_strerror(rc));
+    if (rc != RUMOR_OK) return 0;
+    rc = rumor_proto_decode(&back, buf, len, pl, pl_len, &why);
+    CHECK_MSG(rc == RUMOR_OK, "decode %s: %s", rumor_proto_type_name(m->type),
+              rumor_proto_reject_name(why));
+    CHECK(why == RUMOR_PROTO_REJECT_NONE);
+    CHECK_MSG(msg_eq(m, &back), "round trip of %s", rumor_proto_type_name(m->type));
+    if (m->type == RUMOR_MSG_MODEL) CHECK(back.u.model.payload == pl); /* zero copy */
+    /* Encoding is canonical: the decoded struct encodes to the same bytes. */
+    uint8_t again[RUMOR_PROTO_MAX_HEADER];
+    size_t len2 = 0;
+    CHECK_RC(rumor_proto_encode(&back, again, sizeof again, &len2));
+    CHECK(len2 == len && memcmp(again, buf, len) == 0);
+    return len;
+}
+
+static void sample_hello(rumor_msg_t *m, size_t cert_len)
+{
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_HELLO;
+    m->seq = 1;
+    for (size_t i = 0; i < cert_len && i < RUMOR_PROTO_CERT_MAX; i++)
+        m->u.hello.cert[i] = (uint8_t)(i * 7 + 1);
+    m->u.hello.cert_len = cert_len;
+    strcpy(m->u.hello.addr, "tcp://127.0.0.1:7470");
+    m->u.hello.layout = UINT64_MAX;
+    m->u.hello.caps = 0x5;
+    m->u.hello.inc = 1700000000u;
+}
+
+static void sample_model(rumor_msg_t *m, rumor_proto_codec_t codec, uint64_t n, size_t len)
+{
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_MODEL;
+    m->seq = 99;
+    m->u.model.round = UINT64_MAX;
+    m->u.model.w = 0.25;
+    m->u.model.codec = codec;
+    m->u.model.layout = 0x0123456789abcdefull;
+    m->u.model.chunk = 2;
+    m->u.model.chunks = 3;
+    m->u.model.off = 1000;
+    m->u.model.n = n;
+    m->u.model.payload = payload_buf;
+    m->u.model.payload_len = len;
+}
+
+// ---- tests ----
+
+static void test_names(void)
+{
+    for (int r = 0; r < RUMOR_PROTO_REJECT_COUNT; r++) {
+        const char *n = rumor_proto_reject_name((rumor_proto_reject_t)r);
+        CHECK(n && n[0] && strcmp(n, "unknown") != 0);
+        for (int s = 0; s < r; s++)
+            CHECK(strcmp(n, rumor_proto_reject_name((rumor_proto_reject_t)s)) != 0);
+    }
+    CHECK(strcmp(rumor_proto_reject_name(RUMOR_PROTO_REJECT_COUNT), "unknown") == 0);
+    CHECK(strcmp(rumor_proto_reject_name(RUMOR_PROTO_REJECT_VERSION), "bad-version") == 0);
+    CHECK(strcmp(rumor_proto_reject_name(RUMOR_PROTO_REJECT_TRAILING), "trailing-bytes") == 0);
+    CHECK(strcmp(rumor_proto_type_name(RUMOR_MSG_PING_REQ), "ping-req") == 0);
+    CHECK(strcmp(rumor_proto_type_name((rumor_msg_type_t)0), "?") == 0);
+    CHECK(strcmp(rumor_proto_type_name((rumor_msg_type_t)99), "?") == 0);
+}
+
+static void test_known_answer(void)
+{
+    /* {"v": 1, "t": "bye", "seq": 7} */
+    static const uint8_t bye7[] = {0x83, 0xa1, 'v', 0x01, 0xa1, 't', 0xa3, 'b', 'y', 'e',
+                                   0xa3, 's', 'e', 'q', 0x07};
+    rumor_msg_t m = {.type = RUMOR_MSG_BYE, .seq = 7};
+    uint8_t buf[64];
+    size_t len = 0;
+    CHECK_RC(rumor_proto_encode(&m, buf, sizeof buf, &len));
+    CHECK(len == sizeof bye7 && memcmp(buf, bye7, sizeof bye7) == 0);
+
+    rumor_msg_t back;
+    rumor_proto_reject_t why;
+    CHECK_RC(rumor_proto_decode(&back, bye7, sizeof bye7, NULL, 0, &why));
+    CHECK(back.type == RUMOR_MSG_BYE && back.seq == 7);
+
+    /* {"v": 1, "t": "ack", "seq": 300, "ack": 65536}: uint16 and uint32 forms. */
+    static const uint8_t ack[] = {0x84, 0xa1, 'v', 0x01, 0xa1, 't', 0xa3, 'a', 'c', 'k', 0xa3,
+                                  's', 'e', 'q', 0xcd, 0x01, 0x2c, 0xa3, 'a', 'c', 'k', 0xce,
+                                  0x00, 0x01, 0x00, 0x00};
+    rumor_msg_t a = {.type = RUMOR_MSG_ACK, .seq = 300};
+    a.u.ack.ack = 65536;
+    CHECK_RC(rumor_proto_encode(&a, buf, sizeof buf, &len));
+    CHECK(len == sizeof ack && memcmp(buf, ack, sizeof ack) == 0);
+
+    /* The same fields in another order, with signed-format non-negative numbers, and an
+     * unknown key: still the same message. */
+    bb_t *bb = calloc(1, sizeof *bb);
+    bb_map(bb, 5);
+    bb_str(bb, "ack");
+    bb_byte(bb, 0xd2);
+    bb_be(bb, 65536, 4);
+    kv_str(bb, "t", "ack");
+    bb_str(bb, "seq");
+    bb_byte(bb, 0xd1);
+    bb_be(bb, 300, 2);
+    kv_uint(bb, "future", 1);
+    kv_uint(bb, "v", 1);
+    CHECK_RC(rumor_proto_decode(&back, bb->b, bb->n, NULL, 0, &why));
+    CHECK(msg_eq(&back, &a));
+    free(bb);
+}
+
+static void test_roundtrip(void)
+{
+    rumor_msg_t *m = calloc(1, sizeof *m);
+
+    /* hello: smallest and largest certificate. */
+    sample_hello(m, 1);
+    roundtrip(m, NULL, 0);
+    sample_hello(m, RUMOR_PROTO_CERT_MAX);
+    strcpy(m->u.hello.addr, "tcp://[::1]:1");
+    roundtrip(m, NULL, 0);
+
+    /* peers: empty, and the maximum with the longest addresses. */
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_PEERS;
+    m->seq = UINT32_MAX;
+    roundtrip(m, NULL, 0);
+    m->u.peers.count = RUMOR_PROTO_MAX_PEERS;
+    for (unsigned i = 0; i < RUMOR_PROTO_MAX_PEERS; i++) make_peer(&m->u.peers.peers[i], i, true);
+    size_t big = roundtrip(m, NULL, 0);
+    CHECK(big > 4000 && big < RUMOR_PROTO_MAX_HEADER);
+    for (unsigned i = 0; i < RUMOR_PROTO_MAX_PEERS; i++) make_peer(&m->u.peers.peers[i], i, false);
+    roundtrip(m, NULL, 0);
+
+    /* ping without and with the most updates. */
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_PING;
+    m->seq = 0;
+    m->u.ping.inc = UINT32_MAX;
+    roundtrip(m, NULL, 0);
+    m->u.ping.upd_count = RUMOR_PROTO_MAX_UPD;
+    for (unsigned i = 0; i < RUMOR_PROTO_MAX_UPD; i++) make_peer(&m->u.ping.upd[i], i, i % 2);
+    roundtrip(m, NULL, 0);
+
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_PING_REQ;
+    m->seq = 5;
+    memcpy(m->u.ping_req.target, key32, 32);
+    strcpy(m->u.ping_req.target_addr, "tcp://[2001:db8::7]:7470");
+    roundtrip(m, NULL, 0);
+    m->u.ping_req.upd_count = 1;
+    make_peer(&m->u.ping_req.upd[0], 3, false);
+    roundtrip(m, NULL, 0);
+
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_ACK;
+    m->seq = 6;
+    m->u.ack.ack = 5;
+    roundtrip(m, NULL, 0);
+    m->u.ack.has_target = true;
+    memcpy(m->u.ack.target, key32, 32);
+    m->u.ack.upd_count = RUMOR_PROTO_MAX_UPD;
+    for (unsigned i = 0; i < RUMOR_PROTO_MAX_UPD; i++) make_peer(&m->u.ack.upd[i], i + 100, false);
+    roundtrip(m, NULL, 0);
+
+    /* model: every codec, smallest and largest payload. */
+    size_t len = 0;
+    for (int c = RUMOR_CODEC_F32; c <= RUMOR_CODEC_TOPK; c++) {
+        CHECK_RC(rumor_proto_payload_len((rumor_proto_codec_t)c, 1, 1, &len));
+        sample_model(m, (rumor_proto_codec_t)c, 1, len);
+        roundtrip(m, payload_buf, len);
+    }
+    sample_model(m, RUMOR_CODEC_F32, RUMOR_PROTO_MAX_PAYLOAD / 4, RUMOR_PROTO_MAX_PAYLOAD);
+    roundtrip(m, payload_buf, RUMOR_PROTO_MAX_PAYLOAD);
+    sample_model(m, RUMOR_CODEC_TOPK, 1u << 30, RUMOR_PROTO_MAX_PAYLOAD);
+    roundtrip(m, payload_buf, RUMOR_PROTO_MAX_PAYLOAD);
+    sample_model(m, RUMOR_CODEC_INT8, 7, 11);
+    m->u.model.w = RUMOR_PROTO_MAX_WEIGHT;
+    m->u.model.chunks = RUMOR_PROTO_MAX_CHUNKS;
+    m->u.model.chunk = RUMOR_PROTO_MAX_CHUNKS - 1;
+    m->u.model.off = RUMOR_PROTO_MAX_PARAMS - 7;
+    roundtrip(m, payload_buf, 11);
+    m->u.model.w = 5e-324; /* smallest positive double */
+    m->u.model.off = 0;
+    m->u.model.chunks = 1;
+    m->u.model.chunk = 0;
+    m->u.model.round = 0;
+    roundtrip(m, payload_buf, 11);
+
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_BYE;
+    roundtrip(m, NULL, 0);
+    strcpy(m->u.bye.why, "certificate expired");
+    roundtrip(m, NULL, 0);
+    for (int i = 0; i < RUMOR_PROTO_WHY_MAX; i++) m->u.bye.why[i] = (char)(0x20 + i % 95);
+    m->u.bye.why[RUMOR_PROTO_WHY_MAX] = '\0';
+    roundtrip(m, NULL, 0);
+    free(m);
+}
+
+static void test_payload_len(void)
+{
+    size_t len = 0;
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_F32, 10, 0, &len) == RUMOR_OK && len == 40);
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_F16, 10, 0, &len) == RUMOR_OK && len == 20);
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_BF16, 10, 0, &len) == RUMOR_OK && len == 20);
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_INT8, 10, 0, &len) == RUMOR_OK && len == 14);
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_TOPK, 10, 3, &len) == RUMOR_OK && len == 24);
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_TOPK, 10, 11, &len) == RUMOR_EINVAL);
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_TOPK, 10, 0, &len) == RUMOR_EINVAL);
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_F32, 0, 0, &len) == RUMOR_EINVAL);
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_F32, RUMOR_PROTO_MAX_PAYLOAD / 4 + 1, 0, &len) ==
+          RUMOR_EINVAL);
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_F32, UINT64_MAX, 0, &len) == RUMOR_EINVAL);
+    CHECK(rumor_proto_payload_len((rumor_proto_codec_t)5, 1, 1, &len) == RUMOR_EINVAL);
+}
+
+static void test_addresses(void)
+{
+    const char *good[] = {
+        "tcp://127.0.0.1:7470", "tcp://0.0.0.0:1", "tcp://255.255.255.255:65535",
+        "tcp://[::1]:7470", "tcp://[::]:80", "tcp://[2001:db8::1:2]:443",
+        "tcp://[::ffff:10.0.0.1]:9", "tcp://[FE80::1]:1000",
+    };
+    const char *bad[] = {
+        "", "tcp://", "tcp://:7470", "tcp://127.0.0.1", "tcp://127.0.0.1:", "tcp://127.0.0.1:0",
+        "tcp://127.0.0.1:65536", "tcp://127.0.0.1:07470", "tcp://127.0.0.1:74a0",
+        "tcp://127.0.0.1:123456", "tcp://256.0.0.1:1", "tcp://1.2.3:1", "tcp://1.2.3.4.5:1",
+        "tcp://01.2.3.4:1", "tcp://1..3.4:1", "tcp://localhost:7470", "tcp://*:7470",
+        "udp://1.2.3.4:1", "TCP://1.2.3.4:1", "tcp://::1:7470", "tcp://[::1:7470",
+        "tcp://[::1]]:7470", "tcp://[fe80::1%eth0]:1", "tcp://[]:1", "tcp://[:::]:1",
+        "tcp://[1.2.3.4]:1", "tcp://1.2.3.4 :1", "tcp:// 1.2.3.4:1", "tcp://1.2.3.4:+1",
+        "tcp://1.2.3.4:-1", "rumor://abc@1.2.3.4:1",
+    };
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(good); i++)
+        CHECK_MSG(rumor_proto_addr_is_valid(good[i], strlen(good[i])), "%s", good[i]);
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(bad); i++)
+        CHECK_MSG(!rumor_proto_addr_is_valid(bad[i], strlen(bad[i])), "%s", bad[i]);
+    /* An embedded NUL ends nothing: the length is what counts. */
+    CHECK(!rumor_proto_addr_is_valid("tcp://1.2.3.4:1\0", 16));
+    CHECK(!rumor_proto_addr_is_valid("tcp://1.2\0.3.4:1", 16));
+    CHECK(!rumor_proto_addr_is_valid(NULL, 0));
+}
+
+static void test_encode_refuses(void)
+{
+    rumor_msg_t *m = calloc(1, sizeof *m);
+    uint8_t buf[RUMOR_PROTO_MAX_HEADER];
+    size_t len = 0;
+
+    m->type = (rumor_msg_type_t)0;
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    m->type = (rumor_msg_type_t)8;
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+
+    sample_hello(m, 0);
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    sample_hello(m, RUMOR_PROTO_CERT_MAX + 1);
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    sample_hello(m, 10);
+    strcpy(m->u.hello.addr, "tcp://localhost:1");
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    memset(m->u.hello.addr, 'x', sizeof m->u.hello.addr); /* not terminated */
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_PEERS;
+    m->u.peers.count = RUMOR_PROTO_MAX_PEERS + 1;
+    for (unsigned i = 0; i < RUMOR_PROTO_MAX_PEERS; i++) make_peer(&m->u.peers.peers[i], i, false);
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    m->u.peers.count = 2;
+    m->u.peers.peers[1].state = (rumor_proto_state_t)4;
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_PING;
+    m->u.ping.upd_count = RUMOR_PROTO_MAX_UPD + 1;
+    for (unsigned i = 0; i <= RUMOR_PROTO_MAX_UPD; i++) make_peer(&m->u.ping.upd[i % 16], i, false);
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+
+    const double bad_w[] = {NAN, INFINITY, -INFINITY, -1.0, 0.0, -0.0,
+                            RUMOR_PROTO_MAX_WEIGHT * (1 + 1e-15)};
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(bad_w); i++) {
+        sample_model(m, RUMOR_CODEC_F32, 4, 16);
+        m->u.model.w = bad_w[i];
+        CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    }
+    sample_model(m, RUMOR_CODEC_F32, 4, 15);
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    sample_model(m, RUMOR_CODEC_F32, 4, 16);
+    m->u.model.chunk = m->u.model.chunks;
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    sample_model(m, RUMOR_CODEC_F32, 4, 16);
+    m->u.model.off = RUMOR_PROTO_MAX_PARAMS - 3;
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    sample_model(m, (rumor_proto_codec_t)5, 4, 16);
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_BYE;
+    strcpy(m->u.bye.why, "line\nbreak");
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    memset(m->u.bye.why, 'x', sizeof m->u.bye.why); /* not terminated */
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+
+    /* Too small a buffer, at every size short of the encoding. */
+    sample_hello(m, 100);
+    size_t full = 0;
+    CHECK_RC(rumor_proto_encode(m, buf, sizeof buf, &full));
+    int refused = 0;
+    for (size_t cap = 0; cap < full; cap++) {
+        uint8_t *small = malloc(cap ? cap : 1);
+        refused += rumor_proto_encode(m, cap ? small : NULL, cap, &len) == RUMOR_EINVAL;
+        free(small);
+    }
+    CHECK(refused == (int)full);
+    uint8_t *exact = malloc(full);
+    CHECK_RC(rumor_proto_encode(m, exact, full, &len));
+    CHECK(len == full);
+    free(exact);
+    free(m);
+}
+
+static void test_reject_structure(void)
+{
+    bb_t *bb = calloc(1, sizeof *bb);
+    rumor_msg_t m;
+    rumor_proto_reject_t why;
+
+    /* Empty frame, reserved byte, root not a map. */
+    bb->n = 0;
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MALFORMED);
+    bb_byte(bb, 0xc1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MALFORMED);
+    bb->n = 0;
+    bb_array(bb, 0);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    bb->n = 0;
+    bb_uint(bb, 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+
+    /* A map declaring 2^32-1 entries in a 10-byte frame: refused on the count alone. */
+    static const uint8_t huge_map[10] = {0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'v', 0x01, 0xa1, 't'};
+    CHECK(rumor_proto_decode(&m, huge_map, sizeof huge_map, NULL, 0, &why) == RUMOR_EPROTO);
+    CHECK(why == RUMOR_PROTO_REJECT_TOO_LARGE);
+    /* Within the cap but more entries than bytes left: a lie, refused before it is read. */
+    static const uint8_t lying_map[] = {0xde, 0x00, 0x20, 0xa1, 'v', 0x01};
+    CHECK(rumor_proto_decode(&m, lying_map, sizeof lying_map, NULL, 0, &why) == RUMOR_EPROTO);
+    CHECK(why == RUMOR_PROTO_REJECT_MALFORMED);
+
+    /* An array declaring a huge length. */
+    bb->n = 0;
+    bb_head(bb, 1, "peers", 1);
+    bb_str(bb, "peers");
+    bb_raw(bb, "\xdd\xff\xff\xff\xf0", 5);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_LARGE);
+    bb->n = 0;
+    bb_head(bb, 1, "peers", 1);
+    bb_str(bb, "peers");
+    bb_array(bb, 60);
+    bb_peer(bb, "tcp://1.2.3.4:5", 1, 0);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MALFORMED);
+
+    /* A str declaring 4 GiB, a bin past the end. */
+    bb->n = 0;
+    bb_head(bb, 1, "bye", 1);
+    bb_str(bb, "x");
+    bb_raw(bb, "\xdb\xff\xff\xff\xff", 5);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_LARGE);
+    bb->n = 0;
+    bb_head(bb, 1, "bye", 1);
+    bb_str(bb, "x");
+    bb_raw(bb, "\xc4\x10\x00", 3);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MALFORMED);
+
+    /* Nesting: depth 3 is allowed in unknown fields, 4 and 100 are not. */
+    bb->n = 0;
+    bb_head(bb, 1, "bye", 1);
+    bb_str(bb, "x");
+    bb_array(bb, 1);
+    bb_map(bb, 1);
+    kv_str(bb, "y", "z");
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_NONE);
+    bb->n = 0;
+    bb_head(bb, 1, "bye", 1);
+    bb_str(bb, "x");
+    bb_array(bb, 1);
+    bb_array(bb, 1);
+    bb_array(bb, 0);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_DEEP);
+    bb->n = 0;
+    bb_head(bb, 1, "bye", 1);
+    bb_str(bb, "x");
+    for (int i = 0; i < 99; i++) bb_array(bb, 1);
+    bb_array(bb, 0);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_DEEP);
+    bb->n = 0;
+    for (int i = 0; i < 100; i++) {
+        bb_map(bb, 1);
+        bb_str(bb, "x");
+    }
+    bb_uint(bb, 0);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_DEEP);
+
+    /* Trailing bytes after a valid message, and a second message appended. */
+    bb->n = 0;
+    bb_head(bb, 0, "bye", 7);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_NONE);
+    size_t one = bb->n;
+    bb_byte(bb, 0x00);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TRAILING);
+    bb->n = one;
+    bb_head(bb, 0, "bye", 8);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TRAILING);
+
+    /* Frame 1 over 64 KiB, even when it is otherwise valid msgpack. */
+    bb->n = 0;
+    bb_map(bb, 4);
+    kv_uint(bb, "v", 1);
+    kv_str(bb, "t", "bye");
+    kv_uint(bb, "seq", 1);
+    bb_str(bb, "pad");
+    bb_byte(bb, 0xdb);
+    bb_be(bb, RUMOR_PROTO_MAX_HEADER, 4);
+    memset(bb->b + bb->n, 'x', RUMOR_PROTO_MAX_HEADER);
+    bb->n += RUMOR_PROTO_MAX_HEADER;
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_LARGE);
+
+    /* Keys: not a str, too long, twice (known and unknown, top level and in an entry). */
+    bb->n = 0;
+    bb_map(bb, 4);
+    kv_uint(bb, "v", 1);
+    kv_str(bb, "t", "bye");
+    kv_uint(bb, "seq", 1);
+    bb_uint(bb, 5);
+    bb_uint(bb, 5);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    bb->n = 0;
+    bb_head(bb, 1, "bye", 1);
+    char longkey[RUMOR_PROTO_MAX_KEY + 1];
+    memset(longkey, 'k', sizeof longkey);
+    bb_strn(bb, longkey, sizeof longkey);
+    bb_uint(bb, 0);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_LARGE);
+    bb->n = 0;
+    bb_head(bb, 1, "bye", 1);
+    kv_uint(bb, "seq", 2);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_DUPLICATE);
+    bb->n = 0;
+    bb_head(bb, 2, "bye", 1);
+    kv_uint(bb, "x", 1);
+    kv_uint(bb, "x", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_DUPLICATE);
+    bb->n = 0;
+    bb_head(bb, 1, "peers", 1);
+    bb_str(bb, "peers");
+    bb_array(bb, 1);
+    bb_map(bb, 5);
+    bb_str(bb, "k");
+    bb_bin(bb, key32, 32);
+    kv_str(bb, "a", "tcp://1.2.3.4:5");
+    kv_uint(bb, "inc", 1);
+    kv_uint(bb, "s", 0);
+    kv_uint(bb, "inc", 2);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_DUPLICATE);
+
+    /* A map over the entry cap, even of unknown keys. */
+    bb->n = 0;
+    bb_head(bb, RUMOR_PROTO_MAX_MAP - 2, "bye", 1);
+    for (int i = 0; i < RUMOR_PROTO_MAX_MAP - 2; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "x%d", i);
+        kv_uint(bb, k, (uint64_t)i);
+    }
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_LARGE);
+    bb->n = 0;
+    bb_head(bb, RUMOR_PROTO_MAX_MAP - 3, "bye", 1);
+    for (int i = 0; i < RUMOR_PROTO_MAX_MAP - 3; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "x%d", i);
+        kv_uint(bb, k, (uint64_t)i);
+    }
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_NONE);
+
+    /* Unknown keys of every msgpack kind are skipped. */
+    bb->n = 0;
+    bb_head(bb, 9, "bye", 1);
+    bb_str(bb, "nil");
+    bb_byte(bb, 0xc0);
+    bb_str(bb, "true");
+    bb_byte(bb, 0xc3);
+    bb_str(bb, "neg");
+    bb_byte(bb, 0xd3);
+    bb_be(bb, 0x8000000000000000ull, 8);
+    bb_str(bb, "f32");
+    bb_raw(bb, "\xca\x3f\x80\x00\x00", 5);
+    bb_str(bb, "ext");
+    bb_raw(bb, "\xc7\x02\x05xy", 5);
+    bb_str(bb, "fixext");
+    bb_raw(bb, "\xd8\x01" "0123456789abcdef", 18);
+    bb_str(bb, "bin");
+    bb_bin(bb, "abc", 3);
+    bb_str(bb, "arr");
+    bb_array(bb, 2);
+    bb_byte(bb, 0xff);
+    bb_map(bb, 0);
+    kv_uint(bb, "addr", 3); /* belongs to hello: ignored on a bye, whatever its type */
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_NONE);
+    free(bb);
+}
+
+static void test_reject_fields(void)
+{
+    bb_t *bb = calloc(1, sizeof *bb);
+    uint8_t cert[RUMOR_PROTO_CERT_MAX + 1] = {0};
+
+    /* Version: wrong number, negative, wrong type, missing. */
+    bb->n = 0;
+    bb_map(bb, 3);
+    kv_uint(bb, "v", 2);
+    kv_str(bb, "t", "bye");
+    kv_uint(bb, "seq", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VERSION);
+    bb->n = 0;
+    bb_map(bb, 3);
+    kv_uint(bb, "v", 0);
+    kv_str(bb, "t", "bye");
+    kv_uint(bb, "seq", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VERSION);
+    bb->n = 0;
+    bb_map(bb, 3);
+    bb_str(bb, "v");
+    bb_byte(bb, 0xff);
+    kv_str(bb, "t", "bye");
+    kv_uint(bb, "seq", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VERSION);
+    bb->n = 0;
+    bb_map(bb, 3);
+    kv_str(bb, "v", "1");
+    kv_str(bb, "t", "bye");
+    kv_uint(bb, "seq", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    bb->n = 0;
+    bb_map(bb, 2);
+    kv_str(bb, "t", "bye");
+    kv_uint(bb, "seq", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
+
+    /* Type: unknown, wrong type, missing; seq: missing, str, over uint32. */
+    bb->n = 0;
+    bb_head(bb, 0, "pong", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TYPE);
+    bb->n = 0;
+    bb_head(bb, 0, "", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TYPE);
+    bb->n = 0;
+    bb_head(bb, 0, "byebye", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TYPE);
+    bb->n = 0;
+    bb_map(bb, 3);
+    kv_uint(bb, "v", 1);
+    kv_uint(bb, "t", 7);
+    kv_uint(bb, "seq", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    bb->n = 0;
+    bb_map(bb, 2);
+    kv_uint(bb, "v", 1);
+    kv_uint(bb, "seq", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
+    bb->n = 0;
+    bb_map(bb, 2);
+    kv_uint(bb, "v", 1);
+    kv_str(bb, "t", "bye");
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
+    bb->n = 0;
+    bb_map(bb, 3);
+    kv_uint(bb, "v", 1);
+    kv_str(bb, "t", "bye");
+    kv_str(bb, "seq", "7");
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    bb->n = 0;
+    bb_head(bb, 0, "bye", (uint64_t)UINT32_MAX + 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VALUE);
+
+    /* hello: each field missing in turn; cert empty and too long; bad address; inc > 2^32. */
+    const char *hello_fields[] = {"cert", "addr", "layout", "caps", "inc"};
+    for (size_t skip = 0; skip <= 5; skip++) {
+        bb->n = 0;
+        bb_head(bb, skip < 5 ? 4 : 5, "hello", 1);
+        for (size_t i = 0; i < 5; i++) {
+            if (i == skip) continue;
+            bb_str(bb, hello_fields[i]);
+            if (i == 0)
+                bb_bin(bb, cert, 10);
+            else if (i == 1)
+                bb_str(bb, "tcp://1.2.3.4:5");
+            else
+                bb_uint(bb, 1);
+        }
+        CHECK_REJECT(bb, NULL, 0, skip < 5 ? RUMOR_PROTO_REJECT_MISSING : RUMOR_PROTO_REJECT_NONE);
+    }
+    struct {
+        size_t cert_len;
+        const char *addr;
+        uint64_t inc;
+        rumor_proto_reject_t want;
+    } hellos[] = {
+        {0, "tcp://1.2.3.4:5", 1, RUMOR_PROTO_REJECT_VALUE},
+        {RUMOR_PROTO_CERT_MAX + 1, "tcp://1.2.3.4:5", 1, RUMOR_PROTO_REJECT_TOO_LARGE},
+        {RUMOR_PROTO_CERT_MAX, "tcp://1.2.3.4:5", 1, RUMOR_PROTO_REJECT_NONE},
+        {5, "tcp://host:5", 1, RUMOR_PROTO_REJECT_VALUE},
+        {5, "", 1, RUMOR_PROTO_REJECT_VALUE},
+        {5, "tcp://1.2.3.4:5", (uint64_t)UINT32_MAX + 1, RUMOR_PROTO_REJECT_VALUE},
+    };
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(hellos); i++) {
+        bb->n = 0;
+        bb_head(bb, 5, "hello", 1);
+        bb_str(bb, "cert");
+        bb_bin(bb, cert, hellos[i].cert_len);
+        kv_str(bb, "addr", hellos[i].addr);
+        kv_uint(bb, "layout", 0);
+        kv_uint(bb, "caps", 0);
+        kv_uint(bb, "inc", hellos[i].inc);
+        CHECK_REJECT(bb, NULL, 0, hellos[i].want);
+    }
+    /* An address of 256 bytes: over the field cap though under the generic str cap. */
+    char addr256[257];
+    memset(addr256, '1', 256);
+    memcpy(addr256, "tcp://", 6);
+    addr256[256] = '\0';
+    bb->n = 0;
+    bb_head(bb, 5, "hello", 1);
+    bb_str(bb, "cert");
+    bb_bin(bb, cert, 1);
+    kv_str(bb, "addr", addr256);
+    kv_uint(bb, "layout", 0);
+    kv_uint(bb, "caps", 0);
+    kv_uint(bb, "inc", 0);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_LARGE);
+    /* cert as str instead of bin */
+    bb->n = 0;
+    bb_head(bb, 5, "hello", 1);
+    kv_str(bb, "cert", "abc");
+    kv_str(bb, "addr", "tcp://1.2.3.4:5");
+    kv_uint(bb, "layout", 0);
+    kv_uint(bb, "caps", 0);
+    kv_uint(bb, "inc", 0);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+
+    /* peers: 64 fine, 65 too many; bad entries. */
+    for (unsigned count = 63; count <= 65; count++) {
+        bb->n = 0;
+        bb_head(bb, 1, "peers", 1);
+        bb_str(bb, "peers");
+        bb_array(bb, count);
+        for (unsigned i = 0; i < count; i++) bb_peer(bb, "tcp://[::1]:7470", i, i % 4);
+        CHECK_REJECT(bb, NULL, 0,
+                     count <= 64 ? RUMOR_PROTO_REJECT_NONE : RUMOR_PROTO_REJECT_TOO_LARGE);
+    }
+    bb->n = 0;
+    bb_head(bb, 0, "peers", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
+    bb->n = 0;
+    bb_head(bb, 1, "peers", 1);
+    bb_str(bb, "peers");
+    bb_map(bb, 0);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    bb->n = 0;
+    bb_head(bb, 1, "peers", 1);
+    bb_str(bb, "peers");
+    bb_array(bb, 1);
+    bb_uint(bb, 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    bb->n = 0;
+    bb_head(bb, 1, "peers", 1);
+    bb_str(bb, "peers");
+    bb_array(bb, 1);
+    bb_peer(bb, "tcp://1.2.3.4:5", 1, 4); /* state out of range */
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VALUE);
+    bb->n = 0;
+    bb_head(bb, 1, "peers", 1);
+    bb_str(bb, "peers");
+    bb_array(bb, 1);
+    bb_map(bb, 3); /* no "s" */
+    bb_str(bb, "k");
+    bb_bin(bb, key32, 32);
+    kv_str(bb, "a", "tcp://1.2.3.4:5");
+    kv_uint(bb, "inc", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
+    bb->n = 0;
+    bb_head(bb, 1, "peers", 1);
+    bb_str(bb, "peers");
+    bb_array(bb, 1);
+    bb_map(bb, 4);
+    bb_str(bb, "k");
+    bb_bin(bb, key32, 31); /* a key is exactly 32 bytes */
+    kv_str(bb, "a", "tcp://1.2.3.4:5");
+    kv_uint(bb, "inc", 1);
+    kv_uint(bb, "s", 0);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VALUE);
+
+    /* ping: 16 updates fine, 17 too many; missing inc; upd of the wrong type. */
+    for (unsigned count = 16; count <= 17; count++) {
+        bb->n = 0;
+        bb_head(bb, 2, "ping", 1);
+        kv_uint(bb, "inc", 1);
+        bb_str(bb, "upd");
+        bb_array(bb, count);
+        for (unsigned i = 0; i < count; i++) bb_peer(bb, "tcp://1.2.3.4:5", i, 0);
+        CHECK_REJECT(bb, NULL, 0,
+                     count <= 16 ? RUMOR_PROTO_REJECT_NONE : RUMOR_PROTO_REJECT_TOO_LARGE);
+    }
+    bb->n = 0;
+    bb_head(bb, 0, "ping", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
+    bb->n = 0;
+    bb_head(bb, 2, "ping", 1);
+    kv_uint(bb, "inc", 1);
+    kv_str(bb, "upd", "none");
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+
+    /* ping-req needs target and ta; ack needs ack, and a target must be a key. */
+    bb->n = 0;
+    bb_head(bb, 1, "ping-req", 1);
+    bb_str(bb, "target");
+    bb_bin(bb, key32, 32);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
+    bb->n = 0;
+    bb_head(bb, 1, "ping-req", 1);
+    kv_str(bb, "ta", "tcp://1.2.3.4:5");
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
+    bb->n = 0;
+    bb_head(bb, 0, "ack", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
+    bb->n = 0;
+    bb_head(bb, 2, "ack", 1);
+    kv_uint(bb, "ack", 1);
+    kv_str(bb, "target", "abc");
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+
+    /* bye's reason: printable ASCII, at most 127 bytes, a str. */
+    struct {
+        const char *why;
+        size_t len;
+        rumor_proto_reject_t want;
+    } byes[] = {
+        {"", 0, RUMOR_PROTO_REJECT_NONE},
+        {"hello", 5, RUMOR_PROTO_REJECT_NONE},
+        {"two\nlines", 9, RUMOR_PROTO_REJECT_VALUE},
+        {"\x1b[31mred", 8, RUMOR_PROTO_REJECT_VALUE},
+        {"nul\0inside", 10, RUMOR_PROTO_REJECT_VALUE},
+        {"caf\xc3\xa9", 5, RUMOR_PROTO_REJECT_VALUE},
+        {"del\x7f", 4, RUMOR_PROTO_REJECT_VALUE},
+    };
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(byes); i++) {
+        bb->n = 0;
+        bb_head(bb, 1, "bye", 1);
+        bb_str(bb, "why");
+        bb_strn(bb, byes[i].why, byes[i].len);
+        CHECK_REJECT(bb, NULL, 0, byes[i].want);
+    }
+    char why128[128];
+    memset(why128, 'w', sizeof why128);
+    bb->n = 0;
+    bb_head(bb, 1, "bye", 1);
+    bb_str(bb, "why");
+    bb_strn(bb, why128, sizeof why128);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_LARGE);
+    bb->n = 0;
+    bb_head(bb, 1, "bye", 1);
+    kv_uint(bb, "why", 3);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+
+    /* A frame 2 on anything but model. */
+    uint8_t one_byte = 0;
+    bb->n = 0;
+    bb_head(bb, 0, "bye", 1);
+    CHECK_REJECT(bb, &one_byte, 1, RUMOR_PROTO_REJECT_PAYLOAD);
+    CHECK_REJECT(bb, &one_byte, 0, RUMOR_PROTO_REJECT_PAYLOAD); /* present though empty */
+    free(bb);
+}
+
+static void test_reject_model(void)
+{
+    bb_t *bb = calloc(1, sizeof *bb);
+    model_fields_t f = model_defaults();
+
+    bb->n = 0;
+    bb_model(bb, &f, NULL);
+    CHECK_REJECT(bb, payload_buf, 40, RUMOR_PROTO_REJECT_NONE);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_PAYLOAD);
+
+    /* Each field missing. */
+    const char *names[] = {"round", "w", "codec", "layout", "chunk", "chunks", "off", "n"};
+    for (size_t i = 0; i < 8; i++) {
+        bb->n = 0;
+        bb_model(bb, &f, names[i]);
+        CHECK_REJECT(bb, payload_buf, 40, RUMOR_PROTO_REJECT_MISSING);
+    }
+
+    /* Payload length off by one either way, for each codec. */
+    for (uint64_t c = 0; c <= 4; c++) {
+        f = model_defaults();
+        f.codec = c;
+        size_t len = 0;
+        CHECK_RC(rumor_proto_payload_len((rumor_proto_codec_t)c, f.n, f.n, &len));
+        bb->n = 0;
+        bb_model(bb, &f, NULL);
+        CHECK_REJECT(bb, payload_buf, len, RUMOR_PROTO_REJECT_NONE);
+        CHECK_REJECT(bb, payload_buf, len - 1, RUMOR_PROTO_REJECT_PAYLOAD);
+        CHECK_REJECT(bb, payload_buf, len + 1, RUMOR_PROTO_REJECT_PAYLOAD);
+        CHECK_REJECT(bb, payload_buf, 0, RUMOR_PROTO_REJECT_PAYLOAD);
+    }
+    /* topk: fewer pairs are fine, more pairs than parameters are not. */
+    f = model_defaults();
+    f.codec = RUMOR_CODEC_TOPK;
+    bb->n = 0;
+    bb_model(bb, &f, NULL);
+    CHECK_REJECT(bb, payload_buf, 8, RUMOR_PROTO_REJECT_NONE);
+    CHECK_REJECT(bb, payload_buf, 8 * f.n + 8, RUMOR_PROTO_REJECT_PAYLOAD);
+    /* Oversize frame 2, and a header whose count implies more than the limit. */
+    f = model_defaults();
+    f.n = RUMOR_PROTO_MAX_PAYLOAD / 4 + 1;
+    bb->n = 0;
+    bb_model(bb, &f, NULL);
+    CHECK_REJECT(bb, payload_buf, RUMOR_PROTO_MAX_PAYLOAD, RUMOR_PROTO_REJECT_PAYLOAD);
+    {
+        rumor_msg_t m;
+        rumor_proto_reject_t why;
+        CHECK(rumor_proto_decode(&m, bb->b, bb->n, payload_buf, RUMOR_PROTO_MAX_PAYLOAD + 1,
+                                 &why) == RUMOR_EPROTO);
+        CHECK(why == RUMOR_PROTO_REJECT_TOO_LARGE);
+    }
+
+    /* Weight: NaN, infinities, zero, negative, over 2^20; an integer weight is the wrong type;
+     * a float32 weight is accepted. */
+    const double bad_w[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, -0.5, 1048576.0000001, 1e300};
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(bad_w); i++) {
+        f = model_defaults();
+        f.w = bad_w[i];
+        bb->n = 0;
+        bb_model(bb, &f, NULL);
+        CHECK_REJECT(bb, payload_buf, 40, RUMOR_PROTO_REJECT_VALUE);
+    }
+    f = model_defaults();
+    bb->n = 0;
+    bb_model(bb, &f, "w");
+    bb->b[0]++; /* one more field in the fixmap */
+    bb_str(bb, "w");
+    bb_uint(bb, 1);
+    CHECK_REJECT(bb, payload_buf, 40, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    bb->n -= 1;
+    bb_raw(bb, "\xca\x3f\x00\x00\x00", 5); /* float32 0.5 */
+    CHECK_REJECT(bb, payload_buf, 40, RUMOR_PROTO_REJECT_NONE);
+    {
+        rumor_msg_t m;
+        rumor_proto_reject_t why;
+        CHECK_RC(rumor_proto_decode(&m, bb->b, bb->n, payload_buf, 40, &why));
+        CHECK(m.u.model.w == 0.5);
+    }
+
+    /* Chunks: index at or past the count, zero count, count over 65536. */
+    struct {
+        uint64_t chunk, chunks;
+        rumor_proto_reject_t want;
+    } chunks[] = {
+        {0, 1, RUMOR_PROTO_REJECT_NONE},     {1, 1, RUMOR_PROTO_REJECT_VALUE},
+        {5, 3, RUMOR_PROTO_REJECT_VALUE},    {0, 0, RUMOR_PROTO_REJECT_VALUE},
+        {65535, 65536, RUMOR_PROTO_REJECT_NONE}, {0, 65537, RUMOR_PROTO_REJECT_VALUE},
+        {(uint64_t)UINT32_MAX + 1, 2, RUMOR_PROTO_REJECT_VALUE},
+    };
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(chunks); i++) {
+        f = model_defaults();
+        f.chunk = chunks[i].chunk;
+        f.chunks = chunks[i].chunks;
+        bb->n = 0;
+        bb_model(bb, &f, NULL);
+        CHECK_REJECT(bb, payload_buf, 40, chunks[i].want);
+    }
+
+    /* Ranges: n = 0, off + n past 2^40, codec 5. */
+    struct {
+        uint64_t off, n, codec;
+        rumor_proto_reject_t want;
+    } ranges[] = {
+        {0, 0, 0, RUMOR_PROTO_REJECT_VALUE},
+        {RUMOR_PROTO_MAX_PARAMS - 10, 10, 0, RUMOR_PROTO_REJECT_NONE},
+        {RUMOR_PROTO_MAX_PARAMS - 9, 10, 0, RUMOR_PROTO_REJECT_VALUE},
+        {RUMOR_PROTO_MAX_PARAMS + 1, 10, 0, RUMOR_PROTO_REJECT_VALUE},
+        {UINT64_MAX, 10, 0, RUMOR_PROTO_REJECT_VALUE},
+        {0, 10, 5, RUMOR_PROTO_REJECT_VALUE},
+    };
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(ranges); i++) {
+        f = model_defaults();
+        f.off = ranges[i].off;
+        f.n = ranges[i].n;
+        f.codec = ranges[i].codec;
+        bb->n = 0;
+        bb_model(bb, &f, NULL);
+        CHECK_REJECT(bb, payload_buf, 40, ranges[i].want);
+    }
+    free(bb);
+}
+
+/* The messages the truncation and mutation tests start from, one or more per type. */
+enum { N_SEEDS = 16 };
+typedef struct {
+    uint8_t frame[RUMOR_PROTO_MAX_HEADER];
+    size_t len;
+    size_t payload_len;
+} seed_t;
+
+static size_t make_seeds(seed_t *seeds)
+{
+    rumor_msg_t *m = calloc(1, sizeof *m);
+    size_t n = 0;
+    for (int variant = 0; variant < N_SEEDS; variant++) {
+        memset(m, 0, sizeof *m);
+        size_t pl = 0;
+        switch (variant) {
+        case 0: sample_hello(m, 40); break;
+        case 1:
+            m->type = RUMOR_MSG_PEERS;
+            m->u.peers.count = 3;
+            for (unsigned i = 0; i < 3; i++) make_peer(&m->u.peers.peers[i], i, i == 1);
+            break;
+        case 2:
+            m->type = RUMOR_MSG_PING;
+            m->u.ping.inc = 4;
+            m->u.ping.upd_count = 2;
+            make_peer(&m->u.ping.upd[0], 1, false);
+            make_peer(&m->u.ping.upd[1], 2, true);
+            break;
+        case 3:
+            m->type = RUMOR_MSG_PING_REQ;
+            memcpy(m->u.ping_req.target, key32, 32);
+            strcpy(m->u.ping_req.target_addr, "tcp://192.168.1.20:7471");
+            m->u.ping_req.upd_count = 1;
+            make_peer(&m->u.ping_req.upd[0], 9, false);
+            break;
+        case 4:
+            m->type = RUMOR_MSG_ACK;
+            m->u.ack.ack = 77;
+            m->u.ack.has_target = true;
+            memcpy(m->u.ack.target, key32, 32);
+            break;
+        case 5: sample_model(m, RUMOR_CODEC_F32, 16, pl = 64); break;
+        case 6: sample_model(m, RUMOR_CODEC_INT8, 16, pl = 20); break;
+        case 7: sample_model(m, RUMOR_CODEC_TOPK, 16, pl = 24); break;
+        case 8: sample_model(m, RUMOR_CODEC_BF16, 16, pl = 32); break;
+        case 9: m->type = RUMOR_MSG_BYE; break;
+        case 10: sample_hello(m, RUMOR_PROTO_CERT_MAX); break;
+        case 11:
+            m->type = RUMOR_MSG_PEERS;
+            m->u.peers.count = RUMOR_PROTO_MAX_PEERS;
+            for (unsigned i = 0; i < RUMOR_PROTO_MAX_PEERS; i++)
+                make_peer(&m->u.peers.peers[i], i, i % 3 == 0);
+            break;
+        case 12: m->type = RUMOR_MSG_PING; break;
+        case 13: m->type = RUMOR_MSG_ACK; break;
+        case 14: sample_model(m, RUMOR_CODEC_F16, 16, pl = 32); break;
+        case 15:
+            m->type = RUMOR_MSG_BYE;
+            strcpy(m->u.bye.why, "certificate expired");
+            break;
+        }
+        m->seq = (uint32_t)(variant * 1000 + 1);
+        CHECK_RC(rumor_proto_encode(m, seeds[n].frame, sizeof seeds[n].frame, &seeds[n].len));
+        seeds[n].payload_len = pl;
+        n++;
+    }
+    free(m);
+    return n;
+}
+
+static void test_truncation(void)
+{
+    seed_t *seeds = calloc(N_SEEDS, sizeof *seeds);
+    size_t n = make_seeds(seeds);
+    rumor_msg_t m;
+    for (size_t s = 0; s < n; s++) {
+        const uint8_t *pl = seeds[s].payload_len ? payload_buf : NULL;
+        rumor_proto_reject_t why;
+        CHECK(decode_copy(&m, seeds[s].frame, seeds[s].len, pl, seeds[s].payload_len, &why,
+                          NULL) == RUMOR_OK);
+        int rejected = 0;
+        for (size_t cut = 0; cut < seeds[s].len; cut++) {
+            rumor_err_t rc =
+                decode_copy(&m, seeds[s].frame, cut, pl, seeds[s].payload_len, &why, NULL);
+            rejected += rc == RUMOR_EPROTO && why != RUMOR_PROTO_REJECT_NONE && m.type == 0;
+        }
+        CHECK_MSG(rejected == (int)seeds[s].len, "seed %zu: %d of %zu prefixes rejected", s,
+                  rejected, seeds[s].len);
+    }
+    free(seeds);
+}
+
+/* xorshift64*: the mutation loop is the same on every run. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t next_rand(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+static void test_mutation(void)
+{
+    enum { ITERATIONS = 20000 };
+    static const uint8_t interesting[] = {0x00, 0x01, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf,
+                                          0xc0, 0xc1, 0xc4, 0xca, 0xcb, 0xcc, 0xcf, 0xd3, 0xd9,
+                                          0xdb, 0xdc, 0xdd, 0xde, 0xdf, 0xe0, 0xff};
+    seed_t *seeds = calloc(N_SEEDS, sizeof *seeds);
+    size_t n_seeds = make_seeds(seeds);
+    uint8_t *work = malloc(RUMOR_PROTO_MAX_HEADER + 64);
+    rumor_msg_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    uint8_t *re = malloc(RUMOR_PROTO_MAX_HEADER);
+    int accepted = 0, rejected = 0, bad = 0;
+    int by_reason[RUMOR_PROTO_REJECT_COUNT] = {0};
+
+    for (int it = 0; it < ITERATIONS; it++) {
+        const seed_t *s = &seeds[next_rand() % n_seeds];
+        size_t len = s->len;
+        memcpy(work, s->frame, len);
+        size_t pl_len = s->payload_len;
+        int muts = 1 + (int)(next_rand() % 4);
+        for (int k = 0; k < muts; k++) {
+            uint64_t r = next_rand();
+            size_t pos = len ? (size_t)(r >> 8) % len : 0;
+            switch (r % 8) {
+            case 0: if (len) work[pos] ^= (uint8_t)(1u << ((r >> 40) % 8)); break;
+            case 1: if (len) work[pos] = (uint8_t)(r >> 32); break;
+            case 2: if (len) work[pos] = interesting[(r >> 32) % sizeof interesting]; break;
+            case 3: /* insert a byte */
+                if (len < RUMOR_PROTO_MAX_HEADER) {
+                    memmove(work + pos + 1, work + pos, len - pos);
+                    work[pos] = (uint8_t)(r >> 32);
+                    len++;
+                }
+                break;
+            case 4: /* delete a byte */
+                if (len) {
+                    memmove(work + pos, work + pos + 1, len - pos - 1);
+                    len--;
+                }
+                break;
+            case 5: len = pos; break; /* truncate */
+            case 6: if (len) work[pos] = (uint8_t)(work[pos] + 1 - 2 * ((r >> 32) & 1)); break;
+            case 7: pl_len = (size_t)((r >> 32) % 80); break; /* another payload length */
+            }
+        }
+        const uint8_t *pl = (s->payload_len || (next_rand() % 16 == 0)) ? payload_buf : NULL;
+        uint8_t *pl_copy = NULL;
+        rumor_proto_reject_t why = RUMOR_PROTO_REJECT_COUNT;
+        rumor_err_t rc = decode_copy(a, work, len, pl, pl ? pl_len : 0, &why, &pl_copy);
+        if (rc == RUMOR_OK) {
+            accepted++;
+            size_t re_len = 0;
+            rumor_proto_reject_t why2;
+            bool ok = why == RUMOR_PROTO_REJECT_NONE &&
+                      rumor_proto_encode(a, re, RUMOR_PROTO_MAX_HEADER, &re_len) == RUMOR_OK &&
+                      rumor_proto_decode(b, re, re_len, pl_copy, pl ? pl_len : 0, &why2) ==
+                          RUMOR_OK &&
+                      msg_eq(a, b);
+            bad += !ok;
+        } else {
+            rejected++;
+            bad += rc != RUMOR_EPROTO || why == RUMOR_PROTO_REJECT_NONE ||
+                   why >= RUMOR_PROTO_REJECT_COUNT;
+            if (why < RUMOR_PROTO_REJECT_COUNT) by_reason[why]++;
+        }
+        free(pl_copy);
+    }
+    CHECK(bad == 0);
+    CHECK(accepted + rejected == ITERATIONS);
+    /* The mutations reach both sides and several reasons, or the loop tests little. */
+    CHECK(accepted > 100 && rejected > 1000);
+    int reasons = 0;
+    for (int r = 1; r < RUMOR_PROTO_REJECT_COUNT; r++) reasons += by_reason[r] > 0;
+    CHECK_MSG(reasons >= 8, "only %d reject reasons reached", reasons);
+    fprintf(stderr, "mutation: %d accepted, %d rejected, %d reasons\n", accepted, rejected,
+            reasons);
+    free(work);
+    free(re);
+    free(a);
+    free(b);
+    free(seeds);
+}
+
+/* `test_proto --write-corpus DIR` writes the seeds in the fuzzer's input layout (flags byte,
+ * 16-bit big-endian frame 1 length, frame 1, frame 2): the corpus in tests/fuzz/proto/. */
+static int write_corpus(const char *dir)
+{
+    seed_t *seeds = calloc(N_SEEDS, sizeof *seeds);
+    size_t n = make_seeds(seeds);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        rumor_msg_t m;
+        rumor_proto_reject_t why;
+        const uint8_t *pl = seeds[i].payload_len ? payload_buf : NULL;
+        if (rumor_proto_decode(&m, seeds[i].frame, seeds[i].len, pl, seeds[i].payload_len, &why) !=
+            RUMOR_OK)
+            return 1;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%02zu-%s", dir, i, rumor_proto_type_name(m.type));
+        FILE *fp = fopen(path, "wb");
+        if (!fp) return 1;
+        uint8_t head[3] = {pl ? 1 : 0, (uint8_t)(seeds[i].len >> 8), (uint8_t)seeds[i].len};
+        /* A recognisable payload pattern rather than zeros. */
+        for (size_t j = 0; j < seeds[i].payload_len; j++) payload_buf[j] = (uint8_t)(j * 37 + 11);
+        fwrite(head, 1, sizeof head, fp);
+        fwrite(seeds[i].frame, 1, seeds[i].len, fp);
+        fwrite(payload_buf, 1, seeds[i].payload_len, fp);
+        rc |= fclose(fp) != 0;
+    }
+    free(seeds);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0) return write_corpus(argv[2]);
+
+    test_names();
+    test_known_answer();
+    test_roundtrip();
+    test_payload_len();
+    test_addresses();
+    test_encode_refuses();
+    test_reject_structure();
+    test_reject_fields();
+    test_reject_model();
+    test_truncation();
+    test_mutation();
+    return check_done();
+}
