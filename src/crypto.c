@@ -328,12 +328,14 @@ rumor_err_t rumor_public_key_load(uint8_t key[RUMOR_KEY_LEN], const char *arg, c
 {
     char zerr[RUMOR_ERR_LEN];
     size_t n = strlen(arg);
-    /* A literal key first: 40 valid Z85 characters are not a plausible file name. */
-    if (n == RUMOR_KEY_Z85_LEN && rumor_key_from_z85(key, arg, zerr) == RUMOR_OK) return RUMOR_OK;
     if (n >= 4 && strcmp(arg + n - 4, ".key") == 0)
         return rumor_fail(err, RUMOR_EINVAL, "%s is a secret key file: give the public key (.pub) instead", arg);
+    /* An existing file wins: a path can be 40 characters of the Z85 alphabet too
+     * ("/tmp/x/.../alice.pub"), and reading it is what its owner meant. */
     struct stat st;
-    if (stat(arg, &st) != 0 && errno == ENOENT) {
+    bool exists = stat(arg, &st) == 0;
+    if (!exists && n == RUMOR_KEY_Z85_LEN && rumor_key_from_z85(key, arg, zerr) == RUMOR_OK) return RUMOR_OK;
+    if (!exists && errno == ENOENT) {
         if (n == RUMOR_KEY_Z85_LEN)
             return rumor_fail(err, RUMOR_EINVAL, "'%s': no such file, and not a Z85 key (%s)", arg, zerr);
         return rumor_fail(err, RUMOR_EINVAL, "'%.100s': no such file, and not a public key (%d Z85 characters)",
