@@ -26,6 +26,7 @@ int cmd_node(int argc, char **argv)
     cfg.exit_on_refusal = 1;
     const char *bootstrap = NULL;
     int view_size = cfg.memb.view_size, period = (int)cfg.memb.period_ms, suspect = (int)cfg.memb.suspect_ms;
+    float join_timeout = 30.0f;
     bool help = false, verbose = false;
     const cli_opt_t opts[] = {
         {"--key", OPT_STR, &cfg.key_path, NULL, "this node's secret key (rumor keygen)"},
@@ -36,6 +37,7 @@ int cmd_node(int argc, char **argv)
         {"--bootstrap", OPT_STR, &bootstrap, NULL, "rumor://KEY@HOST:PORT of a member (repeatable)"},
         {"--revoked", OPT_STR, &cfg.revoked_path, NULL, "revocation list (public keys), re-read on SIGHUP"},
         {"--control", OPT_STR, &cfg.control, NULL, "ipc://PATH for rumor status"},
+        {"--join-timeout", OPT_FLOAT, &join_timeout, NULL, "seconds to get into the swarm before giving up (default 30; 0: wait)"},
         {"--view-size", OPT_INT, &view_size, NULL, "peers in the active view (default 64)"},
         {"--period", OPT_INT, &period, NULL, "failure detection period, ms (default 1000)"},
         {"--suspect", OPT_INT, &suspect, NULL, "suspicion time before a peer is dead, ms (default 5000)"},
@@ -75,6 +77,11 @@ int cmd_node(int argc, char **argv)
         cli_error("--view-size 1..4096, --period 10..600000 ms, --suspect at least --period");
         return 2;
     }
+    if (join_timeout < 0 || join_timeout > 86400) {
+        cli_error("--join-timeout %g: expected 0..86400 seconds", (double)join_timeout);
+        return 2;
+    }
+    cfg.join_timeout_ms = (uint64_t)(join_timeout * 1000.0f);
     cfg.memb.view_size = view_size;
     cfg.memb.period_ms = (uint32_t)period;
     cfg.memb.ping_timeout_ms = (uint32_t)(period * 3 / 10 > 0 ? period * 3 / 10 : 1);

@@ -33,6 +33,7 @@ int cli_exit_code(rumor_err_t rc)
     case RUMOR_ELAYOUT:
     case RUMOR_EIO:
     case RUMOR_EAUTH:
+    case RUMOR_ETIMEDOUT:
     case RUMOR_ENOTSUP: return 2;
     default: return 1;
     }

@@ -280,6 +280,27 @@ def main():
         check(False, "a stranger is refused (it hung)")
     s = status(nodes[1][1])
     check(s and s["rejected"].get("cert-other-swarm", 0) >= 1, "the refusal is counted by reason")
+
+    # 6. A bootstrap that cannot be joined is diagnosed, not waited on forever.
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    free_port = free.getsockname()[1]
+    free.close()
+    node1_addr = [v for v in status(nodes[2][1])["view"] if v["key"] == pubs[1]][0]["addr"][6:]
+    cases = [("rumor://%s@127.0.0.1:%d" % (pubs[1], free_port), "connection refused"),
+             ("rumor://%s@%s" % (key_text(stranger + ".pub"), node1_addr), "handshake")]
+    for boot, want in cases:
+        args = [RUMOR, "node", "--key", keys[0] + ".key", "--cert", keys[0] + ".cert",
+                "--swarm", os.path.join(swarm, "authority.pub"), "--listen", "tcp://127.0.0.1:0",
+                "--join-timeout", "2", "--bootstrap", boot]
+        t0 = time.time()
+        try:
+            r = subprocess.run(args, capture_output=True, text=True, timeout=15)
+            lines = [l for l in r.stderr.splitlines() if l.startswith("rumor: error:")]
+            check(r.returncode == 2 and len(lines) == 1 and want in lines[0] and time.time() - t0 < 6,
+                  "unjoinable bootstrap (%s) explained: %s" % (want, lines[0] if lines else r.stderr.strip()[-200:]))
+        except subprocess.TimeoutExpired:
+            check(False, "unjoinable bootstrap (%s) explained (it hung)" % want)
     check(s and s["rejected"].get("malformed", 0) + s["rejected"].get("bad-frames", 0) >= 0,
           "garbage never reached the protocol layer unauthenticated")
 

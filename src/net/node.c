@@ -43,6 +43,8 @@ typedef struct {
     uint64_t last_used;
     bool refused;                    /* it answered our hello with a refusal */
     char refusal[128];
+    void *monitor;                   /* bootstraps only: connection events, for diagnosis */
+    int conn_refused, handshake_failed, handshakes;
 } peer_t;
 
 typedef struct {
@@ -135,6 +137,7 @@ static void set_common(void *s)
 
 static void close_peer(peer_t *p)
 {
+    if (p->monitor) zmq_close(p->monitor);
     if (p->dealer) zmq_close(p->dealer);
     memset(p, 0, sizeof *p);
 }
@@ -202,6 +205,21 @@ static peer_t *get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, u
     snprintf(p->addr, sizeof p->addr, "%s", addr);
     p->dealer = d;
     p->last_used = now;
+    /* Watch the connections to bootstraps: if joining fails, the node can say why. */
+    for (int b = 0; b < n->n_boot; b++)
+        if (same_key(n->boot[b].key, key)) {
+            char ep[64];
+            snprintf(ep, sizeof ep, "inproc://monitor-%d", (int)(p - n->peers));
+            if (zmq_socket_monitor(d, ep, ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                              ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_DISCONNECTED) == 0) {
+                p->monitor = zmq_socket(n->ctx, ZMQ_PAIR);
+                if (p->monitor && zmq_connect(p->monitor, ep) != 0) {
+                    zmq_close(p->monitor);
+                    p->monitor = NULL;
+                }
+            }
+        }
     rumor_msg_t hello;
     fill_hello(n, &hello);
     (void)send_msg(n, p, &hello);
@@ -420,6 +438,65 @@ static void handle_hello(rumor_node_t *n, conn_t *c, zmq_msg_t *rid, const rumor
     static rumor_memb_msg_t m;
     memb_from_wire(&m, w);
     rumor_memb_recv(n->memb, c->key, c->addr, &m, now);
+}
+
+/* Connection events of a bootstrap's DEALER: counts that explain a failed join. A
+ * disconnection before any handshake succeeded means the CURVE handshake failed: with
+ * CURVE that is what a wrong server key looks like from the client. */
+static void handle_monitor(peer_t *p)
+{
+    for (;;) {
+        zmq_msg_t ev, ep;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, p->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&ev) >= 2) memcpy(&event, zmq_msg_data(&ev), 2);
+        bool more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        if (more) {
+            zmq_msg_init(&ep);
+            (void)zmq_msg_recv(&ep, p->monitor, 0);
+            zmq_msg_close(&ep);
+        }
+        switch (event) {
+        case ZMQ_EVENT_CONNECT_RETRIED: p->conn_refused++; break;
+        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: p->handshakes++; break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: p->handshake_failed++; break;
+        case ZMQ_EVENT_DISCONNECTED:
+            if (p->handshakes == 0) p->handshake_failed++;
+            break;
+        default: break;
+        }
+    }
+}
+
+/* Why no bootstrap let us in, in words a user can act on; false while there is hope. */
+static bool join_failed(rumor_node_t *n, uint64_t waited_ms, char why[400], size_t len)
+{
+    if (n->n_boot == 0 || rumor_memb_view_count(n->memb) > 0) return false;
+    if (n->cfg.join_timeout_ms == 0 || waited_ms < n->cfg.join_timeout_ms) return false;
+    const rumor_addr_t *b = &n->boot[0];
+    peer_t *p = find_peer(n, b->key);
+    char host[64]; /* shortened for the message; the full address is in the user's command */
+    snprintf(host, sizeof host, "%.63s", b->endpoint + 6);
+    if (p && p->handshake_failed > 0 && p->handshakes == 0)
+        snprintf(why, len, "the bootstrap at %s did not complete the encrypted handshake: the key in its "
+                           "rumor:// address is probably wrong (copy the address the node printed)", host);
+    else if (p && p->conn_refused > 0 && p->handshakes == 0)
+        snprintf(why, len, "cannot reach the bootstrap at %s: connection refused (is a rumor node listening "
+                           "there, on that port?)", host);
+    else if (p && p->handshakes > 0)
+        snprintf(why, len, "the bootstrap at %s accepted the connection but did not answer our hello within "
+                           "%.0f s", host, (double)n->cfg.join_timeout_ms / 1000.0);
+    else
+        snprintf(why, len, "no answer from the bootstrap at %s within %.0f s (wrong host, or a firewall?)", host,
+                 (double)n->cfg.join_timeout_ms / 1000.0);
+    return true;
 }
 
 /* A bye on one of our DEALERs: a peer refusing us, or asking for our hello again. */
@@ -870,6 +947,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         rumor_memb_join(n->memb, n->boot[b].key, n->boot[b].endpoint, now);
     }
     run_actions(n, now);
+    const uint64_t started = now;
     zmq_pollitem_t items[3 + MAX_PEERS];
     peer_t *polled[MAX_PEERS];
     rumor_err_t rc = RUMOR_OK;
@@ -900,6 +978,8 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
                 polled[np++] = &n->peers[i];
                 items[ni++] = (zmq_pollitem_t){.socket = n->peers[i].dealer, .events = ZMQ_POLLIN};
             }
+        for (int i = 0; i < np; i++)
+            if (polled[i]->monitor) handle_monitor(polled[i]);
         uint64_t wait = rumor_memb_next_deadline(n->memb, now_ms());
         if (wait > 100) wait = 100;
         if (zmq_poll(items, ni, (long)wait) < 0 && errno != EINTR) {
@@ -914,10 +994,14 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             if ((items[first_peer + i].revents & ZMQ_POLLIN) && polled[i]->used) handle_dealer(n, polled[i], now);
         rumor_memb_tick(n->memb, now);
         run_actions(n, now);
-        char why[128];
+        char why[400];
         if (n->cfg.exit_on_refusal && all_bootstraps_refused(n, why, sizeof why)) {
             rc = rumor_fail(err, RUMOR_EAUTH, "the bootstrap refused this node: %s; ask the swarm's authority for a certificate (rumor swarm admit) and check --swarm",
                             why);
+            break;
+        }
+        if (join_failed(n, now - started, why, sizeof why)) {
+            rc = rumor_fail(err, RUMOR_ETIMEDOUT, "%s", why);
             break;
         }
     }

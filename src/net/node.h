@@ -41,6 +41,7 @@ typedef struct {
     int n_bootstraps;
     rumor_memb_config_t memb;
     int exit_on_refusal;     /* exit with an error when every bootstrap refused us */
+    uint64_t join_timeout_ms;/* give up (and say why) when no bootstrap let us in by then; 0: wait */
 } rumor_node_config_t;
 
 typedef struct rumor_node rumor_node_t;
@@ -54,7 +55,9 @@ void rumor_node_destroy(rumor_node_t **self_p);
 const char *rumor_node_address(const rumor_node_t *self);
 
 /* Run until a stop is requested (then leave gracefully: bye to every peer) or a fatal
- * condition: every bootstrap refused us (RUMOR_EAUTH, err says why and what to try). */
+ * condition: every bootstrap refused us (RUMOR_EAUTH), or none let us in within the join
+ * timeout (RUMOR_ETIMEDOUT: connection refused, a failed handshake from a wrong bootstrap
+ * key, or silence); err says which and what to try. */
 rumor_err_t rumor_node_run(rumor_node_t *self, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* Async-signal-safe requests for the running loop. */
