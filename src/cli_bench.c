@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "config.h"
 #include "model.h"
+#include "net/bench.h"
 #include "train.h"
 
 #include <cjson/cJSON.h>
@@ -235,17 +236,75 @@ static int bench_train(int argc, char **argv)
     return 0;
 }
 
+static int bench_net(int argc, char **argv)
+{
+    const char *sizes_s = "1,10,25";
+    int repeat = 5;
+    long chunk = 262144; /* 1 MiB of float32 */
+    bool help = false, json = false;
+    const cli_opt_t opts[] = {
+        {"--sizes", OPT_STR, &sizes_s, NULL, "model sizes in millions of parameters (default 1,10,25)"},
+        {"--chunk", OPT_LONG, &chunk, NULL, "parameters per chunk (default 262144 = 1 MiB)"},
+        {"--repeat", OPT_INT, &repeat, NULL, "models sent per size after a warm-up; medians (default 5)"},
+        {"--json", OPT_FLAG, &json, NULL, "one JSON object per size"},
+        {"--help", OPT_FLAG, &help, NULL, "this help"},
+    };
+    const int n_opts = (int)RUMOR_ARRAY_LEN(opts);
+    int n_pos;
+    if (!cli_parse(argc, argv, 3, opts, n_opts, NULL, 0, &n_pos)) return 2;
+    if (help) {
+        printf("usage: rumor bench net [options]\n\n");
+        cli_print_options(opts, n_opts);
+        return 0;
+    }
+    if (repeat < 1 || repeat > 60 || chunk < 1024 || chunk > 2097152) {
+        cli_error("--repeat 1..60, --chunk 1024..2097152 parameters");
+        return 2;
+    }
+    char list[256], err[RUMOR_ERR_LEN];
+    snprintf(list, sizeof list, "%s", sizes_s);
+    if (!json)
+        printf("%10s %12s %12s %7s %14s %12s\n", "params", "rumor MB/s", "raw MB/s", "ratio", "peak RSS MiB",
+               "model MiB");
+    for (char *save, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        double m = strtod(tok, &end);
+        if (*end || !(m > 0) || m > 1000) {
+            cli_error("--sizes: '%s' is not a size in millions of parameters (0..1000]", tok);
+            return 2;
+        }
+        size_t n = (size_t)(m * 1e6);
+        rumor_net_bench_t r;
+        rumor_err_t rc = rumor_net_bench(n, (size_t)chunk, repeat, &r, err);
+        if (rc != RUMOR_OK) {
+            cli_error("%s", err);
+            return cli_exit_code(rc);
+        }
+        const double model_mib = (double)n * 4 / 1048576.0;
+        if (json)
+            printf("{\"params\":%zu,\"chunk\":%ld,\"rumor_mb_per_s\":%.1f,\"raw_curve_mb_per_s\":%.1f,"
+                   "\"ratio\":%.3f,\"peak_rss_above_idle_mib\":%.1f,\"model_mib\":%.1f}\n",
+                   n, chunk, r.rumor_mbps, r.raw_mbps, r.ratio, (double)r.peak_kb / 1024.0, model_mib);
+        else
+            printf("%10zu %12.0f %12.0f %6.2fx %14.1f %12.1f\n", n, r.rumor_mbps, r.raw_mbps, r.ratio,
+                   (double)r.peak_kb / 1024.0, model_mib);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 3) {
-        cli_error("bench needs a benchmark: rumor bench train [options]");
+        cli_error("bench needs a benchmark: rumor bench train|net [options]");
         return 2;
     }
     if (strcmp(argv[2], "--help") == 0) {
-        printf("usage: rumor bench train [options]\n");
+        printf("usage: rumor bench train|net [options]\n");
         return 0;
     }
     if (strcmp(argv[2], "train") == 0) return bench_train(argc, argv);
-    cli_error("unknown benchmark '%s' (expected train)", argv[2]);
+    if (strcmp(argv[2], "net") == 0) return bench_net(argc, argv);
+    cli_error("unknown benchmark '%s' (expected train or net)", argv[2]);
     return 2;
 }

@@ -5,6 +5,7 @@
 #include "proto.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,10 +36,28 @@ enum {
     DROP_COUNT
 };
 
+/* A model being sent: chunks reference the caller's buffer; the last one released by libzmq
+ * (from its I/O thread, hence the atomic count) hands the buffer back. */
+typedef struct {
+    atomic_int refs;
+    void (*release)(void *);
+    void *arg;
+} outgoing_t;
+
+typedef struct {
+    outgoing_t *out;                 /* NULL when nothing is in flight to this peer */
+    const float *params;
+    size_t n, chunk_params;
+    uint32_t next, chunks;
+    uint64_t layout, round;
+    double w;
+} sending_t;
+
 typedef struct {
     bool used;
     uint8_t key[RUMOR_KEY_LEN];
     char addr[RUMOR_MEMB_ADDR_LEN];  /* zmq endpoint we connect to */
+    sending_t send;
     void *dealer;
     uint64_t last_used;
     bool refused;                    /* it answered our hello with a refusal */
@@ -77,6 +96,10 @@ struct rumor_node {
     uint64_t msgs_in, msgs_out, bytes_in, bytes_out;
     uint64_t drops[DROP_COUNT];
     uint8_t *buf; /* frame 1 encoding buffer */
+    rumor_node_chunk_cb chunk_cb;
+    void *chunk_arg;
+    rumor_node_tick_cb tick_cb;
+    void *tick_arg;
 };
 
 static volatile sig_atomic_t stop_requested, reload_requested;
@@ -135,8 +158,23 @@ static void set_common(void *s)
     set_int(s, ZMQ_HEARTBEAT_TTL, 10000);
 }
 
+static void outgoing_unref(outgoing_t *o)
+{
+    if (atomic_fetch_sub(&o->refs, 1) == 1) {
+        if (o->release) o->release(o->arg);
+        free(o);
+    }
+}
+
+static void chunk_free_cb(void *data, void *hint)
+{
+    (void)data;
+    outgoing_unref(hint);
+}
+
 static void close_peer(peer_t *p)
 {
+    if (p->send.out) outgoing_unref(p->send.out); /* chunks not yet queued are dropped */
     if (p->monitor) zmq_close(p->monitor);
     if (p->dealer) zmq_close(p->dealer);
     memset(p, 0, sizeof *p);
@@ -594,10 +632,16 @@ static void handle_router(rumor_node_t *n, uint64_t now)
             if (!c || !c->told) reply_bye(n, &parts[0], "hello");
             goto next;
         }
-        if (memb_from_wire(&m, &w))
+        if (memb_from_wire(&m, &w)) {
             rumor_memb_recv(n->memb, key, c->addr, &m, now);
-        else
-            n->drops[DROP_UNEXPECTED]++; /* model messages arrive with the gossip engine */
+        } else if (w.type == RUMOR_MSG_MODEL && w.u.model.codec == RUMOR_CODEC_F32 && n->chunk_cb) {
+            const rumor_msg_model_t *mm = &w.u.model;
+            rumor_node_chunk_t ch = {.round = mm->round, .layout = mm->layout, .w = mm->w, .chunk = mm->chunk,
+                                     .chunks = mm->chunks, .off = mm->off, .n = mm->n};
+            n->chunk_cb(n->chunk_arg, key, &ch, mm->payload, mm->payload_len);
+        } else {
+            n->drops[DROP_UNEXPECTED]++;
+        }
     next:
         for (int i = 0; i < held; i++) zmq_msg_close(&parts[i]);
         run_actions(n, now);
@@ -772,6 +816,95 @@ out:
     zmq_close(s);
     zmq_ctx_term(ctx);
     return rc;
+}
+
+/* ---- models ---- */
+
+void rumor_node_on_chunk(rumor_node_t *n, rumor_node_chunk_cb cb, void *arg)
+{
+    n->chunk_cb = cb;
+    n->chunk_arg = arg;
+}
+
+void rumor_node_on_tick(rumor_node_t *n, rumor_node_tick_cb cb, void *arg)
+{
+    n->tick_cb = cb;
+    n->tick_arg = arg;
+}
+
+int rumor_node_peer_count(const rumor_node_t *n) { return rumor_memb_view_count(n->memb); }
+
+const uint8_t *rumor_node_peer_key(const rumor_node_t *n, int i)
+{
+    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+    return e ? e->key : NULL;
+}
+
+/* Queue as many chunks as the peer's socket takes without blocking. */
+static void pump(rumor_node_t *n, peer_t *p)
+{
+    sending_t *s = &p->send;
+    while (s->out && s->next < s->chunks) {
+        uint64_t off = (uint64_t)s->next * s->chunk_params;
+        uint64_t cnt = s->n - off < s->chunk_params ? s->n - off : s->chunk_params;
+        rumor_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = RUMOR_MSG_MODEL;
+        m.seq = ++n->seq;
+        m.u.model = (rumor_msg_model_t){.round = s->round, .w = s->w, .codec = RUMOR_CODEC_F32,
+                                        .layout = s->layout, .chunk = s->next, .chunks = s->chunks,
+                                        .off = off, .n = cnt, .payload_len = (size_t)cnt * sizeof(float)};
+        size_t len;
+        if (rumor_proto_encode(&m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) break;
+        int events = 0;
+        size_t sz = sizeof events;
+        zmq_getsockopt(p->dealer, ZMQ_EVENTS, &events, &sz);
+        if (!(events & ZMQ_POLLOUT)) return; /* full: resume when it drains */
+        zmq_msg_t payload;
+        atomic_fetch_add(&s->out->refs, 1);
+        zmq_msg_init_data(&payload, (void *)(s->params + off), (size_t)cnt * sizeof(float), chunk_free_cb, s->out);
+        if (zmq_send(p->dealer, n->buf, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&payload); /* releases the reference taken above */
+            return;
+        }
+        /* After the first frame of a message the second always goes: HWM counts messages. */
+        if (zmq_msg_send(&payload, p->dealer, 0) < 0) {
+            zmq_msg_close(&payload);
+            n->drops[DROP_SEND_FULL]++;
+        }
+        n->msgs_out++;
+        n->bytes_out += len + (size_t)cnt * sizeof(float);
+        s->next++;
+    }
+    if (s->out && s->next >= s->chunks) {
+        outgoing_unref(s->out); /* our own reference; libzmq holds the rest */
+        s->out = NULL;
+    }
+}
+
+rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
+                                  double w, const float *params, size_t count, size_t chunk_params,
+                                  void (*release)(void *), void *arg)
+{
+    int v = -1;
+    for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
+        if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
+    if (v < 0 || count == 0 || chunk_params == 0 || chunk_params * sizeof(float) > RUMOR_PROTO_MAX_PAYLOAD ||
+        (count + chunk_params - 1) / chunk_params > RUMOR_PROTO_MAX_CHUNKS)
+        return RUMOR_EINVAL;
+    peer_t *p = get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, now_ms());
+    if (!p) return RUMOR_EINVAL;
+    if (p->send.out) return RUMOR_ECLOSED;
+    outgoing_t *o = malloc(sizeof *o);
+    if (!o) return RUMOR_ENOMEM;
+    atomic_init(&o->refs, 1);
+    o->release = release;
+    o->arg = arg;
+    p->send = (sending_t){.out = o, .params = params, .n = count, .chunk_params = chunk_params, .next = 0,
+                          .chunks = (uint32_t)((count + chunk_params - 1) / chunk_params), .layout = layout,
+                          .round = round, .w = w};
+    pump(n, p);
+    return RUMOR_OK;
 }
 
 /* ---- lifecycle ---- */
@@ -976,7 +1109,8 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         for (int i = 0; i < MAX_PEERS; i++)
             if (n->peers[i].used) {
                 polled[np++] = &n->peers[i];
-                items[ni++] = (zmq_pollitem_t){.socket = n->peers[i].dealer, .events = ZMQ_POLLIN};
+                items[ni++] = (zmq_pollitem_t){.socket = n->peers[i].dealer,
+                                               .events = ZMQ_POLLIN | (n->peers[i].send.out ? ZMQ_POLLOUT : 0)};
             }
         for (int i = 0; i < np; i++)
             if (polled[i]->monitor) handle_monitor(polled[i]);
@@ -990,8 +1124,12 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         if (items[1].revents & ZMQ_POLLIN) handle_zap(n);
         if (items[0].revents & ZMQ_POLLIN) handle_router(n, now);
         if (n->control && (items[2].revents & ZMQ_POLLIN)) handle_control(n, now);
-        for (int i = 0; i < np; i++)
+        for (int i = 0; i < np; i++) {
             if ((items[first_peer + i].revents & ZMQ_POLLIN) && polled[i]->used) handle_dealer(n, polled[i], now);
+            if ((items[first_peer + i].revents & ZMQ_POLLOUT) && polled[i]->used && polled[i]->send.out)
+                pump(n, polled[i]);
+        }
+        if (n->tick_cb) n->tick_cb(n->tick_arg, n, now);
         rumor_memb_tick(n->memb, now);
         run_actions(n, now);
         char why[400];

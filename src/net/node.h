@@ -64,6 +64,40 @@ rumor_err_t rumor_node_run(rumor_node_t *self, char err[RUMOR_ERR_LEN]) RUMOR_MU
 void rumor_node_request_stop(void);
 void rumor_node_request_reload(void);
 
+/* ---- models (how the gossip engine uses the node) ----
+ *
+ * A model travels as chunks (DESIGN.md decision 6): per chunk one `model` header frame and one
+ * raw payload frame sent zero-copy straight from the caller's parameters. A peer's chunks go
+ * out as its socket drains, never more than the send high-water mark at once, so a slow peer
+ * costs a bounded queue, not a copy of the model. */
+
+typedef struct {
+    uint64_t round, layout;
+    double w;              /* push-sum weight */
+    uint32_t chunk, chunks;
+    uint64_t off, n;       /* parameter range of this chunk */
+} rumor_node_chunk_t;
+
+/* Called in the node's loop for every admitted model chunk; payload (n float32, little-endian,
+ * not aligned) is valid only during the call. */
+typedef void (*rumor_node_chunk_cb)(void *arg, const uint8_t peer[32], const rumor_node_chunk_t *chunk,
+                                    const void *payload, size_t len);
+/* Called once per loop turn, with the time: where a driver above starts sends. */
+typedef void (*rumor_node_tick_cb)(void *arg, rumor_node_t *node, uint64_t now_ms);
+void rumor_node_on_chunk(rumor_node_t *self, rumor_node_chunk_cb cb, void *arg);
+void rumor_node_on_tick(rumor_node_t *self, rumor_node_tick_cb cb, void *arg);
+
+/* Queue params[0..n) for peer in chunks of chunk_params. Zero copy: params must stay valid
+ * and unchanged until release(arg) runs (once, from any thread, when the last chunk is sent
+ * or dropped). RUMOR_EINVAL for an unknown peer; RUMOR_ECLOSED when a model to it is still in
+ * flight. Call from the node's thread (a tick or chunk callback). */
+rumor_err_t rumor_node_send_model(rumor_node_t *self, const uint8_t peer[32], uint64_t layout,
+                                  uint64_t round, double w, const float *params, size_t n,
+                                  size_t chunk_params, void (*release)(void *arg), void *arg);
+/* The active view, for a driver above: count and the i-th key. */
+int rumor_node_peer_count(const rumor_node_t *self);
+const uint8_t *rumor_node_peer_key(const rumor_node_t *self, int i);
+
 /* `rumor status`: ask the node at control endpoint for its status, JSON or text, into out. */
 rumor_err_t rumor_node_query_status(const char *control, bool json, char *out, size_t cap,
                                     char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
