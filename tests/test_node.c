@@ -14,6 +14,11 @@ int main(void)
     fprintf(stderr, "1M parameters: %.0f MB/s through nodes, %.0f MB/s raw, peak +%ld kB\n", r.rumor_mbps,
             r.raw_mbps, r.peak_kb);
     CHECK(r.rumor_mbps > 0 && r.raw_mbps > 0);
+#ifdef __SANITIZE_ADDRESS__
+    /* AddressSanitizer's quarantine and shadow memory say nothing about the node's own use. */
+    fprintf(stderr, "memory bound not checked under AddressSanitizer\n");
+#else
     CHECK_MSG(r.peak_kb < (long)(1000003 * 4 / 1024) + 16 * 1024, "peak %ld kB", r.peak_kb);
+#endif
     return check_done();
 }
