@@ -156,6 +156,8 @@ def main():
     t0 = time.time()
     full = wait_for(lambda: all(alive_peers(c) == sorted(set(pubs) - {pubs[i]}) for i, (_, c) in enumerate(nodes)), 10)
     check(full, "6 nodes reach a full view (%.1f s)" % (time.time() - t0))
+    check(wait_for(lambda: all((status(c) or {}).get("reachable") for _, c in nodes), 3),
+          "every node is probed by its peers: its advertised address works")
 
     # 2. Hostile input to node 1: raw TCP garbage, then a plain ZeroMQ handshake attempt. The node
     #    keeps serving and its memory stays flat.
@@ -289,12 +291,14 @@ def main():
     free_port = free.getsockname()[1]
     free.close()
     node1_addr = [v for v in status(nodes[2][1])["view"] if v["key"] == pubs[1]][0]["addr"][6:]
-    cases = [("rumor://%s@127.0.0.1:%d" % (pubs[1], free_port), "connection refused"),
-             ("rumor://%s@%s" % (key_text(stranger + ".pub"), node1_addr), "handshake")]
-    for boot, want in cases:
+    cases = [("rumor://%s@127.0.0.1:%d" % (pubs[1], free_port), "connection refused", ()),
+             ("rumor://%s@%s" % (key_text(stranger + ".pub"), node1_addr), "handshake", ()),
+             # an advertised address nobody can dial: the answers never come back
+             ("rumor://%s@%s" % (pubs[1], node1_addr), "--advertise", ("--advertise", "tcp://127.0.0.1:%d" % free_port))]
+    for boot, want, extra in cases:
         args = [RUMOR, "node", "--key", keys[0] + ".key", "--cert", keys[0] + ".cert",
                 "--swarm", os.path.join(swarm, "authority.pub"), "--listen", "tcp://127.0.0.1:0",
-                "--join-timeout", "2", "--bootstrap", boot]
+                "--join-timeout", "2", "--bootstrap", boot, *extra]
         t0 = time.time()
         try:
             r = subprocess.run(args, capture_output=True, text=True, timeout=15)

@@ -100,6 +100,10 @@ struct rumor_node {
     void *chunk_arg;
     rumor_node_tick_cb tick_cb;
     void *tick_arg;
+    /* Reachability: a ping that reached us through our ROUTER proves our advertised address
+     * works; in a swarm where nobody pings us, it probably does not. */
+    uint64_t joined_at, last_pinged;
+    bool warned_unreachable;
 };
 
 static volatile sig_atomic_t stop_requested, reload_requested;
@@ -529,8 +533,9 @@ static bool join_failed(rumor_node_t *n, uint64_t waited_ms, char why[400], size
         snprintf(why, len, "cannot reach the bootstrap at %s: connection refused (is a rumor node listening "
                            "there, on that port?)", host);
     else if (p && p->handshakes > 0)
-        snprintf(why, len, "the bootstrap at %s accepted the connection but did not answer our hello within "
-                           "%.0f s", host, (double)n->cfg.join_timeout_ms / 1000.0);
+        snprintf(why, len, "the bootstrap at %s accepted the connection but no answer came back within %.0f s: "
+                           "it answers at the address this node advertises (%.64s); check that it can "
+                           "dial it, or give --advertise", host, (double)n->cfg.join_timeout_ms / 1000.0, n->self_addr);
     else
         snprintf(why, len, "no answer from the bootstrap at %s within %.0f s (wrong host, or a firewall?)", host,
                  (double)n->cfg.join_timeout_ms / 1000.0);
@@ -633,6 +638,7 @@ static void handle_router(rumor_node_t *n, uint64_t now)
             goto next;
         }
         if (memb_from_wire(&m, &w)) {
+            if (w.type == RUMOR_MSG_PING) n->last_pinged = now;
             rumor_memb_recv(n->memb, key, c->addr, &m, now);
         } else if (w.type == RUMOR_MSG_MODEL && w.u.model.codec == RUMOR_CODEC_F32 && n->chunk_cb) {
             const rumor_msg_model_t *mm = &w.u.model;
@@ -721,9 +727,9 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
     if (json) {
         rumor_key_to_z85(z85, rumor_secret_key_public(n->key));
         out(o, "{\"id\":\"%s\",\"key\":\"%s\",\"address\":\"%s\",\"incarnation\":%" PRIu32
-               ",\"uptime_s\":%.1f,\"peers\":%d,\"passive\":%d,\"view\":[",
-            n->id, z85, n->address, rumor_memb_incarnation(n->memb), (double)(now - n->start_ms) / 1000.0, nv,
-            rumor_memb_passive_count(n->memb));
+               ",\"uptime_s\":%.1f,\"reachable\":%s,\"peers\":%d,\"passive\":%d,\"view\":[",
+            n->id, z85, n->address, rumor_memb_incarnation(n->memb), (double)(now - n->start_ms) / 1000.0,
+            n->last_pinged ? "true" : "false", nv, rumor_memb_passive_count(n->memb));
         for (int i = 0; i < nv; i++) {
             const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
             char id[RUMOR_SHORT_ID_LEN + 1];
@@ -751,7 +757,8 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
     }
     out(o, "node %s at %s, incarnation %" PRIu32 ", up %.0f s\n", n->id, n->address,
         rumor_memb_incarnation(n->memb), (double)(now - n->start_ms) / 1000.0);
-    out(o, "%d peers in view, %d in reserve\n", nv, rumor_memb_passive_count(n->memb));
+    out(o, "%d peers in view, %d in reserve; %s\n", nv, rumor_memb_passive_count(n->memb),
+        n->last_pinged ? "reachable (peers probe this node)" : "not yet probed by any peer");
     if (nv) out(o, "  %-8s  %-28s  %-7s  %7s  %9s\n", "peer", "address", "state", "rtt ms", "seen ms");
     for (int i = 0; i < nv; i++) {
         const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
@@ -1058,6 +1065,24 @@ void rumor_node_destroy(rumor_node_t **self_p)
     *self_p = NULL;
 }
 
+/* Once in a swarm, peers probe us; if none has for a while, our advertised address is
+ * probably not one they can dial (NAT, firewall, a private address): say so once. */
+static void check_reachable(rumor_node_t *n, uint64_t now)
+{
+    if (rumor_memb_view_count(n->memb) == 0) {
+        n->joined_at = 0;
+        return;
+    }
+    if (!n->joined_at) n->joined_at = now;
+    const uint64_t grace = 10 * (uint64_t)n->cfg.memb.period_ms;
+    if (!n->warned_unreachable && !n->last_pinged && now - n->joined_at > grace) {
+        n->warned_unreachable = true;
+        rumor_log(RUMOR_LOG_WARN, "no peer has reached this node at %s in %.0f s of membership: if it is behind "
+                  "NAT or a firewall, give --advertise with an address peers can dial", n->self_addr,
+                  (double)grace / 1000.0);
+    }
+}
+
 /* When every bootstrap has refused us there is no way in: say why and stop. */
 static bool all_bootstraps_refused(rumor_node_t *n, char *why, size_t len)
 {
@@ -1132,6 +1157,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         if (n->tick_cb) n->tick_cb(n->tick_arg, n, now);
         rumor_memb_tick(n->memb, now);
         run_actions(n, now);
+        check_reachable(n, now);
         char why[400];
         if (n->cfg.exit_on_refusal && all_bootstraps_refused(n, why, sizeof why)) {
             rc = rumor_fail(err, RUMOR_EAUTH, "the bootstrap refused this node: %s; ask the swarm's authority for a certificate (rumor swarm admit) and check --swarm",
