@@ -285,6 +285,13 @@ def main():
     s = status(nodes[1][1])
     check(s and s["rejected"].get("cert-other-swarm", 0) >= 1, "the refusal is counted by reason")
 
+    # 5b. A certificate for another key is caught before the node even starts.
+    r = run("node", "--key", keys[2] + ".key", "--cert", keys[3] + ".cert", "--swarm", os.path.join(swarm, "authority.pub"),
+            "--listen", "tcp://127.0.0.1:0")
+    lines = [l for l in r.stderr.splitlines() if l.startswith("rumor: error:")]
+    check(r.returncode == 2 and len(lines) == 1 and "key-mismatch" in lines[0],
+          "a certificate for another key: %s" % (lines[0] if lines else r.stderr.strip()))
+
     # 6. A bootstrap that cannot be joined is diagnosed, not waited on forever.
     free = socket.socket()
     free.bind(("127.0.0.1", 0))
