@@ -274,6 +274,10 @@ static int bench_net(int argc, char **argv)
             return 2;
         }
         size_t n = (size_t)(m * 1e6);
+        if ((n + (size_t)chunk - 1) / (size_t)chunk > 65536) {
+            cli_error("--sizes %s with --chunk %ld makes more than 65536 chunks; raise --chunk", tok, chunk);
+            return 2;
+        }
         rumor_net_bench_t r;
         rumor_err_t rc = rumor_net_bench(n, (size_t)chunk, repeat, &r, err);
         if (rc != RUMOR_OK) {

@@ -38,7 +38,7 @@ int cmd_node(int argc, char **argv)
         {"--revoked", OPT_STR, &cfg.revoked_path, NULL, "revocation list (public keys), re-read on SIGHUP"},
         {"--control", OPT_STR, &cfg.control, NULL, "ipc://PATH for rumor status"},
         {"--join-timeout", OPT_FLOAT, &join_timeout, NULL, "seconds to get into the swarm before giving up (default 30; 0: wait)"},
-        {"--view-size", OPT_INT, &view_size, NULL, "peers in the active view (default 64)"},
+        {"--view-size", OPT_INT, &view_size, NULL, "peers in the active view (default 64, at most 200)"},
         {"--period", OPT_INT, &period, NULL, "failure detection period, ms (default 1000)"},
         {"--suspect", OPT_INT, &suspect, NULL, "suspicion time before a peer is dead, ms (default 5000)"},
         {"--verbose", OPT_FLAG, &verbose, NULL, "log every membership change and refusal"},
@@ -72,9 +72,9 @@ int cmd_node(int argc, char **argv)
         cli_error("node needs %s (see rumor node --help)", missing);
         return 2;
     }
-    if (view_size < 1 || view_size > 4096 || period < 10 || period > 600000 || suspect < period ||
+    if (view_size < 1 || view_size > 200 || period < 10 || period > 600000 || suspect < period ||
         suspect > 3600000) {
-        cli_error("--view-size 1..4096, --period 10..600000 ms, --suspect at least --period");
+        cli_error("--view-size 1..200, --period 10..600000 ms, --suspect at least --period");
         return 2;
     }
     if (join_timeout < 0 || join_timeout > 86400) {

@@ -353,8 +353,14 @@ static bool apply(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
         return false;
     }
     if (same_key(u->key, m->self_key)) {
-        /* Refute: whoever suspects us, or thinks us dead, hears a newer incarnation. */
-        if ((u->state == RUMOR_MEMB_SUSPECT || u->state == RUMOR_MEMB_DEAD) && u->inc >= m->inc) {
+        /* Refute: whoever suspects us, thinks us dead or gone, hears a newer incarnation. A
+         * claim far ahead of our own incarnation is not something we could have said: it
+         * would only push ours towards the wrap, so it is dropped. */
+        if (u->state != RUMOR_MEMB_ALIVE && u->inc >= m->inc) {
+            if (u->inc - m->inc > 1000000u || u->inc >= UINT32_MAX - 1) {
+                m->stats.dropped_input++;
+                return false;
+            }
             m->inc = u->inc + 1;
             m->stats.refutations++;
             rumor_memb_update_t me;
@@ -572,6 +578,8 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
         u.inc = msg->inc;
         u.state = RUMOR_MEMB_ALIVE;
         apply(m, &u, now);
+        int hv = find_view(m, from);
+        if (hv >= 0) copy_addr(m->view[hv].m.addr, msg->addr); /* its own word beats gossip */
         /* Whoever says hello learns who we know; one we hold dead at its incarnation also
          * learns that, so it refutes and its next hello gets in. */
         pending_t *p = send_to(m, from, msg->addr, RUMOR_MEMB_PEERS);
@@ -613,13 +621,14 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
             break;
         }
         {
-            const char *taddr = msg->target_addr;
+            /* Only members we know: a ping-req must not make us dial an address of the
+             * requester's choosing. */
             int tv = find_view(m, msg->target);
-            if (tv >= 0) taddr = m->view[tv].m.addr;
-            if (!taddr[0]) {
+            if (tv < 0) {
                 m->stats.dropped_input++;
                 return;
             }
+            const char *taddr = m->view[tv].m.addr;
             int slot = -1;
             for (int i = 0; i < RELAY_CAP && slot < 0; i++)
                 if (!m->relays[i].used || m->relays[i].deadline <= now) slot = i;

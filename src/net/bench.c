@@ -178,6 +178,12 @@ static rumor_err_t bench_nodes(size_t n, size_t chunk, int repeat, double *mbps,
     p->n = n;
     p->chunk = chunk;
     p->rounds = repeat + 1 > MAX_ROUNDS ? MAX_ROUNDS : repeat + 1;
+    /* Reset the peak so it is this run's, not an earlier size's (Linux: clear_refs 5). */
+    FILE *cr = fopen("/proc/self/clear_refs", "w");
+    if (cr) {
+        fputs("5", cr);
+        fclose(cr);
+    }
     const long idle = status_kb("VmRSS");
     p->recv = malloc(n * sizeof *p->recv);
     if (!p->recv) {

@@ -20,7 +20,9 @@
 #define MAX_PEERS 256        /* DEALERs: view, bootstraps and a few transient targets */
 #define MAX_CONNS 1024       /* keys we have heard from (admitted or refused) */
 #define SEND_HWM 64          /* messages queued per peer before sends are dropped */
-#define RECV_HWM 1024
+#define RECV_HWM 64          /* a peer can make us hold this many of its messages */
+#define MAX_INFLIGHT 4       /* model chunks queued per peer: the rest of SEND_HWM stays free
+                                for pings and acks, so a model in transit never starves them */
 #define MAX_MSG_SIZE (RUMOR_PROTO_MAX_HEADER + RUMOR_PROTO_MAX_PAYLOAD + 64)
 #define BATCH 64             /* messages taken from one socket per loop, for fairness */
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -67,7 +69,7 @@ typedef struct {
 } peer_t;
 
 typedef struct {
-    bool used, admitted, told;       /* told: we logged and answered its refusal */
+    bool used, admitted;             /* admitted: its certificate passed at the handshake */
     uint8_t key[RUMOR_KEY_LEN];
     char addr[RUMOR_MEMB_ADDR_LEN];  /* from its hello */
     uint64_t expires_at;             /* its certificate's, unix seconds */
@@ -100,10 +102,17 @@ struct rumor_node {
     void *chunk_arg;
     rumor_node_tick_cb tick_cb;
     void *tick_arg;
+    /* Scratch space for the loop (large; per node, so two nodes can share a process). */
+    rumor_memb_action_t act;
+    rumor_memb_msg_t mmsg;
+    rumor_msg_t wmsg, wmsg2;
+    char status_buf[256 * 1024];
+    int refusals_logged;             /* refusals are counted always, logged a bounded number of times */
     /* Reachability: a ping that reached us through our ROUTER proves our advertised address
      * works; in a swarm where nobody pings us, it probably does not. */
     uint64_t joined_at, last_pinged;
     bool warned_unreachable;
+    bool joined; /* once in a swarm, an empty view later is churn, not a failed join */
 };
 
 static volatile sig_atomic_t stop_requested, reload_requested;
@@ -120,13 +129,12 @@ static uint64_t now_ms(void)
 
 static uint64_t unix_now(void) { return (uint64_t)time(NULL); }
 
-static const char *drop_name(int i)
+static const char *drop_name(int i, char buf[48])
 {
-    static char buf[48];
     if (i < RUMOR_PROTO_REJECT_COUNT) return rumor_proto_reject_name((rumor_proto_reject_t)i);
     if (i == DROP_NO_HELLO) return "no-hello";
     if (i >= DROP_CERT_FIRST && i < DROP_FRAMES) {
-        snprintf(buf, sizeof buf, "cert-%s", rumor_cert_reject_name((rumor_cert_reject_t)(i - DROP_CERT_FIRST)));
+        snprintf(buf, 48, "cert-%s", rumor_cert_reject_name((rumor_cert_reject_t)(i - DROP_CERT_FIRST)));
         return buf;
     }
     switch (i) {
@@ -406,31 +414,36 @@ static bool memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w)
     }
 }
 
+static conn_t *find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint64_t now);
+
 /* Carry out what membership asks for. */
 static void run_actions(rumor_node_t *n, uint64_t now)
 {
-    static rumor_memb_action_t a; /* large; the loop is single-threaded */
-    static rumor_msg_t w;
-    while (rumor_memb_next_action(n->memb, &a)) {
+    rumor_memb_action_t *ap = &n->act;
+    rumor_msg_t *wp = &n->wmsg2;
+    while (rumor_memb_next_action(n->memb, ap)) {
         char id[RUMOR_SHORT_ID_LEN + 1];
-        rumor_key_short_id(id, a.key);
-        if (a.kind == RUMOR_MEMB_ACT_UP) {
-            rumor_log(RUMOR_LOG_INFO, "peer %s up at %s", id, a.addr);
+        rumor_key_short_id(id, ap->key);
+        if (ap->kind == RUMOR_MEMB_ACT_UP) {
+            rumor_log(RUMOR_LOG_INFO, "peer %s up at %s", id, ap->addr);
             continue;
         }
-        if (a.kind == RUMOR_MEMB_ACT_DOWN) {
-            rumor_log(RUMOR_LOG_INFO, "peer %s %s", id, rumor_memb_state_name(a.state));
-            peer_t *p = find_peer(n, a.key);
-            if (p && a.state != RUMOR_MEMB_ALIVE) close_peer(p);
-            for (int i = 0; i < MAX_CONNS; i++)
-                if (n->conns[i].used && same_key(n->conns[i].key, a.key) && a.state == RUMOR_MEMB_LEFT)
-                    n->conns[i].used = false; /* a peer that left must say hello again */
+        if (ap->kind == RUMOR_MEMB_ACT_DOWN) {
+            rumor_log(RUMOR_LOG_INFO, "peer %s %s", id, rumor_memb_state_name(ap->state));
+            peer_t *p = find_peer(n, ap->key);
+            if (p && ap->state != RUMOR_MEMB_ALIVE) close_peer(p);
+            if (ap->state == RUMOR_MEMB_LEFT) {
+                /* It said bye: if it comes back it says hello again; until then we do not
+                 * know where it listens. (Admission itself is per handshake.) */
+                conn_t *c = find_conn(n, ap->key, false, now);
+                if (c) c->addr[0] = 0;
+            }
             continue;
         }
-        peer_t *p = get_peer(n, a.key, a.addr, now);
+        peer_t *p = get_peer(n, ap->key, ap->addr, now);
         if (!p) continue;
-        memb_to_wire(n, &w, &a.msg);
-        (void)send_msg(n, p, &w);
+        memb_to_wire(n, wp, &ap->msg);
+        (void)send_msg(n, p, wp);
     }
 }
 
@@ -444,6 +457,8 @@ static conn_t *find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint6
         if (c->used && same_key(c->key, key)) return c;
         if (!c->used && !free_slot) free_slot = c;
         if (c->used && (!oldest || c->last_seen < oldest->last_seen)) oldest = c;
+        /* (only handshakes that passed the certificate check create entries, so a flood of
+         * strangers cannot push admitted peers out) */
     }
     if (!create) return NULL;
     conn_t *c = free_slot ? free_slot : oldest; /* a full table forgets the longest silent */
@@ -454,32 +469,37 @@ static conn_t *find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint6
     return c;
 }
 
-static void handle_hello(rumor_node_t *n, conn_t *c, zmq_msg_t *rid, const rumor_msg_t *w, uint64_t now)
+/* A hello: the certificate must be of this swarm, valid now, not revoked, and issued for the
+ * CURVE key of this very connection. Only then does the key get an entry (so a flood of
+ * strangers cannot push admitted peers out of the table), and membership hear of it. */
+static void handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, const rumor_msg_t *w, uint64_t now)
 {
     rumor_cert_t cert;
     rumor_cert_reject_t why = RUMOR_CERT_OK;
     char id[RUMOR_SHORT_ID_LEN + 1];
-    rumor_key_short_id(id, c->key);
-    if (rumor_cert_check(w->u.hello.cert, w->u.hello.cert_len, n->authority, c->key, unix_now(), n->revoked,
-                         &cert, &why) != RUMOR_OK) {
+    rumor_key_short_id(id, key);
+    if (rumor_cert_check(w->u.hello.cert, w->u.hello.cert_len, n->authority, key, unix_now(), n->revoked, &cert,
+                         &why) != RUMOR_OK) {
         n->drops[DROP_CERT_FIRST + (int)why]++;
-        if (!c->told)
-            rumor_log(RUMOR_LOG_WARN, "refused %s: certificate %s", id, rumor_cert_reject_name(why));
-        c->told = true;
-        c->admitted = false;
+        /* Count every refusal; log a bounded number, so a flood cannot fill the disk. */
+        if (n->refusals_logged < 50)
+            rumor_log(RUMOR_LOG_WARN, "refused %s: certificate %s%s", id, rumor_cert_reject_name(why),
+                      ++n->refusals_logged == 50 ? " (further refusals are only counted)" : "");
+        conn_t *old = find_conn(n, key, false, now);
+        if (old) old->admitted = false;
         char reason[64];
         snprintf(reason, sizeof reason, "certificate %s", rumor_cert_reject_name(why));
         reply_bye(n, rid, reason);
         return;
     }
+    conn_t *c = find_conn(n, key, true, now);
     if (!c->admitted) rumor_log(RUMOR_LOG_INFO, "admitted %s (%s) from %s", id, cert.name, w->u.hello.addr);
     c->admitted = true;
-    c->told = false;
     c->expires_at = cert.expires_at;
+    c->last_seen = now;
     snprintf(c->addr, sizeof c->addr, "%s", w->u.hello.addr);
-    static rumor_memb_msg_t m;
-    memb_from_wire(&m, w);
-    rumor_memb_recv(n->memb, c->key, c->addr, &m, now);
+    memb_from_wire(&n->mmsg, w);
+    rumor_memb_recv(n->memb, c->key, c->addr, &n->mmsg, now);
 }
 
 /* Connection events of a bootstrap's DEALER: counts that explain a failed join. A
@@ -506,9 +526,13 @@ static void handle_monitor(peer_t *p)
         switch (event) {
         case ZMQ_EVENT_CONNECT_RETRIED: p->conn_refused++; break;
         case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: p->handshakes++; break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+            /* Its ZAP handler refused our key: it is on that node's revocation list. */
+            p->refused = true;
+            snprintf(p->refusal, sizeof p->refusal, "this node's key is revoked there");
+            break;
         case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: p->handshake_failed++; break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: p->handshake_failed++; break;
         case ZMQ_EVENT_DISCONNECTED:
             if (p->handshakes == 0) p->handshake_failed++;
             break;
@@ -520,7 +544,8 @@ static void handle_monitor(peer_t *p)
 /* Why no bootstrap let us in, in words a user can act on; false while there is hope. */
 static bool join_failed(rumor_node_t *n, uint64_t waited_ms, char why[400], size_t len)
 {
-    if (n->n_boot == 0 || rumor_memb_view_count(n->memb) > 0) return false;
+    if (rumor_memb_view_count(n->memb) > 0) n->joined = true;
+    if (n->joined || n->n_boot == 0 || rumor_memb_view_count(n->memb) > 0) return false;
     if (n->cfg.join_timeout_ms == 0 || waited_ms < n->cfg.join_timeout_ms) return false;
     const rumor_addr_t *b = &n->boot[0];
     peer_t *p = find_peer(n, b->key);
@@ -576,7 +601,7 @@ static void handle_dealer(rumor_node_t *n, peer_t *p, uint64_t now)
         char id[RUMOR_SHORT_ID_LEN + 1];
         rumor_key_short_id(id, p->key);
         if (!p->refused)
-            rumor_log(RUMOR_LOG_ERROR, "peer %s at %s refused us: %s", id, p->addr,
+            rumor_log(RUMOR_LOG_WARN, "peer %s at %s refused us: %s", id, p->addr,
                       w.u.bye.why[0] ? w.u.bye.why : "no reason given");
         p->refused = true;
         snprintf(p->refusal, sizeof p->refusal, "%s", w.u.bye.why[0] ? w.u.bye.why : "refused");
@@ -586,8 +611,8 @@ static void handle_dealer(rumor_node_t *n, peer_t *p, uint64_t now)
 
 static void handle_router(rumor_node_t *n, uint64_t now)
 {
-    static rumor_msg_t w;
-    static rumor_memb_msg_t m;
+    rumor_msg_t *wp = &n->wmsg;
+    rumor_memb_msg_t *mp = &n->mmsg;
     for (int k = 0; k < BATCH; k++) {
         zmq_msg_t parts[4];
         int count = 0;
@@ -621,27 +646,33 @@ static void handle_router(rumor_node_t *n, uint64_t now)
         rumor_proto_reject_t why = RUMOR_PROTO_REJECT_NONE;
         const uint8_t *payload = count == 3 ? zmq_msg_data(&parts[2]) : NULL;
         size_t payload_len = count == 3 ? zmq_msg_size(&parts[2]) : 0;
-        if (rumor_proto_decode(&w, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), payload, payload_len,
+        if (rumor_proto_decode(wp, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), payload, payload_len,
                                &why) != RUMOR_OK) {
             n->drops[why < RUMOR_PROTO_REJECT_COUNT ? why : RUMOR_PROTO_REJECT_MALFORMED]++;
             goto next;
         }
-        conn_t *c = find_conn(n, key, w.type == RUMOR_MSG_HELLO, now);
-        if (c) c->last_seen = now;
-        if (w.type == RUMOR_MSG_HELLO) {
-            handle_hello(n, c, &parts[0], &w, now);
+        if (wp->type == RUMOR_MSG_HELLO) {
+            handle_hello(n, key, &parts[0], wp, now);
             goto next;
         }
-        if (!c || !c->admitted || (c->expires_at && unix_now() > c->expires_at)) {
+        conn_t *c = find_conn(n, key, false, now);
+        if (!c || !c->admitted || !c->addr[0] || (c->expires_at && unix_now() >= c->expires_at)) {
+            /* No valid hello from this key (yet, or since we restarted, or since it expired):
+             * nothing it says counts. Ask it for one, once in a while. */
             n->drops[DROP_NO_HELLO]++;
-            if (!c || !c->told) reply_bye(n, &parts[0], "hello");
+            if (n->drops[DROP_NO_HELLO] % 16 == 1) reply_bye(n, &parts[0], "hello");
             goto next;
         }
-        if (memb_from_wire(&m, &w)) {
-            if (w.type == RUMOR_MSG_PING) n->last_pinged = now;
-            rumor_memb_recv(n->memb, key, c->addr, &m, now);
-        } else if (w.type == RUMOR_MSG_MODEL && w.u.model.codec == RUMOR_CODEC_F32 && n->chunk_cb) {
-            const rumor_msg_model_t *mm = &w.u.model;
+        c->last_seen = now;
+        if (wp->type == RUMOR_MSG_BYE && wp->u.bye.why[0]) {
+            n->drops[DROP_UNEXPECTED]++; /* refusals and hello requests belong on our DEALERs */
+            goto next;
+        }
+        if (memb_from_wire(mp, wp)) {
+            if (wp->type == RUMOR_MSG_PING) n->last_pinged = now;
+            rumor_memb_recv(n->memb, key, c->addr, mp, now);
+        } else if (wp->type == RUMOR_MSG_MODEL && wp->u.model.codec == RUMOR_CODEC_F32 && n->chunk_cb) {
+            const rumor_msg_model_t *mm = &wp->u.model;
             rumor_node_chunk_t ch = {.round = mm->round, .layout = mm->layout, .w = mm->w, .chunk = mm->chunk,
                                      .chunks = mm->chunks, .off = mm->off, .n = mm->n};
             n->chunk_cb(n->chunk_arg, key, &ch, mm->payload, mm->payload_len);
@@ -654,9 +685,10 @@ static void handle_router(rumor_node_t *n, uint64_t now)
     }
 }
 
-/* ZAP (RFC 27): every CURVE client is let in to say hello, unless its key is revoked. The
- * User-Id we return travels with each of its messages: that is how a message's sender is
- * known. */
+/* ZAP (RFC 27): every CURVE client whose key is not revoked is let in to say hello; its
+ * certificate is checked in that hello (ZAP requests carry the client's key but nothing the
+ * client chooses, so the certificate cannot ride in the handshake). The User-Id we return
+ * travels with each of the client's messages: that is how a message's sender is known. */
 static void handle_zap(rumor_node_t *n)
 {
     zmq_msg_t f[8];
@@ -672,9 +704,16 @@ static void handle_zap(rumor_node_t *n)
         more = zmq_msg_more(&f[count]);
         count++;
     }
+    while (more) { /* a request longer than RFC 27's: drain, then refuse */
+        zmq_msg_t x;
+        zmq_msg_init(&x);
+        if (zmq_msg_recv(&x, n->zap, ZMQ_DONTWAIT) < 0) more = false;
+        else more = zmq_msg_more(&x);
+        zmq_msg_close(&x);
+    }
     const char *status = "400", *text = "bad request";
     char user[RUMOR_KEY_Z85_LEN + 1] = "";
-    if (count >= 7 && zmq_msg_size(&f[5]) == 5 && memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
+    if (count == 7 && zmq_msg_size(&f[5]) == 5 && memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
         zmq_msg_size(&f[6]) == RUMOR_KEY_LEN) {
         const uint8_t *key = zmq_msg_data(&f[6]);
         if (n->revoked && rumor_revoked_has(n->revoked, key)) {
@@ -687,8 +726,7 @@ static void handle_zap(rumor_node_t *n)
         }
     }
     /* Reply: version, request id, status code, status text, user id, metadata. */
-    const char *version = "1.0";
-    zmq_send(n->zap, version, 3, ZMQ_SNDMORE);
+    zmq_send(n->zap, "1.0", 3, ZMQ_SNDMORE);
     if (count >= 2)
         zmq_send(n->zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
     else
@@ -721,6 +759,7 @@ static void out(out_t *o, const char *fmt, ...)
 
 static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
 {
+    char nb[48];
     const rumor_memb_stats_t ms = rumor_memb_stats(n->memb);
     int nv = rumor_memb_view_count(n->memb);
     char z85[RUMOR_KEY_Z85_LEN + 1];
@@ -748,7 +787,7 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
         bool first = true;
         for (int i = 1; i < DROP_COUNT; i++)
             if (n->drops[i]) {
-                out(o, "%s\"%s\":%" PRIu64, first ? "" : ",", drop_name(i), n->drops[i]);
+                out(o, "%s\"%s\":%" PRIu64, first ? "" : ",", drop_name(i, nb), n->drops[i]);
                 first = false;
             }
         if (ms.dropped_input) out(o, "%s\"membership\":%" PRIu64, first ? "" : ",", ms.dropped_input);
@@ -770,7 +809,7 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
     out(o, "messages in %" PRIu64 " (%" PRIu64 " bytes), out %" PRIu64 " (%" PRIu64 " bytes)\n", n->msgs_in,
         n->bytes_in, n->msgs_out, n->bytes_out);
     for (int i = 1; i < DROP_COUNT; i++)
-        if (n->drops[i]) out(o, "rejected %s: %" PRIu64 "\n", drop_name(i), n->drops[i]);
+        if (n->drops[i]) out(o, "rejected %s: %" PRIu64 "\n", drop_name(i, nb), n->drops[i]);
 }
 
 static void handle_control(rumor_node_t *n, uint64_t now)
@@ -789,10 +828,9 @@ static void handle_control(rumor_node_t *n, uint64_t now)
         zmq_msg_close(&x);
     }
     req[len < (int)sizeof req ? len : (int)sizeof req - 1] = 0;
-    static char text[256 * 1024];
-    out_t o = {text, sizeof text, 0};
+    out_t o = {n->status_buf, sizeof n->status_buf, 0};
     status_text(n, strcmp(req, "status json") == 0, &o, now);
-    zmq_send(n->control, text, o.len, 0);
+    zmq_send(n->control, n->status_buf, o.len, 0);
 }
 
 rumor_err_t rumor_node_query_status(const char *control, bool json, char *outbuf, size_t cap,
@@ -862,7 +900,11 @@ static void pump(rumor_node_t *n, peer_t *p)
                                         .layout = s->layout, .chunk = s->next, .chunks = s->chunks,
                                         .off = off, .n = cnt, .payload_len = (size_t)cnt * sizeof(float)};
         size_t len;
-        if (rumor_proto_encode(&m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) break;
+        if (rumor_proto_encode(&m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) {
+            s->next = s->chunks; /* cannot happen after send_model's checks; never spin on it */
+            break;
+        }
+        if (atomic_load(&s->out->refs) - 1 >= MAX_INFLIGHT) return; /* resumes as chunks go out */
         int events = 0;
         size_t sz = sizeof events;
         zmq_getsockopt(p->dealer, ZMQ_EVENTS, &events, &sz);
@@ -874,8 +916,8 @@ static void pump(rumor_node_t *n, peer_t *p)
             zmq_msg_close(&payload); /* releases the reference taken above */
             return;
         }
-        /* After the first frame of a message the second always goes: HWM counts messages. */
-        if (zmq_msg_send(&payload, p->dealer, 0) < 0) {
+        /* After the first frame of a message the second goes too: HWM counts messages. */
+        if (zmq_msg_send(&payload, p->dealer, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&payload);
             n->drops[DROP_SEND_FULL]++;
         }
@@ -897,7 +939,8 @@ rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint6
     for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
         if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
     if (v < 0 || count == 0 || chunk_params == 0 || chunk_params * sizeof(float) > RUMOR_PROTO_MAX_PAYLOAD ||
-        (count + chunk_params - 1) / chunk_params > RUMOR_PROTO_MAX_CHUNKS)
+        (count + chunk_params - 1) / chunk_params > RUMOR_PROTO_MAX_CHUNKS || count > RUMOR_PROTO_MAX_PARAMS ||
+        !(w > 0.0 && w <= RUMOR_PROTO_MAX_WEIGHT))
         return RUMOR_EINVAL;
     peer_t *p = get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, now_ms());
     if (!p) return RUMOR_EINVAL;
@@ -950,8 +993,11 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
         }
     }
     if (cfg->revoked_path && rumor_revoked_load(&n->revoked, cfg->revoked_path, err) != RUMOR_OK) goto fail;
-    for (int i = 0; i < cfg->n_bootstraps; i++)
-        if (rumor_addr_parse(&n->boot[n->n_boot++], cfg->bootstraps[i], err) != RUMOR_OK) goto fail;
+    for (int i = 0; i < cfg->n_bootstraps; i++) {
+        if (rumor_addr_parse(&n->boot[n->n_boot], cfg->bootstraps[i], err) != RUMOR_OK) goto fail;
+        /* The same command line on every machine names this node too: skip ourselves. */
+        if (!same_key(n->boot[n->n_boot].key, rumor_secret_key_public(n->key))) n->n_boot++;
+    }
     rumor_key_short_id(n->id, rumor_secret_key_public(n->key));
     rumor_log_set_id(n->id);
 
@@ -1011,7 +1057,7 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
             goto fail;
         }
     }
-    snprintf(n->self_addr, sizeof n->self_addr, "%s", adv);
+    snprintf(n->self_addr, sizeof n->self_addr, "%.255s", adv); /* valid addresses are short */
     if (rumor_addr_format(n->address, rumor_secret_key_public(n->key), n->self_addr, err) != RUMOR_OK) goto fail;
 
     if (cfg->control) {
@@ -1086,7 +1132,7 @@ static void check_reachable(rumor_node_t *n, uint64_t now)
 /* When every bootstrap has refused us there is no way in: say why and stop. */
 static bool all_bootstraps_refused(rumor_node_t *n, char *why, size_t len)
 {
-    if (n->n_boot == 0 || rumor_memb_view_count(n->memb) > 0) return false;
+    if (n->joined || n->n_boot == 0 || rumor_memb_view_count(n->memb) > 0) return false;
     for (int b = 0; b < n->n_boot; b++) {
         peer_t *p = find_peer(n, n->boot[b].key);
         if (!p || !p->refused) return false;
@@ -1127,6 +1173,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             }
         }
         int ni = 0, np = 0;
+        bool sending_capped = false;
         items[ni++] = (zmq_pollitem_t){.socket = n->router, .events = ZMQ_POLLIN};
         items[ni++] = (zmq_pollitem_t){.socket = n->zap, .events = ZMQ_POLLIN};
         if (n->control) items[ni++] = (zmq_pollitem_t){.socket = n->control, .events = ZMQ_POLLIN};
@@ -1134,13 +1181,17 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         for (int i = 0; i < MAX_PEERS; i++)
             if (n->peers[i].used) {
                 polled[np++] = &n->peers[i];
+                const outgoing_t *o = n->peers[i].send.out;
+                const bool capped = o && atomic_load(&((outgoing_t *)o)->refs) - 1 >= MAX_INFLIGHT;
+                if (capped) sending_capped = true;
                 items[ni++] = (zmq_pollitem_t){.socket = n->peers[i].dealer,
-                                               .events = ZMQ_POLLIN | (n->peers[i].send.out ? ZMQ_POLLOUT : 0)};
+                                               .events = ZMQ_POLLIN | (o && !capped ? ZMQ_POLLOUT : 0)};
             }
         for (int i = 0; i < np; i++)
             if (polled[i]->monitor) handle_monitor(polled[i]);
         uint64_t wait = rumor_memb_next_deadline(n->memb, now_ms());
         if (wait > 100) wait = 100;
+        if (sending_capped) wait = 1; /* libzmq frees chunks without waking us: look again soon */
         if (zmq_poll(items, ni, (long)wait) < 0 && errno != EINTR) {
             rc = rumor_fail(err, RUMOR_EIO, "poll: %s", zmq_strerror(errno));
             break;
@@ -1151,8 +1202,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         if (n->control && (items[2].revents & ZMQ_POLLIN)) handle_control(n, now);
         for (int i = 0; i < np; i++) {
             if ((items[first_peer + i].revents & ZMQ_POLLIN) && polled[i]->used) handle_dealer(n, polled[i], now);
-            if ((items[first_peer + i].revents & ZMQ_POLLOUT) && polled[i]->used && polled[i]->send.out)
-                pump(n, polled[i]);
+            if (polled[i]->used && polled[i]->send.out) pump(n, polled[i]);
         }
         if (n->tick_cb) n->tick_cb(n->tick_arg, n, now);
         rumor_memb_tick(n->memb, now);
@@ -1160,8 +1210,9 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         check_reachable(n, now);
         char why[400];
         if (n->cfg.exit_on_refusal && all_bootstraps_refused(n, why, sizeof why)) {
-            rc = rumor_fail(err, RUMOR_EAUTH, "the bootstrap refused this node: %s; ask the swarm's authority for a certificate (rumor swarm admit) and check --swarm",
-                            why);
+            rc = rumor_fail(err, RUMOR_EAUTH,
+                            "the bootstrap refused this node: %s; check --swarm, or ask the swarm's authority for "
+                            "a certificate (rumor swarm admit)", why);
             break;
         }
         if (join_failed(n, now - started, why, sizeof why)) {
