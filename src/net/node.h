@@ -13,8 +13,14 @@
  * (proto/); malformed input is dropped and counted, never fatal.
  *
  * Memory is bounded: peers and connections are capped tables, each DEALER has a send
- * high-water mark (a slow or dead peer holds at most that many messages), ZMQ_MAXMSGSIZE caps
- * what a peer can make us buffer, and the membership state machine is fixed-size.
+ * high-water mark (a slow or dead peer holds at most that many messages), a model in transit
+ * keeps at most a few chunks queued, the ROUTER holds at most RECV_HWM messages per peer of at
+ * most ZMQ_MAXMSGSIZE per frame, and the membership state machine is fixed-size.
+ * Known gap: libzmq counts a multipart message against the high-water mark only once its last
+ * frame arrives, so a CURVE client that never ends a message can make us buffer its frames; and
+ * with the stable libzmq API the certificate cannot be checked before those frames are read
+ * (ZAP requests carry nothing the client chooses). Closing it needs single-frame sockets
+ * (ZMQ_SERVER, a draft API today) or a patched libzmq.
  *
  * This is the only module that includes zmq.h (STYLE.md).
  */
