@@ -22,17 +22,7 @@
 
 #define MAX_LIST 8
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+static double median(double *v, int n) { return rumor_median(v, (size_t)n); }
 
 /* Median GFLOP/s of an n x n x n sgemm through the backend at its thread count. */
 static double sgemm_gflops(rumor_backend_t *be, int n)

@@ -82,12 +82,6 @@ out:
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void format_eta(char *buf, size_t len, double s)
 {
     if (!isfinite(s) || s < 0) s = 0;
@@ -514,9 +508,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     }
     res->steps = step;
     if (n_rates > 0) {
-        qsort(epoch_rates, (size_t)n_rates, sizeof *epoch_rates, cmp_double);
-        res->samples_per_s = n_rates % 2 ? epoch_rates[n_rates / 2]
-                                         : 0.5 * (epoch_rates[n_rates / 2 - 1] + epoch_rates[n_rates / 2]);
+        res->samples_per_s = rumor_median(epoch_rates, (size_t)n_rates);
         res->gflops = res->samples_per_s * flops * 1e-9;
     }
     if (cfg->save_path && !res->interrupted)

@@ -17,24 +17,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+static double median(double *v, int n) { return rumor_median(v, (size_t)n); }
 
 static long status_kb(const char *field)
 {
@@ -78,7 +61,7 @@ static void tick_a(void *arg, rumor_node_t *node, uint64_t now)
     if (r >= p->rounds || rumor_node_peer_count(node) < 1) return;
     if (atomic_load(&p->received) < r || atomic_load(&p->in_flight)) return; /* one model at a time */
     atomic_store(&p->in_flight, 1);
-    p->start[r] = seconds();
+    p->start[r] = rumor_now();
     if (rumor_node_send_model(node, rumor_node_peer_key(node, 0), 1, (uint64_t)r, 1.0, p->params, p->n, p->chunk,
                               release_cb, p) != RUMOR_OK) {
         atomic_store(&p->in_flight, 0);
@@ -95,7 +78,7 @@ static void chunk_b(void *arg, const uint8_t peer[32], const rumor_node_chunk_t 
     memcpy(p->recv + c->off, payload, len); /* where mixing would accumulate */
     if (++p->chunks_seen == c->chunks) {
         p->chunks_seen = 0;
-        p->end[c->round] = seconds();
+        p->end[c->round] = rumor_now();
         atomic_store(&p->received, (int)c->round + 1);
         if ((int)c->round + 1 >= p->rounds) atomic_store(&p->done, true);
     }
@@ -196,8 +179,8 @@ static rumor_err_t bench_nodes(size_t n, size_t chunk, int repeat, double *mbps,
     rb.node = p->b;
     started_b = pthread_create(&tb, NULL, run_node, &rb) == 0;
     started_a = started_b && pthread_create(&ta, NULL, run_node, &ra) == 0;
-    const double deadline = seconds() + 30.0 + (double)n * sizeof(float) * p->rounds / 50e6;
-    while (!atomic_load(&p->done) && seconds() < deadline) usleep(1000);
+    const double deadline = rumor_now() + 30.0 + (double)n * sizeof(float) * p->rounds / 50e6;
+    while (!atomic_load(&p->done) && rumor_now() < deadline) usleep(1000);
     rumor_node_request_stop();
     if (started_a) pthread_join(ta, NULL);
     if (started_b) pthread_join(tb, NULL);
@@ -297,7 +280,7 @@ static rumor_err_t bench_raw(size_t n, size_t chunk, int repeat, double *mbps, c
     double rates[MAX_ROUNDS];
     int k = 0;
     for (int r = 0; r < rounds; r++) {
-        const double t0 = seconds();
+        const double t0 = rumor_now();
         atomic_store(&s.go, r + 1);
         for (size_t off = 0; off < n; off += chunk) {
             zmq_msg_t m;
@@ -307,7 +290,7 @@ static rumor_err_t bench_raw(size_t n, size_t chunk, int repeat, double *mbps, c
             if (off * sizeof(float) + got <= n * sizeof(float)) memcpy((char *)recv + off * sizeof(float), zmq_msg_data(&m), got);
             zmq_msg_close(&m);
         }
-        if (r > 0) rates[k++] = (double)n * sizeof(float) / (seconds() - t0) / 1e6;
+        if (r > 0) rates[k++] = (double)n * sizeof(float) / (rumor_now() - t0) / 1e6;
     }
     pthread_join(t, NULL);
     zmq_close(push);
