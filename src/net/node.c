@@ -942,6 +942,10 @@ rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint6
         (count + chunk_params - 1) / chunk_params > RUMOR_PROTO_MAX_CHUNKS || count > RUMOR_PROTO_MAX_PARAMS ||
         !(w > 0.0 && w <= RUMOR_PROTO_MAX_WEIGHT))
         return RUMOR_EINVAL;
+    /* Parameters go only to a key whose own hello we verified (gossip alone is not enough),
+     * and whose certificate is still valid. */
+    const conn_t *c = find_conn(n, peer, false, now_ms());
+    if (!c || !c->admitted || (c->expires_at && unix_now() >= c->expires_at)) return RUMOR_EAUTH;
     peer_t *p = get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, now_ms());
     if (!p) return RUMOR_EINVAL;
     if (p->send.out) return RUMOR_ECLOSED;

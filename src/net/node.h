@@ -95,7 +95,8 @@ void rumor_node_on_tick(rumor_node_t *self, rumor_node_tick_cb cb, void *arg);
 
 /* Queue params[0..n) for peer in chunks of chunk_params. Zero copy: params must stay valid
  * and unchanged until release(arg) runs (once, from any thread, when the last chunk is sent
- * or dropped). RUMOR_EINVAL for an unknown peer; RUMOR_ECLOSED when a model to it is still in
+ * or dropped). RUMOR_EINVAL for a peer not in the view or bad sizes/weight; RUMOR_EAUTH for a
+ * peer whose own valid hello we have not seen; RUMOR_ECLOSED when a model to it is still in
  * flight. Call from the node's thread (a tick or chunk callback). */
 rumor_err_t rumor_node_send_model(rumor_node_t *self, const uint8_t peer[32], uint64_t layout,
                                   uint64_t round, double w, const float *params, size_t n,
