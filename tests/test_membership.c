@@ -453,6 +453,38 @@ static void test_bad_input_and_refutation(void)
     msg.peers[0].inc = 7;
     rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
     CHECK(rumor_memb_view_at(m, 0)->state == RUMOR_MEMB_ALIVE && rumor_memb_view_at(m, 0)->inc == 7);
+    /* 'left' about ourselves is refuted too (a quick restart must not be locked out). */
+    uint32_t inc0 = rumor_memb_incarnation(m);
+    memset(&msg, 0, sizeof msg);
+    msg.kind = RUMOR_MEMB_PEERS;
+    msg.n_peers = 1;
+    memcpy(msg.peers[0].key, me, RUMOR_KEY_LEN);
+    snprintf(msg.peers[0].addr, sizeof msg.peers[0].addr, "tcp://127.0.0.1:7001");
+    msg.peers[0].inc = inc0;
+    msg.peers[0].state = RUMOR_MEMB_LEFT;
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    CHECK(rumor_memb_incarnation(m) == inc0 + 1);
+    /* A claim far ahead of our incarnation is dropped: it could only push ours to the wrap. */
+    msg.peers[0].inc = UINT32_MAX;
+    msg.peers[0].state = RUMOR_MEMB_DEAD;
+    uint64_t dropped = rumor_memb_stats(m).dropped_input;
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    CHECK(rumor_memb_incarnation(m) == inc0 + 1);
+    CHECK(rumor_memb_stats(m).dropped_input == dropped + 1);
+    /* A ping-req for a member we do not know makes us dial nothing. */
+    while (rumor_memb_next_action(m, &a)) {
+    }
+    memset(&msg, 0, sizeof msg);
+    msg.kind = RUMOR_MEMB_PING_REQ;
+    msg.seq = 77;
+    msg.has_target = true;
+    key_of(99, msg.target);
+    snprintf(msg.target_addr, sizeof msg.target_addr, "tcp://203.0.113.9:22");
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    bool dialled = false;
+    while (rumor_memb_next_action(m, &a)) dialled |= a.kind == RUMOR_MEMB_ACT_SEND && strstr(a.addr, "203.0.113.9");
+    CHECK(!dialled);
+    CHECK(rumor_memb_stats(m).dropped_input == dropped + 2);
     /* A bad configuration is refused. */
     rumor_memb_config_t bad = cfg;
     bad.ping_timeout_ms = bad.period_ms;

@@ -315,6 +315,17 @@ def main():
         except subprocess.TimeoutExpired:
             check(False, "unjoinable bootstrap (%s) explained (it hung)" % want)
 
+    # 6b. A node that once joined stays up when its view empties (churn is not a failed join).
+    ja, jca, jaddr = start(tmp, swarm, keys[0])
+    jb, jcb, _ = start(tmp, swarm, keys[5], bootstrap=jaddr, extra=("--join-timeout", "1"))
+    check(wait_for(lambda: view_keys(jcb) == [pubs[0]], 5), "a node joins")
+    ja.send_signal(signal.SIGTERM)
+    ja.wait(timeout=5)
+    time.sleep(2.5)
+    check(jb.poll() is None and view_keys(jcb) == [], "alone after its bootstrap left, it keeps running")
+    jb.send_signal(signal.SIGTERM)
+    jb.wait(timeout=5)
+
     # 7. Revocation: a key added to the list and SIGHUP reloading it lose their admission.
     revoked = os.path.join(tmp, "revoked.txt")
     with open(revoked, "w") as f:
