@@ -322,7 +322,12 @@ def main():
     ja.send_signal(signal.SIGTERM)
     ja.wait(timeout=5)
     time.sleep(2.5)
-    check(jb.poll() is None and view_keys(jcb) == [], "alone after its bootstrap left, it keeps running")
+    vk = view_keys(jcb)
+    check(jb.poll() is None and vk == [], "alone after its bootstrap left, it keeps running (exit %s, view %s)"
+          % (jb.poll(), vk))
+    if jb.poll() is not None:
+        with open(keys[5] + ".log") as f:
+            print("     " + "     ".join(f.readlines()[-5:]))
     jb.send_signal(signal.SIGTERM)
     jb.wait(timeout=5)
 

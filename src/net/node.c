@@ -187,8 +187,11 @@ static void chunk_free_cb(void *data, void *hint)
 static void close_peer(peer_t *p)
 {
     if (p->send.out) outgoing_unref(p->send.out); /* chunks not yet queued are dropped */
-    if (p->monitor) zmq_close(p->monitor);
+    /* Stop the monitor before closing its reader: libzmq's I/O thread sends monitor events
+     * blocking, and with nobody left to read them it would hang, and every socket with it. */
+    if (p->monitor && p->dealer) zmq_socket_monitor(p->dealer, NULL, 0);
     if (p->dealer) zmq_close(p->dealer);
+    if (p->monitor) zmq_close(p->monitor);
     memset(p, 0, sizeof *p);
 }
 
