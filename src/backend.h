@@ -128,4 +128,13 @@ int rumor_backend_default_threads(void);
 
 extern const struct rumor_backend_ops rumor_backend_cpu_ops;
 
+/* ---- dense linear algebra for analysis (LAPACK from OpenBLAS) ---- */
+
+/* Eigenvalues of the symmetric n x n matrix a (either storage order: it is symmetric) into
+ * w[0..n), ascending (LAPACK dsyev, eigenvalues only). a is overwritten. Host memory, not
+ * backend memory: this serves analysis tools such as the topology spectral gap, not
+ * training. Returns 0 on success; otherwise LAPACK's info (> 0: no convergence, < 0: a bad
+ * argument) or -1 when the workspace cannot be allocated. */
+int rumor_lapack_eigvals_sym(double *w, double *a, int n);
+
 #endif

@@ -14,6 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* LAPACK from OpenBLAS. Debian's OpenBLAS ships no lapacke.h, so the Fortran symbol is
+ * declared here (LP64: Fortran INTEGER is int). gfortran passes the lengths of CHARACTER
+ * arguments as hidden trailing size_t parameters; passing them keeps the call well defined. */
+void dsyev_(const char *jobz, const char *uplo, const int *n, double *a, const int *lda,
+            double *w, double *work, const int *lwork, int *info, size_t jobz_len,
+            size_t uplo_len);
+
 /* max without libm's NaN rules (fmaxf is a call on x86-64): on a tie it keeps a. */
 static inline float max2(float a, float b) { return b > a ? b : a; }
 
@@ -324,6 +331,24 @@ static void cpu_sumsq(rumor_backend_t *be, double *out, const float *x, size_t n
         for (int j = 0; j < 4; j++) s[j] += (double)x[i + j] * x[i + j];
     for (; i < n; i++) s[0] += (double)x[i] * x[i];
     *out = (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+int rumor_lapack_eigvals_sym(double *w, double *a, int n)
+{
+    if (n < 0) return -3;
+    if (n == 0) return 0;
+    int lda = n, info = 0, lwork = -1;
+    double query = 0;
+    /* Eigenvalues only (jobz 'N'); a is symmetric, so which triangle is read does not
+     * depend on row- or column-major storage. First ask LAPACK for its workspace size. */
+    dsyev_("N", "U", &n, a, &lda, w, &query, &lwork, &info, 1, 1);
+    if (info != 0) return info;
+    lwork = query > 3.0 * n ? (int)query : 3 * n;
+    double *work = malloc((size_t)lwork * sizeof *work);
+    if (!work) return -1;
+    dsyev_("N", "U", &n, a, &lda, w, work, &lwork, &info, 1, 1);
+    free(work);
+    return info;
 }
 
 const struct rumor_backend_ops rumor_backend_cpu_ops = {

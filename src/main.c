@@ -226,6 +226,7 @@ static void usage(FILE *f)
             "  swarm    a swarm authority: swarm init DIR, swarm admit -a DIR -o CERT PUBKEY\n"
             "  node     join a swarm and stay in it (node --help)\n"
             "  status   what a running node sees: status --control ipc://PATH [--json]\n"
+            "  topo     degree, spectral gap and period of a topology: topo --kind SPEC --peers N\n"
             "\n"
             "  rumor --version      version, protocol version, compiled backends\n"
             "  rumor COMMAND --help options of a command\n",
@@ -255,6 +256,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "status") == 0) return cmd_status(argc, argv);
     if (strcmp(cmd, "keygen") == 0) return cmd_keygen(argc, argv);
     if (strcmp(cmd, "swarm") == 0) return cmd_swarm(argc, argv);
+    if (strcmp(cmd, "topo") == 0) return cmd_topo(argc, argv);
     cli_error("unknown command '%s' (try rumor --help)", cmd);
     return 2;
 }

@@ -50,6 +50,10 @@ expect_error "checkpoint-every alone" train --checkpoint-every 10
 expect_error "unwritable save"        train --save /proc/rumor/model.safetensors
 expect_error "save onto a folder"     train --save /tmp
 expect_error "eval bad threads"       eval x.safetensors --threads -5
+expect_error "topo without kind"      topo --peers 8
+expect_error "topo unknown kind"      topo --kind star --peers 8
+expect_error "hypercube of 6"         topo --kind hypercube --peers 6
+expect_error "topo zero peers"        topo --kind ring --peers 0
 expect_error "partition without rank" train --partition iid
 expect_error "rank out of range"      train --partition iid --rank 4 --of 4
 expect_error "bad partition"          train --partition dirichlet:0 --rank 0 --of 4
@@ -103,6 +107,11 @@ if [ -d "$data" ]; then
         "$rumor" eval "$tmp/run/b/m.safetensors" --json --threads 1 | grep -q '"model":"logreg"' ||
         { echo "FAIL: resume from the command line"; fails=$((fails + 1)); }
 fi
+
+# The ring's spectral gap has a closed form: 1 - (1/3 + 2/3 cos(2 pi / n)); n = 8: 0.1952621459.
+checks=$((checks + 1))
+"$rumor" topo --kind ring --peers 8 --json | grep -q '"spectral_gap":0.19526214' ||
+    { echo "FAIL: topo ring 8 gap"; fails=$((fails + 1)); }
 
 checks=$((checks + 1))
 "$rumor" --version | grep -q '^backends cpu' || { echo "FAIL: --version"; fails=$((fails + 1)); }
