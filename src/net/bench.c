@@ -8,6 +8,7 @@
 #include "crypto.h"
 #include "net/node.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -267,9 +268,17 @@ static rumor_err_t bench_raw(size_t n, size_t chunk, int repeat, double *mbps, c
     zmq_setsockopt(push, ZMQ_CURVE_SECRETKEY, csec, 32);
     char ep[128];
     size_t len = sizeof ep;
-    zmq_bind(pull, "tcp://127.0.0.1:*");
-    zmq_getsockopt(pull, ZMQ_LAST_ENDPOINT, ep, &len);
-    zmq_connect(push, ep);
+    int timeout = 10000, zero = 0;
+    zmq_setsockopt(pull, ZMQ_RCVTIMEO, &timeout, sizeof timeout); /* never hang the benchmark */
+    zmq_setsockopt(push, ZMQ_SNDTIMEO, &timeout, sizeof timeout);
+    zmq_setsockopt(push, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_bind(pull, "tcp://127.0.0.1:*") != 0 || zmq_getsockopt(pull, ZMQ_LAST_ENDPOINT, ep, &len) != 0 ||
+        zmq_connect(push, ep) != 0) {
+        zmq_close(push);
+        zmq_close(pull);
+        zmq_ctx_term(ctx);
+        return rumor_fail(err, RUMOR_EIO, "raw CURVE pair: %s", zmq_strerror(errno));
+    }
     float *params = malloc(n * sizeof *params), *recv = malloc(n * sizeof *recv);
     for (size_t i = 0; i < n; i++) params[i] = (float)(i % 1000) * 1e-3f;
     const int rounds = repeat + 1 > MAX_ROUNDS ? MAX_ROUNDS : repeat + 1;
@@ -279,25 +288,32 @@ static rumor_err_t bench_raw(size_t n, size_t chunk, int repeat, double *mbps, c
     pthread_create(&t, NULL, raw_send, &s);
     double rates[MAX_ROUNDS];
     int k = 0;
-    for (int r = 0; r < rounds; r++) {
+    bool failed = false;
+    for (int r = 0; r < rounds && !failed; r++) {
         const double t0 = rumor_now();
         atomic_store(&s.go, r + 1);
-        for (size_t off = 0; off < n; off += chunk) {
+        for (size_t off = 0; off < n && !failed; off += chunk) {
             zmq_msg_t m;
             zmq_msg_init(&m);
-            zmq_msg_recv(&m, pull, 0);
+            if (zmq_msg_recv(&m, pull, 0) < 0) {
+                zmq_msg_close(&m);
+                failed = true;
+                break;
+            }
             size_t got = zmq_msg_size(&m);
             if (off * sizeof(float) + got <= n * sizeof(float)) memcpy((char *)recv + off * sizeof(float), zmq_msg_data(&m), got);
             zmq_msg_close(&m);
         }
-        if (r > 0) rates[k++] = (double)n * sizeof(float) / (rumor_now() - t0) / 1e6;
+        if (r > 0 && !failed) rates[k++] = (double)n * sizeof(float) / (rumor_now() - t0) / 1e6;
     }
+    if (failed) atomic_store(&s.go, rounds + 1); /* let the sender run out (its sends time out) */
     pthread_join(t, NULL);
     zmq_close(push);
     zmq_close(pull);
     zmq_ctx_term(ctx);
     free(params);
     free(recv);
+    if (failed || k == 0) return rumor_fail(err, RUMOR_ETIMEDOUT, "raw CURVE pair: nothing arrived for 10 s");
     *mbps = median(rates, k);
     return RUMOR_OK;
 }
