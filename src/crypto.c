@@ -1,6 +1,8 @@
 /* crypto.c - keys, Z85, certificates, revocation lists, addresses (see crypto.h). */
 #include "crypto.h"
 
+#include "fileio.h"
+
 #include <sodium.h>
 
 #include <arpa/inet.h>
@@ -243,36 +245,6 @@ static rumor_err_t parse_key_file(uint8_t key[RUMOR_KEY_LEN], const char *buf, s
     return RUMOR_OK;
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Makes a rename or link durable. Some filesystems cannot fsync a folder (EINVAL); nothing
- * more can be done there. */
-static rumor_err_t sync_dir(const char *path, char *err)
-{
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    rumor_err_t rc = RUMOR_OK;
-    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
-        rc = rumor_fail(err, RUMOR_EIO, "%s: syncing folder %s: %s", path, dir, strerror(errno));
-    if (fd >= 0) close(fd);
-    return rc;
-}
-
 /* Puts data at path atomically with exactly this mode: a temp file in the same folder,
  * created O_CREAT|O_EXCL with the final mode (so a secret is never readable by others, not
  * even for an instant), written, fsynced, then moved into place and the folder fsynced.
@@ -293,7 +265,7 @@ static rumor_err_t write_atomic(const char *path, const void *data, size_t len, 
     }
     rumor_err_t rc = RUMOR_OK;
     /* The umask may have taken bits away; set exactly what was asked. */
-    if (fchmod(fd, mode) != 0 || write_all(fd, data, len) != 0 || fsync(fd) != 0) goto io_fail;
+    if (fchmod(fd, mode) != 0 || rumor_write_all(fd, data, len) != 0 || fsync(fd) != 0) goto io_fail;
     int closing = fd;
     fd = -1;
     if (close(closing) != 0) goto io_fail;
@@ -314,7 +286,7 @@ static rumor_err_t write_atomic(const char *path, const void *data, size_t len, 
         unlink(tmp);
     }
     tmp[0] = 0; /* in place: nothing to clean up */
-    rc = sync_dir(path, err);
+    rc = rumor_sync_dir(path, err);
     goto out;
 io_fail:
     rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));

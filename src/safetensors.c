@@ -1,6 +1,8 @@
 /* safetensors.c - safetensors reader and atomic writer (see safetensors.h). */
 #include "safetensors.h"
 
+#include "fileio.h"
+
 #include <cjson/cJSON.h>
 
 #include <assert.h>
@@ -879,40 +881,6 @@ static void build_header(strbuf_t *sb, const rumor_st_out_t *tensors, size_t n_t
     while ((8 + sb->len) % ST_ALIGN) sb_str(sb, " ");
 }
 
-static int write_all(int fd, const void *p, uint64_t n)
-{
-    const uint8_t *b = p;
-    while (n) {
-        /* Linux moves at most about 2 GiB per write; ask for no more than 1 GiB a time. */
-        size_t chunk = n > (UINT64_C(1) << 30) ? (size_t)1 << 30 : (size_t)n;
-        ssize_t w = write(fd, b, chunk);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return -1;
-        b += w;
-        n -= (uint64_t)w;
-    }
-    return 0;
-}
-
-/* Makes the rename durable. Some filesystems cannot fsync a directory and say EINVAL;
- * there is nothing more to do on those. A failure here is reported although the new file
- * is already in place: it may not survive a crash. */
-static rumor_err_t sync_dir(const char *path, char *err)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash == path ? strdup("/")
-                : slash       ? strndup(path, (size_t)(slash - path))
-                              : strdup(".");
-    if (!dir) return rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
-    rumor_err_t rc = RUMOR_OK;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
-        rc = rumor_fail(err, RUMOR_EIO, "%s: syncing folder %s: %s", path, dir, strerror(errno));
-    if (fd >= 0) close(fd);
-    free(dir);
-    return rc;
-}
-
 rumor_err_t rumor_st_write(const char *path, const rumor_st_out_t *tensors, size_t n_tensors,
                            const rumor_st_meta_t *meta, size_t n_meta, char err[RUMOR_ERR_LEN])
 {
@@ -961,9 +929,9 @@ rumor_err_t rumor_st_write(const char *path, const rumor_st_out_t *tensors, size
 
     uint8_t lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (uint8_t)((uint64_t)sb.len >> (8 * i));
-    if (write_all(fd, lenbuf, sizeof lenbuf) != 0 || write_all(fd, sb.p, sb.len) != 0) goto io_fail;
+    if (rumor_write_all(fd, lenbuf, sizeof lenbuf) != 0 || rumor_write_all(fd, sb.p, sb.len) != 0) goto io_fail;
     for (size_t i = 0; i < n_tensors; i++)
-        if (write_all(fd, tensors[i].data, nbytes[i]) != 0) goto io_fail;
+        if (rumor_write_all(fd, tensors[i].data, nbytes[i]) != 0) goto io_fail;
     if (fsync(fd) != 0) goto io_fail;
     int fd_closing = fd;
     fd = -1;
@@ -971,7 +939,7 @@ rumor_err_t rumor_st_write(const char *path, const rumor_st_out_t *tensors, size
     if (rename(tmp, path) != 0) goto io_fail;
     free(tmp);
     tmp = NULL; /* renamed: now it is the file at path */
-    rc = sync_dir(path, err);
+    rc = rumor_sync_dir(path, err);
     goto out;
 
 io_fail:

@@ -1,0 +1,41 @@
+/* fileio.c - whole writes and durable renames. */
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int rumor_write_all(int fd, const void *data, uint64_t n)
+{
+    const uint8_t *b = data;
+    while (n) {
+        /* Linux moves at most about 2 GiB per write; ask for no more than 1 GiB at a time. */
+        size_t chunk = n > (UINT64_C(1) << 30) ? (size_t)1 << 30 : (size_t)n;
+        ssize_t w = write(fd, b, chunk);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return -1;
+        b += w;
+        n -= (uint64_t)w;
+    }
+    return 0;
+}
+
+rumor_err_t rumor_sync_dir(const char *path, char err[RUMOR_ERR_LEN])
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    rumor_err_t rc = RUMOR_OK;
+    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
+        rc = rumor_fail(err, RUMOR_EIO, "%s: syncing folder %s: %s", path, dir, strerror(errno));
+    if (fd >= 0) close(fd);
+    return rc;
+}

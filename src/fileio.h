@@ -1,0 +1,21 @@
+/*
+ * fileio.h - the two steps every atomic file write in rumor shares (keys, certificates,
+ * models, checkpoints): write a whole buffer despite short writes and EINTR, and make a
+ * rename durable by syncing the folder it happened in.
+ */
+#ifndef RUMOR_FILEIO_H
+#define RUMOR_FILEIO_H
+
+#include "rumor.h"
+
+#include <stdint.h>
+
+/* Write n bytes to fd, retrying short writes and EINTR; 0, or -1 with errno set. */
+int rumor_write_all(int fd, const void *data, uint64_t n);
+
+/* fsync the folder holding path, so a rename or link in it survives a crash. Filesystems that
+ * cannot sync a folder (EINVAL) are accepted: there is nothing more to do on them. Errors read
+ * "<path>: syncing folder <dir>: <reason>". */
+rumor_err_t rumor_sync_dir(const char *path, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+#endif
