@@ -22,8 +22,6 @@
 
 #define MAX_LIST 8
 
-static double median(double *v, int n) { return rumor_median(v, (size_t)n); }
-
 /* Median GFLOP/s of an n x n x n sgemm through the backend at its thread count. */
 static double sgemm_gflops(rumor_backend_t *be, int n)
 {
@@ -51,7 +49,7 @@ static double sgemm_gflops(rumor_backend_t *be, int n)
     if (a) be->ops->free(be, a);
     if (b) be->ops->free(be, b);
     if (c) be->ops->free(be, c);
-    return k ? median(rates, k) : NAN;
+    return k ? rumor_median(rates, (size_t)k) : NAN;
 }
 
 /* Run the PyTorch reference; returns samples/s or NaN (and says why on stderr). */
@@ -207,10 +205,10 @@ static int bench_train(int argc, char **argv)
                 ratios[n_theirs++] = ours[r] / t;
             }
             rumor_train_result_t res = {0};
-            res.samples_per_s = median(ours, repeat);
+            res.samples_per_s = rumor_median(ours, (size_t)repeat);
             res.gflops = res.samples_per_s * flops;
-            const double torch = n_theirs ? median(theirs, n_theirs) : NAN;
-            const double ratio = n_theirs ? median(ratios, n_theirs) : NAN;
+            const double torch = n_theirs ? rumor_median(theirs, (size_t)n_theirs) : NAN;
+            const double ratio = n_theirs ? rumor_median(ratios, (size_t)n_theirs) : NAN;
             if (json)
                 printf("{\"model\":\"%s\",\"threads\":%d,\"batch\":%d,\"epochs\":%d,"
                        "\"rumor_samples_per_s\":%.1f,\"pytorch_samples_per_s\":%.1f,\"ratio\":%.3f,"

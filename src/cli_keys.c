@@ -69,6 +69,20 @@ static bool refuse_existing(const char *const *paths, size_t n, bool force)
     return true;
 }
 
+/* The end of a command that made a key: on success the public key is its output (a script
+ * can take it from stdout), on failure the one error line. */
+static int finish_with_key(rumor_err_t rc, const uint8_t pub[RUMOR_KEY_LEN], const char *err)
+{
+    if (rc != RUMOR_OK) {
+        cli_error("%s", err);
+        return cli_exit_code(rc);
+    }
+    char z[RUMOR_KEY_Z85_LEN + 1];
+    rumor_key_to_z85(z, pub);
+    printf("%s\n", z);
+    return 0;
+}
+
 int cmd_keygen(int argc, char **argv)
 {
     const char *output = NULL;
@@ -122,15 +136,10 @@ int cmd_keygen(int argc, char **argv)
         /* A secret without its public half is only confusing; a fresh one goes. */
         if (rc != RUMOR_OK && !force) unlink(key_path);
     }
-    char z[RUMOR_KEY_Z85_LEN + 1];
-    rumor_key_to_z85(z, rumor_secret_key_public(key));
+    uint8_t pub[RUMOR_KEY_LEN];
+    memcpy(pub, rumor_secret_key_public(key), RUMOR_KEY_LEN);
     rumor_secret_key_destroy(&key);
-    if (rc != RUMOR_OK) {
-        cli_error("%s", err);
-        return cli_exit_code(rc);
-    }
-    printf("%s\n", z);
-    return 0;
+    return finish_with_key(rc, pub, err);
 }
 
 static int swarm_init(int argc, char **argv)
@@ -176,15 +185,10 @@ static int swarm_init(int argc, char **argv)
         return 1;
     }
     rumor_err_t rc = rumor_authority_save(auth, dir, err);
-    char z[RUMOR_KEY_Z85_LEN + 1];
-    rumor_key_to_z85(z, rumor_authority_public(auth));
+    uint8_t pub[RUMOR_KEY_LEN];
+    memcpy(pub, rumor_authority_public(auth), RUMOR_KEY_LEN);
     rumor_authority_destroy(&auth);
-    if (rc != RUMOR_OK) {
-        cli_error("%s", err);
-        return cli_exit_code(rc);
-    }
-    printf("%s\n", z);
-    return 0;
+    return finish_with_key(rc, pub, err);
 }
 
 static int swarm_admit(int argc, char **argv)

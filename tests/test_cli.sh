@@ -4,25 +4,7 @@
 set -u
 rumor=$1
 data=/usr/share/datasets/fashion-mnist
-tmp=$(mktemp -d /tmp/rumor-test-cli-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-checks=0
-
-# expect_error "description" ARGS... : exit 2 and one stderr line starting "rumor: error: "
-expect_error() {
-    what=$1
-    shift
-    checks=$((checks + 1))
-    "$rumor" "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    lines=$(wc -l <"$tmp/err")
-    if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -q '^rumor: error: ' "$tmp/err"; then
-        echo "FAIL: $what: exit $rc, stderr:"
-        sed 's/^/    /' "$tmp/err"
-        fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 expect_error "no command"
 expect_error "unknown command"        frobnicate

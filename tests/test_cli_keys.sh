@@ -4,15 +4,7 @@
 # on stderr with exit status 2.
 set -u
 rumor=$1
-tmp=$(mktemp -d /tmp/rumor-test-cli-keys-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-checks=0
-
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 # check "description" COMMAND... : the command succeeds
 check() {
@@ -20,20 +12,6 @@ check() {
     shift
     checks=$((checks + 1))
     "$@" || fail "$what"
-}
-
-# expect_error "description" ARGS... : exit 2 and one stderr line starting "rumor: error: "
-expect_error() {
-    what=$1
-    shift
-    checks=$((checks + 1))
-    "$rumor" "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    lines=$(wc -l <"$tmp/err")
-    if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -q '^rumor: error: ' "$tmp/err"; then
-        fail "$what: exit $rc, stderr:"
-        sed 's/^/    /' "$tmp/err"
-    fi
 }
 
 mode() {

@@ -110,20 +110,20 @@ def mp(o):
     return b"\xcf" + o.to_bytes(8, "big")
 
 
-def key_text(path):
+def key_text_lines(path):
+    """The content lines of a rumor key or certificate file (comments and blanks dropped)."""
     with open(path) as f:
-        return [l.strip() for l in f if l.strip() and not l.startswith("#")][0]
+        return [l.strip() for l in f if l.strip() and not l.startswith("#")]
+
+
+def key_text(path):
+    return key_text_lines(path)[0]
 
 
 def cert_bytes(path):
     import zmq.utils.z85
     raw = zmq.utils.z85.decode("".join(key_text_lines(path)))
     return raw[:85 + raw[84] + 64]
-
-
-def key_text_lines(path):
-    with open(path) as f:
-        return [l.strip() for l in f if l.strip() and not l.startswith("#")]
 
 
 def rss_kb(pid):
@@ -141,10 +141,7 @@ def main():
     swarm = os.path.join(tmp, "swarm")
     assert run("swarm", "init", swarm).returncode == 0
     keys = [make_peer(tmp, swarm, "n%d" % i) for i in range(6)]
-    pubs = []
-    for k in keys:
-        with open(k + ".pub") as f:
-            pubs.append([l.strip() for l in f if l.strip() and not l.startswith("#")][0])
+    pubs = [key_text(k + ".pub") for k in keys]
 
     # 1. Six nodes, one bootstrap: everyone sees everyone within a few seconds.
     p0, c0, a0 = start(tmp, swarm, keys[0])

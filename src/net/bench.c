@@ -18,8 +18,6 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static double median(double *v, int n) { return rumor_median(v, (size_t)n); }
-
 static long status_kb(const char *field)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -197,7 +195,7 @@ static rumor_err_t bench_nodes(size_t n, size_t chunk, int repeat, double *mbps,
     double rates[MAX_ROUNDS];
     int k = 0;
     for (int r = 1; r < p->rounds; r++) rates[k++] = (double)n * sizeof(float) / (p->end[r] - p->start[r]) / 1e6;
-    *mbps = median(rates, k);
+    *mbps = rumor_median(rates, (size_t)k);
     *peak_kb = status_kb("VmHWM") - idle;
 out:
     if (p) {
@@ -314,7 +312,7 @@ static rumor_err_t bench_raw(size_t n, size_t chunk, int repeat, double *mbps, c
     free(params);
     free(recv);
     if (failed || k == 0) return rumor_fail(err, RUMOR_ETIMEDOUT, "raw CURVE pair: nothing arrived for 10 s");
-    *mbps = median(rates, k);
+    *mbps = rumor_median(rates, (size_t)k);
     return RUMOR_OK;
 }
 
