@@ -1,0 +1,223 @@
+/*
+ * gossip.h - the gossip engine: how a peer mixes its parameters with its neighbours'.
+ *
+ * A pure state machine (DESIGN.md decision 1): no sockets, threads, clocks or randomness.
+ * Times are passed in (milliseconds, any monotonic origin); what to send comes out as an
+ * outbox of (peer, share) pairs the driver turns into model messages, and model chunks come
+ * in through rumor_gossip_on_chunk. The node (src/peer.c) and the tests drive the same code.
+ *
+ * Algorithms (`--algo`):
+ *   dpsgd     synchronous D-PSGD (Lian et al. 2017). Round r: a peer sends its snapshot s_r
+ *             to its out-neighbours, keeps training meanwhile (overlap, decision 7), and at
+ *             its next gossip point waits for its in-neighbours' round-r models until an
+ *             adaptive deadline, then sets x <- mix_r + (x - s_r): the neighbourhood mean of
+ *             the snapshots plus its own progress since. A neighbour missing at the deadline
+ *             is left out and the weights renormalised; the round never blocks on a dead peer.
+ *   sgp       Stochastic Gradient Push (Assran et al. 2019): push-sum, no barrier. A peer sends
+ *             its de-biased snapshot with weight share*w; it mixes whatever has arrived by its
+ *             gossip point, x <- (sum of w_j s_j) / (sum of w_j) + (x - s_r), and keeps the
+ *             sum of the weights as its new w. Works on directed, time-varying graphs with
+ *             column-stochastic mixing; x is always the de-biased model z/w.
+ *   diloco:H  H local steps with the inner optimizer, then one synchronous gossip round of
+ *             [theta; delta] (outer parameters and pseudo-gradient delta = theta - x) and an
+ *             outer Nesterov step on the mixed pseudo-gradient from the mixed outer
+ *             parameters: m <- mu m + d, theta <- theta_mix - lr (d + mu m), x <- theta
+ *             (Douillard et al. 2023, made decentralised by mixing theta and delta with the
+ *             topology's weights instead of an all-reduce). Not overlapped: the next inner
+ *             phase starts from the new theta.
+ *
+ * Mixing on arrival (decision 6). A model travels in chunks of chunk_params floats; every
+ * accepted chunk is added, weighted, straight into the accumulator of its round, and the
+ * accumulator keeps one weight total per chunk. Finishing a round divides each chunk by its
+ * own total, so a neighbour whose model arrived only in part still contributes exactly the
+ * chunks it delivered, and for push-sum the weight is kept per chunk (w[c]) so that mass is
+ * conserved coordinate by coordinate whatever order chunks arrive in. Memory: the trainer's x,
+ * two snapshots (one may still be on the wire while the next is taken), two accumulators (the
+ * round being finished and the next, which neighbours ahead of us already send into), and
+ * for diloco theta and the outer momentum: O(model) whatever the degree.
+ *
+ * Weights. A message carries the sender's share times its push-sum weight (1 outside sgp):
+ * row j of W_t in the push convention (topology.h). For dpsgd and diloco the graphs are
+ * undirected with symmetric Metropolis-Hastings weights, so the sender's share is the
+ * receiver's weight; using the number in the message keeps two peers that briefly disagree
+ * on the view consistent. Shares outside (0, 1] (outside (0, 2^20] for sgp) are rejected.
+ *
+ * Ranks (topology.h): the members are this peer's view plus itself, numbered by sorted key.
+ *
+ * Rejected input (counted, never mixed, never fatal): another layout id, a chunk geometry that
+ * is not this engine's, a bad share, a non-finite value anywhere in a chunk (the chunk is
+ * dropped and the rest of that message ignored), a chunk already received, a round too old
+ * (dpsgd/diloco: before the round in flight) or too far ahead (beyond the next one; the
+ * engine then skips ahead, to the lowest such round it saw, at its next gossip point, so a
+ * slow or late peer catches up without waiting out its deadlines),
+ * more senders in one round than RUMOR_GOSSIP_MAX_SENDERS.
+ *
+ * Threads: none. The caller serialises all calls (the node holds one mutex around them).
+ */
+#ifndef RUMOR_GOSSIP_H
+#define RUMOR_GOSSIP_H
+
+#include "rumor.h"
+#include "topology.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RUMOR_GOSSIP_KEY_LEN 32
+#define RUMOR_GOSSIP_MAX_SENDERS 256   /* distinct senders accepted per round */
+#define RUMOR_GOSSIP_MAX_MEMBERS 4096  /* view + self */
+#define RUMOR_GOSSIP_CHUNK_DEFAULT (256 * 1024) /* floats: 1 MiB */
+#define RUMOR_GOSSIP_HISTORY 32        /* arrival delays the adaptive deadline looks at */
+
+typedef enum { RUMOR_ALGO_DPSGD, RUMOR_ALGO_SGP, RUMOR_ALGO_DILOCO } rumor_algo_kind_t;
+
+typedef struct {
+    rumor_algo_kind_t kind;
+    int local_steps;        /* minibatch steps between gossip points (diloco:H sets it) */
+    double outer_lr;        /* diloco: 0.7 by default */
+    double outer_momentum;  /* diloco: 0.9 by default (Nesterov) */
+} rumor_algo_t;
+
+/* "dpsgd", "sgp", "diloco:H" (1 <= H <= 100000). Sets local_steps to 1, or H for diloco,
+ * and the outer defaults. EINVAL with a sentence in err. */
+rumor_err_t rumor_algo_parse(rumor_algo_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The spec back ("dpsgd", "diloco:50"). */
+void rumor_algo_format(char *buf, size_t len, const rumor_algo_t *a);
+
+typedef struct {
+    rumor_algo_t algo;
+    size_t params;             /* the model's n_params */
+    uint64_t layout;           /* the model's layout id; incoming models must match */
+    size_t chunk_params;       /* floats per chunk; 0: RUMOR_GOSSIP_CHUNK_DEFAULT */
+    uint8_t self[RUMOR_GOSSIP_KEY_LEN];
+    /* dpsgd/diloco: how long a round may wait for its models, at most (ms from the round's
+     * start, i.e. when this peer sent its own). The deadline is the median plus deadline_k
+     * times the median absolute deviation of the last RUMOR_GOSSIP_HISTORY arrival delays,
+     * plus min_wait_ms, capped by round_timeout_ms; round_timeout_ms until there is history. */
+    uint64_t round_timeout_ms; /* 0: 10000 */
+    uint64_t min_wait_ms;      /* 0: 20 */
+    double deadline_k;         /* 0: 4 */
+} rumor_gossip_config_t;
+
+typedef struct rumor_gossip rumor_gossip_t;
+
+/* An engine for a model of cfg->params floats starting at x0 (diloco's outer parameters are
+ * x0; the others do not keep x). topo is borrowed and must outlive the engine. NULL with err
+ * on bad settings or no memory. */
+rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topology_t *topo,
+                                 const float *x0, char err[RUMOR_ERR_LEN]);
+void rumor_gossip_destroy(rumor_gossip_t **self_p);
+
+/* The peers this node knows, without itself (any order, duplicates and self ignored; at most
+ * RUMOR_GOSSIP_MAX_MEMBERS - 1 are used). Read at the next round's start. */
+void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_GOSSIP_KEY_LEN], size_t count);
+
+typedef enum {
+    RUMOR_GOSSIP_DONE,  /* x holds the parameters to train on next */
+    RUMOR_GOSSIP_WAIT,  /* call again at rumor_gossip_deadline() or when a chunk arrives */
+} rumor_gossip_status_t;
+
+/* A gossip point: the trainer did its local steps and hands its parameters x (params
+ * floats). Finishes the round in flight when its models are in (or its deadline passed) by
+ * mixing into x, and starts the next: a snapshot of x goes to the outbox. WAIT leaves x
+ * untouched; call again with the same x. Errors: ENOMEM never (all memory is allocated up
+ * front); EINVAL when the topology cannot be built on the current view (err says why; the
+ * round is then run alone: x is kept, nothing sent). */
+rumor_gossip_status_t rumor_gossip_step(rumor_gossip_t *g, float *x, uint64_t now);
+/* When a WAIT ends at the latest (absolute ms); UINT64_MAX when only a release can end it. */
+uint64_t rumor_gossip_deadline(const rumor_gossip_t *g);
+
+/* ---- the outbox: sends for the driver ---- */
+
+typedef struct {
+    uint8_t peer[RUMOR_GOSSIP_KEY_LEN];
+    uint64_t round;
+    double share;           /* the message's weight is share * w[c] for chunk c */
+    const float *params;    /* the snapshot; valid until rumor_gossip_release(g, snap) */
+    const double *w;        /* per-chunk weights of the snapshot, same lifetime */
+    size_t count;           /* floats in params (params, or 2 * params for diloco) */
+    size_t chunk_params;
+    uint64_t layout;
+    int snap;               /* which snapshot: pass to release */
+} rumor_gossip_send_t;
+
+/* Take the next send, false when none. Every taken send must end in exactly one
+ * rumor_gossip_release (sent, dropped, or refused by the transport). */
+bool rumor_gossip_next_send(rumor_gossip_t *g, rumor_gossip_send_t *out);
+/* The transport is done with a send of snapshot `snap`. When the send never left (refused
+ * locally), pass sent = false: push-sum then keeps the share it would have given away. */
+void rumor_gossip_release(rumor_gossip_t *g, const rumor_gossip_send_t *s, bool sent);
+
+/* ---- input ---- */
+
+typedef struct {
+    uint64_t round, layout;
+    double w;
+    uint32_t chunk, chunks;
+    uint64_t off, n;
+} rumor_gossip_chunk_t;
+
+/* A model chunk from peer (its payload: n float32, little-endian, any alignment). Returns
+ * true when accepted (mixed into an accumulator), false when dropped and counted. */
+bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_LEN],
+                           const rumor_gossip_chunk_t *c, const void *payload, size_t len,
+                           uint64_t now);
+
+/* ---- state and counters ---- */
+
+typedef enum {
+    RUMOR_GOSSIP_DROP_LAYOUT,    /* another model */
+    RUMOR_GOSSIP_DROP_SHAPE,     /* chunk geometry or length not ours */
+    RUMOR_GOSSIP_DROP_WEIGHT,    /* share not finite or out of range */
+    RUMOR_GOSSIP_DROP_NONFINITE, /* NaN or Inf in the payload */
+    RUMOR_GOSSIP_DROP_DUPLICATE, /* chunk already received this round */
+    RUMOR_GOSSIP_DROP_STALE,     /* round already finished */
+    RUMOR_GOSSIP_DROP_AHEAD,     /* round beyond the next */
+    RUMOR_GOSSIP_DROP_SENDERS,   /* too many senders this round */
+    RUMOR_GOSSIP_DROP_COUNT
+} rumor_gossip_drop_t;
+
+const char *rumor_gossip_drop_name(rumor_gossip_drop_t d);
+
+typedef struct {
+    uint64_t round;           /* rounds finished */
+    double w;                 /* push-sum weight (mean over chunks); 1 outside sgp */
+    double consensus;         /* ||s_r - mix_r||_2 of the last round finished */
+    int last_peers;           /* neighbours that contributed to the last round (any chunk) */
+    int last_missing;         /* expected neighbours left out of the last round (dpsgd, diloco) */
+    int last_in, last_out;    /* in- and out-neighbours of the last round started */
+    uint64_t models_in;       /* complete models received */
+    uint64_t chunks_in, bytes_in;
+    uint64_t sends, sends_failed;
+    uint64_t missing_total;   /* sum of last_missing over all rounds */
+    uint64_t drops[RUMOR_GOSSIP_DROP_COUNT];
+    uint64_t deadline_ms;     /* the adaptive wait of the last round (dpsgd, diloco) */
+    uint64_t rounds_alone;    /* rounds the topology was not defined on the view (run alone) */
+} rumor_gossip_stats_t;
+
+void rumor_gossip_stats(const rumor_gossip_t *g, rumor_gossip_stats_t *st);
+
+/* Add the mass this engine holds to z (vec floats: params, 2*params for diloco) and wt
+ * (chunk_count): the weighted sums and weight totals of its live accumulators. With the
+ * weighted payloads of the messages in flight this is what push-sum conserves; for tests. */
+void rumor_gossip_mass(const rumor_gossip_t *g, double *z, double *wt);
+
+/* ---- checkpoints ----
+ * What a resumed peer needs besides its model and optimizer: the round, the push-sum
+ * weights (one per chunk) and, for diloco, theta and the outer momentum (params floats each,
+ * NULL otherwise). */
+uint64_t rumor_gossip_round(const rumor_gossip_t *g);
+size_t rumor_gossip_chunk_count(const rumor_gossip_t *g);
+const double *rumor_gossip_weights(const rumor_gossip_t *g);
+float *rumor_gossip_outer(rumor_gossip_t *g);      /* diloco theta, else NULL */
+float *rumor_gossip_momentum(rumor_gossip_t *g);   /* diloco momentum, else NULL */
+/* Restore after a resume, before the first step: round and weights (chunk_count of them). */
+rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double *w, size_t count,
+                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Start over from another peer's model (late join): x is taken as this peer's parameters
+ * (and diloco's theta), the round jumps to `round`, weights reset to 1. Only before the
+ * first step. */
+void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round);
+
+#endif

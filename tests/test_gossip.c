@@ -1,0 +1,530 @@
+/* test_gossip.c - the gossip engine without sockets: exact averages, push-sum conservation,
+ * contraction against |lambda_2|, deadlines, rejections, the DiLoCo outer step. */
+#include "check.h"
+#include "gossip.h"
+#include "rng.h"
+#include "topology.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXN 32
+
+typedef struct {
+    int n;
+    size_t P, chunk;
+    rumor_topology_t *topo;
+    rumor_gossip_t *g[MAXN];
+    float *x[MAXN];
+    uint8_t key[MAXN][RUMOR_GOSSIP_KEY_LEN];
+    bool dead[MAXN];
+} swarm_t;
+
+static void key_of(uint8_t key[RUMOR_GOSSIP_KEY_LEN], int i)
+{
+    memset(key, 0, RUMOR_GOSSIP_KEY_LEN);
+    key[0] = (uint8_t)i; /* sorted keys give rank i */
+    key[31] = 0xa5;
+}
+
+static void swarm_init(swarm_t *s, int n, const char *topo, const char *algo, size_t P, size_t chunk,
+                       uint64_t seed, uint64_t round_timeout)
+{
+    memset(s, 0, sizeof *s);
+    s->n = n, s->P = P, s->chunk = chunk;
+    char err[RUMOR_ERR_LEN];
+    s->topo = rumor_topology_new(topo, 7, err);
+    CHECK(s->topo != NULL);
+    rumor_rng_t rng;
+    rumor_rng_init(&rng, seed);
+    for (int i = 0; i < n; i++) key_of(s->key[i], i);
+    for (int i = 0; i < n; i++) {
+        s->x[i] = malloc(P * sizeof(float));
+        for (size_t j = 0; j < P; j++) s->x[i][j] = (float)(rumor_rng_normal(&rng) + 3.0);
+        rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = chunk,
+                                     .round_timeout_ms = round_timeout};
+        CHECK_RC(rumor_algo_parse(&cfg.algo, algo, err));
+        memcpy(cfg.self, s->key[i], RUMOR_GOSSIP_KEY_LEN);
+        s->g[i] = rumor_gossip_new(&cfg, s->topo, s->x[i], err);
+        CHECK(s->g[i] != NULL);
+        rumor_gossip_set_view(s->g[i], (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])s->key, (size_t)n); /* self is ignored */
+    }
+}
+
+static void swarm_fini(swarm_t *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        rumor_gossip_destroy(&s->g[i]);
+        free(s->x[i]);
+    }
+    rumor_topology_destroy(&s->topo);
+}
+
+static int find(const swarm_t *s, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+{
+    for (int i = 0; i < s->n; i++)
+        if (memcmp(s->key[i], key, RUMOR_GOSSIP_KEY_LEN) == 0) return i;
+    return -1;
+}
+
+/* Deliver every chunk of send `m` from peer `from` (unless dead) and release it. */
+static void deliver(swarm_t *s, int from, const rumor_gossip_send_t *m, uint64_t now)
+{
+    const int to = find(s, m->peer);
+    CHECK(to >= 0 && to != from);
+    const uint32_t chunks = (uint32_t)((m->count + m->chunk_params - 1) / m->chunk_params);
+    if (to >= 0 && !s->dead[to] && !s->dead[from])
+        for (uint32_t c = 0; c < chunks; c++) {
+            const size_t off = (size_t)c * m->chunk_params;
+            const size_t n = m->count - off < m->chunk_params ? m->count - off : m->chunk_params;
+            rumor_gossip_chunk_t h = {.round = m->round, .layout = m->layout, .w = m->share * m->w[c],
+                                      .chunk = c, .chunks = chunks, .off = off, .n = n};
+            CHECK(rumor_gossip_on_chunk(s->g[to], s->key[from], &h, m->params + off, n * sizeof(float), now));
+        }
+    rumor_gossip_release(s->g[from], m, true);
+}
+
+static void drain(swarm_t *s, int i, uint64_t now)
+{
+    rumor_gossip_send_t m;
+    while (rumor_gossip_next_send(s->g[i], &m)) deliver(s, i, &m, now);
+}
+
+/* One pass: every live peer reaches its gossip point; returns false if one had to wait. */
+static bool pass(swarm_t *s, uint64_t now)
+{
+    bool all = true;
+    for (int i = 0; i < s->n; i++) {
+        if (s->dead[i]) continue;
+        if (rumor_gossip_step(s->g[i], s->x[i], now) != RUMOR_GOSSIP_DONE) all = false;
+        drain(s, i, now);
+    }
+    return all;
+}
+
+static double dist_to_mean(const swarm_t *s, const double *mean)
+{
+    double d = 0;
+    for (int i = 0; i < s->n; i++)
+        for (size_t j = 0; j < s->P; j++) {
+            const double e = s->x[i][j] - mean[j];
+            d += e * e;
+        }
+    return sqrt(d);
+}
+
+static void mean_of(const swarm_t *s, double *mean)
+{
+    for (size_t j = 0; j < s->P; j++) {
+        double m = 0;
+        for (int i = 0; i < s->n; i++) m += s->x[i][j];
+        mean[j] = m / s->n;
+    }
+}
+
+static void test_algo_parse(void)
+{
+    rumor_algo_t a;
+    char err[RUMOR_ERR_LEN], buf[32];
+    CHECK_RC(rumor_algo_parse(&a, "dpsgd", err));
+    CHECK(a.kind == RUMOR_ALGO_DPSGD && a.local_steps == 1);
+    CHECK_RC(rumor_algo_parse(&a, "sgp", err));
+    CHECK(a.kind == RUMOR_ALGO_SGP);
+    CHECK_RC(rumor_algo_parse(&a, "diloco:50", err));
+    CHECK(a.kind == RUMOR_ALGO_DILOCO && a.local_steps == 50 && a.outer_lr == 0.7 && a.outer_momentum == 0.9);
+    rumor_algo_format(buf, sizeof buf, &a);
+    CHECK(strcmp(buf, "diloco:50") == 0);
+    const char *bad[] = {"", "dpsgdx", "diloco", "diloco:", "diloco:0", "diloco:-3", "diloco:5x", "diloco:100001", "SGP"};
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(bad); i++) {
+        err[0] = 0;
+        CHECK_MSG(rumor_algo_parse(&a, bad[i], err) == RUMOR_EINVAL && err[0], "%s", bad[i]);
+    }
+}
+
+/* lr = 0 (pure gossip): every peer reaches the exact initial mean; the per-round contraction
+ * of the distance to it is |lambda_2| of the mixing matrix. */
+static void test_pure_gossip(const char *topo, int n, size_t P, size_t chunk, int first, int last)
+{
+    swarm_t s;
+    swarm_init(&s, n, topo, "dpsgd", P, chunk, 42, 1000);
+    double *mean = malloc(P * sizeof *mean), *m2 = malloc(P * sizeof *m2);
+    mean_of(&s, mean);
+    double d_first = 0, d_last = 0;
+    for (int r = 0; r <= 400; r++) {
+        CHECK(pass(&s, 1000 + (uint64_t)r));
+        if (r == first) d_first = dist_to_mean(&s, mean);
+        if (r == last) d_last = dist_to_mean(&s, mean);
+    }
+    /* Metropolis-Hastings weights are doubly stochastic: the mean moves only by float32
+     * rounding, which near consensus rounds every peer the same way: at most 3e-8 of the
+     * value per round (parameters here are about 3 +- 1); in the reference form (acc holds
+     * a_j (v_j - s_i)) it does not even do that. */
+    mean_of(&s, m2);
+    double worst = 0;
+    for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs(m2[j] - mean[j]) / fabs(mean[j]));
+    CHECK_MSG(worst < 1e-6, "%s: mean drifted by %g (relative)", topo, worst);
+    worst = 0;
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs(s.x[i][j] - mean[j]) / fabs(mean[j]));
+    CHECK_MSG(worst < 1e-5, "%s: a peer is %g (relative) from the mean after 400 rounds", topo, worst);
+
+    char err[RUMOR_ERR_LEN];
+    rumor_topology_stats_t st;
+    CHECK_RC(rumor_topology_analyze(s.topo, (size_t)n, &st, err));
+    const double measured = pow(d_last / d_first, 1.0 / (last - first));
+    if (st.contraction < 1e-9) /* complete: exact after one round */
+        CHECK_MSG(d_last < 1e-5 * d_first, "%s: %g left after a round", topo, d_last / d_first);
+    else
+    CHECK_MSG(fabs(measured - st.contraction) <= 0.1 * st.contraction, "%s: contraction %.4f, |lambda2| %.4f",
+              topo, measured, st.contraction);
+    rumor_gossip_stats_t gs;
+    rumor_gossip_stats(s.g[0], &gs);
+    CHECK(gs.round == 400 && gs.last_missing == 0 && gs.missing_total == 0);
+    CHECK(gs.drops[RUMOR_GOSSIP_DROP_STALE] == 0 && gs.drops[RUMOR_GOSSIP_DROP_AHEAD] == 0);
+    free(mean);
+    free(m2);
+    swarm_fini(&s);
+}
+
+/* ---- push-sum under random delays ---- */
+
+typedef struct {
+    int from, to;
+    uint64_t at;
+    rumor_gossip_chunk_t h;
+    float *payload;
+} flight_t;
+
+static void test_push_sum(const char *topo, int n)
+{
+    const size_t P = 300, chunk = 64;
+    swarm_t s;
+    swarm_init(&s, n, topo, "sgp", P, chunk, 9, 1000);
+    const size_t chunks = (P + chunk - 1) / chunk;
+    double *z0 = calloc(P, sizeof *z0), *z = calloc(P, sizeof *z), *wt = calloc(chunks, sizeof *wt);
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < P; j++) z0[j] += s.x[i][j];
+    const size_t cap = 200000;
+    flight_t *fl = calloc(cap, sizeof *fl);
+    size_t nf = 0;
+    rumor_rng_t rng;
+    rumor_rng_init(&rng, 5);
+    double worst_z = 0, worst_w = 0;
+    uint64_t failed = 0;
+    for (uint64_t t = 0; t < 400; t++) {
+        /* Some peers reach a gossip point; their chunks leave with random delays, some sends
+         * are refused by the "transport" and their mass handed back. */
+        for (int i = 0; i < n; i++) {
+            if (t >= 300 || rumor_rng_uniform(&rng) < 0.4) continue; /* after t = 300: drain */
+            CHECK(rumor_gossip_step(s.g[i], s.x[i], t) == RUMOR_GOSSIP_DONE);
+            rumor_gossip_send_t m;
+            while (rumor_gossip_next_send(s.g[i], &m)) {
+                if (rumor_rng_uniform(&rng) < 0.05) {
+                    rumor_gossip_release(s.g[i], &m, false);
+                    failed++;
+                    continue;
+                }
+                const uint32_t nc = (uint32_t)((m.count + m.chunk_params - 1) / m.chunk_params);
+                for (uint32_t c = 0; c < nc && nf < cap; c++) {
+                    flight_t *f = &fl[nf++];
+                    const size_t off = (size_t)c * m.chunk_params;
+                    const size_t cn = m.count - off < m.chunk_params ? m.count - off : m.chunk_params;
+                    f->from = i, f->to = find(&s, m.peer);
+                    f->at = t + 1 + rumor_rng_below(&rng, 12);
+                    f->h = (rumor_gossip_chunk_t){.round = m.round, .layout = m.layout, .w = m.share * m.w[c],
+                                                  .chunk = c, .chunks = nc, .off = off, .n = cn};
+                    f->payload = malloc(cn * sizeof(float));
+                    memcpy(f->payload, m.params + off, cn * sizeof(float));
+                }
+                rumor_gossip_release(s.g[i], &m, true);
+            }
+        }
+        for (size_t k = 0; k < nf;) {
+            if (fl[k].at <= t) {
+                CHECK(rumor_gossip_on_chunk(s.g[fl[k].to], s.key[fl[k].from], &fl[k].h, fl[k].payload,
+                                            fl[k].h.n * sizeof(float), t));
+                free(fl[k].payload);
+                fl[k] = fl[--nf];
+            } else {
+                k++;
+            }
+        }
+        /* Invariant: accumulators plus chunks in flight hold sum_i x_i(0) and n. */
+        memset(z, 0, P * sizeof *z);
+        memset(wt, 0, chunks * sizeof *wt);
+        for (int i = 0; i < n; i++) rumor_gossip_mass(s.g[i], z, wt);
+        for (size_t k = 0; k < nf; k++) {
+            for (size_t j = 0; j < fl[k].h.n; j++) z[fl[k].h.off + j] += fl[k].h.w * fl[k].payload[j];
+            wt[fl[k].h.chunk] += fl[k].h.w;
+        }
+        if (t == 0) continue; /* before every peer has started, part of the mass is still in x */
+        double zs = 0;
+        for (size_t j = 0; j < P; j++) zs += fabs(z0[j]);
+        if (t >= 20) {
+            for (size_t j = 0; j < P; j++) worst_z = fmax(worst_z, fabs(z[j] - z0[j]) / (zs / P));
+            for (size_t c = 0; c < chunks; c++) worst_w = fmax(worst_w, fabs(wt[c] - n) / n);
+        }
+    }
+    CHECK(nf == 0);
+    CHECK(failed > 0);
+    CHECK_MSG(worst_z < 1e-6, "%s: sum of w x drifted by %g (relative)", topo, worst_z);
+    CHECK_MSG(worst_w < 1e-6, "%s: sum of w drifted by %g (relative)", topo, worst_w);
+    /* And the de-biased models reach the average although W^T is only column-stochastic. */
+    for (int r = 0; r < 150; r++) pass(&s, 1000 + (uint64_t)r);
+    double worst = 0;
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs(s.x[i][j] - z0[j] / n));
+    CHECK_MSG(worst < 1e-4, "%s: de-biased model %g from the average", topo, worst);
+    free(fl);
+    free(z0);
+    free(z);
+    free(wt);
+    swarm_fini(&s);
+}
+
+/* ---- a dead peer ---- */
+
+static void test_dead_peer(void)
+{
+    const int n = 8;
+    swarm_t s;
+    swarm_init(&s, n, "ring", "dpsgd", 100, 32, 3, 2000);
+    uint64_t now = 1000;
+    int rounds_done = 0;
+    uint64_t worst_wait = 0;
+    for (int r = 0; r < 40; r++) {
+        if (r == 10) s.dead[3] = true; /* dies mid-round: its round-10 models never arrive */
+        /* Every live peer reaches its gossip point; those that wait are woken at their
+         * deadline (virtual time jumps there). */
+        const uint64_t t0 = now;
+        for (int spin = 0; spin < 100; spin++) {
+            bool all = true;
+            for (int i = 0; i < n; i++) {
+                if (s.dead[i] || rumor_gossip_round(s.g[i]) > (uint64_t)r) continue;
+                if (rumor_gossip_step(s.g[i], s.x[i], now) != RUMOR_GOSSIP_DONE) all = false;
+                drain(&s, i, now);
+            }
+            if (all) break;
+            uint64_t next = UINT64_MAX;
+            for (int i = 0; i < n; i++)
+                if (!s.dead[i] && rumor_gossip_round(s.g[i]) <= (uint64_t)r && rumor_gossip_deadline(s.g[i]) < next)
+                    next = rumor_gossip_deadline(s.g[i]);
+            CHECK(next != UINT64_MAX);
+            if (next == UINT64_MAX) break;
+            now = next > now ? next : now + 1;
+        }
+        if (now - t0 > worst_wait && r > 12) worst_wait = now - t0;
+        rounds_done++;
+        now += 5;
+    }
+    CHECK(rounds_done == 40);
+    rumor_gossip_stats_t st2, st4, st0;
+    rumor_gossip_stats(s.g[2], &st2);
+    rumor_gossip_stats(s.g[4], &st4);
+    rumor_gossip_stats(s.g[0], &st0);
+    CHECK_MSG(st2.round == 40 && st4.round == 40, "%llu %llu", (unsigned long long)st2.round, (unsigned long long)st4.round);
+    CHECK(st2.missing_total >= 29 && st4.missing_total >= 29); /* rounds 10..39, left out each time */
+    CHECK(st0.missing_total == 0);
+    /* The first rounds wait out the full timeout; after that the adaptive deadline (no
+     * arrival history beyond ~0 ms here) is min_wait. */
+    CHECK_MSG(worst_wait <= 20 + 5, "a round waited %llu ms for a dead peer", (unsigned long long)worst_wait);
+    CHECK(st2.deadline_ms <= 25);
+    /* The survivors still agree (a path of 7 peers). */
+    double spread = 0;
+    for (size_t j = 0; j < s.P; j++) {
+        double lo = 1e30, hi = -1e30;
+        for (int i = 0; i < n; i++)
+            if (!s.dead[i]) lo = fmin(lo, s.x[i][j]), hi = fmax(hi, s.x[i][j]);
+        spread = fmax(spread, hi - lo);
+    }
+    CHECK_MSG(spread < 0.05, "survivors spread %g", spread);
+    swarm_fini(&s);
+}
+
+/* ---- known answers and rejections on three peers ---- */
+
+static void test_known_answers(void)
+{
+    /* complete graph on 3: W = 1/3 everywhere. */
+    swarm_t s;
+    swarm_init(&s, 3, "complete", "dpsgd", 10, 4, 1, 500); /* 3 chunks: 4, 4, 2 */
+    for (int i = 0; i < 3; i++)
+        for (size_t j = 0; j < 10; j++) s.x[i][j] = (float)(i * 10 + j);
+    for (int i = 0; i < 3; i++) {
+        CHECK(rumor_gossip_step(s.g[i], s.x[i], 0) == RUMOR_GOSSIP_DONE);
+    }
+    /* Peer 0: from peer 1 all of it, from peer 2 only chunk 0; peer 0's own progress +1. */
+    rumor_gossip_send_t m;
+    int got1 = 0;
+    while (rumor_gossip_next_send(s.g[1], &m)) {
+        if (find(&s, m.peer) == 0) deliver(&s, 1, &m, 5), got1++;
+        else rumor_gossip_release(s.g[1], &m, true);
+    }
+    CHECK(got1 == 1);
+    while (rumor_gossip_next_send(s.g[2], &m)) {
+        if (find(&s, m.peer) == 0) {
+            rumor_gossip_chunk_t h = {.round = m.round, .layout = m.layout, .w = m.share, .chunk = 0, .chunks = 3,
+                                      .off = 0, .n = 4};
+            CHECK(m.share > 0.3333 && m.share < 0.3334);
+            CHECK(rumor_gossip_on_chunk(s.g[0], s.key[2], &h, m.params, 16, 6));
+            /* rejections, each counted, none mixed */
+            rumor_gossip_chunk_t b = h;
+            b.layout = 99;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &b, m.params, 16, 6));
+            b = h, b.chunks = 4;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &b, m.params, 16, 6));
+            b = h, b.chunk = 1, b.off = 3;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &b, m.params, 16, 6));
+            b = h, b.chunk = 2, b.off = 8, b.n = 4;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &b, m.params, 16, 6));
+            b = h, b.chunk = 1, b.off = 4;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &b, m.params + 4, 12, 6)); /* short */
+            b = h, b.w = 0;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &b, m.params, 16, 6));
+            b = h, b.w = 1.5;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &b, m.params, 16, 6));
+            b = h, b.w = NAN;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &b, m.params, 16, 6));
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &h, m.params, 16, 6)); /* duplicate */
+            /* A NaN in chunk 1 spoils the rest of that message (chunk 2 too). */
+            float bad[4] = {1, 2, NAN, 4};
+            b = h, b.chunk = 1, b.off = 4;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &b, bad, 16, 6));
+            b = h, b.chunk = 2, b.off = 8, b.n = 2;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &b, m.params + 8, 8, 6));
+            float inf[4] = {1, INFINITY, 3, 4};
+            uint8_t other[RUMOR_GOSSIP_KEY_LEN];
+            key_of(other, 77);
+            b = h;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], other, &b, inf, 16, 6));
+        }
+        rumor_gossip_release(s.g[2], &m, true);
+    }
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_LAYOUT] == 1 && st.drops[RUMOR_GOSSIP_DROP_SHAPE] == 4);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_WEIGHT] == 3 && st.drops[RUMOR_GOSSIP_DROP_DUPLICATE] == 1);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_AHEAD] == 0 && st.drops[RUMOR_GOSSIP_DROP_NONFINITE] == 3);
+    CHECK(st.models_in == 1 && st.chunks_in == 4);
+    /* Not ready before the deadline (peer 2 incomplete); at it, ready. */
+    float keep[10];
+    for (size_t j = 0; j < 10; j++) s.x[0][j] += 1.0f, keep[j] = s.x[0][j];
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 10) == RUMOR_GOSSIP_WAIT);
+    CHECK(memcmp(keep, s.x[0], sizeof keep) == 0);
+    CHECK(rumor_gossip_deadline(s.g[0]) == 500); /* started at 0, round timeout 500 */
+    rumor_gossip_chunk_t ah = {.round = 5, .layout = 0x1234, .w = 0.3, .chunk = 0, .chunks = 3, .off = 0, .n = 4};
+    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[1], &ah, s.x[1], 16, 11)); /* ahead: counted, remembered */
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 12) == RUMOR_GOSSIP_DONE);   /* so no more waiting */
+    /* Chunk 0: (x0 + x1 + x2)/3 + 1; chunks 1, 2: (x0 + x1)/2 + 1 (renormalised). */
+    for (size_t j = 0; j < 10; j++) {
+        const double want = j < 4 ? (j + (10 + j) + (20 + j)) / 3.0 + 1 : (j + (10 + j)) / 2.0 + 1;
+        CHECK_NEAR(s.x[0][j], want, 1e-5);
+    }
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.last_missing == 1 && st.last_peers == 2 && st.round == 1);
+    /* The skipped-ahead round: a chunk of round 5 was seen; peer 0 is now in round... it
+     * finished round 0 and starts the lowest round seen ahead (5). */
+    CHECK(rumor_gossip_round(s.g[0]) == 5);
+    /* Stale: round 0 is over. */
+    rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = 0.3, .chunk = 0, .chunks = 3, .off = 0, .n = 4};
+    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[1], &h, s.x[1], 16, 600));
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_STALE] == 1 && st.drops[RUMOR_GOSSIP_DROP_AHEAD] == 1);
+    swarm_fini(&s);
+}
+
+/* More senders in one round than the cap are dropped, not stored. */
+static void test_sender_cap(void)
+{
+    swarm_t s;
+    swarm_init(&s, 2, "complete", "sgp", 8, 8, 1, 500);
+    float v[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = 0.5, .chunk = 0, .chunks = 1, .off = 0, .n = 8};
+    int ok = 0;
+    for (int k = 0; k < RUMOR_GOSSIP_MAX_SENDERS + 10; k++) {
+        uint8_t key[RUMOR_GOSSIP_KEY_LEN] = {0};
+        key[1] = (uint8_t)k, key[2] = (uint8_t)(k >> 8), key[3] = 1;
+        ok += rumor_gossip_on_chunk(s.g[0], key, &h, v, sizeof v, 0);
+    }
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(ok == RUMOR_GOSSIP_MAX_SENDERS && st.drops[RUMOR_GOSSIP_DROP_SENDERS] == 10);
+    swarm_fini(&s);
+}
+
+/* DiLoCo's outer Nesterov step on two peers, by hand. */
+static void test_diloco(void)
+{
+    swarm_t s;
+    swarm_init(&s, 2, "complete", "diloco:5", 6, 4, 1, 500); /* vec 12: 3 chunks */
+    double theta[2][6], x[2][6], mom[6] = {0}, th[6];
+    for (int i = 0; i < 2; i++) {
+        float *t = rumor_gossip_outer(s.g[i]);
+        for (int j = 0; j < 6; j++) theta[i][j] = t[j];
+    }
+    const double lr = 0.7, mu = 0.9;
+    for (int r = 0; r < 3; r++) {
+        /* "inner steps": move each peer's x somewhere */
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 6; j++) s.x[i][j] = (float)(theta[i][j] - 0.1 * (i + 1) * (j + 1) * (r + 1)), x[i][j] = s.x[i][j];
+        /* both start their round, then both finish */
+        CHECK(rumor_gossip_step(s.g[0], s.x[0], 0) == RUMOR_GOSSIP_WAIT);
+        drain(&s, 0, 0);
+        CHECK(rumor_gossip_step(s.g[1], s.x[1], 0) == RUMOR_GOSSIP_DONE);
+        drain(&s, 1, 0);
+        CHECK(rumor_gossip_step(s.g[0], s.x[0], 1) == RUMOR_GOSSIP_DONE);
+        for (int j = 0; j < 6; j++) {
+            const double tm = (theta[0][j] + theta[1][j]) / 2;
+            const double dm = ((theta[0][j] - x[0][j]) + (theta[1][j] - x[1][j])) / 2;
+            mom[j] = mu * mom[j] + dm;
+            th[j] = tm - lr * (dm + mu * mom[j]);
+        }
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 6; j++) {
+                CHECK_NEAR(s.x[i][j], th[j], 1e-5);
+                CHECK_NEAR(rumor_gossip_outer(s.g[i])[j], th[j], 1e-5);
+                CHECK_NEAR(rumor_gossip_momentum(s.g[i])[j], mom[j], 1e-5);
+                theta[i][j] = th[j];
+            }
+    }
+    swarm_fini(&s);
+}
+
+static void test_restore(void)
+{
+    swarm_t s;
+    swarm_init(&s, 2, "complete", "sgp", 10, 4, 1, 500);
+    char err[RUMOR_ERR_LEN];
+    double w[3] = {0.5, 0.7, 1.9};
+    CHECK(rumor_gossip_restore(s.g[0], 9, w, 2, err) == RUMOR_ELAYOUT);
+    double bad[3] = {0.5, -1, 1};
+    CHECK(rumor_gossip_restore(s.g[0], 9, bad, 3, err) == RUMOR_EINVAL);
+    CHECK_RC(rumor_gossip_restore(s.g[0], 9, w, 3, err));
+    CHECK(rumor_gossip_round(s.g[0]) == 9);
+    CHECK(rumor_gossip_weights(s.g[0])[2] == 1.9);
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 0) == RUMOR_GOSSIP_DONE);
+    rumor_gossip_send_t m;
+    CHECK(rumor_gossip_next_send(s.g[0], &m));
+    CHECK(m.round == 9 && m.w[1] == 0.7 && m.share == 0.5);
+    rumor_gossip_release(s.g[0], &m, true);
+    CHECK(rumor_gossip_restore(s.g[0], 3, w, 3, err) == RUMOR_EINVAL); /* too late */
+    swarm_fini(&s);
+}
+
+int main(void)
+{
+    test_algo_parse();
+    test_pure_gossip("ring", 16, 257, 64, 30, 120);
+    test_pure_gossip("torus", 16, 257, 64, 5, 20);
+    test_pure_gossip("hypercube", 16, 100, 100, 3, 12);
+    test_pure_gossip("complete", 5, 70, 16, 0, 1);
+    test_push_sum("epidemic:2", 12);
+    test_push_sum("onepeer-expo", 8);
+    test_dead_peer();
+    test_known_answers();
+    test_sender_cap();
+    test_diloco();
+    test_restore();
+    return check_done();
+}
