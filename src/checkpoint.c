@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_OUT (RUMOR_MODEL_MAX_TENSORS * 3)
+#define MAX_OUT (RUMOR_MODEL_MAX_TENSORS * 3 + RUMOR_CKPT_TENSORS)
 
 /* Download backend buffer to host (a no-op view on host-memory backends). */
 static float *host_view(rumor_backend_t *be, float *buf, size_t n, float **owned)
@@ -89,6 +89,7 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
     }
 #undef META
     for (int i = 0; i < info->n_extra && i < RUMOR_CKPT_EXTRA; i++) meta[n_meta++] = info->extra[i];
+    for (size_t i = 0; i < info->n_tensors && n_out < MAX_OUT; i++) out[n_out++] = info->tensors[i];
     rc = rumor_st_write(path, out, n_out, meta, n_meta, err);
 out:
     for (int s = 0; s < 3; s++) free(owned[s]);

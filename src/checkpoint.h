@@ -21,6 +21,7 @@
 #include <stdbool.h>
 
 #define RUMOR_CKPT_EXTRA 32
+#define RUMOR_CKPT_TENSORS 4
 
 typedef struct {
     float input_mean, input_std;
@@ -33,6 +34,10 @@ typedef struct {
      * train.c): written as given, read back when present. */
     rumor_st_meta_t extra[RUMOR_CKPT_EXTRA];
     int n_extra;
+    /* Further tensors to save after the model's (a node's gossip state, "gossip.*"); save
+     * only, at most RUMOR_CKPT_TENSORS. Loading ignores tensors it does not ask for. */
+    const rumor_st_out_t *tensors;
+    size_t n_tensors;
 } rumor_ckpt_info_t;
 
 /* The value of an extra entry, or NULL. */

@@ -1,7 +1,9 @@
 /*
  * cli_bench.c - `rumor bench train`: rumor against PyTorch on the same model, data, batch,
  * optimizer and thread count, in one run, with the ratio and the achieved GFLOP/s next to
- * the sgemm rate of this machine measured in the same run.
+ * the sgemm rate of this machine measured in the same run. `rumor bench net`: models between
+ * two real nodes against raw CurveZMQ (src/net/bench.c). `rumor bench mix`: the gossip
+ * engine's mixing on chunk arrival against memcpy of the same bytes.
  *
  * The PyTorch side is tools/bench/torch_ref.py run by Debian's /usr/bin/python3 (which has
  * python3-torch); RUMOR_TORCH_REF overrides the script path, --no-torch skips it.
@@ -9,11 +11,15 @@
 #include "backend.h"
 #include "cli.h"
 #include "config.h"
+#include "gossip.h"
 #include "model.h"
 #include "net/bench.h"
+#include "proto.h"
+#include "rng.h"
 #include "train.h"
 
 #include <cjson/cJSON.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,18 +291,247 @@ static int bench_net(int argc, char **argv)
     return 0;
 }
 
+// ---- bench mix ----
+
+/* The baseline's copy goes through a volatile pointer: the K copies into one destination
+ * overwrite each other unread, and a compiler that sees memcpy may drop all but the last. */
+static void *(*volatile mix_copy)(void *, const void *, size_t) = memcpy;
+
+/* Why the engine refused a chunk: the drop counter that moved. */
+static const char *mix_drop_reason(const rumor_gossip_stats_t *before, const rumor_gossip_stats_t *after)
+{
+    for (int d = 0; d < RUMOR_GOSSIP_DROP_COUNT; d++)
+        if (after->drops[d] != before->drops[d]) return rumor_gossip_drop_name((rumor_gossip_drop_t)d);
+    return "no drop counted";
+}
+
+/* Feed every neighbour's whole model, chunk by chunk, into the round in flight. False (with
+ * the error printed) when the engine refuses a chunk: the figures would not be mixing. */
+static bool mix_feed(rumor_gossip_t *g, float *const *nb, int k_count, size_t n, size_t chunk,
+                     uint64_t layout, uint64_t now)
+{
+    const uint32_t chunks = (uint32_t)((n + chunk - 1) / chunk);
+    rumor_gossip_chunk_t c = {.round = rumor_gossip_round(g), .layout = layout,
+                              .w = 1.0 / (k_count + 1), .chunks = chunks};
+    rumor_gossip_stats_t before; /* drops move only on a refusal: the one that moved says why */
+    rumor_gossip_stats(g, &before);
+    for (int k = 0; k < k_count; k++) {
+        const uint8_t key[RUMOR_GOSSIP_KEY_LEN] = {(uint8_t)(k + 1)};
+        for (uint32_t ci = 0; ci < chunks; ci++) {
+            c.chunk = ci;
+            c.off = (uint64_t)ci * chunk;
+            c.n = n - c.off < chunk ? n - c.off : chunk;
+            if (!rumor_gossip_on_chunk(g, key, &c, nb[k] + c.off, (size_t)c.n * sizeof(float), now)) {
+                rumor_gossip_stats_t after;
+                rumor_gossip_stats(g, &after);
+                cli_error("bench mix: the engine refused chunk %" PRIu32 " of neighbour %d in round %" PRIu64 " (%s)",
+                          ci, k + 1, c.round, mix_drop_reason(&before, &after));
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* A gossip point that must finish the round (all models are in) and start the next; the
+ * sends go straight back, as if the transport had sent them. */
+static bool mix_step(rumor_gossip_t *g, float *x, uint64_t now)
+{
+    if (rumor_gossip_step(g, x, now) != RUMOR_GOSSIP_DONE) {
+        cli_error("bench mix: the engine waited at round %" PRIu64 " with every model in", rumor_gossip_round(g));
+        return false;
+    }
+    rumor_gossip_send_t s;
+    while (rumor_gossip_next_send(g, &s)) rumor_gossip_release(g, &s, true);
+    return true;
+}
+
+static int bench_mix(int argc, char **argv)
+{
+    long params = 25000000, chunk = RUMOR_GOSSIP_CHUNK_DEFAULT;
+    int k_count = 4, repeat = 5;
+    bool help = false, json = false;
+    const cli_opt_t opts[] = {
+        {"--params", OPT_LONG, &params, NULL, "model size in float32 parameters (default 25000000)"},
+        {"--neighbours", OPT_INT, &k_count, NULL, "neighbour models mixed per round (default 4)"},
+        {"--chunk", OPT_LONG, &chunk, NULL, "parameters per chunk (default 262144 = 1 MiB)"},
+        {"--repeat", OPT_INT, &repeat, NULL, "rounds timed, alternating with memcpy; medians (default 5)"},
+        {"--json", OPT_FLAG, &json, NULL, "one JSON object"},
+        {"--help", OPT_FLAG, &help, NULL, "this help"},
+    };
+    const int n_opts = (int)RUMOR_ARRAY_LEN(opts);
+    int n_pos;
+    if (!cli_parse(argc, argv, 3, opts, n_opts, NULL, 0, &n_pos)) return 2;
+    if (help) {
+        printf("usage: rumor bench mix [options]\n\n"
+               "Mixing throughput of the gossip engine (D-PSGD, complete graph): every neighbour's\n"
+               "model goes through rumor_gossip_on_chunk, timed against memcpy of the same bytes\n"
+               "in the same run; the round's finish (mixing into x) is timed apart.\n\n");
+        cli_print_options(opts, n_opts);
+        return 0;
+    }
+    if (params < 1 || params > 1000000000L) {
+        cli_error("--params %ld: expected 1..1000000000", params);
+        return 2;
+    }
+    if (k_count < 1 || k_count > RUMOR_GOSSIP_MAX_SENDERS - 1) {
+        cli_error("--neighbours %d: expected 1..%d", k_count, RUMOR_GOSSIP_MAX_SENDERS - 1);
+        return 2;
+    }
+    if (repeat < 1 || repeat > 100) {
+        cli_error("--repeat %d: expected 1..100", repeat);
+        return 2;
+    }
+    if (chunk < 1 || chunk > 16777216L) {
+        cli_error("--chunk %ld: expected 1..16777216 parameters", chunk);
+        return 2;
+    }
+    const size_t n = (size_t)params, cp = (size_t)chunk;
+    if ((n + cp - 1) / cp > RUMOR_PROTO_MAX_CHUNKS) {
+        cli_error("--params %ld with --chunk %ld makes more than %u chunks (the wire's limit); raise --chunk",
+                  params, chunk, RUMOR_PROTO_MAX_CHUNKS);
+        return 2;
+    }
+
+    const uint64_t layout = UINT64_C(0x72756d6f726d6978); /* any constant: "rumormix" */
+    char err[RUMOR_ERR_LEN];
+    int rc = 1;
+    rumor_topology_t *topo = NULL;
+    rumor_gossip_t *g = NULL;
+    float *x = NULL, *dst = NULL, **nb = calloc((size_t)k_count, sizeof *nb);
+    double *t_mix = NULL, *t_fin = NULL, *t_cpy = NULL, *r_mix = NULL, *r_fin = NULL;
+    if (!nb) goto nomem;
+    x = malloc(n * sizeof *x);
+    dst = malloc(n * sizeof *dst);
+    t_mix = malloc((size_t)repeat * 5 * sizeof *t_mix);
+    if (!x || !dst || !t_mix) goto nomem;
+    t_fin = t_mix + repeat, t_cpy = t_fin + repeat, r_mix = t_cpy + repeat, r_fin = r_mix + repeat;
+    /* Random finite payloads and x; writing every buffer now takes the page faults out of
+     * the timed phases (the engine's own buffers are touched by two untimed rounds below). */
+    for (int k = 0; k < k_count; k++) {
+        if (!(nb[k] = malloc(n * sizeof *nb[k]))) goto nomem;
+        rumor_rng_t rng;
+        rumor_rng_init2(&rng, 1, (uint64_t)k, 0);
+        for (size_t i = 0; i < n; i++) nb[k][i] = (float)(2.0 * rumor_rng_uniform(&rng) - 1.0);
+    }
+    rumor_rng_t rng;
+    rumor_rng_init2(&rng, 1, (uint64_t)k_count, 1);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(2.0 * rumor_rng_uniform(&rng) - 1.0);
+    memset(dst, 0, n * sizeof *dst);
+
+    rumor_algo_t algo;
+    if (rumor_algo_parse(&algo, "dpsgd", err) != RUMOR_OK || !(topo = rumor_topology_new("complete", 1, err))) {
+        cli_error("bench mix: %s", err);
+        goto out;
+    }
+    rumor_gossip_config_t cfg = {.algo = algo, .params = n, .layout = layout, .chunk_params = cp};
+    memset(cfg.self, 0xff, sizeof cfg.self); /* neighbours are {k+1, 0, ...}: never self */
+    if (!(g = rumor_gossip_new(&cfg, topo, x, err))) {
+        cli_error("bench mix: %s", err);
+        goto out;
+    }
+    uint8_t(*view)[RUMOR_GOSSIP_KEY_LEN] = calloc((size_t)k_count, sizeof *view);
+    if (!view) goto nomem;
+    for (int k = 0; k < k_count; k++) view[k][0] = (uint8_t)(k + 1);
+    rumor_gossip_set_view(g, (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])view, (size_t)k_count);
+    free(view);
+
+    /* The engine's clock is ours to give (a pure state machine): every round completes, so
+     * no deadline is ever reached and any increasing count will do. */
+    uint64_t now = 1000;
+    if (!mix_step(g, x, now)) goto out; /* round 0 starts */
+    for (int w = 0; w < 2; w++) /* warm-up: both accumulators and both snapshots touched */
+        if (!mix_feed(g, nb, k_count, n, cp, layout, ++now) || !mix_step(g, x, ++now)) goto out;
+
+    enum { CHECK = 8 };
+    size_t at[CHECK];
+    float before[CHECK];
+    for (int r = 0; r < repeat; r++) {
+        /* Alternate which side goes first: both see the same machine over time. */
+        for (int side = 0; side < 2; side++) {
+            if ((side == 0) == (r % 2 == 0)) {
+                for (int i = 0; i < CHECK; i++) {
+                    at[i] = (size_t)rumor_rng_below(&rng, n);
+                    before[i] = x[at[i]];
+                }
+                double t0 = rumor_now();
+                if (!mix_feed(g, nb, k_count, n, cp, layout, ++now)) goto out;
+                double t1 = rumor_now();
+                if (!mix_step(g, x, ++now)) goto out;
+                double t2 = rumor_now();
+                t_mix[r] = t1 - t0;
+                t_fin[r] = t2 - t1;
+                /* It mixed for real: x is now the mean of its snapshot and the K models. */
+                rumor_gossip_stats_t st;
+                rumor_gossip_stats(g, &st);
+                for (int i = 0; i < CHECK; i++) {
+                    double mean = before[i];
+                    for (int k = 0; k < k_count; k++) mean += nb[k][at[i]];
+                    mean /= k_count + 1;
+                    if (st.last_peers != k_count || st.last_missing != 0 || !(fabs(x[at[i]] - mean) < 1e-4)) {
+                        cli_error("bench mix: round %" PRIu64 " mixed %d of %d models, x[%zu] = %g, expected %g",
+                                  st.round, st.last_peers, k_count, at[i], (double)x[at[i]], mean);
+                        goto out;
+                    }
+                }
+            } else {
+                double t0 = rumor_now();
+                for (int k = 0; k < k_count; k++) mix_copy(dst, nb[k], n * sizeof *dst);
+                t_cpy[r] = rumor_now() - t0;
+                if (memcmp(dst, nb[k_count - 1], n * sizeof *dst) != 0) {
+                    cli_error("bench mix: the memcpy baseline copied wrong bytes");
+                    goto out;
+                }
+            }
+        }
+        r_mix[r] = t_cpy[r] / t_mix[r];
+        r_fin[r] = t_cpy[r] / (t_mix[r] + t_fin[r]);
+    }
+    const double bytes = (double)k_count * (double)n * sizeof(float);
+    const double mix_gbs = bytes / rumor_median(t_mix, (size_t)repeat) * 1e-9;
+    const double cpy_gbs = bytes / rumor_median(t_cpy, (size_t)repeat) * 1e-9;
+    const double fin_ms = rumor_median(t_fin, (size_t)repeat) * 1e3;
+    const double ratio = rumor_median(r_mix, (size_t)repeat), ratio_fin = rumor_median(r_fin, (size_t)repeat);
+    if (json)
+        printf("{\"params\":%zu,\"neighbours\":%d,\"chunk\":%zu,\"repeat\":%d,\"mix_gbs\":%.3f,"
+               "\"memcpy_gbs\":%.3f,\"ratio\":%.3f,\"finish_ms\":%.3f,\"ratio_with_finish\":%.3f}\n",
+               n, k_count, cp, repeat, mix_gbs, cpy_gbs, ratio, fin_ms, ratio_fin);
+    else
+        printf("%10s %5s %8s %9s %12s %7s %10s %13s\n%10zu %5d %8zu %9.2f %12.2f %6.2fx %10.1f %12.2fx\n",
+               "params", "nbrs", "chunk", "mix GB/s", "memcpy GB/s", "ratio", "finish ms", "with finish",
+               n, k_count, cp, mix_gbs, cpy_gbs, ratio, fin_ms, ratio_fin);
+    rc = 0;
+    goto out;
+nomem:
+    cli_error("bench mix: out of memory for %d models of %ld parameters", k_count + 6, params);
+out:
+    rumor_gossip_destroy(&g);
+    rumor_topology_destroy(&topo);
+    if (nb)
+        for (int k = 0; k < k_count; k++) free(nb[k]);
+    free(nb);
+    free(x);
+    free(dst);
+    free(t_mix);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 3) {
-        cli_error("bench needs a benchmark: rumor bench train|net [options]");
+        cli_error("bench needs a benchmark: rumor bench train|net|mix [options]");
         return 2;
     }
     if (strcmp(argv[2], "--help") == 0) {
-        printf("usage: rumor bench train|net [options]\n");
+        printf("usage: rumor bench train|net|mix [options]\n\n"
+               "  train  rumor against PyTorch on the same model, data and threads\n"
+               "  net    models between two nodes against raw CurveZMQ\n"
+               "  mix    the gossip engine's mixing against memcpy of the same bytes\n");
         return 0;
     }
     if (strcmp(argv[2], "train") == 0) return bench_train(argc, argv);
     if (strcmp(argv[2], "net") == 0) return bench_net(argc, argv);
-    cli_error("unknown benchmark '%s' (expected train or net)", argv[2]);
+    if (strcmp(argv[2], "mix") == 0) return bench_mix(argc, argv);
+    cli_error("unknown benchmark '%s' (expected train, net or mix)", argv[2]);
     return 2;
 }

@@ -1,7 +1,10 @@
 /* cli_node.c - `rumor node` (join a swarm and stay in it) and `rumor status`. */
 #include "cli.h"
+#include "config.h"
 #include "membership.h"
 #include "net/node.h"
+#include "peer.h"
+#include "train.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +22,21 @@ static void reload_cb(int sig)
     rumor_node_request_reload();
 }
 
+/* SIGINT/SIGTERM: leave gracefully (a second one kills); SIGHUP: re-read the revocation list. */
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = stop_cb;
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = reload_cb;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 int cmd_node(int argc, char **argv)
 {
     rumor_node_config_t cfg = {0};
@@ -28,6 +46,22 @@ int cmd_node(int argc, char **argv)
     int view_size = cfg.memb.view_size, period = (int)cfg.memb.period_ms, suspect = (int)cfg.memb.suspect_ms;
     float join_timeout = 30.0f;
     bool help = false, verbose = false;
+    /* Training (any of these makes the node a training peer). */
+    rumor_peer_config_t pc = {0};
+    rumor_train_config_t tc;
+    rumor_train_config_defaults(&tc);
+    pc.data_dir = RUMOR_DEFAULT_DATA;
+    pc.topology = "expo";
+    pc.rounds = 100;
+    pc.eval_every = 10;
+    pc.round_timeout_ms = 10000;
+    const char *model = "mlp:256,128", *optimizer = "sgd", *schedule = "constant", *algo = "dpsgd",
+               *partition = NULL;
+    long warmup = 0, limit = 0;
+    int local_steps = 1, min_peers = 0;
+    float round_timeout = 10.0f, outer_lr = 0.7f, outer_mom = 0.9f;
+    bool nesterov = false, init_seed_set = false, t_data = false, t_model = false, t_algo = false, t_rounds = false,
+         t_dir = false, rank_set = false, of_set = false, ls_set = false;
     const cli_opt_t opts[] = {
         {"--key", OPT_STR, &cfg.key_path, NULL, "this node's secret key (rumor keygen)"},
         {"--cert", OPT_STR, &cfg.cert_path, NULL, "this node's certificate (rumor swarm admit)"},
@@ -42,6 +76,36 @@ int cmd_node(int argc, char **argv)
         {"--period", OPT_INT, &period, NULL, "failure detection period, ms (default 1000)"},
         {"--suspect", OPT_INT, &suspect, NULL, "suspicion time before a peer is dead, ms (default 5000)"},
         {"--verbose", OPT_FLAG, &verbose, NULL, "log every membership change and refusal"},
+        {"--data", OPT_STR, &pc.data_dir, &t_data, "train on this IDX folder (default " RUMOR_DEFAULT_DATA ")"},
+        {"--partition", OPT_STR, &partition, NULL, "iid | dirichlet:ALPHA | shards:K: take one shard (with --rank, --of)"},
+        {"--rank", OPT_INT, &pc.rank, &rank_set, "with --partition: this peer's shard (0-based)"},
+        {"--of", OPT_INT, &pc.of, &of_set, "with --partition: number of shards"},
+        {"--limit", OPT_LONG, &limit, NULL, "use the first N training samples only"},
+        {"--model", OPT_STR, &model, &t_model, "logreg | mlp:W1,W2,... | cnn[:C1,C2] (default mlp:256,128)"},
+        {"--algo", OPT_STR, &algo, &t_algo, "dpsgd | sgp | diloco:H (default dpsgd)"},
+        {"--topology", OPT_STR, &pc.topology, NULL, "ring | torus | expo | onepeer-expo | ... (rumor topo; default expo)"},
+        {"--rounds", OPT_LONG, &pc.rounds, &t_rounds, "gossip rounds to train (default 100)"},
+        {"--local-steps", OPT_INT, &local_steps, &ls_set, "minibatch steps between gossip rounds (default 1)"},
+        {"--run-dir", OPT_STR, &pc.run_dir, &t_dir, "metrics, checkpoints and the model go here"},
+        {"--resume", OPT_FLAG, &pc.resume, NULL, "continue from the run folder's checkpoint"},
+        {"--eval-every", OPT_INT, &pc.eval_every, NULL, "rounds between test evaluations (default 10; 0: end only)"},
+        {"--checkpoint-every", OPT_INT, &pc.checkpoint_every, NULL, "rounds between checkpoints (default: every minute, at the end and on stop)"},
+        {"--min-peers", OPT_INT, &min_peers, NULL, "start training once this many peers (with this one) are in view (default --of, else 1)"},
+        {"--round-timeout", OPT_FLOAT, &round_timeout, NULL, "longest wait for a round's models, s (default 10)"},
+        {"--outer-lr", OPT_FLOAT, &outer_lr, NULL, "diloco outer learning rate (default 0.7)"},
+        {"--outer-momentum", OPT_FLOAT, &outer_mom, NULL, "diloco outer Nesterov momentum (default 0.9)"},
+        {"--batch", OPT_INT, &tc.batch, NULL, "minibatch size (default 64)"},
+        {"--lr", OPT_FLOAT, &tc.opt.lr, NULL, "learning rate (default 0.05)"},
+        {"--momentum", OPT_FLOAT, &tc.opt.momentum, NULL, "SGD momentum (default 0.9)"},
+        {"--nesterov", OPT_FLAG, &nesterov, NULL, "Nesterov momentum"},
+        {"--weight-decay", OPT_FLOAT, &tc.opt.weight_decay, NULL, "weight decay (default 0)"},
+        {"--optimizer", OPT_STR, &optimizer, NULL, "sgd | adamw (default sgd)"},
+        {"--schedule", OPT_STR, &schedule, NULL, "constant | step:EPOCHS,GAMMA | cosine (over all rounds)"},
+        {"--warmup", OPT_LONG, &warmup, NULL, "linear warm-up steps (default 0)"},
+        {"--threads", OPT_INT, &tc.threads, NULL, "compute threads (default: all cores)"},
+        {"--seed", OPT_U64, &tc.seed, NULL, "partition and sample order; the same on every peer (default 1)"},
+        {"--init-seed", OPT_U64, &pc.init_seed, &init_seed_set, "initial parameters (default: --seed)"},
+        {"--device", OPT_STR, &tc.device, NULL, "cpu | cuda | auto (default cpu)"},
         {"--help", OPT_FLAG, &help, NULL, "this help"},
     };
     const int n_opts = (int)RUMOR_ARRAY_LEN(opts);
@@ -82,6 +146,68 @@ int cmd_node(int argc, char **argv)
         return 2;
     }
     cfg.join_timeout_ms = (uint64_t)(join_timeout * 1000.0f);
+    const bool training = t_data || t_model || t_algo || t_rounds || t_dir || partition || pc.resume;
+    char err[RUMOR_ERR_LEN];
+    if (training) {
+        if (!pc.run_dir) {
+            cli_error("a training node needs --run-dir DIR (metrics, checkpoints and the model go there)");
+            return 2;
+        }
+        if (rumor_model_spec_parse(&pc.spec, model, err) != RUMOR_OK ||
+            rumor_optim_kind_parse(&tc.opt.kind, optimizer, err) != RUMOR_OK ||
+            rumor_schedule_parse(&tc.sched, schedule, err) != RUMOR_OK ||
+            rumor_algo_parse(&pc.algo, algo, err) != RUMOR_OK) {
+            cli_error("%s", err);
+            return 2;
+        }
+        if (partition || rank_set || of_set) {
+            if (!partition || !rank_set || !of_set) {
+                cli_error("--partition, --rank and --of go together");
+                return 2;
+            }
+            if (pc.of < 1 || pc.of > 100000 || pc.rank < 0 || pc.rank >= pc.of) {
+                cli_error("--rank %d --of %d: expected 0 <= rank < of <= 100000", pc.rank, pc.of);
+                return 2;
+            }
+            if (rumor_partition_parse(&pc.partition, partition, err) != RUMOR_OK) {
+                cli_error("%s", err);
+                return 2;
+            }
+            pc.partitioned = true;
+        }
+        if (ls_set) {
+            if (local_steps < 1 || local_steps > 100000 || pc.algo.kind == RUMOR_ALGO_DILOCO) {
+                cli_error("--local-steps %d: expected 1..100000, and not with diloco:H (H is its local steps)",
+                          local_steps);
+                return 2;
+            }
+            pc.algo.local_steps = local_steps;
+        }
+        if (warmup < 0 || limit < 0 || pc.eval_every < 0 || pc.checkpoint_every < 0 || min_peers < 0 ||
+            min_peers > 100000 || tc.threads < 0 || tc.threads > 1024) {
+            cli_error("--warmup, --limit, --eval-every, --checkpoint-every, --min-peers and --threads must not be negative");
+            return 2;
+        }
+        if (!(round_timeout >= 0.01f && round_timeout <= 3600.0f) || !(outer_lr > 0.0f && outer_lr <= 10.0f) ||
+            !(outer_mom >= 0.0f && outer_mom < 1.0f)) {
+            cli_error("--round-timeout 0.01..3600 s, --outer-lr in (0, 10], --outer-momentum in [0, 1)");
+            return 2;
+        }
+        pc.algo.outer_lr = outer_lr;
+        pc.algo.outer_momentum = outer_mom;
+        pc.round_timeout_ms = (uint64_t)(round_timeout * 1000.0f);
+        tc.opt.nesterov = nesterov;
+        tc.sched.warmup = warmup;
+        pc.limit = (size_t)limit;
+        pc.device = tc.device;
+        pc.threads = tc.threads;
+        pc.batch = tc.batch;
+        pc.seed = tc.seed;
+        if (!init_seed_set) pc.init_seed = tc.seed;
+        pc.opt = tc.opt;
+        pc.sched = tc.sched;
+        pc.min_peers = min_peers ? min_peers : pc.partitioned ? pc.of : 1;
+    }
     cfg.memb.view_size = view_size;
     cfg.memb.period_ms = (uint32_t)period;
     cfg.memb.ping_timeout_ms = (uint32_t)(period * 3 / 10 > 0 ? period * 3 / 10 : 1);
@@ -89,22 +215,34 @@ int cmd_node(int argc, char **argv)
     if (cfg.memb.exchange_ms < cfg.memb.period_ms) cfg.memb.exchange_ms = cfg.memb.period_ms;
     if (verbose) rumor_log_level = RUMOR_LOG_DEBUG;
 
-    char err[RUMOR_ERR_LEN];
+    if (training) {
+        static char cmdline[8192];
+        size_t len = 0;
+        for (int i = 0; i < argc && len < sizeof cmdline - 1; i++)
+            len += (size_t)snprintf(cmdline + len, sizeof cmdline - len, "%s%s", i ? " " : "", argv[i]);
+        pc.command_line = cmdline;
+        pc.node = cfg;
+        install_signals();
+        rumor_peer_result_t res;
+        rumor_err_t rc = rumor_peer_run(&pc, &res, err);
+        if (rc != RUMOR_OK) {
+            cli_error("%s", err);
+            return cli_exit_code(rc);
+        }
+        if (res.interrupted) {
+            fprintf(stderr, "rumor: stopped after round %ld; continue with --resume\n", res.rounds);
+            return 130;
+        }
+        printf("done: %ld rounds, test_acc %.4f, model in %s/model.safetensors\n", res.rounds, res.test_acc,
+               pc.run_dir);
+        return 0;
+    }
     rumor_node_t *node = rumor_node_new(&cfg, err);
     if (!node) {
         cli_error("%s", err);
         return 2;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = stop_cb;
-    sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sa.sa_handler = reload_cb;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGHUP, &sa, NULL);
+    install_signals();
     /* The one line a user (or a script) needs: how others join through this node. */
     printf("rumor: node listening, join with --bootstrap %s\n", rumor_node_address(node));
     fflush(stdout);

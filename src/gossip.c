@@ -253,16 +253,31 @@ static uint64_t adaptive_wait(const rumor_gossip_t *g)
 
 /* ---- rounds ---- */
 
+/* The accumulator of `round`, or NULL. Slots are found by their round, not its parity: a
+ * peer far behind parks a neighbour's model of a much later round in its free slot and jumps
+ * there at its next gossip point. */
+static slot_t *slot_find(rumor_gossip_t *g, uint64_t round)
+{
+    for (int i = 0; i < 2; i++)
+        if (g->slots[i].live && g->slots[i].round == round) return &g->slots[i];
+    return NULL;
+}
+
+/* The accumulator of `round`, claiming a free slot for it if needed; NULL when both hold
+ * other rounds. */
 static slot_t *slot_for(rumor_gossip_t *g, uint64_t round)
 {
-    slot_t *s = &g->slots[round & 1];
-    if (s->live && s->round != round) return NULL; /* cannot happen inside the window */
-    if (!s->live) {
-        s->live = true;
-        s->round = round;
-        s->ref = g->have_snap ? g->cur_snap : -1;
-    }
-    return s;
+    slot_t *s = slot_find(g, round);
+    if (s) return s;
+    for (int i = 0; i < 2; i++)
+        if (!g->slots[i].live) {
+            s = &g->slots[i];
+            s->live = true;
+            s->round = round;
+            s->ref = g->have_snap ? g->cur_snap : -1;
+            return s;
+        }
+    return NULL;
 }
 
 /* The buffer for the next snapshot: never the latest one, which live accumulators use as
@@ -366,7 +381,7 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
         }
         if (i < g->view_count) memcpy(g->members[n++], g->view[i], RUMOR_GOSSIP_KEY_LEN);
     }
-    slot_t *s = slot_for(g, g->round);
+    slot_t *s = slot_for(g, g->round); /* never NULL: finishing freed every slot of an older round */
     double self_w = 1.0;
     const uint32_t *out = NULL, *in = NULL;
     const double *shares = NULL;
@@ -399,8 +414,8 @@ static bool round_ready(rumor_gossip_t *g, uint64_t now)
 {
     if (g->cfg.algo.kind == RUMOR_ALGO_SGP) return true;
     if (g->ahead > g->round + 1) return true; /* the neighbours have moved on */
-    slot_t *s = &g->slots[g->round & 1];
-    if (now >= s->started + g->wait_ms) return true;
+    slot_t *s = slot_find(g, g->round);
+    if (!s || now >= s->started + g->wait_ms) return true;
     for (int i = 0; i < s->n_expected; i++)
         if (!expected_done(g, s, s->expected[i])) return false;
     return true;
@@ -409,7 +424,7 @@ static bool round_ready(rumor_gossip_t *g, uint64_t now)
 /* Mix round g->round into x and clear its accumulator. */
 static void finish_round(rumor_gossip_t *g, float *x)
 {
-    slot_t *s = &g->slots[g->round & 1];
+    slot_t *s = slot_find(g, g->round);
     const float *snap = g->snaps[g->cur_snap].x;
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
@@ -478,7 +493,8 @@ static void finish_round(rumor_gossip_t *g, float *x)
     if (g->ahead > next) next = g->ahead;
     g->ahead = 0;
     for (int i = 0; i < 2; i++)
-        if (g->slots[i].live && g->slots[i].round < next) slot_reset(g, &g->slots[i]);
+        if (g->slots[i].live && (g->slots[i].round < next || g->slots[i].round > next + 1))
+            slot_reset(g, &g->slots[i]); /* outside the new window: it would block a slot */
     g->round = next;
 }
 
@@ -505,7 +521,8 @@ rumor_gossip_status_t rumor_gossip_step(rumor_gossip_t *g, float *x, uint64_t no
 uint64_t rumor_gossip_deadline(const rumor_gossip_t *g)
 {
     if (!g->inflight || g->cfg.algo.kind == RUMOR_ALGO_SGP) return UINT64_MAX;
-    return g->slots[g->round & 1].started + g->wait_ms;
+    const slot_t *s = slot_find((rumor_gossip_t *)g, g->round);
+    return s ? s->started + g->wait_ms : UINT64_MAX;
 }
 
 /* ---- outbox ---- */
@@ -537,7 +554,10 @@ void rumor_gossip_release(rumor_gossip_t *g, const rumor_gossip_send_t *s, bool 
     g->st.sends_failed++;
     /* Push-sum keeps the mass it could not give: add it back to the round it belonged to. */
     if (g->cfg.algo.kind == RUMOR_ALGO_SGP && g->inflight && s->round == g->round && s->snap == g->cur_snap)
-        add_own(g, &g->slots[g->round & 1], sn->w, s->share);
+    {
+        slot_t *sl = slot_find(g, g->round);
+        if (sl) add_own(g, sl, sn->w, s->share);
+    }
 }
 
 /* ---- input ---- */
@@ -581,9 +601,13 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
         if (c->round > g->round + 1) {
             /* The lowest round seen ahead: one peer with an inflated counter cannot drag us. */
             if (g->ahead == 0 || c->round < g->ahead) g->ahead = c->round;
-            return drop(g, RUMOR_GOSSIP_DROP_AHEAD);
+            /* While a round is in flight its slot is taken, so a free one can hold the model
+             * of the round we are about to jump to. */
+            s = g->inflight && c->round == g->ahead ? slot_for(g, c->round) : NULL;
+            if (!s) return drop(g, RUMOR_GOSSIP_DROP_AHEAD);
+        } else {
+            s = slot_for(g, c->round);
         }
-        s = slot_for(g, c->round);
     }
     if (!s) return drop(g, RUMOR_GOSSIP_DROP_STALE);
     sender_t *e = find_sender(s, peer, g->cfg.algo.kind == RUMOR_ALGO_SGP ? c->round : s->round);

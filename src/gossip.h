@@ -48,8 +48,8 @@
  * is not this engine's, a bad share, a non-finite value anywhere in a chunk (the chunk is
  * dropped and the rest of that message ignored), a chunk already received, a round too old
  * (dpsgd/diloco: before the round in flight) or too far ahead (beyond the next one; the
- * engine then skips ahead, to the lowest such round it saw, at its next gossip point, so a
- * slow or late peer catches up without waiting out its deadlines),
+ * engine then skips to one past the lowest such round it saw, at its next gossip point, so a
+ * slow, late or resumed peer falls back into step without waiting out its deadlines),
  * more senders in one round than RUMOR_GOSSIP_MAX_SENDERS.
  *
  * Threads: none. The caller serialises all calls (the node holds one mutex around them).

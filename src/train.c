@@ -39,7 +39,7 @@ void rumor_train_config_defaults(rumor_train_config_t *c)
 }
 
 /* Put samples idx[0..n) into the model's input buffers. */
-static void load_batch(rumor_model_t *m, const rumor_dataset_t *ds, const size_t *idx, size_t n,
+void rumor_train_load_batch(rumor_model_t *m, const rumor_dataset_t *ds, const size_t *idx, size_t n,
                        float mean, float std, float *stage_x, uint8_t *stage_y)
 {
     rumor_backend_t *be = rumor_model_backend(m);
@@ -70,7 +70,7 @@ rumor_err_t rumor_train_evaluate(rumor_model_t *m, const rumor_dataset_t *ds, fl
     for (size_t start = 0; start < ds->count; start += B) {
         size_t n = ds->count - start < B ? ds->count - start : B;
         for (size_t i = 0; i < n; i++) idx[i] = start + i;
-        load_batch(m, ds, idx, n, mean, std, sx, sy);
+        rumor_train_load_batch(m, ds, idx, n, mean, std, sx, sy);
         if ((rc = rumor_model_run(m, (int)n, false, &loss_sum, &correct, err)) != RUMOR_OK) goto out;
     }
     *loss = ds->count ? loss_sum / (double)ds->count : NAN;
@@ -416,7 +416,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
             }
             const size_t start = (size_t)s * (size_t)cfg->batch;
             const size_t bn = n - start < (size_t)cfg->batch ? n - start : (size_t)cfg->batch;
-            load_batch(r.m, &train, perm + start, bn, mean, std, stage_x, stage_y);
+            rumor_train_load_batch(r.m, &train, perm + start, bn, mean, std, stage_x, stage_y);
             double bl = 0.0;
             if ((rc = rumor_model_run(r.m, (int)bn, true, &bl, NULL, err)) != RUMOR_OK) goto out;
             if (!isfinite(bl)) {

@@ -85,6 +85,11 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
 
 void rumor_train_request_stop(void);
 
+/* Put samples idx[0..n) of ds into m's input buffers, normalised; stage_x/stage_y (max_batch
+ * samples) are needed only when the backend's memory is not host memory. */
+void rumor_train_load_batch(rumor_model_t *m, const rumor_dataset_t *ds, const size_t *idx, size_t n,
+                            float mean, float std, float *stage_x, uint8_t *stage_y);
+
 /* Test loss and accuracy of m on ds (normalised with mean/std), in batches of the model's
  * max batch. */
 rumor_err_t rumor_train_evaluate(rumor_model_t *m, const rumor_dataset_t *ds, float mean,

@@ -95,6 +95,21 @@ checks=$((checks + 1))
 "$rumor" topo --kind ring --peers 8 --json | grep -q '"spectral_gap":0.19526214' ||
     { echo "FAIL: topo ring 8 gap"; fails=$((fails + 1)); }
 
+# bench mix: a small run reports every figure and a positive ratio; bad sizes are refused.
+expect_error "mix without neighbours" bench mix --neighbours 0
+expect_error "mix of no parameters"   bench mix --params 0
+expect_error "mix past the chunk limit" bench mix --params 100000000 --chunk 1
+checks=$((checks + 1))
+if mix=$("$rumor" bench mix --params 100000 --neighbours 2 --repeat 2 --json); then
+    for key in params neighbours repeat mix_gbs memcpy_gbs ratio finish_ms ratio_with_finish; do
+        case $mix in *"\"$key\":"*) ;; *) fail "bench mix --json has no $key: $mix" ;; esac
+    done
+    ratio=$(printf '%s\n' "$mix" | sed -n 's/.*"ratio":\([0-9.eE+-]*\).*/\1/p')
+    awk -v r="$ratio" 'BEGIN { exit !(r + 0 > 0) }' || fail "bench mix ratio '$ratio' is not positive"
+else
+    fail "bench mix --params 100000 --neighbours 2 --repeat 2 --json"
+fi
+
 checks=$((checks + 1))
 "$rumor" --version | grep -q '^backends cpu' || { echo "FAIL: --version"; fails=$((fails + 1)); }
 

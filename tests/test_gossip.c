@@ -414,8 +414,12 @@ static void test_known_answers(void)
     CHECK(memcmp(keep, s.x[0], sizeof keep) == 0);
     CHECK(rumor_gossip_deadline(s.g[0]) == 500); /* started at 0, round timeout 500 */
     rumor_gossip_chunk_t ah = {.round = 5, .layout = 0x1234, .w = 0.3, .chunk = 0, .chunks = 3, .off = 0, .n = 4};
-    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[1], &ah, s.x[1], 16, 11)); /* ahead: counted, remembered */
-    CHECK(rumor_gossip_step(s.g[0], s.x[0], 12) == RUMOR_GOSSIP_DONE);   /* so no more waiting */
+    /* A neighbour far ahead: its model is parked in the free slot, the next ahead round has no
+     * slot left (dropped, counted), and this peer stops waiting: it will jump to round 5. */
+    CHECK(rumor_gossip_on_chunk(s.g[0], s.key[1], &ah, s.x[1], 16, 11));
+    ah.round = 7;
+    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[1], &ah, s.x[1], 16, 11));
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 12) == RUMOR_GOSSIP_DONE);
     /* Chunk 0: (x0 + x1 + x2)/3 + 1; chunks 1, 2: (x0 + x1)/2 + 1 (renormalised). */
     for (size_t j = 0; j < 10; j++) {
         const double want = j < 4 ? (j + (10 + j) + (20 + j)) / 3.0 + 1 : (j + (10 + j)) / 2.0 + 1;
@@ -423,9 +427,10 @@ static void test_known_answers(void)
     }
     rumor_gossip_stats(s.g[0], &st);
     CHECK(st.last_missing == 1 && st.last_peers == 2 && st.round == 1);
-    /* The skipped-ahead round: a chunk of round 5 was seen; peer 0 is now in round... it
-     * finished round 0 and starts the lowest round seen ahead (5). */
+    /* Peer 0 finished round 0 and started round 5, where the neighbour's model already is. */
     CHECK(rumor_gossip_round(s.g[0]) == 5);
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.chunks_in == 5 && st.drops[RUMOR_GOSSIP_DROP_AHEAD] == 1);
     /* Stale: round 0 is over. */
     rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = 0.3, .chunk = 0, .chunks = 3, .off = 0, .n = 4};
     CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[1], &h, s.x[1], 16, 600));

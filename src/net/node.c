@@ -5,6 +5,7 @@
 #include "proto.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -53,6 +54,7 @@ typedef struct {
     uint32_t next, chunks;
     uint64_t layout, round;
     double w;
+    const double *chunk_w;           /* per-chunk factors of w, or NULL */
 } sending_t;
 
 typedef struct {
@@ -102,6 +104,9 @@ struct rumor_node {
     void *chunk_arg;
     rumor_node_tick_cb tick_cb;
     void *tick_arg;
+    rumor_node_status_cb status_cb;
+    void *status_arg;
+    int wake[2];                     /* a pipe: another thread's byte ends our poll early */
     /* Scratch space for the loop (large; per node, so two nodes can share a process). */
     rumor_memb_action_t act;
     rumor_memb_msg_t mmsg;
@@ -794,7 +799,12 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
                 first = false;
             }
         if (ms.dropped_input) out(o, "%s\"membership\":%" PRIu64, first ? "" : ",", ms.dropped_input);
-        out(o, "}}\n");
+        out(o, "}");
+        if (n->status_cb) {
+            out(o, ",\"train\":");
+            if (o->len < o->cap) o->len += n->status_cb(n->status_arg, true, o->buf + o->len, o->cap - o->len);
+        }
+        out(o, "}\n");
         return;
     }
     out(o, "node %s at %s, incarnation %" PRIu32 ", up %.0f s\n", n->id, n->address,
@@ -813,6 +823,7 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
         n->bytes_in, n->msgs_out, n->bytes_out);
     for (int i = 1; i < DROP_COUNT; i++)
         if (n->drops[i]) out(o, "rejected %s: %" PRIu64 "\n", drop_name(i, nb), n->drops[i]);
+    if (n->status_cb && o->len < o->cap) o->len += n->status_cb(n->status_arg, false, o->buf + o->len, o->cap - o->len);
 }
 
 static void handle_control(rumor_node_t *n, uint64_t now)
@@ -874,6 +885,19 @@ void rumor_node_on_chunk(rumor_node_t *n, rumor_node_chunk_cb cb, void *arg)
     n->chunk_arg = arg;
 }
 
+void rumor_node_on_status(rumor_node_t *n, rumor_node_status_cb cb, void *arg)
+{
+    n->status_cb = cb;
+    n->status_arg = arg;
+}
+
+void rumor_node_wake(rumor_node_t *n)
+{
+    const char b = 1;
+    ssize_t k = write(n->wake[1], &b, 1); /* a full pipe already wakes the loop */
+    (void)k;
+}
+
 void rumor_node_on_tick(rumor_node_t *n, rumor_node_tick_cb cb, void *arg)
 {
     n->tick_cb = cb;
@@ -899,7 +923,8 @@ static void pump(rumor_node_t *n, peer_t *p)
         memset(&m, 0, sizeof m);
         m.type = RUMOR_MSG_MODEL;
         m.seq = ++n->seq;
-        m.u.model = (rumor_msg_model_t){.round = s->round, .w = s->w, .codec = RUMOR_CODEC_F32,
+        const double w = s->chunk_w ? s->w * s->chunk_w[s->next] : s->w;
+        m.u.model = (rumor_msg_model_t){.round = s->round, .w = w, .codec = RUMOR_CODEC_F32,
                                         .layout = s->layout, .chunk = s->next, .chunks = s->chunks,
                                         .off = off, .n = cnt, .payload_len = (size_t)cnt * sizeof(float)};
         size_t len;
@@ -935,8 +960,8 @@ static void pump(rumor_node_t *n, peer_t *p)
 }
 
 rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
-                                  double w, const float *params, size_t count, size_t chunk_params,
-                                  void (*release)(void *), void *arg)
+                                  double w, const double *chunk_w, const float *params, size_t count,
+                                  size_t chunk_params, void (*release)(void *), void *arg)
 {
     int v = -1;
     for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
@@ -945,6 +970,8 @@ rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint6
         (count + chunk_params - 1) / chunk_params > RUMOR_PROTO_MAX_CHUNKS || count > RUMOR_PROTO_MAX_PARAMS ||
         !(w > 0.0 && w <= RUMOR_PROTO_MAX_WEIGHT))
         return RUMOR_EINVAL;
+    for (size_t c = 0; chunk_w && c < (count + chunk_params - 1) / chunk_params; c++)
+        if (!(w * chunk_w[c] > 0.0 && w * chunk_w[c] <= RUMOR_PROTO_MAX_WEIGHT)) return RUMOR_EINVAL;
     /* Parameters go only to a key whose own hello we verified (gossip alone is not enough),
      * and whose certificate is still valid. */
     const conn_t *c = find_conn(n, peer, false, now_ms());
@@ -959,7 +986,7 @@ rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint6
     o->arg = arg;
     p->send = (sending_t){.out = o, .params = params, .n = count, .chunk_params = chunk_params, .next = 0,
                           .chunks = (uint32_t)((count + chunk_params - 1) / chunk_params), .layout = layout,
-                          .round = round, .w = w};
+                          .round = round, .w = w, .chunk_w = chunk_w};
     pump(n, p);
     return RUMOR_OK;
 }
@@ -980,6 +1007,15 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     }
     n->cfg = *cfg;
     n->start_ms = now_ms();
+    n->wake[0] = n->wake[1] = -1;
+    if (pipe(n->wake) != 0) {
+        rumor_fail(err, RUMOR_EIO, "pipe: %s", strerror(errno));
+        goto fail;
+    }
+    fcntl(n->wake[0], F_SETFL, O_NONBLOCK);
+    fcntl(n->wake[1], F_SETFL, O_NONBLOCK);
+    fcntl(n->wake[0], F_SETFD, FD_CLOEXEC);
+    fcntl(n->wake[1], F_SETFD, FD_CLOEXEC);
     n->buf = malloc(RUMOR_PROTO_MAX_HEADER);
     if (!n->buf) goto nomem;
     if (rumor_secret_key_load(&n->key, cfg->key_path, err) != RUMOR_OK) goto fail;
@@ -1110,6 +1146,8 @@ void rumor_node_destroy(rumor_node_t **self_p)
     if (n->control) zmq_close(n->control);
     if (n->ctx) zmq_ctx_term(n->ctx);
     if (n->control_path[0]) unlink(n->control_path);
+    if (n->wake[0] >= 0) close(n->wake[0]);
+    if (n->wake[1] >= 0) close(n->wake[1]);
     rumor_memb_destroy(&n->memb);
     rumor_secret_key_destroy(&n->key);
     rumor_revoked_destroy(&n->revoked);
@@ -1159,7 +1197,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
     }
     run_actions(n, now);
     const uint64_t started = now;
-    zmq_pollitem_t items[3 + MAX_PEERS];
+    zmq_pollitem_t items[4 + MAX_PEERS];
     peer_t *polled[MAX_PEERS];
     rumor_err_t rc = RUMOR_OK;
     while (!stop_requested) {
@@ -1184,6 +1222,8 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         items[ni++] = (zmq_pollitem_t){.socket = n->router, .events = ZMQ_POLLIN};
         items[ni++] = (zmq_pollitem_t){.socket = n->zap, .events = ZMQ_POLLIN};
         if (n->control) items[ni++] = (zmq_pollitem_t){.socket = n->control, .events = ZMQ_POLLIN};
+        const int wake_item = ni;
+        items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = n->wake[0], .events = ZMQ_POLLIN};
         const int first_peer = ni;
         for (int i = 0; i < MAX_PEERS; i++)
             if (n->peers[i].used) {
@@ -1207,6 +1247,11 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         if (items[1].revents & ZMQ_POLLIN) handle_zap(n);
         if (items[0].revents & ZMQ_POLLIN) handle_router(n, now);
         if (n->control && (items[2].revents & ZMQ_POLLIN)) handle_control(n, now);
+        if (items[wake_item].revents & ZMQ_POLLIN) {
+            char drain[64];
+            while (read(n->wake[0], drain, sizeof drain) > 0) {
+            }
+        }
         for (int i = 0; i < np; i++) {
             if ((items[first_peer + i].revents & ZMQ_POLLIN) && polled[i]->used) handle_dealer(n, polled[i], now);
             if (polled[i]->used && polled[i]->send.out) pump(n, polled[i]);

@@ -93,14 +93,21 @@ typedef void (*rumor_node_tick_cb)(void *arg, rumor_node_t *node, uint64_t now_m
 void rumor_node_on_chunk(rumor_node_t *self, rumor_node_chunk_cb cb, void *arg);
 void rumor_node_on_tick(rumor_node_t *self, rumor_node_tick_cb cb, void *arg);
 
-/* Queue params[0..n) for peer in chunks of chunk_params. Zero copy: params must stay valid
- * and unchanged until release(arg) runs (once, from any thread, when the last chunk is sent
+/* Queue params[0..n) for peer in chunks of chunk_params; chunk c carries the weight
+ * w * chunk_w[c] (chunk_w NULL: w), the push-sum weight per chunk. Zero copy: params and
+ * chunk_w must stay valid and unchanged until release(arg) runs (once, from any thread, when the last chunk is sent
  * or dropped). RUMOR_EINVAL for a peer not in the view or bad sizes/weight; RUMOR_EAUTH for a
  * peer whose own valid hello we have not seen; RUMOR_ECLOSED when a model to it is still in
  * flight. Call from the node's thread (a tick or chunk callback). */
 rumor_err_t rumor_node_send_model(rumor_node_t *self, const uint8_t peer[32], uint64_t layout,
-                                  uint64_t round, double w, const float *params, size_t n,
-                                  size_t chunk_params, void (*release)(void *arg), void *arg);
+                                  uint64_t round, double w, const double *chunk_w, const float *params,
+                                  size_t n, size_t chunk_params, void (*release)(void *arg), void *arg);
+/* Wake the node's loop now (from any thread): its tick callback runs soon after. */
+void rumor_node_wake(rumor_node_t *self);
+/* Status of the driver above, appended to `rumor status`: with json, write one JSON value
+ * (it becomes "train"); else text lines. Returns the bytes written (< cap). */
+typedef size_t (*rumor_node_status_cb)(void *arg, bool json, char *buf, size_t cap);
+void rumor_node_on_status(rumor_node_t *self, rumor_node_status_cb cb, void *arg);
 /* The active view, for a driver above: count and the i-th key. */
 int rumor_node_peer_count(const rumor_node_t *self);
 const uint8_t *rumor_node_peer_key(const rumor_node_t *self, int i);

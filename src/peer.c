@@ -1,0 +1,603 @@
+/* peer.c - a training peer: node, trainer thread and gossip engine (see peer.h). */
+#include "peer.h"
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "crypto.h"
+#include "rng.h"
+#include "safetensors.h"
+#include "topology.h"
+#include "train.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define SHUFFLE_STREAM 0x5eedULL
+#define EVAL_BATCH 256
+#define MAX_VIEW 256
+
+typedef struct {
+    const rumor_peer_config_t *cfg;
+    rumor_node_t *node;
+    rumor_topology_t *topo;
+    rumor_gossip_t *g;
+    pthread_mutex_t mu;       /* guards g, view_count, bytes_out */
+    pthread_cond_t cv;        /* a chunk arrived, a send finished, or a stop */
+    atomic_bool stop;         /* the trainer should stop (signal, or the node ended) */
+    atomic_bool trainer_done;
+    int view_count;
+    uint64_t bytes_out;
+    /* trainer's */
+    rumor_dataset_t train, test;
+    float mean, std;
+    size_t *own, n_own, *perm;
+    rumor_backend_t *be;
+    rumor_model_t *m;
+    rumor_optim_t *o;
+    FILE *metrics;
+    long k;                   /* gossip rounds done */
+    double t0;
+    char ckpt_path[1024], model_path[1024];
+    rumor_err_t trc;
+    char terr[RUMOR_ERR_LEN];
+    bool interrupted;
+    double test_acc, test_loss;
+} peer_t;
+
+typedef struct {
+    peer_t *p;
+    rumor_gossip_send_t s;
+} send_ctx_t;
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- the node's side (its thread, and libzmq's for releases) ---- */
+
+static void release_cb(void *arg)
+{
+    send_ctx_t *c = arg;
+    peer_t *p = c->p;
+    pthread_mutex_lock(&p->mu);
+    rumor_gossip_release(p->g, &c->s, true);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    free(c);
+}
+
+static void chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t *ch, const void *payload,
+                     size_t len)
+{
+    peer_t *p = arg;
+    const rumor_gossip_chunk_t h = {.round = ch->round, .layout = ch->layout, .w = ch->w, .chunk = ch->chunk,
+                                    .chunks = ch->chunks, .off = ch->off, .n = ch->n};
+    pthread_mutex_lock(&p->mu);
+    if (rumor_gossip_on_chunk(p->g, peer, &h, payload, len, mono_ms())) pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
+{
+    (void)now;
+    peer_t *p = arg;
+    static uint8_t keys[MAX_VIEW][32];
+    int n = rumor_node_peer_count(node);
+    if (n > MAX_VIEW) n = MAX_VIEW;
+    for (int i = 0; i < n; i++) memcpy(keys[i], rumor_node_peer_key(node, i), 32);
+    send_ctx_t *batch[64];
+    for (;;) {
+        int nb = 0;
+        pthread_mutex_lock(&p->mu);
+        rumor_gossip_set_view(p->g, (const uint8_t(*)[32])keys, (size_t)n);
+        p->view_count = n;
+        while (nb < 64) {
+            send_ctx_t *c = malloc(sizeof *c);
+            if (!c) break;
+            c->p = p;
+            if (!rumor_gossip_next_send(p->g, &c->s)) {
+                free(c);
+                break;
+            }
+            batch[nb++] = c;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (nb == 0) break;
+        /* Outside the lock: a send may release at once, and release takes the lock. */
+        for (int i = 0; i < nb; i++) {
+            send_ctx_t *c = batch[i];
+            const rumor_gossip_send_t s = c->s;
+            rumor_err_t rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, s.params,
+                                                   s.count, s.chunk_params, release_cb, c);
+            pthread_mutex_lock(&p->mu);
+            if (rc != RUMOR_OK) {
+                rumor_gossip_release(p->g, &s, false);
+                pthread_cond_broadcast(&p->cv);
+            } else {
+                p->bytes_out += s.count * sizeof(float);
+            }
+            pthread_mutex_unlock(&p->mu);
+            if (rc != RUMOR_OK) free(c);
+        }
+    }
+}
+
+static size_t status_cb(void *arg, bool json, char *buf, size_t cap)
+{
+    peer_t *p = arg;
+    rumor_gossip_stats_t st;
+    char algo[32];
+    rumor_algo_format(algo, sizeof algo, &p->cfg->algo);
+    pthread_mutex_lock(&p->mu);
+    rumor_gossip_stats(p->g, &st);
+    const uint64_t out = p->bytes_out;
+    pthread_mutex_unlock(&p->mu);
+    int k;
+    if (json)
+        k = snprintf(buf, cap,
+                     "{\"algo\":\"%s\",\"topology\":\"%s\",\"round\":%" PRIu64 ",\"rounds\":%ld,\"w\":%.6g,"
+                     "\"consensus\":%.6g,\"models_in\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64
+                     ",\"missing\":%" PRIu64 ",\"rejected\":%" PRIu64 "}",
+                     algo, p->cfg->topology, st.round, p->cfg->rounds, st.w, st.consensus, st.models_in, st.bytes_in,
+                     out, st.missing_total,
+                     st.drops[0] + st.drops[1] + st.drops[2] + st.drops[3] + st.drops[4] + st.drops[5] +
+                         st.drops[6] + st.drops[7]);
+    else
+        k = snprintf(buf, cap,
+                     "training: %s on %s, round %" PRIu64 " of %ld, consensus %.4g, %" PRIu64
+                     " models in, %.1f MB in, %.1f MB out, %" PRIu64 " neighbours left out\n",
+                     algo, p->cfg->topology, st.round, p->cfg->rounds, st.consensus, st.models_in,
+                     (double)st.bytes_in / 1e6, (double)out / 1e6, st.missing_total);
+    if (k < 0) return 0;
+    return (size_t)k < cap ? (size_t)k : cap - 1;
+}
+
+/* ---- checkpoints ---- */
+
+static void add_meta(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...) RUMOR_PRINTF(3, 4);
+static void add_meta(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...)
+{
+    if (info->n_extra == RUMOR_CKPT_EXTRA) return;
+    rumor_st_meta_t *e = &info->extra[info->n_extra++];
+    snprintf(e->key, sizeof e->key, "%s", key);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->value, sizeof e->value, fmt, ap);
+    va_end(ap);
+}
+
+static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    const rumor_peer_config_t *c = p->cfg;
+    rumor_ckpt_info_t info = {.input_mean = p->mean, .input_std = p->std, .seed = c->seed};
+    char buf[64];
+    pthread_mutex_lock(&p->mu);
+    const size_t nc = rumor_gossip_chunk_count(p->g);
+    float *w = malloc(nc * sizeof *w);
+    if (!w) {
+        pthread_mutex_unlock(&p->mu);
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    }
+    const double *gw = rumor_gossip_weights(p->g);
+    for (size_t i = 0; i < nc; i++) w[i] = (float)gw[i];
+    const uint64_t ground = rumor_gossip_round(p->g);
+    pthread_mutex_unlock(&p->mu);
+    /* theta and momentum change only in the trainer's own gossip points: no lock needed. */
+    rumor_st_out_t t[3] = {{.name = "gossip.w", .ndim = 1, .shape = {nc}, .data = w}};
+    size_t nt = 1;
+    if (c->algo.kind == RUMOR_ALGO_DILOCO) {
+        const uint64_t P = rumor_model_param_count(p->m);
+        t[nt++] = (rumor_st_out_t){.name = "gossip.theta", .ndim = 1, .shape = {P}, .data = rumor_gossip_outer(p->g)};
+        t[nt++] = (rumor_st_out_t){.name = "gossip.momentum", .ndim = 1, .shape = {P}, .data = rumor_gossip_momentum(p->g)};
+    }
+    info.tensors = t;
+    info.n_tensors = nt;
+    add_meta(&info, "train.round", "%ld", p->k);
+    add_meta(&info, "train.gossip_round", "%" PRIu64, ground);
+    rumor_algo_format(buf, sizeof buf, &c->algo);
+    add_meta(&info, "train.algo", "%s", buf);
+    add_meta(&info, "train.topology", "%s", c->topology);
+    add_meta(&info, "train.batch", "%d", c->batch);
+    add_meta(&info, "train.init_seed", "%" PRIu64, c->init_seed);
+    if (c->partitioned) {
+        rumor_partition_format(buf, sizeof buf, &c->partition);
+        add_meta(&info, "train.partition", "%s", buf);
+        add_meta(&info, "train.rank", "%d", c->rank);
+        add_meta(&info, "train.peers", "%d", c->of);
+    } else {
+        add_meta(&info, "train.partition", "none");
+    }
+    rumor_err_t rc = rumor_checkpoint_save(p->ckpt_path, p->m, p->o, &info, err);
+    free(w);
+    return rc;
+}
+
+static bool meta_u64(const rumor_ckpt_info_t *info, const char *key, uint64_t *out)
+{
+    const char *v = rumor_ckpt_extra(info, key);
+    if (!v || *v < '0' || *v > '9') return false;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end || errno) return false;
+    *out = x;
+    return true;
+}
+
+static rumor_err_t load_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    const rumor_peer_config_t *c = p->cfg;
+    rumor_ckpt_info_t info;
+    rumor_err_t rc = rumor_checkpoint_load(p->ckpt_path, p->m, p->o, &info, err);
+    if (rc != RUMOR_OK) return rc;
+    uint64_t k, gr, batch;
+    const char *algo = rumor_ckpt_extra(&info, "train.algo"), *topo = rumor_ckpt_extra(&info, "train.topology");
+    if (!meta_u64(&info, "train.round", &k) || !meta_u64(&info, "train.gossip_round", &gr) || !algo || !topo ||
+        !meta_u64(&info, "train.batch", &batch))
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: not a checkpoint of rumor node (no train.round)", p->ckpt_path);
+    char mine[32];
+    rumor_algo_format(mine, sizeof mine, &c->algo);
+    if (strcmp(mine, algo) != 0 || strcmp(c->topology, topo) != 0 || batch != (uint64_t)c->batch ||
+        info.seed != c->seed)
+        return rumor_fail(err, RUMOR_EINVAL,
+                          "%s: made with --algo %s --topology %s --batch %" PRIu64 " --seed %" PRIu64
+                          "; resume with the same settings",
+                          p->ckpt_path, algo, topo, batch, info.seed);
+    rumor_st_file_t *f = rumor_st_open(p->ckpt_path, err);
+    if (!f) return RUMOR_EFORMAT;
+    const size_t nc = rumor_gossip_chunk_count(p->g), P = rumor_model_param_count(p->m);
+    const rumor_st_tensor_t *tw = rumor_st_find(f, "gossip.w");
+    double *w = malloc(nc * sizeof *w);
+    if (!tw || strcmp(tw->dtype, "F32") != 0 || tw->ndim != 1 || tw->shape[0] != nc || !w) {
+        rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: gossip.w missing or not %zu floats", p->ckpt_path, nc);
+        goto out;
+    }
+    for (size_t i = 0; i < nc; i++) {
+        float v;
+        memcpy(&v, (const uint8_t *)tw->data + 4 * i, 4);
+        w[i] = v;
+    }
+    if ((rc = rumor_gossip_restore(p->g, gr, w, nc, err)) != RUMOR_OK) goto out;
+    if (c->algo.kind == RUMOR_ALGO_DILOCO) {
+        const char *names[2] = {"gossip.theta", "gossip.momentum"};
+        float *dst[2] = {rumor_gossip_outer(p->g), rumor_gossip_momentum(p->g)};
+        for (int i = 0; i < 2; i++) {
+            const rumor_st_tensor_t *t = rumor_st_find(f, names[i]);
+            if (!t || strcmp(t->dtype, "F32") != 0 || t->ndim != 1 || t->shape[0] != P) {
+                rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: %s missing or not %zu floats", p->ckpt_path, names[i], P);
+                goto out;
+            }
+            memcpy(dst[i], t->data, P * sizeof(float));
+        }
+    }
+    p->k = (long)k;
+out:
+    free(w);
+    rumor_st_destroy(&f);
+    return rc;
+}
+
+/* ---- the trainer ---- */
+
+static rumor_err_t evaluate(peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    return rumor_train_evaluate(p->m, &p->test, p->mean, p->std, &p->test_loss, &p->test_acc, err);
+}
+
+/* One gossip point: returns false when stopped while waiting. */
+static bool gossip_point(peer_t *p, float *x)
+{
+    bool done = false;
+    pthread_mutex_lock(&p->mu);
+    while (!atomic_load(&p->stop)) {
+        const uint64_t now = mono_ms();
+        if (rumor_gossip_step(p->g, x, now) == RUMOR_GOSSIP_DONE) {
+            done = true;
+            break;
+        }
+        uint64_t until = rumor_gossip_deadline(p->g);
+        if (until > now + 100) until = now + 100; /* look at the stop flag now and then */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        const uint64_t wait = until > now ? until - now : 1;
+        ts.tv_sec += (time_t)(wait / 1000);
+        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+    }
+    pthread_mutex_unlock(&p->mu);
+    rumor_node_wake(p->node); /* the new snapshot's sends */
+    return done;
+}
+
+static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    const rumor_peer_config_t *c = p->cfg;
+    rumor_err_t rc = RUMOR_OK;
+    float *x = rumor_model_params(p->m);
+    const long H = c->algo.local_steps;
+    const long spe = (long)((p->n_own + (size_t)c->batch - 1) / (size_t)c->batch);
+    const long total = c->rounds * H;
+    long cur_epoch = -1;
+    rumor_rng_t rng;
+    double last_ckpt = rumor_now();
+
+    /* Wait for the swarm, so that round 0 is a round with neighbours. */
+    bool said = false;
+    const double wait_from = rumor_now();
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        const int view = p->view_count;
+        pthread_mutex_unlock(&p->mu);
+        if (view + 1 >= c->min_peers || atomic_load(&p->stop)) break;
+        if (!said && rumor_now() - wait_from > 2.0) {
+            rumor_log(RUMOR_LOG_INFO, "waiting for %d peers before training (%d in view)", c->min_peers - 1, view);
+            said = true;
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (p->k == 0 && !atomic_load(&p->stop)) {
+        if ((rc = evaluate(p, err)) != RUMOR_OK) return rc;
+        fprintf(p->metrics, "{\"t\":%.3f,\"round\":0,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f}\n",
+                rumor_now() - p->t0, rumor_optim_steps(p->o), p->test_loss, p->test_acc);
+        fflush(p->metrics);
+    }
+    while (p->k < c->rounds && !atomic_load(&p->stop)) {
+        double loss_sum = 0.0;
+        long count = 0;
+        float lr = 0.0f;
+        for (long h = 0; h < H; h++) {
+            const long step = rumor_optim_steps(p->o);
+            const long epoch = step / spe, pos = step % spe;
+            if (epoch != cur_epoch) {
+                for (size_t i = 0; i < p->n_own; i++) p->perm[i] = p->own ? p->own[i] : i;
+                rumor_rng_init2(&rng, c->seed, SHUFFLE_STREAM, (uint64_t)epoch);
+                rumor_rng_shuffle(&rng, p->perm, p->n_own);
+                cur_epoch = epoch;
+            }
+            const size_t start = (size_t)pos * (size_t)c->batch;
+            const size_t bn = p->n_own - start < (size_t)c->batch ? p->n_own - start : (size_t)c->batch;
+            rumor_train_load_batch(p->m, &p->train, p->perm + start, bn, p->mean, p->std, NULL, NULL);
+            double bl = 0.0;
+            if ((rc = rumor_model_run(p->m, (int)bn, true, &bl, NULL, err)) != RUMOR_OK) return rc;
+            if (!isfinite(bl))
+                return rumor_fail(err, RUMOR_EINVAL, "training diverged at round %ld (loss %g): lower --lr", p->k, bl);
+            lr = rumor_schedule_lr(&c->sched, c->opt.lr, step, total, spe);
+            rumor_optim_step(p->o, x, rumor_model_grads(p->m), lr);
+            loss_sum += bl;
+            count += (long)bn;
+        }
+        if (!gossip_point(p, x)) break;
+        p->k++;
+        rumor_gossip_stats_t st;
+        pthread_mutex_lock(&p->mu);
+        rumor_gossip_stats(p->g, &st);
+        const uint64_t out = p->bytes_out;
+        const int view = p->view_count;
+        pthread_mutex_unlock(&p->mu);
+        const bool eval = p->k == c->rounds || (c->eval_every > 0 && p->k % c->eval_every == 0);
+        if (eval && (rc = evaluate(p, err)) != RUMOR_OK) return rc;
+        fprintf(p->metrics,
+                "{\"t\":%.3f,\"round\":%ld,\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g,\"consensus\":%.6g,\"w\":%.6g,"
+                "\"peers\":%d,\"neighbours\":%d,\"missing\":%d,\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64,
+                rumor_now() - p->t0, p->k, rumor_optim_steps(p->o), loss_sum / (double)(count ? count : 1), (double)lr,
+                st.consensus, st.w, view + 1, st.last_peers, st.last_missing, out, st.bytes_in);
+        if (eval) fprintf(p->metrics, ",\"test_loss\":%.6f,\"test_acc\":%.4f", p->test_loss, p->test_acc);
+        fprintf(p->metrics, "}\n");
+        fflush(p->metrics);
+        /* Every N rounds when asked; otherwise once a minute, so that a killed peer loses at
+         * most a minute of work whatever its round time. */
+        const bool due = c->checkpoint_every > 0 ? p->k % c->checkpoint_every == 0 : rumor_now() - last_ckpt >= 60.0;
+        if (due && p->k < c->rounds) {
+            if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
+            last_ckpt = rumor_now();
+        }
+    }
+    p->interrupted = p->k < c->rounds;
+    if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
+    if (!p->interrupted) {
+        rumor_ckpt_info_t info = {.input_mean = p->mean, .input_std = p->std, .seed = c->seed};
+        if ((rc = rumor_checkpoint_save(p->model_path, p->m, NULL, &info, err)) != RUMOR_OK) return rc;
+    }
+    return RUMOR_OK;
+}
+
+static void *trainer_main(void *arg)
+{
+    peer_t *p = arg;
+    p->trc = train_loop(p, p->terr);
+    atomic_store(&p->trainer_done, true);
+    rumor_node_request_stop();
+    rumor_node_wake(p->node);
+    return NULL;
+}
+
+/* ---- setup ---- */
+
+static rumor_err_t make_dirs(const char *path, char err[RUMOR_ERR_LEN])
+{
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return rumor_fail(err, RUMOR_EINVAL, "--run-dir: path too long");
+    for (char *s = buf + 1;; s++) {
+        const char ch = *s;
+        if (ch == '/' || ch == 0) {
+            *s = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return rumor_fail(err, RUMOR_EIO, "%s: %s", buf, strerror(errno));
+            *s = ch;
+        }
+        if (!ch) break;
+    }
+    return RUMOR_OK;
+}
+
+rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *res, char err[RUMOR_ERR_LEN])
+{
+    peer_t p = {.cfg = c};
+    rumor_err_t rc = RUMOR_OK;
+    bool started = false, mu_init = false;
+    memset(res, 0, sizeof *res);
+    res->test_acc = res->test_loss = NAN;
+    p.test_acc = p.test_loss = NAN;
+    if (c->rounds < 1 || c->rounds > 100000000)
+        return rumor_fail(err, RUMOR_EINVAL, "--rounds %ld: expected 1..100000000", c->rounds);
+    if (c->batch < 1 || c->batch > 65536) return rumor_fail(err, RUMOR_EINVAL, "--batch %d: expected 1..65536", c->batch);
+    if ((rc = rumor_optim_config_check(&c->opt, err)) != RUMOR_OK) return rc;
+    if ((rc = make_dirs(c->run_dir, err)) != RUMOR_OK) return rc;
+    snprintf(p.ckpt_path, sizeof p.ckpt_path, "%s/checkpoint.safetensors", c->run_dir);
+    snprintf(p.model_path, sizeof p.model_path, "%s/model.safetensors", c->run_dir);
+    struct stat sb;
+    if (!c->resume && stat(p.ckpt_path, &sb) == 0)
+        return rumor_fail(err, RUMOR_EINVAL, "%s exists: continue that run with --resume, or use another --run-dir",
+                          p.ckpt_path);
+    if (c->resume && stat(p.ckpt_path, &sb) != 0)
+        return rumor_fail(err, RUMOR_EINVAL, "--resume: %s: %s", p.ckpt_path, strerror(errno));
+
+    /* Data: this peer's shard, or all of its folder. */
+    if ((rc = rumor_data_load_dir(&p.train, &p.test, c->data_dir, err)) != RUMOR_OK) goto out;
+    rumor_data_stats(&p.train, &p.mean, &p.std);
+    if (c->limit && c->limit < p.train.count) p.train.count = c->limit;
+    p.n_own = p.train.count;
+    if (c->partitioned) {
+        if ((rc = rumor_partition_indices(&p.own, &p.n_own, &c->partition, p.train.labels, p.train.count, c->seed,
+                                          c->rank, c->of, err)) != RUMOR_OK)
+            goto out;
+        if (p.n_own == 0) {
+            rc = rumor_fail(err, RUMOR_EINVAL, "peer %d of %d owns no samples under this partition", c->rank, c->of);
+            goto out;
+        }
+    }
+    if (!(p.perm = malloc(p.n_own * sizeof *p.perm))) {
+        rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (!(p.be = rumor_backend_new(c->device, c->threads, err))) {
+        rc = RUMOR_EINVAL;
+        goto out;
+    }
+    if (!p.be->ops->host_memory) {
+        rc = rumor_fail(err, RUMOR_ENOTSUP, "rumor node trains on the CPU backend only in this version");
+        goto out;
+    }
+    const rumor_model_input_t in = {1, (int)p.train.rows, (int)p.train.cols, RUMOR_DATA_CLASSES};
+    const int max_batch = c->batch > EVAL_BATCH ? c->batch : EVAL_BATCH;
+    if (!(p.m = rumor_model_new(&c->spec, in, p.be, max_batch, err))) {
+        rc = RUMOR_EINVAL;
+        goto out;
+    }
+    if (!(p.o = rumor_optim_new(&c->opt, p.be, rumor_model_param_count(p.m), err))) {
+        rc = RUMOR_ENOMEM;
+        goto out;
+    }
+    if ((rc = rumor_model_init(p.m, c->init_seed)) != RUMOR_OK) goto out;
+    if (!(p.topo = rumor_topology_new(c->topology, c->seed, err))) {
+        rc = RUMOR_EINVAL;
+        goto out;
+    }
+    /* The engine starts from the initial parameters; a resume then restores its state. */
+    {
+        rumor_gossip_config_t gc = {.algo = c->algo, .params = rumor_model_param_count(p.m),
+                                    .layout = rumor_model_layout_id(p.m), .round_timeout_ms = c->round_timeout_ms};
+        if (!(p.node = rumor_node_new(&c->node, err))) {
+            rc = RUMOR_EINVAL;
+            goto out;
+        }
+        /* The node's identity is the engine's "self". */
+        rumor_addr_t self;
+        if ((rc = rumor_addr_parse(&self, rumor_node_address(p.node), err)) != RUMOR_OK) goto out;
+        memcpy(gc.self, self.key, 32);
+        /* The one line a user (or a script) needs: how others join through this peer. */
+        printf("rumor: node listening, join with --bootstrap %s\n", rumor_node_address(p.node));
+        fflush(stdout);
+        if (c->resume) {
+            if ((rc = rumor_checkpoint_load(p.ckpt_path, p.m, NULL, NULL, err)) != RUMOR_OK) goto out;
+        }
+        if (!(p.g = rumor_gossip_new(&gc, p.topo, rumor_model_params(p.m), err))) {
+            rc = RUMOR_ENOMEM;
+            goto out;
+        }
+    }
+    if (c->resume && (rc = load_checkpoint(&p, err)) != RUMOR_OK) goto out;
+    if (c->resume && p.k >= c->rounds) {
+        rc = rumor_fail(err, RUMOR_EINVAL, "%s: already %ld rounds in; give a larger --rounds to go on", p.ckpt_path, p.k);
+        goto out;
+    }
+    char mpath[1100];
+    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->run_dir);
+    if (!(p.metrics = fopen(mpath, c->resume ? "a" : "w"))) {
+        rc = rumor_fail(err, RUMOR_EIO, "%s: %s", mpath, strerror(errno));
+        goto out;
+    }
+    if (c->command_line) {
+        char cpath[1100];
+        snprintf(cpath, sizeof cpath, "%s/command.txt", c->run_dir);
+        FILE *f = fopen(cpath, "w");
+        if (f) {
+            fprintf(f, "%s\n", c->command_line);
+            fclose(f);
+        }
+    }
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    mu_init = true;
+    rumor_node_on_chunk(p.node, chunk_cb, &p);
+    rumor_node_on_tick(p.node, tick_cb, &p);
+    rumor_node_on_status(p.node, status_cb, &p);
+    p.t0 = rumor_now();
+    pthread_t th;
+    if (pthread_create(&th, NULL, trainer_main, &p) != 0) {
+        rc = rumor_fail(err, RUMOR_ENOMEM, "cannot start the trainer thread");
+        goto out;
+    }
+    started = true;
+    char nerr[RUMOR_ERR_LEN];
+    rumor_err_t nrc = rumor_node_run(p.node, nerr);
+    atomic_store(&p.stop, true);
+    pthread_mutex_lock(&p.mu);
+    pthread_cond_broadcast(&p.cv);
+    pthread_mutex_unlock(&p.mu);
+    pthread_join(th, NULL);
+    if (p.trc != RUMOR_OK) {
+        rc = p.trc;
+        snprintf(err, RUMOR_ERR_LEN, "%s", p.terr);
+    } else if (nrc != RUMOR_OK) {
+        rc = nrc;
+        snprintf(err, RUMOR_ERR_LEN, "%s", nerr);
+    }
+    res->rounds = p.k;
+    res->test_acc = p.test_acc;
+    res->test_loss = p.test_loss;
+    res->interrupted = p.interrupted;
+out:
+    (void)started;
+    /* The node first: closing its sockets releases every snapshot the engine lent. */
+    rumor_node_destroy(&p.node);
+    rumor_gossip_destroy(&p.g);
+    if (mu_init) {
+        pthread_mutex_destroy(&p.mu);
+        pthread_cond_destroy(&p.cv);
+    }
+    if (p.metrics) fclose(p.metrics);
+    rumor_topology_destroy(&p.topo);
+    rumor_optim_destroy(&p.o);
+    rumor_model_destroy(&p.m);
+    rumor_backend_destroy(&p.be);
+    free(p.perm);
+    free(p.own);
+    rumor_dataset_fini(&p.train);
+    rumor_dataset_fini(&p.test);
+    return rc;
+}

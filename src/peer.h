@@ -1,0 +1,71 @@
+/*
+ * peer.h - a training peer: `rumor node` with data. The node (src/net/node.h) on this thread,
+ * a trainer thread, and the gossip engine (gossip.h) between them.
+ *
+ * Threads. The node's poll loop runs on the calling thread; the trainer runs local steps on
+ * its own. They share only the engine, behind one mutex owned here: the node's chunk
+ * callback mixes each arriving chunk into the engine (so a chunk is accumulated where it
+ * lands, with no copy through a pipe), its tick callback hands the engine's outbox to the
+ * transport, and the trainer takes the lock only at its gossip points. The trainer wakes the
+ * node through rumor_node_wake when it has something to send; the node wakes the trainer
+ * through a condition variable when a chunk or a finished send may end its wait.
+ *
+ * Files in the run folder: metrics.jsonl (one line per round: t, round, step, loss, lr,
+ * consensus, w, peers, missing, bytes_out, bytes_in, and test_acc/test_loss every
+ * --eval-every rounds), checkpoint.safetensors (every --checkpoint-every rounds or else
+ * every minute, at the end, and on SIGINT/SIGTERM; model, optimizer and the gossip state: round, push-sum
+ * weights, DiLoCo's outer parameters and momentum), model.safetensors (the exported model
+ * at the end), command.txt (the command line, to rerun the peer by hand).
+ */
+#ifndef RUMOR_PEER_H
+#define RUMOR_PEER_H
+
+#include "data.h"
+#include "gossip.h"
+#include "model.h"
+#include "net/node.h"
+#include "optim.h"
+#include "rumor.h"
+
+#include <stdbool.h>
+
+typedef struct {
+    rumor_node_config_t node;
+    const char *data_dir;
+    bool partitioned;            /* take shard `rank` of `of` (experiments); else all of data_dir */
+    rumor_partition_t partition;
+    int rank, of;
+    size_t limit;                /* first N training samples only; 0: all */
+    rumor_model_spec_t spec;
+    const char *device;
+    int threads;
+    int batch;
+    uint64_t seed;               /* partition and sample order: the same on every peer */
+    uint64_t init_seed;          /* initial parameters; peers usually share it */
+    rumor_optim_config_t opt;
+    rumor_schedule_t sched;
+    rumor_algo_t algo;           /* local_steps already set (diloco:H, or --local-steps) */
+    const char *topology;
+    long rounds;
+    const char *run_dir;
+    int eval_every;              /* rounds between test evaluations; 0: only at start and end */
+    int checkpoint_every;        /* rounds between checkpoints; 0: every minute (and at the end, on stop) */
+    bool resume;                 /* continue from run_dir/checkpoint.safetensors */
+    int min_peers;               /* start training once the view holds min_peers - 1 others */
+    uint64_t round_timeout_ms;
+    const char *command_line;    /* written to run_dir/command.txt */
+} rumor_peer_config_t;
+
+typedef struct {
+    long rounds;                 /* gossip rounds done by this run (all, with a resume) */
+    double test_acc, test_loss;  /* at the end */
+    bool interrupted;
+} rumor_peer_result_t;
+
+/* Run a training peer until its rounds are done or a stop is requested
+ * (rumor_node_request_stop from a signal handler). Errors as rumor_node_run and
+ * rumor_train_run, with err saying what and where. */
+rumor_err_t rumor_peer_run(const rumor_peer_config_t *cfg, rumor_peer_result_t *res,
+                           char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+#endif

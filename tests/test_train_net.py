@@ -1,0 +1,184 @@
+#!/usr/bin/python3
+"""Training peers on 127.0.0.1: four `rumor node` processes train logreg together and end
+closer together and better than they started; a peer stopped with SIGTERM leaves a
+checkpoint and resumes from it. Every wait is bounded.
+
+usage: test_train_net.py RUMOR_BINARY DATA_DIR
+"""
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+RUMOR = None
+DATA = None
+FAILS = []
+PROCS = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+
+
+def run(*args):
+    return subprocess.run([RUMOR, *args], capture_output=True, text=True, timeout=30)
+
+
+def make_peer(tmp, swarm, name):
+    key = os.path.join(tmp, name)
+    assert run("keygen", "-o", key).returncode == 0
+    r = run("swarm", "admit", "-a", swarm, "-o", key + ".cert", "--name", name, key + ".pub")
+    assert r.returncode == 0, r.stderr
+    return key
+
+
+def start(tmp, swarm, key, run_dir, extra, bootstrap=None):
+    args = [RUMOR, "node", "--key", key + ".key", "--cert", key + ".cert",
+            "--swarm", os.path.join(swarm, "authority.pub"), "--listen", "tcp://127.0.0.1:0",
+            "--period", "200", "--suspect", "1000", "--run-dir", run_dir, "--threads", "1",
+            "--data", DATA, *extra]
+    if bootstrap:
+        args += ["--bootstrap", bootstrap]
+    log = open(key + ".log", "a")
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
+    log.close()
+    PROCS.append(p)
+    line = p.stdout.readline()
+    addr = line.strip().split()[-1] if "rumor://" in line else None
+    return p, addr
+
+
+def metrics(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def tensors(path):
+    """The F32 tensors of a safetensors file, as lists of floats."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    out = {}
+    for name, t in head.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        out[name] = struct.unpack("<%df" % ((e - b) // 4), raw[8 + n + b:8 + n + e])
+    return out
+
+
+def dist(a, b):
+    return sum((x - y) ** 2 for k in a for x, y in zip(a[k], b[k])) ** 0.5
+
+
+def wait_exit(p, seconds):
+    try:
+        return p.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def main():
+    global RUMOR, DATA
+    RUMOR = os.path.abspath(sys.argv[1])
+    DATA = sys.argv[2]
+    if not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")) and \
+            not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte")):
+        print("skip: no dataset at " + DATA)
+        return 77
+    tmp = tempfile.mkdtemp(prefix="rumor-test-train-")
+    swarm = os.path.join(tmp, "swarm")
+    assert run("swarm", "init", swarm).returncode == 0
+    keys = [make_peer(tmp, swarm, "p%d" % i) for i in range(6)]
+
+    # 1. Four peers, one shard each, different initial parameters: they train and agree.
+    common = ["--model", "logreg", "--partition", "iid", "--of", "4", "--limit", "4000", "--rounds", "40",
+              "--batch", "32", "--lr", "0.1", "--local-steps", "2", "--topology", "ring", "--eval-every", "0",
+              "--algo", "dpsgd"]
+    runs = [os.path.join(tmp, "run%d" % i) for i in range(4)]
+    p0, a0 = start(tmp, swarm, keys[0], runs[0], common + ["--rank", "0", "--init-seed", "100"])
+    check(a0 is not None, "the first peer prints its address")
+    procs = [p0] + [start(tmp, swarm, keys[i], runs[i], common + ["--rank", str(i), "--init-seed", str(100 + i)],
+                          bootstrap=a0)[0] for i in range(1, 4)]
+    codes = [wait_exit(p, 60) for p in procs]
+    check(codes == [0, 0, 0, 0], "four peers finish 40 rounds (exit codes %s)" % codes)
+    if codes == [0, 0, 0, 0]:
+        ms = [metrics(r) for r in runs]
+        acc0 = [m[0]["test_acc"] for m in ms]
+        acc1 = [m[-1]["test_acc"] for m in ms]
+        check(all(m[-1]["round"] == 40 for m in ms), "metrics reach round 40")
+        check(all(b > a + 0.3 for a, b in zip(acc0, acc1)),
+              "every peer's test accuracy rose: %s -> %s" % (acc0, acc1))
+        # Round 2 is the first mix (round 1 only started the gossip): its consensus distance is
+        # that of the different initial models.
+        c_start = [m[2]["consensus"] for m in ms]
+        c_end = [m[-1]["consensus"] for m in ms]
+        check(all(e < 0.5 * s for s, e in zip(c_start, c_end)),
+              "models end closer to their neighbourhood than they started: %s -> %s" % (c_start, c_end))
+        check(all(m[-1]["missing"] == 0 and m[-1]["neighbours"] == 2 for m in ms),
+              "on a ring of 4 every round mixes 2 neighbours")
+        check(all(m[-1]["bytes_in"] > 0 and m[-1]["bytes_out"] > 0 for m in ms), "bytes are counted both ways")
+        fin = [tensors(os.path.join(r, "model.safetensors")) for r in runs]
+        pair = max(dist(fin[i], fin[j]) for i in range(4) for j in range(i + 1, 4))
+        norm = max(dist(f, {k: [0.0] * len(v) for k, v in f.items()}) for f in fin)
+        check(pair < 0.2 * norm, "final models agree: max pairwise distance %.3f, norm %.3f" % (pair, norm))
+
+    # 2. A peer stopped with SIGTERM leaves a checkpoint; with --resume it goes on from there.
+    common = ["--model", "logreg", "--partition", "iid", "--of", "2", "--limit", "2000", "--batch", "32",
+              "--lr", "0.05", "--topology", "complete", "--eval-every", "0", "--round-timeout", "0.5",
+              "--min-peers", "2"]
+    ra, rb = os.path.join(tmp, "ra"), os.path.join(tmp, "rb")
+    pa, aa = start(tmp, swarm, keys[4], ra, common + ["--rank", "0", "--rounds", "100000"])
+    pb, _ = start(tmp, swarm, keys[5], rb, common + ["--rank", "1", "--rounds", "600"], bootstrap=aa)
+    ok = False
+    end = time.time() + 20
+    while time.time() < end and not ok:
+        time.sleep(0.1)
+        try:
+            ok = len(metrics(rb)) > 50
+        except (OSError, ValueError):
+            pass
+    pb.send_signal(signal.SIGTERM)
+    code = wait_exit(pb, 20)
+    check(code == 130, "SIGTERM: the peer stops with exit 130 (got %s)" % code)
+    before = metrics(rb)
+    last = before[-1]["round"]
+    check(os.path.exists(os.path.join(rb, "checkpoint.safetensors")), "and leaves a checkpoint")
+    check(not os.path.exists(os.path.join(rb, "model.safetensors")), "but no final model")
+    r = subprocess.run([RUMOR, "node", "--key", keys[5] + ".key", "--cert", keys[5] + ".cert",
+                        "--swarm", os.path.join(swarm, "authority.pub"), "--listen", "tcp://127.0.0.1:0",
+                        "--run-dir", rb, "--data", DATA, *common, "--rank", "1", "--rounds", "600"],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and "--resume" in r.stderr
+          and r.stderr.count("\n") == 1, "a new run over a checkpoint is refused: %s" % r.stderr.strip())
+    pb2, _ = start(tmp, swarm, keys[5], rb, common + ["--rank", "1", "--rounds", "600", "--resume"], bootstrap=aa)
+    code = wait_exit(pb2, 60)
+    check(code == 0, "the resumed peer finishes (exit %s)" % code)
+    after = metrics(rb)[len(before):]
+    check(len(after) > 0 and after[0]["round"] == last + 1 and after[-1]["round"] == 600,
+          "it went on from round %d to 600 (%s..%s)" % (last, after[0]["round"] if after else None,
+                                                       after[-1]["round"] if after else None))
+    check(after and after[0]["step"] > before[-1]["step"], "with its optimizer's step count")
+    check(after and after[-1]["neighbours"] == 1, "and mixes with the other peer again")
+    pa.send_signal(signal.SIGTERM)
+    check(wait_exit(pa, 20) == 130, "the long-running peer stops on SIGTERM too")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    try:
+        rc = main()
+    finally:
+        for p in PROCS:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    print("%d failed" % len(FAILS))
+    sys.exit(rc)
