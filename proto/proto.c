@@ -30,7 +30,7 @@ typedef rumor_proto_reject_t reject_t;
 
 // ---- names ----
 
-static const char *const type_names[] = {
+static const char *const type_names[RUMOR_MSG_LAST + 1] = {
     [RUMOR_MSG_HELLO] = "hello",
     [RUMOR_MSG_PEERS] = "peers",
     [RUMOR_MSG_PING] = "ping",
@@ -38,6 +38,7 @@ static const char *const type_names[] = {
     [RUMOR_MSG_ACK] = "ack",
     [RUMOR_MSG_MODEL] = "model",
     [RUMOR_MSG_BYE] = "bye",
+    [RUMOR_MSG_PULL] = "pull",
 };
 
 static const char *const reject_names[RUMOR_PROTO_REJECT_COUNT] = {
@@ -57,7 +58,7 @@ static const char *const reject_names[RUMOR_PROTO_REJECT_COUNT] = {
 
 const char *rumor_proto_type_name(rumor_msg_type_t type)
 {
-    if ((int)type < RUMOR_MSG_HELLO || (int)type > RUMOR_MSG_BYE) return "?";
+    if ((int)type < RUMOR_MSG_HELLO || (int)type > RUMOR_MSG_LAST) return "?";
     return type_names[type];
 }
 
@@ -75,7 +76,7 @@ enum {
     K_V, K_T, K_SEQ,
     K_CERT, K_ADDR, K_LAYOUT, K_CAPS, K_INC,
     K_PEERS, K_UPD, K_TARGET, K_TA, K_ACK,
-    K_ROUND, K_W, K_CODEC, K_CHUNK, K_CHUNKS, K_OFF, K_N,
+    K_ROUND, K_W, K_CODEC, K_CHUNK, K_CHUNKS, K_OFF, K_N, K_HASH,
     K_WHY,
     K_COUNT
 };
@@ -86,7 +87,7 @@ static const char *const msg_keys[K_COUNT] = {
     [K_PEERS] = "peers", [K_UPD] = "upd", [K_TARGET] = "target", [K_TA] = "ta",
     [K_ACK] = "ack",
     [K_ROUND] = "round", [K_W] = "w", [K_CODEC] = "codec", [K_CHUNK] = "chunk",
-    [K_CHUNKS] = "chunks", [K_OFF] = "off", [K_N] = "n",
+    [K_CHUNKS] = "chunks", [K_OFF] = "off", [K_N] = "n", [K_HASH] = "hash",
     [K_WHY] = "why",
 };
 
@@ -569,6 +570,13 @@ static reject_t decode_model(const mp_reader_t *f, const size_t *s, rumor_msg_mo
     if ((why = field_uint(f, s[K_OFF], RUMOR_PROTO_MAX_PARAMS, &m->off)) != R_NONE) return why;
     if ((why = field_uint(f, s[K_N], RUMOR_PROTO_MAX_PARAMS, &m->n)) != R_NONE) return why;
     if (m->n == 0 || m->n > RUMOR_PROTO_MAX_PARAMS - m->off) return RUMOR_PROTO_REJECT_VALUE;
+    if (s[K_HASH] != ABSENT) {
+        if ((why = field_bytes(f, s[K_HASH], MP_BIN, RUMOR_PROTO_MAX_STR, &it)) != R_NONE)
+            return why;
+        if (it.u != RUMOR_PROTO_HASH_LEN) return RUMOR_PROTO_REJECT_VALUE;
+        memcpy(m->hash, it.body, RUMOR_PROTO_HASH_LEN);
+        m->has_hash = true;
+    }
     if (!payload || !payload_fits(m->codec, m->n, payload_len)) return RUMOR_PROTO_REJECT_PAYLOAD;
     m->payload = payload;
     m->payload_len = payload_len;
@@ -599,7 +607,7 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
 
     if ((why = field_bytes(&f, s[K_T], MP_STR, RUMOR_PROTO_MAX_STR, &it)) != R_NONE) return why;
     out->type = 0;
-    for (int t = RUMOR_MSG_HELLO; t <= RUMOR_MSG_BYE; t++)
+    for (int t = RUMOR_MSG_HELLO; t <= RUMOR_MSG_LAST; t++)
         if (strlen(type_names[t]) == it.u && memcmp(type_names[t], it.body, (size_t)it.u) == 0)
             out->type = (rumor_msg_type_t)t;
     if (out->type == 0) return RUMOR_PROTO_REJECT_TYPE;
@@ -653,6 +661,8 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
         memcpy(out->u.bye.why, it.body, (size_t)it.u);
         out->u.bye.why[it.u] = '\0';
         return R_NONE;
+    case RUMOR_MSG_PULL:
+        return field_uint(&f, s[K_LAYOUT], UINT64_MAX, &out->u.pull.layout);
     }
     return RUMOR_PROTO_REJECT_TYPE;
 }
@@ -722,6 +732,7 @@ static bool msg_is_valid(const rumor_msg_t *m)
         size_t n = strnlen(m->u.bye.why, sizeof m->u.bye.why);
         return n < sizeof m->u.bye.why && why_is_valid(m->u.bye.why, n);
     }
+    case RUMOR_MSG_PULL: return true; /* any layout id */
     }
     return false;
 }
@@ -805,8 +816,9 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
     case RUMOR_MSG_ACK:
         fields += 1 + msg->u.ack.has_target + (msg->u.ack.upd_count > 0);
         break;
-    case RUMOR_MSG_MODEL: fields += 8; break;
+    case RUMOR_MSG_MODEL: fields += 8 + msg->u.model.has_hash; break;
     case RUMOR_MSG_BYE: fields += msg->u.bye.why[0] != '\0'; break;
+    case RUMOR_MSG_PULL: fields += 1; break;
     }
 
     /* Canonical order: v, t, seq, then the type's fields as PROTOCOL.md lists them. */
@@ -865,6 +877,10 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         pack_u64(&pk, "chunks", d->chunks);
         pack_u64(&pk, "off", d->off);
         pack_u64(&pk, "n", d->n);
+        if (d->has_hash) {
+            pack_cstr(&pk, "hash");
+            pack_bin(&pk, d->hash, RUMOR_PROTO_HASH_LEN);
+        }
         break;
     }
     case RUMOR_MSG_BYE:
@@ -873,6 +889,7 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
             pack_cstr(&pk, msg->u.bye.why);
         }
         break;
+    case RUMOR_MSG_PULL: pack_u64(&pk, "layout", msg->u.pull.layout); break;
     }
 
     if (sink.overflow || sink.len > RUMOR_PROTO_MAX_HEADER) return RUMOR_EINVAL;

@@ -49,6 +49,7 @@
 #define RUMOR_PROTO_MAX_STR 512    /* bytes of any str, bin or ext */
 #define RUMOR_PROTO_MAX_KEY 64     /* bytes of a map key */
 #define RUMOR_PROTO_KEY_LEN 32     /* a peer's Curve25519 public key */
+#define RUMOR_PROTO_HASH_LEN 32    /* a model's BLAKE2b-256 (`hash` on model chunks) */
 #define RUMOR_PROTO_ADDR_MAX 255   /* bytes of an address, without the NUL */
 #define RUMOR_PROTO_CERT_MAX 512   /* bytes of an admission certificate */
 #define RUMOR_PROTO_WHY_MAX 127    /* bytes of a bye's reason, without the NUL */
@@ -66,6 +67,8 @@ typedef enum {
     RUMOR_MSG_ACK,
     RUMOR_MSG_MODEL,
     RUMOR_MSG_BYE,
+    RUMOR_MSG_PULL,
+    RUMOR_MSG_LAST = RUMOR_MSG_PULL, /* the highest type: loops run HELLO..LAST inclusive */
 } rumor_msg_type_t;
 
 typedef enum {
@@ -154,6 +157,13 @@ typedef struct {
     uint32_t chunks;     /* 1..RUMOR_PROTO_MAX_CHUNKS */
     uint64_t off;        /* first parameter of this chunk */
     uint64_t n;          /* parameters in this chunk: n >= 1, off + n <= 2^40 */
+    /* Optional, only on answers to `pull`: BLAKE2b-256 (libsodium crypto_generichash,
+     * unkeyed) of the whole parameter vector, the little-endian float32 parameters of all
+     * the chunks in order. Opaque here: proto carries it, the node computes and checks it.
+     * Such a chunk is a copy to adopt, never mixed into gossip. has_hash false = no "hash"
+     * key sent. */
+    bool has_hash;
+    uint8_t hash[RUMOR_PROTO_HASH_LEN];
     /* Frame 2. After decode, payload points into the caller's frame 2 buffer (zero copy):
      * it is valid exactly as long as that buffer (the zmq_msg_t) is, and the caller must not
      * release the frame while the message is in use. Not aligned: memcpy values out. For
@@ -169,6 +179,12 @@ typedef struct {
     char why[RUMOR_PROTO_WHY_MAX + 1];
 } rumor_msg_bye_t;
 
+/* A joiner asks one admitted neighbour for its current model; the answer, if any, is that
+ * model as `model` chunks carrying `hash` (PROTOCOL.md "pull"). No frame 2. */
+typedef struct {
+    uint64_t layout; /* the model layout id the asker wants */
+} rumor_msg_pull_t;
+
 typedef struct {
     rumor_msg_type_t type;
     uint32_t seq; /* the sender's message counter */
@@ -180,6 +196,7 @@ typedef struct {
         rumor_msg_ack_t ack;
         rumor_msg_model_t model;
         rumor_msg_bye_t bye;
+        rumor_msg_pull_t pull;
     } u;
 } rumor_msg_t;
 

@@ -61,7 +61,7 @@ int cmd_node(int argc, char **argv)
     int local_steps = 1, min_peers = 0;
     float round_timeout = 10.0f, outer_lr = 0.7f, outer_mom = 0.9f;
     bool nesterov = false, init_seed_set = false, t_data = false, t_model = false, t_algo = false, t_rounds = false,
-         t_dir = false, rank_set = false, of_set = false, ls_set = false;
+         t_dir = false, rank_set = false, of_set = false, ls_set = false, no_late_join = false;
     const cli_opt_t opts[] = {
         {"--key", OPT_STR, &cfg.key_path, NULL, "this node's secret key (rumor keygen)"},
         {"--cert", OPT_STR, &cfg.cert_path, NULL, "this node's certificate (rumor swarm admit)"},
@@ -88,9 +88,10 @@ int cmd_node(int argc, char **argv)
         {"--local-steps", OPT_INT, &local_steps, &ls_set, "minibatch steps between gossip rounds (default 1)"},
         {"--run-dir", OPT_STR, &pc.run_dir, &t_dir, "metrics, checkpoints and the model go here"},
         {"--resume", OPT_FLAG, &pc.resume, NULL, "continue from the run folder's checkpoint"},
+        {"--no-late-join", OPT_FLAG, &no_late_join, NULL, "start from this peer's own initial model even if the swarm is running"},
         {"--eval-every", OPT_INT, &pc.eval_every, NULL, "rounds between test evaluations (default 10; 0: end only)"},
         {"--checkpoint-every", OPT_INT, &pc.checkpoint_every, NULL, "rounds between checkpoints (default: every minute, at the end and on stop)"},
-        {"--min-peers", OPT_INT, &min_peers, NULL, "start training once this many peers (with this one) are in view (default --of, else 1)"},
+        {"--min-peers", OPT_INT, &min_peers, NULL, "start training once this many peers (with this one) are in view, or after --join-timeout (default --of, else 1)"},
         {"--round-timeout", OPT_FLOAT, &round_timeout, NULL, "longest wait for a round's models, s (default 10)"},
         {"--outer-lr", OPT_FLOAT, &outer_lr, NULL, "diloco outer learning rate (default 0.7)"},
         {"--outer-momentum", OPT_FLOAT, &outer_mom, NULL, "diloco outer Nesterov momentum (default 0.9)"},
@@ -207,6 +208,7 @@ int cmd_node(int argc, char **argv)
         pc.opt = tc.opt;
         pc.sched = tc.sched;
         pc.min_peers = min_peers ? min_peers : pc.partitioned ? pc.of : 1;
+        pc.late_join = !no_late_join;
     }
     cfg.memb.view_size = view_size;
     cfg.memb.period_ms = (uint32_t)period;

@@ -1139,3 +1139,15 @@ rumor_err_t rumor_addr_format(char out[RUMOR_ADDR_LEN], const uint8_t key[RUMOR_
     snprintf(out, RUMOR_ADDR_LEN, a.ipv6 ? "rumor://%s@[%s]:%u" : "rumor://%s@%s:%u", z, a.host, (unsigned)a.port);
     return RUMOR_OK;
 }
+
+/* ---- hashing ---- */
+
+void rumor_hash(uint8_t out[RUMOR_HASH_LEN], const void *data, size_t len)
+{
+    crypto_generichash(out, RUMOR_HASH_LEN, data, len, NULL, 0);
+}
+
+bool rumor_hash_equal(const uint8_t a[RUMOR_HASH_LEN], const uint8_t b[RUMOR_HASH_LEN])
+{
+    return sodium_memcmp(a, b, RUMOR_HASH_LEN) == 0;
+}

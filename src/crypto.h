@@ -246,4 +246,12 @@ rumor_err_t rumor_addr_parse(rumor_addr_t *out, const char *text, char err[RUMOR
 rumor_err_t rumor_addr_format(char out[RUMOR_ADDR_LEN], const uint8_t key[RUMOR_KEY_LEN],
                               const char *endpoint, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
+/* ---- hashing ---- */
+
+#define RUMOR_HASH_LEN 32
+/* BLAKE2b-256 (unkeyed) of data[0..len): a pulled model's fingerprint. */
+void rumor_hash(uint8_t out[RUMOR_HASH_LEN], const void *data, size_t len);
+/* Constant-time comparison of two hashes. */
+bool rumor_hash_equal(const uint8_t a[RUMOR_HASH_LEN], const uint8_t b[RUMOR_HASH_LEN]);
+
 #endif

@@ -13,7 +13,9 @@
  *             adaptive deadline, then sets x <- mix_r + (x - s_r): the neighbourhood mean of
  *             the snapshots plus its own progress since. A neighbour missing at the deadline
  *             is left out and the weights renormalised; the round never blocks on a dead peer.
- *   sgp       Stochastic Gradient Push (Assran et al. 2019): push-sum, no barrier. A peer sends
+ *   sgp       Stochastic Gradient Push (Assran et al. 2019): push-sum, no barrier (but bounded
+ *             staleness: after 4 rounds in a row with nothing received a peer waits for input,
+ *             at most the round timeout, so it cannot give all its weight away). A peer sends
  *             its de-biased snapshot with weight share*w; it mixes whatever has arrived by its
  *             gossip point, x <- (sum of w_j s_j) / (sum of w_j) + (x - s_r), and keeps the
  *             sum of the weights as its new w. Works on directed, time-varying graphs with
@@ -96,7 +98,7 @@ typedef struct {
      * times the median absolute deviation of the last RUMOR_GOSSIP_HISTORY arrival delays,
      * plus min_wait_ms, capped by round_timeout_ms; round_timeout_ms until there is history. */
     uint64_t round_timeout_ms; /* 0: 10000 */
-    uint64_t min_wait_ms;      /* 0: 20 */
+    uint64_t min_wait_ms;      /* 0: 100 (scheduling jitter on a busy machine is tens of ms) */
     double deadline_k;         /* 0: 4 */
 } rumor_gossip_config_t;
 
@@ -140,6 +142,7 @@ typedef struct {
     size_t chunk_params;
     uint64_t layout;
     int snap;               /* which snapshot: pass to release */
+    bool pulled;            /* an answer to a pull (rumor_gossip_lend), not a gossip send */
 } rumor_gossip_send_t;
 
 /* Take the next send, false when none. Every taken send must end in exactly one
@@ -148,6 +151,12 @@ bool rumor_gossip_next_send(rumor_gossip_t *g, rumor_gossip_send_t *out);
 /* The transport is done with a send of snapshot `snap`. When the send never left (refused
  * locally), pass sent = false: push-sum then keeps the share it would have given away. */
 void rumor_gossip_release(rumor_gossip_t *g, const rumor_gossip_send_t *s, bool sent);
+
+/* A joining peer asks for this peer's model (late join): lend the latest snapshot, the
+ * model part only (diloco: theta), as a send with share 1 and no weights (w NULL). The
+ * engine holds a snapshot from the start (the initial parameters, round 0), so there is
+ * always one. Release it like any send; it moves no push-sum mass. */
+void rumor_gossip_lend(rumor_gossip_t *g, rumor_gossip_send_t *out);
 
 /* ---- input ---- */
 
@@ -216,8 +225,8 @@ float *rumor_gossip_momentum(rumor_gossip_t *g);   /* diloco momentum, else NULL
 rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double *w, size_t count,
                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* Start over from another peer's model (late join): x is taken as this peer's parameters
- * (and diloco's theta), the round jumps to `round`, weights reset to 1. Only before the
- * first step. */
+ * (and diloco's theta, with the momentum cleared), the round jumps to `round`, weights
+ * reset to 1. Only before the first step. */
 void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round);
 
 #endif

@@ -10,6 +10,7 @@
 #include "train.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -23,6 +24,7 @@
 #define SHUFFLE_STREAM 0x5eedULL
 #define EVAL_BATCH 256
 #define MAX_VIEW 256
+#define LATE_JOIN_ROUNDS 4 /* a neighbour this many rounds in means the swarm is running */
 
 typedef struct {
     const rumor_peer_config_t *cfg;
@@ -35,6 +37,16 @@ typedef struct {
     atomic_bool trainer_done;
     int view_count;
     uint64_t bytes_out;
+    /* Late join (under mu): the trainer wants a neighbour's model, the tick asks for it, the
+     * chunk callback assembles and verifies it. */
+    enum { PULL_NONE, PULL_WANTED, PULL_ASKED, PULL_DONE } pull_state;
+    uint8_t pull_peer[32];
+    float *pull_buf;
+    uint64_t *pull_bits;
+    size_t pull_chunks, pull_got;
+    uint64_t pull_round;
+    uint8_t pull_hash[RUMOR_HASH_LEN];
+    bool pull_ok;
     /* trainer's */
     rumor_dataset_t train, test;
     float mean, std;
@@ -77,6 +89,61 @@ static void release_cb(void *arg)
     free(c);
 }
 
+/* A chunk of the model we pulled (under mu). Anything else carrying a hash is ignored: only
+ * the peer asked, only the geometry of our model, one hash and round for all chunks. */
+static void pull_chunk(peer_t *p, const uint8_t peer[32], const rumor_node_chunk_t *ch, const void *payload,
+                       size_t len)
+{
+    const size_t P = rumor_model_param_count(p->m), cp = RUMOR_GOSSIP_CHUNK_DEFAULT;
+    if (p->pull_state != PULL_ASKED || memcmp(peer, p->pull_peer, 32) != 0 || ch->layout != rumor_model_layout_id(p->m) ||
+        ch->chunks != p->pull_chunks || ch->chunk >= p->pull_chunks)
+        return;
+    const size_t off = (size_t)ch->chunk * cp, n = P - off < cp ? P - off : cp;
+    if (ch->off != off || ch->n != n || len != n * sizeof(float)) return;
+    if (p->pull_got == 0) {
+        memcpy(p->pull_hash, ch->hash, RUMOR_HASH_LEN);
+        p->pull_round = ch->round;
+    } else if (memcmp(p->pull_hash, ch->hash, RUMOR_HASH_LEN) != 0 || p->pull_round != ch->round) {
+        return;
+    }
+    const uint64_t bit = UINT64_C(1) << (ch->chunk % 64);
+    if (p->pull_bits[ch->chunk / 64] & bit) return;
+    p->pull_bits[ch->chunk / 64] |= bit;
+    memcpy(p->pull_buf + off, payload, len);
+    if (++p->pull_got < p->pull_chunks) return;
+    uint8_t h[RUMOR_HASH_LEN];
+    rumor_hash(h, p->pull_buf, P * sizeof(float));
+    p->pull_ok = rumor_hash_equal(h, p->pull_hash);
+    p->pull_state = PULL_DONE;
+    pthread_cond_broadcast(&p->cv);
+}
+
+/* A joining neighbour asks for our model: lend the latest snapshot, hash it, send it. */
+static void pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_t layout)
+{
+    peer_t *p = arg;
+    if (layout != rumor_model_layout_id(p->m)) return;
+    send_ctx_t *c = malloc(sizeof *c);
+    if (!c) return;
+    c->p = p;
+    pthread_mutex_lock(&p->mu);
+    rumor_gossip_lend(p->g, &c->s);
+    pthread_mutex_unlock(&p->mu);
+    uint8_t h[RUMOR_HASH_LEN]; /* the snapshot cannot change while lent */
+    rumor_hash(h, c->s.params, c->s.count * sizeof(float));
+    const rumor_gossip_send_t s = c->s;
+    rumor_err_t rc = rumor_node_send_model(node, peer, s.layout, s.round, 1.0, NULL, s.params, s.count,
+                                           s.chunk_params, h, release_cb, c);
+    if (rc != RUMOR_OK) {
+        pthread_mutex_lock(&p->mu);
+        rumor_gossip_release(p->g, &s, false);
+        pthread_mutex_unlock(&p->mu);
+        free(c);
+    } else {
+        rumor_log(RUMOR_LOG_DEBUG, "sent our model (round %" PRIu64 ") to a joining peer", s.round);
+    }
+}
+
 static void chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t *ch, const void *payload,
                      size_t len)
 {
@@ -84,18 +151,29 @@ static void chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t
     const rumor_gossip_chunk_t h = {.round = ch->round, .layout = ch->layout, .w = ch->w, .chunk = ch->chunk,
                                     .chunks = ch->chunks, .off = ch->off, .n = ch->n};
     pthread_mutex_lock(&p->mu);
-    if (rumor_gossip_on_chunk(p->g, peer, &h, payload, len, mono_ms())) pthread_cond_broadcast(&p->cv);
+    if (ch->has_hash)
+        pull_chunk(p, peer, ch, payload, len);
+    else if (rumor_gossip_on_chunk(p->g, peer, &h, payload, len, mono_ms()))
+        pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
 
 static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
 {
-    (void)now;
     peer_t *p = arg;
     static uint8_t keys[MAX_VIEW][32];
     int n = rumor_node_peer_count(node);
     if (n > MAX_VIEW) n = MAX_VIEW;
     for (int i = 0; i < n; i++) memcpy(keys[i], rumor_node_peer_key(node, i), 32);
+    pthread_mutex_lock(&p->mu);
+    if (p->pull_state == PULL_WANTED && n > 0) {
+        /* Ask one neighbour, chosen by the clock so that joiners spread their asks. */
+        const int k = (int)(now % (uint64_t)n);
+        memcpy(p->pull_peer, keys[k], 32);
+        /* Not admitted yet (its hello is on the way): ask again at a later tick. */
+        if (rumor_node_pull(node, keys[k], rumor_model_layout_id(p->m)) == RUMOR_OK) p->pull_state = PULL_ASKED;
+    }
+    pthread_mutex_unlock(&p->mu);
     send_ctx_t *batch[64];
     for (;;) {
         int nb = 0;
@@ -119,7 +197,7 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             send_ctx_t *c = batch[i];
             const rumor_gossip_send_t s = c->s;
             rumor_err_t rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, s.params,
-                                                   s.count, s.chunk_params, release_cb, c);
+                                                   s.count, s.chunk_params, NULL, release_cb, c);
             pthread_mutex_lock(&p->mu);
             if (rc != RUMOR_OK) {
                 rumor_gossip_release(p->g, &s, false);
@@ -133,6 +211,18 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
     }
 }
 
+/* snprintf into buf at *len, never past cap. */
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) RUMOR_PRINTF(4, 5);
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (k > 0) *len += (size_t)k < cap - *len ? (size_t)k : cap - *len - 1;
+}
+
 static size_t status_cb(void *arg, bool json, char *buf, size_t cap)
 {
     peer_t *p = arg;
@@ -142,25 +232,37 @@ static size_t status_cb(void *arg, bool json, char *buf, size_t cap)
     pthread_mutex_lock(&p->mu);
     rumor_gossip_stats(p->g, &st);
     const uint64_t out = p->bytes_out;
+    const uint64_t round = rumor_gossip_round(p->g);
     pthread_mutex_unlock(&p->mu);
-    int k;
-    if (json)
-        k = snprintf(buf, cap,
-                     "{\"algo\":\"%s\",\"topology\":\"%s\",\"round\":%" PRIu64 ",\"rounds\":%ld,\"w\":%.6g,"
-                     "\"consensus\":%.6g,\"models_in\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64
-                     ",\"missing\":%" PRIu64 ",\"rejected\":%" PRIu64 "}",
-                     algo, p->cfg->topology, st.round, p->cfg->rounds, st.w, st.consensus, st.models_in, st.bytes_in,
-                     out, st.missing_total,
-                     st.drops[0] + st.drops[1] + st.drops[2] + st.drops[3] + st.drops[4] + st.drops[5] +
-                         st.drops[6] + st.drops[7]);
-    else
-        k = snprintf(buf, cap,
-                     "training: %s on %s, round %" PRIu64 " of %ld, consensus %.4g, %" PRIu64
-                     " models in, %.1f MB in, %.1f MB out, %" PRIu64 " neighbours left out\n",
-                     algo, p->cfg->topology, st.round, p->cfg->rounds, st.consensus, st.models_in,
-                     (double)st.bytes_in / 1e6, (double)out / 1e6, st.missing_total);
-    if (k < 0) return 0;
-    return (size_t)k < cap ? (size_t)k : cap - 1;
+    size_t len = 0;
+    if (json) {
+        put(buf, cap, &len,
+            "{\"algo\":\"%s\",\"topology\":\"%s\",\"round\":%" PRIu64 ",\"gossip_round\":%" PRIu64
+            ",\"rounds\":%ld,\"w\":%.6g,\"consensus\":%.6g,\"models_in\":%" PRIu64 ",\"bytes_in\":%" PRIu64
+            ",\"bytes_out\":%" PRIu64 ",\"missing\":%" PRIu64 ",\"sends\":%" PRIu64 ",\"sends_failed\":%" PRIu64
+            ",\"deadline_ms\":%" PRIu64 ",\"drops\":{",
+            algo, p->cfg->topology, st.round, round, p->cfg->rounds, st.w, st.consensus, st.models_in, st.bytes_in, out,
+            st.missing_total, st.sends, st.sends_failed, st.deadline_ms);
+        bool first = true;
+        for (int d = 0; d < RUMOR_GOSSIP_DROP_COUNT; d++)
+            if (st.drops[d]) {
+                put(buf, cap, &len, "%s\"%s\":%" PRIu64, first ? "" : ",",
+                    rumor_gossip_drop_name((rumor_gossip_drop_t)d), st.drops[d]);
+                first = false;
+            }
+        put(buf, cap, &len, "}}");
+    } else {
+        put(buf, cap, &len,
+            "training: %s on %s, %" PRIu64 " rounds done of %ld, consensus %.4g, %" PRIu64
+            " models in, %.1f MB in, %.1f MB out, %" PRIu64 " neighbours left out\n",
+            algo, p->cfg->topology, st.round, p->cfg->rounds, st.consensus, st.models_in, (double)st.bytes_in / 1e6,
+            (double)out / 1e6, st.missing_total);
+        for (int d = 0; d < RUMOR_GOSSIP_DROP_COUNT; d++)
+            if (st.drops[d])
+                put(buf, cap, &len, "model chunks dropped (%s): %" PRIu64 "\n",
+                    rumor_gossip_drop_name((rumor_gossip_drop_t)d), st.drops[d]);
+    }
+    return len;
 }
 
 /* ---- checkpoints ---- */
@@ -321,6 +423,55 @@ static bool gossip_point(peer_t *p, float *x)
     return done;
 }
 
+/* Joining a running swarm: take a neighbour's current model (its hash checked) and its
+ * round instead of starting from our own initial parameters. A neighbour only a few rounds
+ * in (the swarm is starting too), no answer within the wait, or a hash that does not match:
+ * start as we are. */
+static rumor_err_t late_join(peer_t *p, float *x, char err[RUMOR_ERR_LEN])
+{
+    const size_t P = rumor_model_param_count(p->m);
+    pthread_mutex_lock(&p->mu);
+    const int view = p->view_count;
+    p->pull_chunks = (P + RUMOR_GOSSIP_CHUNK_DEFAULT - 1) / RUMOR_GOSSIP_CHUNK_DEFAULT;
+    p->pull_buf = malloc(P * sizeof *p->pull_buf);
+    p->pull_bits = calloc((p->pull_chunks + 63) / 64, sizeof *p->pull_bits);
+    if (!p->pull_buf || !p->pull_bits) {
+        pthread_mutex_unlock(&p->mu);
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory for a pulled model");
+    }
+    if (view == 0) {
+        pthread_mutex_unlock(&p->mu);
+        return RUMOR_OK;
+    }
+    p->pull_got = 0;
+    p->pull_state = PULL_WANTED;
+    pthread_mutex_unlock(&p->mu);
+    rumor_node_wake(p->node);
+    const uint64_t until = mono_ms() + (p->cfg->round_timeout_ms > 5000 ? p->cfg->round_timeout_ms : 5000);
+    pthread_mutex_lock(&p->mu);
+    while (p->pull_state != PULL_DONE && !atomic_load(&p->stop) && mono_ms() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+    }
+    const bool got = p->pull_state == PULL_DONE && p->pull_got == p->pull_chunks;
+    if (got && p->pull_ok && p->pull_round >= LATE_JOIN_ROUNDS) {
+        memcpy(x, p->pull_buf, P * sizeof *x);
+        rumor_gossip_adopt(p->g, x, p->pull_round);
+        rumor_log(RUMOR_LOG_INFO, "joined a running swarm at round %" PRIu64 ": took a neighbour's model (hash verified)",
+                  p->pull_round);
+    } else if (got && !p->pull_ok) {
+        rumor_log(RUMOR_LOG_WARN, "a neighbour's model did not match its hash: starting from our own");
+    } else if (!got) {
+        rumor_log(RUMOR_LOG_INFO, "no neighbour sent its model in time: starting from our own");
+    }
+    p->pull_state = PULL_NONE; /* late chunks are ignored from now on */
+    pthread_mutex_unlock(&p->mu);
+    return RUMOR_OK;
+}
+
 static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
 {
     const rumor_peer_config_t *c = p->cfg;
@@ -345,9 +496,18 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             rumor_log(RUMOR_LOG_INFO, "waiting for %d peers before training (%d in view)", c->min_peers - 1, view);
             said = true;
         }
+        /* Not forever: peers that finished or never came must not hold the others. */
+        const double limit = c->node.join_timeout_ms ? (double)c->node.join_timeout_ms / 1000.0 : 30.0;
+        if (rumor_now() - wait_from > limit) {
+            rumor_log(RUMOR_LOG_WARN, "training with %d peers in view after %.0f s (--min-peers %d)", view, limit,
+                      c->min_peers);
+            break;
+        }
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
+    if (p->k == 0 && !c->resume && c->late_join && !atomic_load(&p->stop) && (rc = late_join(p, x, err)) != RUMOR_OK)
+        return rc;
     if (p->k == 0 && !atomic_load(&p->stop)) {
         if ((rc = evaluate(p, err)) != RUMOR_OK) return rc;
         fprintf(p->metrics, "{\"t\":%.3f,\"round\":0,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f}\n",
@@ -556,6 +716,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
     rumor_node_on_chunk(p.node, chunk_cb, &p);
     rumor_node_on_tick(p.node, tick_cb, &p);
     rumor_node_on_status(p.node, status_cb, &p);
+    rumor_node_on_pull(p.node, pull_cb, &p);
     p.t0 = rumor_now();
     pthread_t th;
     if (pthread_create(&th, NULL, trainer_main, &p) != 0) {
@@ -597,6 +758,8 @@ out:
     rumor_backend_destroy(&p.be);
     free(p.perm);
     free(p.own);
+    free(p.pull_buf);
+    free(p.pull_bits);
     rumor_dataset_fini(&p.train);
     rumor_dataset_fini(&p.test);
     return rc;

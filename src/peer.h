@@ -16,6 +16,11 @@
  * every minute, at the end, and on SIGINT/SIGTERM; model, optimizer and the gossip state: round, push-sum
  * weights, DiLoCo's outer parameters and momentum), model.safetensors (the exported model
  * at the end), command.txt (the command line, to rerun the peer by hand).
+ *
+ * Late join: a fresh peer (not resuming) with neighbours asks one of them for its model
+ * (`pull`) before training; the answer carries the model's BLAKE2b hash and the neighbour's
+ * round. When that round is 4 or more (fewer: the swarm is starting together) and the hash matches, the peer adopts both, so it joins
+ * the swarm's model instead of pulling it back towards a random start.
  */
 #ifndef RUMOR_PEER_H
 #define RUMOR_PEER_H
@@ -51,6 +56,7 @@ typedef struct {
     int eval_every;              /* rounds between test evaluations; 0: only at start and end */
     int checkpoint_every;        /* rounds between checkpoints; 0: every minute (and at the end, on stop) */
     bool resume;                 /* continue from run_dir/checkpoint.safetensors */
+    bool late_join;              /* a fresh peer first takes a neighbour's model if the swarm runs */
     int min_peers;               /* start training once the view holds min_peers - 1 others */
     uint64_t round_timeout_ms;
     const char *command_line;    /* written to run_dir/command.txt */

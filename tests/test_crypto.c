@@ -825,6 +825,22 @@ static void test_addresses(void)
     CHECK(strcmp(out, text) == 0);
 }
 
+/* BLAKE2b-256 known answers (RFC 7693's function, 32-byte output). */
+static void test_hash(void)
+{
+    static const uint8_t empty[32] = {0x0e, 0x57, 0x51, 0xc0, 0x26, 0xe5, 0x43, 0xb2, 0xe8, 0xab, 0x2e,
+                                      0xb0, 0x60, 0x99, 0xda, 0xa1, 0xd1, 0xe5, 0xdf, 0x47, 0x77, 0x8f,
+                                      0x77, 0x87, 0xfa, 0xab, 0x45, 0xcd, 0xf1, 0x2f, 0xe3, 0xa8};
+    static const uint8_t abc[32] = {0xbd, 0xdd, 0x81, 0x3c, 0x63, 0x42, 0x39, 0x72, 0x31, 0x71, 0xef,
+                                    0x3f, 0xee, 0x98, 0x57, 0x9b, 0x94, 0x96, 0x4e, 0x3b, 0xb1, 0xcb,
+                                    0x3e, 0x42, 0x72, 0x62, 0xc8, 0xc0, 0x68, 0xd5, 0x23, 0x19};
+    uint8_t h[RUMOR_HASH_LEN];
+    rumor_hash(h, "", 0);
+    CHECK(memcmp(h, empty, 32) == 0 && rumor_hash_equal(h, empty));
+    rumor_hash(h, "abc", 3);
+    CHECK(memcmp(h, abc, 32) == 0 && rumor_hash_equal(h, abc) && !rumor_hash_equal(h, empty));
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/rumor-test-crypto-XXXXXX");
@@ -833,6 +849,7 @@ int main(void)
         return 1;
     }
     test_z85();
+    test_hash();
     test_key_files();
     test_secret_never_in_errors();
     test_ed25519_rfc8032();

@@ -177,6 +177,20 @@ static void bb_model(bb_t *bb, const model_fields_t *f, const char *skip)
     }
 }
 
+/* bb_model with a `hash` field appended (after the required fields, as a sender writes it):
+ * a bin of hash_len bytes, or a str of that length when as_str. */
+static void bb_model_hash(bb_t *bb, const model_fields_t *f, size_t hash_len, bool as_str)
+{
+    static const char bytes[64] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    bb_model(bb, f, NULL);
+    bb->b[0]++; /* one more field in the fixmap */
+    bb_str(bb, "hash");
+    if (as_str)
+        bb_strn(bb, bytes, hash_len);
+    else
+        bb_bin(bb, bytes, hash_len);
+}
+
 // ---- decoding helpers ----
 
 /* Decode from exact-size heap copies, so AddressSanitizer sees any read past either frame. */
@@ -258,10 +272,14 @@ static bool msg_eq(const rumor_msg_t *a, const rumor_msg_t *b)
         const rumor_msg_model_t *x = &a->u.model, *y = &b->u.model;
         return x->round == y->round && x->w == y->w && x->codec == y->codec &&
                x->layout == y->layout && x->chunk == y->chunk && x->chunks == y->chunks &&
-               x->off == y->off && x->n == y->n && x->payload_len == y->payload_len;
+               x->off == y->off && x->n == y->n && x->payload_len == y->payload_len &&
+               x->has_hash == y->has_hash &&
+               (!x->has_hash || memcmp(x->hash, y->hash, RUMOR_PROTO_HASH_LEN) == 0);
     }
     case RUMOR_MSG_BYE:
         return strcmp(a->u.bye.why, b->u.bye.why) == 0;
+    case RUMOR_MSG_PULL:
+        return a->u.pull.layout == b->u.pull.layout;
     }
     return false;
 }
@@ -285,6 +303,12 @@ static void make_peer(rumor_proto_peer_t *p, unsigned i, bool long_addr)
 }
 
 static uint8_t payload_buf[RUMOR_PROTO_MAX_PAYLOAD];
+
+/* A stand-in for a model's BLAKE2b-256: proto carries the 32 bytes without looking at them. */
+static void sample_hash(uint8_t hash[RUMOR_PROTO_HASH_LEN])
+{
+    for (int i = 0; i < RUMOR_PROTO_HASH_LEN; i++) hash[i] = (uint8_t)(0xf0 - 7 * i);
+}
 
 /* Encode then decode (with payload), expect equality; returns the encoded length. */
 static size_t roundtrip(const rumor_msg_t *m, const uint8_t *pl, size_t pl_len)
@@ -355,6 +379,11 @@ static void test_names(void)
     CHECK(strcmp(rumor_proto_reject_name(RUMOR_PROTO_REJECT_VERSION), "bad-version") == 0);
     CHECK(strcmp(rumor_proto_reject_name(RUMOR_PROTO_REJECT_TRAILING), "trailing-bytes") == 0);
     CHECK(strcmp(rumor_proto_type_name(RUMOR_MSG_PING_REQ), "ping-req") == 0);
+    CHECK(strcmp(rumor_proto_type_name(RUMOR_MSG_PULL), "pull") == 0);
+    CHECK(RUMOR_MSG_PULL == RUMOR_MSG_BYE + 1 && RUMOR_MSG_LAST == RUMOR_MSG_PULL);
+    for (int t = RUMOR_MSG_HELLO; t <= RUMOR_MSG_LAST; t++)
+        CHECK(strcmp(rumor_proto_type_name((rumor_msg_type_t)t), "?") != 0);
+    CHECK(strcmp(rumor_proto_type_name((rumor_msg_type_t)(RUMOR_MSG_LAST + 1)), "?") == 0);
     CHECK(strcmp(rumor_proto_type_name((rumor_msg_type_t)0), "?") == 0);
     CHECK(strcmp(rumor_proto_type_name((rumor_msg_type_t)99), "?") == 0);
 }
@@ -399,6 +428,41 @@ static void test_known_answer(void)
     kv_uint(bb, "v", 1);
     CHECK_RC(rumor_proto_decode(&back, bb->b, bb->n, NULL, 0, &why));
     CHECK(msg_eq(&back, &a));
+
+    /* {"v": 1, "t": "pull", "seq": 7, "layout": 0xabcdef} */
+    static const uint8_t pull[] = {0x84, 0xa1, 'v', 0x01, 0xa1, 't', 0xa4, 'p', 'u', 'l', 'l',
+                                   0xa3, 's', 'e', 'q', 0x07, 0xa6, 'l', 'a', 'y', 'o', 'u', 't',
+                                   0xce, 0x00, 0xab, 0xcd, 0xef};
+    rumor_msg_t p = {.type = RUMOR_MSG_PULL, .seq = 7};
+    p.u.pull.layout = 0xabcdef;
+    CHECK_RC(rumor_proto_encode(&p, buf, sizeof buf, &len));
+    CHECK(len == sizeof pull && memcmp(buf, pull, sizeof pull) == 0);
+    CHECK_RC(rumor_proto_decode(&back, pull, sizeof pull, NULL, 0, &why));
+    CHECK(back.type == RUMOR_MSG_PULL && back.seq == 7 && back.u.pull.layout == 0xabcdef);
+
+    /* A model's hash comes last, after n: the same bytes as without it, one more entry in
+     * the map, then "hash": bin 8 of 32 bytes. */
+    rumor_msg_t *mh = calloc(1, sizeof *mh);
+    uint8_t plain[128], hashed[128];
+    size_t plain_len = 0, hashed_len = 0;
+    mh->type = RUMOR_MSG_MODEL;
+    mh->seq = 7;
+    mh->u.model.w = 1.0;
+    mh->u.model.chunks = 1;
+    mh->u.model.n = 1;
+    mh->u.model.payload_len = 4;
+    CHECK_RC(rumor_proto_encode(mh, plain, sizeof plain, &plain_len));
+    mh->u.model.has_hash = true;
+    sample_hash(mh->u.model.hash);
+    CHECK_RC(rumor_proto_encode(mh, hashed, sizeof hashed, &hashed_len));
+    static const uint8_t hash_key[] = {0xa4, 'h', 'a', 's', 'h', 0xc4, 0x20};
+    CHECK(plain[0] == 0x8b && hashed[0] == 0x8c);
+    CHECK(hashed_len == plain_len + sizeof hash_key + RUMOR_PROTO_HASH_LEN);
+    CHECK(memcmp(hashed + 1, plain + 1, plain_len - 1) == 0);
+    CHECK(memcmp(hashed + plain_len, hash_key, sizeof hash_key) == 0);
+    CHECK(memcmp(hashed + plain_len + sizeof hash_key, mh->u.model.hash, RUMOR_PROTO_HASH_LEN) ==
+          0);
+    free(mh);
     free(bb);
 }
 
@@ -479,6 +543,23 @@ static void test_roundtrip(void)
     m->u.model.chunk = 0;
     m->u.model.round = 0;
     roundtrip(m, payload_buf, 11);
+    /* model with a hash (an answer to pull), and the same chunk without one. */
+    sample_model(m, RUMOR_CODEC_F32, 16, 64);
+    m->u.model.has_hash = true;
+    sample_hash(m->u.model.hash);
+    roundtrip(m, payload_buf, 64);
+    memset(m->u.model.hash, 0, sizeof m->u.model.hash); /* all zeros is 32 bytes like any */
+    roundtrip(m, payload_buf, 64);
+    m->u.model.has_hash = false;
+    roundtrip(m, payload_buf, 64);
+
+    /* pull: the extremes of a layout id. */
+    memset(m, 0, sizeof *m);
+    m->type = RUMOR_MSG_PULL;
+    m->seq = 8;
+    roundtrip(m, NULL, 0);
+    m->u.pull.layout = UINT64_MAX;
+    roundtrip(m, NULL, 0);
 
     memset(m, 0, sizeof *m);
     m->type = RUMOR_MSG_BYE;
@@ -543,7 +624,7 @@ static void test_encode_refuses(void)
 
     m->type = (rumor_msg_type_t)0;
     CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
-    m->type = (rumor_msg_type_t)8;
+    m->type = (rumor_msg_type_t)(RUMOR_MSG_LAST + 1);
     CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
 
     sample_hello(m, 0);
@@ -1070,6 +1151,45 @@ static void test_reject_fields(void)
     bb_head(bb, 0, "bye", 1);
     CHECK_REJECT(bb, &one_byte, 1, RUMOR_PROTO_REJECT_PAYLOAD);
     CHECK_REJECT(bb, &one_byte, 0, RUMOR_PROTO_REJECT_PAYLOAD); /* present though empty */
+
+    /* pull: layout required, a uint64, no frame 2; a model's hash on it is an unknown key. */
+    bb->n = 0;
+    bb_head(bb, 1, "pull", 1);
+    kv_uint(bb, "layout", UINT64_MAX);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_NONE);
+    CHECK_REJECT(bb, &one_byte, 1, RUMOR_PROTO_REJECT_PAYLOAD);
+    CHECK_REJECT(bb, &one_byte, 0, RUMOR_PROTO_REJECT_PAYLOAD);
+    bb->n = 0;
+    bb_head(bb, 0, "pull", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
+    bb->n = 0;
+    bb_head(bb, 1, "pull", 1);
+    kv_str(bb, "layout", "abc");
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    bb->n = 0;
+    bb_head(bb, 1, "pull", 1);
+    bb_str(bb, "layout");
+    bb_f64(bb, 1.0);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    bb->n = 0;
+    bb_head(bb, 1, "pull", 1);
+    bb_str(bb, "layout");
+    bb_byte(bb, 0xff); /* -1 */
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VALUE);
+    bb->n = 0;
+    bb_head(bb, 2, "pull", 1);
+    kv_uint(bb, "layout", 5);
+    kv_uint(bb, "layout", 5);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_DUPLICATE);
+    bb->n = 0;
+    bb_head(bb, 2, "pull", 1);
+    kv_uint(bb, "layout", 5);
+    kv_str(bb, "hash", "not a hash"); /* belongs to model: ignored here */
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_NONE);
+    /* A frame 2 is checked before the fields: a pull without layout but with a frame 2. */
+    bb->n = 0;
+    bb_head(bb, 0, "pull", 1);
+    CHECK_REJECT(bb, &one_byte, 1, RUMOR_PROTO_REJECT_PAYLOAD);
     free(bb);
 }
 
@@ -1192,11 +1312,91 @@ static void test_reject_model(void)
         bb_model(bb, &f, NULL);
         CHECK_REJECT(bb, payload_buf, 40, ranges[i].want);
     }
+
+    /* hash: a bin of exactly 32 bytes. */
+    struct {
+        size_t len;
+        bool as_str;
+        rumor_proto_reject_t want;
+    } hashes[] = {
+        {32, false, RUMOR_PROTO_REJECT_NONE},   {31, false, RUMOR_PROTO_REJECT_VALUE},
+        {33, false, RUMOR_PROTO_REJECT_VALUE},  {0, false, RUMOR_PROTO_REJECT_VALUE},
+        {64, false, RUMOR_PROTO_REJECT_VALUE},  {32, true, RUMOR_PROTO_REJECT_WRONG_TYPE},
+    };
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(hashes); i++) {
+        f = model_defaults();
+        bb->n = 0;
+        bb_model_hash(bb, &f, hashes[i].len, hashes[i].as_str);
+        CHECK_REJECT(bb, payload_buf, 40, hashes[i].want);
+    }
+    {
+        rumor_msg_t m;
+        rumor_proto_reject_t why;
+        f = model_defaults();
+        bb->n = 0;
+        bb_model_hash(bb, &f, 32, false);
+        CHECK_RC(rumor_proto_decode(&m, bb->b, bb->n, payload_buf, 40, &why));
+        CHECK(m.u.model.has_hash && memcmp(m.u.model.hash, "0123456789abcdef0123456789abcdef",
+                                           RUMOR_PROTO_HASH_LEN) == 0);
+        bb->n = 0;
+        bb_model(bb, &f, NULL);
+        CHECK_RC(rumor_proto_decode(&m, bb->b, bb->n, payload_buf, 40, &why));
+        CHECK(!m.u.model.has_hash);
+    }
+    /* A uint or nil where the hash belongs is the wrong type. */
+    f = model_defaults();
+    bb->n = 0;
+    bb_model(bb, &f, NULL);
+    bb->b[0]++;
+    kv_uint(bb, "hash", 0);
+    CHECK_REJECT(bb, payload_buf, 40, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    bb->n -= 1;
+    bb_byte(bb, 0xc0);
+    CHECK_REJECT(bb, payload_buf, 40, RUMOR_PROTO_REJECT_WRONG_TYPE);
+    /* The same key twice, valid both times, and a hash before the other fields (any order). */
+    f = model_defaults();
+    bb->n = 0;
+    bb_model_hash(bb, &f, 32, false);
+    bb->b[0]++;
+    bb_str(bb, "hash");
+    bb_bin(bb, key32, 32);
+    CHECK_REJECT(bb, payload_buf, 40, RUMOR_PROTO_REJECT_DUPLICATE);
+    bb->n = 0;
+    bb_map(bb, 12);
+    bb_str(bb, "hash");
+    bb_bin(bb, key32, 32);
+    kv_uint(bb, "v", 1);
+    kv_str(bb, "t", "model");
+    kv_uint(bb, "seq", 1);
+    kv_uint(bb, "round", f.round);
+    bb_str(bb, "w");
+    bb_f64(bb, f.w);
+    kv_uint(bb, "codec", f.codec);
+    kv_uint(bb, "layout", f.layout);
+    kv_uint(bb, "chunk", f.chunk);
+    kv_uint(bb, "chunks", f.chunks);
+    kv_uint(bb, "off", f.off);
+    kv_uint(bb, "n", f.n);
+    CHECK_REJECT(bb, payload_buf, 40, RUMOR_PROTO_REJECT_NONE);
+    /* Order of checks: the hash (the last field) before the length of frame 2, after n. */
+    f = model_defaults();
+    bb->n = 0;
+    bb_model_hash(bb, &f, 31, false);
+    CHECK_REJECT(bb, payload_buf, 39, RUMOR_PROTO_REJECT_VALUE);
+    f.n = 0;
+    bb->n = 0;
+    bb_model_hash(bb, &f, 31, false);
+    CHECK_REJECT(bb, payload_buf, 40, RUMOR_PROTO_REJECT_VALUE);
+    f = model_defaults();
+    bb->n = 0;
+    bb_model_hash(bb, &f, 32, false);
+    CHECK_REJECT(bb, payload_buf, 39, RUMOR_PROTO_REJECT_PAYLOAD);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_PAYLOAD);
     free(bb);
 }
 
 /* The messages the truncation and mutation tests start from, one or more per type. */
-enum { N_SEEDS = 16 };
+enum { N_SEEDS = 18 };
 typedef struct {
     uint8_t frame[RUMOR_PROTO_MAX_HEADER];
     size_t len;
@@ -1255,6 +1455,15 @@ static size_t make_seeds(seed_t *seeds)
         case 15:
             m->type = RUMOR_MSG_BYE;
             strcpy(m->u.bye.why, "certificate expired");
+            break;
+        case 16:
+            m->type = RUMOR_MSG_PULL;
+            m->u.pull.layout = 0x0123456789abcdefull;
+            break;
+        case 17: /* a chunk of an answer to pull */
+            sample_model(m, RUMOR_CODEC_F32, 16, pl = 64);
+            m->u.model.has_hash = true;
+            sample_hash(m->u.model.hash);
             break;
         }
         m->seq = (uint32_t)(variant * 1000 + 1);

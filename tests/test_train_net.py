@@ -6,6 +6,7 @@ checkpoint and resumes from it. Every wait is bounded.
 usage: test_train_net.py RUMOR_BINARY DATA_DIR
 """
 import json
+import math
 import os
 import signal
 import struct
@@ -130,6 +131,42 @@ def main():
         norm = max(dist(f, {k: [0.0] * len(v) for k, v in f.items()}) for f in fin)
         check(pair < 0.2 * norm, "final models agree: max pairwise distance %.3f, norm %.3f" % (pair, norm))
 
+    # 1b. Push-sum on a directed, time-varying graph, and DiLoCo: the same four peers. Push-sum
+    #     has no barrier, so it gets rounds enough for all four to overlap.
+    for algo, topo, rounds in (("sgp", "onepeer-expo", "1000"), ("diloco:5", "ring", "12")):
+        common = ["--model", "logreg", "--partition", "iid", "--of", "4", "--limit", "4000", "--rounds", rounds,
+                  "--batch", "32", "--lr", "0.1", "--topology", topo, "--eval-every", "0", "--algo", algo]
+        runs = [os.path.join(tmp, "%s%d" % (algo.replace(":", ""), i)) for i in range(4)]
+        p0, a0 = start(tmp, swarm, keys[0], runs[0], common + ["--rank", "0", "--init-seed", "100"])
+        procs = [p0] + [start(tmp, swarm, keys[i], runs[i], common + ["--rank", str(i), "--init-seed", str(100 + i)],
+                              bootstrap=a0)[0] for i in range(1, 4)]
+        codes = [wait_exit(p, 60) for p in procs]
+        check(codes == [0, 0, 0, 0], "%s on %s: four peers finish (exit codes %s)" % (algo, topo, codes))
+        if codes != [0, 0, 0, 0]:
+            continue
+        ms = [metrics(r) for r in runs]
+        acc0 = [m[0]["test_acc"] for m in ms]
+        acc1 = [m[-1]["test_acc"] for m in ms]
+        # (A fast push-sum peer may start before the others, which then join its model.)
+        check(all(b > 0.6 for b in acc1) and min(acc0) < 0.3, "%s: accuracy rose: %s -> %s" % (algo, acc0, acc1))
+        if algo == "sgp":
+            # Peers finish at different times and the last ones train alone for a while, so
+            # agreement is measured while all four run: distance to the neighbourhood's mix.
+            early = [max(l.get("consensus", 0) for l in m[1:20]) for m in ms]
+            mid = [sorted(l["consensus"] for l in m[400:600] if l.get("neighbours"))[len(m[400:600]) // 4] for m in ms]
+            first = sorted(early)[len(early) // 2]
+            check(all(b < 0.5 * first for b in mid),
+                  "sgp: models draw together while all run: %s -> %s" % (early, mid))
+        else:
+            fin = [tensors(os.path.join(r, "model.safetensors")) for r in runs]
+            pair = max(dist(fin[i], fin[j]) for i in range(4) for j in range(i + 1, 4))
+            norm = max(dist(f, {k: [0.0] * len(v) for k, v in f.items()}) for f in fin)
+            check(pair < 0.3 * norm, "%s: final models agree: max pairwise distance %.3f, norm %.3f" % (algo, pair, norm))
+        if algo == "sgp":
+            ws = [m[-1]["w"] for m in ms]
+            check(all(0 < w < 4 for w in ws), "sgp: push-sum weights stay positive and bounded: %s" % ws)
+            check(all(all(math.isfinite(l.get("loss", 0)) for l in m) for m in ms), "sgp: no loss is NaN")
+
     # 2. A peer stopped with SIGTERM leaves a checkpoint; with --resume it goes on from there.
     common = ["--model", "logreg", "--partition", "iid", "--of", "2", "--limit", "2000", "--batch", "32",
               "--lr", "0.05", "--topology", "complete", "--eval-every", "0", "--round-timeout", "0.5",
@@ -169,6 +206,42 @@ def main():
     check(after and after[-1]["neighbours"] == 1, "and mixes with the other peer again")
     pa.send_signal(signal.SIGTERM)
     check(wait_exit(pa, 20) == 130, "the long-running peer stops on SIGTERM too")
+
+    # 3. Late join: a fresh peer joining a running swarm takes a neighbour's model (hash
+    #    checked) instead of starting from random weights.
+    common = ["--model", "logreg", "--partition", "iid", "--of", "3", "--limit", "3000", "--batch", "32",
+              "--lr", "0.05", "--topology", "complete", "--eval-every", "0", "--round-timeout", "0.5",
+              "--rounds", "100000"]
+    rc1, rc2, rc3 = (os.path.join(tmp, "late%d" % i) for i in range(3))
+    q0, a = start(tmp, swarm, keys[0], rc1, common + ["--rank", "0", "--min-peers", "2"])
+    q1, _ = start(tmp, swarm, keys[1], rc2, common + ["--rank", "1", "--min-peers", "2"], bootstrap=a)
+    ok = False
+    end = time.time() + 20
+    while time.time() < end and not ok:
+        time.sleep(0.1)
+        try:
+            ok = len(metrics(rc1)) > 300
+        except (OSError, ValueError):
+            pass
+    check(ok, "two peers train for 300 rounds")
+    q2, _ = start(tmp, swarm, keys[2], rc3, common + ["--rank", "2", "--init-seed", "99"], bootstrap=a)
+    ok = False
+    end = time.time() + 20
+    while time.time() < end and not ok:
+        time.sleep(0.1)
+        try:
+            ok = len(metrics(rc3)) > 20
+        except (OSError, ValueError):
+            pass
+    first = metrics(rc3)[0] if ok else {}
+    with open(keys[2] + ".log") as f:
+        log = f.read()
+    check("joined a running swarm at round" in log, "the new peer says it joined a running swarm")
+    check(first.get("test_acc", 0) > 0.5,
+          "and starts from the swarm's model: test accuracy %s before its first step" % first.get("test_acc"))
+    for q in (q0, q1, q2):
+        q.send_signal(signal.SIGTERM)
+    check([wait_exit(q, 20) for q in (q0, q1, q2)] == [130, 130, 130], "all three stop on SIGTERM")
     return 1 if FAILS else 0
 
 

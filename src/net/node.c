@@ -25,6 +25,7 @@
 #define MAX_INFLIGHT 4       /* model chunks queued per peer: the rest of SEND_HWM stays free
                                 for pings and acks, so a model in transit never starves them */
 #define MAX_MSG_SIZE (RUMOR_PROTO_MAX_HEADER + RUMOR_PROTO_MAX_PAYLOAD + 64)
+#define PULL_INTERVAL_MS 2000 /* one answered pull per peer per interval */
 #define BATCH 64             /* messages taken from one socket per loop, for fairness */
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 
@@ -55,6 +56,8 @@ typedef struct {
     uint64_t layout, round;
     double w;
     const double *chunk_w;           /* per-chunk factors of w, or NULL */
+    bool has_hash;                   /* an answer to a pull: every chunk carries the hash */
+    uint8_t hash[RUMOR_PROTO_HASH_LEN];
 } sending_t;
 
 typedef struct {
@@ -76,6 +79,7 @@ typedef struct {
     char addr[RUMOR_MEMB_ADDR_LEN];  /* from its hello */
     uint64_t expires_at;             /* its certificate's, unix seconds */
     uint64_t last_seen;
+    uint64_t last_pull;              /* when we last answered its pull */
 } conn_t;
 
 struct rumor_node {
@@ -106,6 +110,8 @@ struct rumor_node {
     void *tick_arg;
     rumor_node_status_cb status_cb;
     void *status_arg;
+    rumor_node_pull_cb pull_cb;
+    void *pull_arg;
     int wake[2];                     /* a pipe: another thread's byte ends our poll early */
     /* Scratch space for the loop (large; per node, so two nodes can share a process). */
     rumor_memb_action_t act;
@@ -682,8 +688,13 @@ static void handle_router(rumor_node_t *n, uint64_t now)
         } else if (wp->type == RUMOR_MSG_MODEL && wp->u.model.codec == RUMOR_CODEC_F32 && n->chunk_cb) {
             const rumor_msg_model_t *mm = &wp->u.model;
             rumor_node_chunk_t ch = {.round = mm->round, .layout = mm->layout, .w = mm->w, .chunk = mm->chunk,
-                                     .chunks = mm->chunks, .off = mm->off, .n = mm->n};
+                                     .chunks = mm->chunks, .off = mm->off, .n = mm->n, .has_hash = mm->has_hash};
+            if (mm->has_hash) memcpy(ch.hash, mm->hash, sizeof ch.hash);
             n->chunk_cb(n->chunk_arg, key, &ch, mm->payload, mm->payload_len);
+        } else if (wp->type == RUMOR_MSG_PULL && n->pull_cb && now - c->last_pull >= PULL_INTERVAL_MS) {
+            /* At most one answer per peer per interval: a pull costs a whole model. */
+            c->last_pull = now;
+            n->pull_cb(n->pull_arg, n, key, wp->u.pull.layout);
         } else {
             n->drops[DROP_UNEXPECTED]++;
         }
@@ -891,6 +902,29 @@ void rumor_node_on_status(rumor_node_t *n, rumor_node_status_cb cb, void *arg)
     n->status_arg = arg;
 }
 
+void rumor_node_on_pull(rumor_node_t *n, rumor_node_pull_cb cb, void *arg)
+{
+    n->pull_cb = cb;
+    n->pull_arg = arg;
+}
+
+rumor_err_t rumor_node_pull(rumor_node_t *n, const uint8_t peer[32], uint64_t layout)
+{
+    int v = -1;
+    for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
+        if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
+    if (v < 0) return RUMOR_EINVAL;
+    const conn_t *c = find_conn(n, peer, false, now_ms());
+    if (!c || !c->admitted) return RUMOR_EAUTH;
+    peer_t *p = get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, now_ms());
+    if (!p) return RUMOR_EINVAL;
+    rumor_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = RUMOR_MSG_PULL;
+    m.u.pull.layout = layout;
+    return send_msg(n, p, &m);
+}
+
 void rumor_node_wake(rumor_node_t *n)
 {
     const char b = 1;
@@ -926,7 +960,9 @@ static void pump(rumor_node_t *n, peer_t *p)
         const double w = s->chunk_w ? s->w * s->chunk_w[s->next] : s->w;
         m.u.model = (rumor_msg_model_t){.round = s->round, .w = w, .codec = RUMOR_CODEC_F32,
                                         .layout = s->layout, .chunk = s->next, .chunks = s->chunks,
-                                        .off = off, .n = cnt, .payload_len = (size_t)cnt * sizeof(float)};
+                                        .off = off, .n = cnt, .payload_len = (size_t)cnt * sizeof(float),
+                                        .has_hash = s->has_hash};
+        if (s->has_hash) memcpy(m.u.model.hash, s->hash, sizeof m.u.model.hash);
         size_t len;
         if (rumor_proto_encode(&m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) {
             s->next = s->chunks; /* cannot happen after send_model's checks; never spin on it */
@@ -961,7 +997,7 @@ static void pump(rumor_node_t *n, peer_t *p)
 
 rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
                                   double w, const double *chunk_w, const float *params, size_t count,
-                                  size_t chunk_params, void (*release)(void *), void *arg)
+                                  size_t chunk_params, const uint8_t *hash, void (*release)(void *), void *arg)
 {
     int v = -1;
     for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
@@ -986,7 +1022,8 @@ rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint6
     o->arg = arg;
     p->send = (sending_t){.out = o, .params = params, .n = count, .chunk_params = chunk_params, .next = 0,
                           .chunks = (uint32_t)((count + chunk_params - 1) / chunk_params), .layout = layout,
-                          .round = round, .w = w, .chunk_w = chunk_w};
+                          .round = round, .w = w, .chunk_w = chunk_w, .has_hash = hash != NULL};
+    if (hash) memcpy(p->send.hash, hash, sizeof p->send.hash);
     pump(n, p);
     return RUMOR_OK;
 }

@@ -82,6 +82,8 @@ typedef struct {
     double w;              /* push-sum weight */
     uint32_t chunk, chunks;
     uint64_t off, n;       /* parameter range of this chunk */
+    bool has_hash;         /* an answer to our pull: a model to adopt, never to mix */
+    uint8_t hash[32];      /* BLAKE2b-256 of the whole parameter vector */
 } rumor_node_chunk_t;
 
 /* Called in the node's loop for every admitted model chunk; payload (n float32, little-endian,
@@ -94,14 +96,23 @@ void rumor_node_on_chunk(rumor_node_t *self, rumor_node_chunk_cb cb, void *arg);
 void rumor_node_on_tick(rumor_node_t *self, rumor_node_tick_cb cb, void *arg);
 
 /* Queue params[0..n) for peer in chunks of chunk_params; chunk c carries the weight
- * w * chunk_w[c] (chunk_w NULL: w), the push-sum weight per chunk. Zero copy: params and
+ * w * chunk_w[c] (chunk_w NULL: w), the push-sum weight per chunk, and every chunk the
+ * model's hash when hash is not NULL (an answer to a pull; 32 bytes, copied). Zero copy: params and
  * chunk_w must stay valid and unchanged until release(arg) runs (once, from any thread, when the last chunk is sent
  * or dropped). RUMOR_EINVAL for a peer not in the view or bad sizes/weight; RUMOR_EAUTH for a
  * peer whose own valid hello we have not seen; RUMOR_ECLOSED when a model to it is still in
  * flight. Call from the node's thread (a tick or chunk callback). */
 rumor_err_t rumor_node_send_model(rumor_node_t *self, const uint8_t peer[32], uint64_t layout,
                                   uint64_t round, double w, const double *chunk_w, const float *params,
-                                  size_t n, size_t chunk_params, void (*release)(void *arg), void *arg);
+                                  size_t n, size_t chunk_params, const uint8_t *hash,
+                                  void (*release)(void *arg), void *arg);
+/* Late join: ask peer (admitted, in the view) for its current model of this layout; the
+ * answer arrives as chunks with has_hash. RUMOR_EINVAL / RUMOR_EAUTH as for send_model. */
+rumor_err_t rumor_node_pull(rumor_node_t *self, const uint8_t peer[32], uint64_t layout);
+/* A peer asks for our model (at most once per peer every 2 s reaches the callback); the
+ * callback answers with rumor_node_send_model and a hash, or not at all. Node's thread. */
+typedef void (*rumor_node_pull_cb)(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_t layout);
+void rumor_node_on_pull(rumor_node_t *self, rumor_node_pull_cb cb, void *arg);
 /* Wake the node's loop now (from any thread): its tick callback runs soon after. */
 void rumor_node_wake(rumor_node_t *self);
 /* Status of the driver above, appended to `rumor status`: with json, write one JSON value
