@@ -42,6 +42,7 @@ int cmd_status(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_swarm(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
 
 /* Install SIGINT/SIGTERM handlers that ask the training loop to stop cleanly. */
 void cli_handle_stop_signals(void);

@@ -59,7 +59,7 @@ int cmd_node(int argc, char **argv)
                *partition = NULL;
     long warmup = 0, limit = 0;
     int local_steps = 1, min_peers = 0;
-    float round_timeout = 10.0f, outer_lr = 0.7f, outer_mom = 0.9f;
+    float round_timeout = 10.0f, outer_lr = 0.7f, outer_mom = 0.9f, slowdown = 1.0f;
     bool nesterov = false, init_seed_set = false, t_data = false, t_model = false, t_algo = false, t_rounds = false,
          t_dir = false, rank_set = false, of_set = false, ls_set = false, no_late_join = false;
     const cli_opt_t opts[] = {
@@ -94,6 +94,7 @@ int cmd_node(int argc, char **argv)
         {"--min-peers", OPT_INT, &min_peers, NULL, "start training once this many peers (with this one) are in view, or after --join-timeout (default --of, else 1)"},
         {"--round-timeout", OPT_FLOAT, &round_timeout, NULL, "longest wait for a round's models, s (default 10)"},
         {"--outer-lr", OPT_FLOAT, &outer_lr, NULL, "diloco outer learning rate (default 0.7)"},
+        {"--slowdown", OPT_FLOAT, &slowdown, NULL, "compute K times slower than this machine can (a straggler, for experiments)"},
         {"--outer-momentum", OPT_FLOAT, &outer_mom, NULL, "diloco outer Nesterov momentum (default 0.9)"},
         {"--batch", OPT_INT, &tc.batch, NULL, "minibatch size (default 64)"},
         {"--lr", OPT_FLOAT, &tc.opt.lr, NULL, "learning rate (default 0.05)"},
@@ -194,6 +195,11 @@ int cmd_node(int argc, char **argv)
             cli_error("--round-timeout 0.01..3600 s, --outer-lr in (0, 10], --outer-momentum in [0, 1)");
             return 2;
         }
+        if (!(slowdown >= 1.0f && slowdown <= 1000.0f)) {
+            cli_error("--slowdown %g: expected 1..1000", (double)slowdown);
+            return 2;
+        }
+        pc.slowdown = slowdown;
         pc.algo.outer_lr = outer_lr;
         pc.algo.outer_momentum = outer_mom;
         pc.round_timeout_ms = (uint64_t)(round_timeout * 1000.0f);

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,4 +40,26 @@ rumor_err_t rumor_sync_dir(const char *path, char err[RUMOR_ERR_LEN])
         rc = rumor_fail(err, RUMOR_EIO, "%s: syncing folder %s: %s", path, dir, strerror(errno));
     if (fd >= 0) close(fd);
     return rc;
+}
+
+rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t len, int mode,
+                                    char err[RUMOR_ERR_LEN])
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: path too long", path);
+    const int fd = mkstemp(tmp);
+    if (fd < 0) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    if (fchmod(fd, (mode_t)mode) != 0 || rumor_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+        const int e = errno;
+        close(fd);
+        unlink(tmp);
+        return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(e));
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        const int e = errno;
+        unlink(tmp);
+        return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(e));
+    }
+    return rumor_sync_dir(path, err);
 }

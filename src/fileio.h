@@ -18,4 +18,9 @@ int rumor_write_all(int fd, const void *data, uint64_t n);
  * "<path>: syncing folder <dir>: <reason>". */
 rumor_err_t rumor_sync_dir(const char *path, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
+/* Write a whole small file atomically: a temporary file in the same folder, fsync, rename,
+ * fsync of the folder; mode as for chmod. A crash leaves the old file or the new one. */
+rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t len, int mode,
+                                    char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
 #endif

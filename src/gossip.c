@@ -8,6 +8,7 @@
 #include <string.h>
 
 #define SHARE_MAX_SGP 1048576.0 /* 2^20, the wire's limit on a weight */
+#define SLOTS 4                 /* accumulators: the round in flight and the next three */
 #define SGP_STALENESS 4         /* push-sum rounds in a row without input before a peer waits */
 #define WEIGHT_MIN 0x1p-60      /* push-sum weights never sink below this (no 0/0) */
 
@@ -60,7 +61,7 @@ struct rumor_gossip {
     double *w;                 /* push-sum weight per chunk */
     float *theta, *mom;        /* diloco */
     snap_t snaps[2];
-    slot_t slots[2];
+    slot_t slots[SLOTS];
     uint64_t round;            /* the round in flight, or the next to start */
     bool inflight;
     int cur_snap;              /* the latest snapshot (the round in flight's, when one is) */
@@ -172,14 +173,17 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     for (size_t c = 0; c < g->chunks; c++) g->w[c] = 1.0;
     for (int i = 0; i < 2; i++) {
         snap_t *sn = &g->snaps[i];
-        slot_t *sl = &g->slots[i];
         sn->x = malloc(g->vec * sizeof *sn->x);
         sn->w = malloc(g->chunks * sizeof *sn->w);
+        if (!sn->x || !sn->w) goto nomem;
+    }
+    for (int i = 0; i < SLOTS; i++) {
+        slot_t *sl = &g->slots[i];
         sl->acc = calloc(g->vec, sizeof *sl->acc);
         sl->accw = calloc(g->chunks, sizeof *sl->accw);
         sl->bits = calloc((size_t)RUMOR_GOSSIP_MAX_SENDERS * g->words, sizeof *sl->bits);
         sl->expected = malloc(RUMOR_GOSSIP_MAX_SENDERS * sizeof *sl->expected);
-        if (!sn->x || !sn->w || !sl->acc || !sl->accw || !sl->bits || !sl->expected) goto nomem;
+        if (!sl->acc || !sl->accw || !sl->bits || !sl->expected) goto nomem;
         for (int k = 0; k < RUMOR_GOSSIP_MAX_SENDERS; k++) sl->senders[k].bits = sl->bits + (size_t)k * g->words;
     }
     if (cfg->algo.kind == RUMOR_ALGO_DILOCO) {
@@ -215,6 +219,8 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     for (int i = 0; i < 2; i++) {
         free(g->snaps[i].x);
         free(g->snaps[i].w);
+    }
+    for (int i = 0; i < SLOTS; i++) {
         free(g->slots[i].acc);
         free(g->slots[i].accw);
         free(g->slots[i].bits);
@@ -290,18 +296,18 @@ static uint64_t adaptive_wait(const rumor_gossip_t *g)
  * there at its next gossip point. */
 static slot_t *slot_find(rumor_gossip_t *g, uint64_t round)
 {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < SLOTS; i++)
         if (g->slots[i].live && g->slots[i].round == round) return &g->slots[i];
     return NULL;
 }
 
-/* The accumulator of `round`, claiming a free slot for it if needed; NULL when both hold
+/* The accumulator of `round`, claiming a free slot for it if needed; NULL when all hold
  * other rounds. */
 static slot_t *slot_for(rumor_gossip_t *g, uint64_t round)
 {
     slot_t *s = slot_find(g, round);
     if (s) return s;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < SLOTS; i++)
         if (!g->slots[i].live) {
             s = &g->slots[i];
             s->live = true;
@@ -397,7 +403,7 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     }
     memcpy(sn->w, g->w, g->chunks * sizeof *sn->w);
     /* Live accumulators (neighbours ahead of us) move to the new reference. */
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < SLOTS; k++)
         if (g->slots[k].live && g->slots[k].ref != sb) rebase(g, &g->slots[k], sb);
     g->cur_snap = sb;
     g->have_snap = true;
@@ -453,7 +459,7 @@ static bool round_ready(rumor_gossip_t *g, uint64_t now)
         const slot_t *s = slot_find(g, g->round);
         return !s || s->n_senders > 0 || now >= s->started + g->cfg.round_timeout_ms;
     }
-    if (g->ahead > g->round + 1) return true; /* the neighbours have moved on */
+    if (g->ahead >= g->round + SLOTS) return true; /* the neighbours have moved on */
     slot_t *s = slot_find(g, g->round);
     if (!s || now >= s->started + g->wait_ms) return true;
     for (int i = 0; i < s->n_expected; i++)
@@ -534,8 +540,8 @@ static void finish_round(rumor_gossip_t *g, float *x)
     uint64_t next = g->round + 1;
     if (g->ahead > next) next = g->ahead;
     g->ahead = 0;
-    for (int i = 0; i < 2; i++)
-        if (g->slots[i].live && (g->slots[i].round < next || g->slots[i].round > next + 1))
+    for (int i = 0; i < SLOTS; i++)
+        if (g->slots[i].live && (g->slots[i].round < next || g->slots[i].round >= next + SLOTS))
             slot_reset(g, &g->slots[i]); /* outside the new window: it would block a slot */
     g->round = next;
 }
@@ -703,18 +709,11 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
     if (g->cfg.algo.kind == RUMOR_ALGO_SGP) {
         s = slot_for(g, g->round); /* no barrier: everything goes into the round in flight */
     } else {
-        if (c->round + 1 == g->round && g->inflight && g->cfg.algo.kind == RUMOR_ALGO_DPSGD) {
-            /* One round late: we are one ahead of this neighbour. Its model, one round old,
-             * still counts in the round in flight (bounded staleness), unless it sent that
-             * round's already; its fresh one then finds the chunk taken and is dropped as a
-             * duplicate. Without this a peer that got one round ahead stayed there, mixing
-             * nothing while its neighbours mixed its models (seen on a loaded machine). */
-            s = slot_find(g, g->round);
-        } else if (c->round < g->round) {
+        if (c->round < g->round) {
             if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
                 note_delay(g, (double)(now - g->prev_started)); /* how late: the deadline learns */
             return drop(g, RUMOR_GOSSIP_DROP_STALE);
-        } else if (c->round > g->round + 1) {
+        } else if (c->round >= g->round + SLOTS) {
             /* The lowest round seen ahead: one peer with an inflated counter cannot drag us. */
             if (g->ahead == 0 || c->round < g->ahead) g->ahead = c->round;
             /* While a round is in flight its slot is taken; the other one holds the model of
@@ -722,7 +721,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
             s = NULL;
             if (g->inflight && c->round == g->ahead) {
                 s = slot_for(g, c->round);
-                for (int i = 0; i < 2 && !s; i++) {
+                for (int i = 0; i < SLOTS && !s; i++) {
                     slot_t *o = &g->slots[i];
                     if (o->live && o->round != g->round) {
                         slot_reset(g, o);
@@ -782,12 +781,8 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
     if (++e->got == g->chunks) {
         e->complete = true;
         g->st.models_in++;
-        if (g->cfg.algo.kind != RUMOR_ALGO_SGP && s->round == g->round) {
-            /* How long after the start of the round it belongs to: for a model one round
-             * late, the round before. */
-            const uint64_t from = c->round + 1 == g->round ? g->prev_started : s->started;
-            note_delay(g, (s->self_added || c->round + 1 == g->round) && now > from ? (double)(now - from) : 0.0);
-        }
+        if (g->cfg.algo.kind != RUMOR_ALGO_SGP && s->round == g->round)
+            note_delay(g, s->self_added && now > s->started ? (double)(now - s->started) : 0.0);
     }
     return true;
 }
@@ -796,7 +791,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
 
 void rumor_gossip_mass(const rumor_gossip_t *g, double *z, double *wt)
 {
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < SLOTS; k++) {
         const slot_t *s = &g->slots[k];
         if (!s->live && !s->self_added) continue;
         const float *ref = ref_of(g, s);
@@ -824,7 +819,7 @@ rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double
             return rumor_fail(err, RUMOR_EINVAL, "gossip: push-sum weight %g out of range", w[c]);
     memcpy(g->w, w, count * sizeof *g->w);
     g->round = round;
-    for (int i = 0; i < 2; i++) slot_reset(g, &g->slots[i]);
+    for (int i = 0; i < SLOTS; i++) slot_reset(g, &g->slots[i]);
     return RUMOR_OK;
 }
 
@@ -834,7 +829,7 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
     if (!g->inflight && sn->refs == 0) {
         /* The snapshot is the reference of what arrived before round one; what arrived is
          * kept (push-sum mass), moved to the new reference. */
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < SLOTS; k++) {
             slot_t *sl = &g->slots[k];
             if (!sl->live || sl->ref != g->cur_snap) continue;
             for (size_t c = 0; c < g->chunks; c++) {
@@ -847,7 +842,7 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
         }
         memcpy(sn->x, x, g->P * sizeof *sn->x);
         if (g->vec > g->P) memset(sn->x + g->P, 0, (g->vec - g->P) * sizeof *sn->x);
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < SLOTS; k++)
             if (g->slots[k].live && g->slots[k].ref < 0) rebase(g, &g->slots[k], g->cur_snap);
     }
     if (g->theta) memcpy(g->theta, x, g->P * sizeof *g->theta);
@@ -857,10 +852,10 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
     g->ahead = 0;
     /* Accumulators of rounds before the new one are stale now (dpsgd, diloco); push-sum's
      * go into the first round. */
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < SLOTS; i++) {
         slot_t *sl = &g->slots[i];
         if (!sl->live) continue;
         if (g->cfg.algo.kind == RUMOR_ALGO_SGP) sl->round = round; /* its only slot */
-        else if (sl->round < round || sl->round > round + 1) slot_reset(g, sl);
+        else if (sl->round < round || sl->round >= round + SLOTS) slot_reset(g, sl);
     }
 }

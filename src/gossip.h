@@ -34,9 +34,10 @@
  * own total, so a neighbour whose model arrived only in part still contributes exactly the
  * chunks it delivered, and for push-sum the weight is kept per chunk (w[c]) so that mass is
  * conserved coordinate by coordinate whatever order chunks arrive in. Memory: the trainer's x,
- * two snapshots (one may still be on the wire while the next is taken), two accumulators (the
- * round being finished and the next, which neighbours ahead of us already send into), and
- * for diloco theta and the outer momentum: O(model) whatever the degree.
+ * two snapshots (one may still be on the wire while the next is taken), four accumulators (the
+ * round being finished and the next three, which neighbours ahead of us already send into:
+ * peers a round or two apart, common on a busy machine, lose nothing), and for diloco theta
+ * and the outer momentum: O(model) whatever the degree.
  *
  * Weights. A message carries the sender's share times its push-sum weight (1 outside sgp):
  * row j of W_t in the push convention (topology.h). For dpsgd and diloco the graphs are
@@ -49,7 +50,7 @@
  * Rejected input (counted, never mixed, never fatal): another layout id, a chunk geometry that
  * is not this engine's, a bad share, a non-finite value anywhere in a chunk (the chunk is
  * dropped and the rest of that message ignored), a chunk already received, a round too old
- * (dpsgd/diloco: before the round in flight) or too far ahead (beyond the next one; the
+ * (dpsgd/diloco: before the round in flight) or too far ahead (beyond the next three; the
  * engine then skips to one past the lowest such round it saw, at its next gossip point, so a
  * slow, late or resumed peer falls back into step without waiting out its deadlines),
  * more senders in one round than RUMOR_GOSSIP_MAX_SENDERS.

@@ -221,12 +221,13 @@ static void usage(FILE *f)
             "commands:\n"
             "  train    train a model on one machine (the centralized baseline)\n"
             "  eval     test accuracy of a saved model\n"
-            "  bench    benchmarks: bench train (rumor against PyTorch on the same model)\n"
+            "  bench    benchmarks: bench train|net|mix (against PyTorch, raw CurveZMQ, memcpy)\n"
             "  keygen   make a peer identity: keygen -o PATH writes PATH.key and PATH.pub\n"
             "  swarm    a swarm authority: swarm init DIR, swarm admit -a DIR -o CERT PUBKEY\n"
             "  node     join a swarm and stay in it (node --help)\n"
             "  status   what a running node sees: status --control ipc://PATH [--json]\n"
             "  topo     degree, spectral gap and period of a topology: topo --kind SPEC --peers N\n"
+            "  sim      a whole swarm on this machine, with live progress and plots (sim --help)\n"
             "\n"
             "  rumor --version      version, protocol version, compiled backends\n"
             "  rumor COMMAND --help options of a command\n",
@@ -257,6 +258,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "keygen") == 0) return cmd_keygen(argc, argv);
     if (strcmp(cmd, "swarm") == 0) return cmd_swarm(argc, argv);
     if (strcmp(cmd, "topo") == 0) return cmd_topo(argc, argv);
+    if (strcmp(cmd, "sim") == 0) return cmd_sim(argc, argv);
     cli_error("unknown command '%s' (try rumor --help)", cmd);
     return 2;
 }

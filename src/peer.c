@@ -162,9 +162,13 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
 {
     peer_t *p = arg;
     static uint8_t keys[MAX_VIEW][32];
-    int n = rumor_node_peer_count(node);
-    if (n > MAX_VIEW) n = MAX_VIEW;
-    for (int i = 0; i < n; i++) memcpy(keys[i], rumor_node_peer_key(node, i), 32);
+    /* The gossip view: members whose hello we verified, the ones models can go to. A member
+     * learnt from gossip whose hello is still on its way joins at a later tick; until then
+     * peers would disagree on the graph and wait for models that cannot be sent. */
+    const int members = rumor_node_peer_count(node);
+    int n = 0;
+    for (int i = 0; i < members && n < MAX_VIEW; i++)
+        if (rumor_node_peer_admitted(node, i)) memcpy(keys[n++], rumor_node_peer_key(node, i), 32);
     pthread_mutex_lock(&p->mu);
     if (p->pull_state == PULL_WANTED && n > 0) {
         /* Ask one neighbour, chosen by the clock so that joiners spread their asks. */
@@ -518,6 +522,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         double loss_sum = 0.0;
         long count = 0;
         float lr = 0.0f;
+        const double work0 = rumor_now();
         for (long h = 0; h < H; h++) {
             const long step = rumor_optim_steps(p->o);
             const long epoch = step / spe, pos = step % spe;
@@ -538,6 +543,11 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             rumor_optim_step(p->o, x, rumor_model_grads(p->m), lr);
             loss_sum += bl;
             count += (long)bn;
+        }
+        if (c->slowdown > 1.0) { /* a straggler: make the local phase last slowdown times as long */
+            const double extra = (rumor_now() - work0) * (c->slowdown - 1.0);
+            struct timespec ts = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
+            nanosleep(&ts, NULL);
         }
         if (!gossip_point(p, x)) break;
         p->k++;

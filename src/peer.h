@@ -59,6 +59,7 @@ typedef struct {
     bool late_join;              /* a fresh peer first takes a neighbour's model if the swarm runs */
     int min_peers;               /* start training once the view holds min_peers - 1 others */
     uint64_t round_timeout_ms;
+    double slowdown;             /* >= 1: compute this many times slower (a straggler, for experiments) */
     const char *command_line;    /* written to run_dir/command.txt */
 } rumor_peer_config_t;
 

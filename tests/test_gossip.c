@@ -487,9 +487,9 @@ static void test_sender_cap(void)
     swarm_fini(&s);
 }
 
-/* A peer one round ahead still mixes its neighbour's model, one round old; the fresh one
- * that follows is a duplicate. */
-static void test_one_round_late(void)
+/* A peer one round ahead drops its neighbour's model of the round before (stale) and waits
+ * for the fresh one, which comes once the neighbour catches up: the two fall back into step. */
+static void test_one_round_ahead(void)
 {
     swarm_t s;
     swarm_init(&s, 2, "complete", "dpsgd", 8, 8, 1, 100);
@@ -497,19 +497,32 @@ static void test_one_round_late(void)
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 0) == RUMOR_GOSSIP_DONE);   /* round 0 starts */
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 100) == RUMOR_GOSSIP_DONE); /* 0 ends alone, 1 starts */
     rumor_gossip_send_t m;
-    while (rumor_gossip_next_send(s.g[0], &m)) rumor_gossip_release(s.g[0], &m, true);
+    while (rumor_gossip_next_send(s.g[0], &m)) {
+        if (m.round == 1) { /* peer 1, still in round 0, keeps it for its next round */
+            rumor_gossip_chunk_t h = {.round = 1, .layout = 0x1234, .w = m.share, .chunk = 0, .chunks = 1, .off = 0, .n = 8};
+            CHECK(rumor_gossip_on_chunk(s.g[1], s.key[0], &h, m.params, 32, 100));
+        }
+        rumor_gossip_release(s.g[0], &m, true);
+    }
     CHECK(rumor_gossip_step(s.g[1], s.x[1], 100) == RUMOR_GOSSIP_DONE); /* peer 1 sends round 0 */
     CHECK(rumor_gossip_next_send(s.g[1], &m) && m.round == 0);
     rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = m.share, .chunk = 0, .chunks = 1, .off = 0, .n = 8};
-    CHECK(rumor_gossip_on_chunk(s.g[0], s.key[1], &h, m.params, 32, 101));
-    h.round = 1;
-    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[1], &h, m.params, 32, 102));
+    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[1], &h, m.params, 32, 101)); /* stale */
     rumor_gossip_release(s.g[1], &m, true);
-    CHECK(rumor_gossip_step(s.g[0], s.x[0], 103) == RUMOR_GOSSIP_DONE); /* complete: no wait */
-    for (int j = 0; j < 8; j++) CHECK_NEAR(s.x[0][j], 2.0, 1e-6);
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 102) == RUMOR_GOSSIP_WAIT);     /* waits for the fresh one */
+    CHECK(rumor_gossip_step(s.g[1], s.x[1], 130) == RUMOR_GOSSIP_WAIT);     /* round 0 without peer 0's */
+    CHECK(rumor_gossip_step(s.g[1], s.x[1], 200) == RUMOR_GOSSIP_DONE);     /* deadline: alone; starts 1 */
+    CHECK(rumor_gossip_next_send(s.g[1], &m) && m.round == 1);
+    h.round = 1;
+    CHECK(rumor_gossip_on_chunk(s.g[0], s.key[1], &h, m.params, 32, 201));
+    rumor_gossip_release(s.g[1], &m, true);
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 202) == RUMOR_GOSSIP_DONE);     /* in step again */
     rumor_gossip_stats_t st;
     rumor_gossip_stats(s.g[0], &st);
-    CHECK(st.drops[RUMOR_GOSSIP_DROP_DUPLICATE] == 1 && st.last_missing == 0 && st.last_peers == 1);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_STALE] == 1 && st.last_missing == 0 && st.last_peers == 1);
+    CHECK(rumor_gossip_step(s.g[1], s.x[1], 203) == RUMOR_GOSSIP_DONE);     /* peer 1 has peer 0's round 1 */
+    rumor_gossip_stats(s.g[1], &st);
+    CHECK(st.last_missing == 0 && st.last_peers == 1);
     swarm_fini(&s);
 }
 
@@ -608,7 +621,7 @@ int main(void)
     test_known_answers();
     test_sender_cap();
     test_nonfinite_positions();
-    test_one_round_late();
+    test_one_round_ahead();
     test_diloco();
     test_restore();
     return check_done();

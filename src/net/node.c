@@ -946,6 +946,14 @@ const uint8_t *rumor_node_peer_key(const rumor_node_t *n, int i)
     return e ? e->key : NULL;
 }
 
+bool rumor_node_peer_admitted(rumor_node_t *n, int i)
+{
+    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+    if (!e) return false;
+    const conn_t *c = find_conn(n, e->key, false, now_ms());
+    return c && c->admitted && (!c->expires_at || unix_now() < c->expires_at);
+}
+
 /* Queue as many chunks as the peer's socket takes without blocking. */
 static void pump(rumor_node_t *n, peer_t *p)
 {

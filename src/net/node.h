@@ -122,6 +122,9 @@ void rumor_node_on_status(rumor_node_t *self, rumor_node_status_cb cb, void *arg
 /* The active view, for a driver above: count and the i-th key. */
 int rumor_node_peer_count(const rumor_node_t *self);
 const uint8_t *rumor_node_peer_key(const rumor_node_t *self, int i);
+/* Whether the i-th member of the view has been admitted (its own valid hello seen): only
+ * those can be sent models. Call from the node's thread. */
+bool rumor_node_peer_admitted(rumor_node_t *self, int i);
 
 /* `rumor status`: ask the node at control endpoint for its status, JSON or text, into out. */
 rumor_err_t rumor_node_query_status(const char *control, bool json, char *out, size_t cap,

@@ -1,0 +1,131 @@
+/* cli_sim.c - `rumor sim [SCENARIO] [--key value]...`: settings from a scenario file, then flags. */
+#include "cli.h"
+#include "sim.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void sim_stop_cb(int sig)
+{
+    (void)sig;
+    rumor_sim_request_stop();
+}
+
+static void sim_help(void)
+{
+    printf("usage: rumor sim [SCENARIO.ini] [options]\n\n"
+           "A swarm on this machine: real `rumor node` processes on 127.0.0.1 (--mode proc), or one\n"
+           "process with a virtual clock and an emulated network (--mode virtual). Results go to\n"
+           "runs/<timestamp>/ (or --out): every peer's metrics, summary.json, plots/.\n\n"
+           "Settings (a scenario file holds the same keys as `key = value` lines):\n"
+           "  --mode proc|virtual      (default proc)\n"
+           "  --peers N                (default 8)\n"
+           "  --model SPEC             logreg | mlp:W1,W2 | cnn (default mlp:256,128)\n"
+           "  --partition SPEC         iid | dirichlet:A | shards:K (default dirichlet:0.5)\n"
+           "  --topology SPEC          see rumor topo (default expo)\n"
+           "  --algo SPEC              dpsgd | sgp | diloco:H (default dpsgd)\n"
+           "  --rounds N               gossip rounds (default 300)\n"
+           "  --local-steps H          minibatch steps per round (default 10)\n"
+           "  --batch B --lr X --momentum M --weight-decay W --optimizer sgd|adamw\n"
+           "  --schedule constant|cosine|step:E,G --warmup STEPS\n"
+           "  --seed S --eval-every N (default 20) --limit N --data DIR --threads T\n"
+           "  --latency MS --bandwidth MBIT --loss P --step-ms MS   (virtual mode's network and clock)\n"
+           "  --straggler I --slowdown K   peer I computes K times slower\n"
+           "  --event 'kill peer 3 at 40s' | 'restart peer 3 at 60s' | 'kill 25%% at round 50'\n"
+           "  --out DIR --no-plots --quiet\n");
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    rumor_sim_config_t c;
+    rumor_sim_defaults(&c);
+    char err[RUMOR_ERR_LEN];
+    int i = 2;
+    if (i < argc && argv[i][0] != '-') {
+        if (rumor_sim_load(&c, argv[i], err) != RUMOR_OK) {
+            cli_error("%s", err);
+            return 2;
+        }
+        i++;
+    }
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            sim_help();
+            return 0;
+        }
+        if (strcmp(a, "--no-plots") == 0) {
+            c.plots = false;
+            continue;
+        }
+        if (strcmp(a, "--quiet") == 0) {
+            c.quiet = true;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            cli_error("unexpected argument '%s' (a scenario file comes first; see rumor sim --help)", a);
+            return 2;
+        }
+        const char *key = a + 2, *eq = strchr(key, '=');
+        char name[64];
+        const char *value;
+        if (eq) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - key), key);
+            value = eq + 1;
+        } else {
+            if (i + 1 >= argc) {
+                cli_error("%s needs a value", a);
+                return 2;
+            }
+            snprintf(name, sizeof name, "%s", key);
+            value = argv[++i];
+        }
+        if (rumor_sim_set(&c, name, value, err) != RUMOR_OK) {
+            if (strncmp(err, "unknown setting", 15) == 0) cli_error("unknown option --%s (see rumor sim --help)", name);
+            else cli_error("--%s", err);
+            return 2;
+        }
+    }
+    if (rumor_sim_check(&c, err) != RUMOR_OK) {
+        cli_error("%s", err);
+        return 2;
+    }
+    if (!c.out[0]) {
+        const time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        strftime(c.out, sizeof c.out, "runs/%Y%m%d-%H%M%S", &tm);
+    }
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/summary.json", c.out);
+    if (access(probe, F_OK) == 0) {
+        cli_error("%s holds a finished run; choose another --out", c.out);
+        return 2;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = sim_stop_cb;
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (!c.quiet)
+        fprintf(stderr, "rumor sim: %d peers (%s mode), results in %s/\n", c.peers, c.mode, c.out);
+    char exe[600];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        cli_error("cannot find the rumor binary (/proc/self/exe)");
+        return 1;
+    }
+    exe[n] = 0;
+    rumor_err_t rc = strcmp(c.mode, "virtual") == 0 ? rumor_sim_run_virtual(&c, err) : rumor_sim_run_proc(&c, exe, err);
+    if (rc != RUMOR_OK) {
+        cli_error("%s", err);
+        return cli_exit_code(rc);
+    }
+    printf("results: %s/summary.json%s\n", c.out, c.plots ? ", plots in plots/" : "");
+    return rumor_sim_stop_requested() ? 130 : 0;
+}

@@ -1,0 +1,360 @@
+/* proc.c - `rumor sim --mode proc`: N real `rumor node` processes on 127.0.0.1. */
+#include "sim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_ARGS 96
+
+static volatile sig_atomic_t stop_requested;
+
+void rumor_sim_request_stop(void) { stop_requested = 1; }
+bool rumor_sim_stop_requested(void) { return stop_requested != 0; }
+
+typedef struct {
+    pid_t pid;          /* 0: not running */
+    bool started, killed_by_us, done;
+    int exit_code;      /* when done: the exit status, or 128 + signal */
+    char addr[256];     /* rumor://... once it printed it */
+    char dir[600];
+    int restarts;
+} peer_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Run a command to completion, output to log (appended); its exit status or -1. */
+static int run_wait(char *const argv[], const char *log)
+{
+    const pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        const int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+typedef struct {
+    char *v[MAX_ARGS + 1];
+    char store[MAX_ARGS][600];
+    int n;
+} args_t;
+
+static void arg(args_t *a, const char *fmt, ...) RUMOR_PRINTF(2, 3);
+static void arg(args_t *a, const char *fmt, ...)
+{
+    if (a->n >= MAX_ARGS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->store[a->n], sizeof a->store[a->n], fmt, ap);
+    va_end(ap);
+    a->v[a->n] = a->store[a->n];
+    a->n++;
+    a->v[a->n] = NULL;
+}
+
+/* The command line of peer i, as a user would type it. */
+static void node_args(args_t *a, const rumor_sim_config_t *c, const char *exe, int i, const char *bootstrap, int threads,
+                      bool resume)
+{
+    a->n = 0;
+    arg(a, "%s", exe);
+    arg(a, "node");
+    arg(a, "--key"), arg(a, "%s/swarm/peer-%03d.key", c->out, i);
+    arg(a, "--cert"), arg(a, "%s/swarm/peer-%03d.cert", c->out, i);
+    arg(a, "--swarm"), arg(a, "%s/swarm/authority.pub", c->out);
+    arg(a, "--listen"), arg(a, "tcp://127.0.0.1:0");
+    if (bootstrap) arg(a, "--bootstrap"), arg(a, "%s", bootstrap);
+    char ctl[700];
+    snprintf(ctl, sizeof ctl, "ipc://%s/peer-%03d/control", c->out, i);
+    if (strlen(ctl) < 100) arg(a, "--control"), arg(a, "%s", ctl); /* the ipc path limit is 107 bytes */
+    arg(a, "--run-dir"), arg(a, "%s/peer-%03d", c->out, i);
+    arg(a, "--data"), arg(a, "%s", c->data);
+    arg(a, "--partition"), arg(a, "%s", c->partition);
+    arg(a, "--rank"), arg(a, "%d", i);
+    arg(a, "--of"), arg(a, "%d", c->peers);
+    if (c->limit) arg(a, "--limit"), arg(a, "%ld", c->limit);
+    arg(a, "--model"), arg(a, "%s", c->model);
+    arg(a, "--algo"), arg(a, "%s", c->algo);
+    arg(a, "--topology"), arg(a, "%s", c->topology);
+    arg(a, "--rounds"), arg(a, "%ld", c->rounds);
+    if (strncmp(c->algo, "diloco:", 7) != 0) arg(a, "--local-steps"), arg(a, "%d", c->local_steps);
+    arg(a, "--batch"), arg(a, "%d", c->batch);
+    arg(a, "--lr"), arg(a, "%.9g", (double)c->lr);
+    arg(a, "--momentum"), arg(a, "%.9g", (double)c->momentum);
+    arg(a, "--weight-decay"), arg(a, "%.9g", (double)c->weight_decay);
+    arg(a, "--optimizer"), arg(a, "%s", c->optimizer);
+    arg(a, "--schedule"), arg(a, "%s", c->schedule);
+    if (c->warmup) arg(a, "--warmup"), arg(a, "%ld", c->warmup);
+    arg(a, "--seed"), arg(a, "%llu", (unsigned long long)c->seed);
+    arg(a, "--eval-every"), arg(a, "%d", c->eval_every);
+    arg(a, "--checkpoint-every"), arg(a, "%d", 10);
+    arg(a, "--threads"), arg(a, "%d", threads);
+    arg(a, "--min-peers"), arg(a, "%d", c->peers);
+    arg(a, "--period"), arg(a, "500");
+    arg(a, "--suspect"), arg(a, "2000");
+    if (i == c->straggler && c->slowdown > 1) arg(a, "--slowdown"), arg(a, "%.9g", c->slowdown);
+    if (resume) arg(a, "--resume");
+}
+
+static rumor_err_t spawn(peer_t *p, const rumor_sim_config_t *c, const char *exe, int i, const char *bootstrap,
+                         int threads, bool resume, char err[RUMOR_ERR_LEN])
+{
+    args_t *a = calloc(1, sizeof *a);
+    if (!a) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    node_args(a, c, exe, i, bootstrap, threads, resume);
+    char log[700];
+    snprintf(log, sizeof log, "%s/node.log", p->dir);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        free(a);
+        return rumor_fail(err, RUMOR_EIO, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        const int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        signal(SIGINT, SIG_IGN); /* Ctrl-C reaches the sim, which stops the peers itself */
+        execv(a->v[0], a->v);
+        _exit(127);
+    }
+    free(a);
+    p->pid = pid;
+    p->started = true;
+    p->done = p->killed_by_us = false;
+    p->addr[0] = 0;
+    return RUMOR_OK;
+}
+
+/* The address peer p printed in its log ("join with --bootstrap rumor://..."). */
+static void find_addr(peer_t *p)
+{
+    if (p->addr[0]) return;
+    char log[700], line[1024];
+    snprintf(log, sizeof log, "%s/node.log", p->dir);
+    FILE *f = fopen(log, "r");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        const char *k = strstr(line, "join with --bootstrap ");
+        if (!k) continue;
+        snprintf(p->addr, sizeof p->addr, "%s", k + strlen("join with --bootstrap "));
+        p->addr[strcspn(p->addr, "\r\n")] = 0;
+    }
+    fclose(f);
+}
+
+static void reap(peer_t *peers, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!peers[i].pid) continue;
+        int status;
+        const pid_t r = waitpid(peers[i].pid, &status, WNOHANG);
+        if (r == peers[i].pid) {
+            peers[i].pid = 0;
+            peers[i].done = true;
+            peers[i].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+    }
+}
+
+static rumor_err_t make_dir(const char *path, char err[RUMOR_ERR_LEN])
+{
+    char buf[600];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *s = buf + 1;; s++) {
+        const char ch = *s;
+        if (ch == '/' || ch == 0) {
+            *s = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return rumor_fail(err, RUMOR_EIO, "%s: %s", buf, strerror(errno));
+            *s = ch;
+        }
+        if (!ch) break;
+    }
+    return RUMOR_OK;
+}
+
+/* The peers an event applies to: one, or the first `percent` of the live ones by index. */
+static void apply_event(const rumor_sim_event_t *e, peer_t *peers, const rumor_sim_config_t *c, const char *exe,
+                        int threads)
+{
+    int want = e->peer >= 0 ? 1 : (c->peers * e->percent + 99) / 100;
+    for (int i = 0; i < c->peers && want > 0; i++) {
+        if (e->peer >= 0 && i != e->peer) continue;
+        peer_t *p = &peers[i];
+        if (e->kind == RUMOR_SIM_KILL && p->pid) {
+            rumor_log(RUMOR_LOG_INFO, "scenario: killing peer %d", i);
+            kill(p->pid, SIGKILL); /* a crash, not a goodbye */
+            p->killed_by_us = true;
+            want--;
+        } else if (e->kind == RUMOR_SIM_RESTART && !p->pid) {
+            const char *boot = NULL;
+            for (int j = 0; j < c->peers && !boot; j++)
+                if (j != i && peers[j].pid && peers[j].addr[0]) boot = peers[j].addr;
+            char err[RUMOR_ERR_LEN];
+            rumor_log(RUMOR_LOG_INFO, "scenario: restarting peer %d from its checkpoint", i);
+            if (spawn(p, c, exe, i, boot, threads, true, err) != RUMOR_OK) rumor_log(RUMOR_LOG_ERROR, "%s", err);
+            p->restarts++;
+            want--;
+        }
+    }
+}
+
+rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, char err[RUMOR_ERR_LEN])
+{
+    rumor_err_t rc = RUMOR_OK;
+    peer_t *peers = calloc((size_t)c->peers, sizeof *peers);
+    bool *alive = calloc((size_t)c->peers, sizeof *alive);
+    bool *fired = calloc((size_t)c->n_events + 1, sizeof *fired);
+    if (!peers || !alive || !fired) {
+        rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        goto out;
+    }
+    char path[700], log[700];
+    snprintf(path, sizeof path, "%s/swarm", c->out);
+    if ((rc = make_dir(path, err)) != RUMOR_OK) goto out;
+    snprintf(log, sizeof log, "%s/swarm/setup.log", c->out);
+
+    /* The swarm, made with the commands a user would type. */
+    {
+        char *av[12];
+        char a0[600], a3[700];
+        snprintf(a0, sizeof a0, "%s", exe);
+        snprintf(a3, sizeof a3, "%s/swarm", c->out);
+        av[0] = a0, av[1] = "swarm", av[2] = "init", av[3] = a3, av[4] = NULL;
+        snprintf(path, sizeof path, "%s/swarm/authority.pub", c->out);
+        if (access(path, F_OK) != 0 && run_wait(av, log) != 0) {
+            rc = rumor_fail(err, RUMOR_EIO, "rumor swarm init failed (see %s)", log);
+            goto out;
+        }
+        for (int i = 0; i < c->peers; i++) {
+            char k[600], cert[700], pub[700], name[32];
+            snprintf(k, sizeof k, "%s/swarm/peer-%03d", c->out, i);
+            snprintf(cert, sizeof cert, "%s.cert", k);
+            snprintf(pub, sizeof pub, "%s.pub", k);
+            snprintf(name, sizeof name, "peer-%03d", i);
+            char *kv[] = {a0, "keygen", "-o", k, NULL};
+            char *cv[] = {a0, "swarm", "admit", "-a", a3, "-o", cert, "--name", name, pub, NULL};
+            if (access(cert, F_OK) != 0 && (run_wait(kv, log) != 0 || run_wait(cv, log) != 0)) {
+                rc = rumor_fail(err, RUMOR_EIO, "making peer %d's key and certificate failed (see %s)", i, log);
+                goto out;
+            }
+            snprintf(peers[i].dir, sizeof peers[i].dir, "%s/peer-%03d", c->out, i);
+            if ((rc = make_dir(peers[i].dir, err)) != RUMOR_OK) goto out;
+        }
+    }
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int threads = c->threads > 0 ? c->threads : (int)(cores / c->peers > 1 ? cores / c->peers : 1);
+
+    const double t0 = now_s();
+    if ((rc = spawn(&peers[0], c, exe, 0, NULL, threads, false, err)) != RUMOR_OK) goto out;
+    /* The others bootstrap through peer 0 once it says where it listens. */
+    while (!peers[0].addr[0] && now_s() - t0 < 60 && !stop_requested) {
+        find_addr(&peers[0]);
+        reap(peers, 1);
+        if (peers[0].done) break;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (!peers[0].addr[0]) {
+        rc = rumor_fail(err, RUMOR_EIO, "peer 0 did not start (see %s/node.log)", peers[0].dir);
+        goto stop;
+    }
+    for (int i = 1; i < c->peers && !stop_requested; i++)
+        if ((rc = spawn(&peers[i], c, exe, i, peers[0].addr, threads, false, err)) != RUMOR_OK) goto stop;
+
+    const bool tty = isatty(STDERR_FILENO);
+    rumor_sim_status_t st;
+    for (;;) {
+        reap(peers, c->peers);
+        int running = 0;
+        for (int i = 0; i < c->peers; i++) {
+            alive[i] = peers[i].pid != 0;
+            running += alive[i];
+            if (alive[i]) find_addr(&peers[i]);
+        }
+        const double el = now_s() - t0;
+        rumor_sim_status_read(c->out, c->peers, alive, c->rounds, el, &st);
+        for (int k = 0; k < c->n_events; k++) {
+            const rumor_sim_event_t *e = &c->events[k];
+            if (fired[k]) continue;
+            if ((e->at_round >= 0 && st.round_min >= e->at_round) || (e->at_round < 0 && el >= e->at_s)) {
+                fired[k] = true;
+                apply_event(e, peers, c, exe, threads);
+            }
+        }
+        rumor_sim_status_print(c, &st, tty, false);
+        /* Done when nobody runs and no restart at a time is still to come (one at a round
+         * cannot come: rounds advance only while someone runs). */
+        bool pending = false;
+        for (int k = 0; k < c->n_events; k++)
+            pending |= !fired[k] && c->events[k].kind == RUMOR_SIM_RESTART && c->events[k].at_round < 0;
+        if (running == 0 && !pending) {
+            for (int k = 0; k < c->n_events; k++)
+                if (!fired[k])
+                    rumor_log(RUMOR_LOG_WARN, "scenario: event %d never happened (the peers finished first)", k + 1);
+            break;
+        }
+        if (stop_requested) break;
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+stop:
+    /* Stop whoever still runs: SIGTERM (they checkpoint and leave), SIGKILL after 30 s. */
+    for (int i = 0; i < c->peers; i++)
+        if (peers[i].pid) kill(peers[i].pid, SIGTERM);
+    for (double until = now_s() + 30;;) {
+        reap(peers, c->peers);
+        int running = 0;
+        for (int i = 0; i < c->peers; i++) running += peers[i].pid != 0;
+        if (!running) break;
+        if (now_s() > until) {
+            for (int i = 0; i < c->peers; i++)
+                if (peers[i].pid) kill(peers[i].pid, SIGKILL);
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    {
+        const double wall = now_s() - t0;
+        rumor_sim_status_read(c->out, c->peers, NULL, c->rounds, wall, &st);
+        rumor_sim_status_print(c, &st, isatty(STDERR_FILENO), true);
+        char e2[RUMOR_ERR_LEN];
+        if (rumor_sim_write_summary(c, wall, stop_requested != 0, e2) != RUMOR_OK && rc == RUMOR_OK)
+            rc = rumor_fail(err, RUMOR_EIO, "%s", e2);
+        /* A peer that failed by itself (not killed by the scenario, not stopped by us). */
+        for (int i = 0; i < c->peers && rc == RUMOR_OK && !stop_requested; i++)
+            if (peers[i].done && peers[i].exit_code != 0 && !peers[i].killed_by_us)
+                rc = rumor_fail(err, RUMOR_EIO, "peer %d failed with exit status %d (see %s/node.log)", i,
+                                peers[i].exit_code, peers[i].dir);
+        if (c->plots) rumor_sim_plot(c->out);
+    }
+out:
+    free(peers);
+    free(alive);
+    free(fired);
+    return rc;
+}

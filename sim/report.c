@@ -1,0 +1,243 @@
+/* report.c - what both sim modes show and leave behind: live status, summary.json, plots. */
+#include "sim.h"
+
+#include "config.h"
+#include "fileio.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* What the status needs of one peer, read incrementally from its metrics.jsonl. */
+typedef struct {
+    long offset;
+    long round;
+    double loss, acc, consensus, bytes_out, t;
+    bool has_loss, has_acc;
+} peer_state_t;
+
+static peer_state_t *states;
+static int n_states;
+static char states_out[512];
+
+/* The number after "key": in a flat JSON object line, or false. */
+static bool field(const char *line, const char *key, double *out)
+{
+    char pat[48];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(line, pat);
+    if (!p) return false;
+    char *end;
+    const double v = strtod(p + strlen(pat), &end);
+    if (end == p + strlen(pat)) return false; /* null, nan */
+    *out = v;
+    return true;
+}
+
+static void read_peer(const char *out, int i, peer_state_t *s)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/peer-%03d/metrics.jsonl", out, i);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (fseek(f, s->offset, SEEK_SET) != 0) {
+        fclose(f);
+        return;
+    }
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        if (!strchr(line, '\n')) break; /* a line still being written: next time */
+        s->offset += (long)strlen(line);
+        double v;
+        if (field(line, "round", &v)) s->round = (long)v;
+        if (field(line, "loss", &v)) s->loss = v, s->has_loss = true;
+        if (field(line, "test_acc", &v)) s->acc = v, s->has_acc = true;
+        if (field(line, "consensus", &v)) s->consensus = v;
+        if (field(line, "bytes_out", &v)) s->bytes_out = v;
+        if (field(line, "t", &v)) s->t = v;
+    }
+    fclose(f);
+}
+
+static peer_state_t *read_all(const char *out, int peers)
+{
+    if (!states || n_states != peers || strcmp(states_out, out) != 0) {
+        free(states);
+        states = calloc((size_t)peers, sizeof *states);
+        if (!states) return NULL;
+        n_states = peers;
+        snprintf(states_out, sizeof states_out, "%s", out);
+    }
+    for (int i = 0; i < peers; i++) read_peer(out, i, &states[i]);
+    return states;
+}
+
+void rumor_sim_status_read(const char *out, int peers, const bool *alive, long rounds, double elapsed_s,
+                           rumor_sim_status_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->acc_mean = st->acc_min = NAN;
+    st->loss_mean = st->loss_min = st->loss_max = NAN;
+    st->elapsed_s = elapsed_s;
+    st->eta_s = NAN;
+    peer_state_t *s = read_all(out, peers);
+    if (!s) return;
+    double loss_sum = 0, acc_sum = 0, cons_sum = 0;
+    int n_loss = 0, n_acc = 0, n_live = 0;
+    st->round_min = -1;
+    for (int i = 0; i < peers; i++) {
+        st->mb_sent += s[i].bytes_out / 1e6;
+        if (alive && !alive[i]) continue;
+        st->alive++;
+        n_live++;
+        if (st->round_min < 0 || s[i].round < st->round_min) st->round_min = s[i].round;
+        if (s[i].round > st->round_max) st->round_max = s[i].round;
+        cons_sum += s[i].consensus;
+        if (s[i].has_loss) {
+            loss_sum += s[i].loss;
+            if (n_loss == 0 || s[i].loss < st->loss_min) st->loss_min = s[i].loss;
+            if (n_loss == 0 || s[i].loss > st->loss_max) st->loss_max = s[i].loss;
+            n_loss++;
+        }
+        if (s[i].has_acc) {
+            acc_sum += s[i].acc;
+            if (n_acc == 0 || s[i].acc < st->acc_min) st->acc_min = s[i].acc;
+            n_acc++;
+        }
+    }
+    if (st->round_min < 0) st->round_min = 0;
+    if (n_loss) st->loss_mean = loss_sum / n_loss;
+    if (n_acc) st->acc_mean = acc_sum / n_acc;
+    if (n_live) st->consensus = cons_sum / n_live;
+    if (st->round_min > 0 && rounds > st->round_min)
+        st->eta_s = elapsed_s * (double)(rounds - st->round_min) / (double)st->round_min;
+    else if (rounds <= st->round_min)
+        st->eta_s = 0;
+}
+
+static void clock_text(char *buf, size_t len, double s)
+{
+    if (!isfinite(s) || s < 0) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    const long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* A metric for people: 4 decimals, or "-" before there is one. */
+static const char *f4(char *buf, size_t len, double v)
+{
+    if (isfinite(v)) snprintf(buf, len, "%.4f", v);
+    else snprintf(buf, len, "-");
+    return buf;
+}
+
+void rumor_sim_status_print(const rumor_sim_config_t *c, const rumor_sim_status_t *st, bool tty, bool final)
+{
+    static double last_plain = -1e9, last_draw = -1e9;
+    static bool drawn;
+    if (c->quiet) return;
+    if (!final && st->elapsed_s - last_draw < (tty ? 0.25 : 0.0)) return;
+    last_draw = st->elapsed_s;
+    char el[32], eta[32], a[5][24];
+    clock_text(el, sizeof el, st->elapsed_s);
+    clock_text(eta, sizeof eta, final ? NAN : st->eta_s);
+    f4(a[0], sizeof a[0], st->loss_mean);
+    f4(a[1], sizeof a[1], st->loss_min);
+    f4(a[2], sizeof a[2], st->loss_max);
+    f4(a[3], sizeof a[3], st->acc_mean);
+    f4(a[4], sizeof a[4], st->acc_min);
+    if (tty) {
+        if (drawn) fprintf(stderr, "\033[4A");
+        fprintf(stderr, "\r\033[K%d peers, %s, %s, %s, %s (%s)   round %ld/%ld   %s elapsed, ETA %s\n", c->peers,
+                c->model, c->partition, c->topology, c->algo, c->mode, st->round_min, c->rounds, el, eta);
+        fprintf(stderr, "\033[K  loss       mean %s   min %s   max %s\n", a[0], a[1], a[2]);
+        fprintf(stderr, "\033[K  test acc   mean %s   worst peer %s\n", a[3], a[4]);
+        fprintf(stderr, "\033[K  consensus  %.4g   sent %.1f MB   peers alive %d/%d\n", st->consensus, st->mb_sent,
+                st->alive, c->peers);
+        fflush(stderr);
+        drawn = true;
+        return;
+    }
+    if (!final && st->elapsed_s - last_plain < 5.0) return;
+    last_plain = st->elapsed_s;
+    fprintf(stderr, "round %ld/%ld  %s elapsed  ETA %s  loss %s  test_acc mean %s worst %s  consensus %.4g  %.1f MB  alive %d/%d\n",
+            st->round_min, c->rounds, el, eta, a[0], a[3], a[4], st->consensus, st->mb_sent, st->alive, c->peers);
+}
+
+/* JSON has no NaN: a value that is not finite is written as null. */
+static int num(char *buf, size_t cap, const char *key, double v, bool comma)
+{
+    if (!isfinite(v)) return snprintf(buf, cap, "%s\"%s\":null", comma ? "," : "", key);
+    return snprintf(buf, cap, "%s\"%s\":%.6g", comma ? "," : "", key, v);
+}
+
+rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, bool interrupted,
+                                    char err[RUMOR_ERR_LEN])
+{
+    /* Read every peer's file from the start (the status cache may be behind). */
+    double acc_sum = 0, acc_min = NAN, acc_max = NAN, cons = 0, bytes = 0;
+    long round_min = -1, round_max = 0;
+    int n_acc = 0, n = 0;
+    for (int i = 0; i < c->peers; i++) {
+        peer_state_t s = {0};
+        read_peer(c->out, i, &s);
+        if (s.offset == 0) continue;
+        n++;
+        cons += s.consensus;
+        bytes += s.bytes_out;
+        if (round_min < 0 || s.round < round_min) round_min = s.round;
+        if (s.round > round_max) round_max = s.round;
+        if (s.has_acc) {
+            acc_sum += s.acc;
+            if (n_acc == 0 || s.acc < acc_min) acc_min = s.acc;
+            if (n_acc == 0 || s.acc > acc_max) acc_max = s.acc;
+            n_acc++;
+        }
+    }
+    static char cfg[16384], text[20000];
+    rumor_sim_config_json(c, cfg, sizeof cfg);
+    size_t len = 0;
+    int k = snprintf(text, sizeof text, "{\"mode\":\"%s\",\"peers\":%d,\"rounds\":%ld,\"rounds_done_min\":%ld,"
+                     "\"rounds_done_max\":%ld",
+                     c->mode, c->peers, c->rounds, round_min < 0 ? 0 : round_min, round_max);
+    len += (size_t)k;
+    len += (size_t)num(text + len, sizeof text - len, "final_test_acc_mean", n_acc ? acc_sum / n_acc : NAN, true);
+    len += (size_t)num(text + len, sizeof text - len, "final_test_acc_min", acc_min, true);
+    len += (size_t)num(text + len, sizeof text - len, "final_test_acc_max", acc_max, true);
+    len += (size_t)num(text + len, sizeof text - len, "consensus", n ? cons / n : NAN, true);
+    len += (size_t)snprintf(text + len, sizeof text - len, ",\"bytes_total\":%.0f", bytes);
+    len += (size_t)num(text + len, sizeof text - len, "wall_s", wall_s, true);
+    len += (size_t)snprintf(text + len, sizeof text - len, ",\"interrupted\":%s,\"config\":%s}\n",
+                            interrupted ? "true" : "false", cfg);
+    if (len >= sizeof text) return rumor_fail(err, RUMOR_EINVAL, "summary too long");
+    char path[700];
+    snprintf(path, sizeof path, "%s/summary.json", c->out);
+    return rumor_write_file_atomic(path, text, len, 0644, err);
+}
+
+void rumor_sim_plot(const char *out)
+{
+    char script[700];
+    snprintf(script, sizeof script, "%s/tools/plot", RUMOR_SOURCE_DIR);
+    if (access(script, X_OK) != 0) {
+        rumor_log(RUMOR_LOG_WARN, "no plots: %s not found (plots are drawn by the source tree's tools/plot)", script);
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        execl(script, script, out, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        rumor_log(RUMOR_LOG_WARN, "tools/plot could not draw the plots of %s (see above)", out);
+}

@@ -1,0 +1,949 @@
+/*
+ * virtual.c - `rumor sim --mode virtual`: a whole swarm in one process, on a virtual clock.
+ *
+ * What is real and what is simulated. Every peer is a real trainer (its own model, optimizer
+ * and data shard, the local steps of `rumor node` with the same epoch shuffle) and a real
+ * gossip engine (src/gossip.h, the code a node runs); only time and the network are
+ * simulated. A discrete-event loop advances a virtual clock from event to event:
+ *   phase    a peer has done its local steps: they are computed (for real) and the peer
+ *            reaches its gossip point (rumor_gossip_step);
+ *   retry    a gossip point that returned WAIT reaches rumor_gossip_deadline();
+ *   arrive   a model message reaches its receiver: its chunks go into the receiver's engine
+ *            (rumor_gossip_on_chunk) and the sender's snapshot is released;
+ *   churn    a kill or restart from the configuration's events, at a time.
+ * Churn at a round (the slowest live peer's) fires when that round is reached. A WAIT is
+ * retried at its deadline and whenever something may end it: a chunk for that peer, or the
+ * release of one of its sends (the engine waits for a free snapshot).
+ *
+ * Virtual time. A phase of H local steps lasts H * step_ms (times `slowdown` for the
+ * straggler). With step_ms = 0 the time of a step is derived from the model's flop count
+ * (rumor_model_flops, forward and backward, times the batch) at a nominal 10 GFLOP/s,
+ * rather than measured (sim.h's "0: measured"): a measurement would make the run depend on
+ * the machine and its load, and a virtual run must be a function of its configuration alone.
+ * logreg at batch 64 gets 0.2 ms a step, mlp:256,128 6.5 ms.
+ *
+ * The network. A message leaves when the sender's uplink is free (a peer sends one message
+ * at a time at bandwidth_mbps; 0 is infinite), and arrives latency_ms after it has left:
+ * arrival = departure + bytes * 8 / bandwidth + latency. All chunks of a message arrive
+ * together. A message is lost with probability `loss`, drawn in event order from a seeded
+ * stream. Payloads are never copied: a message points at the sender's snapshot, which the
+ * engine keeps until the message is released at its arrival (delivered or dropped). So memory
+ * is bounded by the engine's two snapshots per peer, and a send completes on delivery, as
+ * with an acknowledged transport; a peer cannot run more than a round ahead of its own
+ * messages.
+ *
+ * Membership. Virtual mode does not simulate SWIM: each engine's view is exact, all other
+ * running peers (not killed, rounds not finished), given to the engine at the peer's next
+ * gossip point after a change (the engine reads its view only when a round starts). A
+ * finished peer leaves the views at once, as a node that says bye; a killed one too, as if
+ * its failure were detected at once, although in-flight rounds still wait for it up to their
+ * deadline. Keys are 32 bytes, the peer index big-endian in the first four, so sorted keys
+ * give rank = index.
+ *
+ * Churn. A killed peer stops: its phase in progress is lost, its messages in flight are
+ * dropped, and messages for it are dropped on arrival. A restarted peer continues from its
+ * state at the kill (model, optimizer, engine), as a peer resumed from a checkpoint taken at
+ * that moment: a phase cut by the kill starts again, a peer killed at its gossip point
+ * returns to it. "N%" picks that share of all peers (rounded, at least one) among the live
+ * ones (kill) or the killed ones (restart), from a seeded stream.
+ *
+ * Sharing. The datasets are loaded once. Each peer keeps its shard normalised as floats (the
+ * inputs rumor_train_load_batch would make, computed once: every sample belongs to one peer,
+ * so this is the training set once, 4 bytes a pixel, and a step copies its batch from a
+ * shard that stays in cache instead of converting pixels again). One CPU backend with one
+ * thread serves all models (single thread: the same configuration gives the same bits).
+ * One topology object serves all engines: topologies are pure functions of (spec, seed, n,
+ * round), so sharing it equals each peer holding its own, and since peers move through
+ * rounds together its cache of the last round built is mostly hit. Evaluation uses one
+ * extra model (the peer's parameters are copied in; the CPU backend's memory is host
+ * memory) over a test set normalised once.
+ *
+ * Determinism: one thread (`threads` is for proc mode; here OpenBLAS runs one thread too, as
+ * the summation order depends on it), every random draw from rumor_rng streams of the seed, events
+ * ordered by (time, insertion sequence), no wall-clock value in any file. The real clock is
+ * read only to pace the live status display.
+ */
+#include "sim.h"
+
+#include "backend.h"
+#include "data.h"
+#include "gossip.h"
+#include "model.h"
+#include "optim.h"
+#include "rng.h"
+#include "topology.h"
+#include "train.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SHUFFLE_STREAM 0x5eedULL          /* as src/peer.c: the sample order of `rumor node` */
+#define LOSS_STREAM 0x7673696d6c6f7373ULL  /* "vsimloss" */
+#define CHURN_STREAM 0x7673696d6368726eULL /* "vsimchrn" */
+#define NOMINAL_FLOPS 10e9                 /* virtual compute speed when step_ms is 0 */
+#define EVAL_SUBSET 2000                   /* test images evaluated on ... */
+#define EVAL_SUBSET_ABOVE 64               /* ... when the swarm has more peers than this */
+#define EVAL_BATCH_CNN 500                 /* a CNN's workspace grows fast with the batch */
+#define PROGRESS_EVENTS 256                /* events between looks at the real clock */
+#define PROGRESS_S 0.5                     /* real seconds between status displays, per ... */
+#define PROGRESS_PEERS 256                 /* ... this many peers: reading every peer's metrics
+                                              file costs time, about 4% of a 1024-peer run at
+                                              one display per 2 s */
+#define METRICS_FLUSH (64 * 1024)          /* a peer's buffered metrics go to its file beyond this */
+
+// ---- the event queue: a binary heap ordered by (time, insertion sequence) ----
+
+typedef enum { EV_PHASE, EV_RETRY, EV_ARRIVE, EV_CHURN } ev_kind_t;
+
+typedef struct {
+    uint64_t t;   /* virtual microseconds */
+    uint64_t seq; /* insertion order: equal times pop in the order they were pushed */
+    int kind;
+    int a;        /* phase, retry: the peer; arrive: the message; churn: the event index */
+    uint32_t b;   /* phase, retry: the peer's incarnation when scheduled */
+} event_t;
+
+typedef struct {
+    event_t *v;
+    size_t n, cap;
+    uint64_t seq;
+} heap_t;
+
+static bool ev_less(const event_t *x, const event_t *y) { return x->t < y->t || (x->t == y->t && x->seq < y->seq); }
+
+static rumor_err_t heap_push(heap_t *h, uint64_t t, int kind, int a, uint32_t b)
+{
+    if (h->n == h->cap) {
+        const size_t cap = h->cap ? 2 * h->cap : 1024;
+        event_t *v = realloc(h->v, cap * sizeof *v);
+        if (!v) return RUMOR_ENOMEM;
+        h->v = v, h->cap = cap;
+    }
+    event_t e = {.t = t, .seq = h->seq++, .kind = kind, .a = a, .b = b};
+    size_t i = h->n++;
+    while (i > 0) {
+        const size_t up = (i - 1) / 2;
+        if (!ev_less(&e, &h->v[up])) break;
+        h->v[i] = h->v[up];
+        i = up;
+    }
+    h->v[i] = e;
+    return RUMOR_OK;
+}
+
+static event_t heap_pop(heap_t *h)
+{
+    const event_t top = h->v[0], last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && ev_less(&h->v[c + 1], &h->v[c])) c++;
+        if (!ev_less(&h->v[c], &last)) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n > 0) h->v[i] = last;
+    return top;
+}
+
+// ---- peers, messages, the whole simulation ----
+
+typedef enum { P_COMPUTING, P_WAITING, P_FINISHED, P_DEAD } pstate_t;
+
+typedef struct {
+    rumor_model_t *m;        /* max_batch = the training batch */
+    rumor_optim_t *o;
+    rumor_gossip_t *g;
+    uint8_t key[RUMOR_GOSSIP_KEY_LEN];
+    size_t n_own;            /* samples in this peer's shard */
+    float *fx;               /* the shard, normalised: n_own x (rows * cols) */
+    uint8_t *fy;             /* its labels */
+    size_t *perm;            /* the epoch's order: positions in the shard */
+    long spe, cur_epoch;     /* steps per epoch; the epoch perm holds */
+    pstate_t state, before_kill;
+    uint32_t inc;            /* incarnation: bumped by kill and restart, stale events are skipped */
+    long k;                  /* gossip rounds done */
+    uint64_t retry_ms;       /* deadline of the pending retry event (0: none) */
+    uint64_t link_free_us;   /* when the uplink is free again */
+    uint64_t bytes_out;
+    uint64_t view_ver;       /* version of the member set its engine last saw */
+    int view_peers;          /* members in that set (with itself) */
+    double loss_sum;         /* the last phase's summed loss and sample count */
+    long loss_count;
+    float lr;
+    char *mbuf;              /* metrics lines not yet written to the file */
+    size_t mlen, mcap;
+} vpeer_t;
+
+typedef struct {
+    int from, to;
+    uint32_t from_inc;       /* the sender's incarnation at send time: a kill drops the message */
+    int next_free;
+    rumor_gossip_send_t s;   /* params points into the sender's snapshot until released */
+} msg_t;
+
+typedef struct {
+    const rumor_sim_config_t *c;
+    int n;
+    long H;                  /* local steps per round */
+    long total_steps;        /* for the schedule: rounds * H */
+    rumor_schedule_t sched;
+    rumor_optim_config_t opt;
+    uint64_t step_us, latency_us;
+    rumor_dataset_t train, test;
+    float mean, std;
+    size_t feat;             /* floats per image */
+    rumor_backend_t *be;
+    rumor_topology_t *topo;
+    vpeer_t *p;
+    /* evaluation */
+    rumor_model_t *em;
+    size_t n_eval, eval_batch;
+    float *evx;              /* n_eval normalised test images (NULL when loaded once into em) */
+    uint8_t *evy;
+    double test_loss, test_acc;  /* of the parameters in em, when evaluated */
+    bool evaluated;
+    /* events and messages */
+    heap_t q;
+    msg_t *msgs;
+    int n_msgs, cap_msgs, free_msg;
+    rumor_rng_t loss_rng;
+    /* who is there */
+    bool *alive;             /* not killed (for the status display and churn) */
+    int n_alive;
+    int n_members;           /* running: neither killed nor finished; the views */
+    uint64_t view_ver, keys_ver;
+    uint8_t (*member_keys)[RUMOR_GOSSIP_KEY_LEN];
+    long *at_round;          /* live peers per rounds done, 0..rounds */
+    long round_min;          /* the slowest live peer's rounds done */
+    int *round_ev;           /* churn events at a round, by (round, index) */
+    int n_round_ev, next_round_ev;
+    /* run */
+    uint64_t now_us, end_us;
+    uint64_t events;
+    rumor_err_t rc;          /* first error inside an event handler */
+    char err[RUMOR_ERR_LEN];
+} sim_t;
+
+static rumor_err_t fail(sim_t *s, rumor_err_t rc, const char *fmt, ...) RUMOR_PRINTF(3, 4);
+static rumor_err_t fail(sim_t *s, rumor_err_t rc, const char *fmt, ...)
+{
+    if (s->rc == RUMOR_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->err, sizeof s->err, fmt, ap);
+        va_end(ap);
+        s->rc = rc;
+    }
+    return rc;
+}
+
+static void key_of(uint8_t key[RUMOR_GOSSIP_KEY_LEN], int i)
+{
+    memset(key, 0, RUMOR_GOSSIP_KEY_LEN);
+    key[0] = (uint8_t)((uint32_t)i >> 24);
+    key[1] = (uint8_t)((uint32_t)i >> 16);
+    key[2] = (uint8_t)((uint32_t)i >> 8);
+    key[3] = (uint8_t)i;
+    key[31] = 0x76; /* 'v': not all zero */
+}
+
+static int index_of(const sim_t *s, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+{
+    const uint32_t i = (uint32_t)key[0] << 24 | (uint32_t)key[1] << 16 | (uint32_t)key[2] << 8 | key[3];
+    return i < (uint32_t)s->n && memcmp(s->p[i].key, key, RUMOR_GOSSIP_KEY_LEN) == 0 ? (int)i : -1;
+}
+
+// ---- files ----
+
+static rumor_err_t mkdir_p(const char *path, char err[RUMOR_ERR_LEN])
+{
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: path too long", path);
+    for (char *t = buf + 1;; t++) {
+        const char ch = *t;
+        if (ch == '/' || ch == 0) {
+            *t = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return rumor_fail(err, RUMOR_EIO, "%s: %s", buf, strerror(errno));
+            *t = ch;
+        }
+        if (!ch) break;
+    }
+    return RUMOR_OK;
+}
+
+static void metrics_path(const sim_t *s, int i, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/peer-%03d/metrics.jsonl", s->c->out, i);
+}
+
+/* Metrics lines are buffered per peer and appended to the files now and then: a swarm of
+ * thousands of peers cannot keep a file open for each. */
+static rumor_err_t metrics_flush(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    if (p->mlen == 0) return RUMOR_OK;
+    char path[1100];
+    metrics_path(s, i, path, sizeof path);
+    FILE *f = fopen(path, "a");
+    if (!f) return fail(s, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    const bool ok = fwrite(p->mbuf, 1, p->mlen, f) == p->mlen;
+    if (fclose(f) != 0 || !ok) return fail(s, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    p->mlen = 0;
+    return RUMOR_OK;
+}
+
+static rumor_err_t metrics_flush_all(sim_t *s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (metrics_flush(s, i) != RUMOR_OK) return s->rc;
+    return RUMOR_OK;
+}
+
+static rumor_err_t metrics_put(sim_t *s, int i, const char *fmt, ...) RUMOR_PRINTF(3, 4);
+static rumor_err_t metrics_put(sim_t *s, int i, const char *fmt, ...)
+{
+    vpeer_t *p = &s->p[i];
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= sizeof line) return fail(s, RUMOR_EINVAL, "metrics line too long");
+    if (p->mlen + (size_t)k > p->mcap) {
+        size_t cap = p->mcap ? 2 * p->mcap : 1024;
+        while (cap < p->mlen + (size_t)k) cap *= 2;
+        char *b = realloc(p->mbuf, cap);
+        if (!b) return fail(s, RUMOR_ENOMEM, "out of memory for metrics");
+        p->mbuf = b, p->mcap = cap;
+    }
+    memcpy(p->mbuf + p->mlen, line, (size_t)k);
+    p->mlen += (size_t)k;
+    return p->mlen >= METRICS_FLUSH ? metrics_flush(s, i) : RUMOR_OK;
+}
+
+// ---- training and evaluation ----
+
+/* The local steps of one phase, exactly as src/peer.c takes them. A peer that owns no
+ * samples (possible under strong label skew on many peers) takes none and only gossips. */
+static rumor_err_t local_steps(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    const int B = s->c->batch;
+    float *x = rumor_model_params(p->m);
+    p->loss_sum = 0.0;
+    p->loss_count = 0;
+    for (long h = 0; h < s->H && p->n_own > 0; h++) {
+        const long step = rumor_optim_steps(p->o);
+        const long epoch = step / p->spe, pos = step % p->spe;
+        if (epoch != p->cur_epoch) {
+            /* src/peer.c shuffles the shard's sample indices; shuffling their positions
+             * with the same stream picks the same samples in the same order. */
+            for (size_t j = 0; j < p->n_own; j++) p->perm[j] = j;
+            rumor_rng_t rng;
+            rumor_rng_init2(&rng, s->c->seed, SHUFFLE_STREAM, (uint64_t)epoch);
+            rumor_rng_shuffle(&rng, p->perm, p->n_own);
+            p->cur_epoch = epoch;
+        }
+        const size_t start = (size_t)pos * (size_t)B;
+        const size_t bn = p->n_own - start < (size_t)B ? p->n_own - start : (size_t)B;
+        float *in = rumor_model_input_buf(p->m);
+        uint8_t *lab = rumor_model_label_buf(p->m);
+        for (size_t j = 0; j < bn; j++) {
+            const size_t at = p->perm[start + j];
+            memcpy(in + j * s->feat, p->fx + at * s->feat, s->feat * sizeof *in);
+            lab[j] = p->fy[at];
+        }
+        double bl = 0.0;
+        char err[RUMOR_ERR_LEN];
+        if (rumor_model_run(p->m, (int)bn, true, &bl, NULL, err) != RUMOR_OK)
+            return fail(s, RUMOR_EINVAL, "peer %d: %s", i, err);
+        if (!isfinite(bl))
+            return fail(s, RUMOR_EINVAL, "peer %d: training diverged at round %ld (loss %g): lower --lr", i, p->k, bl);
+        p->lr = rumor_schedule_lr(&s->sched, s->opt.lr, step, s->total_steps, p->spe);
+        rumor_optim_step(p->o, x, rumor_model_grads(p->m), p->lr);
+        p->loss_sum += bl;
+        p->loss_count += (long)bn;
+    }
+    return RUMOR_OK;
+}
+
+/* Test loss and accuracy of peer i into s->test_loss, s->test_acc. The evaluation model
+ * keeps the parameters it last evaluated: bit-identical ones (every peer at round 0) give
+ * the same answer without computing it again. */
+static rumor_err_t evaluate(sim_t *s, int i)
+{
+    const size_t P = rumor_model_param_count(s->em), feat = s->test.rows * s->test.cols;
+    float *ep = rumor_model_params(s->em);
+    const float *x = rumor_model_params(s->p[i].m);
+    if (s->evaluated && memcmp(ep, x, P * sizeof *ep) == 0) return RUMOR_OK;
+    memcpy(ep, x, P * sizeof *ep);
+    s->evaluated = false;
+    double loss_sum = 0.0;
+    long correct = 0;
+    char err[RUMOR_ERR_LEN];
+    for (size_t start = 0; start < s->n_eval; start += s->eval_batch) {
+        const size_t b = s->n_eval - start < s->eval_batch ? s->n_eval - start : s->eval_batch;
+        if (s->evx) { /* else the whole subset sits in the model's input buffer already */
+            memcpy(rumor_model_input_buf(s->em), s->evx + start * feat, b * feat * sizeof(float));
+            memcpy(rumor_model_label_buf(s->em), s->evy + start, b);
+        }
+        if (rumor_model_run(s->em, (int)b, false, &loss_sum, &correct, err) != RUMOR_OK)
+            return fail(s, RUMOR_EINVAL, "evaluating peer %d: %s", i, err);
+    }
+    s->test_loss = loss_sum / (double)s->n_eval;
+    s->test_acc = (double)correct / (double)s->n_eval;
+    s->evaluated = true;
+    return RUMOR_OK;
+}
+
+// ---- the live set and churn ----
+
+static bool running(const vpeer_t *p) { return p->state == P_COMPUTING || p->state == P_WAITING; }
+
+/* The views: the keys of the running peers, rebuilt once per change of the set. */
+static void member_keys_refresh(sim_t *s)
+{
+    if (s->keys_ver == s->view_ver) return;
+    int m = 0;
+    for (int i = 0; i < s->n; i++)
+        if (running(&s->p[i])) memcpy(s->member_keys[m++], s->p[i].key, RUMOR_GOSSIP_KEY_LEN);
+    assert(m == s->n_members);
+    s->keys_ver = s->view_ver;
+}
+
+static void view_set(sim_t *s, vpeer_t *p)
+{
+    member_keys_refresh(s);
+    rumor_gossip_set_view(p->g, (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])s->member_keys, (size_t)s->n_members);
+    p->view_ver = s->view_ver;
+    p->view_peers = s->n_members;
+}
+
+static void members_change(sim_t *s, int delta)
+{
+    s->n_members += delta;
+    s->view_ver++;
+}
+
+static void round_min_advance(sim_t *s)
+{
+    while (s->round_min <= s->c->rounds && s->at_round[s->round_min] == 0) s->round_min++;
+}
+
+static rumor_err_t schedule_phase(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    const double slow = i == s->c->straggler && s->c->slowdown > 0 ? s->c->slowdown : 1.0;
+    const uint64_t dur = (uint64_t)llround((double)s->H * (double)s->step_us * slow);
+    p->state = P_COMPUTING;
+    if (heap_push(&s->q, s->now_us + (dur ? dur : 1), EV_PHASE, i, p->inc) != RUMOR_OK)
+        return fail(s, RUMOR_ENOMEM, "out of memory for events");
+    return RUMOR_OK;
+}
+
+static rumor_err_t try_gossip(sim_t *s, int i);
+
+static void kill_peer(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    if (p->state == P_DEAD) return;
+    if (running(p)) members_change(s, -1);
+    p->before_kill = p->state;
+    p->state = P_DEAD;
+    p->inc++;
+    p->retry_ms = 0;
+    s->alive[i] = false;
+    s->n_alive--;
+    s->at_round[p->k]--;
+    round_min_advance(s);
+}
+
+static rumor_err_t restart_peer(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    if (p->state != P_DEAD) return RUMOR_OK;
+    p->inc++;
+    s->alive[i] = true;
+    s->n_alive++;
+    s->at_round[p->k]++;
+    if (p->k < s->round_min) s->round_min = p->k;
+    p->state = p->before_kill;
+    if (running(p)) members_change(s, +1);
+    if (p->state == P_COMPUTING) return schedule_phase(s, i); /* the phase cut by the kill, again */
+    if (p->state == P_WAITING) return try_gossip(s, i);
+    return RUMOR_OK;
+}
+
+static rumor_err_t fire_churn(sim_t *s, int idx)
+{
+    const rumor_sim_event_t *e = &s->c->events[idx];
+    const bool kill = e->kind == RUMOR_SIM_KILL;
+    int *cand = malloc((size_t)s->n * sizeof *cand), nc = 0, take = 0;
+    if (!cand) return fail(s, RUMOR_ENOMEM, "out of memory");
+    for (int i = 0; i < s->n; i++)
+        if ((s->p[i].state == P_DEAD) != kill && (e->peer < 0 || e->peer == i)) cand[nc++] = i;
+    if (e->peer >= 0) {
+        take = nc;
+    } else {
+        take = (int)(((long)e->percent * s->n + 50) / 100);
+        if (take < 1 && e->percent > 0) take = 1;
+        if (take > nc) take = nc;
+        /* The first `take` of a seeded partial shuffle, then in index order. */
+        rumor_rng_t rng;
+        rumor_rng_init2(&rng, s->c->seed, CHURN_STREAM, (uint64_t)idx);
+        for (int k = 0; k < take; k++) {
+            const int j = k + (int)rumor_rng_below(&rng, (uint64_t)(nc - k));
+            const int t = cand[k];
+            cand[k] = cand[j], cand[j] = t;
+        }
+        for (int k = 1; k < take; k++) /* insertion sort: take is small */
+            for (int j = k; j > 0 && cand[j - 1] > cand[j]; j--) {
+                const int t = cand[j];
+                cand[j] = cand[j - 1], cand[j - 1] = t;
+            }
+    }
+    if (!s->c->quiet && take > 0)
+        rumor_log(RUMOR_LOG_INFO, "virtual t=%.3fs: %s %d peer%s (%d live)", (double)s->now_us / 1e6,
+                  kill ? "killed" : "restarted", take, take == 1 ? "" : "s", s->n_alive + (kill ? -take : take));
+    for (int k = 0; k < take && s->rc == RUMOR_OK; k++) {
+        if (kill)
+            kill_peer(s, cand[k]);
+        else
+            (void)restart_peer(s, cand[k]);
+    }
+    free(cand);
+    return s->rc;
+}
+
+/* Churn at a round fires once the slowest live peer has done that many rounds. */
+static rumor_err_t round_churn(sim_t *s)
+{
+    while (s->rc == RUMOR_OK && s->next_round_ev < s->n_round_ev && s->n_alive > 0) {
+        const int idx = s->round_ev[s->next_round_ev];
+        if (s->c->events[idx].at_round > s->round_min) break;
+        s->next_round_ev++;
+        (void)fire_churn(s, idx);
+    }
+    return s->rc;
+}
+
+// ---- gossip ----
+
+static rumor_err_t send_all(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    const rumor_sim_config_t *c = s->c;
+    rumor_gossip_send_t m;
+    while (rumor_gossip_next_send(p->g, &m)) {
+        const int to = index_of(s, m.peer);
+        if (to < 0) { /* cannot happen: views hold only our keys */
+            rumor_gossip_release(p->g, &m, false);
+            continue;
+        }
+        if (s->free_msg < 0) {
+            if (s->n_msgs == s->cap_msgs) {
+                const int cap = s->cap_msgs ? 2 * s->cap_msgs : 1024;
+                msg_t *v = realloc(s->msgs, (size_t)cap * sizeof *v);
+                if (!v) {
+                    rumor_gossip_release(p->g, &m, false);
+                    return fail(s, RUMOR_ENOMEM, "out of memory for messages in flight");
+                }
+                s->msgs = v, s->cap_msgs = cap;
+            }
+            s->msgs[s->n_msgs].next_free = -1;
+            s->free_msg = s->n_msgs++;
+        }
+        const int id = s->free_msg;
+        msg_t *msg = &s->msgs[id];
+        s->free_msg = msg->next_free;
+        msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->s = m;
+        const uint64_t bytes = (uint64_t)m.count * sizeof(float);
+        const uint64_t depart = p->link_free_us > s->now_us ? p->link_free_us : s->now_us;
+        const uint64_t xfer = c->bandwidth_mbps > 0 ? (uint64_t)llround((double)bytes * 8.0 / c->bandwidth_mbps) : 0;
+        p->link_free_us = depart + xfer;
+        p->bytes_out += bytes;
+        if (heap_push(&s->q, p->link_free_us + s->latency_us, EV_ARRIVE, id, 0) != RUMOR_OK)
+            return fail(s, RUMOR_ENOMEM, "out of memory for events");
+    }
+    return RUMOR_OK;
+}
+
+/* Peer i finished a round: its metrics line, an evaluation when due, the next phase. */
+static rumor_err_t round_done(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    const rumor_sim_config_t *c = s->c;
+    s->at_round[p->k]--;
+    p->k++;
+    s->at_round[p->k]++;
+    round_min_advance(s);
+    if (s->now_us > s->end_us) s->end_us = s->now_us;
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(p->g, &st);
+    const bool eval = p->k == c->rounds || (c->eval_every > 0 && p->k % c->eval_every == 0);
+    if (eval && evaluate(s, i) != RUMOR_OK) return s->rc;
+    char tail[128] = "";
+    if (eval) snprintf(tail, sizeof tail, ",\"test_loss\":%.6f,\"test_acc\":%.4f", s->test_loss, s->test_acc);
+    if (metrics_put(s, i,
+                    "{\"t\":%.6f,\"round\":%ld,\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g,\"consensus\":%.6g,\"w\":%.6g,"
+                    "\"peers\":%d,\"neighbours\":%d,\"missing\":%d,\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
+                    "%s}\n",
+                    (double)s->now_us / 1e6, p->k, rumor_optim_steps(p->o),
+                    p->loss_sum / (double)(p->loss_count ? p->loss_count : 1), (double)p->lr, st.consensus, st.w,
+                    p->view_peers, st.last_peers, st.last_missing, p->bytes_out, st.bytes_in, tail) != RUMOR_OK)
+        return s->rc;
+    if (p->k >= c->rounds) {
+        p->state = P_FINISHED; /* and out of the others' views, as a node that said bye */
+        members_change(s, -1);
+    } else if (schedule_phase(s, i) != RUMOR_OK) {
+        return s->rc;
+    }
+    return round_churn(s);
+}
+
+/* Peer i is at its gossip point: step the engine, hand its sends to the network, and on
+ * WAIT make sure something will call again (the deadline; chunks and releases call too). */
+static rumor_err_t try_gossip(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    if (p->state != P_WAITING) return RUMOR_OK;
+    if (p->view_ver != s->view_ver) view_set(s, p);
+    const uint64_t now_ms = s->now_us / 1000;
+    const rumor_gossip_status_t gs = rumor_gossip_step(p->g, rumor_model_params(p->m), now_ms);
+    if (send_all(s, i) != RUMOR_OK) return s->rc;
+    if (gs == RUMOR_GOSSIP_DONE) return round_done(s, i);
+    const uint64_t d = rumor_gossip_deadline(p->g);
+    /* A deadline already passed means the engine waits for a snapshot to come free: the
+     * release of one of its sends will call again. */
+    if (d != UINT64_MAX && d > now_ms && d != p->retry_ms) {
+        p->retry_ms = d;
+        if (heap_push(&s->q, d * 1000, EV_RETRY, i, p->inc) != RUMOR_OK)
+            return fail(s, RUMOR_ENOMEM, "out of memory for events");
+    }
+    return RUMOR_OK;
+}
+
+static rumor_err_t arrive(sim_t *s, int id)
+{
+    msg_t *msg = &s->msgs[id];
+    const int from = msg->from, to = msg->to;
+    vpeer_t *pf = &s->p[from], *pt = &s->p[to];
+    const bool lost = s->c->loss > 0 && rumor_rng_uniform(&s->loss_rng) < s->c->loss;
+    const bool deliver = !lost && pf->inc == msg->from_inc && running(pt);
+    const rumor_gossip_send_t *m = &msg->s;
+    if (deliver) {
+        const uint32_t chunks = (uint32_t)((m->count + m->chunk_params - 1) / m->chunk_params);
+        const uint64_t now_ms = s->now_us / 1000;
+        for (uint32_t k = 0; k < chunks; k++) {
+            const size_t off = (size_t)k * m->chunk_params;
+            const size_t n = m->count - off < m->chunk_params ? m->count - off : m->chunk_params;
+            const rumor_gossip_chunk_t h = {.round = m->round, .layout = m->layout, .w = m->share * (m->w ? m->w[k] : 1.0),
+                                            .chunk = k, .chunks = chunks, .off = off, .n = n};
+            (void)rumor_gossip_on_chunk(pt->g, pf->key, &h, m->params + off, n * sizeof(float), now_ms);
+        }
+    }
+    /* It left the sender either way: a loss on the wire is not a refusal. */
+    rumor_gossip_release(pf->g, m, true);
+    msg->next_free = s->free_msg;
+    s->free_msg = id;
+    if (deliver && try_gossip(s, to) != RUMOR_OK) return s->rc;
+    return try_gossip(s, from);
+}
+
+// ---- set-up ----
+
+static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
+{
+    const rumor_sim_config_t *c = s->c;
+    rumor_err_t rc;
+    rumor_algo_t algo;
+    rumor_model_spec_t spec;
+    rumor_partition_t part;
+    if ((rc = rumor_algo_parse(&algo, c->algo, err)) != RUMOR_OK) return rc;
+    if (algo.kind != RUMOR_ALGO_DILOCO && c->local_steps >= 1) algo.local_steps = c->local_steps;
+    s->H = algo.local_steps;
+    s->total_steps = c->rounds * s->H;
+    if ((rc = rumor_model_spec_parse(&spec, c->model, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_partition_parse(&part, c->partition, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_schedule_parse(&s->sched, c->schedule[0] ? c->schedule : "constant", err)) != RUMOR_OK) return rc;
+    s->sched.warmup = c->warmup;
+    s->opt = rumor_optim_defaults();
+    if ((rc = rumor_optim_kind_parse(&s->opt.kind, c->optimizer[0] ? c->optimizer : "sgd", err)) != RUMOR_OK) return rc;
+    s->opt.lr = c->lr;
+    s->opt.momentum = c->momentum;
+    s->opt.weight_decay = c->weight_decay;
+    if ((rc = rumor_optim_config_check(&s->opt, err)) != RUMOR_OK) return rc;
+
+    /* Data, once for all peers. */
+    if ((rc = rumor_data_load_dir(&s->train, &s->test, c->data, err)) != RUMOR_OK) return rc;
+    rumor_data_stats(&s->train, &s->mean, &s->std);
+    if (c->limit > 0 && (size_t)c->limit < s->train.count) s->train.count = (size_t)c->limit;
+    s->feat = s->train.rows * s->train.cols;
+
+    if (!(s->be = rumor_backend_new("cpu", 1, err))) return RUMOR_EINVAL;
+    if (!s->be->ops->host_memory) return rumor_fail(err, RUMOR_ENOTSUP, "virtual mode needs host memory");
+    if (!(s->topo = rumor_topology_new(c->topology, c->seed, err))) return RUMOR_EINVAL;
+    if ((rc = rumor_topology_check(s->topo, (size_t)s->n, err)) != RUMOR_OK) return rc;
+    const rumor_model_input_t in = {1, (int)s->train.rows, (int)s->train.cols, RUMOR_DATA_CLASSES};
+
+    /* Evaluation: on many peers, the first EVAL_SUBSET test images keep the run fast (the
+     * mean accuracy over peers is still measured on the same images for everyone). */
+    s->n_eval = s->test.count;
+    if (s->n > EVAL_SUBSET_ABOVE && s->n_eval > EVAL_SUBSET) s->n_eval = EVAL_SUBSET;
+    if (s->n_eval == 0) return rumor_fail(err, RUMOR_EFORMAT, "%s: the test set is empty", c->data);
+    s->eval_batch = spec.kind == RUMOR_MODEL_CNN && s->n_eval > EVAL_BATCH_CNN ? EVAL_BATCH_CNN : s->n_eval;
+    if (!(s->em = rumor_model_new(&spec, in, s->be, (int)s->eval_batch, err))) return RUMOR_EINVAL;
+    {
+        size_t *idx = malloc(s->n_eval * sizeof *idx);
+        if (!idx) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        for (size_t j = 0; j < s->n_eval; j++) idx[j] = j;
+        if (s->eval_batch == s->n_eval) { /* once, straight into the model's input buffer */
+            rumor_train_load_batch(s->em, &s->test, idx, s->n_eval, s->mean, s->std, NULL, NULL);
+        } else {
+            const size_t feat = s->test.rows * s->test.cols;
+            s->evx = malloc(s->n_eval * feat * sizeof *s->evx);
+            s->evy = malloc(s->n_eval);
+            if (s->evx && s->evy) rumor_data_gather(&s->test, idx, s->n_eval, s->mean, s->std, s->evx, s->evy);
+        }
+        free(idx);
+        if (s->eval_batch != s->n_eval && (!s->evx || !s->evy)) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    }
+
+    /* Virtual compute time of one step. */
+    double step_ms = c->step_ms;
+    if (!(step_ms > 0)) step_ms = rumor_model_flops(s->em, true) * (double)c->batch / NOMINAL_FLOPS * 1e3;
+    s->step_us = (uint64_t)llround(step_ms * 1e3);
+    if (s->step_us == 0) s->step_us = 1;
+    s->latency_us = c->latency_ms > 0 ? (uint64_t)llround(c->latency_ms * 1e3) : 0;
+
+    /* Peers. */
+    if (!(s->p = calloc((size_t)s->n, sizeof *s->p)) || !(s->alive = calloc((size_t)s->n, sizeof *s->alive)) ||
+        !(s->member_keys = malloc((size_t)s->n * sizeof *s->member_keys)) ||
+        !(s->at_round = calloc((size_t)c->rounds + 1, sizeof *s->at_round)))
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %d peers", s->n);
+    for (int i = 0; i < s->n; i++) key_of(s->p[i].key, i);
+    for (int i = 0; i < s->n; i++) s->alive[i] = true;
+    s->n_alive = s->n_members = s->n; /* every peer's state is P_COMPUTING (0) */
+    s->keys_ver = 1; /* != view_ver: built on first use */
+    int empty = 0;
+    for (int i = 0; i < s->n; i++) {
+        vpeer_t *p = &s->p[i];
+        size_t *own = NULL;
+        if ((rc = rumor_partition_indices(&own, &p->n_own, &part, s->train.labels, s->train.count, c->seed, i, s->n,
+                                          err)) != RUMOR_OK)
+            return rc;
+        empty += p->n_own == 0;
+        if (p->n_own) {
+            p->fx = malloc(p->n_own * s->feat * sizeof *p->fx);
+            p->fy = malloc(p->n_own);
+            if (p->fx && p->fy) rumor_data_gather(&s->train, own, p->n_own, s->mean, s->std, p->fx, p->fy);
+        }
+        free(own);
+        if (p->n_own && (!p->fx || !p->fy)) return rumor_fail(err, RUMOR_ENOMEM, "out of memory for peer %d's data", i);
+        p->spe = (long)((p->n_own + (size_t)c->batch - 1) / (size_t)c->batch);
+        if (p->spe < 1) p->spe = 1;
+        p->cur_epoch = -1;
+        if (p->n_own && !(p->perm = malloc(p->n_own * sizeof *p->perm)))
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        if (!(p->m = rumor_model_new(&spec, in, s->be, c->batch, err))) return RUMOR_EINVAL;
+        if (!(p->o = rumor_optim_new(&s->opt, s->be, rumor_model_param_count(p->m), err))) return RUMOR_ENOMEM;
+        /* The same initial parameters everywhere, as `rumor node` (--init-seed = --seed). */
+        if ((rc = rumor_model_init(p->m, c->seed)) != RUMOR_OK)
+            return rumor_fail(err, rc, "peer %d: cannot initialise the model", i);
+        rumor_gossip_config_t gc = {.algo = algo, .params = rumor_model_param_count(p->m),
+                                    .layout = rumor_model_layout_id(p->m)};
+        memcpy(gc.self, p->key, RUMOR_GOSSIP_KEY_LEN);
+        if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return RUMOR_ENOMEM;
+        view_set(s, p);
+    }
+    rumor_dataset_fini(&s->train); /* every sample now lives, normalised, in its peer's shard */
+    if (empty && !c->quiet)
+        rumor_log(RUMOR_LOG_WARN, "%d of %d peers own no samples under %s: they only gossip", empty, s->n,
+                  c->partition);
+    s->at_round[0] = s->n;
+    s->round_min = 0;
+    rumor_rng_init2(&s->loss_rng, c->seed, LOSS_STREAM, 0);
+    s->free_msg = -1;
+
+    /* Churn: at a time, as events; at a round, in order of (round, index). */
+    if (!(s->round_ev = malloc((size_t)(c->n_events > 0 ? c->n_events : 1) * sizeof *s->round_ev)))
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    for (int e = 0; e < c->n_events; e++) {
+        const rumor_sim_event_t *ev = &c->events[e];
+        if (ev->peer >= s->n) return rumor_fail(err, RUMOR_EINVAL, "event %d: no peer %d of %d", e + 1, ev->peer, s->n);
+        if (ev->at_round >= 0) {
+            int k = s->n_round_ev++;
+            while (k > 0 && c->events[s->round_ev[k - 1]].at_round > ev->at_round) {
+                s->round_ev[k] = s->round_ev[k - 1];
+                k--;
+            }
+            s->round_ev[k] = e;
+        } else {
+            const double at = ev->at_s > 0 ? ev->at_s * 1e6 : 0.0;
+            if (heap_push(&s->q, (uint64_t)llround(at), EV_CHURN, e, 0) != RUMOR_OK)
+                return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        }
+    }
+    return RUMOR_OK;
+}
+
+static void teardown(sim_t *s)
+{
+    if (s->p) {
+        /* Engines first: nothing may still point into their snapshots after this. */
+        for (int i = 0; i < s->n; i++) {
+            vpeer_t *p = &s->p[i];
+            rumor_gossip_destroy(&p->g);
+            rumor_optim_destroy(&p->o);
+            rumor_model_destroy(&p->m);
+            free(p->fx);
+            free(p->fy);
+            free(p->perm);
+            free(p->mbuf);
+        }
+    }
+    free(s->p);
+    rumor_model_destroy(&s->em);
+    rumor_topology_destroy(&s->topo);
+    rumor_backend_destroy(&s->be);
+    rumor_dataset_fini(&s->train);
+    rumor_dataset_fini(&s->test);
+    free(s->evx);
+    free(s->evy);
+    free(s->q.v);
+    free(s->msgs);
+    free(s->alive);
+    free(s->member_keys);
+    free(s->at_round);
+    free(s->round_ev);
+}
+
+// ---- the run ----
+
+static void show_status(sim_t *s, double t0, bool final)
+{
+    if (s->c->quiet) return;
+    rumor_sim_status_t st;
+    rumor_sim_status_read(s->c->out, s->n, s->alive, s->c->rounds, rumor_now() - t0, &st);
+    rumor_sim_status_print(s->c, &st, isatty(STDERR_FILENO) == 1, final);
+}
+
+rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN])
+{
+    sim_t s = {.c = c, .n = c->peers};
+    rumor_err_t rc = RUMOR_OK;
+    char path[1100];
+    const double t0 = rumor_now();
+    bool interrupted = false;
+    if (!c->out[0]) return rumor_fail(err, RUMOR_EINVAL, "virtual mode: no run folder given");
+    if (c->peers < 1 || c->peers > RUMOR_SIM_MAX_PEERS)
+        return rumor_fail(err, RUMOR_EINVAL, "--peers %d: expected 1..%d", c->peers, RUMOR_SIM_MAX_PEERS);
+    if (c->rounds < 1) return rumor_fail(err, RUMOR_EINVAL, "--rounds %ld: expected at least 1", c->rounds);
+    if (c->batch < 1) return rumor_fail(err, RUMOR_EINVAL, "--batch %d: expected at least 1", c->batch);
+    if (!(c->loss >= 0 && c->loss <= 1)) return rumor_fail(err, RUMOR_EINVAL, "loss %g: expected 0..1", c->loss);
+
+    /* The run folder and one empty metrics file per peer. */
+    if ((rc = mkdir_p(c->out, err)) != RUMOR_OK) return rc;
+    for (int i = 0; i < c->peers; i++) {
+        snprintf(path, sizeof path, "%s/peer-%03d", c->out, i);
+        if ((rc = mkdir_p(path, err)) != RUMOR_OK) return rc;
+        snprintf(path, sizeof path, "%s/peer-%03d/metrics.jsonl", c->out, i);
+        FILE *f = fopen(path, "w");
+        if (!f || fclose(f) != 0) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    }
+    if ((rc = setup(&s, err)) != RUMOR_OK) goto out;
+
+    /* Round 0: every peer evaluated at its start, then its first phase. */
+    for (int i = 0; i < s.n && s.rc == RUMOR_OK; i++) {
+        if (evaluate(&s, i) != RUMOR_OK) break;
+        if (metrics_put(&s, i, "{\"t\":%.6f,\"round\":0,\"step\":0,\"test_loss\":%.6f,\"test_acc\":%.4f}\n", 0.0,
+                        s.test_loss, s.test_acc) != RUMOR_OK)
+            break;
+        (void)schedule_phase(&s, i);
+    }
+    (void)round_churn(&s);
+    if (s.rc == RUMOR_OK && metrics_flush_all(&s) == RUMOR_OK) show_status(&s, t0, false);
+
+    double last_show = rumor_now();
+    const double show_every = PROGRESS_S * (s.n > PROGRESS_PEERS ? (double)s.n / PROGRESS_PEERS : 1.0);
+    while (s.rc == RUMOR_OK && s.q.n > 0) {
+        if (rumor_sim_stop_requested()) {
+            interrupted = true;
+            break;
+        }
+        const event_t e = heap_pop(&s.q);
+        s.now_us = e.t;
+        s.events++;
+        switch (e.kind) {
+        case EV_PHASE: {
+            vpeer_t *p = &s.p[e.a];
+            if (p->inc != e.b || p->state != P_COMPUTING) break; /* killed since */
+            if (local_steps(&s, e.a) != RUMOR_OK) break;
+            p->state = P_WAITING;
+            (void)try_gossip(&s, e.a);
+            break;
+        }
+        case EV_RETRY: {
+            vpeer_t *p = &s.p[e.a];
+            if (p->inc != e.b) break;
+            if (p->retry_ms * 1000 == e.t) p->retry_ms = 0;
+            (void)try_gossip(&s, e.a);
+            break;
+        }
+        case EV_ARRIVE:
+            (void)arrive(&s, e.a);
+            break;
+        case EV_CHURN:
+            (void)fire_churn(&s, e.a);
+            (void)round_churn(&s);
+            break;
+        }
+        if (s.events % PROGRESS_EVENTS == 0 && !c->quiet && rumor_now() - last_show >= show_every) {
+            if (metrics_flush_all(&s) != RUMOR_OK) break;
+            show_status(&s, t0, false);
+            last_show = rumor_now();
+        }
+    }
+    if (interrupted) s.end_us = s.now_us;
+    if (s.rc == RUMOR_OK && !interrupted) {
+        for (int i = 0; i < s.n; i++)
+            if (running(&s.p[i])) {
+                /* No event left, yet a live peer has rounds to go: an engine waits with no
+                 * deadline and nothing in flight. Not expected; say so rather than hang. */
+                rumor_log(RUMOR_LOG_WARN, "virtual: peer %d stuck at round %ld with no event pending", i, s.p[i].k);
+                break;
+            }
+    }
+
+    /* Whatever happened, the metrics written so far go to their files and the summary. */
+    {
+        const rumor_err_t frc = metrics_flush_all(&s);
+        if (s.rc != RUMOR_OK) {
+            rc = s.rc;
+            snprintf(err, RUMOR_ERR_LEN, "%s", s.err);
+            goto out;
+        }
+        if ((rc = frc) != RUMOR_OK) goto out;
+    }
+    show_status(&s, t0, true);
+    if ((rc = rumor_sim_write_summary(c, (double)s.end_us / 1e6, interrupted, err)) != RUMOR_OK) goto out;
+    if (!c->quiet)
+        rumor_log(RUMOR_LOG_INFO, "virtual run: %.3f s of virtual time in %.1f s real, %" PRIu64 " events%s",
+                  (double)s.end_us / 1e6, rumor_now() - t0, s.events, interrupted ? " (interrupted)" : "");
+    if (c->plots) rumor_sim_plot(c->out);
+out:
+    teardown(&s);
+    return rc;
+}

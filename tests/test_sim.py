@@ -1,0 +1,185 @@
+#!/usr/bin/python3
+"""`rumor sim` end to end: a proc-mode swarm writes every file and agrees; a scenario kills
+a peer (the others finish) and restarts it (it resumes from its checkpoint); Ctrl-C leaves a
+complete summary; virtual mode is deterministic. Every wait is bounded.
+
+usage: test_sim.py RUMOR_BINARY DATA_DIR
+"""
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+RUMOR = None
+DATA = None
+FAILS = []
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+
+
+def sim(*args, timeout=240):
+    return subprocess.run([RUMOR, "sim", *args, "--data", DATA], capture_output=True, text=True, timeout=timeout)
+
+
+def tensors(path):
+    """The F32 tensors of a safetensors file, as lists of floats."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    out = {}
+    for name, t in head.items():
+        if name != "__metadata__":
+            b, e = t["data_offsets"]
+            out[name] = struct.unpack("<%df" % ((e - b) // 4), raw[8 + n + b:8 + n + e])
+    return out
+
+
+def dist(a, b):
+    return sum((x - y) ** 2 for k in a for x, y in zip(a[k], b[k])) ** 0.5
+
+
+def metrics(run, i):
+    with open(os.path.join(run, "peer-%03d" % i, "metrics.jsonl")) as f:
+        return [json.loads(l) for l in f if l.strip().endswith("}")]
+
+
+def summary(run):
+    with open(os.path.join(run, "summary.json")) as f:
+        return json.load(f)
+
+
+def main():
+    global RUMOR, DATA
+    RUMOR = os.path.abspath(sys.argv[1])
+    DATA = sys.argv[2]
+    if not any(os.path.exists(os.path.join(DATA, n)) for n in ("train-images-idx3-ubyte.gz", "train-images-idx3-ubyte")):
+        print("skip: no dataset at " + DATA)
+        return 77
+    tmp = tempfile.mkdtemp(prefix="rumor-test-sim-")
+    small = ["--model", "logreg", "--limit", "4000", "--local-steps", "2", "--batch", "32", "--lr", "0.1",
+             "--schedule", "constant"]
+
+    # 1. Four real peers: every file of the run folder, and a swarm that learns and agrees.
+    run = os.path.join(tmp, "basic")
+    t0 = time.time()
+    r = sim("--peers", "4", "--rounds", "30", "--eval-every", "5", "--out", run, *small)
+    check(r.returncode == 0, "4 peers x 30 rounds finish (%.1f s, exit %d) %s" % (time.time() - t0, r.returncode,
+                                                                                r.stderr.strip()[-300:]))
+    s = summary(run) if os.path.exists(os.path.join(run, "summary.json")) else {}
+    keys = ["peers", "rounds", "final_test_acc_mean", "final_test_acc_min", "consensus", "bytes_total", "wall_s",
+            "config"]
+    check(all(k in s for k in keys), "summary.json has %s" % keys)
+    check(s.get("peers") == 4 and s.get("rounds_done_min") == 30 and not s.get("interrupted"), "summary: 4 peers, 30 rounds")
+    check((s.get("final_test_acc_min") or 0) > 0.6, "every peer learned: worst %s" % s.get("final_test_acc_min"))
+    check(s.get("bytes_total", 0) > 0 and s.get("config", {}).get("topology") == "expo", "bytes and configuration")
+    for i in range(4):
+        d = os.path.join(run, "peer-%03d" % i)
+        check(all(os.path.exists(os.path.join(d, n)) for n in ("metrics.jsonl", "command.txt", "node.log",
+                                                              "model.safetensors", "checkpoint.safetensors")),
+              "peer %d: metrics, command line, log, model, checkpoint" % i)
+    with open(os.path.join(run, "peer-001", "command.txt")) as f:
+        cmd = f.read()
+    check("--bootstrap rumor://" in cmd and "--rank 1" in cmd and "--of 4" in cmd,
+          "a peer's command line is what a user would type")
+    pngs = ["accuracy_round.png", "accuracy_time.png", "accuracy_mb.png", "consensus.png", "loss.png"]
+    ok = True
+    for n in pngs:
+        p = os.path.join(run, "plots", n)
+        ok &= os.path.exists(p) and open(p, "rb").read(8) == PNG
+    check(ok, "plots: %s" % pngs)
+    # The peers start from one model and train on different shards (Dirichlet 0.5): gossip
+    # keeps their models together.
+    fin = [tensors(os.path.join(run, "peer-%03d" % i, "model.safetensors")) for i in range(4)]
+    pair = max(dist(fin[i], fin[j]) for i in range(4) for j in range(i + 1, 4))
+    norm = max(dist(f, {k: [0.0] * len(v) for k, v in f.items()}) for f in fin)
+    check(pair < 0.2 * norm, "the final models agree: max pairwise distance %.3f, norm %.3f" % (pair, norm))
+
+    # 2. Churn: peer 3 crashes 3 s in, the others go on; it comes back at 6 s and resumes
+    #    from its last checkpoint (every 10 rounds), its round counter going on from there.
+    run = os.path.join(tmp, "churn")
+    scen = os.path.join(tmp, "churn.ini")
+    with open(scen, "w") as f:
+        f.write("# test\npeers = 4\nrounds = 1500\neval-every = 500\nevent = kill peer 3 at 3s\n"
+                "event = restart peer 3 at 6s\n")
+    r = sim(scen, "--out", run, "--no-plots", *small)
+    check(r.returncode == 0, "churn scenario finishes (exit %d) %s" % (r.returncode, r.stderr.strip()[-300:]))
+    if os.path.exists(os.path.join(run, "summary.json")):
+        m3 = [l["round"] for l in metrics(run, 3)]
+        back = [k for k in range(1, len(m3)) if m3[k] <= m3[k - 1]]
+        ok = len(back) == 1 and (m3[back[0]] - 1) % 10 == 0 and m3[back[0]] > 1
+        check(ok, "peer 3 resumed from a checkpoint: round %s after %s" % (
+            m3[back[0]] if back else None, m3[back[0] - 1] if back else None))
+        check(m3[-1] == 1500, "and finished its 1500 rounds")
+        others = [metrics(run, i)[-1]["round"] for i in range(3)]
+        check(others == [1500, 1500, 1500], "the other peers finished too: %s" % others)
+
+    # 3. Ctrl-C: the swarm stops cleanly and the summary is complete.
+    run = os.path.join(tmp, "interrupted")
+    p = subprocess.Popen([RUMOR, "sim", "--data", DATA, "--peers", "3", "--rounds", "1000000", "--out", run, "--no-plots",
+                          *small], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.time() + 60
+    while time.time() < end:
+        try:
+            if len(metrics(run, 0)) > 20:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    try:
+        code = p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        code = None
+    check(code == 130, "SIGINT: the sim stops with exit 130 (got %s)" % code)
+    s = summary(run) if os.path.exists(os.path.join(run, "summary.json")) else {}
+    check(s.get("interrupted") is True and s.get("peers") == 3 and s.get("rounds_done_min", 0) > 0,
+          "and writes a complete summary.json (interrupted, %s rounds)" % s.get("rounds_done_min"))
+    alive = subprocess.run(["pgrep", "-f", run], capture_output=True, text=True).stdout.split()
+    check(not alive, "no peer of the interrupted run is left running")
+
+    # 4. Virtual mode: the same configuration gives the same files.
+    outs = []
+    for k in range(2):
+        run = os.path.join(tmp, "virtual%d" % k)
+        r = sim("--mode", "virtual", "--peers", "16", "--rounds", "20", "--topology", "epidemic:3", "--algo", "sgp",
+                "--eval-every", "10", "--loss", "0.05", "--latency", "5", "--bandwidth", "100", "--out", run,
+                "--no-plots", *small)
+        check(r.returncode == 0, "virtual run %d finishes (exit %d) %s" % (k, r.returncode, r.stderr.strip()[-300:]))
+        outs.append(run)
+    same = all(os.path.exists(os.path.join(o, "summary.json")) for o in outs)
+    if same:
+        a, b = (open(os.path.join(o, "summary.json")).read() for o in outs)
+        a = a.replace(outs[0], "OUT")
+        b = b.replace(outs[1], "OUT")
+        same = a == b
+        for i in range(16):
+            same &= open(os.path.join(outs[0], "peer-%03d" % i, "metrics.jsonl")).read() == \
+                open(os.path.join(outs[1], "peer-%03d" % i, "metrics.jsonl")).read()
+    check(same, "virtual mode: two runs, identical summary.json and metrics")
+
+    # 5. Errors: one line each.
+    for args, what in ((["--peers", "0"], "--peers 0"), (["--frob", "1"], "an unknown option"),
+                       ([os.path.join(tmp, "missing.ini")], "a missing scenario"),
+                       (["--event", "explode peer 1 at 2s"], "a bad event"),
+                       (["--topology", "hypercube", "--peers", "6"], "a topology not defined on 6 peers")):
+        r = subprocess.run([RUMOR, "sim", *args], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and r.stderr.count("\n") == 1,
+              "%s: %s" % (what, r.stderr.strip()))
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    rc = main()
+    print("%d failed" % len(FAILS))
+    sys.exit(rc)
