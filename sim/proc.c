@@ -1,6 +1,8 @@
 /* proc.c - `rumor sim --mode proc`: N real `rumor node` processes on 127.0.0.1. */
 #include "sim.h"
 
+#include "fileio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -181,22 +183,6 @@ static void reap(peer_t *peers, int n)
     }
 }
 
-static rumor_err_t make_dir(const char *path, char err[RUMOR_ERR_LEN])
-{
-    char buf[600];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *s = buf + 1;; s++) {
-        const char ch = *s;
-        if (ch == '/' || ch == 0) {
-            *s = 0;
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return rumor_fail(err, RUMOR_EIO, "%s: %s", buf, strerror(errno));
-            *s = ch;
-        }
-        if (!ch) break;
-    }
-    return RUMOR_OK;
-}
-
 /* The peers an event applies to: one, or the first `percent` of the live ones by index. */
 static void apply_event(const rumor_sim_event_t *e, peer_t *peers, const rumor_sim_config_t *c, const char *exe,
                         int threads)
@@ -235,7 +221,7 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, cha
     }
     char path[700], log[700];
     snprintf(path, sizeof path, "%s/swarm", c->out);
-    if ((rc = make_dir(path, err)) != RUMOR_OK) goto out;
+    if ((rc = rumor_make_dirs(path, 0755, err)) != RUMOR_OK) goto out;
     snprintf(log, sizeof log, "%s/swarm/setup.log", c->out);
 
     /* The swarm, made with the commands a user would type. */
@@ -263,7 +249,7 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, cha
                 goto out;
             }
             snprintf(peers[i].dir, sizeof peers[i].dir, "%s/peer-%03d", c->out, i);
-            if ((rc = make_dir(peers[i].dir, err)) != RUMOR_OK) goto out;
+            if ((rc = rumor_make_dirs(peers[i].dir, 0755, err)) != RUMOR_OK) goto out;
         }
     }
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);

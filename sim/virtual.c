@@ -65,6 +65,8 @@
  */
 #include "sim.h"
 
+#include "fileio.h"
+
 #include "backend.h"
 #include "data.h"
 #include "gossip.h"
@@ -264,24 +266,6 @@ static int index_of(const sim_t *s, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
 }
 
 // ---- files ----
-
-static rumor_err_t mkdir_p(const char *path, char err[RUMOR_ERR_LEN])
-{
-    char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return rumor_fail(err, RUMOR_EINVAL, "%s: path too long", path);
-    for (char *t = buf + 1;; t++) {
-        const char ch = *t;
-        if (ch == '/' || ch == 0) {
-            *t = 0;
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return rumor_fail(err, RUMOR_EIO, "%s: %s", buf, strerror(errno));
-            *t = ch;
-        }
-        if (!ch) break;
-    }
-    return RUMOR_OK;
-}
 
 static void metrics_path(const sim_t *s, int i, char *buf, size_t len)
 {
@@ -855,10 +839,10 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ER
     if (!(c->loss >= 0 && c->loss <= 1)) return rumor_fail(err, RUMOR_EINVAL, "loss %g: expected 0..1", c->loss);
 
     /* The run folder and one empty metrics file per peer. */
-    if ((rc = mkdir_p(c->out, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_make_dirs(c->out, 0755, err)) != RUMOR_OK) return rc;
     for (int i = 0; i < c->peers; i++) {
         snprintf(path, sizeof path, "%s/peer-%03d", c->out, i);
-        if ((rc = mkdir_p(path, err)) != RUMOR_OK) return rc;
+        if ((rc = rumor_make_dirs(path, 0755, err)) != RUMOR_OK) return rc;
         snprintf(path, sizeof path, "%s/peer-%03d/metrics.jsonl", c->out, i);
         FILE *f = fopen(path, "w");
         if (!f || fclose(f) != 0) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));

@@ -555,28 +555,6 @@ out:
     return rc;
 }
 
-/* mkdir -p: parents 0755, the last component with mode. An existing folder is fine. */
-static rumor_err_t make_dirs(const char *dir, mode_t mode, char *err)
-{
-    char p[4096];
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
-        return rumor_fail(err, RUMOR_EINVAL, "%.64s...: path too long", dir);
-    size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return rumor_fail(err, RUMOR_EIO, "%s: cannot create folder %s: %s", dir, p, strerror(errno));
-        *s = '/';
-    }
-    if (mkdir(p, mode) != 0 && errno != EEXIST)
-        return rumor_fail(err, RUMOR_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
-    struct stat st;
-    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return rumor_fail(err, RUMOR_EIO, "%s is not a folder", dir);
-    return RUMOR_OK;
-}
-
 rumor_err_t rumor_authority_save(const rumor_authority_t *auth, const char *dir, char err[RUMOR_ERR_LEN])
 {
     if (strlen(dir) > 4000) return rumor_fail(err, RUMOR_EINVAL, "%.64s...: path too long", dir);
@@ -585,7 +563,7 @@ rumor_err_t rumor_authority_save(const rumor_authority_t *auth, const char *dir,
     /* Check both first: half an authority folder would be worse than none. */
     if (access(key_path, F_OK) == 0) return rumor_fail(err, RUMOR_EIO, "%s already exists", key_path);
     if (access(pub_path, F_OK) == 0) return rumor_fail(err, RUMOR_EIO, "%s already exists", pub_path);
-    rumor_err_t rc = make_dirs(dir, 0700, err);
+    rumor_err_t rc = rumor_make_dirs(dir, 0700, err);
     if (rc != RUMOR_OK) return rc;
     char z[RUMOR_KEY_Z85_LEN + 1], comments[256];
     rumor_key_to_z85(z, auth->pub);

@@ -63,3 +63,24 @@ rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t l
     }
     return rumor_sync_dir(path, err);
 }
+
+rumor_err_t rumor_make_dirs(const char *dir, int mode, char err[RUMOR_ERR_LEN])
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return rumor_fail(err, RUMOR_EINVAL, "%.64s...: path too long", dir);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return rumor_fail(err, RUMOR_EIO, "%s: cannot create folder %s: %s", dir, p, strerror(errno));
+        *s = '/';
+    }
+    if (mkdir(p, (mode_t)mode) != 0 && errno != EEXIST)
+        return rumor_fail(err, RUMOR_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+    struct stat st;
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return rumor_fail(err, RUMOR_EIO, "%s is not a folder", dir);
+    return RUMOR_OK;
+}

@@ -23,4 +23,8 @@ rumor_err_t rumor_sync_dir(const char *path, char err[RUMOR_ERR_LEN]) RUMOR_MUST
 rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t len, int mode,
                                     char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
+/* mkdir -p: missing parents 0755, the last component with mode; an existing folder is fine,
+ * anything else in the way is an error. */
+rumor_err_t rumor_make_dirs(const char *dir, int mode, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
 #endif

@@ -1,6 +1,7 @@
 /* main.c - `rumor` entry point: subcommand dispatch, --version, option parsing. */
 #include "backend.h"
 #include "cli.h"
+#include "fileio.h"
 #include "config.h"
 #include "train.h"
 
@@ -162,19 +163,7 @@ bool cli_prepare_output(const char *path, char err[RUMOR_ERR_LEN])
         dir[1] = 0;
     } else {
         *slash = 0;
-        /* mkdir -p: create each missing component in turn. */
-        for (char *p = dir + 1;; p++) {
-            if (*p == '/' || *p == 0) {
-                char c = *p;
-                *p = 0;
-                if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-                    rumor_fail(err, RUMOR_EIO, "%s: cannot create folder %s: %s", path, dir, strerror(errno));
-                    return false;
-                }
-                *p = c;
-                if (!c) break;
-            }
-        }
+        if (rumor_make_dirs(dir, 0755, err) != RUMOR_OK) return false;
     }
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {

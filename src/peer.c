@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "checkpoint.h"
 #include "crypto.h"
+#include "fileio.h"
 #include "rng.h"
 #include "safetensors.h"
 #include "topology.h"
@@ -596,24 +597,6 @@ static void *trainer_main(void *arg)
 
 /* ---- setup ---- */
 
-static rumor_err_t make_dirs(const char *path, char err[RUMOR_ERR_LEN])
-{
-    char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return rumor_fail(err, RUMOR_EINVAL, "--run-dir: path too long");
-    for (char *s = buf + 1;; s++) {
-        const char ch = *s;
-        if (ch == '/' || ch == 0) {
-            *s = 0;
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return rumor_fail(err, RUMOR_EIO, "%s: %s", buf, strerror(errno));
-            *s = ch;
-        }
-        if (!ch) break;
-    }
-    return RUMOR_OK;
-}
-
 rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *res, char err[RUMOR_ERR_LEN])
 {
     peer_t p = {.cfg = c};
@@ -626,7 +609,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         return rumor_fail(err, RUMOR_EINVAL, "--rounds %ld: expected 1..100000000", c->rounds);
     if (c->batch < 1 || c->batch > 65536) return rumor_fail(err, RUMOR_EINVAL, "--batch %d: expected 1..65536", c->batch);
     if ((rc = rumor_optim_config_check(&c->opt, err)) != RUMOR_OK) return rc;
-    if ((rc = make_dirs(c->run_dir, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_make_dirs(c->run_dir, 0755, err)) != RUMOR_OK) return rc;
     snprintf(p.ckpt_path, sizeof p.ckpt_path, "%s/checkpoint.safetensors", c->run_dir);
     snprintf(p.model_path, sizeof p.model_path, "%s/model.safetensors", c->run_dir);
     struct stat sb;
