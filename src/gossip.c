@@ -163,7 +163,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     if (!(g->cfg.deadline_k > 0)) g->cfg.deadline_k = 4.0;
     g->topo = topo;
     g->P = cfg->params;
-    g->vec = cfg->algo.kind == RUMOR_ALGO_DILOCO ? 2 * g->P : g->P;
+    g->vec = g->P;
     g->chunk_params = cfg->chunk_params ? cfg->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
     g->chunks = (g->vec + g->chunk_params - 1) / g->chunk_params;
     g->words = (g->chunks + 63) / 64;
@@ -392,15 +392,7 @@ static void push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN]
 static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
 {
     snap_t *sn = &g->snaps[sb];
-    if (g->cfg.algo.kind == RUMOR_ALGO_DILOCO) {
-        memcpy(sn->x, g->theta, g->P * sizeof *sn->x);
-        float *restrict d = sn->x + g->P;
-        const float *restrict th = g->theta;
-#pragma omp simd
-        for (size_t i = 0; i < g->P; i++) d[i] = th[i] - x[i];
-    } else {
-        memcpy(sn->x, x, g->P * sizeof *sn->x);
-    }
+    memcpy(sn->x, x, g->P * sizeof *sn->x); /* diloco too: the inner result is what travels */
     memcpy(sn->w, g->w, g->chunks * sizeof *sn->w);
     /* Live accumulators (neighbours ahead of us) move to the new reference. */
     for (int k = 0; k < SLOTS; k++)
@@ -485,9 +477,12 @@ static void finish_round(rumor_gossip_t *g, float *x)
         float *restrict acc = s->acc + off;
         double cs = 0.0;
         if (kind == RUMOR_ALGO_DILOCO) {
-            /* Normalise in place: mix - s; the outer step below reads both halves. */
-#pragma omp simd
-            for (size_t i = 0; i < n; i++) acc[i] = (float)((double)acc[i] * inv);
+            /* Normalise in place: mix - s, read by the outer step below. */
+#pragma omp simd reduction(+ : cs)
+            for (size_t i = 0; i < n; i++) {
+                acc[i] = (float)((double)acc[i] * inv);
+                cs += (double)(acc[i] * acc[i]);
+            }
         } else {
             /* x <- mix + (x - s) = x + (mix - s), and mix - s is what acc holds. */
             float *restrict xp = x + off;
@@ -505,14 +500,13 @@ static void finish_round(rumor_gossip_t *g, float *x)
     if (kind == RUMOR_ALGO_DILOCO) {
         const float lr = (float)g->cfg.algo.outer_lr, mu = (float)g->cfg.algo.outer_momentum;
         float *restrict th = g->theta, *restrict m = g->mom;
-        const float *restrict dt = s->acc, *restrict dd = s->acc + g->P;
-        const float *restrict st = snap, *restrict sd = snap + g->P;
-#pragma omp simd reduction(+ : cons)
+        const float *restrict dx = s->acc, *restrict sx = snap;
+#pragma omp simd
         for (size_t i = 0; i < g->P; i++) {
-            cons += (double)(dt[i] * dt[i]); /* consensus of theta, the shared model */
-            const float dmix = sd[i] + dd[i];
-            m[i] = mu * m[i] + dmix;
-            th[i] = (st[i] + dt[i]) - lr * (dmix + mu * m[i]);
+            /* The pseudo-gradient against the neighbourhood's mean inner result. */
+            const float d = th[i] - (sx[i] + dx[i]);
+            m[i] = mu * m[i] + d;
+            th[i] -= lr * (d + mu * m[i]);
             x[i] = th[i];
         }
         memset(s->acc, 0, g->vec * sizeof *s->acc);

@@ -20,13 +20,14 @@
  *             gossip point, x <- (sum of w_j s_j) / (sum of w_j) + (x - s_r), and keeps the
  *             sum of the weights as its new w. Works on directed, time-varying graphs with
  *             column-stochastic mixing; x is always the de-biased model z/w.
- *   diloco:H  H local steps with the inner optimizer, then one synchronous gossip round of
- *             [theta; delta] (outer parameters and pseudo-gradient delta = theta - x) and an
- *             outer Nesterov step on the mixed pseudo-gradient from the mixed outer
- *             parameters: m <- mu m + d, theta <- theta_mix - lr (d + mu m), x <- theta
- *             (Douillard et al. 2023, made decentralised by mixing theta and delta with the
- *             topology's weights instead of an all-reduce). Not overlapped: the next inner
- *             phase starts from the new theta.
+ *   diloco:H  H local steps with the inner optimizer, then one synchronous gossip round of the
+ *             inner result x and an outer Nesterov step on the pseudo-gradient against the
+ *             neighbourhood's mean: d = theta - mix(x), m <- mu m + d,
+ *             theta <- theta - lr (d + mu m), x <- theta (Douillard et al. 2023, made
+ *             decentralised: the all-reduce of the pseudo-gradient becomes a gossip average of
+ *             the inner results, one model per round; the outer step pulls every theta towards
+ *             the same mixed point, which keeps them in consensus). Not overlapped: the next
+ *             inner phase starts from the new theta.
  *
  * Mixing on arrival (decision 6). A model travels in chunks of chunk_params floats; every
  * accepted chunk is added, weighted, straight into the accumulator of its round, and the
@@ -139,7 +140,7 @@ typedef struct {
     double share;           /* the message's weight is share * w[c] for chunk c */
     const float *params;    /* the snapshot; valid until rumor_gossip_release(g, snap) */
     const double *w;        /* per-chunk weights of the snapshot, same lifetime */
-    size_t count;           /* floats in params (params, or 2 * params for diloco) */
+    size_t count;           /* floats in params */
     size_t chunk_params;
     uint64_t layout;
     int snap;               /* which snapshot: pass to release */
@@ -208,7 +209,7 @@ typedef struct {
 
 void rumor_gossip_stats(const rumor_gossip_t *g, rumor_gossip_stats_t *st);
 
-/* Add the mass this engine holds to z (vec floats: params, 2*params for diloco) and wt
+/* Add the mass this engine holds to z (params floats) and wt
  * (chunk_count): the weighted sums and weight totals of its live accumulators. With the
  * weighted payloads of the messages in flight this is what push-sum conserves; for tests. */
 void rumor_gossip_mass(const rumor_gossip_t *g, double *z, double *wt);
