@@ -32,7 +32,9 @@ static void sim_help(void)
            "  --batch B --lr X --momentum M --weight-decay W --optimizer sgd|adamw\n"
            "  --schedule constant|cosine|step:E,G --warmup STEPS\n"
            "  --seed S --eval-every N (default 20) --limit N --data DIR --threads T\n"
-           "  --latency MS --bandwidth MBIT --loss P --step-ms MS   (virtual mode's network and clock)\n"
+           "  --latency MS --bandwidth MBIT --loss P   the network: emulated by the nodes in proc mode\n"
+           "                           (only when given), by the clock in virtual mode\n"
+           "  --step-ms MS             virtual mode: the virtual time of one local step\n"
            "  --straggler I --slowdown K   peer I computes K times slower\n"
            "  --event 'kill peer 3 at 40s' | 'restart peer 3 at 60s' | 'kill 25%% at round 50'\n"
            "  --out DIR --no-plots --quiet\n");

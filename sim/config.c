@@ -163,6 +163,7 @@ rumor_err_t rumor_sim_set(rumor_sim_config_t *c, const char *key, const char *v,
     LONG("limit", limit, 0, 100000000)
     STR("data", data)
     LONG("threads", threads, 0, 1024)
+    if (strcmp(key, "latency") == 0 || strcmp(key, "bandwidth") == 0 || strcmp(key, "loss") == 0) c->net_given = true;
     DBL("latency", latency_ms, 0, 1e6)
     DBL("bandwidth", bandwidth_mbps, 0, 1e6)
     DBL("loss", loss, 0, 0.99)

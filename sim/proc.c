@@ -118,6 +118,11 @@ static void node_args(args_t *a, const rumor_sim_config_t *c, const char *exe, i
     arg(a, "--period"), arg(a, "500");
     arg(a, "--suspect"), arg(a, "2000");
     if (i == c->straggler && c->slowdown > 1) arg(a, "--slowdown"), arg(a, "%.9g", c->slowdown);
+    if (c->net_given) { /* the node's own emulation of the scenario's network, on top of loopback */
+        if (c->latency_ms > 0) arg(a, "--emulate-latency"), arg(a, "%.9g", c->latency_ms);
+        if (c->bandwidth_mbps > 0) arg(a, "--emulate-bandwidth"), arg(a, "%.9g", c->bandwidth_mbps);
+        if (c->loss > 0) arg(a, "--emulate-loss"), arg(a, "%.9g", c->loss);
+    }
     if (resume) arg(a, "--resume");
 }
 

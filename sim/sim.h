@@ -68,6 +68,7 @@ typedef struct {
     int threads;            /* compute threads per peer (proc mode); 0: cores / peers, at least 1 */
     /* network (virtual mode) */
     double latency_ms, bandwidth_mbps, loss;
+    bool net_given;         /* proc mode emulates the network only when asked (latency/bandwidth/loss given) */
     double step_ms;         /* virtual mode: virtual compute time of one local step; 0: the model's
                                flops at a nominal 10 GFLOP/s (never measured: runs stay deterministic) */
     /* faults */

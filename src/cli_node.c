@@ -59,7 +59,8 @@ int cmd_node(int argc, char **argv)
                *partition = NULL;
     long warmup = 0, limit = 0;
     int local_steps = 1, min_peers = 0;
-    float round_timeout = 10.0f, outer_lr = 0.7f, outer_mom = 0.9f, slowdown = 1.0f;
+    float round_timeout = 10.0f, outer_lr = 0.7f, outer_mom = 0.9f, slowdown = 1.0f, emu_latency = 0.0f,
+          emu_bandwidth = 0.0f, emu_loss = 0.0f;
     bool nesterov = false, init_seed_set = false, t_data = false, t_model = false, t_algo = false, t_rounds = false,
          t_dir = false, rank_set = false, of_set = false, ls_set = false, no_late_join = false;
     const cli_opt_t opts[] = {
@@ -95,6 +96,9 @@ int cmd_node(int argc, char **argv)
         {"--round-timeout", OPT_FLOAT, &round_timeout, NULL, "longest wait for a round's models, s (default 10)"},
         {"--outer-lr", OPT_FLOAT, &outer_lr, NULL, "diloco outer learning rate (default 0.7)"},
         {"--slowdown", OPT_FLOAT, &slowdown, NULL, "compute K times slower than this machine can (a straggler, for experiments)"},
+        {"--emulate-latency", OPT_FLOAT, &emu_latency, NULL, "hold each model sent this many ms (an emulated network, for experiments)"},
+        {"--emulate-bandwidth", OPT_FLOAT, &emu_bandwidth, NULL, "send models at most this many Mbit/s, one at a time (emulated)"},
+        {"--emulate-loss", OPT_FLOAT, &emu_loss, NULL, "lose this fraction of the models sent (emulated)"},
         {"--outer-momentum", OPT_FLOAT, &outer_mom, NULL, "diloco outer Nesterov momentum (default 0.9)"},
         {"--batch", OPT_INT, &tc.batch, NULL, "minibatch size (default 64)"},
         {"--lr", OPT_FLOAT, &tc.opt.lr, NULL, "learning rate (default 0.05)"},
@@ -200,6 +204,14 @@ int cmd_node(int argc, char **argv)
             return 2;
         }
         pc.slowdown = slowdown;
+        if (!(emu_latency >= 0.0f && emu_latency <= 60000.0f) || !(emu_bandwidth >= 0.0f && emu_bandwidth <= 1e6f) ||
+            !(emu_loss >= 0.0f && emu_loss < 1.0f)) {
+            cli_error("--emulate-latency 0..60000 ms, --emulate-bandwidth 0..1000000 Mbit/s, --emulate-loss in [0, 1)");
+            return 2;
+        }
+        pc.emu_latency_ms = emu_latency;
+        pc.emu_bandwidth_mbps = emu_bandwidth;
+        pc.emu_loss = emu_loss;
         pc.algo.outer_lr = outer_lr;
         pc.algo.outer_momentum = outer_mom;
         pc.round_timeout_ms = (uint64_t)(round_timeout * 1000.0f);

@@ -61,13 +61,20 @@ typedef struct {
     char ckpt_path[1024], model_path[1024];
     rumor_err_t trc;
     char terr[RUMOR_ERR_LEN];
+    /* emulated network (node thread only) */
+    bool emulate;
+    struct send_ctx *delayed[256];
+    int n_delayed;
+    uint64_t uplink_free;
+    rumor_rng_t emu_rng;
     bool interrupted;
     double test_acc, test_loss;
 } peer_t;
 
-typedef struct {
+typedef struct send_ctx {
     peer_t *p;
     rumor_gossip_send_t s;
+    uint64_t due;             /* emulated network: when it may leave */
 } send_ctx_t;
 
 static uint64_t mono_ms(void)
@@ -159,6 +166,26 @@ static void chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t
     pthread_mutex_unlock(&p->mu);
 }
 
+/* The emulated network takes a send (under mu): lost (released as if sent: the network ate
+ * it), or delayed until it is due. true: the caller must not send it now. */
+static bool emulate(peer_t *p, send_ctx_t *c, uint64_t now)
+{
+    const rumor_peer_config_t *cfg = p->cfg;
+    if (cfg->emu_loss > 0 && rumor_rng_uniform(&p->emu_rng) < cfg->emu_loss) {
+        rumor_gossip_release(p->g, &c->s, true);
+        free(c);
+        return true;
+    }
+    uint64_t start = p->uplink_free > now ? p->uplink_free : now;
+    if (cfg->emu_bandwidth_mbps > 0)
+        start += (uint64_t)((double)c->s.count * 32.0 / (cfg->emu_bandwidth_mbps * 1e3) + 0.5);
+    p->uplink_free = start;
+    c->due = start + (uint64_t)(cfg->emu_latency_ms + 0.5);
+    if (p->n_delayed == (int)RUMOR_ARRAY_LEN(p->delayed)) return false; /* full: send now */
+    p->delayed[p->n_delayed++] = c;
+    return true;
+}
+
 static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
 {
     peer_t *p = arg;
@@ -182,6 +209,13 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
     send_ctx_t *batch[64];
     for (;;) {
         int nb = 0;
+        if (p->emulate) { /* due delayed sends first, in order */
+            while (nb < 64 && p->n_delayed > 0 && p->delayed[0]->due <= now) {
+                batch[nb++] = p->delayed[0];
+                memmove(p->delayed, p->delayed + 1, (size_t)--p->n_delayed * sizeof *p->delayed);
+            }
+            if (nb) goto send;
+        }
         pthread_mutex_lock(&p->mu);
         rumor_gossip_set_view(p->g, (const uint8_t(*)[32])keys, (size_t)n);
         p->view_count = n;
@@ -193,10 +227,12 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
                 free(c);
                 break;
             }
+            if (p->emulate && emulate(p, c, now)) continue;
             batch[nb++] = c;
         }
         pthread_mutex_unlock(&p->mu);
         if (nb == 0) break;
+    send:
         /* Outside the lock: a send may release at once, and release takes the lock. */
         for (int i = 0; i < nb; i++) {
             send_ctx_t *c = batch[i];
@@ -710,6 +746,11 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
     rumor_node_on_tick(p.node, tick_cb, &p);
     rumor_node_on_status(p.node, status_cb, &p);
     rumor_node_on_pull(p.node, pull_cb, &p);
+    p.emulate = c->emu_latency_ms > 0 || c->emu_bandwidth_mbps > 0 || c->emu_loss > 0;
+    if (p.emulate) {
+        rumor_rng_init2(&p.emu_rng, c->seed, 0xe3a1, (uint64_t)c->rank);
+        rumor_node_set_tick_ms(p.node, 1);
+    }
     p.t0 = rumor_now();
     pthread_t th;
     if (pthread_create(&th, NULL, trainer_main, &p) != 0) {
@@ -737,6 +778,11 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
     res->interrupted = p.interrupted;
 out:
     (void)started;
+    /* Sends the emulated network still held never left. */
+    for (int i = 0; i < p.n_delayed; i++) {
+        rumor_gossip_release(p.g, &p.delayed[i]->s, true);
+        free(p.delayed[i]);
+    }
     /* The node first: closing its sockets releases every snapshot the engine lent. */
     rumor_node_destroy(&p.node);
     rumor_gossip_destroy(&p.g);

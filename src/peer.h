@@ -60,6 +60,10 @@ typedef struct {
     int min_peers;               /* start training once the view holds min_peers - 1 others */
     uint64_t round_timeout_ms;
     double slowdown;             /* >= 1: compute this many times slower (a straggler, for experiments) */
+    /* An emulated network for the models this peer sends (experiments on one machine): each
+     * model leaves after latency plus its size over the bandwidth (one at a time, like an
+     * uplink), or is lost with probability loss. 0: off. */
+    double emu_latency_ms, emu_bandwidth_mbps, emu_loss;
     const char *command_line;    /* written to run_dir/command.txt */
 } rumor_peer_config_t;
 

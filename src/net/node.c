@@ -112,6 +112,7 @@ struct rumor_node {
     void *status_arg;
     rumor_node_pull_cb pull_cb;
     void *pull_arg;
+    uint64_t tick_ms;                /* longest sleep between ticks */
     int wake[2];                     /* a pipe: another thread's byte ends our poll early */
     /* Scratch space for the loop (large; per node, so two nodes can share a process). */
     rumor_memb_action_t act;
@@ -902,6 +903,8 @@ void rumor_node_on_status(rumor_node_t *n, rumor_node_status_cb cb, void *arg)
     n->status_arg = arg;
 }
 
+void rumor_node_set_tick_ms(rumor_node_t *n, uint64_t ms) { n->tick_ms = ms ? ms : 1; }
+
 void rumor_node_on_pull(rumor_node_t *n, rumor_node_pull_cb cb, void *arg)
 {
     n->pull_cb = cb;
@@ -1053,6 +1056,7 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     n->cfg = *cfg;
     n->start_ms = now_ms();
     n->wake[0] = n->wake[1] = -1;
+    n->tick_ms = 100;
     if (pipe(n->wake) != 0) {
         rumor_fail(err, RUMOR_EIO, "pipe: %s", strerror(errno));
         goto fail;
@@ -1282,7 +1286,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         for (int i = 0; i < np; i++)
             if (polled[i]->monitor) handle_monitor(polled[i]);
         uint64_t wait = rumor_memb_next_deadline(n->memb, now_ms());
-        if (wait > 100) wait = 100;
+        if (wait > n->tick_ms) wait = n->tick_ms;
         if (sending_capped) wait = 1; /* libzmq frees chunks without waking us: look again soon */
         if (zmq_poll(items, ni, (long)wait) < 0 && errno != EINTR) {
             rc = rumor_fail(err, RUMOR_EIO, "poll: %s", zmq_strerror(errno));

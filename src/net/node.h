@@ -115,6 +115,9 @@ typedef void (*rumor_node_pull_cb)(void *arg, rumor_node_t *node, const uint8_t 
 void rumor_node_on_pull(rumor_node_t *self, rumor_node_pull_cb cb, void *arg);
 /* Wake the node's loop now (from any thread): its tick callback runs soon after. */
 void rumor_node_wake(rumor_node_t *self);
+/* The longest the loop sleeps between two ticks (default 100 ms); a driver that times its
+ * own work (an emulated network delay) asks for finer ticks. */
+void rumor_node_set_tick_ms(rumor_node_t *self, uint64_t ms);
 /* Status of the driver above, appended to `rumor status`: with json, write one JSON value
  * (it becomes "train"); else text lines. Returns the bytes written (< cap). */
 typedef size_t (*rumor_node_status_cb)(void *arg, bool json, char *buf, size_t cap);
