@@ -80,6 +80,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,7 +185,13 @@ typedef struct {
     float lr;
     char *mbuf;              /* metrics lines not yet written to the file */
     size_t mlen, mcap;
+    /* its local phase as a job for the second core (see ensure_phase) */
+    int job;                 /* JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE */
+    rumor_err_t job_rc;
+    char job_err[RUMOR_ERR_LEN];
 } vpeer_t;
+
+enum { JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 
 typedef struct {
     int from, to;
@@ -234,6 +241,17 @@ typedef struct {
     uint64_t events;
     rumor_err_t rc;          /* first error inside an event handler */
     char err[RUMOR_ERR_LEN];
+    /* A worker thread runs local phases queued at their start while this thread handles
+     * events. A phase touches only its own peer's model, optimizer and shard, and its result
+     * is needed only at its end event, so the results, and the run, are the same whichever
+     * thread computes them and when: still deterministic. */
+    pthread_t worker;
+    bool worker_on, quit;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int *queue;              /* ring of peer indices, capacity q_cap */
+    int q_head, q_count, q_cap;
+    uint64_t phases_worker, phases_main; /* who computed how many (shown at the end) */
 } sim_t;
 
 static rumor_err_t fail(sim_t *s, rumor_err_t rc, const char *fmt, ...) RUMOR_PRINTF(3, 4);
@@ -321,7 +339,7 @@ static rumor_err_t metrics_put(sim_t *s, int i, const char *fmt, ...)
 
 /* The local steps of one phase, exactly as src/peer.c takes them. A peer that owns no
  * samples (possible under strong label skew on many peers) takes none and only gossips. */
-static rumor_err_t local_steps(sim_t *s, int i)
+static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
 {
     vpeer_t *p = &s->p[i];
     const int B = s->c->batch;
@@ -350,16 +368,92 @@ static rumor_err_t local_steps(sim_t *s, int i)
             lab[j] = p->fy[at];
         }
         double bl = 0.0;
-        char err[RUMOR_ERR_LEN];
-        if (rumor_model_run(p->m, (int)bn, true, &bl, NULL, err) != RUMOR_OK)
-            return fail(s, RUMOR_EINVAL, "peer %d: %s", i, err);
+        char e2[RUMOR_ERR_LEN];
+        if (rumor_model_run(p->m, (int)bn, true, &bl, NULL, e2) != RUMOR_OK)
+            return rumor_fail(err, RUMOR_EINVAL, "peer %d: %s", i, e2);
         if (!isfinite(bl))
-            return fail(s, RUMOR_EINVAL, "peer %d: training diverged at round %ld (loss %g): lower --lr", i, p->k, bl);
+            return rumor_fail(err, RUMOR_EINVAL, "peer %d: training diverged at round %ld (loss %g): lower --lr", i,
+                              p->k, bl);
         p->lr = rumor_schedule_lr(&s->sched, s->opt.lr, step, s->total_steps, p->spe);
         rumor_optim_step(p->o, x, rumor_model_grads(p->m), p->lr);
         p->loss_sum += bl;
         p->loss_count += (long)bn;
     }
+    return RUMOR_OK;
+}
+
+static void run_job(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    p->job_rc = local_steps(s, i, p->job_err);
+}
+
+static void *worker_main(void *arg)
+{
+    sim_t *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->quit && s->q_count == 0) pthread_cond_wait(&s->cv, &s->mu);
+        if (s->quit) break;
+        /* From the back: the main thread needs the oldest phases first and computes those
+         * itself when it gets to them, so the two work on different peers. */
+        s->q_count--;
+        const int i = s->queue[(s->q_head + s->q_count) % s->q_cap];
+        if (s->p[i].job != JOB_QUEUED) continue; /* taken back by the main thread */
+        s->p[i].job = JOB_RUNNING;
+        pthread_mutex_unlock(&s->mu);
+        run_job(s, i);
+        pthread_mutex_lock(&s->mu);
+        s->phases_worker++;
+        s->p[i].job = JOB_DONE;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Queue peer i's local phase (at its start). Without a worker it runs at its end. */
+static void queue_phase(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    if (!s->worker_on) {
+        p->job = JOB_NONE;
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->q_count == s->q_cap) { /* full of entries taken back: this one runs at its end */
+        p->job = JOB_NONE;
+    } else {
+        p->job = JOB_QUEUED;
+        s->queue[(s->q_head + s->q_count) % s->q_cap] = i;
+        s->q_count++;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Peer i's local phase is done when this returns: taken from the queue and run here if the
+ * worker has not started it, else waited for. */
+static rumor_err_t ensure_phase(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    bool mine = true;
+    if (s->worker_on) {
+        pthread_mutex_lock(&s->mu);
+        if (p->job == JOB_QUEUED) {
+            p->job = JOB_RUNNING; /* taken back: the worker skips it when it comes to it */
+        } else if (p->job != JOB_NONE) {
+            while (p->job == JOB_RUNNING) pthread_cond_wait(&s->cv, &s->mu);
+            mine = false;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (mine) run_job(s, i);
+    if (s->worker_on) pthread_mutex_lock(&s->mu);
+    s->phases_main += mine;
+    p->job = JOB_NONE;
+    if (s->worker_on) pthread_mutex_unlock(&s->mu);
+    if (p->job_rc != RUMOR_OK) return fail(s, p->job_rc, "%s", p->job_err);
     return RUMOR_OK;
 }
 
@@ -434,6 +528,7 @@ static rumor_err_t schedule_phase(sim_t *s, int i)
     p->state = P_COMPUTING;
     if (heap_push(&s->q, s->now_us + (dur ? dur : 1), EV_PHASE, i, p->inc) != RUMOR_OK)
         return fail(s, RUMOR_ENOMEM, "out of memory for events");
+    queue_phase(s, i);
     return RUMOR_OK;
 }
 
@@ -444,6 +539,12 @@ static void kill_peer(sim_t *s, int i)
     vpeer_t *p = &s->p[i];
     if (p->state == P_DEAD) return;
     if (running(p)) members_change(s, -1);
+    if (p->state == P_COMPUTING) {
+        /* The phase may be running on the other core already: let it finish, and count it
+         * as done before the crash (the restarted peer goes on to gossip). */
+        (void)ensure_phase(s, i);
+        p->state = P_WAITING;
+    }
     p->before_kill = p->state;
     p->state = P_DEAD;
     p->inc++;
@@ -783,8 +884,23 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     return RUMOR_OK;
 }
 
+static void worker_stop(sim_t *s)
+{
+    if (!s->worker_on) return;
+    pthread_mutex_lock(&s->mu);
+    s->quit = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->worker, NULL);
+    s->worker_on = false;
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+}
+
 static void teardown(sim_t *s)
 {
+    worker_stop(s);
+    free(s->queue);
     if (s->p) {
         /* Engines first: nothing may still point into their snapshots after this. */
         for (int i = 0; i < s->n; i++) {
@@ -848,6 +964,17 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ER
         if (!f || fclose(f) != 0) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
     }
     if ((rc = setup(&s, err)) != RUMOR_OK) goto out;
+    /* The second core, when there is one, computes local phases (see sim_t). */
+    s.q_cap = 4 * s.n + 16;
+    if (sysconf(_SC_NPROCESSORS_ONLN) >= 2 && (s.queue = malloc((size_t)s.q_cap * sizeof *s.queue))) {
+        pthread_mutex_init(&s.mu, NULL);
+        pthread_cond_init(&s.cv, NULL);
+        s.worker_on = pthread_create(&s.worker, NULL, worker_main, &s) == 0;
+        if (!s.worker_on) {
+            pthread_mutex_destroy(&s.mu);
+            pthread_cond_destroy(&s.cv);
+        }
+    }
 
     /* Round 0: every peer evaluated at its start, then its first phase. */
     for (int i = 0; i < s.n && s.rc == RUMOR_OK; i++) {
@@ -874,7 +1001,7 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ER
         case EV_PHASE: {
             vpeer_t *p = &s.p[e.a];
             if (p->inc != e.b || p->state != P_COMPUTING) break; /* killed since */
-            if (local_steps(&s, e.a) != RUMOR_OK) break;
+            if (ensure_phase(&s, e.a) != RUMOR_OK) break;
             p->state = P_WAITING;
             (void)try_gossip(&s, e.a);
             break;
@@ -924,8 +1051,10 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ER
     show_status(&s, t0, true);
     if ((rc = rumor_sim_write_summary(c, (double)s.end_us / 1e6, interrupted, err)) != RUMOR_OK) goto out;
     if (!c->quiet)
-        rumor_log(RUMOR_LOG_INFO, "virtual run: %.3f s of virtual time in %.1f s real, %" PRIu64 " events%s",
-                  (double)s.end_us / 1e6, rumor_now() - t0, s.events, interrupted ? " (interrupted)" : "");
+        rumor_log(RUMOR_LOG_INFO, "virtual run: %.3f s of virtual time in %.1f s real, %" PRIu64
+                  " events, local phases computed %" PRIu64 " here and %" PRIu64 " on a second thread%s",
+                  (double)s.end_us / 1e6, rumor_now() - t0, s.events, s.phases_main, s.phases_worker,
+                  interrupted ? " (interrupted)" : "");
     if (c->plots) rumor_sim_plot(c->out);
 out:
     teardown(&s);
