@@ -163,7 +163,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     if (!(g->cfg.deadline_k > 0)) g->cfg.deadline_k = 4.0;
     g->topo = topo;
     g->P = cfg->params;
-    g->vec = g->P;
+    g->vec = g->P; /* floats a round sends: the model (diloco too: its inner result) */
     g->chunk_params = cfg->chunk_params ? cfg->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
     g->chunks = (g->vec + g->chunk_params - 1) / g->chunk_params;
     g->words = (g->chunks + 63) / 64;
@@ -195,7 +195,6 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     /* Snapshot 0 is the initial model, round 0: the reference of accumulators filled before
      * the first round, and what a joining peer gets if it pulls this early. */
     memcpy(g->snaps[0].x, g->theta ? g->theta : x0, g->P * sizeof *g->snaps[0].x);
-    if (g->vec > g->P) memset(g->snaps[0].x + g->P, 0, (g->vec - g->P) * sizeof *g->snaps[0].x);
     for (size_t c = 0; c < g->chunks; c++) g->snaps[0].w[c] = 1.0;
     g->cur_snap = 0;
     g->have_snap = true;
@@ -835,7 +834,6 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
             sl->ref = -1;
         }
         memcpy(sn->x, x, g->P * sizeof *sn->x);
-        if (g->vec > g->P) memset(sn->x + g->P, 0, (g->vec - g->P) * sizeof *sn->x);
         for (int k = 0; k < SLOTS; k++)
             if (g->slots[k].live && g->slots[k].ref < 0) rebase(g, &g->slots[k], g->cur_snap);
     }
