@@ -107,13 +107,7 @@ int cmd_sim(int argc, char **argv)
         cli_error("%s holds a finished run; choose another --out", c.out);
         return 2;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = sim_stop_cb;
-    sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_on_stop_signals(sim_stop_cb);
     if (!c.quiet)
         fprintf(stderr, "rumor sim: %d peers (%s mode), results in %s/\n", c.peers, c.mode, c.out);
     char exe[600];

@@ -38,20 +38,27 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Start a command with its output appended to log; its pid, or -1. A peer ignores SIGINT:
+ * Ctrl-C reaches the sim, which stops the peers itself. */
+static pid_t start_logged(char *const argv[], const char *log, bool ignore_sigint)
+{
+    const pid_t pid = fork();
+    if (pid != 0) return pid;
+    const int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    if (ignore_sigint) signal(SIGINT, SIG_IGN);
+    execv(argv[0], argv);
+    _exit(127);
+}
+
 /* Run a command to completion, output to log (appended); its exit status or -1. */
 static int run_wait(char *const argv[], const char *log)
 {
-    const pid_t pid = fork();
+    const pid_t pid = start_logged(argv, log, false);
     if (pid < 0) return -1;
-    if (pid == 0) {
-        const int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) return -1;
@@ -134,22 +141,9 @@ static rumor_err_t spawn(peer_t *p, const rumor_sim_config_t *c, const char *exe
     node_args(a, c, exe, i, bootstrap, threads, resume);
     char log[700];
     snprintf(log, sizeof log, "%s/node.log", p->dir);
-    const pid_t pid = fork();
-    if (pid < 0) {
-        free(a);
-        return rumor_fail(err, RUMOR_EIO, "fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        const int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        signal(SIGINT, SIG_IGN); /* Ctrl-C reaches the sim, which stops the peers itself */
-        execv(a->v[0], a->v);
-        _exit(127);
-    }
+    const pid_t pid = start_logged(a->v, log, true);
     free(a);
+    if (pid < 0) return rumor_fail(err, RUMOR_EIO, "fork: %s", strerror(errno));
     p->pid = pid;
     p->started = true;
     p->done = p->killed_by_us = false;

@@ -88,7 +88,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SHUFFLE_STREAM 0x5eedULL          /* as src/peer.c: the sample order of `rumor node` */
 #define LOSS_STREAM 0x7673696d6c6f7373ULL  /* "vsimloss" */
 #define CHURN_STREAM 0x7673696d6368726eULL /* "vsimchrn" */
 #define NOMINAL_FLOPS 10e9                 /* virtual compute speed when step_ms is 0 */
@@ -352,10 +351,7 @@ static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
         if (epoch != p->cur_epoch) {
             /* src/peer.c shuffles the shard's sample indices; shuffling their positions
              * with the same stream picks the same samples in the same order. */
-            for (size_t j = 0; j < p->n_own; j++) p->perm[j] = j;
-            rumor_rng_t rng;
-            rumor_rng_init2(&rng, s->c->seed, SHUFFLE_STREAM, (uint64_t)epoch);
-            rumor_rng_shuffle(&rng, p->perm, p->n_own);
+            rumor_train_epoch_order(p->perm, NULL, p->n_own, s->c->seed, epoch);
             p->cur_epoch = epoch;
         }
         const size_t start = (size_t)pos * (size_t)B;

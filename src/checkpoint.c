@@ -5,6 +5,7 @@
 #include "safetensors.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <math.h>
@@ -122,6 +123,29 @@ const char *rumor_ckpt_extra(const rumor_ckpt_info_t *info, const char *key)
     for (int i = 0; i < info->n_extra; i++)
         if (strcmp(info->extra[i].key, key) == 0) return info->extra[i].value;
     return NULL;
+}
+
+void rumor_ckpt_extra_add(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...)
+{
+    if (info->n_extra == RUMOR_CKPT_EXTRA) return;
+    rumor_st_meta_t *e = &info->extra[info->n_extra++];
+    snprintf(e->key, sizeof e->key, "%s", key);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->value, sizeof e->value, fmt, ap);
+    va_end(ap);
+}
+
+bool rumor_ckpt_extra_long(const rumor_ckpt_info_t *info, const char *key, long lo, long hi, long *out)
+{
+    const char *v = rumor_ckpt_extra(info, key);
+    if (!v || !((*v >= '0' && *v <= '9') || *v == '-')) return false;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (*end || errno || x < lo || x > hi) return false;
+    *out = (long)x;
+    return true;
 }
 
 /* "C,H,W" with each a plain decimal in 1..max, nothing else. */

@@ -42,6 +42,10 @@ typedef struct {
 
 /* The value of an extra entry, or NULL. */
 const char *rumor_ckpt_extra(const rumor_ckpt_info_t *info, const char *key);
+/* Add an extra entry (key, printf value); beyond RUMOR_CKPT_EXTRA entries it is dropped. */
+void rumor_ckpt_extra_add(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...) RUMOR_PRINTF(3, 4);
+/* An extra entry that is a decimal integer in [lo, hi]: true and *out, else false. */
+bool rumor_ckpt_extra_long(const rumor_ckpt_info_t *info, const char *key, long lo, long hi, long *out);
 
 /* Write m's parameters, and o's state when o is not NULL, with info, atomically. */
 rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_optim_t *o,

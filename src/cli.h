@@ -5,6 +5,7 @@
 #ifndef RUMOR_CLI_H
 #define RUMOR_CLI_H
 
+#include "data.h"
 #include "rumor.h"
 
 #include <stdbool.h>
@@ -33,6 +34,10 @@ void cli_print_options(const cli_opt_t *opts, int n_opts);
 /* Create the folder an output file goes into (as mkdir -p) and check it is writable; false
  * with a sentence in err otherwise. */
 bool cli_prepare_output(const char *path, char err[RUMOR_ERR_LEN]);
+/* --partition SPEC --rank I --of N, which go together: *partitioned and *out when given.
+ * false (the one error line printed) when they do not fit. */
+bool cli_parse_shard(const char *partition, bool rank_set, bool of_set, int rank, int of, rumor_partition_t *out,
+                     bool *partitioned);
 
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
@@ -46,5 +51,7 @@ int cmd_sim(int argc, char **argv);
 
 /* Install SIGINT/SIGTERM handlers that ask the training loop to stop cleanly. */
 void cli_handle_stop_signals(void);
+/* SIGINT and SIGTERM call handler once (a clean stop); a second one ends the process. */
+void cli_on_stop_signals(void (*handler)(int));
 
 #endif

@@ -25,13 +25,10 @@ static void reload_cb(int sig)
 /* SIGINT/SIGTERM: leave gracefully (a second one kills); SIGHUP: re-read the revocation list. */
 static void install_signals(void)
 {
+    cli_on_stop_signals(stop_cb);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sigemptyset(&sa.sa_mask);
-    sa.sa_handler = stop_cb;
-    sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     sa.sa_handler = reload_cb;
     sa.sa_flags = SA_RESTART;
     sigaction(SIGHUP, &sa, NULL);
@@ -166,21 +163,7 @@ int cmd_node(int argc, char **argv)
             cli_error("%s", err);
             return 2;
         }
-        if (partition || rank_set || of_set) {
-            if (!partition || !rank_set || !of_set) {
-                cli_error("--partition, --rank and --of go together");
-                return 2;
-            }
-            if (pc.of < 1 || pc.of > 100000 || pc.rank < 0 || pc.rank >= pc.of) {
-                cli_error("--rank %d --of %d: expected 0 <= rank < of <= 100000", pc.rank, pc.of);
-                return 2;
-            }
-            if (rumor_partition_parse(&pc.partition, partition, err) != RUMOR_OK) {
-                cli_error("%s", err);
-                return 2;
-            }
-            pc.partitioned = true;
-        }
+        if (!cli_parse_shard(partition, rank_set, of_set, pc.rank, pc.of, &pc.partition, &pc.partitioned)) return 2;
         if (ls_set) {
             if (local_steps < 1 || local_steps > 100000 || pc.algo.kind == RUMOR_ALGO_DILOCO) {
                 cli_error("--local-steps %d: expected 1..100000, and not with diloco:H (H is its local steps)",

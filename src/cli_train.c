@@ -68,21 +68,8 @@ int cmd_train(int argc, char **argv)
         cli_error("%s", err);
         return 2;
     }
-    if (partition || rank_set || of_set) {
-        if (!partition || !rank_set || !of_set) {
-            cli_error("--partition, --rank and --of go together");
-            return 2;
-        }
-        if (cfg.peers < 1 || cfg.peers > 100000 || cfg.rank < 0 || cfg.rank >= cfg.peers) {
-            cli_error("--rank %d --of %d: expected 0 <= rank < of <= 100000", cfg.rank, cfg.peers);
-            return 2;
-        }
-        if (rumor_partition_parse(&cfg.partition, partition, err) != RUMOR_OK) {
-            cli_error("%s", err);
-            return 2;
-        }
-        cfg.partitioned = true;
-    }
+    if (!cli_parse_shard(partition, rank_set, of_set, cfg.rank, cfg.peers, &cfg.partition, &cfg.partitioned))
+        return 2;
     if (warmup < 0 || limit < 0 || cfg.log_every < 0 || cfg.checkpoint_every < 0 || cfg.max_steps < 0) {
         cli_error("--warmup, --limit, --log-every, --checkpoint-every and --max-steps must not be negative");
         return 2;

@@ -331,25 +331,48 @@ static const float *ref_of(const rumor_gossip_t *g, const slot_t *s)
     return s->ref >= 0 ? g->snaps[s->ref].x : NULL;
 }
 
-/* Move a live accumulator to the reference `to`: acc -= accw[c] (to - from). */
+/* Floats in chunk c. */
+static size_t chunk_len(const rumor_gossip_t *g, size_t c)
+{
+    const size_t off = c * g->chunk_params;
+    return g->vec - off < g->chunk_params ? g->vec - off : g->chunk_params;
+}
+
+/* The one accumulate every mixing path uses: acc += a (v - ref), or a v when ref is NULL.
+ * v may be any alignment (a payload straight off the wire). Near consensus v - ref is small,
+ * so float32 rounding stays far below the parameters' own precision and cannot drift the
+ * average. */
+static void acc_add(float *restrict acc, const void *v, const float *restrict ref, size_t n, float a)
+{
+    const uint8_t *restrict p = v;
+    if (ref) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float x;
+            memcpy(&x, p + 4 * i, 4);
+            acc[i] += a * (x - ref[i]);
+        }
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float x;
+            memcpy(&x, p + 4 * i, 4);
+            acc[i] += a * x;
+        }
+    }
+}
+
+/* Move a live accumulator to the reference `to` (a snapshot, or -1 for absolute sums):
+ * acc += accw[c] (from - to). */
 static void rebase(rumor_gossip_t *g, slot_t *s, int to)
 {
-    const float *from = ref_of(g, s), *nx = g->snaps[to].x;
-    for (size_t c = 0; c < g->chunks; c++) {
+    const float *from = ref_of(g, s), *nx = to >= 0 ? g->snaps[to].x : NULL;
+    for (size_t c = 0; c < g->chunks && (from || nx); c++) {
         if (s->accw[c] == 0.0) continue;
         const size_t off = c * g->chunk_params;
-        const size_t n = g->vec - off < g->chunk_params ? g->vec - off : g->chunk_params;
         const float a = (float)s->accw[c];
-        float *restrict acc = s->acc + off;
-        const float *restrict t = nx + off;
-        if (from) {
-            const float *restrict f = from + off;
-#pragma omp simd
-            for (size_t i = 0; i < n; i++) acc[i] -= a * (t[i] - f[i]);
-        } else {
-#pragma omp simd
-            for (size_t i = 0; i < n; i++) acc[i] -= a * t[i];
-        }
+        if (nx) acc_add(s->acc + off, nx + off, from ? from + off : NULL, chunk_len(g, c), -a);
+        else acc_add(s->acc + off, from + off, NULL, chunk_len(g, c), a);
     }
     s->ref = to;
 }
@@ -369,11 +392,18 @@ static bool expected_done(const rumor_gossip_t *g, slot_t *s, const uint8_t key[
     return e && e->complete;
 }
 
-/* A peer's own share of its snapshot, which is the accumulator's reference: only weight
- * (a (s - s) adds nothing). The weight is the float actually applied to payloads. */
-static void add_own(rumor_gossip_t *g, slot_t *s, const double *w, double share)
+/* Add share * w[c] of snapshot x to an accumulator, chunk by chunk. The weight is the float
+ * actually applied. For the accumulator's own reference (a peer's own share) that is weight
+ * only: a (s - s) adds nothing. */
+static void add_snapshot(rumor_gossip_t *g, slot_t *s, const float *x, const double *w, double share)
 {
-    for (size_t c = 0; c < g->chunks; c++) s->accw[c] += (double)(float)(share * w[c]);
+    const float *ref = ref_of(g, s);
+    for (size_t c = 0; c < g->chunks; c++) {
+        const float a = (float)(share * w[c]);
+        const size_t off = c * g->chunk_params;
+        if (x != ref) acc_add(s->acc + off, x + off, ref ? ref + off : NULL, chunk_len(g, c), a);
+        s->accw[c] += (double)a;
+    }
 }
 
 static void push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN], double share, int snap)
@@ -431,7 +461,7 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     g->st.last_out = (int)n_out;
     g->st.last_in = n_exp;
     if (s->ref != sb) rebase(g, s, sb); /* fresh slot: nothing to move, only the reference */
-    add_own(g, s, sn->w, self_w);
+    add_snapshot(g, s, sn->x, sn->w, self_w);
     s->self_added = true;
     s->started = now;
     g->inflight = true;
@@ -466,8 +496,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
     for (size_t c = 0; c < g->chunks; c++) {
-        const size_t off = c * g->chunk_params;
-        const size_t n = g->vec - off < g->chunk_params ? g->vec - off : g->chunk_params;
+        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
         const double tw = s->accw[c];
         /* The inverse stays double: 1/tw rounded to float is off by up to 3e-8, always the
          * same way in a given round, and over hundreds of rounds that bias would move the
@@ -633,26 +662,7 @@ void rumor_gossip_release(rumor_gossip_t *g, const rumor_gossip_send_t *s, bool 
      * of that snapshot goes into the accumulator that is open now. */
     if (g->cfg.algo.kind != RUMOR_ALGO_SGP) return;
     slot_t *sl = slot_for(g, g->round);
-    if (!sl) return;
-    if (sl->ref == s->snap) {
-        add_own(g, sl, sn->w, s->share);
-        return;
-    }
-    const float *ref = ref_of(g, sl);
-    for (size_t c = 0; c < g->chunks; c++) {
-        const size_t off = c * g->chunk_params;
-        const size_t n = g->vec - off < g->chunk_params ? g->vec - off : g->chunk_params;
-        const float a = (float)(s->share * sn->w[c]);
-        float *restrict acc = sl->acc + off;
-        const float *restrict v = sn->x + off;
-        if (ref) {
-            const float *restrict r = ref + off;
-            for (size_t i = 0; i < n; i++) acc[i] += a * (v[i] - r[i]);
-        } else {
-            for (size_t i = 0; i < n; i++) acc[i] += a * v[i];
-        }
-        sl->accw[c] += (double)a;
-    }
+    if (sl) add_snapshot(g, sl, sn->x, sn->w, s->share);
 }
 
 /* ---- input ---- */
@@ -693,7 +703,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
     if (c->layout != g->cfg.layout) return drop(g, RUMOR_GOSSIP_DROP_LAYOUT);
     if (c->chunks != g->chunks || c->chunk >= g->chunks) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
     const size_t off = (size_t)c->chunk * g->chunk_params;
-    const size_t n = g->vec - off < g->chunk_params ? g->vec - off : g->chunk_params;
+    const size_t n = chunk_len(g, c->chunk);
     if (c->off != off || c->n != n || len != n * sizeof(float)) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
     const double wmax = g->cfg.algo.kind == RUMOR_ALGO_SGP ? SHARE_MAX_SGP : 1.0;
     if (!(c->w > 0.0) || !(c->w <= wmax)) return drop(g, RUMOR_GOSSIP_DROP_WEIGHT);
@@ -746,27 +756,8 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
         return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
     }
     const float a = (float)c->w;
-    float *restrict acc = s->acc + off;
-    const uint8_t *restrict p = payload;
     const float *ref = ref_of(g, s);
-    if (ref) {
-        /* acc += a (v - ref): near consensus the differences are small, so float32 rounding
-         * stays far below the parameters' own precision and cannot drift the average. */
-        const float *restrict r = ref + off;
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) {
-            float v;
-            memcpy(&v, p + 4 * i, 4);
-            acc[i] += a * (v - r[i]);
-        }
-    } else {
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) {
-            float v;
-            memcpy(&v, p + 4 * i, 4);
-            acc[i] += a * v;
-        }
-    }
+    acc_add(s->acc + off, payload, ref ? ref + off : NULL, n, a);
     s->accw[c->chunk] += (double)a;
     e->bits[c->chunk / 64] |= bit;
     g->st.chunks_in++;
@@ -822,17 +813,8 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
     if (!g->inflight && sn->refs == 0) {
         /* The snapshot is the reference of what arrived before round one; what arrived is
          * kept (push-sum mass), moved to the new reference. */
-        for (int k = 0; k < SLOTS; k++) {
-            slot_t *sl = &g->slots[k];
-            if (!sl->live || sl->ref != g->cur_snap) continue;
-            for (size_t c = 0; c < g->chunks; c++) {
-                const size_t off = c * g->chunk_params;
-                const size_t n = g->vec - off < g->chunk_params ? g->vec - off : g->chunk_params;
-                const float a = (float)sl->accw[c];
-                for (size_t i = 0; i < n; i++) sl->acc[off + i] += a * sn->x[off + i];
-            }
-            sl->ref = -1;
-        }
+        for (int k = 0; k < SLOTS; k++)
+            if (g->slots[k].live && g->slots[k].ref == g->cur_snap) rebase(g, &g->slots[k], -1);
         memcpy(sn->x, x, g->P * sizeof *sn->x);
         for (int k = 0; k < SLOTS; k++)
             if (g->slots[k].live && g->slots[k].ref < 0) rebase(g, &g->slots[k], g->cur_snap);

@@ -149,6 +149,28 @@ void cli_print_options(const cli_opt_t *opts, int n_opts)
     }
 }
 
+bool cli_parse_shard(const char *partition, bool rank_set, bool of_set, int rank, int of, rumor_partition_t *out,
+                     bool *partitioned)
+{
+    *partitioned = false;
+    if (!partition && !rank_set && !of_set) return true;
+    if (!partition || !rank_set || !of_set) {
+        cli_error("--partition, --rank and --of go together");
+        return false;
+    }
+    if (of < 1 || of > 100000 || rank < 0 || rank >= of) {
+        cli_error("--rank %d --of %d: expected 0 <= rank < of <= 100000", rank, of);
+        return false;
+    }
+    char err[RUMOR_ERR_LEN];
+    if (rumor_partition_parse(out, partition, err) != RUMOR_OK) {
+        cli_error("%s", err);
+        return false;
+    }
+    *partitioned = true;
+    return true;
+}
+
 bool cli_prepare_output(const char *path, char err[RUMOR_ERR_LEN])
 {
     char dir[4096];
@@ -187,11 +209,11 @@ static void stop_cb(int sig)
     rumor_train_request_stop();
 }
 
-void cli_handle_stop_signals(void)
+void cli_on_stop_signals(void (*handler)(int))
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = stop_cb;
+    sa.sa_handler = handler;
     /* The first signal asks for a clean stop; a second one (the handler is reset by then)
      * ends the process at once, e.g. during a long data load. */
     sa.sa_flags = SA_RESETHAND;
@@ -199,6 +221,8 @@ void cli_handle_stop_signals(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
+
+void cli_handle_stop_signals(void) { cli_on_stop_signals(stop_cb); }
 
 static void usage(FILE *f)
 {

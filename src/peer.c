@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,7 +23,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define SHUFFLE_STREAM 0x5eedULL
 #define EVAL_BATCH 256
 #define MAX_VIEW 256
 #define LATE_JOIN_ROUNDS 4 /* a neighbour this many rounds in means the swarm is running */
@@ -38,6 +38,7 @@ typedef struct {
     atomic_bool trainer_done;
     int view_count;
     uint64_t bytes_out;
+    uint8_t view_keys[MAX_VIEW][32]; /* the tick's scratch: admitted members */
     /* Late join (under mu): the trainer wants a neighbour's model, the tick asks for it, the
      * chunk callback assembles and verifies it. */
     enum { PULL_NONE, PULL_WANTED, PULL_ASKED, PULL_DONE } pull_state;
@@ -189,7 +190,7 @@ static bool emulate(peer_t *p, send_ctx_t *c, uint64_t now)
 static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
 {
     peer_t *p = arg;
-    static uint8_t keys[MAX_VIEW][32];
+    uint8_t (*keys)[32] = p->view_keys;
     /* The gossip view: members whose hello we verified, the ones models can go to. A member
      * learnt from gossip whose hello is still on its way joins at a later tick; until then
      * peers would disagree on the graph and wait for models that cannot be sent. */
@@ -308,18 +309,6 @@ static size_t status_cb(void *arg, bool json, char *buf, size_t cap)
 
 /* ---- checkpoints ---- */
 
-static void add_meta(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...) RUMOR_PRINTF(3, 4);
-static void add_meta(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...)
-{
-    if (info->n_extra == RUMOR_CKPT_EXTRA) return;
-    rumor_st_meta_t *e = &info->extra[info->n_extra++];
-    snprintf(e->key, sizeof e->key, "%s", key);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->value, sizeof e->value, fmt, ap);
-    va_end(ap);
-}
-
 static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
 {
     const rumor_peer_config_t *c = p->cfg;
@@ -346,36 +335,24 @@ static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
     }
     info.tensors = t;
     info.n_tensors = nt;
-    add_meta(&info, "train.round", "%ld", p->k);
-    add_meta(&info, "train.gossip_round", "%" PRIu64, ground);
+    rumor_ckpt_extra_add(&info, "train.round", "%ld", p->k);
+    rumor_ckpt_extra_add(&info, "train.gossip_round", "%" PRIu64, ground);
     rumor_algo_format(buf, sizeof buf, &c->algo);
-    add_meta(&info, "train.algo", "%s", buf);
-    add_meta(&info, "train.topology", "%s", c->topology);
-    add_meta(&info, "train.batch", "%d", c->batch);
-    add_meta(&info, "train.init_seed", "%" PRIu64, c->init_seed);
+    rumor_ckpt_extra_add(&info, "train.algo", "%s", buf);
+    rumor_ckpt_extra_add(&info, "train.topology", "%s", c->topology);
+    rumor_ckpt_extra_add(&info, "train.batch", "%d", c->batch);
+    rumor_ckpt_extra_add(&info, "train.init_seed", "%" PRIu64, c->init_seed);
     if (c->partitioned) {
         rumor_partition_format(buf, sizeof buf, &c->partition);
-        add_meta(&info, "train.partition", "%s", buf);
-        add_meta(&info, "train.rank", "%d", c->rank);
-        add_meta(&info, "train.peers", "%d", c->of);
+        rumor_ckpt_extra_add(&info, "train.partition", "%s", buf);
+        rumor_ckpt_extra_add(&info, "train.rank", "%d", c->rank);
+        rumor_ckpt_extra_add(&info, "train.peers", "%d", c->of);
     } else {
-        add_meta(&info, "train.partition", "none");
+        rumor_ckpt_extra_add(&info, "train.partition", "none");
     }
     rumor_err_t rc = rumor_checkpoint_save(p->ckpt_path, p->m, p->o, &info, err);
     free(w);
     return rc;
-}
-
-static bool meta_u64(const rumor_ckpt_info_t *info, const char *key, uint64_t *out)
-{
-    const char *v = rumor_ckpt_extra(info, key);
-    if (!v || *v < '0' || *v > '9') return false;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*end || errno) return false;
-    *out = x;
-    return true;
 }
 
 static rumor_err_t load_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
@@ -384,17 +361,17 @@ static rumor_err_t load_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
     rumor_ckpt_info_t info;
     rumor_err_t rc = rumor_checkpoint_load(p->ckpt_path, p->m, p->o, &info, err);
     if (rc != RUMOR_OK) return rc;
-    uint64_t k, gr, batch;
+    long k, gr, batch;
     const char *algo = rumor_ckpt_extra(&info, "train.algo"), *topo = rumor_ckpt_extra(&info, "train.topology");
-    if (!meta_u64(&info, "train.round", &k) || !meta_u64(&info, "train.gossip_round", &gr) || !algo || !topo ||
-        !meta_u64(&info, "train.batch", &batch))
+    if (!rumor_ckpt_extra_long(&info, "train.round", 0, LONG_MAX, &k) ||
+        !rumor_ckpt_extra_long(&info, "train.gossip_round", 0, LONG_MAX, &gr) || !algo || !topo ||
+        !rumor_ckpt_extra_long(&info, "train.batch", 1, 65536, &batch))
         return rumor_fail(err, RUMOR_EFORMAT, "%s: not a checkpoint of rumor node (no train.round)", p->ckpt_path);
     char mine[32];
     rumor_algo_format(mine, sizeof mine, &c->algo);
-    if (strcmp(mine, algo) != 0 || strcmp(c->topology, topo) != 0 || batch != (uint64_t)c->batch ||
-        info.seed != c->seed)
+    if (strcmp(mine, algo) != 0 || strcmp(c->topology, topo) != 0 || batch != c->batch || info.seed != c->seed)
         return rumor_fail(err, RUMOR_EINVAL,
-                          "%s: made with --algo %s --topology %s --batch %" PRIu64 " --seed %" PRIu64
+                          "%s: made with --algo %s --topology %s --batch %ld --seed %" PRIu64
                           "; resume with the same settings",
                           p->ckpt_path, algo, topo, batch, info.seed);
     rumor_st_file_t *f = rumor_st_open(p->ckpt_path, err);
@@ -411,7 +388,7 @@ static rumor_err_t load_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
         memcpy(&v, (const uint8_t *)tw->data + 4 * i, 4);
         w[i] = v;
     }
-    if ((rc = rumor_gossip_restore(p->g, gr, w, nc, err)) != RUMOR_OK) goto out;
+    if ((rc = rumor_gossip_restore(p->g, (uint64_t)gr, w, nc, err)) != RUMOR_OK) goto out;
     if (c->algo.kind == RUMOR_ALGO_DILOCO) {
         const char *names[2] = {"gossip.theta", "gossip.momentum"};
         float *dst[2] = {rumor_gossip_outer(p->g), rumor_gossip_momentum(p->g)};
@@ -424,7 +401,7 @@ static rumor_err_t load_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
             memcpy(dst[i], t->data, P * sizeof(float));
         }
     }
-    p->k = (long)k;
+    p->k = k;
 out:
     free(w);
     rumor_st_destroy(&f);
@@ -522,7 +499,6 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
     const long spe = (long)((p->n_own + (size_t)c->batch - 1) / (size_t)c->batch);
     const long total = c->rounds * H;
     long cur_epoch = -1;
-    rumor_rng_t rng;
     double last_ckpt = rumor_now();
 
     /* Wait for the swarm, so that round 0 is a round with neighbours. */
@@ -564,9 +540,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             const long step = rumor_optim_steps(p->o);
             const long epoch = step / spe, pos = step % spe;
             if (epoch != cur_epoch) {
-                for (size_t i = 0; i < p->n_own; i++) p->perm[i] = p->own ? p->own[i] : i;
-                rumor_rng_init2(&rng, c->seed, SHUFFLE_STREAM, (uint64_t)epoch);
-                rumor_rng_shuffle(&rng, p->perm, p->n_own);
+                rumor_train_epoch_order(p->perm, p->own, p->n_own, c->seed, epoch);
                 cur_epoch = epoch;
             }
             const size_t start = (size_t)pos * (size_t)c->batch;

@@ -22,6 +22,14 @@ static volatile sig_atomic_t stop_requested;
 
 void rumor_train_request_stop(void) { stop_requested = 1; }
 
+void rumor_train_epoch_order(size_t *perm, const size_t *own, size_t n, uint64_t seed, long epoch)
+{
+    for (size_t i = 0; i < n; i++) perm[i] = own ? own[i] : i;
+    rumor_rng_t rng;
+    rumor_rng_init2(&rng, seed, SHUFFLE_STREAM, (uint64_t)epoch);
+    rumor_rng_shuffle(&rng, perm, n);
+}
+
 void rumor_train_config_defaults(rumor_train_config_t *c)
 {
     memset(c, 0, sizeof *c);
@@ -94,55 +102,29 @@ static void format_eta(char *buf, size_t len, double s)
 
 /* ---- the run's settings in checkpoint metadata ---- */
 
-static void add_extra(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...)
-    RUMOR_PRINTF(3, 4);
-
-static void add_extra(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...)
-{
-    if (info->n_extra == RUMOR_CKPT_EXTRA) return;
-    rumor_st_meta_t *e = &info->extra[info->n_extra++];
-    snprintf(e->key, sizeof e->key, "%s", key);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->value, sizeof e->value, fmt, ap);
-    va_end(ap);
-}
-
 static void settings_to_meta(rumor_ckpt_info_t *info, const rumor_train_config_t *c, size_t samples)
 {
     char buf[64];
     info->n_extra = 0;
-    add_extra(info, "train.batch", "%d", c->batch);
-    add_extra(info, "train.samples", "%zu", samples);
-    add_extra(info, "train.limit", "%zu", c->limit);
+    rumor_ckpt_extra_add(info, "train.batch", "%d", c->batch);
+    rumor_ckpt_extra_add(info, "train.samples", "%zu", samples);
+    rumor_ckpt_extra_add(info, "train.limit", "%zu", c->limit);
     if (c->partitioned) {
         rumor_partition_format(buf, sizeof buf, &c->partition);
-        add_extra(info, "train.partition", "%s", buf);
-        add_extra(info, "train.rank", "%d", c->rank);
-        add_extra(info, "train.peers", "%d", c->peers);
+        rumor_ckpt_extra_add(info, "train.partition", "%s", buf);
+        rumor_ckpt_extra_add(info, "train.rank", "%d", c->rank);
+        rumor_ckpt_extra_add(info, "train.peers", "%d", c->peers);
     } else {
-        add_extra(info, "train.partition", "none");
+        rumor_ckpt_extra_add(info, "train.partition", "none");
     }
-    add_extra(info, "train.epochs", "%d", c->epochs);
-    add_extra(info, "train.lr", "%.9g", (double)c->opt.lr);
-    add_extra(info, "train.momentum", "%.9g", (double)c->opt.momentum);
-    add_extra(info, "train.nesterov", "%d", c->opt.nesterov ? 1 : 0);
-    add_extra(info, "train.weight_decay", "%.9g", (double)c->opt.weight_decay);
+    rumor_ckpt_extra_add(info, "train.epochs", "%d", c->epochs);
+    rumor_ckpt_extra_add(info, "train.lr", "%.9g", (double)c->opt.lr);
+    rumor_ckpt_extra_add(info, "train.momentum", "%.9g", (double)c->opt.momentum);
+    rumor_ckpt_extra_add(info, "train.nesterov", "%d", c->opt.nesterov ? 1 : 0);
+    rumor_ckpt_extra_add(info, "train.weight_decay", "%.9g", (double)c->opt.weight_decay);
     rumor_schedule_format(buf, sizeof buf, &c->sched);
-    add_extra(info, "train.schedule", "%s", buf);
-    add_extra(info, "train.warmup", "%ld", c->sched.warmup);
-}
-
-static bool meta_long(const rumor_ckpt_info_t *info, const char *key, long lo, long hi, long *out)
-{
-    const char *v = rumor_ckpt_extra(info, key);
-    if (!v || !((*v >= '0' && *v <= '9') || *v == '-')) return false;
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (*end || errno || x < lo || x > hi) return false;
-    *out = (long)x;
-    return true;
+    rumor_ckpt_extra_add(info, "train.schedule", "%s", buf);
+    rumor_ckpt_extra_add(info, "train.warmup", "%ld", c->sched.warmup);
 }
 
 static bool meta_float(const rumor_ckpt_info_t *info, const char *key, float *out)
@@ -183,11 +165,11 @@ rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train
         return MISMATCH("--optimizer", "%s", rumor_optim_kind_name(c->opt.kind),
                         rumor_optim_kind_name(info.optim_kind));
     long v;
-    if (meta_long(&info, "train.batch", 1, 65536, &v)) {
+    if (rumor_ckpt_extra_long(&info, "train.batch", 1, 65536, &v)) {
         if (!given->batch) c->batch = (int)v;
         else if (c->batch != v) return MISMATCH("--batch", "%ld", (long)c->batch, v);
     }
-    if (meta_long(&info, "train.limit", 0, LONG_MAX, &v)) {
+    if (rumor_ckpt_extra_long(&info, "train.limit", 0, LONG_MAX, &v)) {
         if (!given->limit) c->limit = (size_t)v;
         else if ((long)c->limit != v) return MISMATCH("--limit", "%ld", (long)c->limit, v);
     }
@@ -197,8 +179,8 @@ rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train
         if (c->partitioned) rumor_partition_format(mine, sizeof mine, &c->partition);
         long rank = 0, peers = 0;
         bool has = strcmp(part, "none") != 0;
-        if (has && (!meta_long(&info, "train.rank", 0, 100000, &rank) ||
-                    !meta_long(&info, "train.peers", 1, 100000, &peers)))
+        if (has && (!rumor_ckpt_extra_long(&info, "train.rank", 0, 100000, &rank) ||
+                    !rumor_ckpt_extra_long(&info, "train.peers", 1, 100000, &peers)))
             return rumor_fail(err, RUMOR_EFORMAT, "%s: bad train.rank/train.peers metadata", path);
         if (!given->partition) {
             c->partitioned = has;
@@ -212,7 +194,7 @@ rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train
     }
 #undef MISMATCH
     /* Hyperparameters may change on purpose (a lower rate to finish); say what that means. */
-    if (meta_long(&info, "train.epochs", 1, 100000, &v) && !given->epochs) c->epochs = (int)v;
+    if (rumor_ckpt_extra_long(&info, "train.epochs", 1, 100000, &v) && !given->epochs) c->epochs = (int)v;
     float f;
     bool changed = false;
     if (meta_float(&info, "train.lr", &f)) {
@@ -227,7 +209,7 @@ rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train
         if (!given->weight_decay) c->opt.weight_decay = f;
         else changed |= f != c->opt.weight_decay;
     }
-    if (meta_long(&info, "train.nesterov", 0, 1, &v)) {
+    if (rumor_ckpt_extra_long(&info, "train.nesterov", 0, 1, &v)) {
         if (!given->nesterov) c->opt.nesterov = v == 1;
         else changed |= c->opt.nesterov != (v == 1);
     }
@@ -243,7 +225,7 @@ rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train
             changed |= strcmp(mine, sched) != 0;
         }
     }
-    if (meta_long(&info, "train.warmup", 0, LONG_MAX, &v)) {
+    if (rumor_ckpt_extra_long(&info, "train.warmup", 0, LONG_MAX, &v)) {
         if (!given->warmup) c->sched.warmup = v;
         else changed |= c->sched.warmup != v;
     }
@@ -361,8 +343,8 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     if (cfg->resume_path) {
         /* The step count means something only for the same batch and the same samples. */
         long was_batch, was_samples;
-        if ((meta_long(&resume, "train.batch", 1, 65536, &was_batch) && was_batch != cfg->batch) ||
-            (meta_long(&resume, "train.samples", 0, LONG_MAX, &was_samples) && (size_t)was_samples != n) ||
+        if ((rumor_ckpt_extra_long(&resume, "train.batch", 1, 65536, &was_batch) && was_batch != cfg->batch) ||
+            (rumor_ckpt_extra_long(&resume, "train.samples", 0, LONG_MAX, &was_samples) && (size_t)was_samples != n) ||
             step / spe > resume.epoch || resume.epoch > step / spe + 1) {
             rc = rumor_fail(err, RUMOR_EINVAL,
                             "%s: the checkpoint's step %ld does not fit batch %d over %zu samples: resume with the batch, --limit and --partition it was made with",
@@ -398,12 +380,9 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     r.t0 = rumor_now();
     int n_rates = 0;
     double last_draw = 0.0, last_plain = r.t0;
-    rumor_rng_t rng;
 
     for (int epoch = (int)(step / spe); epoch < cfg->epochs; epoch++) {
-        for (size_t i = 0; i < n; i++) perm[i] = own ? own[i] : i;
-        rumor_rng_init2(&rng, cfg->seed, SHUFFLE_STREAM, (uint64_t)epoch);
-        rumor_rng_shuffle(&rng, perm, n);
+        rumor_train_epoch_order(perm, own, n, cfg->seed, epoch);
         long first = step - (long)epoch * spe;
         double loss_sum = 0.0, window_loss = 0.0;
         long loss_count = 0, window_count = 0;

@@ -85,6 +85,11 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
 
 void rumor_train_request_stop(void);
 
+/* The order of epoch `epoch` (a shuffle seeded by (seed, epoch)): own[0..n) shuffled into
+ * perm, or the positions 0..n-1 when own is NULL. `rumor train`, `rumor node` and the virtual
+ * simulator all take samples in this order, so a peer's run is the same in each. */
+void rumor_train_epoch_order(size_t *perm, const size_t *own, size_t n, uint64_t seed, long epoch);
+
 /* Put samples idx[0..n) of ds into m's input buffers, normalised; stage_x/stage_y (max_batch
  * samples) are needed only when the backend's memory is not host memory. */
 void rumor_train_load_batch(rumor_model_t *m, const rumor_dataset_t *ds, const size_t *idx, size_t n,

@@ -14,28 +14,11 @@ import struct
 import tempfile
 import time
 
+import rumortest
+from rumortest import FAILS, check, make_peer, run
+
 RUMOR = None
-FAILS = []
 PROCS = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
-
-
-def run(*args):
-    return subprocess.run([RUMOR, *args], capture_output=True, text=True, timeout=30)
-
-
-def make_peer(tmp, swarm, name, days="30"):
-    key = os.path.join(tmp, name)
-    r = run("keygen", "-o", key)
-    assert r.returncode == 0, r.stderr
-    r = run("swarm", "admit", "-a", swarm, "-o", key + ".cert", "--name", name, "--days", days, key + ".pub")
-    assert r.returncode == 0, r.stderr
-    return key
 
 
 def start(tmp, swarm, key, bootstrap=None, extra=()):
@@ -136,7 +119,7 @@ def rss_kb(pid):
 
 def main():
     global RUMOR
-    RUMOR = os.path.abspath(sys.argv[1])
+    RUMOR = rumortest.RUMOR = os.path.abspath(sys.argv[1])
     tmp = tempfile.mkdtemp(prefix="rumor-test-net-")
     swarm = os.path.join(tmp, "swarm")
     assert run("swarm", "init", swarm).returncode == 0

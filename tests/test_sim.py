@@ -8,44 +8,21 @@ usage: test_sim.py RUMOR_BINARY DATA_DIR
 import json
 import os
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
+import rumortest
+from rumortest import FAILS, check, dist, norm, tensors
+
 RUMOR = None
 DATA = None
-FAILS = []
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
 
 
 def sim(*args, timeout=240):
     return subprocess.run([RUMOR, "sim", *args, "--data", DATA], capture_output=True, text=True, timeout=timeout)
-
-
-def tensors(path):
-    """The F32 tensors of a safetensors file, as lists of floats."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    out = {}
-    for name, t in head.items():
-        if name != "__metadata__":
-            b, e = t["data_offsets"]
-            out[name] = struct.unpack("<%df" % ((e - b) // 4), raw[8 + n + b:8 + n + e])
-    return out
-
-
-def dist(a, b):
-    return sum((x - y) ** 2 for k in a for x, y in zip(a[k], b[k])) ** 0.5
 
 
 def metrics(run, i):
@@ -60,7 +37,7 @@ def summary(run):
 
 def main():
     global RUMOR, DATA
-    RUMOR = os.path.abspath(sys.argv[1])
+    RUMOR = rumortest.RUMOR = os.path.abspath(sys.argv[1])
     DATA = sys.argv[2]
     if not any(os.path.exists(os.path.join(DATA, n)) for n in ("train-images-idx3-ubyte.gz", "train-images-idx3-ubyte")):
         print("skip: no dataset at " + DATA)
@@ -101,8 +78,8 @@ def main():
     # keeps their models together.
     fin = [tensors(os.path.join(run, "peer-%03d" % i, "model.safetensors")) for i in range(4)]
     pair = max(dist(fin[i], fin[j]) for i in range(4) for j in range(i + 1, 4))
-    norm = max(dist(f, {k: [0.0] * len(v) for k, v in f.items()}) for f in fin)
-    check(pair < 0.2 * norm, "the final models agree: max pairwise distance %.3f, norm %.3f" % (pair, norm))
+    size = max(norm(f) for f in fin)
+    check(pair < 0.2 * size, "the final models agree: max pairwise distance %.3f, norm %.3f" % (pair, size))
 
     # 2. Churn: peer 3 crashes 3 s in, the others go on; it comes back at 6 s and resumes
     #    from its last checkpoint (every 10 rounds), its round counter going on from there.

@@ -9,34 +9,17 @@ import json
 import math
 import os
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
+import rumortest
+from rumortest import FAILS, check, make_peer, run, dist, norm, tensors
+
 RUMOR = None
 DATA = None
-FAILS = []
 PROCS = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
-
-
-def run(*args):
-    return subprocess.run([RUMOR, *args], capture_output=True, text=True, timeout=30)
-
-
-def make_peer(tmp, swarm, name):
-    key = os.path.join(tmp, name)
-    assert run("keygen", "-o", key).returncode == 0
-    r = run("swarm", "admit", "-a", swarm, "-o", key + ".cert", "--name", name, key + ".pub")
-    assert r.returncode == 0, r.stderr
-    return key
 
 
 def start(tmp, swarm, key, run_dir, extra, bootstrap=None):
@@ -60,25 +43,6 @@ def metrics(run_dir):
         return [json.loads(l) for l in f if l.strip()]
 
 
-def tensors(path):
-    """The F32 tensors of a safetensors file, as lists of floats."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    out = {}
-    for name, t in head.items():
-        if name == "__metadata__":
-            continue
-        b, e = t["data_offsets"]
-        out[name] = struct.unpack("<%df" % ((e - b) // 4), raw[8 + n + b:8 + n + e])
-    return out
-
-
-def dist(a, b):
-    return sum((x - y) ** 2 for k in a for x, y in zip(a[k], b[k])) ** 0.5
-
-
 def wait_exit(p, seconds):
     try:
         return p.wait(timeout=seconds)
@@ -88,7 +52,7 @@ def wait_exit(p, seconds):
 
 def main():
     global RUMOR, DATA
-    RUMOR = os.path.abspath(sys.argv[1])
+    RUMOR = rumortest.RUMOR = os.path.abspath(sys.argv[1])
     DATA = sys.argv[2]
     if not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")) and \
             not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte")):
@@ -128,8 +92,8 @@ def main():
         check(all(m[-1]["bytes_in"] > 0 and m[-1]["bytes_out"] > 0 for m in ms), "bytes are counted both ways")
         fin = [tensors(os.path.join(r, "model.safetensors")) for r in runs]
         pair = max(dist(fin[i], fin[j]) for i in range(4) for j in range(i + 1, 4))
-        norm = max(dist(f, {k: [0.0] * len(v) for k, v in f.items()}) for f in fin)
-        check(pair < 0.2 * norm, "final models agree: max pairwise distance %.3f, norm %.3f" % (pair, norm))
+        size = max(norm(f) for f in fin)
+        check(pair < 0.2 * size, "final models agree: max pairwise distance %.3f, norm %.3f" % (pair, size))
 
     # 1b. Push-sum on a directed, time-varying graph, and DiLoCo: the same four peers. Push-sum
     #     has no barrier, so it gets rounds enough for all four to overlap.
@@ -159,8 +123,8 @@ def main():
         else:
             fin = [tensors(os.path.join(r, "model.safetensors")) for r in runs]
             pair = max(dist(fin[i], fin[j]) for i in range(4) for j in range(i + 1, 4))
-            norm = max(dist(f, {k: [0.0] * len(v) for k, v in f.items()}) for f in fin)
-            check(pair < 0.3 * norm, "%s: final models agree: max pairwise distance %.3f, norm %.3f" % (algo, pair, norm))
+            size = max(norm(f) for f in fin)
+            check(pair < 0.3 * size, "%s: final models agree: max pairwise distance %.3f, norm %.3f" % (algo, pair, size))
         if algo == "sgp":
             ws = [m[-1]["w"] for m in ms]
             check(all(0 < w < 4 for w in ws), "sgp: push-sum weights stay positive and bounded: %s" % ws)

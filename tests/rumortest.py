@@ -1,0 +1,54 @@
+"""What the Python integration tests share: the check that records failures, running the
+rumor binary, making an admitted peer, and reading exported models.
+
+A test sets rumortest.RUMOR to the binary before calling run or make_peer."""
+import json
+import os
+import struct
+import subprocess
+
+RUMOR = None
+FAILS = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+
+
+def run(*args):
+    return subprocess.run([RUMOR, *args], capture_output=True, text=True, timeout=30)
+
+
+def make_peer(tmp, swarm, name, days="30"):
+    """A key pair tmp/name.{key,pub} and a certificate of the swarm for it."""
+    key = os.path.join(tmp, name)
+    r = run("keygen", "-o", key)
+    assert r.returncode == 0, r.stderr
+    r = run("swarm", "admit", "-a", swarm, "-o", key + ".cert", "--name", name, "--days", days, key + ".pub")
+    assert r.returncode == 0, r.stderr
+    return key
+
+
+def tensors(path):
+    """The F32 tensors of a safetensors file, as tuples of floats."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    out = {}
+    for name, t in head.items():
+        if name != "__metadata__":
+            b, e = t["data_offsets"]
+            out[name] = struct.unpack("<%df" % ((e - b) // 4), raw[8 + n + b:8 + n + e])
+    return out
+
+
+def dist(a, b):
+    """Euclidean distance between two models' tensors."""
+    return sum((x - y) ** 2 for k in a for x, y in zip(a[k], b[k])) ** 0.5
+
+
+def norm(a):
+    return dist(a, {k: [0.0] * len(v) for k, v in a.items()})
