@@ -44,6 +44,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_node(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_ping(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_swarm(int argc, char **argv);
 int cmd_topo(int argc, char **argv);

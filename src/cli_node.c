@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "config.h"
 #include "membership.h"
+#include "net/admit.h"
 #include "net/node.h"
 #include "peer.h"
 #include "train.h"
@@ -9,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static void stop_cb(int sig)
 {
@@ -286,5 +288,60 @@ int cmd_status(int argc, char **argv)
         return 2;
     }
     fputs(text, stdout);
+    return 0;
+}
+
+/* `rumor ping`: would that node let this one in? One knock, its answer, its certificate. */
+int cmd_ping(int argc, char **argv)
+{
+    const char *key = NULL, *cert = NULL, *swarm = NULL;
+    float timeout = 5.0f;
+    bool help = false;
+    const cli_opt_t opts[] = {
+        {"--key", OPT_STR, &key, NULL, "this node's secret key"},
+        {"--cert", OPT_STR, &cert, NULL, "this node's certificate"},
+        {"--swarm", OPT_STR, &swarm, NULL, "the swarm authority's public key (authority.pub)"},
+        {"--timeout", OPT_FLOAT, &timeout, NULL, "seconds to wait for an answer (default 5)"},
+        {"--help", OPT_FLAG, &help, NULL, "this help"},
+    };
+    const char *pos[1];
+    int n_pos = 0;
+    if (!cli_parse(argc, argv, 2, opts, (int)RUMOR_ARRAY_LEN(opts), pos, 1, &n_pos)) return 2;
+    if (help) {
+        printf("usage: rumor ping --key K.key --cert K.cert --swarm authority.pub rumor://KEY@HOST:PORT\n\n"
+               "Knock at a node's admission port (UDP, the number of its TCP port) as this key and\n"
+               "certificate, and say whether it admits them and who it is.\n\n");
+        cli_print_options(opts, (int)RUMOR_ARRAY_LEN(opts));
+        return 0;
+    }
+    if (n_pos != 1 || !key || !cert || !swarm) {
+        cli_error("ping needs --key, --cert, --swarm and one rumor://KEY@HOST:PORT address");
+        return 2;
+    }
+    if (!(timeout > 0.0f && timeout <= 3600.0f)) {
+        cli_error("--timeout %g: expected seconds in (0, 3600]", (double)timeout);
+        return 2;
+    }
+    uint8_t status = 0;
+    rumor_cert_t their;
+    double rtt = 0.0;
+    char err[RUMOR_ERR_LEN];
+    rumor_err_t rc = rumor_admit_ping(key, cert, swarm, pos[0], (uint64_t)(timeout * 1000.0f), &status, &their, &rtt, err);
+    if (rc != RUMOR_OK) {
+        cli_error("%s", err);
+        return cli_exit_code(rc);
+    }
+    if (status != RUMOR_ADMIT_OK) {
+        cli_error("it refuses this node: certificate %s",
+                  status <= RUMOR_CERT_REVOKED ? rumor_cert_reject_name((rumor_cert_reject_t)status) : "refused");
+        return 1;
+    }
+    char until[32];
+    const time_t t = (time_t)their.expires_at;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(until, sizeof until, "%Y-%m-%d %H:%M UTC", &tm);
+    printf("admitted by %s, whose certificate is valid until %s (answer in %.2f ms)\n",
+           their.name[0] ? their.name : "(unnamed)", until, rtt);
     return 0;
 }

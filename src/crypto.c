@@ -1129,3 +1129,100 @@ bool rumor_hash_equal(const uint8_t a[RUMOR_HASH_LEN], const uint8_t b[RUMOR_HAS
 {
     return sodium_memcmp(a, b, RUMOR_HASH_LEN) == 0;
 }
+
+/* ---- admission datagrams ---- */
+
+static const uint8_t admit_magic[4] = {'R', 'M', 'A', '1'};
+#define ADMIT_MAC crypto_box_MACBYTES
+
+static size_t admit_head(uint8_t *out, rumor_admit_kind_t kind, const uint8_t *from, const uint8_t *nonce)
+{
+    memcpy(out, admit_magic, 4);
+    out[4] = (uint8_t)kind;
+    memcpy(out + 5, from, RUMOR_KEY_LEN);
+    memcpy(out + 5 + RUMOR_KEY_LEN, nonce, RUMOR_ADMIT_NONCE_LEN);
+    return RUMOR_ADMIT_HEAD;
+}
+
+/* out = head | box(plain) with a fresh nonce; plain is at most RUMOR_ADMIT_MAX - head - MAC. */
+static size_t admit_seal(uint8_t out[RUMOR_ADMIT_MAX], rumor_admit_kind_t kind, const rumor_secret_key_t *self,
+                         const uint8_t *peer, const uint8_t *plain, size_t plain_len, uint8_t *nonce_out)
+{
+    uint8_t nonce[RUMOR_ADMIT_NONCE_LEN];
+    randombytes_buf(nonce, sizeof nonce);
+    size_t at = admit_head(out, kind, rumor_secret_key_public(self), nonce);
+    if (crypto_box_easy(out + at, plain, plain_len, nonce, peer, rumor_secret_key_bytes(self)) != 0) return 0;
+    if (nonce_out) memcpy(nonce_out, nonce, sizeof nonce);
+    return at + ADMIT_MAC + plain_len;
+}
+
+size_t rumor_admit_knock(uint8_t out[RUMOR_ADMIT_MAX], const rumor_secret_key_t *self, const uint8_t peer[RUMOR_KEY_LEN],
+                         uint64_t boot, const uint8_t *cert, size_t cert_len, uint8_t nonce[RUMOR_ADMIT_NONCE_LEN])
+{
+    uint8_t plain[8 + RUMOR_CERT_MAX_LEN];
+    if (cert_len > RUMOR_CERT_MAX_LEN) cert_len = 0;
+    put_u64(plain, boot);
+    memcpy(plain + 8, cert, cert_len);
+    return admit_seal(out, RUMOR_ADMIT_KNOCK, self, peer, plain, 8 + cert_len, nonce);
+}
+
+size_t rumor_admit_answer(uint8_t out[RUMOR_ADMIT_MAX], const rumor_secret_key_t *self, const uint8_t peer[RUMOR_KEY_LEN],
+                          const uint8_t knock_nonce[RUMOR_ADMIT_NONCE_LEN], uint8_t status, uint64_t boot,
+                          const uint8_t *cert, size_t cert_len)
+{
+    uint8_t plain[RUMOR_ADMIT_NONCE_LEN + 1 + 8 + RUMOR_CERT_MAX_LEN];
+    if (!cert || cert_len > RUMOR_CERT_MAX_LEN) cert_len = 0;
+    memcpy(plain, knock_nonce, RUMOR_ADMIT_NONCE_LEN);
+    plain[RUMOR_ADMIT_NONCE_LEN] = status;
+    put_u64(plain + RUMOR_ADMIT_NONCE_LEN + 1, boot);
+    if (cert_len) memcpy(plain + RUMOR_ADMIT_NONCE_LEN + 9, cert, cert_len);
+    return admit_seal(out, RUMOR_ADMIT_ANSWER, self, peer, plain, RUMOR_ADMIT_NONCE_LEN + 9 + cert_len, NULL);
+}
+
+size_t rumor_admit_wrong_key(uint8_t out[RUMOR_ADMIT_MAX], const uint8_t self_pub[RUMOR_KEY_LEN],
+                             const uint8_t knock_nonce[RUMOR_ADMIT_NONCE_LEN])
+{
+    return admit_head(out, RUMOR_ADMIT_WRONG_KEY, self_pub, knock_nonce);
+}
+
+rumor_err_t rumor_admit_open(rumor_admit_msg_t *out, const rumor_secret_key_t *self, const uint8_t *buf, size_t len)
+{
+    memset(out, 0, sizeof *out);
+    if (len < RUMOR_ADMIT_HEAD || len > RUMOR_ADMIT_MAX || memcmp(buf, admit_magic, 4) != 0) return RUMOR_EINVAL;
+    const uint8_t kind = buf[4];
+    memcpy(out->from, buf + 5, RUMOR_KEY_LEN);
+    memcpy(out->nonce, buf + 5 + RUMOR_KEY_LEN, RUMOR_ADMIT_NONCE_LEN);
+    if (kind == RUMOR_ADMIT_WRONG_KEY) {
+        if (len != RUMOR_ADMIT_HEAD) return RUMOR_EINVAL;
+        out->kind = RUMOR_ADMIT_WRONG_KEY;
+        return RUMOR_OK;
+    }
+    if (kind != RUMOR_ADMIT_KNOCK && kind != RUMOR_ADMIT_ANSWER) return RUMOR_EINVAL;
+    const size_t fixed = kind == RUMOR_ADMIT_KNOCK ? 8 : RUMOR_ADMIT_NONCE_LEN + 9;
+    if (len < RUMOR_ADMIT_HEAD + ADMIT_MAC + fixed || len - RUMOR_ADMIT_HEAD - ADMIT_MAC - fixed > RUMOR_CERT_MAX_LEN)
+        return RUMOR_EINVAL;
+    uint8_t plain[RUMOR_ADMIT_MAX];
+    const size_t plain_len = len - RUMOR_ADMIT_HEAD - ADMIT_MAC;
+    if (crypto_box_open_easy(plain, buf + RUMOR_ADMIT_HEAD, len - RUMOR_ADMIT_HEAD, out->nonce, out->from,
+                             rumor_secret_key_bytes(self)) != 0)
+        return RUMOR_EAUTH;
+    out->kind = (rumor_admit_kind_t)kind;
+    if (kind == RUMOR_ADMIT_KNOCK) {
+        out->boot = get_u64(plain);
+    } else {
+        memcpy(out->nonce, plain, RUMOR_ADMIT_NONCE_LEN); /* the knock it answers */
+        out->status = plain[RUMOR_ADMIT_NONCE_LEN];
+        out->boot = get_u64(plain + RUMOR_ADMIT_NONCE_LEN + 1);
+    }
+    out->cert_len = plain_len - fixed;
+    memcpy(out->cert, plain + fixed, out->cert_len);
+    return RUMOR_OK;
+}
+
+uint64_t rumor_random_u64(void)
+{
+    uint64_t v;
+    (void)sodium_ready(NULL);
+    randombytes_buf(&v, sizeof v);
+    return v;
+}

@@ -254,4 +254,57 @@ void rumor_hash(uint8_t out[RUMOR_HASH_LEN], const void *data, size_t len);
 /* Constant-time comparison of two hashes. */
 bool rumor_hash_equal(const uint8_t a[RUMOR_HASH_LEN], const uint8_t b[RUMOR_HASH_LEN]);
 
+
+/* ---- admission datagrams (PROTOCOL.md, "Admission") ----
+ *
+ * Before a node opens a CURVE connection to a peer it knocks: one UDP datagram to the peer's
+ * port, sealed (crypto_box: X25519, XSalsa20-Poly1305) from the knocker's key to the peer's,
+ * carrying the knocker's certificate. The peer answers, sealed the other way, with a status
+ * and its own certificate. Only keys whose certificate passed this way (or in a hello) get
+ * through the peer's ZAP handler, so a stranger's bytes never reach libzmq's buffers. */
+
+#define RUMOR_ADMIT_MAX 512          /* the largest datagram either side sends or reads */
+#define RUMOR_ADMIT_NONCE_LEN 24
+#define RUMOR_ADMIT_HEAD 61          /* magic 4, kind 1, sender key 32, nonce 24 */
+
+typedef enum {
+    RUMOR_ADMIT_KNOCK = 1,     /* sealed: the knocker's boot id and certificate */
+    RUMOR_ADMIT_ANSWER = 2,    /* sealed: the knock's nonce, a status, boot id, a certificate */
+    RUMOR_ADMIT_WRONG_KEY = 3, /* not sealed: "this node's key is <sender key>" (a diagnosis) */
+} rumor_admit_kind_t;
+
+/* Answer status: admitted (RUMOR_CERT_OK), or the rumor_cert_reject_t that refused the knocker. */
+#define RUMOR_ADMIT_OK 0
+
+typedef struct {
+    rumor_admit_kind_t kind;
+    uint8_t from[RUMOR_KEY_LEN];                /* the sender's key (sealed kinds: proven) */
+    uint8_t nonce[RUMOR_ADMIT_NONCE_LEN];       /* knock: its own; answer, wrong key: the knock's */
+    uint8_t status;                             /* answer only */
+    uint64_t boot;                              /* knock, answer: the sender's process id for
+                                                   this run (a restart changes it) */
+    uint8_t cert[RUMOR_CERT_MAX_LEN];           /* knock, answer (when admitted) */
+    size_t cert_len;
+} rumor_admit_msg_t;
+
+/* Seal a knock from self to peer; nonce receives its nonce (to match the answer). Returns the
+ * datagram's length (<= RUMOR_ADMIT_MAX). */
+size_t rumor_admit_knock(uint8_t out[RUMOR_ADMIT_MAX], const rumor_secret_key_t *self,
+                         const uint8_t peer[RUMOR_KEY_LEN], uint64_t boot, const uint8_t *cert,
+                         size_t cert_len, uint8_t nonce[RUMOR_ADMIT_NONCE_LEN]);
+/* Seal the answer to a knock (cert may be NULL when refusing). */
+size_t rumor_admit_answer(uint8_t out[RUMOR_ADMIT_MAX], const rumor_secret_key_t *self,
+                          const uint8_t peer[RUMOR_KEY_LEN], const uint8_t knock_nonce[RUMOR_ADMIT_NONCE_LEN],
+                          uint8_t status, uint64_t boot, const uint8_t *cert, size_t cert_len);
+/* The unsealed reply to a knock that was not sealed for self's key. */
+size_t rumor_admit_wrong_key(uint8_t out[RUMOR_ADMIT_MAX], const uint8_t self_pub[RUMOR_KEY_LEN],
+                             const uint8_t knock_nonce[RUMOR_ADMIT_NONCE_LEN]);
+/* Read a datagram addressed to self: RUMOR_EINVAL when malformed (length, magic, kind, a
+ * certificate longer than a certificate can be), RUMOR_EAUTH when a sealed kind does not
+ * open with self's key (forged, altered, or sealed for another key). Never allocates. */
+rumor_err_t rumor_admit_open(rumor_admit_msg_t *out, const rumor_secret_key_t *self, const uint8_t *buf,
+                             size_t len) RUMOR_MUST_CHECK;
+/* A random 64-bit value (a boot id). */
+uint64_t rumor_random_u64(void);
+
 #endif

@@ -239,6 +239,7 @@ static void usage(FILE *f)
             "  swarm    a swarm authority: swarm init DIR, swarm admit -a DIR -o CERT PUBKEY\n"
             "  node     join a swarm and stay in it (node --help)\n"
             "  status   what a running node sees: status --control ipc://PATH [--json]\n"
+            "  ping     would a node admit this one? ping --key --cert --swarm rumor://KEY@HOST:PORT\n"
             "  topo     degree, spectral gap and period of a topology: topo --kind SPEC --peers N\n"
             "  sim      a whole swarm on this machine, with live progress and plots (sim --help)\n"
             "\n"
@@ -268,6 +269,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
     if (strcmp(cmd, "node") == 0) return cmd_node(argc, argv);
     if (strcmp(cmd, "status") == 0) return cmd_status(argc, argv);
+    if (strcmp(cmd, "ping") == 0) return cmd_ping(argc, argv);
     if (strcmp(cmd, "keygen") == 0) return cmd_keygen(argc, argv);
     if (strcmp(cmd, "swarm") == 0) return cmd_swarm(argc, argv);
     if (strcmp(cmd, "topo") == 0) return cmd_topo(argc, argv);

@@ -68,6 +68,7 @@ struct rumor_memb {
     entry_t *view;
     int n_view;
     rumor_memb_update_t *passive;
+    uint64_t *invited;       /* per reservoir member: when we last said hello to it (0: never) */
     int n_passive;
     tomb_t *tombs;
     int n_tombs, tomb_cap, tomb_next;
@@ -299,6 +300,7 @@ static void passive_add(rumor_memb_t *m, const uint8_t *key, const char *addr, u
             at = m->n_passive++;
         else
             at = (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive);
+        m->invited[at] = 0;
     }
     memcpy(m->passive[at].key, key, RUMOR_KEY_LEN);
     copy_addr(m->passive[at].addr, addr);
@@ -306,7 +308,22 @@ static void passive_add(rumor_memb_t *m, const uint8_t *key, const char *addr, u
     m->passive[at].state = RUMOR_MEMB_ALIVE;
 }
 
-static void passive_remove(rumor_memb_t *m, int i) { m->passive[i] = m->passive[--m->n_passive]; }
+static void passive_remove(rumor_memb_t *m, int i)
+{
+    m->n_passive--;
+    m->passive[i] = m->passive[m->n_passive];
+    m->invited[i] = m->invited[m->n_passive];
+}
+
+/* Say hello to reservoir member i, at most once a period: it enters the view when it
+ * answers itself (the driver passes on only messages from peers whose certificate it
+ * checked, and gossip about a key proves nothing of the kind). */
+static void invite(rumor_memb_t *m, int i, uint64_t now)
+{
+    if (m->invited[i] && now < m->invited[i] + m->cfg.period_ms) return;
+    m->invited[i] = now ? now : 1;
+    send_to(m, m->passive[i].key, m->passive[i].addr, RUMOR_MEMB_HELLO);
+}
 
 /* Into the view if there is room, else into the reservoir. */
 static void admit(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc,
@@ -337,12 +354,8 @@ static void drop_from_view(rumor_memb_t *m, int i, rumor_memb_state_t why, uint6
     view_event(m, RUMOR_MEMB_ACT_DOWN, &gone.m, why);
     add_tomb(m, gone.m.key, gone.m.inc, why, now);
     if (m->probe.active && same_key(m->probe.target, gone.m.key)) m->probe.active = false;
-    if (m->n_passive > 0 && m->n_view < m->cfg.view_size) {
-        int p = (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive);
-        rumor_memb_update_t u = m->passive[p];
-        passive_remove(m, p);
-        admit(m, u.key, u.addr, u.inc, RUMOR_MEMB_ALIVE, now);
-    }
+    if (m->n_passive > 0 && m->n_view < m->cfg.view_size)
+        invite(m, (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive), now);
 }
 
 /* Apply what someone says about a member; returns true when it changed our view of it. */
@@ -403,14 +416,36 @@ static bool apply(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
         return false;
     }
     if (!u->addr[0]) return false; /* nothing to reach it by */
-    if (p >= 0 && !supersedes(u->inc, u->state, m->passive[p].inc, RUMOR_MEMB_ALIVE) &&
-        m->n_view >= m->cfg.view_size)
-        return false;
-    admit(m, u->key, u->addr, u->inc, RUMOR_MEMB_ALIVE, now);
+    if (p >= 0 && !supersedes(u->inc, u->state, m->passive[p].inc, RUMOR_MEMB_ALIVE)) return false;
+    /* Heard of, not from: into the reservoir, with a hello if the view has room. */
+    passive_add(m, u->key, u->addr, u->inc);
+    p = find_passive(m, u->key);
+    if (p >= 0 && m->n_view < m->cfg.view_size) invite(m, p, now);
     rumor_memb_update_t alive = *u;
     alive.state = RUMOR_MEMB_ALIVE;
     disseminate(m, &alive);
     return true;
+}
+
+/* A message from the member itself: into the view if there is room (else the reservoir),
+ * unless we hold it dead or gone at an incarnation it has not refuted. */
+static void heard_from(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, uint64_t now)
+{
+    if (find_view(m, key) >= 0) return;
+    int t = find_tomb(m, key);
+    if (t >= 0) {
+        if (!supersedes(inc, RUMOR_MEMB_ALIVE, m->tombs[t].inc, m->tombs[t].state)) return;
+        remove_tomb(m, t);
+    }
+    int p = find_passive(m, key);
+    if (p >= 0 && m->passive[p].inc > inc) inc = m->passive[p].inc;
+    admit(m, key, addr, inc, RUMOR_MEMB_ALIVE, now);
+    rumor_memb_update_t alive;
+    memcpy(alive.key, key, RUMOR_KEY_LEN);
+    copy_addr(alive.addr, addr);
+    alive.inc = inc;
+    alive.state = RUMOR_MEMB_ALIVE;
+    disseminate(m, &alive);
 }
 
 /* ---- construction ---- */
@@ -463,10 +498,11 @@ rumor_memb_t *rumor_memb_new(const rumor_memb_config_t *cfg, const uint8_t self_
     m->dq_cap = 2 * cfg->view_size + 32;
     m->view = calloc((size_t)cfg->view_size, sizeof *m->view);
     m->passive = calloc((size_t)cfg->passive_size + 1, sizeof *m->passive);
+    m->invited = calloc((size_t)cfg->passive_size + 1, sizeof *m->invited);
     m->tombs = calloc((size_t)m->tomb_cap, sizeof *m->tombs);
     m->dq = calloc((size_t)m->dq_cap, sizeof *m->dq);
     m->order = calloc((size_t)cfg->view_size, sizeof *m->order);
-    if (!m->view || !m->passive || !m->tombs || !m->dq || !m->order) goto nomem;
+    if (!m->view || !m->passive || !m->invited || !m->tombs || !m->dq || !m->order) goto nomem;
     m->next_seq = 1;
     return m;
 nomem:
@@ -481,6 +517,7 @@ void rumor_memb_destroy(rumor_memb_t **self_p)
     rumor_memb_t *m = *self_p;
     free(m->view);
     free(m->passive);
+    free(m->invited);
     free(m->tombs);
     free(m->dq);
     free(m->order);
@@ -577,7 +614,10 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
         copy_addr(u.addr, msg->addr);
         u.inc = msg->inc;
         u.state = RUMOR_MEMB_ALIVE;
-        apply(m, &u, now);
+        if (find_view(m, from) >= 0)
+            apply(m, &u, now);
+        else
+            heard_from(m, from, msg->addr, msg->inc, now);
         int hv = find_view(m, from);
         if (hv >= 0) copy_addr(m->view[hv].m.addr, msg->addr); /* its own word beats gossip */
         /* Whoever says hello learns who we know; one we hold dead at its incarnation also
@@ -601,7 +641,12 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
     }
     const rumor_memb_update_t *list = msg->kind == RUMOR_MEMB_PEERS ? msg->peers : msg->upd;
     const int n = msg->kind == RUMOR_MEMB_PEERS ? msg->n_peers : msg->n_upd;
+    const uint64_t dropped = m->stats.dropped_input;
     for (int i = 0; i < n; i++) apply(m, &list[i], now);
+    /* Anything else well-formed from a member not in the view: it answered (our hello, a
+     * ping of a neighbour's), so it can enter. */
+    if (v < 0 && m->stats.dropped_input == dropped)
+        heard_from(m, from, from_addr, msg->kind == RUMOR_MEMB_PING ? msg->inc : 0, now);
 
     switch (msg->kind) {
     case RUMOR_MEMB_PING:
@@ -755,6 +800,10 @@ void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
             send_to(m, e->m.key, e->m.addr, RUMOR_MEMB_PEERS);
         }
     }
+
+    /* A view with room asks a reservoir member in (it enters when it answers). */
+    if (m->n_view < c->view_size && m->n_passive > 0)
+        invite(m, (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive), now);
 
     if (now >= m->next_rejoin_at) {
         m->next_rejoin_at = now + c->rejoin_ms;

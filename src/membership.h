@@ -19,8 +19,11 @@
  *   wins; at equal incarnation dead/left > suspect > alive.
  * - Dissemination: updates ride on every PING, PING-REQ and ACK (at most max_piggyback each),
  *   each sent about retransmit_mult * log2(n + 1) times, least-sent first.
- * - View: at most view_size members are probed and gossiped with (the active view); others
- *   learnt wait in a passive reservoir of at most passive_size and replace members that die.
+ * - View: at most view_size members are probed and gossiped with (the active view). A member
+ *   enters it only on a message from the member itself (the driver passes on messages only
+ *   from peers whose certificate it checked): one merely heard of waits in a passive
+ *   reservoir of at most passive_size, and while the view has room it is sent a HELLO
+ *   (at most once a period), whose answer lets it in. Members that die are replaced so.
  *   Every exchange_ms a random member gets PEERS, a sample of both views, so views stay mixed.
  * - Leave: BYE to every member of the view; receivers drop the sender at once.
  * - Rejoin: while a bootstrap is not in the view, HELLO is retried every rejoin_ms, so a node
@@ -28,8 +31,9 @@
  *
  * Invariants: memory is bounded by the configuration (view, reservoir, update queue, outbox
  * and pending probes are fixed-size); no input can grow it. Updates about unknown members
- * are admitted into the reservoir only; the driver admits a peer's HELLO only after its
- * certificate verified (that check is not this module's).
+ * go into the reservoir only; the view holds only members heard from directly, and the
+ * driver passes on a peer's messages only after its certificate verified (that check is
+ * not this module's).
  */
 #ifndef RUMOR_MEMBERSHIP_H
 #define RUMOR_MEMBERSHIP_H

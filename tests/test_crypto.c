@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -841,6 +842,86 @@ static void test_hash(void)
     CHECK(memcmp(h, abc, 32) == 0 && rumor_hash_equal(h, abc) && !rumor_hash_equal(h, empty));
 }
 
+/* Admission datagrams: the layout PROTOCOL.md gives (opened here with libsodium directly),
+ * round trips of each kind, and every alteration or truncation refused. */
+static void test_admission(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_authority_t *auth = rumor_authority_generate(err);
+    rumor_secret_key_t *a = rumor_secret_key_generate(err), *b = rumor_secret_key_generate(err),
+                       *c = rumor_secret_key_generate(err);
+    CHECK(auth && a && b && c);
+    if (!auth || !a || !b || !c) return;
+    const uint8_t *apub = rumor_secret_key_public(a), *bpub = rumor_secret_key_public(b);
+    uint8_t cert_a[RUMOR_CERT_MAX_LEN], cert_b[RUMOR_CERT_MAX_LEN];
+    size_t la = 0, lb = 0;
+    CHECK_RC(rumor_cert_issue(cert_a, &la, auth, apub, "alice", 1767225600, 1798761600, err));
+    CHECK_RC(rumor_cert_issue(cert_b, &lb, auth, bpub, "bob", 1767225600, 1798761600, err));
+
+    uint8_t knock[RUMOR_ADMIT_MAX], nonce[RUMOR_ADMIT_NONCE_LEN], nonce2[RUMOR_ADMIT_NONCE_LEN];
+    const uint64_t boot = 0x0102030405060708u;
+    const size_t kl = rumor_admit_knock(knock, a, bpub, boot, cert_a, la, nonce);
+    CHECK(kl == RUMOR_ADMIT_HEAD + 16 + 8 + la);
+    CHECK(memcmp(knock, "RMA1", 4) == 0 && knock[4] == RUMOR_ADMIT_KNOCK);
+    CHECK(memcmp(knock + 5, apub, 32) == 0 && memcmp(knock + 37, nonce, 24) == 0);
+    /* The box as the specification says: crypto_box_easy from A's key to B's under the nonce. */
+    uint8_t plain[RUMOR_ADMIT_MAX];
+    CHECK(crypto_box_open_easy(plain, knock + 61, kl - 61, knock + 37, apub, rumor_secret_key_bytes(b)) == 0);
+    CHECK(plain[0] == 0x01 && plain[7] == 0x08 && memcmp(plain + 8, cert_a, la) == 0);
+
+    rumor_admit_msg_t m;
+    CHECK_RC(rumor_admit_open(&m, b, knock, kl));
+    CHECK(m.kind == RUMOR_ADMIT_KNOCK && memcmp(m.from, apub, 32) == 0 && m.boot == boot);
+    CHECK(m.cert_len == la && memcmp(m.cert, cert_a, la) == 0 && memcmp(m.nonce, nonce, 24) == 0);
+    CHECK(rumor_admit_open(&m, c, knock, kl) == RUMOR_EAUTH); /* sealed for B, not C */
+    CHECK(rumor_admit_open(&m, a, knock, kl) == RUMOR_EAUTH);
+    /* Every altered byte and every truncation is refused. */
+    int refused = 0;
+    for (size_t i = 0; i < kl; i++) {
+        uint8_t x[RUMOR_ADMIT_MAX];
+        memcpy(x, knock, kl);
+        x[i] ^= 0x20;
+        rumor_err_t rc = rumor_admit_open(&m, b, x, kl);
+        refused += rc != RUMOR_OK;
+        if (i < 5) CHECK(rc == RUMOR_EINVAL);
+    }
+    CHECK(refused == (int)kl);
+    refused = 0;
+    for (size_t l = 0; l < kl; l++) refused += rumor_admit_open(&m, b, knock, l) != RUMOR_OK;
+    CHECK(refused == (int)kl);
+    uint8_t big[RUMOR_ADMIT_MAX + 1];
+    memcpy(big, knock, kl);
+    memset(big + kl, 0, sizeof big - kl);
+    CHECK(rumor_admit_open(&m, b, big, sizeof big) == RUMOR_EINVAL);
+    CHECK(rumor_admit_knock(big, a, bpub, boot, cert_a, la, nonce2) == kl && memcmp(nonce, nonce2, 24) != 0);
+
+    /* The answer: B to A, naming the knock's nonce. */
+    uint8_t ans[RUMOR_ADMIT_MAX];
+    size_t al = rumor_admit_answer(ans, b, apub, nonce, RUMOR_ADMIT_OK, 7, cert_b, lb);
+    CHECK(al == RUMOR_ADMIT_HEAD + 16 + 24 + 1 + 8 + lb && ans[4] == RUMOR_ADMIT_ANSWER);
+    CHECK_RC(rumor_admit_open(&m, a, ans, al));
+    CHECK(m.kind == RUMOR_ADMIT_ANSWER && memcmp(m.from, bpub, 32) == 0 && memcmp(m.nonce, nonce, 24) == 0);
+    CHECK(m.status == RUMOR_ADMIT_OK && m.boot == 7 && m.cert_len == lb && memcmp(m.cert, cert_b, lb) == 0);
+    al = rumor_admit_answer(ans, b, apub, nonce, RUMOR_CERT_OTHER_SWARM, 7, NULL, 0);
+    CHECK_RC(rumor_admit_open(&m, a, ans, al));
+    CHECK(m.status == RUMOR_CERT_OTHER_SWARM && m.cert_len == 0);
+    CHECK(rumor_admit_open(&m, c, ans, al) == RUMOR_EAUTH);
+
+    /* Wrong key: the head alone, unsealed, naming the real key and the knock's nonce. */
+    const size_t wl = rumor_admit_wrong_key(ans, bpub, nonce);
+    CHECK(wl == RUMOR_ADMIT_HEAD);
+    CHECK_RC(rumor_admit_open(&m, c, ans, wl));
+    CHECK(m.kind == RUMOR_ADMIT_WRONG_KEY && memcmp(m.from, bpub, 32) == 0 && memcmp(m.nonce, nonce, 24) == 0);
+    CHECK(rumor_admit_open(&m, c, ans, wl + 1) == RUMOR_EINVAL);
+    ans[4] = 9;
+    CHECK(rumor_admit_open(&m, c, ans, wl) == RUMOR_EINVAL);
+
+    rumor_secret_key_destroy(&a);
+    rumor_secret_key_destroy(&b);
+    rumor_secret_key_destroy(&c);
+    rumor_authority_destroy(&auth);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/rumor-test-crypto-XXXXXX");
@@ -850,6 +931,7 @@ int main(void)
     }
     test_z85();
     test_hash();
+    test_admission();
     test_key_files();
     test_secret_never_in_errors();
     test_ed25519_rfc8032();

@@ -493,9 +493,66 @@ static void test_bad_input_and_refutation(void)
     CHECK(m == NULL);
 }
 
+/* A key only heard of (gossip, PEERS) is not a member: it waits in the reservoir and gets a
+ * hello, at most one a period; it enters the view when it speaks itself. */
+static void test_view_only_heard_from(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    uint8_t me[RUMOR_KEY_LEN], b[RUMOR_KEY_LEN], c[RUMOR_KEY_LEN];
+    key_of(1, me);
+    key_of(2, b);
+    key_of(3, c);
+    rumor_memb_t *m = rumor_memb_new(&cfg, me, "tcp://127.0.0.1:7001", 10, err);
+    static rumor_memb_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.kind = RUMOR_MEMB_HELLO;
+    msg.inc = 1;
+    snprintf(msg.addr, sizeof msg.addr, "tcp://127.0.0.1:7002");
+    rumor_memb_recv(m, b, "tcp://127.0.0.1:7002", &msg, 0);
+    CHECK(rumor_memb_view_count(m) == 1);
+    rumor_memb_action_t a;
+    while (rumor_memb_next_action(m, &a)) {
+    }
+    /* b tells of c. */
+    memset(&msg, 0, sizeof msg);
+    msg.kind = RUMOR_MEMB_PEERS;
+    msg.n_peers = 1;
+    memcpy(msg.peers[0].key, c, RUMOR_KEY_LEN);
+    snprintf(msg.peers[0].addr, sizeof msg.peers[0].addr, "tcp://127.0.0.1:7003");
+    msg.peers[0].inc = 4;
+    int hellos = 0;
+    for (int k = 0; k < 3; k++) {
+        rumor_memb_recv(m, b, "tcp://127.0.0.1:7002", &msg, 10 + (uint64_t)k);
+        while (rumor_memb_next_action(m, &a))
+            hellos += a.kind == RUMOR_MEMB_ACT_SEND && a.msg.kind == RUMOR_MEMB_HELLO && memcmp(a.key, c, 32) == 0 &&
+                      strcmp(a.addr, "tcp://127.0.0.1:7003") == 0;
+    }
+    CHECK(rumor_memb_view_count(m) == 1 && rumor_memb_passive_count(m) == 1);
+    CHECK_MSG(hellos == 1, "%d hellos to the key heard of", hellos);
+    /* A period later, still silent: one more hello. */
+    rumor_memb_tick(m, 10 + cfg.period_ms);
+    hellos = 0;
+    while (rumor_memb_next_action(m, &a))
+        hellos += a.kind == RUMOR_MEMB_ACT_SEND && a.msg.kind == RUMOR_MEMB_HELLO && memcmp(a.key, c, 32) == 0;
+    CHECK(hellos == 1 && rumor_memb_view_count(m) == 1);
+    /* c answers itself: now it is a member, at the incarnation it was heard of. */
+    memset(&msg, 0, sizeof msg);
+    msg.kind = RUMOR_MEMB_PEERS;
+    rumor_memb_recv(m, c, "tcp://127.0.0.1:7003", &msg, 20 + cfg.period_ms);
+    CHECK(rumor_memb_view_count(m) == 2 && rumor_memb_passive_count(m) == 0);
+    bool up = false;
+    while (rumor_memb_next_action(m, &a)) up |= a.kind == RUMOR_MEMB_ACT_UP && memcmp(a.key, c, 32) == 0;
+    CHECK(up);
+    for (int i = 0; i < rumor_memb_view_count(m); i++)
+        if (memcmp(rumor_memb_view_at(m, i)->key, c, 32) == 0) CHECK(rumor_memb_view_at(m, i)->inc == 4);
+    rumor_memb_destroy(&m);
+}
+
 int main(void)
 {
     test_bad_input_and_refutation();
+    test_view_only_heard_from();
     test_join_and_failure();
     test_loss();
     test_partition_heals();

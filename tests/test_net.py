@@ -109,10 +109,11 @@ def cert_bytes(path):
     return raw[:85 + raw[84] + 64]
 
 
-def rss_kb(pid):
+def rss_kb(pid, what="VmRSS:"):
+    """Resident memory now, or at its peak with what="VmHWM:"."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(what):
                 return int(line.split()[1])
     return 0
 
@@ -185,8 +186,38 @@ def main():
         zmq = None
         print("skip: python3-zmq missing, no authenticated hostile peer")
     if zmq is not None:
-        mallory = make_peer(tmp, swarm, "mallory")
+        # 2a. A CURVE client whose key never knocked is refused in the handshake, so it cannot
+        #     make the node buffer anything. Here: messages of 128 frames of 1 MiB (libzmq holds
+        #     every frame of a message until its last one arrives, whatever the high-water mark,
+        #     so before the knock existed each one cost the node 128 MiB at its peak).
         ctx = zmq.Context()
+        before = rss_kb(pid1, "VmHWM:")
+        bomb = ctx.socket(zmq.DEALER)
+        bomb.linger = 0
+        bomb.curve_publickey, bomb.curve_secretkey = zmq.curve_keypair()
+        bomb.curve_serverkey = pubs[1].encode()
+        bomb.connect("tcp://127.0.0.1:%d" % port1)
+        frame = b"\x00" * (1 << 20)
+        for _ in range(3):
+            try:
+                bomb.send_multipart([frame] * 128, zmq.NOBLOCK)
+            except zmq.Again:
+                break
+        time.sleep(1.5)
+        after = rss_kb(pid1, "VmHWM:")
+        bomb.close()
+        s1 = status(nodes[1][1])
+        check(after - before < 8192, "a key that never knocked cannot make the node buffer (peak %d kB -> %d kB)"
+              % (before, after))
+        check(s1 and s1["rejected"].get("not-admitted", 0) >= 1, "and its handshake is refused and counted: %s"
+              % (s1 and s1["rejected"]))
+
+        mallory = make_peer(tmp, swarm, "mallory")
+        # Its certificate is valid: `rumor ping` knocks with it and the node admits it.
+        node1_rumor = "rumor://%s@127.0.0.1:%d" % (pubs[1], port1)
+        r = run("ping", "--key", mallory + ".key", "--cert", mallory + ".cert", "--swarm",
+                os.path.join(swarm, "authority.pub"), node1_rumor)
+        check(r.returncode == 0 and r.stdout.startswith("admitted by n1,"), "rumor ping: %s" % (r.stdout + r.stderr).strip())
         d = ctx.socket(zmq.DEALER)
         d.linger = 0
         d.curve_secretkey = key_text(mallory + ".key").encode()
@@ -264,6 +295,17 @@ def main():
         check(False, "a stranger is refused (it hung)")
     s = status(nodes[1][1])
     check(s and s["rejected"].get("cert-other-swarm", 0) >= 1, "the refusal is counted by reason")
+    node1_addr = [v for v in status(nodes[2][1])["view"] if v["key"] == pubs[1]][0]["addr"][6:]
+    r = run("ping", "--key", stranger + ".key", "--cert", stranger + ".cert", "--swarm",
+            os.path.join(other, "authority.pub"), "rumor://%s@%s" % (pubs[1], node1_addr))
+    lines = [l for l in r.stderr.splitlines() if l.startswith("rumor: error:")]
+    check(r.returncode == 1 and len(lines) == 1 and "refuses this node: certificate other-swarm" in lines[0],
+          "rumor ping says why a node refuses: %s" % (lines[0] if lines else r.stderr.strip()))
+    r = run("ping", "--key", stranger + ".key", "--cert", stranger + ".cert", "--swarm",
+            os.path.join(other, "authority.pub"), "--timeout", "1", "rumor://%s@%s" % (key_text(stranger + ".pub"), node1_addr))
+    lines = [l for l in r.stderr.splitlines() if l.startswith("rumor: error:")]
+    check(r.returncode != 0 and len(lines) == 1 and "has the key " + pubs[1] in lines[0],
+          "rumor ping names the key a node really has: %s" % (lines[0] if lines else r.stderr.strip()))
 
     # 5b. A certificate for another key is caught before the node even starts.
     r = run("node", "--key", keys[2] + ".key", "--cert", keys[3] + ".cert", "--swarm", os.path.join(swarm, "authority.pub"),
@@ -279,7 +321,7 @@ def main():
     free.close()
     node1_addr = [v for v in status(nodes[2][1])["view"] if v["key"] == pubs[1]][0]["addr"][6:]
     cases = [("rumor://%s@127.0.0.1:%d" % (pubs[1], free_port), "connection refused", ()),
-             ("rumor://%s@%s" % (key_text(stranger + ".pub"), node1_addr), "handshake", ()),
+             ("rumor://%s@%s" % (key_text(stranger + ".pub"), node1_addr), "has the key " + pubs[1], ()),
              # an advertised address nobody can dial: the answers never come back
              ("rumor://%s@%s" % (pubs[1], node1_addr), "--advertise", ("--advertise", "tcp://127.0.0.1:%d" % free_port))]
     for boot, want, extra in cases:

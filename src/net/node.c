@@ -2,6 +2,7 @@
 #include "net/node.h"
 
 #include "crypto.h"
+#include "net/admit.h"
 #include "proto.h"
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +30,10 @@
 #define PULL_INTERVAL_MS 2000 /* one answered pull per peer per interval */
 #define BATCH 64             /* messages taken from one socket per loop, for fairness */
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define KNOCK_RETRY_MS 250   /* a knock unanswered is sent again, at doubling intervals */
+#define KNOCK_RETRY_MAX_MS 2000
+#define KNOCK_RATE 500.0     /* admission datagrams read per second at most (each costs an X25519
+                                and an Ed25519 verification); the rest are dropped and counted */
 
 /* Why something from the network was dropped, for `rumor status`. */
 enum {
@@ -37,6 +43,10 @@ enum {
     DROP_NO_USER_ID,
     DROP_SEND_FULL,
     DROP_UNEXPECTED,                            /* a type that this node does not take here */
+    DROP_NOT_ADMITTED,                          /* a CURVE handshake from a key that never knocked */
+    DROP_ADMIT_MALFORMED,                       /* an admission datagram of the wrong shape */
+    DROP_ADMIT_UNSEALED,                        /* one that does not open with our key */
+    DROP_ADMIT_RATE,                            /* over KNOCK_RATE */
     DROP_COUNT
 };
 
@@ -67,14 +77,29 @@ typedef struct {
     sending_t send;
     void *dealer;
     uint64_t last_used;
-    bool refused;                    /* it answered our hello with a refusal */
+    bool refused;                    /* it refused us (knock answer, or a bye to our hello) */
     char refusal[128];
-    void *monitor;                   /* bootstraps only: connection events, for diagnosis */
+    void *monitor;                   /* the DEALER's connection events */
     int conn_refused, handshake_failed, handshakes;
+    bool auth_failed;                /* its ZAP handler refused our handshake: knock again */
+    /* Admission: we knock (from a UDP socket connected to it) before and while we dial. */
+    bool knocking;
+    int knock_fd;
+    uint8_t knock[RUMOR_ADMIT_MAX];  /* the datagram, resent unchanged until answered */
+    size_t knock_len;
+    uint8_t knock_nonce[RUMOR_ADMIT_NONCE_LEN];
+    uint64_t knock_next, knock_gap;
+    bool answered;                   /* it admitted us, and its own certificate passed */
+    bool unreachable;                /* the knock met an ICMP port-unreachable */
+    bool wrong_key;                  /* the node there has another key: real_key */
+    uint8_t real_key[RUMOR_KEY_LEN];
 } peer_t;
 
 typedef struct {
-    bool used, admitted;             /* admitted: its certificate passed at the handshake */
+    bool used;
+    bool knocked;                    /* its certificate passed in a knock: the ZAP handler lets it in */
+    bool admitted;                   /* its certificate passed in a hello on its connection */
+    uint64_t boot;                   /* its boot id from its last knock (a restart changes it) */
     uint8_t key[RUMOR_KEY_LEN];
     char addr[RUMOR_MEMB_ADDR_LEN];  /* from its hello */
     uint64_t expires_at;             /* its certificate's, unix seconds */
@@ -85,6 +110,11 @@ typedef struct {
 struct rumor_node {
     rumor_node_config_t cfg;
     void *ctx, *router, *zap, *control;
+    int udp;                         /* admission datagrams: knocks in, answers out */
+    uint64_t boot_id;                /* this run's, in knocks and answers */
+    double knock_tokens;
+    uint64_t knock_refill_ms, knocks_in, knocks_out;
+    unsigned mon_seq;
     rumor_secret_key_t *key;
     uint8_t authority[RUMOR_KEY_LEN];
     uint8_t cert[RUMOR_CERT_MAX_LEN];
@@ -154,6 +184,10 @@ static const char *drop_name(int i, char buf[48])
     case DROP_NO_USER_ID: return "no-user-id";
     case DROP_SEND_FULL: return "send-queue-full";
     case DROP_UNEXPECTED: return "unexpected";
+    case DROP_NOT_ADMITTED: return "not-admitted";
+    case DROP_ADMIT_MALFORMED: return "admit-malformed";
+    case DROP_ADMIT_UNSEALED: return "admit-unsealed";
+    case DROP_ADMIT_RATE: return "admit-rate";
     }
     return "other";
 }
@@ -196,15 +230,31 @@ static void chunk_free_cb(void *data, void *hint)
     outgoing_unref(hint);
 }
 
-static void close_peer(peer_t *p)
+static void close_dealer(peer_t *p)
 {
     if (p->send.out) outgoing_unref(p->send.out); /* chunks not yet queued are dropped */
+    p->send.out = NULL;
     /* Stop the monitor before closing its reader: libzmq's I/O thread sends monitor events
      * blocking, and with nobody left to read them it would hang, and every socket with it. */
     if (p->monitor && p->dealer) zmq_socket_monitor(p->dealer, NULL, 0);
     if (p->dealer) zmq_close(p->dealer);
     if (p->monitor) zmq_close(p->monitor);
+    p->dealer = p->monitor = NULL;
+}
+
+static void stop_knocking(peer_t *p)
+{
+    if (p->knocking) close(p->knock_fd);
+    p->knocking = false;
+    p->knock_fd = -1;
+}
+
+static void close_peer(peer_t *p)
+{
+    close_dealer(p);
+    stop_knocking(p);
     memset(p, 0, sizeof *p);
+    p->knock_fd = -1;
 }
 
 static peer_t *find_peer(rumor_node_t *n, const uint8_t *key)
@@ -226,7 +276,72 @@ static void fill_hello(rumor_node_t *n, rumor_msg_t *m)
     m->u.hello.inc = rumor_memb_incarnation(n->memb);
 }
 
-/* The DEALER to a peer, created (and greeted with our hello) on first use. The table is
+static void knock_send(rumor_node_t *n, peer_t *p, uint64_t now)
+{
+    if (send(p->knock_fd, p->knock, p->knock_len, 0) < 0 && errno == ECONNREFUSED) p->unreachable = true;
+    n->knocks_out++;
+    p->knock_next = now + p->knock_gap;
+    p->knock_gap = p->knock_gap * 2 < KNOCK_RETRY_MAX_MS ? p->knock_gap * 2 : KNOCK_RETRY_MAX_MS;
+}
+
+/* Knock at the peer's UDP port: our certificate, sealed for its key. Its answer lets our
+ * handshakes through its ZAP handler and tells us whether it admits us, and why not. */
+static void knock_start(rumor_node_t *n, peer_t *p, uint64_t now)
+{
+    if (p->knocking) return;
+    char why[RUMOR_ERR_LEN];
+    int fd = rumor_admit_connect(p->addr, why);
+    if (fd < 0) {
+        rumor_log(RUMOR_LOG_DEBUG, "cannot knock at %s: %s", p->addr, why);
+        return;
+    }
+    p->knocking = true;
+    p->knock_fd = fd;
+    p->knock_len = rumor_admit_knock(p->knock, n->key, p->key, n->boot_id, n->cert, n->cert_len, p->knock_nonce);
+    p->knock_gap = KNOCK_RETRY_MS;
+    knock_send(n, p, now);
+}
+
+/* The DEALER to an admitting peer, with a monitor (a refused handshake is how a peer that
+ * restarted, and so forgot our knock, shows), greeted with our hello. */
+static bool open_dealer(rumor_node_t *n, peer_t *p)
+{
+    void *d = zmq_socket(n->ctx, ZMQ_DEALER);
+    if (!d) return false;
+    set_common(d);
+    set_int(d, ZMQ_SNDHWM, SEND_HWM);
+    set_int(d, ZMQ_RCVHWM, 16);
+    set_int(d, ZMQ_RECONNECT_IVL, 100);
+    set_int(d, ZMQ_RECONNECT_IVL_MAX, 5000); /* exponential backoff up to 5 s */
+    if (set_curve_keys(n, d) != 0 || zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, p->key, RUMOR_KEY_LEN) != 0 ||
+        zmq_connect(d, p->addr) != 0) {
+        rumor_log(RUMOR_LOG_DEBUG, "cannot connect to %s: %s", p->addr, zmq_strerror(errno));
+        zmq_close(d);
+        return false;
+    }
+    p->dealer = d;
+    p->auth_failed = false;
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://monitor-%u", n->mon_seq++);
+    if (zmq_socket_monitor(d, ep, ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_DISCONNECTED) == 0) {
+        p->monitor = zmq_socket(n->ctx, ZMQ_PAIR);
+        if (p->monitor && zmq_connect(p->monitor, ep) != 0) {
+            zmq_socket_monitor(d, NULL, 0);
+            zmq_close(p->monitor);
+            p->monitor = NULL;
+        }
+    }
+    rumor_msg_t hello;
+    fill_hello(n, &hello);
+    (void)send_msg(n, p, &hello);
+    return true;
+}
+
+/* The connection to a peer, made on first use: a knock, and at once the DEALER (the knock
+ * travels half a round trip, the CURVE handshake two or more, so the knock is there first;
+ * if it was lost, the refused handshake makes us knock and dial again). The table is
  * bounded: when full, the least recently used peer outside the view makes room. */
 static peer_t *get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uint64_t now)
 {
@@ -251,49 +366,24 @@ static peer_t *get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, u
         close_peer(lru);
         p = lru;
     }
-    void *d = zmq_socket(n->ctx, ZMQ_DEALER);
-    if (!d) return NULL;
-    set_common(d);
-    set_int(d, ZMQ_SNDHWM, SEND_HWM);
-    set_int(d, ZMQ_RCVHWM, 16);
-    set_int(d, ZMQ_RECONNECT_IVL, 100);
-    set_int(d, ZMQ_RECONNECT_IVL_MAX, 5000); /* exponential backoff up to 5 s */
-    if (set_curve_keys(n, d) != 0 || zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, key, RUMOR_KEY_LEN) != 0 ||
-        zmq_connect(d, addr) != 0) {
-        rumor_log(RUMOR_LOG_DEBUG, "cannot connect to %s: %s", addr, zmq_strerror(errno));
-        zmq_close(d);
-        return NULL;
-    }
     memset(p, 0, sizeof *p);
     p->used = true;
+    p->knock_fd = -1;
     memcpy(p->key, key, RUMOR_KEY_LEN);
     snprintf(p->addr, sizeof p->addr, "%s", addr);
-    p->dealer = d;
     p->last_used = now;
-    /* Watch the connections to bootstraps: if joining fails, the node can say why. */
-    for (int b = 0; b < n->n_boot; b++)
-        if (same_key(n->boot[b].key, key)) {
-            char ep[64];
-            snprintf(ep, sizeof ep, "inproc://monitor-%d", (int)(p - n->peers));
-            if (zmq_socket_monitor(d, ep, ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-                                              ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_DISCONNECTED) == 0) {
-                p->monitor = zmq_socket(n->ctx, ZMQ_PAIR);
-                if (p->monitor && zmq_connect(p->monitor, ep) != 0) {
-                    zmq_close(p->monitor);
-                    p->monitor = NULL;
-                }
-            }
-        }
-    rumor_msg_t hello;
-    fill_hello(n, &hello);
-    (void)send_msg(n, p, &hello);
+    knock_start(n, p, now);
+    if (!open_dealer(n, p)) {
+        close_peer(p);
+        return NULL;
+    }
     return p;
 }
 
 static rumor_err_t send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
 {
     size_t len;
+    if (!p->dealer) return RUMOR_ECLOSED; /* knocking again: membership copes with a lost message */
     msg->seq = msg->type == RUMOR_MSG_PING || msg->type == RUMOR_MSG_PING_REQ ? msg->seq : ++n->seq;
     rumor_err_t rc = rumor_proto_encode(msg, n->buf, RUMOR_PROTO_MAX_HEADER, &len);
     if (rc != RUMOR_OK) {
@@ -484,6 +574,19 @@ static conn_t *find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint6
     return c;
 }
 
+/* Count every refusal; log a bounded number, so a flood cannot fill the disk. */
+static void refusal(rumor_node_t *n, const uint8_t *key, rumor_cert_reject_t why, const char *where, uint64_t now)
+{
+    char id[RUMOR_SHORT_ID_LEN + 1];
+    rumor_key_short_id(id, key);
+    n->drops[DROP_CERT_FIRST + (int)why]++;
+    if (n->refusals_logged < 50)
+        rumor_log(RUMOR_LOG_WARN, "refused %s (%s): certificate %s%s", id, where, rumor_cert_reject_name(why),
+                  ++n->refusals_logged == 50 ? " (further refusals are only counted)" : "");
+    conn_t *old = find_conn(n, key, false, now);
+    if (old) old->knocked = old->admitted = false;
+}
+
 /* A hello: the certificate must be of this swarm, valid now, not revoked, and issued for the
  * CURVE key of this very connection. Only then does the key get an entry (so a flood of
  * strangers cannot push admitted peers out of the table), and membership hear of it. */
@@ -495,13 +598,7 @@ static void handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, co
     rumor_key_short_id(id, key);
     if (rumor_cert_check(w->u.hello.cert, w->u.hello.cert_len, n->authority, key, unix_now(), n->revoked, &cert,
                          &why) != RUMOR_OK) {
-        n->drops[DROP_CERT_FIRST + (int)why]++;
-        /* Count every refusal; log a bounded number, so a flood cannot fill the disk. */
-        if (n->refusals_logged < 50)
-            rumor_log(RUMOR_LOG_WARN, "refused %s: certificate %s%s", id, rumor_cert_reject_name(why),
-                      ++n->refusals_logged == 50 ? " (further refusals are only counted)" : "");
-        conn_t *old = find_conn(n, key, false, now);
-        if (old) old->admitted = false;
+        refusal(n, key, why, "hello", now);
         char reason[64];
         snprintf(reason, sizeof reason, "certificate %s", rumor_cert_reject_name(why));
         reply_bye(n, rid, reason);
@@ -542,9 +639,10 @@ static void handle_monitor(peer_t *p)
         case ZMQ_EVENT_CONNECT_RETRIED: p->conn_refused++; break;
         case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: p->handshakes++; break;
         case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-            /* Its ZAP handler refused our key: it is on that node's revocation list. */
-            p->refused = true;
-            snprintf(p->refusal, sizeof p->refusal, "this node's key is revoked there");
+            /* Its ZAP handler refused our key: our knock did not reach it (lost, or it
+             * restarted since), or it now refuses us. libzmq gives up on this connection;
+             * the loop knocks again and dials anew, and the answer says which. */
+            p->auth_failed = true;
             break;
         case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
         case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: p->handshake_failed++; break;
@@ -566,7 +664,20 @@ static bool join_failed(rumor_node_t *n, uint64_t waited_ms, char why[400], size
     peer_t *p = find_peer(n, b->key);
     char host[64]; /* shortened for the message; the full address is in the user's command */
     snprintf(host, sizeof host, "%.63s", b->endpoint + 6);
-    if (p && p->handshake_failed > 0 && p->handshakes == 0)
+    const char *port = strrchr(b->endpoint, ':');
+    char real[RUMOR_KEY_Z85_LEN + 1] = "";
+    if (p && p->wrong_key) rumor_key_to_z85(real, p->real_key);
+    if (p && p->wrong_key)
+        snprintf(why, len, "the node at %s has the key %s, not the key in its rumor:// address (copy the "
+                           "address the node printed)", host, real);
+    else if (p && p->unreachable && !p->answered)
+        snprintf(why, len, "cannot reach the bootstrap at %s: connection refused (is a rumor node listening "
+                           "there, on that port?)", host);
+    else if (p && !p->answered)
+        snprintf(why, len, "no answer from the bootstrap at %s within %.0f s (wrong host, or a firewall? a node "
+                           "needs TCP and UDP port %s open)", host, (double)n->cfg.join_timeout_ms / 1000.0,
+                 port ? port + 1 : "?");
+    else if (p && p->handshake_failed > 0 && p->handshakes == 0)
         snprintf(why, len, "the bootstrap at %s did not complete the encrypted handshake: the key in its "
                            "rumor:// address is probably wrong (copy the address the node printed)", host);
     else if (p && p->conn_refused > 0 && p->handshakes == 0)
@@ -705,10 +816,125 @@ static void handle_router(rumor_node_t *n, uint64_t now)
     }
 }
 
-/* ZAP (RFC 27): every CURVE client whose key is not revoked is let in to say hello; its
- * certificate is checked in that hello (ZAP requests carry the client's key but nothing the
- * client chooses, so the certificate cannot ride in the handshake). The User-Id we return
- * travels with each of the client's messages: that is how a message's sender is known. */
+/* Datagrams on a peer's knock socket: its answer (or a diagnosis). */
+static void handle_knock_answer(rumor_node_t *n, peer_t *p, uint64_t now)
+{
+    for (int k = 0; k < 8 && p->knocking; k++) {
+        uint8_t buf[RUMOR_ADMIT_MAX + 1];
+        ssize_t len = recv(p->knock_fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (len < 0) {
+            if (errno == ECONNREFUSED) p->unreachable = true; /* nothing listens there (yet) */
+            if (errno != ECONNREFUSED && errno != EINTR) return;
+            continue;
+        }
+        rumor_admit_msg_t m;
+        rumor_err_t rc = rumor_admit_open(&m, n->key, buf, (size_t)len);
+        if (rc != RUMOR_OK) {
+            n->drops[rc == RUMOR_EAUTH ? DROP_ADMIT_UNSEALED : DROP_ADMIT_MALFORMED]++;
+            continue;
+        }
+        if (memcmp(m.nonce, p->knock_nonce, sizeof m.nonce) != 0) continue; /* not for this knock */
+        char id[RUMOR_SHORT_ID_LEN + 1];
+        rumor_key_short_id(id, p->key);
+        if (m.kind == RUMOR_ADMIT_WRONG_KEY) {
+            /* Unsealed, so only a diagnosis: we keep knocking in case it is not true. */
+            p->wrong_key = true;
+            memcpy(p->real_key, m.from, RUMOR_KEY_LEN);
+            continue;
+        }
+        if (m.kind != RUMOR_ADMIT_ANSWER || !same_key(m.from, p->key)) continue;
+        stop_knocking(p);
+        p->unreachable = p->wrong_key = false;
+        if (m.status != RUMOR_ADMIT_OK) {
+            const int why = m.status;
+            if (!p->refused)
+                rumor_log(RUMOR_LOG_WARN, "peer %s at %s refused us: certificate %s", id, p->addr,
+                          why <= RUMOR_CERT_REVOKED ? rumor_cert_reject_name((rumor_cert_reject_t)why) : "refused");
+            p->refused = true;
+            snprintf(p->refusal, sizeof p->refusal, "certificate %s",
+                     why <= RUMOR_CERT_REVOKED ? rumor_cert_reject_name((rumor_cert_reject_t)why) : "refused");
+            continue;
+        }
+        rumor_cert_t cert;
+        rumor_cert_reject_t why;
+        if (rumor_cert_check(m.cert, m.cert_len, n->authority, p->key, unix_now(), n->revoked, &cert, &why) !=
+            RUMOR_OK) {
+            /* It lets us in, but it is not of our swarm (or no longer): we do not go in. */
+            refusal(n, p->key, why, "its answer", now);
+            p->refused = true;
+            snprintf(p->refusal, sizeof p->refusal, "its own certificate is %s", rumor_cert_reject_name(why));
+            close_dealer(p);
+            continue;
+        }
+        p->answered = true;
+        p->refused = false;
+        if (!p->dealer && !open_dealer(n, p)) rumor_log(RUMOR_LOG_DEBUG, "cannot dial %s at %s", id, p->addr);
+    }
+}
+
+/* Knocks at our UDP port. A knock whose certificate passes lets its key through the ZAP
+ * handler; every knock that opens gets an answer that says so or says why not. */
+static void handle_udp(rumor_node_t *n, uint64_t now)
+{
+    for (int k = 0; k < BATCH; k++) {
+        uint8_t buf[RUMOR_ADMIT_MAX + 1], out[RUMOR_ADMIT_MAX];
+        rumor_admit_from_t from;
+        ssize_t len = rumor_admit_recv(n->udp, buf, sizeof buf, &from);
+        if (len < 0) return;
+        /* A token bucket: a flood of datagrams costs a bounded amount of cryptography. */
+        n->knock_tokens += (double)(now - n->knock_refill_ms) * KNOCK_RATE / 1000.0;
+        if (n->knock_tokens > KNOCK_RATE) n->knock_tokens = KNOCK_RATE;
+        n->knock_refill_ms = now;
+        if (n->knock_tokens < 1.0) {
+            n->drops[DROP_ADMIT_RATE]++;
+            continue;
+        }
+        n->knock_tokens -= 1.0;
+        rumor_admit_msg_t m;
+        rumor_err_t rc = rumor_admit_open(&m, n->key, buf, (size_t)len);
+        if (rc == RUMOR_EAUTH && buf[4] == RUMOR_ADMIT_KNOCK) {
+            /* Sealed for another key: the knocker has a wrong address for us. Say which key
+             * is ours (no larger than what came in, so it amplifies nothing). */
+            n->drops[DROP_ADMIT_UNSEALED]++;
+            rumor_admit_reply(n->udp, &from, out,
+                              rumor_admit_wrong_key(out, rumor_secret_key_public(n->key), m.nonce));
+            continue;
+        }
+        if (rc != RUMOR_OK || m.kind != RUMOR_ADMIT_KNOCK) {
+            n->drops[rc == RUMOR_EAUTH ? DROP_ADMIT_UNSEALED : DROP_ADMIT_MALFORMED]++;
+            continue;
+        }
+        n->knocks_in++;
+        rumor_cert_t cert;
+        rumor_cert_reject_t why = RUMOR_CERT_OK;
+        uint8_t status = RUMOR_ADMIT_OK;
+        if (rumor_cert_check(m.cert, m.cert_len, n->authority, m.from, unix_now(), n->revoked, &cert, &why) !=
+            RUMOR_OK) {
+            refusal(n, m.from, why, "knock", now);
+            status = (uint8_t)why;
+        } else {
+            conn_t *c = find_conn(n, m.from, true, now);
+            const bool restarted = c->boot && c->boot != m.boot;
+            c->knocked = true;
+            c->expires_at = cert.expires_at;
+            c->last_seen = now;
+            c->boot = m.boot;
+            /* A peer that restarted forgot our knock: knock again before our DEALER's
+             * reconnection reaches its ZAP handler. */
+            peer_t *p = restarted ? find_peer(n, m.from) : NULL;
+            if (p && !p->knocking) knock_start(n, p, now);
+        }
+        const size_t alen = rumor_admit_answer(out, n->key, m.from, m.nonce, status, n->boot_id,
+                                               status == RUMOR_ADMIT_OK ? n->cert : NULL, n->cert_len);
+        rumor_admit_reply(n->udp, &from, out, alen);
+    }
+}
+
+/* ZAP (RFC 27): a CURVE client gets in only with a key whose certificate passed in a knock
+ * (or in a hello since), not revoked and not expired. Everyone else is refused before libzmq
+ * reads a byte of theirs past the handshake: ZAP requests carry the client's key but nothing
+ * the client chooses, so the certificate travels in the knock. The User-Id we return travels
+ * with each of the client's messages: that is how a message's sender is known. */
 static void handle_zap(rumor_node_t *n)
 {
     zmq_msg_t f[8];
@@ -736,9 +962,13 @@ static void handle_zap(rumor_node_t *n)
     if (count == 7 && zmq_msg_size(&f[5]) == 5 && memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
         zmq_msg_size(&f[6]) == RUMOR_KEY_LEN) {
         const uint8_t *key = zmq_msg_data(&f[6]);
+        const conn_t *c = find_conn(n, key, false, now_ms());
         if (n->revoked && rumor_revoked_has(n->revoked, key)) {
             n->drops[DROP_CERT_FIRST + RUMOR_CERT_REVOKED]++;
             text = "revoked";
+        } else if (!c || !(c->knocked || c->admitted) || (c->expires_at && unix_now() >= c->expires_at)) {
+            n->drops[DROP_NOT_ADMITTED]++;
+            text = "knock first";
         } else {
             status = "200";
             text = "OK";
@@ -801,9 +1031,10 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
         }
         out(o, "],\"counters\":{\"msgs_in\":%" PRIu64 ",\"msgs_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
                ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64
-               ",\"suspicions\":%" PRIu64 ",\"deaths\":%" PRIu64 ",\"refutations\":%" PRIu64 "},\"rejected\":{",
+               ",\"suspicions\":%" PRIu64 ",\"deaths\":%" PRIu64 ",\"refutations\":%" PRIu64
+               ",\"knocks_in\":%" PRIu64 ",\"knocks_out\":%" PRIu64 "},\"rejected\":{",
             n->msgs_in, n->msgs_out, n->bytes_in, n->bytes_out, ms.pings_sent, ms.acks_received, ms.suspicions,
-            ms.deaths, ms.refutations);
+            ms.deaths, ms.refutations, n->knocks_in, n->knocks_out);
         bool first = true;
         for (int i = 1; i < DROP_COUNT; i++)
             if (n->drops[i]) {
@@ -961,6 +1192,7 @@ bool rumor_node_peer_admitted(rumor_node_t *n, int i)
 static void pump(rumor_node_t *n, peer_t *p)
 {
     sending_t *s = &p->send;
+    if (!p->dealer) return;
     while (s->out && s->next < s->chunks) {
         uint64_t off = (uint64_t)s->next * s->chunk_params;
         uint64_t cnt = s->n - off < s->chunk_params ? s->n - off : s->chunk_params;
@@ -1025,7 +1257,7 @@ rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint6
     if (!c || !c->admitted || (c->expires_at && unix_now() >= c->expires_at)) return RUMOR_EAUTH;
     peer_t *p = get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, now_ms());
     if (!p) return RUMOR_EINVAL;
-    if (p->send.out) return RUMOR_ECLOSED;
+    if (p->send.out || !p->dealer) return RUMOR_ECLOSED;
     outgoing_t *o = malloc(sizeof *o);
     if (!o) return RUMOR_ENOMEM;
     atomic_init(&o->refs, 1);
@@ -1054,6 +1286,7 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
         return NULL;
     }
     n->cfg = *cfg;
+    n->udp = -1;
     n->start_ms = now_ms();
     n->wake[0] = n->wake[1] = -1;
     n->tick_ms = 100;
@@ -1093,8 +1326,21 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     rumor_key_short_id(n->id, rumor_secret_key_public(n->key));
     rumor_log_set_id(n->id);
 
+    n->boot_id = rumor_random_u64();
+    n->knock_tokens = KNOCK_RATE;
+    n->knock_refill_ms = now_ms();
+    {
+        /* A DEALER, its monitor and its connection per peer: more descriptors than the
+         * usual soft limit of 1024 allows at MAX_PEERS. */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 8192 && rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max < 8192 ? rl.rlim_max : 8192;
+            (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
     n->ctx = zmq_ctx_new();
     if (!n->ctx) goto nomem;
+    (void)zmq_ctx_set(n->ctx, ZMQ_MAX_SOCKETS, 4 * MAX_PEERS + 64);
     /* The ZAP handler must be bound before any CURVE server socket. */
     n->zap = zmq_socket(n->ctx, ZMQ_REP);
     if (!n->zap || zmq_bind(n->zap, ZAP_ENDPOINT) != 0) {
@@ -1116,19 +1362,30 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     char bind_ep[RUMOR_ENDPOINT_LEN];
     snprintf(bind_ep, sizeof bind_ep, "%s", cfg->listen);
     size_t bl = strlen(bind_ep);
-    if (bl > 2 && strcmp(bind_ep + bl - 2, ":0") == 0) snprintf(bind_ep + bl - 1, sizeof bind_ep - (bl - 1), "*");
-    if (strncmp(bind_ep, "tcp://", 6) != 0 || zmq_bind(n->router, bind_ep) != 0) {
-        rumor_fail(err, RUMOR_EIO, "cannot listen on %s: %s", cfg->listen,
-                   strncmp(bind_ep, "tcp://", 6) ? "expected tcp://HOST:PORT" : zmq_strerror(errno));
-        goto fail;
+    const bool any_port = bl > 2 && strcmp(bind_ep + bl - 2, ":0") == 0;
+    if (any_port) snprintf(bind_ep + bl - 1, sizeof bind_ep - (bl - 1), "*");
+    char last[RUMOR_ENDPOINT_LEN], bound[RUMOR_ENDPOINT_LEN];
+    const char *port = NULL;
+    /* TCP for ZeroMQ and UDP of the same number for knocks. A free TCP port may have its UDP
+     * twin taken: then try another. */
+    for (int attempt = 0; n->udp < 0; attempt++) {
+        if (strncmp(bind_ep, "tcp://", 6) != 0 || zmq_bind(n->router, bind_ep) != 0) {
+            rumor_fail(err, RUMOR_EIO, "cannot listen on %s: %s", cfg->listen,
+                       strncmp(bind_ep, "tcp://", 6) ? "expected tcp://HOST:PORT" : zmq_strerror(errno));
+            goto fail;
+        }
+        size_t blen = sizeof last;
+        zmq_getsockopt(n->router, ZMQ_LAST_ENDPOINT, last, &blen);
+        port = strrchr(last, ':');
+        n->udp = rumor_admit_listen(cfg->listen, port ? (uint16_t)atoi(port + 1) : 0, err);
+        if (n->udp < 0) {
+            if (!any_port || attempt == 20) goto fail;
+            (void)zmq_unbind(n->router, last);
+        }
     }
     /* The address we listen on: the configured host with the port actually bound (ZeroMQ
      * reports an IPv4 host as ::ffff:a.b.c.d on a dual-stack socket, which is not what peers
      * should be told). */
-    char last[RUMOR_ENDPOINT_LEN], bound[RUMOR_ENDPOINT_LEN];
-    size_t blen = sizeof last;
-    zmq_getsockopt(n->router, ZMQ_LAST_ENDPOINT, last, &blen);
-    const char *port = strrchr(last, ':');
     const char *listen_colon = strrchr(cfg->listen, ':');
     snprintf(bound, sizeof bound, "%.*s%s", (int)(listen_colon - cfg->listen), cfg->listen, port ? port : ":0");
     const char *adv = cfg->advertise ? cfg->advertise : bound;
@@ -1194,6 +1451,7 @@ void rumor_node_destroy(rumor_node_t **self_p)
     if (n->zap) zmq_close(n->zap);
     if (n->control) zmq_close(n->control);
     if (n->ctx) zmq_ctx_term(n->ctx);
+    if (n->udp >= 0) close(n->udp);
     if (n->control_path[0]) unlink(n->control_path);
     if (n->wake[0] >= 0) close(n->wake[0]);
     if (n->wake[1] >= 0) close(n->wake[1]);
@@ -1246,8 +1504,9 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
     }
     run_actions(n, now);
     const uint64_t started = now;
-    zmq_pollitem_t items[4 + MAX_PEERS];
+    zmq_pollitem_t items[5 + 3 * MAX_PEERS];
     peer_t *polled[MAX_PEERS];
+    int mon_item[MAX_PEERS], knock_item[MAX_PEERS];
     rumor_err_t rc = RUMOR_OK;
     while (!stop_requested) {
         if (reload_requested) {
@@ -1260,7 +1519,8 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
                 n->revoked = fresh;
                 /* Admitted peers now revoked are admitted no more. */
                 for (int i = 0; i < MAX_CONNS; i++)
-                    if (n->conns[i].used && rumor_revoked_has(n->revoked, n->conns[i].key)) n->conns[i].admitted = false;
+                    if (n->conns[i].used && rumor_revoked_has(n->revoked, n->conns[i].key))
+                        n->conns[i].admitted = n->conns[i].knocked = false;
                 rumor_log(RUMOR_LOG_INFO, "revocation list reloaded: %zu keys", rumor_revoked_count(n->revoked));
             } else {
                 rumor_log(RUMOR_LOG_ERROR, "keeping the old revocation list: %s", rerr);
@@ -1273,9 +1533,26 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         if (n->control) items[ni++] = (zmq_pollitem_t){.socket = n->control, .events = ZMQ_POLLIN};
         const int wake_item = ni;
         items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = n->wake[0], .events = ZMQ_POLLIN};
+        const int udp_item = ni;
+        items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = n->udp, .events = ZMQ_POLLIN};
         const int first_peer = ni;
+        uint64_t next_knock = UINT64_MAX;
+        for (int i = 0; i < MAX_PEERS; i++) {
+            peer_t *p = &n->peers[i];
+            if (!p->used) continue;
+            /* A refused handshake: libzmq has given up on that connection. Knock, and dial
+             * again once it answers. */
+            if (p->auth_failed) {
+                close_dealer(p);
+                p->auth_failed = false;
+                p->answered = false;
+                knock_start(n, p, now);
+            }
+            if (p->knocking && p->knock_next <= now) knock_send(n, p, now);
+            if (p->knocking && p->knock_next < next_knock) next_knock = p->knock_next;
+        }
         for (int i = 0; i < MAX_PEERS; i++)
-            if (n->peers[i].used) {
+            if (n->peers[i].used && n->peers[i].dealer) {
                 polled[np++] = &n->peers[i];
                 const outgoing_t *o = n->peers[i].send.out;
                 const bool capped = o && atomic_load(&((outgoing_t *)o)->refs) - 1 >= MAX_INFLIGHT;
@@ -1283,16 +1560,45 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
                 items[ni++] = (zmq_pollitem_t){.socket = n->peers[i].dealer,
                                                .events = ZMQ_POLLIN | (o && !capped ? ZMQ_POLLOUT : 0)};
             }
-        for (int i = 0; i < np; i++)
-            if (polled[i]->monitor) handle_monitor(polled[i]);
+        for (int i = 0; i < np; i++) {
+            mon_item[i] = knock_item[i] = -1;
+            if (polled[i]->monitor) {
+                mon_item[i] = ni;
+                items[ni++] = (zmq_pollitem_t){.socket = polled[i]->monitor, .events = ZMQ_POLLIN};
+            }
+            if (polled[i]->knocking) {
+                knock_item[i] = ni;
+                items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = polled[i]->knock_fd, .events = ZMQ_POLLIN};
+            }
+        }
+        /* Peers knocking without a DEALER (dialled again after a refusal) */
+        peer_t *knock_only[MAX_PEERS];
+        int nk = 0;
+        const int first_knock_only = ni;
+        for (int i = 0; i < MAX_PEERS; i++)
+            if (n->peers[i].used && !n->peers[i].dealer && n->peers[i].knocking) {
+                knock_only[nk++] = &n->peers[i];
+                items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = n->peers[i].knock_fd, .events = ZMQ_POLLIN};
+            }
         uint64_t wait = rumor_memb_next_deadline(n->memb, now_ms());
         if (wait > n->tick_ms) wait = n->tick_ms;
+        if (next_knock != UINT64_MAX && next_knock - now < wait) wait = next_knock > now ? next_knock - now : 0;
         if (sending_capped) wait = 1; /* libzmq frees chunks without waking us: look again soon */
         if (zmq_poll(items, ni, (long)wait) < 0 && errno != EINTR) {
             rc = rumor_fail(err, RUMOR_EIO, "poll: %s", zmq_strerror(errno));
             break;
         }
         now = now_ms();
+        /* Knocks before ZAP requests: a knock and the handshake it clears may arrive together. */
+        if (items[udp_item].revents & ZMQ_POLLIN) handle_udp(n, now);
+        for (int i = 0; i < np; i++) {
+            if (knock_item[i] >= 0 && (items[knock_item[i]].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+                handle_knock_answer(n, polled[i], now);
+            if (mon_item[i] >= 0 && (items[mon_item[i]].revents & ZMQ_POLLIN) && polled[i]->monitor)
+                handle_monitor(polled[i]);
+        }
+        for (int i = 0; i < nk; i++)
+            if (items[first_knock_only + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) handle_knock_answer(n, knock_only[i], now);
         if (items[1].revents & ZMQ_POLLIN) handle_zap(n);
         if (items[0].revents & ZMQ_POLLIN) handle_router(n, now);
         if (n->control && (items[2].revents & ZMQ_POLLIN)) handle_control(n, now);
@@ -1302,7 +1608,8 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             }
         }
         for (int i = 0; i < np; i++) {
-            if ((items[first_peer + i].revents & ZMQ_POLLIN) && polled[i]->used) handle_dealer(n, polled[i], now);
+            if ((items[first_peer + i].revents & ZMQ_POLLIN) && polled[i]->used && polled[i]->dealer)
+                handle_dealer(n, polled[i], now);
             if (polled[i]->used && polled[i]->send.out) pump(n, polled[i]);
         }
         if (n->tick_cb) n->tick_cb(n->tick_arg, n, now);

@@ -3,8 +3,9 @@
  *
  * One thread, one poll loop (zyre style): a ROUTER socket bound as CURVE server receives
  * everything; one DEALER per peer, a CURVE client that knows the peer's key from its address,
- * sends; a ZAP handler sees every CURVE handshake (and refuses revoked keys before any byte
- * of theirs is read); an optional control socket answers `rumor status`.
+ * sends; a UDP socket on the same port takes knocks; a ZAP handler sees every CURVE
+ * handshake (and refuses keys that did not knock, or are revoked, before any message of theirs
+ * is read); an optional control socket answers `rumor status`.
  *
  * Admission (DESIGN.md decision 5): a connection's CURVE key is its identity. Until a valid
  * `hello` arrives from a key, with a certificate of this swarm for that very key, nothing
@@ -16,11 +17,14 @@
  * high-water mark (a slow or dead peer holds at most that many messages), a model in transit
  * keeps at most a few chunks queued, the ROUTER holds at most RECV_HWM messages per peer of at
  * most ZMQ_MAXMSGSIZE per frame, and the membership state machine is fixed-size.
- * Known gap: libzmq counts a multipart message against the high-water mark only once its last
- * frame arrives, so a CURVE client that never ends a message can make us buffer its frames; and
- * with the stable libzmq API the certificate cannot be checked before those frames are read
- * (ZAP requests carry nothing the client chooses). Closing it needs single-frame sockets
- * (ZMQ_SERVER, a draft API today) or a patched libzmq.
+ *
+ * Admission before the connection (PROTOCOL.md, "Admission"): libzmq holds every frame of a
+ * message until its last one arrives, whatever the high-water mark, and a ZAP request carries
+ * nothing the client chooses. So a node knocks (net/admit.h: one sealed UDP datagram with its
+ * certificate) before it dials, and the ZAP handler lets in only keys whose certificate passed
+ * in a knock or a hello: a stranger's handshake fails before libzmq reads a message of its.
+ * A peer whose certificate is valid can still send such messages; revoking its key is the
+ * remedy (the ZAP handler and the knock both honour the list).
  *
  * This is the only module that includes zmq.h (STYLE.md).
  */
