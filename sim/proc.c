@@ -124,6 +124,9 @@ static void node_args(args_t *a, const rumor_sim_config_t *c, const char *exe, i
     arg(a, "--min-peers"), arg(a, "%d", c->peers);
     arg(a, "--period"), arg(a, "500");
     arg(a, "--suspect"), arg(a, "2000");
+    /* Views hold the whole swarm (up to the node's limit), so every peer computes the same
+     * topology, as in virtual mode. */
+    arg(a, "--view-size"), arg(a, "%d", c->peers - 1 < 1 ? 1 : c->peers - 1 > 200 ? 200 : c->peers - 1);
     if (i == c->straggler && c->slowdown > 1) arg(a, "--slowdown"), arg(a, "%.9g", c->slowdown);
     if (c->net_given) { /* the node's own emulation of the scenario's network, on top of loopback */
         if (c->latency_ms > 0) arg(a, "--emulate-latency"), arg(a, "%.9g", c->latency_ms);
@@ -199,9 +202,13 @@ static void apply_event(const rumor_sim_event_t *e, peer_t *peers, const rumor_s
             const char *boot = NULL;
             for (int j = 0; j < c->peers && !boot; j++)
                 if (j != i && peers[j].pid && peers[j].addr[0]) boot = peers[j].addr;
-            char err[RUMOR_ERR_LEN];
-            rumor_log(RUMOR_LOG_INFO, "scenario: restarting peer %d from its checkpoint", i);
-            if (spawn(p, c, exe, i, boot, threads, true, err) != RUMOR_OK) rumor_log(RUMOR_LOG_ERROR, "%s", err);
+            char err[RUMOR_ERR_LEN], ckpt[700];
+            /* Killed before its first checkpoint (still loading, or joining): it starts over. */
+            snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", p->dir);
+            const bool resume = access(ckpt, F_OK) == 0;
+            rumor_log(RUMOR_LOG_INFO, "scenario: restarting peer %d %s", i,
+                      resume ? "from its checkpoint" : "from the start (it had no checkpoint yet)");
+            if (spawn(p, c, exe, i, boot, threads, resume, err) != RUMOR_OK) rumor_log(RUMOR_LOG_ERROR, "%s", err);
             p->restarts++;
             want--;
         }

@@ -32,13 +32,17 @@
  * with an acknowledged transport; a peer cannot run more than a round ahead of its own
  * messages.
  *
- * Membership. Virtual mode does not simulate SWIM: each engine's view is exact, all other
- * running peers (not killed, rounds not finished), given to the engine at the peer's next
- * gossip point after a change (the engine reads its view only when a round starts). A
- * finished peer leaves the views at once, as a node that says bye; a killed one too, as if
- * its failure were detected at once, although in-flight rounds still wait for it up to their
- * deadline. Keys are 32 bytes, the peer index big-endian in the first four, so sorted keys
- * give rank = index.
+ * Membership. Every peer runs the membership state machine of `rumor node` (src/membership.h,
+ * with the period and suspicion time proc mode gives its nodes): its messages travel the same
+ * emulated network (latency and loss, not bandwidth: they are small), its timers are events.
+ * Peers join through peer 0, as in proc mode, and start training once their view holds
+ * everyone (or view_size members), or after JOIN_WAIT of virtual time. An engine's view is its
+ * peer's membership view and itself, given to it at the next gossip point after a change (the
+ * engine reads its view only when a round starts). So a killed peer is noticed as a node
+ * notices it, by failed probes and suspicion, rounds waiting for it up to their deadline
+ * meanwhile; a finished peer leaves (bye) and is dropped at once. Membership is not
+ * certificate-checked here: every message comes from a peer of the simulation. Keys are 32
+ * bytes, the peer index big-endian in the first four, so sorted keys give rank = index.
  *
  * Churn. A killed peer stops: its phase in progress is lost, its messages in flight are
  * dropped, and messages for it are dropped on arrival. A restarted peer continues from its
@@ -70,6 +74,7 @@
 #include "backend.h"
 #include "data.h"
 #include "gossip.h"
+#include "membership.h"
 #include "model.h"
 #include "optim.h"
 #include "rng.h"
@@ -82,6 +87,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +96,11 @@
 
 #define LOSS_STREAM 0x7673696d6c6f7373ULL  /* "vsimloss" */
 #define CHURN_STREAM 0x7673696d6368726eULL /* "vsimchrn" */
+#define MEMB_STREAM 0x7673696d6d656d62ULL  /* "vsimmemb": membership message loss */
+#define MEMB_PERIOD_MS 500                 /* as proc mode's nodes (sim/proc.c) */
+#define MEMB_SUSPECT_MS 2000
+#define JOIN_WAIT_US 30000000ULL           /* a peer trains after this long even with a thin view */
+#define JOIN_QUIET 4                       /* ... or when its view has not changed for this many periods */
 #define NOMINAL_FLOPS 10e9                 /* virtual compute speed when step_ms is 0 */
 #define EVAL_SUBSET 2000                   /* test images evaluated on ... */
 #define EVAL_SUBSET_ABOVE 64               /* ... when the swarm has more peers than this */
@@ -103,14 +114,14 @@
 
 // ---- the event queue: a binary heap ordered by (time, insertion sequence) ----
 
-typedef enum { EV_PHASE, EV_RETRY, EV_ARRIVE, EV_CHURN } ev_kind_t;
+typedef enum { EV_PHASE, EV_RETRY, EV_ARRIVE, EV_CHURN, EV_MTICK, EV_MMSG } ev_kind_t;
 
 typedef struct {
     uint64_t t;   /* virtual microseconds */
     uint64_t seq; /* insertion order: equal times pop in the order they were pushed */
     int kind;
-    int a;        /* phase, retry: the peer; arrive: the message; churn: the event index */
-    uint32_t b;   /* phase, retry: the peer's incarnation when scheduled */
+    int a;        /* phase, retry, mtick: the peer; arrive, mmsg: the message; churn: the event */
+    uint32_t b;   /* phase, retry, mtick: the peer's incarnation when scheduled */
 } event_t;
 
 typedef struct {
@@ -159,7 +170,7 @@ static event_t heap_pop(heap_t *h)
 
 // ---- peers, messages, the whole simulation ----
 
-typedef enum { P_COMPUTING, P_WAITING, P_FINISHED, P_DEAD } pstate_t;
+typedef enum { P_COMPUTING, P_WAITING, P_FINISHED, P_DEAD, P_JOINING } pstate_t;
 
 typedef struct {
     rumor_model_t *m;        /* max_batch = the training batch */
@@ -177,8 +188,12 @@ typedef struct {
     uint64_t retry_ms;       /* deadline of the pending retry event (0: none) */
     uint64_t link_free_us;   /* when the uplink is free again */
     uint64_t bytes_out;
-    uint64_t view_ver;       /* version of the member set its engine last saw */
-    int view_peers;          /* members in that set (with itself) */
+    rumor_memb_t *memb;      /* its membership state machine */
+    uint8_t (*vkeys)[RUMOR_GOSSIP_KEY_LEN]; /* its engine's view: itself and its members */
+    bool view_dirty;         /* the membership view changed since the engine got it */
+    int view_peers;          /* members in that view (with itself) */
+    uint64_t mtick_us;       /* when its pending membership tick fires (0: none) */
+    uint64_t view_changed_us;/* the last change of its membership view */
     double loss_sum;         /* the last phase's summed loss and sample count */
     long loss_count;
     float lr;
@@ -198,6 +213,22 @@ typedef struct {
     int next_free;
     rumor_gossip_send_t s;   /* params points into the sender's snapshot until released */
 } msg_t;
+
+/* A membership message in flight, packed: the fixed fields, then the strings and updates it
+ * uses (a rumor_memb_msg_t is 24 KB with all its arrays; most messages are pings and byes). */
+typedef struct {
+    int from, to;
+    uint32_t from_inc;
+    uint8_t data[];
+} mmsg_t;
+
+typedef struct {
+    rumor_memb_kind_t kind;
+    uint32_t seq, inc, ack;
+    bool has_target;
+    uint8_t target[RUMOR_KEY_LEN];
+    int n_upd, n_peers;
+} mhead_t;
 
 typedef struct {
     const rumor_sim_config_t *c;
@@ -225,15 +256,23 @@ typedef struct {
     msg_t *msgs;
     int n_msgs, cap_msgs, free_msg;
     rumor_rng_t loss_rng;
+    /* membership */
+    rumor_memb_config_t mcfg;
+    int want_view;           /* members a joining peer waits for */
+    bool seeded;             /* the swarm starts formed (see setup) */
+    rumor_memb_action_t *act;
+    rumor_memb_msg_t *mscratch; /* the message being delivered, unpacked */
+    mmsg_t **mm;             /* membership messages in flight, and free slots */
+    int n_mm, cap_mm, *mm_free, n_mm_free;
+    rumor_rng_t mloss_rng;
     /* who is there */
     bool *alive;             /* not killed (for the status display and churn) */
     int n_alive;
-    int n_members;           /* running: neither killed nor finished; the views */
-    uint64_t view_ver, keys_ver;
-    uint8_t (*member_keys)[RUMOR_GOSSIP_KEY_LEN];
     long *at_round;          /* live peers per rounds done, 0..rounds */
     long round_min;          /* the slowest live peer's rounds done */
     int *round_ev;           /* churn events at a round, by (round, index) */
+    int churn_pending;       /* churn events at a time not yet fired */
+    uint64_t progress_us;    /* the last local phase or round that ended */
     int n_round_ev, next_round_ev;
     /* run */
     uint64_t now_us, end_us;
@@ -486,29 +525,212 @@ static rumor_err_t evaluate(sim_t *s, int i)
 
 static bool running(const vpeer_t *p) { return p->state == P_COMPUTING || p->state == P_WAITING; }
 
-/* The views: the keys of the running peers, rebuilt once per change of the set. */
-static void member_keys_refresh(sim_t *s)
+/* The engine's view: the peer and the members of its membership view. */
+static void view_set(vpeer_t *p)
 {
-    if (s->keys_ver == s->view_ver) return;
     int m = 0;
-    for (int i = 0; i < s->n; i++)
-        if (running(&s->p[i])) memcpy(s->member_keys[m++], s->p[i].key, RUMOR_GOSSIP_KEY_LEN);
-    assert(m == s->n_members);
-    s->keys_ver = s->view_ver;
+    memcpy(p->vkeys[m++], p->key, RUMOR_GOSSIP_KEY_LEN);
+    for (int k = 0; k < rumor_memb_view_count(p->memb); k++)
+        memcpy(p->vkeys[m++], rumor_memb_view_at(p->memb, k)->key, RUMOR_GOSSIP_KEY_LEN);
+    rumor_gossip_set_view(p->g, (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])p->vkeys, (size_t)m);
+    p->view_peers = m;
+    p->view_dirty = false;
 }
 
-static void view_set(sim_t *s, vpeer_t *p)
+// ---- membership ----
+
+static void addr_of(int i, char addr[RUMOR_MEMB_ADDR_LEN]) { snprintf(addr, RUMOR_MEMB_ADDR_LEN, "sim:%d", i); }
+
+static rumor_err_t schedule_phase(sim_t *s, int i);
+
+/* A joining peer trains once its view holds every other peer, or has not grown for
+ * JOIN_QUIET periods (peers that already left, or messages lost), or after JOIN_WAIT. */
+static rumor_err_t maybe_start(sim_t *s, int i)
 {
-    member_keys_refresh(s);
-    rumor_gossip_set_view(p->g, (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])s->member_keys, (size_t)s->n_members);
-    p->view_ver = s->view_ver;
-    p->view_peers = s->n_members;
+    vpeer_t *p = &s->p[i];
+    if (p->state != P_JOINING) return RUMOR_OK;
+    const int have = rumor_memb_view_count(p->memb);
+    const bool quiet = have > 0 && s->now_us >= p->view_changed_us + JOIN_QUIET * s->mcfg.period_ms * 1000ULL;
+    if (have < s->want_view && !quiet && s->now_us < JOIN_WAIT_US) return RUMOR_OK;
+    view_set(p);
+    return schedule_phase(s, i);
 }
 
-static void members_change(sim_t *s, int delta)
+static size_t pack_str(uint8_t *b, const char *str)
 {
-    s->n_members += delta;
-    s->view_ver++;
+    const size_t l = strnlen(str, RUMOR_MEMB_ADDR_LEN - 1) + 1;
+    if (b) memcpy(b, str, l - 1), b[l - 1] = 0;
+    return l;
+}
+
+static size_t pack_upd(uint8_t *b, const rumor_memb_update_t *u)
+{
+    if (b) {
+        memcpy(b, u->key, RUMOR_KEY_LEN);
+        memcpy(b + RUMOR_KEY_LEN, &u->inc, 4);
+        memcpy(b + RUMOR_KEY_LEN + 4, &u->state, sizeof u->state);
+    }
+    const size_t at = RUMOR_KEY_LEN + 4 + sizeof u->state;
+    return at + pack_str(b ? b + at : NULL, u->addr);
+}
+
+/* Pack m into b (b NULL: only its size). */
+static size_t memb_pack(uint8_t *b, const rumor_memb_msg_t *m)
+{
+    const mhead_t h = {.kind = m->kind, .seq = m->seq, .inc = m->inc, .ack = m->ack, .has_target = m->has_target,
+                       .n_upd = m->n_upd, .n_peers = m->n_peers};
+    size_t at = sizeof h;
+    if (b) {
+        memcpy(b, &h, sizeof h);
+        memcpy(b + offsetof(mhead_t, target), m->target, RUMOR_KEY_LEN);
+    }
+    at += pack_str(b ? b + at : NULL, m->addr);
+    at += pack_str(b ? b + at : NULL, m->target_addr);
+    for (int k = 0; k < m->n_upd; k++) at += pack_upd(b ? b + at : NULL, &m->upd[k]);
+    for (int k = 0; k < m->n_peers; k++) at += pack_upd(b ? b + at : NULL, &m->peers[k]);
+    return at;
+}
+
+static size_t unpack_upd(rumor_memb_update_t *u, const uint8_t *b)
+{
+    memcpy(u->key, b, RUMOR_KEY_LEN);
+    memcpy(&u->inc, b + RUMOR_KEY_LEN, 4);
+    memcpy(&u->state, b + RUMOR_KEY_LEN + 4, sizeof u->state);
+    const size_t at = RUMOR_KEY_LEN + 4 + sizeof u->state;
+    const size_t l = strlen((const char *)b + at) + 1;
+    memcpy(u->addr, b + at, l);
+    return at + l;
+}
+
+static void memb_unpack(rumor_memb_msg_t *m, const uint8_t *b)
+{
+    mhead_t h;
+    memcpy(&h, b, sizeof h);
+    m->kind = h.kind, m->seq = h.seq, m->inc = h.inc, m->ack = h.ack, m->has_target = h.has_target;
+    memcpy(m->target, h.target, RUMOR_KEY_LEN);
+    m->n_upd = h.n_upd, m->n_peers = h.n_peers;
+    size_t at = sizeof h, l = strlen((const char *)b + at) + 1;
+    memcpy(m->addr, b + at, l);
+    at += l;
+    l = strlen((const char *)b + at) + 1;
+    memcpy(m->target_addr, b + at, l);
+    at += l;
+    for (int k = 0; k < m->n_upd; k++) at += unpack_upd(&m->upd[k], b + at);
+    for (int k = 0; k < m->n_peers; k++) at += unpack_upd(&m->peers[k], b + at);
+}
+
+/* Carry out what peer i's membership asks: messages onto the network, view changes noted. */
+static rumor_err_t memb_drain(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    rumor_memb_action_t *a = s->act;
+    while (rumor_memb_next_action(p->memb, a)) {
+        if (a->kind != RUMOR_MEMB_ACT_SEND) {
+            p->view_dirty = true;
+            p->view_changed_us = s->now_us;
+            continue;
+        }
+        const int to = index_of(s, a->key);
+        if (to < 0) continue; /* cannot happen: members are peers of the simulation */
+        if (s->p[to].state == P_FINISHED) continue; /* gone for good: it would drop it on arrival */
+        int id;
+        if (s->n_mm_free > 0) {
+            id = s->mm_free[--s->n_mm_free];
+        } else {
+            if (s->n_mm == s->cap_mm) {
+                const int cap = s->cap_mm ? 2 * s->cap_mm : 1024;
+                mmsg_t **v = realloc(s->mm, (size_t)cap * sizeof *v);
+                int *f = v ? realloc(s->mm_free, (size_t)cap * sizeof *f) : NULL;
+                if (v) s->mm = v;
+                if (!v || !f) return fail(s, RUMOR_ENOMEM, "out of memory for membership messages");
+                s->mm_free = f, s->cap_mm = cap;
+            }
+            s->mm[s->n_mm] = NULL;
+            id = s->n_mm++;
+        }
+        mmsg_t *mm = malloc(sizeof *mm + memb_pack(NULL, &a->msg));
+        if (!mm) return fail(s, RUMOR_ENOMEM, "out of memory for membership messages");
+        s->mm[id] = mm;
+        mm->from = i, mm->to = to, mm->from_inc = p->inc;
+        memb_pack(mm->data, &a->msg);
+        if (heap_push(&s->q, s->now_us + s->latency_us + 1, EV_MMSG, id, 0) != RUMOR_OK)
+            return fail(s, RUMOR_ENOMEM, "out of memory for events");
+    }
+    return maybe_start(s, i);
+}
+
+/* The next membership tick of peer i: when its state machine next needs one, at least every
+ * quarter period (its contract). */
+static rumor_err_t memb_schedule(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    uint64_t ms = rumor_memb_next_deadline(p->memb, s->now_us / 1000);
+    if (ms > s->mcfg.period_ms / 4) ms = s->mcfg.period_ms / 4;
+    if (ms < 1) ms = 1;
+    p->mtick_us = (s->now_us / 1000 + ms) * 1000;
+    if (heap_push(&s->q, p->mtick_us, EV_MTICK, i, p->inc) != RUMOR_OK)
+        return fail(s, RUMOR_ENOMEM, "out of memory for events");
+    return RUMOR_OK;
+}
+
+/* A fresh membership for peer i (at start, and at a restart: a node that restarts remembers
+ * nobody and comes back under a higher incarnation), joining through peer 0. */
+static rumor_err_t memb_start(sim_t *s, int i, uint32_t inc)
+{
+    vpeer_t *p = &s->p[i];
+    char addr[RUMOR_MEMB_ADDR_LEN], err[RUMOR_ERR_LEN];
+    rumor_memb_destroy(&p->memb);
+    rumor_memb_config_t mc = s->mcfg;
+    rumor_rng_t r;
+    rumor_rng_init2(&r, s->c->seed, MEMB_STREAM + (uint64_t)i + 1, inc);
+    mc.seed = rumor_rng_next(&r);
+    addr_of(i, addr);
+    if (!(p->memb = rumor_memb_new(&mc, p->key, addr, inc, err))) return fail(s, RUMOR_EINVAL, "%s", err);
+    const int boot = i == 0 ? (s->n > 1 ? 1 : -1) : 0;
+    if (s->seeded && inc == 1) {
+        for (int j = 0; j < s->n; j++) {
+            addr_of(j, addr);
+            rumor_memb_add(p->memb, s->p[j].key, addr, 1, s->now_us / 1000);
+        }
+    } else if (boot >= 0 && (i != 0 || inc > 1)) { /* peer 0 is the bootstrap: it joins only after a restart */
+        addr_of(boot, addr);
+        rumor_memb_join(p->memb, s->p[boot].key, addr, s->now_us / 1000);
+    }
+    p->view_dirty = true;
+    if (memb_drain(s, i) != RUMOR_OK) return s->rc;
+    return memb_schedule(s, i);
+}
+
+static rumor_err_t memb_tick(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    p->mtick_us = 0;
+    if (p->state == P_DEAD || p->state == P_FINISHED) return RUMOR_OK;
+    rumor_memb_tick(p->memb, s->now_us / 1000);
+    if (memb_drain(s, i) != RUMOR_OK) return s->rc;
+    return memb_schedule(s, i);
+}
+
+/* A membership message reaches its receiver (unless lost, or either side is gone). */
+static rumor_err_t memb_arrive(sim_t *s, int id)
+{
+    mmsg_t *mm = s->mm[id];
+    s->mm[id] = NULL;
+    s->mm_free[s->n_mm_free++] = id;
+    const int from = mm->from;
+    int to = mm->to;
+    vpeer_t *pf = &s->p[from], *pt = &s->p[to];
+    const bool lost = s->c->loss > 0 && rumor_rng_uniform(&s->mloss_rng) < s->c->loss;
+    if (!lost && pf->inc == mm->from_inc && pt->state != P_DEAD && pt->state != P_FINISHED)
+        memb_unpack(s->mscratch, mm->data);
+    else
+        to = -1;
+    free(mm);
+    if (to < 0) return RUMOR_OK;
+    char addr[RUMOR_MEMB_ADDR_LEN];
+    addr_of(from, addr);
+    rumor_memb_recv(pt->memb, pf->key, addr, s->mscratch, s->now_us / 1000);
+    return memb_drain(s, to);
 }
 
 static void round_min_advance(sim_t *s)
@@ -534,7 +756,6 @@ static void kill_peer(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
     if (p->state == P_DEAD) return;
-    if (running(p)) members_change(s, -1);
     if (p->state == P_COMPUTING) {
         /* The phase may be running on the other core already: let it finish, and count it
          * as done before the crash (the restarted peer goes on to gossip). */
@@ -561,7 +782,7 @@ static rumor_err_t restart_peer(sim_t *s, int i)
     s->at_round[p->k]++;
     if (p->k < s->round_min) s->round_min = p->k;
     p->state = p->before_kill;
-    if (running(p)) members_change(s, +1);
+    if (p->state != P_FINISHED && memb_start(s, i, rumor_memb_incarnation(p->memb) + 1) != RUMOR_OK) return s->rc;
     if (p->state == P_COMPUTING) return schedule_phase(s, i); /* the phase cut by the kill, again */
     if (p->state == P_WAITING) return try_gossip(s, i);
     return RUMOR_OK;
@@ -686,8 +907,9 @@ static rumor_err_t round_done(sim_t *s, int i)
                     p->view_peers, st.last_peers, st.last_missing, p->bytes_out, st.bytes_in, tail) != RUMOR_OK)
         return s->rc;
     if (p->k >= c->rounds) {
-        p->state = P_FINISHED; /* and out of the others' views, as a node that said bye */
-        members_change(s, -1);
+        p->state = P_FINISHED; /* and out of the others' views: it says bye */
+        rumor_memb_leave(p->memb, s->now_us / 1000);
+        if (memb_drain(s, i) != RUMOR_OK) return s->rc;
     } else if (schedule_phase(s, i) != RUMOR_OK) {
         return s->rc;
     }
@@ -700,7 +922,7 @@ static rumor_err_t try_gossip(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
     if (p->state != P_WAITING) return RUMOR_OK;
-    if (p->view_ver != s->view_ver) view_set(s, p);
+    if (p->view_dirty) view_set(p);
     const uint64_t now_ms = s->now_us / 1000;
     const rumor_gossip_status_t gs = rumor_gossip_step(p->g, rumor_model_params(p->m), now_ms);
     if (send_all(s, i) != RUMOR_OK) return s->rc;
@@ -810,14 +1032,25 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     s->latency_us = c->latency_ms > 0 ? (uint64_t)llround(c->latency_ms * 1e3) : 0;
 
     /* Peers. */
+    s->mcfg = rumor_memb_defaults();
+    s->mcfg.period_ms = MEMB_PERIOD_MS;
+    s->mcfg.suspect_ms = MEMB_SUSPECT_MS;
+    /* Views hold the whole swarm, so that every engine computes the same topology (as in proc
+     * mode, which gives its nodes --view-size of the swarm). Beyond the default view the
+     * swarm starts formed: each view is seeded with every peer, instead of a join whose
+     * messages grow with the square of the swarm. */
+    s->seeded = s->n - 1 > s->mcfg.view_size;
+    if (s->seeded) {
+        s->mcfg.view_size = s->n - 1;
+        s->mcfg.passive_size = 16;
+    }
+    s->want_view = s->n - 1;
     if (!(s->p = calloc((size_t)s->n, sizeof *s->p)) || !(s->alive = calloc((size_t)s->n, sizeof *s->alive)) ||
-        !(s->member_keys = malloc((size_t)s->n * sizeof *s->member_keys)) ||
-        !(s->at_round = calloc((size_t)c->rounds + 1, sizeof *s->at_round)))
+        !(s->act = malloc(sizeof *s->act)) || !(s->mscratch = calloc(1, sizeof *s->mscratch)) || !(s->at_round = calloc((size_t)c->rounds + 1, sizeof *s->at_round)))
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %d peers", s->n);
     for (int i = 0; i < s->n; i++) key_of(s->p[i].key, i);
     for (int i = 0; i < s->n; i++) s->alive[i] = true;
-    s->n_alive = s->n_members = s->n; /* every peer's state is P_COMPUTING (0) */
-    s->keys_ver = 1; /* != view_ver: built on first use */
+    s->n_alive = s->n;
     int empty = 0;
     for (int i = 0; i < s->n; i++) {
         vpeer_t *p = &s->p[i];
@@ -847,7 +1080,9 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
                                     .layout = rumor_model_layout_id(p->m)};
         memcpy(gc.self, p->key, RUMOR_GOSSIP_KEY_LEN);
         if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return RUMOR_ENOMEM;
-        view_set(s, p);
+        if (!(p->vkeys = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vkeys)))
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        p->state = P_JOINING;
     }
     rumor_dataset_fini(&s->train); /* every sample now lives, normalised, in its peer's shard */
     if (empty && !c->quiet)
@@ -856,6 +1091,7 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     s->at_round[0] = s->n;
     s->round_min = 0;
     rumor_rng_init2(&s->loss_rng, c->seed, LOSS_STREAM, 0);
+    rumor_rng_init2(&s->mloss_rng, c->seed, MEMB_STREAM, 0);
     s->free_msg = -1;
 
     /* Churn: at a time, as events; at a round, in order of (round, index). */
@@ -875,6 +1111,7 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
             const double at = ev->at_s > 0 ? ev->at_s * 1e6 : 0.0;
             if (heap_push(&s->q, (uint64_t)llround(at), EV_CHURN, e, 0) != RUMOR_OK)
                 return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+            s->churn_pending++;
         }
     }
     return RUMOR_OK;
@@ -902,6 +1139,8 @@ static void teardown(sim_t *s)
         for (int i = 0; i < s->n; i++) {
             vpeer_t *p = &s->p[i];
             rumor_gossip_destroy(&p->g);
+            rumor_memb_destroy(&p->memb);
+            free(p->vkeys);
             rumor_optim_destroy(&p->o);
             rumor_model_destroy(&p->m);
             free(p->fx);
@@ -921,7 +1160,11 @@ static void teardown(sim_t *s)
     free(s->q.v);
     free(s->msgs);
     free(s->alive);
-    free(s->member_keys);
+    free(s->act);
+    free(s->mscratch);
+    for (int k = 0; k < s->n_mm; k++) free(s->mm[k]);
+    free(s->mm);
+    free(s->mm_free);
     free(s->at_round);
     free(s->round_ev);
 }
@@ -972,14 +1215,14 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ER
         }
     }
 
-    /* Round 0: every peer evaluated at its start, then its first phase. */
+    /* Round 0: every peer evaluated at its start; it joins, and trains once in the swarm. */
     for (int i = 0; i < s.n && s.rc == RUMOR_OK; i++) {
         if (evaluate(&s, i) != RUMOR_OK) break;
         if (metrics_put(&s, i, "{\"t\":%.6f,\"round\":0,\"step\":0,\"test_loss\":%.6f,\"test_acc\":%.4f}\n", 0.0,
                         s.test_loss, s.test_acc) != RUMOR_OK)
             break;
-        (void)schedule_phase(&s, i);
     }
+    for (int i = 0; i < s.n && s.rc == RUMOR_OK; i++) (void)memb_start(&s, i, 1);
     (void)round_churn(&s);
     if (s.rc == RUMOR_OK && metrics_flush_all(&s) == RUMOR_OK) show_status(&s, t0, false);
 
@@ -998,6 +1241,7 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ER
             vpeer_t *p = &s.p[e.a];
             if (p->inc != e.b || p->state != P_COMPUTING) break; /* killed since */
             if (ensure_phase(&s, e.a) != RUMOR_OK) break;
+            s.progress_us = s.now_us;
             p->state = P_WAITING;
             (void)try_gossip(&s, e.a);
             break;
@@ -1013,9 +1257,25 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ER
             (void)arrive(&s, e.a);
             break;
         case EV_CHURN:
+            s.churn_pending--;
             (void)fire_churn(&s, e.a);
             (void)round_churn(&s);
             break;
+        case EV_MTICK:
+            if (s.p[e.a].inc == e.b && s.p[e.a].mtick_us == e.t) (void)memb_tick(&s, e.a);
+            break;
+        case EV_MMSG:
+            (void)memb_arrive(&s, e.a);
+            break;
+        }
+        /* Membership ticks never end: the run does when no peer has rounds to go and no churn
+         * can bring one back, or when nothing has progressed for an hour of virtual time (an
+         * engine waiting with no deadline; not expected: said below). */
+        if (e.kind == EV_MTICK) {
+            bool active = false;
+            for (int i = 0; i < s.n && !active; i++)
+                active = running(&s.p[i]) || s.p[i].state == P_JOINING;
+            if ((!active && s.churn_pending == 0) || s.now_us > s.progress_us + 3600000000ULL) break;
         }
         if (s.events % PROGRESS_EVENTS == 0 && !c->quiet && rumor_now() - last_show >= show_every) {
             if (metrics_flush_all(&s) != RUMOR_OK) break;

@@ -535,7 +535,7 @@ static void start(rumor_memb_t *m, uint64_t now)
      * all probe in step. */
     m->next_probe_at = now + rumor_rng_below(&m->rng, m->cfg.period_ms);
     m->next_exchange_at = now + m->cfg.exchange_ms / 2 + rumor_rng_below(&m->rng, m->cfg.exchange_ms);
-    m->next_rejoin_at = now + m->cfg.rejoin_ms;
+    m->next_rejoin_at = now + m->cfg.period_ms; /* see rumor_memb_tick: soon while alone */
 }
 
 void rumor_memb_join(rumor_memb_t *m, const uint8_t key[RUMOR_KEY_LEN], const char *addr, uint64_t now)
@@ -551,6 +551,28 @@ void rumor_memb_join(rumor_memb_t *m, const uint8_t key[RUMOR_KEY_LEN], const ch
         copy_addr(m->boot[b].addr, addr);
     }
     send_to(m, key, addr, RUMOR_MEMB_HELLO);
+}
+
+void rumor_memb_add(rumor_memb_t *m, const uint8_t key[RUMOR_KEY_LEN], const char *addr, uint32_t inc, uint64_t now)
+{
+    if (m->left || same_key(key, m->self_key) || !addr || !*addr || strlen(addr) >= RUMOR_MEMB_ADDR_LEN ||
+        find_view(m, key) >= 0)
+        return;
+    start(m, now);
+    if (m->n_view < m->cfg.view_size) {
+        const int p = find_passive(m, key);
+        if (p >= 0) passive_remove(m, p);
+        entry_t *e = &m->view[m->n_view++];
+        memset(e, 0, sizeof *e);
+        memcpy(e->m.key, key, RUMOR_KEY_LEN);
+        copy_addr(e->m.addr, addr);
+        e->m.inc = inc;
+        e->m.state = RUMOR_MEMB_ALIVE;
+        e->m.last_seen_ms = now;
+        e->suspect_since = now;
+    } else {
+        passive_add(m, key, addr, inc);
+    }
 }
 
 static void send_ping(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t seq)
@@ -806,7 +828,9 @@ void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
         invite(m, (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive), now);
 
     if (now >= m->next_rejoin_at) {
-        m->next_rejoin_at = now + c->rejoin_ms;
+        /* A node nobody has answered yet (its hello or the answer lost) tries again every
+         * period; one cut off from a bootstrap only, every rejoin_ms. */
+        m->next_rejoin_at = now + (m->n_view == 0 ? c->period_ms : c->rejoin_ms);
         for (int b = 0; b < m->n_boot; b++)
             if (find_view(m, m->boot[b].key) < 0) send_to(m, m->boot[b].key, m->boot[b].addr, RUMOR_MEMB_HELLO);
     }

@@ -27,7 +27,8 @@
  *   Every exchange_ms a random member gets PEERS, a sample of both views, so views stay mixed.
  * - Leave: BYE to every member of the view; receivers drop the sender at once.
  * - Rejoin: while a bootstrap is not in the view, HELLO is retried every rejoin_ms, so a node
- *   cut off by a partition finds its way back when the network heals.
+ *   cut off by a partition finds its way back when the network heals; every period while the
+ *   view is empty (a joining node whose hello, or its answer, was lost).
  *
  * Invariants: memory is bounded by the configuration (view, reservoir, update queue, outbox
  * and pending probes are fixed-size); no input can grow it. Updates about unknown members
@@ -140,6 +141,11 @@ void rumor_memb_destroy(rumor_memb_t **self_p);
 /* Ask to join through a bootstrap (call once per --bootstrap address). */
 void rumor_memb_join(rumor_memb_t *self, const uint8_t key[RUMOR_KEY_LEN], const char *addr,
                      uint64_t now_ms);
+/* A member known by other means than messages (a simulation that starts with its swarm
+ * formed): into the view when there is room, else the reservoir; nothing is sent and no view
+ * event is queued. */
+void rumor_memb_add(rumor_memb_t *self, const uint8_t key[RUMOR_KEY_LEN], const char *addr, uint32_t inc,
+                    uint64_t now_ms);
 /* A message from an admitted peer `from` (its CURVE key) that listens at from_addr (the
  * address of its hello on this connection: the driver processes nothing before a hello, so
  * it always knows it). Malformed content is dropped and counted. */
