@@ -11,12 +11,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum { OPT_FLAG, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_STR } cli_opt_type_t;
+typedef enum { OPT_FLAG, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_STR, OPT_DOUBLE } cli_opt_type_t;
 
 typedef struct {
     const char *name;    /* "--epochs" */
     cli_opt_type_t type;
-    void *out;           /* bool*, int*, long*, uint64_t*, float*, const char** */
+    void *out;           /* bool*, int*, long*, uint64_t*, float*, const char**, double* */
     bool *seen;          /* optional: set when given */
     const char *help;
 } cli_opt_t;
@@ -31,6 +31,8 @@ void cli_error(const char *fmt, ...) RUMOR_PRINTF(1, 2);
 /* Exit status for an error code: 2 for bad input, files and configuration, 1 otherwise. */
 int cli_exit_code(rumor_err_t rc);
 void cli_print_options(const cli_opt_t *opts, int n_opts);
+/* Print `"key":v` (%.10g), or `"key":null` where v is not finite, then a comma unless last. */
+void cli_json_number(const char *key, double v, bool last);
 /* Create the folder an output file goes into (as mkdir -p) and check it is writable; false
  * with a sentence in err otherwise. */
 bool cli_prepare_output(const char *path, char err[RUMOR_ERR_LEN]);
@@ -49,6 +51,7 @@ int cmd_keygen(int argc, char **argv);
 int cmd_swarm(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_privacy(int argc, char **argv);
 
 /* Install SIGINT/SIGTERM handlers that ask the training loop to stop cleanly. */
 void cli_handle_stop_signals(void);

@@ -3,7 +3,6 @@
 #include "cli.h"
 #include "topology.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,13 +12,6 @@ static void print_families(void)
     const struct rumor_topology_ops *const *fam = rumor_topology_families(&count);
     printf("\nkinds:\n");
     for (size_t i = 0; i < count; i++) printf("  %s\n", fam[i]->usage);
-}
-
-/* A JSON number, or null for "not applicable". */
-static void json_double(const char *key, double v, bool last)
-{
-    if (isfinite(v)) printf("\"%s\":%.10g%s", key, v, last ? "" : ",");
-    else printf("\"%s\":null%s", key, last ? "" : ",");
 }
 
 static void json_count(const char *key, uint64_t v, bool last)
@@ -82,7 +74,7 @@ int cmd_topo(int argc, char **argv)
     if (json) {
         printf("{\"kind\":\"%s\",\"peers\":%ld,\"degree_min\":%zu,\"degree_max\":%zu,", kind, peers,
                st.degree_min, st.degree_max);
-        json_double("spectral_gap", st.spectral_gap, false);
+        cli_json_number("spectral_gap", st.spectral_gap, false);
         json_count("period", st.period, false);
         json_count("exact_after", st.exact_after, true);
         printf("}\n");

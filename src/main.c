@@ -79,13 +79,15 @@ static bool parse_value(const cli_opt_t *o, const char *v)
         *(uint64_t *)o->out = (uint64_t)x;
         return true;
     }
-    case OPT_FLOAT: {
+    case OPT_FLOAT:
+    case OPT_DOUBLE: {
         double x = strtod(v, &end);
         if (end == v || *end || errno || !isfinite(x)) {
             cli_error("%s: '%s' is not a finite number", o->name, v);
             return false;
         }
-        *(float *)o->out = (float)x;
+        if (o->type == OPT_FLOAT) *(float *)o->out = (float)x;
+        else *(double *)o->out = x;
         return true;
     }
     }
@@ -141,12 +143,18 @@ bool cli_parse(int argc, char **argv, int first, const cli_opt_t *opts, int n_op
 
 void cli_print_options(const cli_opt_t *opts, int n_opts)
 {
-    static const char *kinds[] = {"", " N", " N", " N", " X", " VALUE"};
+    static const char *kinds[] = {"", " N", " N", " N", " X", " VALUE", " X"};
     for (int i = 0; i < n_opts; i++) {
         char head[64];
         snprintf(head, sizeof head, "%s%s", opts[i].name, kinds[opts[i].type]);
         printf("  %-22s %s\n", head, opts[i].help);
     }
+}
+
+void cli_json_number(const char *key, double v, bool last)
+{
+    if (isfinite(v)) printf("\"%s\":%.10g%s", key, v, last ? "" : ",");
+    else printf("\"%s\":null%s", key, last ? "" : ",");
 }
 
 bool cli_parse_shard(const char *partition, bool rank_set, bool of_set, int rank, int of, rumor_partition_t *out,
@@ -242,6 +250,7 @@ static void usage(FILE *f)
             "  ping     would a node admit this one? ping --key --cert --swarm rumor://KEY@HOST:PORT\n"
             "  topo     degree, spectral gap and period of a topology: topo --kind SPEC --peers N\n"
             "  sim      a whole swarm on this machine, with live progress and plots (sim --help)\n"
+            "  privacy  DP-SGD's epsilon for a noise, or the noise for an epsilon (privacy --help)\n"
             "\n"
             "  rumor --version      version, protocol version, compiled backends\n"
             "  rumor COMMAND --help options of a command\n",
@@ -274,6 +283,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "swarm") == 0) return cmd_swarm(argc, argv);
     if (strcmp(cmd, "topo") == 0) return cmd_topo(argc, argv);
     if (strcmp(cmd, "sim") == 0) return cmd_sim(argc, argv);
+    if (strcmp(cmd, "privacy") == 0) return cmd_privacy(argc, argv);
     cli_error("unknown command '%s' (try rumor --help)", cmd);
     return 2;
 }

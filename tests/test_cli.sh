@@ -95,6 +95,22 @@ checks=$((checks + 1))
 "$rumor" topo --kind ring --peers 8 --json | grep -q '"spectral_gap":0.19526214' ||
     { echo "FAIL: topo ring 8 gap"; fails=$((fails + 1)); }
 
+# privacy: TensorFlow Privacy's MNIST figure (noise 1.12, 60 epochs in batches of 256 out of
+# 60000: 14062 steps, epsilon 2.92 at delta 1e-5), and the noise that epsilon needs.
+q=0.0042666666666666667
+checks=$((checks + 1))
+out=$("$rumor" privacy --sample-rate $q --noise 1.12 --steps 14062 --delta 1e-5 --json)
+case $out in *'"epsilon":2.92'*'"order":'*) ;; *) fail "privacy --noise 1.12: $out" ;; esac
+checks=$((checks + 1))
+out=$("$rumor" privacy --sample-rate $q --epsilon 2.92 --steps 14062 --delta 1e-5)
+printf '%s\n' "$out" | grep -q '^noise  *1\.12[0-9]* ' && printf '%s\n' "$out" | grep -q '^epsilon  *2\.9[12]' ||
+    fail "privacy --epsilon 2.92: $out"
+expect_error "privacy rate above 1"        privacy --sample-rate 1.5 --noise 1 --steps 10 --delta 1e-5
+expect_error "privacy zero steps"          privacy --sample-rate 0.01 --noise 1 --steps 0 --delta 1e-5
+expect_error "privacy without delta"       privacy --sample-rate 0.01 --noise 1 --steps 10
+expect_error "privacy noise and epsilon"   privacy --sample-rate 0.01 --noise 1 --epsilon 2 --steps 10 --delta 1e-5
+expect_error "privacy epsilon out of reach" privacy --sample-rate 0.01 --epsilon 0.01 --steps 10 --delta 1e-5
+
 # bench mix: a small run reports every figure and a positive ratio; bad sizes are refused.
 expect_error "mix without neighbours" bench mix --neighbours 0
 expect_error "mix of no parameters"   bench mix --params 0
