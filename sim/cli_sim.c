@@ -36,6 +36,8 @@ static void sim_help(void)
            "                           (only when given), by the clock in virtual mode\n"
            "  --step-ms MS             virtual mode: the virtual time of one local step\n"
            "  --straggler I --slowdown K   peer I computes K times slower\n"
+           "  --robust none|clip|clip:F    robust mixing on every peer (default none)\n"
+           "  --byzantine I --attack SPEC  peer I sends scale:K (default scale:-10) or noise:S models\n"
            "  --event 'kill peer 3 at 40s' | 'restart peer 3 at 60s' | 'kill 25%% at round 50'\n"
            "  --out DIR --no-plots --quiet\n");
 }

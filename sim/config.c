@@ -1,6 +1,7 @@
 /* config.c - `rumor sim` settings: defaults, key = value (flags and scenario files), checks. */
 #include "sim.h"
 
+#include "attack.h"
 #include "data.h"
 #include "gossip.h"
 #include "model.h"
@@ -35,6 +36,9 @@ void rumor_sim_defaults(rumor_sim_config_t *c)
     snprintf(c->data, sizeof c->data, "/usr/share/datasets/fashion-mnist");
     c->latency_ms = 1.0;
     c->straggler = -1;
+    c->byzantine = -1;
+    snprintf(c->robust, sizeof c->robust, "none");
+    snprintf(c->attack, sizeof c->attack, "scale:-10");
     c->slowdown = 1.0;
     c->plots = true;
 }
@@ -170,6 +174,9 @@ rumor_err_t rumor_sim_set(rumor_sim_config_t *c, const char *key, const char *v,
     DBL("step-ms", step_ms, 0, 1e6)
     LONG("straggler", straggler, -1, RUMOR_SIM_MAX_PEERS - 1)
     DBL("slowdown", slowdown, 1, 1000)
+    STR("robust", robust)
+    LONG("byzantine", byzantine, -1, RUMOR_SIM_MAX_PEERS - 1)
+    STR("attack", attack)
     STR("out", out)
     if (strcmp(key, "seed") == 0) {
         char *end;
@@ -259,6 +266,14 @@ rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]
     if (rc != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
     if (c->straggler >= c->peers)
         return rumor_fail(err, RUMOR_EINVAL, "--straggler %d: only %d peers", c->straggler, c->peers);
+    if (c->byzantine >= c->peers)
+        return rumor_fail(err, RUMOR_EINVAL, "--byzantine %d: only %d peers", c->byzantine, c->peers);
+    rumor_robust_t rb;
+    rumor_attack_t at;
+    if ((rc = rumor_robust_parse(&rb, c->robust, e2)) != RUMOR_OK || (rc = rumor_attack_parse(&at, c->attack, e2)) != RUMOR_OK)
+        return rumor_fail(err, rc, "%s", e2);
+    if (rb.clip && algo.kind == RUMOR_ALGO_SGP)
+        return rumor_fail(err, RUMOR_EINVAL, "--robust clip needs dpsgd or diloco (push-sum weights are not clipped)");
     for (int i = 0; i < c->n_events; i++)
         if (c->events[i].peer >= c->peers)
             return rumor_fail(err, RUMOR_EINVAL, "event on peer %d: only %d peers", c->events[i].peer, c->peers);
@@ -299,10 +314,14 @@ void rumor_sim_config_json(const rumor_sim_config_t *c, char *buf, size_t cap)
                  ",\"rounds\":%ld,\"local_steps\":%d,\"batch\":%d,\"lr\":%.9g,\"momentum\":%.9g,"
                  "\"weight_decay\":%.9g,\"warmup\":%ld,\"seed\":%llu,\"eval_every\":%d,\"limit\":%ld,"
                  "\"latency_ms\":%.9g,\"bandwidth_mbps\":%.9g,\"loss\":%.9g,\"step_ms\":%.9g,"
-                 "\"straggler\":%d,\"slowdown\":%.9g,\"events\":[",
+                 "\"straggler\":%d,\"slowdown\":%.9g,\"byzantine\":%d,",
                  c->rounds, c->local_steps, c->batch, (double)c->lr, (double)c->momentum, (double)c->weight_decay,
                  c->warmup, (unsigned long long)c->seed, c->eval_every, c->limit, c->latency_ms, c->bandwidth_mbps,
-                 c->loss, c->step_ms, c->straggler, c->slowdown);
+                 c->loss, c->step_ms, c->straggler, c->slowdown, c->byzantine);
+    if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
+    json_str(buf, cap, &len, "attack", c->attack, false);
+    json_str(buf, cap, &len, "robust", c->robust, true);
+    k = snprintf(buf + len, cap - len, ",\"events\":[");
     if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
     for (int i = 0; i < c->n_events && len < cap; i++) {
         const rumor_sim_event_t *e = &c->events[i];

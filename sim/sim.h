@@ -76,6 +76,9 @@ typedef struct {
     int n_events;
     int straggler;          /* this peer computes `slowdown` times slower; -1: none */
     double slowdown;
+    char robust[32];        /* robust mixing on every peer: none | clip | clip:F */
+    int byzantine;          /* this peer sends `attack` instead of its models; -1: none */
+    char attack[32];        /* scale:K | noise:S */
     char out[512];          /* run folder; "" = runs/<timestamp> */
     bool plots;             /* draw plots at the end (tools/plot) */
     bool quiet;

@@ -71,6 +71,7 @@
 
 #include "fileio.h"
 
+#include "attack.h"
 #include "backend.h"
 #include "data.h"
 #include "gossip.h"
@@ -194,6 +195,9 @@ typedef struct {
     int view_peers;          /* members in that view (with itself) */
     uint64_t mtick_us;       /* when its pending membership tick fires (0: none) */
     uint64_t view_changed_us;/* the last change of its membership view */
+    float *poison[2];        /* the Byzantine peer: what it sends instead of each snapshot */
+    uint64_t poison_round[2];
+    bool poison_set[2];
     double loss_sum;         /* the last phase's summed loss and sample count */
     long loss_count;
     float lr;
@@ -265,6 +269,9 @@ typedef struct {
     mmsg_t **mm;             /* membership messages in flight, and free slots */
     int n_mm, cap_mm, *mm_free, n_mm_free;
     rumor_rng_t mloss_rng;
+    rumor_robust_t robust;
+    rumor_attack_t attack;
+    rumor_rng_t attack_rng;
     /* who is there */
     bool *alive;             /* not killed (for the status display and churn) */
     int n_alive;
@@ -870,6 +877,16 @@ static rumor_err_t send_all(sim_t *s, int i)
         const int id = s->free_msg;
         msg_t *msg = &s->msgs[id];
         s->free_msg = msg->next_free;
+        if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE && m.snap >= 0 && m.snap < 2) {
+            /* The Byzantine peer sends its poisoned copy; the snapshot is still what is released. */
+            const int k = m.snap;
+            if (!p->poison_set[k] || p->poison_round[k] != m.round) {
+                rumor_attack_apply(&s->attack, m.params, p->poison[k], m.count, &s->attack_rng);
+                p->poison_round[k] = m.round;
+                p->poison_set[k] = true;
+            }
+            m.params = p->poison[k];
+        }
         msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->s = m;
         const uint64_t bytes = (uint64_t)m.count * sizeof(float);
         const uint64_t depart = p->link_free_us > s->now_us ? p->link_free_us : s->now_us;
@@ -980,6 +997,9 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     s->total_steps = c->rounds * s->H;
     if ((rc = rumor_model_spec_parse(&spec, c->model, err)) != RUMOR_OK) return rc;
     if ((rc = rumor_partition_parse(&part, c->partition, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_robust_parse(&s->robust, c->robust, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_attack_parse(&s->attack, c->byzantine >= 0 ? c->attack : "none", err)) != RUMOR_OK) return rc;
+    rumor_rng_init2(&s->attack_rng, c->seed, 0xa77ac, 0);
     if ((rc = rumor_schedule_parse(&s->sched, c->schedule[0] ? c->schedule : "constant", err)) != RUMOR_OK) return rc;
     s->sched.warmup = c->warmup;
     s->opt = rumor_optim_defaults();
@@ -1077,7 +1097,11 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
         if ((rc = rumor_model_init(p->m, c->seed)) != RUMOR_OK)
             return rumor_fail(err, rc, "peer %d: cannot initialise the model", i);
         rumor_gossip_config_t gc = {.algo = algo, .params = rumor_model_param_count(p->m),
-                                    .layout = rumor_model_layout_id(p->m)};
+                                    .layout = rumor_model_layout_id(p->m), .robust = s->robust};
+        if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE)
+            for (int k = 0; k < 2; k++)
+                if (!(p->poison[k] = malloc(rumor_model_param_count(p->m) * sizeof *p->poison[k])))
+                    return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         memcpy(gc.self, p->key, RUMOR_GOSSIP_KEY_LEN);
         if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return RUMOR_ENOMEM;
         if (!(p->vkeys = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vkeys)))
@@ -1141,6 +1165,8 @@ static void teardown(sim_t *s)
             rumor_gossip_destroy(&p->g);
             rumor_memb_destroy(&p->memb);
             free(p->vkeys);
+            free(p->poison[0]);
+            free(p->poison[1]);
             rumor_optim_destroy(&p->o);
             rumor_model_destroy(&p->m);
             free(p->fx);

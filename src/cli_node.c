@@ -55,7 +55,7 @@ int cmd_node(int argc, char **argv)
     pc.eval_every = 10;
     pc.round_timeout_ms = 10000;
     const char *model = "mlp:256,128", *optimizer = "sgd", *schedule = "constant", *algo = "dpsgd",
-               *partition = NULL;
+               *partition = NULL, *robust = "none", *attack = "none";
     long warmup = 0, limit = 0;
     int local_steps = 1, min_peers = 0;
     float round_timeout = 10.0f, outer_lr = 0.7f, outer_mom = 0.9f, slowdown = 1.0f, emu_latency = 0.0f,
@@ -95,6 +95,8 @@ int cmd_node(int argc, char **argv)
         {"--round-timeout", OPT_FLOAT, &round_timeout, NULL, "longest wait for a round's models, s (default 10)"},
         {"--outer-lr", OPT_FLOAT, &outer_lr, NULL, "diloco outer learning rate (default 0.7)"},
         {"--slowdown", OPT_FLOAT, &slowdown, NULL, "compute K times slower than this machine can (a straggler, for experiments)"},
+        {"--robust", OPT_STR, &robust, NULL, "none | clip | clip:F: clip the farthest fraction F of the neighbours (default none)"},
+        {"--attack", OPT_STR, &attack, NULL, "scale:K | noise:S: send poisoned models (a Byzantine peer, for experiments)"},
         {"--emulate-latency", OPT_FLOAT, &emu_latency, NULL, "hold each model sent this many ms (an emulated network, for experiments)"},
         {"--emulate-bandwidth", OPT_FLOAT, &emu_bandwidth, NULL, "send models at most this many Mbit/s, one at a time (emulated)"},
         {"--emulate-loss", OPT_FLOAT, &emu_loss, NULL, "lose this fraction of the models sent (emulated)"},
@@ -161,7 +163,8 @@ int cmd_node(int argc, char **argv)
         if (rumor_model_spec_parse(&pc.spec, model, err) != RUMOR_OK ||
             rumor_optim_kind_parse(&tc.opt.kind, optimizer, err) != RUMOR_OK ||
             rumor_schedule_parse(&tc.sched, schedule, err) != RUMOR_OK ||
-            rumor_algo_parse(&pc.algo, algo, err) != RUMOR_OK) {
+            rumor_algo_parse(&pc.algo, algo, err) != RUMOR_OK || rumor_robust_parse(&pc.robust, robust, err) != RUMOR_OK ||
+            rumor_attack_parse(&pc.attack, attack, err) != RUMOR_OK) {
             cli_error("%s", err);
             return 2;
         }

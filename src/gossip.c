@@ -11,6 +11,10 @@
 #define SLOTS 4                 /* accumulators: the round in flight and the next three */
 #define SGP_STALENESS 4         /* push-sum rounds in a row without input before a peer waits */
 #define WEIGHT_MIN 0x1p-60      /* push-sum weights never sink below this (no 0/0) */
+#define STRIKE_FAR 100.0        /* robust: a chunk this many radii away is a strike */
+#define STRIKES_BAN 3           /* robust: strikes that ban a sender ... */
+#define BAN_ROUNDS 50           /* ... for this many rounds */
+#define STRIKE_TABLE 64         /* robust: senders with strikes remembered */
 
 /* One sender's message in one round: which chunks came, and whether it went bad. */
 typedef struct {
@@ -18,6 +22,9 @@ typedef struct {
     uint64_t round;  /* the message's round (sgp may see two rounds of one sender in a slot) */
     uint32_t got;
     bool bad;        /* a chunk was rejected: ignore the rest of this message */
+    double *cd2;     /* robust: per chunk, squared distance to the centre (-1: not delivered) */
+    float share;     /* robust: its weight in this round */
+    bool struck;     /* robust: it got its strike for this message */
     bool complete;
     uint64_t *bits;  /* chunk_count bits */
 } sender_t;
@@ -35,6 +42,7 @@ typedef struct {
     sender_t senders[RUMOR_GOSSIP_MAX_SENDERS];
     int n_senders;
     uint64_t *bits;   /* RUMOR_GOSSIP_MAX_SENDERS * words */
+    double *cd2;      /* robust: RUMOR_GOSSIP_MAX_SENDERS * chunk_count distances */
     /* dpsgd, diloco: the in-neighbours this round waits for */
     uint8_t (*expected)[RUMOR_GOSSIP_KEY_LEN];
     int n_expected;
@@ -52,6 +60,14 @@ typedef struct {
     uint64_t round;
     int snap;
 } pending_t;
+
+/* Robust mixing: a sender's strikes and ban. */
+typedef struct {
+    uint8_t key[RUMOR_GOSSIP_KEY_LEN];
+    int strikes;
+    uint64_t banned_until; /* first round it is heard again; 0: not banned */
+    uint64_t last;         /* round of its last strike (the least recent is forgotten first) */
+} strike_t;
 
 struct rumor_gossip {
     rumor_gossip_config_t cfg;
@@ -84,6 +100,10 @@ struct rumor_gossip {
     uint64_t wait_ms;          /* the current round's allowed wait */
     uint64_t prev_started;     /* when the last finished round started */
     int quiet;                 /* sgp: rounds finished in a row with nothing received */
+    /* robust mixing */
+    double *tau;               /* clipping radius per chunk; 0 before a round finished */
+    strike_t strikes[STRIKE_TABLE];
+    int n_strikes;
     rumor_gossip_stats_t st;
 };
 
@@ -127,10 +147,30 @@ void rumor_algo_format(char *buf, size_t len, const rumor_algo_t *a)
     }
 }
 
+rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[RUMOR_ERR_LEN])
+{
+    memset(out, 0, sizeof *out);
+    if (!spec || !*spec || strcmp(spec, "none") == 0) return RUMOR_OK;
+    if (strcmp(spec, "clip") == 0 || strncmp(spec, "clip:", 5) == 0) {
+        out->clip = true;
+        out->clip_fraction = 0.25;
+        if (spec[4] == ':') {
+            char *end;
+            errno = 0;
+            const double f = strtod(spec + 5, &end);
+            if (end == spec + 5 || *end || errno || !(f > 0.0 && f < 1.0))
+                return rumor_fail(err, RUMOR_EINVAL, "--robust %s: clip:F needs a fraction 0 < F < 1", spec);
+            out->clip_fraction = f;
+        }
+        return RUMOR_OK;
+    }
+    return rumor_fail(err, RUMOR_EINVAL, "unknown --robust '%s' (expected none, clip or clip:F)", spec);
+}
+
 const char *rumor_gossip_drop_name(rumor_gossip_drop_t d)
 {
-    static const char *names[RUMOR_GOSSIP_DROP_COUNT] = {"layout", "shape", "weight", "nonfinite",
-                                                         "duplicate", "stale", "ahead", "senders"};
+    static const char *names[RUMOR_GOSSIP_DROP_COUNT] = {"layout", "shape", "weight",  "nonfinite", "duplicate",
+                                                         "stale",  "ahead", "senders", "banned"};
     return (unsigned)d < RUMOR_GOSSIP_DROP_COUNT ? names[d] : "?";
 }
 
@@ -153,6 +193,13 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
 {
     if (cfg->params == 0 || cfg->params > ((size_t)1 << 36)) {
         rumor_fail(err, RUMOR_EINVAL, "gossip: model of %zu parameters", cfg->params);
+        return NULL;
+    }
+    if (cfg->robust.clip && (cfg->algo.kind == RUMOR_ALGO_SGP || !(cfg->robust.clip_fraction > 0.0) ||
+                             !(cfg->robust.clip_fraction < 1.0))) {
+        rumor_fail(err, RUMOR_EINVAL, cfg->algo.kind == RUMOR_ALGO_SGP
+                                          ? "--robust clip needs dpsgd or diloco (push-sum weights are not clipped)"
+                                          : "--robust clip: the fraction must be in (0, 1)");
         return NULL;
     }
     rumor_gossip_t *g = calloc(1, sizeof *g);
@@ -185,7 +232,12 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         sl->expected = malloc(RUMOR_GOSSIP_MAX_SENDERS * sizeof *sl->expected);
         if (!sl->acc || !sl->accw || !sl->bits || !sl->expected) goto nomem;
         for (int k = 0; k < RUMOR_GOSSIP_MAX_SENDERS; k++) sl->senders[k].bits = sl->bits + (size_t)k * g->words;
+        if (cfg->robust.clip) {
+            if (!(sl->cd2 = malloc((size_t)RUMOR_GOSSIP_MAX_SENDERS * g->chunks * sizeof *sl->cd2))) goto nomem;
+            for (int k = 0; k < RUMOR_GOSSIP_MAX_SENDERS; k++) sl->senders[k].cd2 = sl->cd2 + (size_t)k * g->chunks;
+        }
     }
+    if (cfg->robust.clip && !(g->tau = calloc(g->chunks, sizeof *g->tau))) goto nomem;
     if (cfg->algo.kind == RUMOR_ALGO_DILOCO) {
         g->theta = malloc(g->P * sizeof *g->theta);
         g->mom = calloc(g->P, sizeof *g->mom);
@@ -224,7 +276,9 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
         free(g->slots[i].accw);
         free(g->slots[i].bits);
         free(g->slots[i].expected);
+        free(g->slots[i].cd2);
     }
+    free(g->tau);
     free(g->w);
     free(g->theta);
     free(g->mom);
@@ -362,6 +416,110 @@ static void acc_add(float *restrict acc, const void *v, const float *restrict re
     }
 }
 
+/* Robust mixing: the squared distance of chunk v (any alignment) to the centre c. */
+static double dist2(const void *v, const float *restrict c, size_t n)
+{
+    const uint8_t *restrict p = v;
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, p + 4 * i, 4);
+        const float d = x - c[i];
+        s += (double)(d * d);
+    }
+    return s;
+}
+
+/* acc += a (c + f (v - c) - ref): v pulled towards the centre c by f in [0, 1], accumulated
+ * against ref (NULL: absolute). With ref = c it is acc_add's a f (v - c). */
+static void acc_add_pulled(float *restrict acc, const void *v, const float *restrict c, const float *ref, size_t n,
+                           float a, float f)
+{
+    if (ref == c) {
+        acc_add(acc, v, c, n, a * f);
+        return;
+    }
+    const uint8_t *restrict p = v;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, p + 4 * i, 4);
+        acc[i] += a * (c[i] - (ref ? ref[i] : 0.0f) + f * (x - c[i]));
+    }
+}
+
+static strike_t *strike_find(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+{
+    for (int i = 0; i < g->n_strikes; i++)
+        if (memcmp(g->strikes[i].key, key, RUMOR_GOSSIP_KEY_LEN) == 0) return &g->strikes[i];
+    return NULL;
+}
+
+/* A strike against a sender (at most one per message); enough of them ban it. */
+static void strike(rumor_gossip_t *g, sender_t *e)
+{
+    if (e->struck) return;
+    e->struck = true;
+    strike_t *k = strike_find(g, e->key);
+    if (!k) {
+        if (g->n_strikes < STRIKE_TABLE) {
+            k = &g->strikes[g->n_strikes++];
+        } else { /* full: forget the one struck least recently */
+            k = &g->strikes[0];
+            for (int i = 1; i < STRIKE_TABLE; i++)
+                if (g->strikes[i].last < k->last) k = &g->strikes[i];
+        }
+        memset(k, 0, sizeof *k);
+        memcpy(k->key, e->key, RUMOR_GOSSIP_KEY_LEN);
+    }
+    k->strikes++;
+    k->last = g->round;
+    g->st.strikes++;
+    if (k->strikes >= STRIKES_BAN) {
+        k->banned_until = g->round + BAN_ROUNDS;
+        k->strikes = 0;
+        g->st.bans++;
+    }
+}
+
+/* The next round's radii, chunk by chunk: the weighted (1 - F) quantile of this round's
+ * distances of the senders that delivered the chunk (a chunk nobody sent keeps its radius).
+ * Per chunk, because layers differ in scale: one radius for the whole model spread evenly
+ * over the chunks would clip honest neighbours in the chunks where models differ most. */
+static void update_radius(rumor_gossip_t *g, const slot_t *s)
+{
+    double dist[RUMOR_GOSSIP_MAX_SENDERS], wt[RUMOR_GOSSIP_MAX_SENDERS];
+    double r2 = 0.0;
+    for (size_t c = 0; c < g->chunks; c++) {
+        double total = 0.0;
+        int n = 0;
+        for (int i = 0; i < s->n_senders; i++) {
+            const sender_t *e = &s->senders[i];
+            if (e->bad || e->cd2[c] < 0.0) continue;
+            dist[n] = sqrt(e->cd2[c]);
+            wt[n] = e->share;
+            total += wt[n];
+            /* insertion by distance: a neighbourhood is small */
+            for (int j = n++; j > 0 && dist[j - 1] > dist[j]; j--) {
+                double t = dist[j];
+                dist[j] = dist[j - 1], dist[j - 1] = t;
+                t = wt[j];
+                wt[j] = wt[j - 1], wt[j - 1] = t;
+            }
+        }
+        if (n > 0 && total > 0.0) {
+            const double want = (1.0 - g->cfg.robust.clip_fraction) * total;
+            double acc = 0.0;
+            int k = 0;
+            while (k < n - 1 && acc + wt[k] < want) acc += wt[k++];
+            g->tau[c] = dist[k];
+        }
+        r2 += g->tau[c] * g->tau[c];
+    }
+    g->st.clip_radius = sqrt(r2);
+}
+
 /* Move a live accumulator to the reference `to` (a snapshot, or -1 for absolute sums):
  * acc += accw[c] (from - to). */
 static void rebase(rumor_gossip_t *g, slot_t *s, int to)
@@ -455,8 +613,11 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     for (size_t k = 0; k < n_out; k++) push_send(g, g->members[out[k]], shares[k], sb);
     if (g->cfg.algo.kind != RUMOR_ALGO_SGP && n_out > 0 &&
         rumor_topology_in(g->topo, n, g->round, me, &in, &n_in, terr) == RUMOR_OK)
-        for (size_t k = 0; k < n_in && n_exp < RUMOR_GOSSIP_MAX_SENDERS; k++)
+        for (size_t k = 0; k < n_in && n_exp < RUMOR_GOSSIP_MAX_SENDERS; k++) {
+            const strike_t *b = g->cfg.robust.clip ? strike_find(g, g->members[in[k]]) : NULL;
+            if (b && b->banned_until > g->round) continue; /* banned: not waited for */
             memcpy(s->expected[n_exp++], g->members[in[k]], RUMOR_GOSSIP_KEY_LEN);
+        }
     s->n_expected = n_exp;
     g->st.last_out = (int)n_out;
     g->st.last_in = n_exp;
@@ -544,6 +705,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
     for (int i = 0; i < s->n_senders; i++) peers += s->senders[i].got > 0;
     g->quiet = peers > 0 ? 0 : g->quiet + 1;
     for (int i = 0; i < s->n_expected; i++) missing += !expected_done(g, s, s->expected[i]);
+    if (g->cfg.robust.clip) update_radius(g, s);
     g->st.consensus = sqrt(cons);
     g->st.last_peers = peers;
     g->st.last_missing = missing;
@@ -745,19 +907,43 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
         memcpy(e->key, peer, RUMOR_GOSSIP_KEY_LEN);
         e->round = g->cfg.algo.kind == RUMOR_ALGO_SGP ? c->round : s->round;
         e->got = 0;
-        e->bad = e->complete = false;
+        e->bad = e->complete = e->struck = false;
+        e->share = 0.0f;
+        if (e->cd2)
+            for (size_t k = 0; k < g->chunks; k++) e->cd2[k] = -1.0;
         memset(e->bits, 0, g->words * sizeof *e->bits);
     }
     if (e->bad) return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
     const uint64_t bit = UINT64_C(1) << (c->chunk % 64);
     if (e->bits[c->chunk / 64] & bit) return drop(g, RUMOR_GOSSIP_DROP_DUPLICATE);
+    const bool robust = g->cfg.robust.clip;
+    if (robust) {
+        const strike_t *k = strike_find(g, peer);
+        if (k && k->banned_until > g->round) return drop(g, RUMOR_GOSSIP_DROP_BANNED);
+    }
     if (!all_finite(payload, n)) {
         e->bad = true;
+        if (robust) strike(g, e);
         return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
     }
     const float a = (float)c->w;
     const float *ref = ref_of(g, s);
-    acc_add(s->acc + off, payload, ref ? ref + off : NULL, n, a);
+    if (robust) {
+        /* Self-centred clipping against our own snapshot (the round's, or the latest). */
+        const float *centre = (ref ? ref : g->snaps[g->cur_snap].x) + off;
+        const double d2 = dist2(payload, centre, n), d = sqrt(d2), tc = g->tau[c->chunk];
+        float f = 1.0f;
+        if (d > tc) {
+            f = (float)(tc / d);
+            g->st.chunks_clipped++;
+        }
+        if (tc > 0.0 && d > STRIKE_FAR * tc) strike(g, e);
+        e->cd2[c->chunk] = d2;
+        e->share = a;
+        acc_add_pulled(s->acc + off, payload, centre, ref ? ref + off : NULL, n, a, f);
+    } else {
+        acc_add(s->acc + off, payload, ref ? ref + off : NULL, n, a);
+    }
     s->accw[c->chunk] += (double)a;
     e->bits[c->chunk / 64] |= bit;
     g->st.chunks_in++;

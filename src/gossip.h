@@ -46,6 +46,18 @@
  * receiver's weight; using the number in the message keeps two peers that briefly disagree
  * on the view consistent. Shares outside (0, 1] (outside (0, 2^20] for sgp) are rejected.
  *
+ * Robust mixing (`--robust clip[:F]`, dpsgd and diloco). Self-centred clipping after
+ * ClippedGossip (He, Karimireddy, Jaggi 2022): a neighbour's model v enters the mix as
+ * c + min(1, tau / |v - c|) (v - c), c the peer's own snapshot, so one neighbour moves a peer
+ * by at most its weight times tau whatever it sends. Clipping happens on arrival, chunk by
+ * chunk, each chunk with its own radius tau_c (so one model moves a peer by at most its weight
+ * times sqrt(sum tau_c^2)). The radii adapt: each round tau_c is the weighted (1 - F) quantile
+ * of the neighbours' distances of chunk c seen in the round before (F = 0.25 by default: the
+ * farthest quarter of the neighbourhood's weight is clipped), and 0 before any round has
+ * finished (a first round mixes nothing in). A neighbour whose chunks are not finite, or lie
+ * beyond 100 tau_c, collects strikes (one per message); three strikes ban it for 50 rounds
+ * (its chunks are dropped, counted as `banned`).
+ *
  * Ranks (topology.h): the members are this peer's view plus itself, numbered by sorted key.
  *
  * Rejected input (counted, never mixed, never fatal): another layout id, a chunk geometry that
@@ -83,6 +95,16 @@ typedef struct {
     double outer_momentum;  /* diloco: 0.9 by default (Nesterov) */
 } rumor_algo_t;
 
+/* Robust mixing: none, or self-centred clipping of the farthest `clip_fraction` of the
+ * neighbourhood's weight. */
+typedef struct {
+    bool clip;
+    double clip_fraction;   /* in (0, 1); 0.25 by default */
+} rumor_robust_t;
+
+/* "none", "clip", "clip:F" (0 < F < 1). EINVAL with a sentence in err. */
+rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
 /* "dpsgd", "sgp", "diloco:H" (1 <= H <= 100000). Sets local_steps to 1, or H for diloco,
  * and the outer defaults. EINVAL with a sentence in err. */
 rumor_err_t rumor_algo_parse(rumor_algo_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
@@ -102,6 +124,7 @@ typedef struct {
     uint64_t round_timeout_ms; /* 0: 10000 */
     uint64_t min_wait_ms;      /* 0: 100 (scheduling jitter on a busy machine is tens of ms) */
     double deadline_k;         /* 0: 4 */
+    rumor_robust_t robust;     /* dpsgd and diloco only */
 } rumor_gossip_config_t;
 
 typedef struct rumor_gossip rumor_gossip_t;
@@ -186,6 +209,7 @@ typedef enum {
     RUMOR_GOSSIP_DROP_STALE,     /* round already finished */
     RUMOR_GOSSIP_DROP_AHEAD,     /* round beyond the next */
     RUMOR_GOSSIP_DROP_SENDERS,   /* too many senders this round */
+    RUMOR_GOSSIP_DROP_BANNED,    /* a sender banned for its strikes (robust mixing) */
     RUMOR_GOSSIP_DROP_COUNT
 } rumor_gossip_drop_t;
 
@@ -205,6 +229,9 @@ typedef struct {
     uint64_t drops[RUMOR_GOSSIP_DROP_COUNT];
     uint64_t deadline_ms;     /* the adaptive wait of the last round (dpsgd, diloco) */
     uint64_t rounds_alone;    /* rounds the topology was not defined on the view (run alone) */
+    double clip_radius;       /* robust mixing: sqrt(sum of tau_c^2) for the round in flight */
+    uint64_t chunks_clipped;  /* robust mixing: chunks pulled in to the radius */
+    uint64_t strikes, bans;   /* robust mixing: strikes given, senders banned */
 } rumor_gossip_stats_t;
 
 void rumor_gossip_stats(const rumor_gossip_t *g, rumor_gossip_stats_t *st);

@@ -68,6 +68,11 @@ typedef struct {
     int n_delayed;
     uint64_t uplink_free;
     rumor_rng_t emu_rng;
+    /* a Byzantine peer (--attack): what it sends instead of each snapshot, per snapshot */
+    float *poison[2];
+    uint64_t poison_round[2];
+    bool poison_set[2];
+    rumor_rng_t attack_rng;
     bool interrupted;
     double test_acc, test_loss;
 } peer_t;
@@ -238,7 +243,19 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
         for (int i = 0; i < nb; i++) {
             send_ctx_t *c = batch[i];
             const rumor_gossip_send_t s = c->s;
-            rumor_err_t rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, s.params,
+            const float *params = s.params;
+            if (p->cfg->attack.kind != RUMOR_ATTACK_NONE && !s.pulled && s.snap >= 0 && s.snap < 2) {
+                /* Poison each snapshot once; the buffer of a snapshot is rewritten only for a
+                 * later round of it, when all sends of this one are released. */
+                const int k = s.snap;
+                if (!p->poison_set[k] || p->poison_round[k] != s.round) {
+                    rumor_attack_apply(&p->cfg->attack, s.params, p->poison[k], s.count, &p->attack_rng);
+                    p->poison_round[k] = s.round;
+                    p->poison_set[k] = true;
+                }
+                params = p->poison[k];
+            }
+            rumor_err_t rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, params,
                                                    s.count, s.chunk_params, NULL, release_cb, c);
             pthread_mutex_lock(&p->mu);
             if (rc != RUMOR_OK) {
@@ -673,7 +690,16 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
     /* The engine starts from the initial parameters; a resume then restores its state. */
     {
         rumor_gossip_config_t gc = {.algo = c->algo, .params = rumor_model_param_count(p.m),
-                                    .layout = rumor_model_layout_id(p.m), .round_timeout_ms = c->round_timeout_ms};
+                                    .layout = rumor_model_layout_id(p.m), .round_timeout_ms = c->round_timeout_ms,
+                                    .robust = c->robust};
+        if (c->attack.kind != RUMOR_ATTACK_NONE) {
+            for (int k = 0; k < 2; k++)
+                if (!(p.poison[k] = malloc(rumor_model_param_count(p.m) * sizeof *p.poison[k]))) {
+                    rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+                    goto out;
+                }
+            rumor_rng_init2(&p.attack_rng, c->seed, 0xa77ac, (uint64_t)c->rank);
+        }
         if (!(p.node = rumor_node_new(&c->node, err))) {
             rc = RUMOR_EINVAL;
             goto out;
@@ -773,6 +799,8 @@ out:
     free(p.own);
     free(p.pull_buf);
     free(p.pull_bits);
+    free(p.poison[0]);
+    free(p.poison[1]);
     rumor_dataset_fini(&p.train);
     rumor_dataset_fini(&p.test);
     return rc;

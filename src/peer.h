@@ -25,6 +25,7 @@
 #ifndef RUMOR_PEER_H
 #define RUMOR_PEER_H
 
+#include "attack.h"
 #include "data.h"
 #include "gossip.h"
 #include "model.h"
@@ -60,6 +61,8 @@ typedef struct {
     int min_peers;               /* start training once the view holds min_peers - 1 others */
     uint64_t round_timeout_ms;
     double slowdown;             /* >= 1: compute this many times slower (a straggler, for experiments) */
+    rumor_robust_t robust;       /* robust mixing of what neighbours send */
+    rumor_attack_t attack;       /* send poisoned models instead (a Byzantine peer, for experiments) */
     /* An emulated network for the models this peer sends (experiments on one machine): each
      * model leaves after latency plus its size over the bandwidth (one at a time, like an
      * uplink), or is lost with probability loss. 0: off. */

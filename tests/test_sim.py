@@ -176,6 +176,23 @@ def main():
               "the kill is noticed by failed probes and suspicion: %s s after it" % detect)
         check(any(l.get("missing", 0) > 0 for l in full), "rounds wait for the dead peer until then")
 
+    # 4c. A Byzantine peer (virtual mode, 16 peers): one peer sends -10 times its model every
+    #     round. Plain D-PSGD is dragged away; --robust clip stays near the attack-free run.
+    acc = {}
+    for name, extra in (("free", ()), ("attack", ("--byzantine", "3", "--attack", "scale:-10")),
+                        ("clip", ("--byzantine", "3", "--attack", "scale:-10", "--robust", "clip"))):
+        run = os.path.join(tmp, "byz-" + name)
+        r = sim("--mode", "virtual", "--peers", "16", "--rounds", "40", "--out", run, "--no-plots", *extra, *small)
+        try:
+            with open(os.path.join(run, "summary.json")) as f:
+                acc[name] = json.load(f)["final_test_acc_mean"]
+        except (OSError, ValueError, KeyError):
+            acc[name] = None
+        check(r.returncode == 0 and acc[name] is not None, "byzantine %s run finishes (exit %d)" % (name, r.returncode))
+    if all(v is not None for v in acc.values()):
+        check(acc["attack"] < acc["free"] - 0.2, "plain D-PSGD under attack: %.3f against %.3f without" % (acc["attack"], acc["free"]))
+        check(acc["clip"] > acc["free"] - 0.05, "with --robust clip: %.3f against %.3f without attack" % (acc["clip"], acc["free"]))
+
     # 5. Errors: one line each.
     for args, what in ((["--peers", "0"], "--peers 0"), (["--frob", "1"], "an unknown option"),
                        ([os.path.join(tmp, "missing.ini")], "a missing scenario"),

@@ -1,0 +1,31 @@
+/*
+ * attack.h - what a Byzantine peer sends instead of its model, for experiments on robust
+ * mixing (`rumor node --attack`, `rumor sim --byzantine I --attack SPEC`).
+ *
+ *   scale:K   K times its own parameters (K = -10: a flipped, inflated model)
+ *   noise:S   Gaussian noise of standard deviation S, nothing of its model
+ *
+ * The peer still trains; only the models it sends are replaced. A real swarm never needs
+ * this: it exists so that `--robust` can be measured against something.
+ */
+#ifndef RUMOR_ATTACK_H
+#define RUMOR_ATTACK_H
+
+#include "rng.h"
+#include "rumor.h"
+
+#include <stddef.h>
+
+typedef enum { RUMOR_ATTACK_NONE, RUMOR_ATTACK_SCALE, RUMOR_ATTACK_NOISE } rumor_attack_kind_t;
+
+typedef struct {
+    rumor_attack_kind_t kind;
+    double value; /* K or S */
+} rumor_attack_t;
+
+/* "none", "scale:K" (finite K), "noise:S" (S > 0). EINVAL with a sentence in err. */
+rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* out[0..n) = the attack on x[0..n) (noise draws from rng). */
+void rumor_attack_apply(const rumor_attack_t *a, const float *x, float *out, size_t n, rumor_rng_t *rng);
+
+#endif
