@@ -3,13 +3,15 @@
  * optimizer and thread count, in one run, with the ratio and the achieved GFLOP/s next to
  * the sgemm rate of this machine measured in the same run. `rumor bench net`: models between
  * two real nodes against raw CurveZMQ (src/net/bench.c). `rumor bench mix`: the gossip
- * engine's mixing on chunk arrival against memcpy of the same bytes.
+ * engine's mixing on chunk arrival against memcpy of the same bytes. `rumor bench codec`: each
+ * compression codec's encode and decode_add against memcpy of the same float32 bytes.
  *
  * The PyTorch side is tools/bench/torch_ref.py run by Debian's /usr/bin/python3 (which has
  * python3-torch); RUMOR_TORCH_REF overrides the script path, --no-torch skips it.
  */
 #include "backend.h"
 #include "cli.h"
+#include "codec.h"
 #include "config.h"
 #include "gossip.h"
 #include "model.h"
@@ -516,22 +518,167 @@ out:
     return rc;
 }
 
+// ---- bench codec ----
+
+static int bench_codec(int argc, char **argv)
+{
+    long params = 25000000, chunk = RUMOR_GOSSIP_CHUNK_DEFAULT;
+    int repeat = 5;
+    const char *codecs_s = "f32,fp16,bf16,int8,topk:0.01";
+    bool help = false, json = false;
+    const cli_opt_t opts[] = {
+        {"--params", OPT_LONG, &params, NULL, "model size in float32 parameters (default 25000000)"},
+        {"--chunk", OPT_LONG, &chunk, NULL, "parameters per chunk (default 262144 = 1 MiB)"},
+        {"--codecs", OPT_STR, &codecs_s, NULL, "codecs separated by ',' (default f32,fp16,bf16,int8,topk:0.01)"},
+        {"--repeat", OPT_INT, &repeat, NULL, "passes timed, alternating with memcpy; medians (default 5)"},
+        {"--json", OPT_FLAG, &json, NULL, "one JSON object per codec"},
+        {"--help", OPT_FLAG, &help, NULL, "this help"},
+    };
+    const int n_opts = (int)RUMOR_ARRAY_LEN(opts);
+    int n_pos;
+    if (!cli_parse(argc, argv, 3, opts, n_opts, NULL, 0, &n_pos)) return 2;
+    if (help) {
+        printf("usage: rumor bench codec [options]\n\n"
+               "Compression codecs on one thread: a model is encoded chunk by chunk, and the chunks are\n"
+               "added into an accumulator (rumor_codec_decode_add, validation included). Rates are\n"
+               "float32 parameter bytes (4 per parameter) a second, against memcpy of the same bytes\n"
+               "in the same run; wire is the encoded size against float32.\n\n");
+        cli_print_options(opts, n_opts);
+        return 0;
+    }
+    if (params < 1 || params > 1000000000L || chunk < 1 || chunk > 16777216L || repeat < 1 || repeat > 100) {
+        cli_error("bench codec: --params 1..1000000000, --chunk 1..16777216, --repeat 1..100");
+        return 2;
+    }
+    rumor_codec_t list[MAX_LIST];
+    int n_codecs = 0;
+    char buf[256], err[RUMOR_ERR_LEN];
+    snprintf(buf, sizeof buf, "%s", codecs_s);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n_codecs == MAX_LIST) {
+            cli_error("--codecs: at most %d codecs", MAX_LIST);
+            return 2;
+        }
+        if (rumor_codec_parse(&list[n_codecs++], tok, err) != RUMOR_OK) {
+            cli_error("%s", err);
+            return 2;
+        }
+    }
+
+    const size_t n = (size_t)params, cp = (size_t)chunk, chunks = (n + cp - 1) / cp;
+    size_t enc_len = 0; /* the largest encoding of the whole model among the codecs */
+    for (int ci = 0; ci < n_codecs; ci++) {
+        size_t total = 0;
+        for (size_t k = 0; k < chunks; k++)
+            total += rumor_codec_encoded_len(&list[ci], n - k * cp < cp ? n - k * cp : cp);
+        enc_len = total > enc_len ? total : enc_len;
+    }
+    int rc = 1;
+    float *x = malloc(n * sizeof *x), *acc = malloc(n * sizeof *acc), *dst = malloc(n * sizeof *dst);
+    uint8_t *enc = malloc(enc_len);
+    size_t *lens = malloc(chunks * sizeof *lens);
+    double *t = malloc((size_t)repeat * 5 * sizeof *t);
+    if (!x || !acc || !dst || !enc || !lens || !t) {
+        cli_error("bench codec: out of memory for %ld parameters", params);
+        goto out;
+    }
+    double *t_enc = t, *t_dec = t + repeat, *t_cpy = t + 2 * repeat, *r_enc = t + 3 * repeat, *r_dec = t + 4 * repeat;
+    rumor_rng_t rng;
+    rumor_rng_init(&rng, 1);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(0.05 * rumor_rng_normal(&rng)); /* like weights */
+    memset(acc, 0, n * sizeof *acc);
+    memset(dst, 0, n * sizeof *dst);
+    memset(enc, 0, enc_len);
+    if (!json)
+        printf("%-12s %10s %7s %11s %11s %12s %9s %9s\n", "codec", "params", "wire", "encode GB/s", "decode GB/s",
+               "memcpy GB/s", "enc ratio", "dec ratio");
+    for (int ci = 0; ci < n_codecs; ci++) {
+        const rumor_codec_t *c = &list[ci];
+        size_t wire = 0;
+        for (int r = -1; r < repeat; r++) { /* r = -1: an untimed warm-up */
+            for (int side = 0; side < 2; side++) {
+                if ((side == 0) == (r % 2 == 0)) {
+                    double t0 = rumor_now();
+                    uint8_t *e = enc;
+                    for (size_t k = 0; k < chunks; k++) {
+                        const size_t off = k * cp, cn = n - off < cp ? n - off : cp;
+                        if (rumor_codec_encode(c, x + off, cn, e, &lens[k], err) != RUMOR_OK) {
+                            cli_error("bench codec: %s", err);
+                            goto out;
+                        }
+                        e += lens[k];
+                    }
+                    double t1 = rumor_now();
+                    e = enc;
+                    for (size_t k = 0; k < chunks; k++) {
+                        const size_t off = k * cp, cn = n - off < cp ? n - off : cp;
+                        if (rumor_codec_decode_add(c->id, e, lens[k], cn, 0.5f, acc + off, err) != RUMOR_OK) {
+                            cli_error("bench codec: its own chunk %zu refused: %s", k, err);
+                            goto out;
+                        }
+                        e += lens[k];
+                    }
+                    double t2 = rumor_now();
+                    wire = (size_t)(e - enc);
+                    if (r >= 0) t_enc[r] = t1 - t0, t_dec[r] = t2 - t1;
+                } else {
+                    double t0 = rumor_now();
+                    mix_copy(dst, x, n * sizeof *dst); /* the volatile memcpy of bench mix */
+                    if (r >= 0) t_cpy[r] = rumor_now() - t0;
+                }
+            }
+            if (r >= 0) r_enc[r] = t_cpy[r] / t_enc[r], r_dec[r] = t_cpy[r] / t_dec[r];
+        }
+        if (memcmp(dst, x, n * sizeof *dst) != 0) {
+            cli_error("bench codec: the memcpy baseline copied wrong bytes");
+            goto out;
+        }
+        const double bytes = (double)n * sizeof(float);
+        const double enc_gbs = bytes / rumor_median(t_enc, (size_t)repeat) * 1e-9;
+        const double dec_gbs = bytes / rumor_median(t_dec, (size_t)repeat) * 1e-9;
+        const double cpy_gbs = bytes / rumor_median(t_cpy, (size_t)repeat) * 1e-9;
+        const double re = rumor_median(r_enc, (size_t)repeat), rd = rumor_median(r_dec, (size_t)repeat);
+        char name[64];
+        rumor_codec_format(name, sizeof name, c);
+        if (json)
+            printf("{\"codec\":\"%s\",\"params\":%zu,\"chunk\":%zu,\"repeat\":%d,\"wire_ratio\":%.4f,"
+                   "\"encode_gbs\":%.3f,\"decode_add_gbs\":%.3f,\"memcpy_gbs\":%.3f,\"encode_ratio\":%.3f,"
+                   "\"decode_add_ratio\":%.3f}\n",
+                   name, n, cp, repeat, (double)wire / bytes, enc_gbs, dec_gbs, cpy_gbs, re, rd);
+        else
+            printf("%-12s %10zu %6.1f%% %11.2f %11.2f %12.2f %8.2fx %8.2fx\n", name, n, 100.0 * (double)wire / bytes,
+                   enc_gbs, dec_gbs, cpy_gbs, re, rd);
+        fflush(stdout);
+    }
+    rc = 0;
+out:
+    free(x);
+    free(acc);
+    free(dst);
+    free(enc);
+    free(lens);
+    free(t);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 3) {
-        cli_error("bench needs a benchmark: rumor bench train|net|mix [options]");
+        cli_error("bench needs a benchmark: rumor bench train|net|mix|codec [options]");
         return 2;
     }
     if (strcmp(argv[2], "--help") == 0) {
-        printf("usage: rumor bench train|net|mix [options]\n\n"
+        printf("usage: rumor bench train|net|mix|codec [options]\n\n"
                "  train  rumor against PyTorch on the same model, data and threads\n"
                "  net    models between two nodes against raw CurveZMQ\n"
-               "  mix    the gossip engine's mixing against memcpy of the same bytes\n");
+               "  mix    the gossip engine's mixing against memcpy of the same bytes\n"
+               "  codec  compression codecs' encode and decode_add against memcpy\n");
         return 0;
     }
     if (strcmp(argv[2], "train") == 0) return bench_train(argc, argv);
     if (strcmp(argv[2], "net") == 0) return bench_net(argc, argv);
     if (strcmp(argv[2], "mix") == 0) return bench_mix(argc, argv);
-    cli_error("unknown benchmark '%s' (expected train, net or mix)", argv[2]);
+    if (strcmp(argv[2], "codec") == 0) return bench_codec(argc, argv);
+    cli_error("unknown benchmark '%s' (expected train, net, mix or codec)", argv[2]);
     return 2;
 }

@@ -126,6 +126,20 @@ else
     fail "bench mix --params 100000 --neighbours 2 --repeat 2 --json"
 fi
 
+# bench codec: one line per codec with every figure; bad codecs and sizes are refused.
+expect_error "codec bench, unknown codec" bench codec --codecs int4
+expect_error "codec bench, bad topk"      bench codec --codecs topk:0
+expect_error "codec bench, no parameters" bench codec --params 0
+checks=$((checks + 1))
+if codecs=$("$rumor" bench codec --params 100000 --chunk 30000 --repeat 2 --json); then
+    [ "$(printf '%s\n' "$codecs" | wc -l)" -eq 5 ] || fail "bench codec --json: not 5 lines: $codecs"
+    for key in codec wire_ratio encode_gbs decode_add_gbs memcpy_gbs encode_ratio decode_add_ratio; do
+        case $codecs in *"\"$key\":"*) ;; *) fail "bench codec --json has no $key: $codecs" ;; esac
+    done
+else
+    fail "bench codec --params 100000 --chunk 30000 --repeat 2 --json"
+fi
+
 checks=$((checks + 1))
 "$rumor" --version | grep -q '^backends cpu' || { echo "FAIL: --version"; fails=$((fails + 1)); }
 
