@@ -38,6 +38,7 @@ static void sim_help(void)
            "  --straggler I --slowdown K   peer I computes K times slower\n"
            "  --robust none|clip|clip:F    robust mixing on every peer (default none)\n"
            "  --byzantine I --attack SPEC  peer I sends scale:K (default scale:-10) or noise:S models\n"
+           "  --dp clip=C,noise=S[,delta=D] --dp-budget EPS   DP-SGD on every peer\n"
            "  --event 'kill peer 3 at 40s' | 'restart peer 3 at 60s' | 'kill 25%% at round 50'\n"
            "  --out DIR --no-plots --quiet\n");
 }

@@ -3,6 +3,7 @@
 
 #include "attack.h"
 #include "data.h"
+#include "dp.h"
 #include "gossip.h"
 #include "model.h"
 #include "optim.h"
@@ -177,6 +178,8 @@ rumor_err_t rumor_sim_set(rumor_sim_config_t *c, const char *key, const char *v,
     STR("robust", robust)
     LONG("byzantine", byzantine, -1, RUMOR_SIM_MAX_PEERS - 1)
     STR("attack", attack)
+    STR("dp", dp)
+    DBL("dp-budget", dp_budget, 0, 1e6)
     STR("out", out)
     if (strcmp(key, "seed") == 0) {
         char *end;
@@ -272,6 +275,9 @@ rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]
     rumor_attack_t at;
     if ((rc = rumor_robust_parse(&rb, c->robust, e2)) != RUMOR_OK || (rc = rumor_attack_parse(&at, c->attack, e2)) != RUMOR_OK)
         return rumor_fail(err, rc, "%s", e2);
+    rumor_priv_config_t pv;
+    if (c->dp[0] && (rc = rumor_priv_parse(&pv, c->dp, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
+    if (c->dp_budget > 0 && !c->dp[0]) return rumor_fail(err, RUMOR_EINVAL, "--dp-budget needs --dp");
     if (rb.clip && algo.kind == RUMOR_ALGO_SGP)
         return rumor_fail(err, RUMOR_EINVAL, "--robust clip needs dpsgd or diloco (push-sum weights are not clipped)");
     for (int i = 0; i < c->n_events; i++)
@@ -321,6 +327,9 @@ void rumor_sim_config_json(const rumor_sim_config_t *c, char *buf, size_t cap)
     if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
     json_str(buf, cap, &len, "attack", c->attack, false);
     json_str(buf, cap, &len, "robust", c->robust, true);
+    json_str(buf, cap, &len, "dp", c->dp, true);
+    k = snprintf(buf + len, cap - len, ",\"dp_budget\":%.9g", c->dp_budget);
+    if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
     k = snprintf(buf + len, cap - len, ",\"events\":[");
     if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
     for (int i = 0; i < c->n_events && len < cap; i++) {

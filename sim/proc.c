@@ -130,6 +130,8 @@ static void node_args(args_t *a, const rumor_sim_config_t *c, const char *exe, i
     if (i == c->straggler && c->slowdown > 1) arg(a, "--slowdown"), arg(a, "%.9g", c->slowdown);
     if (strcmp(c->robust, "none") != 0) arg(a, "--robust"), arg(a, "%s", c->robust);
     if (i == c->byzantine) arg(a, "--attack"), arg(a, "%s", c->attack);
+    if (c->dp[0]) arg(a, "--dp"), arg(a, "%s", c->dp);
+    if (c->dp_budget > 0) arg(a, "--dp-budget"), arg(a, "%.9g", c->dp_budget);
     if (c->net_given) { /* the node's own emulation of the scenario's network, on top of loopback */
         if (c->latency_ms > 0) arg(a, "--emulate-latency"), arg(a, "%.9g", c->latency_ms);
         if (c->bandwidth_mbps > 0) arg(a, "--emulate-bandwidth"), arg(a, "%.9g", c->bandwidth_mbps);

@@ -79,6 +79,8 @@ typedef struct {
     char robust[32];        /* robust mixing on every peer: none | clip | clip:F */
     int byzantine;          /* this peer sends `attack` instead of its models; -1: none */
     char attack[32];        /* scale:K | noise:S */
+    char dp[96];            /* DP-SGD on every peer: clip=C,noise=S[,delta=D]; "" = off */
+    double dp_budget;       /* epsilon at which a peer stops training; 0: none */
     char out[512];          /* run folder; "" = runs/<timestamp> */
     bool plots;             /* draw plots at the end (tools/plot) */
     bool quiet;

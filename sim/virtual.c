@@ -74,6 +74,7 @@
 #include "attack.h"
 #include "backend.h"
 #include "data.h"
+#include "dp.h"
 #include "gossip.h"
 #include "membership.h"
 #include "model.h"
@@ -195,6 +196,8 @@ typedef struct {
     int view_peers;          /* members in that view (with itself) */
     uint64_t mtick_us;       /* when its pending membership tick fires (0: none) */
     uint64_t view_changed_us;/* the last change of its membership view */
+    rumor_priv_t *dp;        /* DP-SGD (--dp), for peers that own samples */
+    bool budget_spent;       /* its privacy budget is spent: it stops at the end of the round */
     float *poison[2];        /* the Byzantine peer: what it sends instead of each snapshot */
     uint64_t poison_round[2];
     bool poison_set[2];
@@ -391,7 +394,7 @@ static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
     float *x = rumor_model_params(p->m);
     p->loss_sum = 0.0;
     p->loss_count = 0;
-    for (long h = 0; h < s->H && p->n_own > 0; h++) {
+    for (long h = 0; h < s->H && p->n_own > 0 && !p->budget_spent; h++) {
         const long step = rumor_optim_steps(p->o);
         const long epoch = step / p->spe, pos = step % p->spe;
         if (epoch != p->cur_epoch) {
@@ -411,7 +414,12 @@ static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
         }
         double bl = 0.0;
         char e2[RUMOR_ERR_LEN];
-        if (rumor_model_run(p->m, (int)bn, true, &bl, NULL, e2) != RUMOR_OK)
+        if (p->dp && rumor_priv_over_budget(p->dp, (int)bn)) {
+            p->budget_spent = true;
+            break;
+        }
+        if ((p->dp ? rumor_priv_gradient(p->dp, p->m, (int)bn, &bl, e2) : rumor_model_run(p->m, (int)bn, true, &bl, NULL, e2)) !=
+            RUMOR_OK)
             return rumor_fail(err, RUMOR_EINVAL, "peer %d: %s", i, e2);
         if (!isfinite(bl))
             return rumor_fail(err, RUMOR_EINVAL, "peer %d: training diverged at round %ld (loss %g): lower --lr", i,
@@ -911,10 +919,15 @@ static rumor_err_t round_done(sim_t *s, int i)
     if (s->now_us > s->end_us) s->end_us = s->now_us;
     rumor_gossip_stats_t st;
     rumor_gossip_stats(p->g, &st);
-    const bool eval = p->k == c->rounds || (c->eval_every > 0 && p->k % c->eval_every == 0);
+    const bool eval = p->k == c->rounds || p->budget_spent || (c->eval_every > 0 && p->k % c->eval_every == 0);
     if (eval && evaluate(s, i) != RUMOR_OK) return s->rc;
-    char tail[128] = "";
+    char tail[192] = "";
+    const bool last = p->k >= c->rounds || p->budget_spent;
     if (eval) snprintf(tail, sizeof tail, ",\"test_loss\":%.6f,\"test_acc\":%.4f", s->test_loss, s->test_acc);
+    if (p->dp) {
+        const size_t tl = strlen(tail);
+        snprintf(tail + tl, sizeof tail - tl, ",\"epsilon\":%.6g", rumor_priv_epsilon(p->dp));
+    }
     if (metrics_put(s, i,
                     "{\"t\":%.6f,\"round\":%ld,\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g,\"consensus\":%.6g,\"w\":%.6g,"
                     "\"peers\":%d,\"neighbours\":%d,\"missing\":%d,\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
@@ -923,7 +936,7 @@ static rumor_err_t round_done(sim_t *s, int i)
                     p->loss_sum / (double)(p->loss_count ? p->loss_count : 1), (double)p->lr, st.consensus, st.w,
                     p->view_peers, st.last_peers, st.last_missing, p->bytes_out, st.bytes_in, tail) != RUMOR_OK)
         return s->rc;
-    if (p->k >= c->rounds) {
+    if (last) {
         p->state = P_FINISHED; /* and out of the others' views: it says bye */
         rumor_memb_leave(p->memb, s->now_us / 1000);
         if (memb_drain(s, i) != RUMOR_OK) return s->rc;
@@ -1098,6 +1111,12 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
             return rumor_fail(err, rc, "peer %d: cannot initialise the model", i);
         rumor_gossip_config_t gc = {.algo = algo, .params = rumor_model_param_count(p->m),
                                     .layout = rumor_model_layout_id(p->m), .robust = s->robust};
+        if (c->dp[0] && p->n_own > 0) {
+            rumor_priv_config_t pv;
+            if ((rc = rumor_priv_parse(&pv, c->dp, err)) != RUMOR_OK) return rc;
+            pv.budget = c->dp_budget;
+            if (!(p->dp = rumor_priv_new(&pv, p->m, p->n_own, c->seed ^ ((uint64_t)i << 32), err))) return RUMOR_EINVAL;
+        }
         if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE)
             for (int k = 0; k < 2; k++)
                 if (!(p->poison[k] = malloc(rumor_model_param_count(p->m) * sizeof *p->poison[k])))
@@ -1167,6 +1186,7 @@ static void teardown(sim_t *s)
             free(p->vkeys);
             free(p->poison[0]);
             free(p->poison[1]);
+            rumor_priv_destroy(&p->dp);
             rumor_optim_destroy(&p->o);
             rumor_model_destroy(&p->m);
             free(p->fx);

@@ -55,7 +55,8 @@ int cmd_node(int argc, char **argv)
     pc.eval_every = 10;
     pc.round_timeout_ms = 10000;
     const char *model = "mlp:256,128", *optimizer = "sgd", *schedule = "constant", *algo = "dpsgd",
-               *partition = NULL, *robust = "none", *attack = "none";
+               *partition = NULL, *robust = "none", *attack = "none", *dp = NULL;
+    float dp_budget = 0.0f;
     long warmup = 0, limit = 0;
     int local_steps = 1, min_peers = 0;
     float round_timeout = 10.0f, outer_lr = 0.7f, outer_mom = 0.9f, slowdown = 1.0f, emu_latency = 0.0f,
@@ -97,6 +98,8 @@ int cmd_node(int argc, char **argv)
         {"--slowdown", OPT_FLOAT, &slowdown, NULL, "compute K times slower than this machine can (a straggler, for experiments)"},
         {"--robust", OPT_STR, &robust, NULL, "none | clip | clip:F: clip the farthest fraction F of the neighbours (default none)"},
         {"--attack", OPT_STR, &attack, NULL, "scale:K | noise:S: send poisoned models (a Byzantine peer, for experiments)"},
+        {"--dp", OPT_STR, &dp, NULL, "clip=C,noise=S[,delta=D]: DP-SGD (per-sample clipping, Gaussian noise); logs epsilon"},
+        {"--dp-budget", OPT_FLOAT, &dp_budget, NULL, "with --dp: stop training before epsilon would pass this"},
         {"--emulate-latency", OPT_FLOAT, &emu_latency, NULL, "hold each model sent this many ms (an emulated network, for experiments)"},
         {"--emulate-bandwidth", OPT_FLOAT, &emu_bandwidth, NULL, "send models at most this many Mbit/s, one at a time (emulated)"},
         {"--emulate-loss", OPT_FLOAT, &emu_loss, NULL, "lose this fraction of the models sent (emulated)"},
@@ -164,7 +167,8 @@ int cmd_node(int argc, char **argv)
             rumor_optim_kind_parse(&tc.opt.kind, optimizer, err) != RUMOR_OK ||
             rumor_schedule_parse(&tc.sched, schedule, err) != RUMOR_OK ||
             rumor_algo_parse(&pc.algo, algo, err) != RUMOR_OK || rumor_robust_parse(&pc.robust, robust, err) != RUMOR_OK ||
-            rumor_attack_parse(&pc.attack, attack, err) != RUMOR_OK) {
+            rumor_attack_parse(&pc.attack, attack, err) != RUMOR_OK ||
+            (dp && rumor_priv_parse(&pc.dp, dp, err) != RUMOR_OK)) {
             cli_error("%s", err);
             return 2;
         }
@@ -192,6 +196,11 @@ int cmd_node(int argc, char **argv)
             return 2;
         }
         pc.slowdown = slowdown;
+        if (!(dp_budget >= 0.0f && dp_budget <= 1e6f) || (dp_budget > 0.0f && !dp)) {
+            cli_error("--dp-budget %g: expected epsilon > 0, with --dp", (double)dp_budget);
+            return 2;
+        }
+        pc.dp.budget = dp_budget;
         if (!(emu_latency >= 0.0f && emu_latency <= 60000.0f) || !(emu_bandwidth >= 0.0f && emu_bandwidth <= 1e6f) ||
             !(emu_loss >= 0.0f && emu_loss < 1.0f)) {
             cli_error("--emulate-latency 0..60000 ms, --emulate-bandwidth 0..1000000 Mbit/s, --emulate-loss in [0, 1)");

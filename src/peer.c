@@ -73,6 +73,9 @@ typedef struct {
     uint64_t poison_round[2];
     bool poison_set[2];
     rumor_rng_t attack_rng;
+    rumor_priv_t *dp;         /* DP-SGD, when on (trainer thread; epsilon read under mu) */
+    double epsilon;           /* spent so far (under mu) */
+    bool budget_spent;
     bool interrupted;
     double test_acc, test_loss;
 } peer_t;
@@ -292,6 +295,7 @@ static size_t status_cb(void *arg, bool json, char *buf, size_t cap)
     rumor_gossip_stats(p->g, &st);
     const uint64_t out = p->bytes_out;
     const uint64_t round = rumor_gossip_round(p->g);
+    const double eps = p->epsilon;
     pthread_mutex_unlock(&p->mu);
     size_t len = 0;
     if (json) {
@@ -309,13 +313,19 @@ static size_t status_cb(void *arg, bool json, char *buf, size_t cap)
                     rumor_gossip_drop_name((rumor_gossip_drop_t)d), st.drops[d]);
                 first = false;
             }
-        put(buf, cap, &len, "}}");
+        put(buf, cap, &len, "}");
+        if (p->cfg->dp.on) put(buf, cap, &len, ",\"epsilon\":%.6g,\"delta\":%g", eps, p->cfg->dp.delta);
+        if (p->cfg->robust.clip)
+            put(buf, cap, &len, ",\"clip_radius\":%.6g,\"chunks_clipped\":%" PRIu64 ",\"strikes\":%" PRIu64
+                ",\"bans\":%" PRIu64, st.clip_radius, st.chunks_clipped, st.strikes, st.bans);
+        put(buf, cap, &len, "}");
     } else {
         put(buf, cap, &len,
             "training: %s on %s, %" PRIu64 " rounds done of %ld, consensus %.4g, %" PRIu64
             " models in, %.1f MB in, %.1f MB out, %" PRIu64 " neighbours left out\n",
             algo, p->cfg->topology, st.round, p->cfg->rounds, st.consensus, st.models_in, (double)st.bytes_in / 1e6,
             (double)out / 1e6, st.missing_total);
+        if (p->cfg->dp.on) put(buf, cap, &len, "privacy spent: epsilon %.4g at delta %g\n", eps, p->cfg->dp.delta);
         for (int d = 0; d < RUMOR_GOSSIP_DROP_COUNT; d++)
             if (st.drops[d])
                 put(buf, cap, &len, "model chunks dropped (%s): %" PRIu64 "\n",
@@ -358,6 +368,7 @@ static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
     rumor_ckpt_extra_add(&info, "train.algo", "%s", buf);
     rumor_ckpt_extra_add(&info, "train.topology", "%s", c->topology);
     rumor_ckpt_extra_add(&info, "train.batch", "%d", c->batch);
+    if (p->dp) rumor_ckpt_extra_add(&info, "train.dp_steps", "%" PRIu64, rumor_priv_steps(p->dp));
     rumor_ckpt_extra_add(&info, "train.init_seed", "%" PRIu64, c->init_seed);
     if (c->partitioned) {
         rumor_partition_format(buf, sizeof buf, &c->partition);
@@ -406,6 +417,16 @@ static rumor_err_t load_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
         w[i] = v;
     }
     if ((rc = rumor_gossip_restore(p->g, (uint64_t)gr, w, nc, err)) != RUMOR_OK) goto out;
+    if (p->dp) {
+        /* The privacy already spent is spent: a resumed peer counts on from it. */
+        long steps;
+        if (!rumor_ckpt_extra_long(&info, "train.dp_steps", 0, LONG_MAX, &steps)) {
+            rc = rumor_fail(err, RUMOR_EINVAL, "%s: written without --dp; its privacy spent is unknown", p->ckpt_path);
+            goto out;
+        }
+        rumor_priv_restore(p->dp, (uint64_t)steps, c->batch);
+        p->epsilon = rumor_priv_epsilon(p->dp);
+    }
     if (c->algo.kind == RUMOR_ALGO_DILOCO) {
         const char *names[2] = {"gossip.theta", "gossip.momentum"};
         float *dst[2] = {rumor_gossip_outer(p->g), rumor_gossip_momentum(p->g)};
@@ -562,9 +583,15 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             }
             const size_t start = (size_t)pos * (size_t)c->batch;
             const size_t bn = p->n_own - start < (size_t)c->batch ? p->n_own - start : (size_t)c->batch;
+            if (p->dp && rumor_priv_over_budget(p->dp, (int)bn)) {
+                p->budget_spent = true;
+                break;
+            }
             rumor_train_load_batch(p->m, &p->train, p->perm + start, bn, p->mean, p->std, NULL, NULL);
             double bl = 0.0;
-            if ((rc = rumor_model_run(p->m, (int)bn, true, &bl, NULL, err)) != RUMOR_OK) return rc;
+            if (p->dp) rc = rumor_priv_gradient(p->dp, p->m, (int)bn, &bl, err);
+            else rc = rumor_model_run(p->m, (int)bn, true, &bl, NULL, err);
+            if (rc != RUMOR_OK) return rc;
             if (!isfinite(bl))
                 return rumor_fail(err, RUMOR_EINVAL, "training diverged at round %ld (loss %g): lower --lr", p->k, bl);
             lr = rumor_schedule_lr(&c->sched, c->opt.lr, step, total, spe);
@@ -576,6 +603,16 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             const double extra = (rumor_now() - work0) * (c->slowdown - 1.0);
             struct timespec ts = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
             nanosleep(&ts, NULL);
+        }
+        if (p->budget_spent) {
+            if (rumor_priv_steps(p->dp) == 0)
+                rumor_log(RUMOR_LOG_WARN, "--dp-budget %g is below what one private step spends at noise %g: raise "
+                          "the budget or the noise (rumor privacy computes either)", c->dp.budget, c->dp.noise);
+            else
+                rumor_log(RUMOR_LOG_INFO, "privacy budget spent: epsilon %.4g after %" PRIu64 " private steps (budget "
+                          "%g); this peer stops training", rumor_priv_epsilon(p->dp), rumor_priv_steps(p->dp),
+                          c->dp.budget);
+            break;
         }
         if (!gossip_point(p, x)) break;
         p->k++;
@@ -593,6 +630,13 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
                 rumor_now() - p->t0, p->k, rumor_optim_steps(p->o), loss_sum / (double)(count ? count : 1), (double)lr,
                 st.consensus, st.w, view + 1, st.last_peers, st.last_missing, out, st.bytes_in);
         if (eval) fprintf(p->metrics, ",\"test_loss\":%.6f,\"test_acc\":%.4f", p->test_loss, p->test_acc);
+        if (p->dp) {
+            const double eps = rumor_priv_epsilon(p->dp);
+            pthread_mutex_lock(&p->mu);
+            p->epsilon = eps;
+            pthread_mutex_unlock(&p->mu);
+            fprintf(p->metrics, ",\"epsilon\":%.6g", eps);
+        }
         fprintf(p->metrics, "}\n");
         fflush(p->metrics);
         /* Every N rounds when asked; otherwise once a minute, so that a killed peer loses at
@@ -603,7 +647,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             last_ckpt = rumor_now();
         }
     }
-    p->interrupted = p->k < c->rounds;
+    p->interrupted = p->k < c->rounds && !p->budget_spent;
     if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
     if (!p->interrupted) {
         rumor_ckpt_info_t info = {.input_mean = p->mean, .input_std = p->std, .seed = c->seed};
@@ -719,6 +763,10 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
             goto out;
         }
     }
+    if (c->dp.on && !(p.dp = rumor_priv_new(&c->dp, p.m, p.n_own, c->seed ^ ((uint64_t)c->rank << 32), err))) {
+        rc = RUMOR_EINVAL;
+        goto out;
+    }
     if (c->resume && (rc = load_checkpoint(&p, err)) != RUMOR_OK) goto out;
     if (c->resume && p.k >= c->rounds) {
         rc = rumor_fail(err, RUMOR_EINVAL, "%s: already %ld rounds in; give a larger --rounds to go on", p.ckpt_path, p.k);
@@ -801,6 +849,7 @@ out:
     free(p.pull_bits);
     free(p.poison[0]);
     free(p.poison[1]);
+    rumor_priv_destroy(&p.dp);
     rumor_dataset_fini(&p.train);
     rumor_dataset_fini(&p.test);
     return rc;

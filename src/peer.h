@@ -27,6 +27,7 @@
 
 #include "attack.h"
 #include "data.h"
+#include "dp.h"
 #include "gossip.h"
 #include "model.h"
 #include "net/node.h"
@@ -63,6 +64,7 @@ typedef struct {
     double slowdown;             /* >= 1: compute this many times slower (a straggler, for experiments) */
     rumor_robust_t robust;       /* robust mixing of what neighbours send */
     rumor_attack_t attack;       /* send poisoned models instead (a Byzantine peer, for experiments) */
+    rumor_priv_config_t dp;      /* DP-SGD (dp.on) and its budget */
     /* An emulated network for the models this peer sends (experiments on one machine): each
      * model leaves after latency plus its size over the bandwidth (one at a time, like an
      * uplink), or is lost with probability loss. 0: off. */

@@ -193,6 +193,19 @@ def main():
         check(acc["attack"] < acc["free"] - 0.2, "plain D-PSGD under attack: %.3f against %.3f without" % (acc["attack"], acc["free"]))
         check(acc["clip"] > acc["free"] - 0.05, "with --robust clip: %.3f against %.3f without attack" % (acc["clip"], acc["free"]))
 
+    # 4d. DP-SGD with a budget (virtual mode): every peer logs the epsilon it spent, and stops
+    #     training before passing the budget.
+    run = os.path.join(tmp, "dp")
+    r = sim("--mode", "virtual", "--peers", "4", "--rounds", "60", "--eval-every", "0", "--dp", "clip=1,noise=1",
+            "--dp-budget", "3", "--out", run, "--no-plots", *small)
+    check(r.returncode == 0, "DP run finishes (exit %d) %s" % (r.returncode, r.stderr.strip()[-300:]))
+    if os.path.exists(os.path.join(run, "summary.json")):
+        last = [[l for l in metrics(run, i) if "epsilon" in l][-1] for i in range(4)]
+        eps = [l["epsilon"] for l in last]
+        check(all(0 < e <= 3 for e in eps) and any(l["round"] < 60 for l in last),
+              "epsilon logged, within the budget, training stopped by it: %s at rounds %s"
+              % (["%.3f" % e for e in eps], [l["round"] for l in last]))
+
     # 5. Errors: one line each.
     for args, what in ((["--peers", "0"], "--peers 0"), (["--frob", "1"], "an unknown option"),
                        ([os.path.join(tmp, "missing.ini")], "a missing scenario"),
