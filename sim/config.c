@@ -2,6 +2,7 @@
 #include "sim.h"
 
 #include "attack.h"
+#include "codec.h"
 #include "data.h"
 #include "dp.h"
 #include "gossip.h"
@@ -38,6 +39,7 @@ void rumor_sim_defaults(rumor_sim_config_t *c)
     c->latency_ms = 1.0;
     c->straggler = -1;
     c->byzantine = -1;
+    snprintf(c->codec, sizeof c->codec, "f32");
     snprintf(c->robust, sizeof c->robust, "none");
     snprintf(c->attack, sizeof c->attack, "scale:-10");
     c->slowdown = 1.0;
@@ -179,6 +181,7 @@ rumor_err_t rumor_sim_set(rumor_sim_config_t *c, const char *key, const char *v,
     LONG("byzantine", byzantine, -1, RUMOR_SIM_MAX_PEERS - 1)
     STR("attack", attack)
     STR("dp", dp)
+    STR("codec", codec)
     DBL("dp-budget", dp_budget, 0, 1e6)
     STR("out", out)
     if (strcmp(key, "seed") == 0) {
@@ -275,6 +278,11 @@ rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]
     rumor_attack_t at;
     if ((rc = rumor_robust_parse(&rb, c->robust, e2)) != RUMOR_OK || (rc = rumor_attack_parse(&at, c->attack, e2)) != RUMOR_OK)
         return rumor_fail(err, rc, "%s", e2);
+    rumor_codec_t cd;
+    if ((rc = rumor_codec_parse(&cd, c->codec, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
+    if (cd.id == RUMOR_CODEC_TOPK)
+        return rumor_fail(err, RUMOR_EINVAL, "--codec %s: top-k needs error feedback, which gossip does not use; "
+                          "use fp16, bf16 or int8", c->codec);
     rumor_priv_config_t pv;
     if (c->dp[0] && (rc = rumor_priv_parse(&pv, c->dp, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
     if (c->dp_budget > 0 && !c->dp[0]) return rumor_fail(err, RUMOR_EINVAL, "--dp-budget needs --dp");
@@ -328,6 +336,7 @@ void rumor_sim_config_json(const rumor_sim_config_t *c, char *buf, size_t cap)
     json_str(buf, cap, &len, "attack", c->attack, false);
     json_str(buf, cap, &len, "robust", c->robust, true);
     json_str(buf, cap, &len, "dp", c->dp, true);
+    json_str(buf, cap, &len, "codec", c->codec, true);
     k = snprintf(buf + len, cap - len, ",\"dp_budget\":%.9g", c->dp_budget);
     if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
     k = snprintf(buf + len, cap - len, ",\"events\":[");

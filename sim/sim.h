@@ -80,6 +80,7 @@ typedef struct {
     int byzantine;          /* this peer sends `attack` instead of its models; -1: none */
     char attack[32];        /* scale:K | noise:S */
     char dp[96];            /* DP-SGD on every peer: clip=C,noise=S[,delta=D]; "" = off */
+    char codec[32];         /* how every peer encodes the models it sends: f32 | fp16 | bf16 | int8 */
     double dp_budget;       /* epsilon at which a peer stops training; 0: none */
     char out[512];          /* run folder; "" = runs/<timestamp> */
     bool plots;             /* draw plots at the end (tools/plot) */

@@ -73,6 +73,7 @@
 
 #include "attack.h"
 #include "backend.h"
+#include "codec.h"
 #include "data.h"
 #include "dp.h"
 #include "gossip.h"
@@ -198,6 +199,10 @@ typedef struct {
     uint64_t view_changed_us;/* the last change of its membership view */
     rumor_priv_t *dp;        /* DP-SGD (--dp), for peers that own samples */
     bool budget_spent;       /* its privacy budget is spent: it stops at the end of the round */
+    float *coded[2];         /* --codec: each snapshot as its receivers decode it */
+    uint64_t coded_round[2];
+    bool coded_set[2];
+    uint64_t coded_bytes[2]; /* its size on the wire */
     float *poison[2];        /* the Byzantine peer: what it sends instead of each snapshot */
     uint64_t poison_round[2];
     bool poison_set[2];
@@ -274,6 +279,8 @@ typedef struct {
     rumor_rng_t mloss_rng;
     rumor_robust_t robust;
     rumor_attack_t attack;
+    rumor_codec_t codec;
+    uint8_t *enc;            /* one encoded chunk, on its way to being decoded */
     rumor_rng_t attack_rng;
     /* who is there */
     bool *alive;             /* not killed (for the status display and churn) */
@@ -895,8 +902,31 @@ static rumor_err_t send_all(sim_t *s, int i)
             }
             m.params = p->poison[k];
         }
+        uint64_t bytes = (uint64_t)m.count * sizeof(float);
+        if (s->codec.id != RUMOR_CODEC_F32 && m.snap >= 0 && m.snap < 2) {
+            /* The receivers get what the codec lets through: encoded and decoded once a
+             * snapshot, with the bytes the encoding takes. */
+            const int k = m.snap;
+            if (!p->coded_set[k] || p->coded_round[k] != m.round) {
+                p->coded_bytes[k] = 0;
+                for (size_t off = 0; off < m.count; off += m.chunk_params) {
+                    const size_t n = m.count - off < m.chunk_params ? m.count - off : m.chunk_params;
+                    size_t len = 0;
+                    char e2[RUMOR_ERR_LEN];
+                    if (rumor_codec_encode(&s->codec, m.params + off, n, s->enc, &len, e2) != RUMOR_OK ||
+                        rumor_codec_decode(s->codec.id, s->enc, len, n, p->coded[k] + off, e2) != RUMOR_OK) {
+                        rumor_gossip_release(p->g, &m, false);
+                        return fail(s, RUMOR_EINVAL, "peer %d: %s", i, e2);
+                    }
+                    p->coded_bytes[k] += len;
+                }
+                p->coded_round[k] = m.round;
+                p->coded_set[k] = true;
+            }
+            m.params = p->coded[k];
+            bytes = p->coded_bytes[k];
+        }
         msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->s = m;
-        const uint64_t bytes = (uint64_t)m.count * sizeof(float);
         const uint64_t depart = p->link_free_us > s->now_us ? p->link_free_us : s->now_us;
         const uint64_t xfer = c->bandwidth_mbps > 0 ? (uint64_t)llround((double)bytes * 8.0 / c->bandwidth_mbps) : 0;
         p->link_free_us = depart + xfer;
@@ -983,7 +1013,8 @@ static rumor_err_t arrive(sim_t *s, int id)
             const size_t off = (size_t)k * m->chunk_params;
             const size_t n = m->count - off < m->chunk_params ? m->count - off : m->chunk_params;
             const rumor_gossip_chunk_t h = {.round = m->round, .layout = m->layout, .w = m->share * (m->w ? m->w[k] : 1.0),
-                                            .chunk = k, .chunks = chunks, .off = off, .n = n};
+                                            .chunk = k, .chunks = chunks, .off = off, .n = n,
+                                            .wire_bytes = rumor_codec_encoded_len(&s->codec, n)};
             (void)rumor_gossip_on_chunk(pt->g, pf->key, &h, m->params + off, n * sizeof(float), now_ms);
         }
     }
@@ -1011,6 +1042,7 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     if ((rc = rumor_model_spec_parse(&spec, c->model, err)) != RUMOR_OK) return rc;
     if ((rc = rumor_partition_parse(&part, c->partition, err)) != RUMOR_OK) return rc;
     if ((rc = rumor_robust_parse(&s->robust, c->robust, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_codec_parse(&s->codec, c->codec, err)) != RUMOR_OK) return rc;
     if ((rc = rumor_attack_parse(&s->attack, c->byzantine >= 0 ? c->attack : "none", err)) != RUMOR_OK) return rc;
     rumor_rng_init2(&s->attack_rng, c->seed, 0xa77ac, 0);
     if ((rc = rumor_schedule_parse(&s->sched, c->schedule[0] ? c->schedule : "constant", err)) != RUMOR_OK) return rc;
@@ -1110,7 +1142,15 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
         if ((rc = rumor_model_init(p->m, c->seed)) != RUMOR_OK)
             return rumor_fail(err, rc, "peer %d: cannot initialise the model", i);
         rumor_gossip_config_t gc = {.algo = algo, .params = rumor_model_param_count(p->m),
-                                    .layout = rumor_model_layout_id(p->m), .robust = s->robust};
+                                    .layout = rumor_model_layout_id(p->m), .robust = s->robust,
+                                    .chunk_params = rumor_codec_chunk_params(&s->codec)};
+        if (s->codec.id != RUMOR_CODEC_F32) {
+            for (int k = 0; k < 2; k++)
+                if (!(p->coded[k] = malloc(rumor_model_param_count(p->m) * sizeof *p->coded[k])))
+                    return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+            if (!s->enc && !(s->enc = malloc(rumor_codec_encoded_len(&s->codec, RUMOR_GOSSIP_CHUNK_DEFAULT))))
+                return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        }
         if (c->dp[0] && p->n_own > 0) {
             rumor_priv_config_t pv;
             if ((rc = rumor_priv_parse(&pv, c->dp, err)) != RUMOR_OK) return rc;
@@ -1186,6 +1226,8 @@ static void teardown(sim_t *s)
             free(p->vkeys);
             free(p->poison[0]);
             free(p->poison[1]);
+            free(p->coded[0]);
+            free(p->coded[1]);
             rumor_priv_destroy(&p->dp);
             rumor_optim_destroy(&p->o);
             rumor_model_destroy(&p->m);
@@ -1207,6 +1249,7 @@ static void teardown(sim_t *s)
     free(s->msgs);
     free(s->alive);
     free(s->act);
+    free(s->enc);
     free(s->mscratch);
     for (int k = 0; k < s->n_mm; k++) free(s->mm[k]);
     free(s->mm);

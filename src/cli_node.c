@@ -55,7 +55,7 @@ int cmd_node(int argc, char **argv)
     pc.eval_every = 10;
     pc.round_timeout_ms = 10000;
     const char *model = "mlp:256,128", *optimizer = "sgd", *schedule = "constant", *algo = "dpsgd",
-               *partition = NULL, *robust = "none", *attack = "none", *dp = NULL;
+               *partition = NULL, *robust = "none", *attack = "none", *dp = NULL, *codec = "f32";
     float dp_budget = 0.0f;
     long warmup = 0, limit = 0;
     int local_steps = 1, min_peers = 0;
@@ -98,6 +98,7 @@ int cmd_node(int argc, char **argv)
         {"--slowdown", OPT_FLOAT, &slowdown, NULL, "compute K times slower than this machine can (a straggler, for experiments)"},
         {"--robust", OPT_STR, &robust, NULL, "none | clip | clip:F: clip the farthest fraction F of the neighbours (default none)"},
         {"--attack", OPT_STR, &attack, NULL, "scale:K | noise:S: send poisoned models (a Byzantine peer, for experiments)"},
+        {"--codec", OPT_STR, &codec, NULL, "f32 | fp16 | bf16 | int8: how the models sent are encoded (default f32)"},
         {"--dp", OPT_STR, &dp, NULL, "clip=C,noise=S[,delta=D]: DP-SGD (per-sample clipping, Gaussian noise); logs epsilon"},
         {"--dp-budget", OPT_FLOAT, &dp_budget, NULL, "with --dp: stop training before epsilon would pass this"},
         {"--emulate-latency", OPT_FLOAT, &emu_latency, NULL, "hold each model sent this many ms (an emulated network, for experiments)"},
@@ -168,7 +169,7 @@ int cmd_node(int argc, char **argv)
             rumor_schedule_parse(&tc.sched, schedule, err) != RUMOR_OK ||
             rumor_algo_parse(&pc.algo, algo, err) != RUMOR_OK || rumor_robust_parse(&pc.robust, robust, err) != RUMOR_OK ||
             rumor_attack_parse(&pc.attack, attack, err) != RUMOR_OK ||
-            (dp && rumor_priv_parse(&pc.dp, dp, err) != RUMOR_OK)) {
+            (dp && rumor_priv_parse(&pc.dp, dp, err) != RUMOR_OK) || rumor_codec_parse(&pc.codec, codec, err) != RUMOR_OK) {
             cli_error("%s", err);
             return 2;
         }
@@ -196,6 +197,13 @@ int cmd_node(int argc, char **argv)
             return 2;
         }
         pc.slowdown = slowdown;
+        if (pc.codec.id == RUMOR_CODEC_TOPK) {
+            /* top-k of the model itself loses it; it only works on differences with error
+             * feedback (CHOCO-SGD), which the gossip engine does not run. */
+            cli_error("--codec %s: top-k needs error feedback, which gossip does not use; use fp16, bf16 or int8",
+                      codec);
+            return 2;
+        }
         if (!(dp_budget >= 0.0f && dp_budget <= 1e6f) || (dp_budget > 0.0f && !dp)) {
             cli_error("--dp-budget %g: expected epsilon > 0, with --dp", (double)dp_budget);
             return 2;

@@ -636,6 +636,8 @@ rumor_err_t rumor_codec_parse(rumor_codec_t *out, const char *spec, char err[RUM
                       spec);
 }
 
+size_t rumor_codec_chunk_params(const rumor_codec_t *c) { return c->id == RUMOR_CODEC_INT8 ? 32768 : 0; }
+
 void rumor_codec_format(char *buf, size_t len, const rumor_codec_t *c)
 {
     if (c->id != RUMOR_CODEC_TOPK) {

@@ -947,7 +947,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
     s->accw[c->chunk] += (double)a;
     e->bits[c->chunk / 64] |= bit;
     g->st.chunks_in++;
-    g->st.bytes_in += len;
+    g->st.bytes_in += c->wire_bytes ? c->wire_bytes : len;
     if (++e->got == g->chunks) {
         e->complete = true;
         g->st.models_in++;

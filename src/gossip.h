@@ -190,6 +190,7 @@ typedef struct {
     double w;
     uint32_t chunk, chunks;
     uint64_t off, n;
+    size_t wire_bytes;     /* what the chunk took on the wire, encoded (counted in bytes_in); 0: len */
 } rumor_gossip_chunk_t;
 
 /* A model chunk from peer (its payload: n float32, little-endian, any alignment). Returns

@@ -74,6 +74,13 @@ typedef struct {
     bool poison_set[2];
     rumor_rng_t attack_rng;
     rumor_priv_t *dp;         /* DP-SGD, when on (trainer thread; epsilon read under mu) */
+    /* --codec: each snapshot encoded once (node thread), and a chunk decoded on arrival */
+    uint8_t *enc[2];
+    size_t *enc_off[2];
+    uint64_t enc_round[2];
+    bool enc_set[2];
+    float *dec;
+    uint64_t codec_drops;     /* chunks whose encoding did not decode (under mu) */
     double epsilon;           /* spent so far (under mu) */
     bool budget_spent;
     bool interrupted;
@@ -165,14 +172,53 @@ static void chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t
                      size_t len)
 {
     peer_t *p = arg;
-    const rumor_gossip_chunk_t h = {.round = ch->round, .layout = ch->layout, .w = ch->w, .chunk = ch->chunk,
-                                    .chunks = ch->chunks, .off = ch->off, .n = ch->n};
+    rumor_gossip_chunk_t h = {.round = ch->round, .layout = ch->layout, .w = ch->w, .chunk = ch->chunk,
+                              .chunks = ch->chunks, .off = ch->off, .n = ch->n};
     pthread_mutex_lock(&p->mu);
+    if (ch->codec != RUMOR_CODEC_F32 && !ch->has_hash) {
+        /* Decoded into floats first; a chunk longer than ours is the engine's to refuse. */
+        const size_t cap = p->cfg->codec.id == RUMOR_CODEC_F32 || !rumor_codec_chunk_params(&p->cfg->codec)
+                               ? RUMOR_GOSSIP_CHUNK_DEFAULT : rumor_codec_chunk_params(&p->cfg->codec);
+        if (!p->dec || ch->n > cap ||
+            rumor_codec_decode((rumor_proto_codec_t)ch->codec, payload, len, (size_t)ch->n, p->dec, NULL) != RUMOR_OK) {
+            p->codec_drops++;
+            pthread_mutex_unlock(&p->mu);
+            return;
+        }
+        h.wire_bytes = len;
+        payload = p->dec;
+        len = (size_t)ch->n * sizeof(float);
+    }
     if (ch->has_hash)
         pull_chunk(p, peer, ch, payload, len);
     else if (rumor_gossip_on_chunk(p->g, peer, &h, payload, len, mono_ms()))
         pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
+}
+
+/* Encode snapshot s (its parameters x, poisoned or not) once per round, chunk by chunk, into
+ * the buffer of its snapshot index (rewritten only for a later round of that snapshot, when
+ * every send of this one is released). false when it cannot be encoded: it goes as float32. */
+static bool encode_snapshot(peer_t *p, const rumor_gossip_send_t *s, const float *x)
+{
+    const int k = s->snap;
+    if (p->enc_set[k] && p->enc_round[k] == s->round) return true;
+    const size_t chunks = (s->count + s->chunk_params - 1) / s->chunk_params;
+    size_t at = 0;
+    p->enc_off[k][0] = 0;
+    for (size_t c = 0; c < chunks; c++) {
+        const size_t off = c * s->chunk_params, n = s->count - off < s->chunk_params ? s->count - off : s->chunk_params;
+        size_t len = 0;
+        if (rumor_codec_encode(&p->cfg->codec, x + off, n, p->enc[k] + at, &len, NULL) != RUMOR_OK) {
+            p->enc_set[k] = false;
+            return false;
+        }
+        at += len;
+        p->enc_off[k][c + 1] = at;
+    }
+    p->enc_round[k] = s->round;
+    p->enc_set[k] = true;
+    return true;
 }
 
 /* The emulated network takes a send (under mu): lost (released as if sent: the network ate
@@ -258,14 +304,23 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
                 }
                 params = p->poison[k];
             }
-            rumor_err_t rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, params,
-                                                   s.count, s.chunk_params, NULL, release_cb, c);
+            const rumor_codec_t *cd = &p->cfg->codec;
+            size_t wire = s.count * sizeof(float);
+            rumor_err_t rc;
+            if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 && encode_snapshot(p, &s, params)) {
+                wire = p->enc_off[s.snap][(s.count + s.chunk_params - 1) / s.chunk_params];
+                rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, (int)cd->id, p->enc[s.snap],
+                                             p->enc_off[s.snap], s.count, s.chunk_params, release_cb, c);
+            } else {
+                rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, params, s.count,
+                                           s.chunk_params, NULL, release_cb, c);
+            }
             pthread_mutex_lock(&p->mu);
             if (rc != RUMOR_OK) {
                 rumor_gossip_release(p->g, &s, false);
                 pthread_cond_broadcast(&p->cv);
             } else {
-                p->bytes_out += s.count * sizeof(float);
+                p->bytes_out += wire;
             }
             pthread_mutex_unlock(&p->mu);
             if (rc != RUMOR_OK) free(c);
@@ -735,7 +790,24 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
     {
         rumor_gossip_config_t gc = {.algo = c->algo, .params = rumor_model_param_count(p.m),
                                     .layout = rumor_model_layout_id(p.m), .round_timeout_ms = c->round_timeout_ms,
-                                    .robust = c->robust};
+                                    .robust = c->robust, .chunk_params = rumor_codec_chunk_params(&c->codec)};
+        if (c->codec.id != RUMOR_CODEC_F32) {
+            const size_t P = rumor_model_param_count(p.m), cp = gc.chunk_params ? gc.chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
+            const size_t chunks = (P + cp - 1) / cp;
+            for (int k = 0; k < 2; k++) {
+                p.enc[k] = malloc(chunks * rumor_codec_encoded_len(&c->codec, cp));
+                p.enc_off[k] = malloc((chunks + 1) * sizeof *p.enc_off[k]);
+                if (!p.enc[k] || !p.enc_off[k]) {
+                    rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+                    goto out;
+                }
+            }
+        }
+        /* Any neighbour's codec decodes here: a chunk of at most our chunk size. */
+        if (!(p.dec = malloc(RUMOR_GOSSIP_CHUNK_DEFAULT * sizeof *p.dec))) {
+            rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+            goto out;
+        }
         if (c->attack.kind != RUMOR_ATTACK_NONE) {
             for (int k = 0; k < 2; k++)
                 if (!(p.poison[k] = malloc(rumor_model_param_count(p.m) * sizeof *p.poison[k]))) {
@@ -850,6 +922,11 @@ out:
     free(p.poison[0]);
     free(p.poison[1]);
     rumor_priv_destroy(&p.dp);
+    for (int k = 0; k < 2; k++) {
+        free(p.enc[k]);
+        free(p.enc_off[k]);
+    }
+    free(p.dec);
     rumor_dataset_fini(&p.train);
     rumor_dataset_fini(&p.test);
     return rc;

@@ -26,6 +26,7 @@
 #define RUMOR_PEER_H
 
 #include "attack.h"
+#include "codec.h"
 #include "data.h"
 #include "dp.h"
 #include "gossip.h"
@@ -65,6 +66,7 @@ typedef struct {
     rumor_robust_t robust;       /* robust mixing of what neighbours send */
     rumor_attack_t attack;       /* send poisoned models instead (a Byzantine peer, for experiments) */
     rumor_priv_config_t dp;      /* DP-SGD (dp.on) and its budget */
+    rumor_codec_t codec;         /* how the models it sends are encoded (float32, fp16, bf16, int8) */
     /* An emulated network for the models this peer sends (experiments on one machine): each
      * model leaves after latency plus its size over the bandwidth (one at a time, like an
      * uplink), or is lost with probability loss. 0: off. */

@@ -206,6 +206,28 @@ def main():
               "epsilon logged, within the budget, training stopped by it: %s at rounds %s"
               % (["%.3f" % e for e in eps], [l["round"] for l in last]))
 
+    # 4e. Codecs: int8 models cost a quarter of the bytes (virtual mode) and real nodes decode
+    #     them (proc mode); accuracy stays with float32's.
+    got = {}
+    for mode, codec in (("virtual", "f32"), ("virtual", "int8"), ("proc", "int8")):
+        run = os.path.join(tmp, "codec-%s-%s" % (mode, codec))
+        r = sim("--mode", mode, "--peers", "4", "--rounds", "20", "--eval-every", "0", "--codec", codec, "--out", run,
+                "--no-plots", *small)
+        try:
+            with open(os.path.join(run, "summary.json")) as f:
+                got[(mode, codec)] = json.load(f)
+        except (OSError, ValueError):
+            got[(mode, codec)] = None
+        check(r.returncode == 0 and got[(mode, codec)], "%s run with --codec %s finishes (exit %d) %s"
+              % (mode, codec, r.returncode, r.stderr.strip()[-300:]))
+    f32, i8, p8 = got[("virtual", "f32")], got[("virtual", "int8")], got[("proc", "int8")]
+    if f32 and i8 and p8:
+        ratio = f32["bytes_total"] / max(1, i8["bytes_total"])
+        check(3.8 < ratio < 4.1, "int8 sends %.2fx fewer bytes than float32" % ratio)
+        check(abs(i8["final_test_acc_mean"] - f32["final_test_acc_mean"]) < 0.03 and p8["final_test_acc_min"] > 0.6,
+              "and learns as well: %.3f against %.3f (proc mode, worst peer %.3f)"
+              % (i8["final_test_acc_mean"], f32["final_test_acc_mean"], p8["final_test_acc_min"]))
+
     # 5. Errors: one line each.
     for args, what in ((["--peers", "0"], "--peers 0"), (["--frob", "1"], "an unknown option"),
                        ([os.path.join(tmp, "missing.ini")], "a missing scenario"),

@@ -68,6 +68,9 @@ typedef struct {
     const double *chunk_w;           /* per-chunk factors of w, or NULL */
     bool has_hash;                   /* an answer to a pull: every chunk carries the hash */
     uint8_t hash[RUMOR_PROTO_HASH_LEN];
+    rumor_proto_codec_t codec;       /* f32: chunks point into params; else into enc */
+    const uint8_t *enc;              /* encoded chunks, back to back */
+    const size_t *enc_off;           /* chunks + 1 byte offsets into enc */
 } sending_t;
 
 typedef struct {
@@ -797,10 +800,11 @@ static void handle_router(rumor_node_t *n, uint64_t now)
         if (memb_from_wire(mp, wp)) {
             if (wp->type == RUMOR_MSG_PING) n->last_pinged = now;
             rumor_memb_recv(n->memb, key, c->addr, mp, now);
-        } else if (wp->type == RUMOR_MSG_MODEL && wp->u.model.codec == RUMOR_CODEC_F32 && n->chunk_cb) {
+        } else if (wp->type == RUMOR_MSG_MODEL && n->chunk_cb) {
             const rumor_msg_model_t *mm = &wp->u.model;
             rumor_node_chunk_t ch = {.round = mm->round, .layout = mm->layout, .w = mm->w, .chunk = mm->chunk,
-                                     .chunks = mm->chunks, .off = mm->off, .n = mm->n, .has_hash = mm->has_hash};
+                                     .chunks = mm->chunks, .off = mm->off, .n = mm->n, .has_hash = mm->has_hash,
+                                     .codec = (int)mm->codec};
             if (mm->has_hash) memcpy(ch.hash, mm->hash, sizeof ch.hash);
             n->chunk_cb(n->chunk_arg, key, &ch, mm->payload, mm->payload_len);
         } else if (wp->type == RUMOR_MSG_PULL && n->pull_cb && now - c->last_pull >= PULL_INTERVAL_MS) {
@@ -1201,10 +1205,12 @@ static void pump(rumor_node_t *n, peer_t *p)
         m.type = RUMOR_MSG_MODEL;
         m.seq = ++n->seq;
         const double w = s->chunk_w ? s->w * s->chunk_w[s->next] : s->w;
-        m.u.model = (rumor_msg_model_t){.round = s->round, .w = w, .codec = RUMOR_CODEC_F32,
+        const uint8_t *data = s->codec == RUMOR_CODEC_F32 ? (const uint8_t *)(s->params + off) : s->enc + s->enc_off[s->next];
+        const size_t dlen = s->codec == RUMOR_CODEC_F32 ? (size_t)cnt * sizeof(float)
+                                                        : s->enc_off[s->next + 1] - s->enc_off[s->next];
+        m.u.model = (rumor_msg_model_t){.round = s->round, .w = w, .codec = s->codec,
                                         .layout = s->layout, .chunk = s->next, .chunks = s->chunks,
-                                        .off = off, .n = cnt, .payload_len = (size_t)cnt * sizeof(float),
-                                        .has_hash = s->has_hash};
+                                        .off = off, .n = cnt, .payload_len = dlen, .has_hash = s->has_hash};
         if (s->has_hash) memcpy(m.u.model.hash, s->hash, sizeof m.u.model.hash);
         size_t len;
         if (rumor_proto_encode(&m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) {
@@ -1218,7 +1224,7 @@ static void pump(rumor_node_t *n, peer_t *p)
         if (!(events & ZMQ_POLLOUT)) return; /* full: resume when it drains */
         zmq_msg_t payload;
         atomic_fetch_add(&s->out->refs, 1);
-        zmq_msg_init_data(&payload, (void *)(s->params + off), (size_t)cnt * sizeof(float), chunk_free_cb, s->out);
+        zmq_msg_init_data(&payload, (void *)data, dlen, chunk_free_cb, s->out);
         if (zmq_send(p->dealer, n->buf, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&payload); /* releases the reference taken above */
             return;
@@ -1229,7 +1235,7 @@ static void pump(rumor_node_t *n, peer_t *p)
             n->drops[DROP_SEND_FULL]++;
         }
         n->msgs_out++;
-        n->bytes_out += len + (size_t)cnt * sizeof(float);
+        n->bytes_out += len + dlen;
         s->next++;
     }
     if (s->out && s->next >= s->chunks) {
@@ -1238,14 +1244,50 @@ static void pump(rumor_node_t *n, peer_t *p)
     }
 }
 
+static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round, double w,
+                              const double *chunk_w, const float *params, rumor_proto_codec_t codec, const uint8_t *enc,
+                              const size_t *enc_off, size_t count, size_t chunk_params, const uint8_t *hash,
+                              void (*release)(void *), void *arg);
+
 rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
                                   double w, const double *chunk_w, const float *params, size_t count,
                                   size_t chunk_params, const uint8_t *hash, void (*release)(void *), void *arg)
 {
+    return send_model(n, peer, layout, round, w, chunk_w, params, RUMOR_CODEC_F32, NULL, NULL, count, chunk_params,
+                      hash, release, arg);
+}
+
+rumor_err_t rumor_node_send_encoded(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
+                                    double w, const double *chunk_w, int codec, const uint8_t *enc,
+                                    const size_t *enc_off, size_t count, size_t chunk_params,
+                                    void (*release)(void *), void *arg)
+{
+    const size_t chunks = chunk_params ? (count + chunk_params - 1) / chunk_params : 0;
+    if (codec < RUMOR_CODEC_F32 || codec > RUMOR_CODEC_TOPK || !enc || !enc_off || chunks == 0 ||
+        chunks > RUMOR_PROTO_MAX_CHUNKS)
+        return RUMOR_EINVAL;
+    for (size_t c = 0; c < chunks; c++) {
+        const size_t nc = count - c * chunk_params < chunk_params ? count - c * chunk_params : chunk_params;
+        size_t want = 0;
+        if (enc_off[c + 1] < enc_off[c] || enc_off[c + 1] - enc_off[c] > RUMOR_PROTO_MAX_PAYLOAD ||
+            rumor_proto_payload_len((rumor_proto_codec_t)codec, nc, (enc_off[c + 1] - enc_off[c]) / 8, &want) != RUMOR_OK ||
+            want != enc_off[c + 1] - enc_off[c])
+            return RUMOR_EINVAL; /* the header must never disagree with the frame after it */
+    }
+    return send_model(n, peer, layout, round, w, chunk_w, NULL, (rumor_proto_codec_t)codec, enc, enc_off, count,
+                      chunk_params, NULL, release, arg);
+}
+
+static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round, double w,
+                              const double *chunk_w, const float *params, rumor_proto_codec_t codec, const uint8_t *enc,
+                              const size_t *enc_off, size_t count, size_t chunk_params, const uint8_t *hash,
+                              void (*release)(void *), void *arg)
+{
     int v = -1;
     for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
         if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
-    if (v < 0 || count == 0 || chunk_params == 0 || chunk_params * sizeof(float) > RUMOR_PROTO_MAX_PAYLOAD ||
+    if (v < 0 || count == 0 || chunk_params == 0 ||
+        (codec == RUMOR_CODEC_F32 && chunk_params * sizeof(float) > RUMOR_PROTO_MAX_PAYLOAD) ||
         (count + chunk_params - 1) / chunk_params > RUMOR_PROTO_MAX_CHUNKS || count > RUMOR_PROTO_MAX_PARAMS ||
         !(w > 0.0 && w <= RUMOR_PROTO_MAX_WEIGHT))
         return RUMOR_EINVAL;
@@ -1265,7 +1307,8 @@ rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint6
     o->arg = arg;
     p->send = (sending_t){.out = o, .params = params, .n = count, .chunk_params = chunk_params, .next = 0,
                           .chunks = (uint32_t)((count + chunk_params - 1) / chunk_params), .layout = layout,
-                          .round = round, .w = w, .chunk_w = chunk_w, .has_hash = hash != NULL};
+                          .round = round, .w = w, .chunk_w = chunk_w, .has_hash = hash != NULL, .codec = codec,
+                          .enc = enc, .enc_off = enc_off};
     if (hash) memcpy(p->send.hash, hash, sizeof p->send.hash);
     pump(n, p);
     return RUMOR_OK;

@@ -88,10 +88,12 @@ typedef struct {
     uint64_t off, n;       /* parameter range of this chunk */
     bool has_hash;         /* an answer to our pull: a model to adopt, never to mix */
     uint8_t hash[32];      /* BLAKE2b-256 of the whole parameter vector */
+    int codec;             /* the payload's encoding (proto.h rumor_proto_codec_t; 0: float32) */
 } rumor_node_chunk_t;
 
 /* Called in the node's loop for every admitted model chunk; payload (n float32, little-endian,
- * not aligned) is valid only during the call. */
+ * not aligned, or another codec's encoding: see chunk->codec; its length is checked against the
+ * codec, its values are not) is valid only during the call. */
 typedef void (*rumor_node_chunk_cb)(void *arg, const uint8_t peer[32], const rumor_node_chunk_t *chunk,
                                     const void *payload, size_t len);
 /* Called once per loop turn, with the time: where a driver above starts sends. */
@@ -110,6 +112,13 @@ rumor_err_t rumor_node_send_model(rumor_node_t *self, const uint8_t peer[32], ui
                                   uint64_t round, double w, const double *chunk_w, const float *params,
                                   size_t n, size_t chunk_params, const uint8_t *hash,
                                   void (*release)(void *arg), void *arg);
+/* As rumor_node_send_model, for a model already encoded with a codec (proto.h): chunk c's
+ * bytes are enc[enc_off[c] .. enc_off[c + 1]), each of the length the codec implies for its
+ * parameters (RUMOR_EINVAL otherwise). enc and enc_off must stay valid until release. */
+rumor_err_t rumor_node_send_encoded(rumor_node_t *self, const uint8_t peer[32], uint64_t layout, uint64_t round,
+                                    double w, const double *chunk_w, int codec, const uint8_t *enc,
+                                    const size_t *enc_off, size_t count, size_t chunk_params,
+                                    void (*release)(void *arg), void *arg);
 /* Late join: ask peer (admitted, in the view) for its current model of this layout; the
  * answer arrives as chunks with has_hash. RUMOR_EINVAL / RUMOR_EAUTH as for send_model. */
 rumor_err_t rumor_node_pull(rumor_node_t *self, const uint8_t peer[32], uint64_t layout);
