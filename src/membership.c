@@ -325,25 +325,34 @@ static void invite(rumor_memb_t *m, int i, uint64_t now)
     send_to(m, m->passive[i].key, m->passive[i].addr, RUMOR_MEMB_HELLO);
 }
 
+/* Into the view if there is room (out of the reservoir), else into the reservoir; the new
+ * view entry, or NULL. */
+static entry_t *place(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, rumor_memb_state_t st,
+                      uint64_t now)
+{
+    if (m->n_view >= m->cfg.view_size || !addr || !*addr) {
+        passive_add(m, key, addr, inc);
+        return NULL;
+    }
+    const int p = find_passive(m, key);
+    if (p >= 0) passive_remove(m, p);
+    entry_t *e = &m->view[m->n_view++];
+    memset(e, 0, sizeof *e);
+    memcpy(e->m.key, key, RUMOR_KEY_LEN);
+    copy_addr(e->m.addr, addr);
+    e->m.inc = inc;
+    e->m.state = st;
+    e->m.last_seen_ms = now;
+    e->suspect_since = now;
+    return e;
+}
+
 /* Into the view if there is room, else into the reservoir. */
 static void admit(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc,
                   rumor_memb_state_t st, uint64_t now)
 {
-    int p = find_passive(m, key);
-    if (m->n_view < m->cfg.view_size && addr && *addr) {
-        if (p >= 0) passive_remove(m, p);
-        entry_t *e = &m->view[m->n_view++];
-        memset(e, 0, sizeof *e);
-        memcpy(e->m.key, key, RUMOR_KEY_LEN);
-        copy_addr(e->m.addr, addr);
-        e->m.inc = inc;
-        e->m.state = st;
-        e->m.last_seen_ms = now;
-        e->suspect_since = now;
-        view_event(m, RUMOR_MEMB_ACT_UP, &e->m, st);
-    } else {
-        passive_add(m, key, addr, inc);
-    }
+    const entry_t *e = place(m, key, addr, inc, st, now);
+    if (e) view_event(m, RUMOR_MEMB_ACT_UP, &e->m, st);
 }
 
 /* Remove view member i (dead, left); a reservoir member takes the place. */
@@ -559,20 +568,7 @@ void rumor_memb_add(rumor_memb_t *m, const uint8_t key[RUMOR_KEY_LEN], const cha
         find_view(m, key) >= 0)
         return;
     start(m, now);
-    if (m->n_view < m->cfg.view_size) {
-        const int p = find_passive(m, key);
-        if (p >= 0) passive_remove(m, p);
-        entry_t *e = &m->view[m->n_view++];
-        memset(e, 0, sizeof *e);
-        memcpy(e->m.key, key, RUMOR_KEY_LEN);
-        copy_addr(e->m.addr, addr);
-        e->m.inc = inc;
-        e->m.state = RUMOR_MEMB_ALIVE;
-        e->m.last_seen_ms = now;
-        e->suspect_since = now;
-    } else {
-        passive_add(m, key, addr, inc);
-    }
+    (void)place(m, key, addr, inc, RUMOR_MEMB_ALIVE, now);
 }
 
 static void send_ping(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t seq)

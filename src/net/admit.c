@@ -74,6 +74,18 @@ int rumor_admit_listen(const char *endpoint, uint16_t port, char err[RUMOR_ERR_L
     return fd;
 }
 
+/* Keep one control message (the answer's source address) in from->ctl. */
+static void keep_ctl(rumor_admit_from_t *from, int level, int type, const void *data, size_t size)
+{
+    struct msghdr out = {.msg_control = from->ctl, .msg_controllen = CMSG_SPACE(size)};
+    struct cmsghdr *o = CMSG_FIRSTHDR(&out);
+    o->cmsg_level = level;
+    o->cmsg_type = type;
+    o->cmsg_len = CMSG_LEN(size);
+    memcpy(CMSG_DATA(o), data, size);
+    from->ctl_len = CMSG_SPACE(size);
+}
+
 ssize_t rumor_admit_recv(int fd, uint8_t *buf, size_t cap, rumor_admit_from_t *from)
 {
     struct iovec iov = {.iov_base = buf, .iov_len = cap};
@@ -91,25 +103,13 @@ ssize_t rumor_admit_recv(int fd, uint8_t *buf, size_t cap, rumor_admit_from_t *f
             memcpy(&pi, CMSG_DATA(c), sizeof pi);
             pi.ipi_spec_dst = pi.ipi_addr;
             pi.ipi_ifindex = 0;
-            struct msghdr out = {.msg_control = from->ctl, .msg_controllen = CMSG_SPACE(sizeof pi)};
-            struct cmsghdr *o = CMSG_FIRSTHDR(&out);
-            o->cmsg_level = IPPROTO_IP;
-            o->cmsg_type = IP_PKTINFO;
-            o->cmsg_len = CMSG_LEN(sizeof pi);
-            memcpy(CMSG_DATA(o), &pi, sizeof pi);
-            from->ctl_len = CMSG_SPACE(sizeof pi);
+            keep_ctl(from, IPPROTO_IP, IP_PKTINFO, &pi, sizeof pi);
             break;
         }
         if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
             struct in6_pktinfo pi;
             memcpy(&pi, CMSG_DATA(c), sizeof pi);
-            struct msghdr out = {.msg_control = from->ctl, .msg_controllen = CMSG_SPACE(sizeof pi)};
-            struct cmsghdr *o = CMSG_FIRSTHDR(&out);
-            o->cmsg_level = IPPROTO_IPV6;
-            o->cmsg_type = IPV6_PKTINFO;
-            o->cmsg_len = CMSG_LEN(sizeof pi);
-            memcpy(CMSG_DATA(o), &pi, sizeof pi);
-            from->ctl_len = CMSG_SPACE(sizeof pi);
+            keep_ctl(from, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof pi);
             break;
         }
     }
