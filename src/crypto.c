@@ -1156,27 +1156,38 @@ static size_t admit_seal(uint8_t out[RUMOR_ADMIT_MAX], rumor_admit_kind_t kind, 
     return at + ADMIT_MAC + plain_len;
 }
 
+/* Plaintexts start with the kind (so a datagram's kind byte cannot be changed in flight:
+ * both directions share one X25519 key). A knock's is padded to a fixed size, larger than
+ * any answer: the port never sends more than it was sent. */
+#define KNOCK_PLAIN (RUMOR_ADMIT_KNOCK_LEN - RUMOR_ADMIT_HEAD - ADMIT_MAC)
+#define KNOCK_FIXED 11                           /* kind, boot id, certificate length */
+#define ANSWER_FIXED (1 + RUMOR_ADMIT_NONCE_LEN + 1 + 8) /* kind, knock nonce, status, boot id */
+
 size_t rumor_admit_knock(uint8_t out[RUMOR_ADMIT_MAX], const rumor_secret_key_t *self, const uint8_t peer[RUMOR_KEY_LEN],
                          uint64_t boot, const uint8_t *cert, size_t cert_len, uint8_t nonce[RUMOR_ADMIT_NONCE_LEN])
 {
-    uint8_t plain[8 + RUMOR_CERT_MAX_LEN];
+    uint8_t plain[KNOCK_PLAIN] = {0};
     if (cert_len > RUMOR_CERT_MAX_LEN) cert_len = 0;
-    put_u64(plain, boot);
-    memcpy(plain + 8, cert, cert_len);
-    return admit_seal(out, RUMOR_ADMIT_KNOCK, self, peer, plain, 8 + cert_len, nonce);
+    plain[0] = RUMOR_ADMIT_KNOCK;
+    put_u64(plain + 1, boot);
+    plain[9] = (uint8_t)(cert_len >> 8);
+    plain[10] = (uint8_t)cert_len;
+    memcpy(plain + KNOCK_FIXED, cert, cert_len);
+    return admit_seal(out, RUMOR_ADMIT_KNOCK, self, peer, plain, sizeof plain, nonce);
 }
 
 size_t rumor_admit_answer(uint8_t out[RUMOR_ADMIT_MAX], const rumor_secret_key_t *self, const uint8_t peer[RUMOR_KEY_LEN],
                           const uint8_t knock_nonce[RUMOR_ADMIT_NONCE_LEN], uint8_t status, uint64_t boot,
                           const uint8_t *cert, size_t cert_len)
 {
-    uint8_t plain[RUMOR_ADMIT_NONCE_LEN + 1 + 8 + RUMOR_CERT_MAX_LEN];
+    uint8_t plain[ANSWER_FIXED + RUMOR_CERT_MAX_LEN];
     if (!cert || cert_len > RUMOR_CERT_MAX_LEN) cert_len = 0;
-    memcpy(plain, knock_nonce, RUMOR_ADMIT_NONCE_LEN);
-    plain[RUMOR_ADMIT_NONCE_LEN] = status;
-    put_u64(plain + RUMOR_ADMIT_NONCE_LEN + 1, boot);
-    if (cert_len) memcpy(plain + RUMOR_ADMIT_NONCE_LEN + 9, cert, cert_len);
-    return admit_seal(out, RUMOR_ADMIT_ANSWER, self, peer, plain, RUMOR_ADMIT_NONCE_LEN + 9 + cert_len, NULL);
+    plain[0] = RUMOR_ADMIT_ANSWER;
+    memcpy(plain + 1, knock_nonce, RUMOR_ADMIT_NONCE_LEN);
+    plain[1 + RUMOR_ADMIT_NONCE_LEN] = status;
+    put_u64(plain + 2 + RUMOR_ADMIT_NONCE_LEN, boot);
+    if (cert_len) memcpy(plain + ANSWER_FIXED, cert, cert_len);
+    return admit_seal(out, RUMOR_ADMIT_ANSWER, self, peer, plain, ANSWER_FIXED + cert_len, NULL);
 }
 
 size_t rumor_admit_wrong_key(uint8_t out[RUMOR_ADMIT_MAX], const uint8_t self_pub[RUMOR_KEY_LEN],
@@ -1197,25 +1208,37 @@ rumor_err_t rumor_admit_open(rumor_admit_msg_t *out, const rumor_secret_key_t *s
         out->kind = RUMOR_ADMIT_WRONG_KEY;
         return RUMOR_OK;
     }
-    if (kind != RUMOR_ADMIT_KNOCK && kind != RUMOR_ADMIT_ANSWER) return RUMOR_EINVAL;
-    const size_t fixed = kind == RUMOR_ADMIT_KNOCK ? 8 : RUMOR_ADMIT_NONCE_LEN + 9;
-    if (len < RUMOR_ADMIT_HEAD + ADMIT_MAC + fixed || len - RUMOR_ADMIT_HEAD - ADMIT_MAC - fixed > RUMOR_CERT_MAX_LEN)
+    if (kind == RUMOR_ADMIT_KNOCK) {
+        if (len != RUMOR_ADMIT_KNOCK_LEN) return RUMOR_EINVAL;
+    } else if (kind == RUMOR_ADMIT_ANSWER) {
+        if (len < RUMOR_ADMIT_HEAD + ADMIT_MAC + ANSWER_FIXED ||
+            len - RUMOR_ADMIT_HEAD - ADMIT_MAC - ANSWER_FIXED > RUMOR_CERT_MAX_LEN)
+            return RUMOR_EINVAL;
+    } else {
         return RUMOR_EINVAL;
+    }
     uint8_t plain[RUMOR_ADMIT_MAX];
     const size_t plain_len = len - RUMOR_ADMIT_HEAD - ADMIT_MAC;
     if (crypto_box_open_easy(plain, buf + RUMOR_ADMIT_HEAD, len - RUMOR_ADMIT_HEAD, out->nonce, out->from,
                              rumor_secret_key_bytes(self)) != 0)
         return RUMOR_EAUTH;
+    if (plain[0] != kind) return RUMOR_EINVAL; /* sealed as the other kind */
     out->kind = (rumor_admit_kind_t)kind;
     if (kind == RUMOR_ADMIT_KNOCK) {
-        out->boot = get_u64(plain);
+        out->boot = get_u64(plain + 1);
+        const size_t cl = (size_t)plain[9] << 8 | plain[10];
+        if (cl > RUMOR_CERT_MAX_LEN) return RUMOR_EINVAL;
+        for (size_t i = KNOCK_FIXED + cl; i < plain_len; i++)
+            if (plain[i]) return RUMOR_EINVAL; /* the padding is zeros */
+        out->cert_len = cl;
+        memcpy(out->cert, plain + KNOCK_FIXED, cl);
     } else {
-        memcpy(out->nonce, plain, RUMOR_ADMIT_NONCE_LEN); /* the knock it answers */
-        out->status = plain[RUMOR_ADMIT_NONCE_LEN];
-        out->boot = get_u64(plain + RUMOR_ADMIT_NONCE_LEN + 1);
+        memcpy(out->nonce, plain + 1, RUMOR_ADMIT_NONCE_LEN); /* the knock it answers */
+        out->status = plain[1 + RUMOR_ADMIT_NONCE_LEN];
+        out->boot = get_u64(plain + 2 + RUMOR_ADMIT_NONCE_LEN);
+        out->cert_len = plain_len - ANSWER_FIXED;
+        memcpy(out->cert, plain + ANSWER_FIXED, out->cert_len);
     }
-    out->cert_len = plain_len - fixed;
-    memcpy(out->cert, plain + fixed, out->cert_len);
     return RUMOR_OK;
 }
 

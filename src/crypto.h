@@ -266,6 +266,7 @@ bool rumor_hash_equal(const uint8_t a[RUMOR_HASH_LEN], const uint8_t b[RUMOR_HAS
 #define RUMOR_ADMIT_MAX 512          /* the largest datagram either side sends or reads */
 #define RUMOR_ADMIT_NONCE_LEN 24
 #define RUMOR_ADMIT_HEAD 61          /* magic 4, kind 1, sender key 32, nonce 24 */
+#define RUMOR_ADMIT_KNOCK_LEN 325    /* every knock, padded: more than any answer (324 at most) */
 
 typedef enum {
     RUMOR_ADMIT_KNOCK = 1,     /* sealed: the knocker's boot id and certificate */

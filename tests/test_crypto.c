@@ -861,13 +861,17 @@ static void test_admission(void)
     uint8_t knock[RUMOR_ADMIT_MAX], nonce[RUMOR_ADMIT_NONCE_LEN], nonce2[RUMOR_ADMIT_NONCE_LEN];
     const uint64_t boot = 0x0102030405060708u;
     const size_t kl = rumor_admit_knock(knock, a, bpub, boot, cert_a, la, nonce);
-    CHECK(kl == RUMOR_ADMIT_HEAD + 16 + 8 + la);
+    CHECK(kl == RUMOR_ADMIT_KNOCK_LEN); /* padded: every knock has one size */
     CHECK(memcmp(knock, "RMA1", 4) == 0 && knock[4] == RUMOR_ADMIT_KNOCK);
     CHECK(memcmp(knock + 5, apub, 32) == 0 && memcmp(knock + 37, nonce, 24) == 0);
     /* The box as the specification says: crypto_box_easy from A's key to B's under the nonce. */
     uint8_t plain[RUMOR_ADMIT_MAX];
     CHECK(crypto_box_open_easy(plain, knock + 61, kl - 61, knock + 37, apub, rumor_secret_key_bytes(b)) == 0);
-    CHECK(plain[0] == 0x01 && plain[7] == 0x08 && memcmp(plain + 8, cert_a, la) == 0);
+    CHECK(plain[0] == RUMOR_ADMIT_KNOCK && plain[1] == 0x01 && plain[8] == 0x08);
+    CHECK(plain[9] == (uint8_t)(la >> 8) && plain[10] == (uint8_t)la && memcmp(plain + 11, cert_a, la) == 0);
+    int pad_zero = 1;
+    for (size_t i = 11 + la; i < kl - 61 - 16; i++) pad_zero &= plain[i] == 0;
+    CHECK(pad_zero);
 
     rumor_admit_msg_t m;
     CHECK_RC(rumor_admit_open(&m, b, knock, kl));
@@ -898,7 +902,8 @@ static void test_admission(void)
     /* The answer: B to A, naming the knock's nonce. */
     uint8_t ans[RUMOR_ADMIT_MAX];
     size_t al = rumor_admit_answer(ans, b, apub, nonce, RUMOR_ADMIT_OK, 7, cert_b, lb);
-    CHECK(al == RUMOR_ADMIT_HEAD + 16 + 24 + 1 + 8 + lb && ans[4] == RUMOR_ADMIT_ANSWER);
+    CHECK(al == RUMOR_ADMIT_HEAD + 16 + 1 + 24 + 1 + 8 + lb && ans[4] == RUMOR_ADMIT_ANSWER);
+    CHECK(al < kl); /* an answer is smaller than the knock it answers: no amplification */
     CHECK_RC(rumor_admit_open(&m, a, ans, al));
     CHECK(m.kind == RUMOR_ADMIT_ANSWER && memcmp(m.from, bpub, 32) == 0 && memcmp(m.nonce, nonce, 24) == 0);
     CHECK(m.status == RUMOR_ADMIT_OK && m.boot == 7 && m.cert_len == lb && memcmp(m.cert, cert_b, lb) == 0);
@@ -906,6 +911,11 @@ static void test_admission(void)
     CHECK_RC(rumor_admit_open(&m, a, ans, al));
     CHECK(m.status == RUMOR_CERT_OTHER_SWARM && m.cert_len == 0);
     CHECK(rumor_admit_open(&m, c, ans, al) == RUMOR_EAUTH);
+    /* The kind is sealed: an answer relabelled as a knock (or the reverse) does not open as one. */
+    uint8_t relabel[RUMOR_ADMIT_MAX];
+    memcpy(relabel, knock, kl);
+    relabel[4] = RUMOR_ADMIT_ANSWER;
+    CHECK(rumor_admit_open(&m, b, relabel, kl) != RUMOR_OK);
 
     /* Wrong key: the head alone, unsealed, naming the real key and the knock's nonce. */
     const size_t wl = rumor_admit_wrong_key(ans, bpub, nonce);

@@ -53,6 +53,17 @@ int rumor_admit_listen(const char *endpoint, uint16_t port, char err[RUMOR_ERR_L
         return -1;
     }
     int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 && errno == EAFNOSUPPORT && strcmp(host, "*") == 0) {
+        /* A host without IPv6: "*" is every IPv4 address, as ZeroMQ makes it. */
+        freeaddrinfo(ai);
+        ai = NULL;
+        hints.ai_family = AF_INET;
+        if ((gai = getaddrinfo("0.0.0.0", portstr, &hints, &ai)) != 0 || !ai) {
+            rumor_fail(err, RUMOR_EINVAL, "cannot listen on udp *:%s: %s", portstr, gai_strerror(gai));
+            return -1;
+        }
+        fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    }
     if (fd >= 0) {
         const int on = 1, off = 0;
         if (ai->ai_family == AF_INET6) (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
@@ -98,7 +109,7 @@ ssize_t rumor_admit_recv(int fd, uint8_t *buf, size_t cap, rumor_admit_from_t *f
     /* Keep only the destination-address information, turned into the source of the answer. */
     from->ctl_len = 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO && c->cmsg_len >= CMSG_LEN(sizeof(struct in_pktinfo))) {
             struct in_pktinfo pi;
             memcpy(&pi, CMSG_DATA(c), sizeof pi);
             pi.ipi_spec_dst = pi.ipi_addr;
@@ -106,7 +117,8 @@ ssize_t rumor_admit_recv(int fd, uint8_t *buf, size_t cap, rumor_admit_from_t *f
             keep_ctl(from, IPPROTO_IP, IP_PKTINFO, &pi, sizeof pi);
             break;
         }
-        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO &&
+            c->cmsg_len >= CMSG_LEN(sizeof(struct in6_pktinfo))) {
             struct in6_pktinfo pi;
             memcpy(&pi, CMSG_DATA(c), sizeof pi);
             keep_ctl(from, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof pi);
@@ -114,6 +126,25 @@ ssize_t rumor_admit_recv(int fd, uint8_t *buf, size_t cap, rumor_admit_from_t *f
         }
     }
     return len;
+}
+
+uint32_t rumor_admit_source_hash(const rumor_admit_from_t *from)
+{
+    const uint8_t *a = NULL;
+    size_t n = 0;
+    if (from->addr.ss_family == AF_INET) {
+        a = (const uint8_t *)&((const struct sockaddr_in *)&from->addr)->sin_addr;
+        n = 4;
+        if (a[0] == 127) return 0;
+    } else if (from->addr.ss_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)&from->addr)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127)) return 0;
+        a = a6->s6_addr;
+        n = 16;
+    }
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ a[i]) * 16777619u;
+    return h;
 }
 
 void rumor_admit_reply(int fd, const rumor_admit_from_t *to, const uint8_t *buf, size_t len)
@@ -174,7 +205,8 @@ rumor_err_t rumor_admit_ping(const char *key_path, const char *cert_path, const 
     const size_t len = rumor_admit_knock(dgram, key, addr.key, rumor_random_u64(), own, own_len, nonce);
     const double start = mono_ms();
     double sent = start, gap = 250.0, next = start;
-    bool refused = false;
+    bool refused = false, wrong = false;
+    uint8_t real_key[RUMOR_KEY_LEN];
     rc = RUMOR_ETIMEDOUT;
     for (;;) {
         double now = mono_ms();
@@ -198,11 +230,10 @@ rumor_err_t rumor_admit_ping(const char *key_path, const char *cert_path, const 
         if (rumor_admit_open(&m, key, buf, (size_t)k) != RUMOR_OK || memcmp(m.nonce, nonce, sizeof nonce) != 0)
             continue; /* not an answer to this knock */
         if (m.kind == RUMOR_ADMIT_WRONG_KEY) {
-            char z[RUMOR_KEY_Z85_LEN + 1];
-            rumor_key_to_z85(z, m.from);
-            rc = rumor_fail(err, RUMOR_EAUTH, "the node at %s:%u has the key %s, not the one in the address",
-                            addr.host, (unsigned)addr.port, z);
-            goto out;
+            /* Not sealed, so only a diagnosis: the real answer may still come. */
+            wrong = true;
+            memcpy(real_key, m.from, RUMOR_KEY_LEN);
+            continue;
         }
         if (m.kind != RUMOR_ADMIT_ANSWER || memcmp(m.from, addr.key, RUMOR_KEY_LEN) != 0) continue;
         *rtt_ms = mono_ms() - sent;
@@ -217,7 +248,12 @@ rumor_err_t rumor_admit_ping(const char *key_path, const char *cert_path, const 
         }
         goto out;
     }
-    if (refused)
+    if (wrong) {
+        char z[RUMOR_KEY_Z85_LEN + 1];
+        rumor_key_to_z85(z, real_key);
+        rc = rumor_fail(err, RUMOR_EAUTH, "the node at %s:%u has the key %s, not the one in the address",
+                        addr.host, (unsigned)addr.port, z);
+    } else if (refused)
         rc = rumor_fail(err, RUMOR_ETIMEDOUT, "nothing listens on udp %s:%u (connection refused): is a rumor node "
                         "running there?", addr.host, (unsigned)addr.port);
     else

@@ -28,7 +28,7 @@
 typedef struct {
     struct sockaddr_storage addr;
     socklen_t addr_len;
-    _Alignas(size_t) char ctl[64]; /* control data (struct cmsghdr is size_t-aligned) */
+    _Alignas(size_t) char ctl[128]; /* control data: a dual-stack socket gets both pktinfos */
     size_t ctl_len;
 } rumor_admit_from_t;
 
@@ -37,6 +37,9 @@ typedef struct {
 int rumor_admit_listen(const char *endpoint, uint16_t port, char err[RUMOR_ERR_LEN]);
 /* One datagram from the listening socket, non-blocking: its length, or -1 (none). */
 ssize_t rumor_admit_recv(int fd, uint8_t *buf, size_t cap, rumor_admit_from_t *from);
+/* A hash of the sender's address (not its port), for per-source rate limits; 0 for a
+ * loopback sender (this machine's own processes, such as a simulated swarm: not limited). */
+uint32_t rumor_admit_source_hash(const rumor_admit_from_t *from);
 /* Answer from the address the datagram was sent to. */
 void rumor_admit_reply(int fd, const rumor_admit_from_t *to, const uint8_t *buf, size_t len);
 

@@ -34,6 +34,15 @@
 #define KNOCK_RETRY_MAX_MS 2000
 #define KNOCK_RATE 500.0     /* admission datagrams read per second at most (each costs an X25519
                                 and an Ed25519 verification); the rest are dropped and counted */
+#define KNOCK_SOURCE_RATE 20.0 /* ... and from one address (hashed into KNOCK_SOURCES buckets), so
+                                  one sender cannot spend the node's budget on its own */
+#define KNOCK_SOURCES 256
+
+/* A token bucket (admission datagrams from one source). */
+typedef struct {
+    double tokens;
+    uint64_t refill_ms; /* 0: never used (full) */
+} bucket_t;
 
 /* Why something from the network was dropped, for `rumor status`. */
 enum {
@@ -91,7 +100,9 @@ typedef struct {
     uint8_t knock[RUMOR_ADMIT_MAX];  /* the datagram, resent unchanged until answered */
     size_t knock_len;
     uint8_t knock_nonce[RUMOR_ADMIT_NONCE_LEN];
-    uint64_t knock_next, knock_gap;
+    uint64_t knock_next, knock_gap, knock_since;
+    uint64_t retry_at;               /* knock again then (after a refusal or a failure); 0: no */
+    int fails;                       /* refused handshakes since the last one that passed */
     bool answered;                   /* it admitted us, and its own certificate passed */
     bool unreachable;                /* the knock met an ICMP port-unreachable */
     bool wrong_key;                  /* the node there has another key: real_key */
@@ -117,6 +128,7 @@ struct rumor_node {
     uint64_t boot_id;                /* this run's, in knocks and answers */
     double knock_tokens;
     uint64_t knock_refill_ms, knocks_in, knocks_out;
+    bucket_t knock_src[KNOCK_SOURCES];
     unsigned mon_seq;
     rumor_secret_key_t *key;
     uint8_t authority[RUMOR_KEY_LEN];
@@ -296,8 +308,11 @@ static void knock_start(rumor_node_t *n, peer_t *p, uint64_t now)
     int fd = rumor_admit_connect(p->addr, why);
     if (fd < 0) {
         rumor_log(RUMOR_LOG_DEBUG, "cannot knock at %s: %s", p->addr, why);
+        p->retry_at = now + 1000; /* a transient failure (no descriptor, no route): again soon */
         return;
     }
+    p->retry_at = 0;
+    p->knock_since = now;
     p->knocking = true;
     p->knock_fd = fd;
     p->knock_len = rumor_admit_knock(p->knock, n->key, p->key, n->boot_id, n->cert, n->cert_len, p->knock_nonce);
@@ -331,10 +346,17 @@ static bool open_dealer(rumor_node_t *n, peer_t *p)
                                       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_DISCONNECTED) == 0) {
         p->monitor = zmq_socket(n->ctx, ZMQ_PAIR);
         if (p->monitor && zmq_connect(p->monitor, ep) != 0) {
-            zmq_socket_monitor(d, NULL, 0);
             zmq_close(p->monitor);
             p->monitor = NULL;
         }
+    }
+    if (!p->monitor) {
+        /* Without its monitor a refused handshake would go unseen, and an unread monitor
+         * blocks libzmq's I/O thread: no DEALER then. */
+        zmq_socket_monitor(d, NULL, 0);
+        zmq_close(d);
+        p->dealer = NULL;
+        return false;
     }
     rumor_msg_t hello;
     fill_hello(n, &hello);
@@ -578,7 +600,8 @@ static conn_t *find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint6
 }
 
 /* Count every refusal; log a bounded number, so a flood cannot fill the disk. */
-static void refusal(rumor_node_t *n, const uint8_t *key, rumor_cert_reject_t why, const char *where, uint64_t now)
+static void refusal(rumor_node_t *n, const uint8_t *key, rumor_cert_reject_t why, const char *where, bool forget,
+                    uint64_t now)
 {
     char id[RUMOR_SHORT_ID_LEN + 1];
     rumor_key_short_id(id, key);
@@ -586,7 +609,10 @@ static void refusal(rumor_node_t *n, const uint8_t *key, rumor_cert_reject_t why
     if (n->refusals_logged < 50)
         rumor_log(RUMOR_LOG_WARN, "refused %s (%s): certificate %s%s", id, where, rumor_cert_reject_name(why),
                   ++n->refusals_logged == 50 ? " (further refusals are only counted)" : "");
-    conn_t *old = find_conn(n, key, false, now);
+    /* A hello comes over the key's own connection; a knock may be a stranger's replay of an
+     * old one (say, with a certificate since renewed), which must not undo a valid admission:
+     * expiry and revocation are enforced anyway, at the ZAP handler and on every message. */
+    conn_t *old = forget ? find_conn(n, key, false, now) : NULL;
     if (old) old->knocked = old->admitted = false;
 }
 
@@ -601,7 +627,7 @@ static void handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, co
     rumor_key_short_id(id, key);
     if (rumor_cert_check(w->u.hello.cert, w->u.hello.cert_len, n->authority, key, unix_now(), n->revoked, &cert,
                          &why) != RUMOR_OK) {
-        refusal(n, key, why, "hello", now);
+        refusal(n, key, why, "hello", true, now);
         char reason[64];
         snprintf(reason, sizeof reason, "certificate %s", rumor_cert_reject_name(why));
         reply_bye(n, rid, reason);
@@ -640,7 +666,10 @@ static void handle_monitor(peer_t *p)
         }
         switch (event) {
         case ZMQ_EVENT_CONNECT_RETRIED: p->conn_refused++; break;
-        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: p->handshakes++; break;
+        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+            p->handshakes++;
+            p->fails = 0;
+            break;
         case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
             /* Its ZAP handler refused our key: our knock did not reach it (lost, or it
              * restarted since), or it now refuses us. libzmq gives up on this connection;
@@ -857,6 +886,7 @@ static void handle_knock_answer(rumor_node_t *n, peer_t *p, uint64_t now)
             p->refused = true;
             snprintf(p->refusal, sizeof p->refusal, "certificate %s",
                      why <= RUMOR_CERT_REVOKED ? rumor_cert_reject_name((rumor_cert_reject_t)why) : "refused");
+            p->retry_at = now + 30000; /* a clock set right, a revocation lifted: ask again later */
             continue;
         }
         rumor_cert_t cert;
@@ -864,7 +894,8 @@ static void handle_knock_answer(rumor_node_t *n, peer_t *p, uint64_t now)
         if (rumor_cert_check(m.cert, m.cert_len, n->authority, p->key, unix_now(), n->revoked, &cert, &why) !=
             RUMOR_OK) {
             /* It lets us in, but it is not of our swarm (or no longer): we do not go in. */
-            refusal(n, p->key, why, "its answer", now);
+            refusal(n, p->key, why, "its answer", false, now);
+            p->retry_at = now + 30000;
             p->refused = true;
             snprintf(p->refusal, sizeof p->refusal, "its own certificate is %s", rumor_cert_reject_name(why));
             close_dealer(p);
@@ -872,7 +903,10 @@ static void handle_knock_answer(rumor_node_t *n, peer_t *p, uint64_t now)
         }
         p->answered = true;
         p->refused = false;
-        if (!p->dealer && !open_dealer(n, p)) rumor_log(RUMOR_LOG_DEBUG, "cannot dial %s at %s", id, p->addr);
+        if (!p->dealer && !open_dealer(n, p)) {
+            rumor_log(RUMOR_LOG_DEBUG, "cannot dial %s at %s", id, p->addr);
+            p->retry_at = now + 1000;
+        }
     }
 }
 
@@ -885,6 +919,19 @@ static void handle_udp(rumor_node_t *n, uint64_t now)
         rumor_admit_from_t from;
         ssize_t len = rumor_admit_recv(n->udp, buf, sizeof buf, &from);
         if (len < 0) return;
+        const uint32_t src = rumor_admit_source_hash(&from);
+        if (src) {
+            bucket_t *b = &n->knock_src[src % KNOCK_SOURCES];
+            b->tokens = b->refill_ms ? b->tokens + (double)(now - b->refill_ms) * KNOCK_SOURCE_RATE / 1000.0
+                                     : KNOCK_SOURCE_RATE;
+            if (b->tokens > KNOCK_SOURCE_RATE) b->tokens = KNOCK_SOURCE_RATE;
+            b->refill_ms = now ? now : 1;
+            if (b->tokens < 1.0) {
+                n->drops[DROP_ADMIT_RATE]++;
+                continue;
+            }
+            b->tokens -= 1.0;
+        }
         /* A token bucket: a flood of datagrams costs a bounded amount of cryptography. */
         n->knock_tokens += (double)(now - n->knock_refill_ms) * KNOCK_RATE / 1000.0;
         if (n->knock_tokens > KNOCK_RATE) n->knock_tokens = KNOCK_RATE;
@@ -914,7 +961,7 @@ static void handle_udp(rumor_node_t *n, uint64_t now)
         uint8_t status = RUMOR_ADMIT_OK;
         if (rumor_cert_check(m.cert, m.cert_len, n->authority, m.from, unix_now(), n->revoked, &cert, &why) !=
             RUMOR_OK) {
-            refusal(n, m.from, why, "knock", now);
+            refusal(n, m.from, why, "knock", false, now);
             status = (uint8_t)why;
         } else {
             conn_t *c = find_conn(n, m.from, true, now);
@@ -1263,7 +1310,7 @@ rumor_err_t rumor_node_send_encoded(rumor_node_t *n, const uint8_t peer[32], uin
                                     void (*release)(void *), void *arg)
 {
     const size_t chunks = chunk_params ? (count + chunk_params - 1) / chunk_params : 0;
-    if (codec < RUMOR_CODEC_F32 || codec > RUMOR_CODEC_TOPK || !enc || !enc_off || chunks == 0 ||
+    if (codec <= RUMOR_CODEC_F32 || codec > RUMOR_CODEC_TOPK || !enc || !enc_off || chunks == 0 ||
         chunks > RUMOR_PROTO_MAX_CHUNKS)
         return RUMOR_EINVAL;
     for (size_t c = 0; c < chunks; c++) {
@@ -1589,10 +1636,20 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
                 close_dealer(p);
                 p->auth_failed = false;
                 p->answered = false;
-                knock_start(n, p, now);
+                /* Again at once, but a node that keeps refusing handshakes it admitted
+                 * (evicted us, restarting in a loop) is asked less and less often. */
+                if (++p->fails <= 3) knock_start(n, p, now);
+                else p->retry_at = now + (p->fails < 8 ? 1000u << (p->fails - 3) : 30000u);
+            }
+            if (!p->dealer && !p->knocking && p->retry_at && now >= p->retry_at) knock_start(n, p, now);
+            if (p->knocking && now - p->knock_since > 30000) {
+                /* Silence for 30 s: stop, and ask again in 30 s (it may be down for now). */
+                stop_knocking(p);
+                p->retry_at = now + 30000;
             }
             if (p->knocking && p->knock_next <= now) knock_send(n, p, now);
             if (p->knocking && p->knock_next < next_knock) next_knock = p->knock_next;
+            if (!p->dealer && !p->knocking && p->retry_at && p->retry_at < next_knock) next_knock = p->retry_at;
         }
         for (int i = 0; i < MAX_PEERS; i++)
             if (n->peers[i].used && n->peers[i].dealer) {
