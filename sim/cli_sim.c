@@ -31,6 +31,7 @@ static void sim_help(void)
            "  --local-steps H          minibatch steps per round (default 10)\n"
            "  --batch B --lr X --momentum M --weight-decay W --optimizer sgd|adamw\n"
            "  --schedule constant|cosine|step:E,G --warmup STEPS\n"
+           "  --outer-lr X --outer-momentum M   diloco's outer Nesterov step (default 0.7, 0.9)\n"
            "  --seed S --eval-every N (default 20) --limit N --data DIR --threads T\n"
            "  --latency MS --bandwidth MBIT --loss P   the network: emulated by the nodes in proc mode\n"
            "                           (only when given), by the clock in virtual mode\n"

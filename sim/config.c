@@ -39,6 +39,8 @@ void rumor_sim_defaults(rumor_sim_config_t *c)
     c->latency_ms = 1.0;
     c->straggler = -1;
     c->byzantine = -1;
+    c->outer_lr = 0.7;
+    c->outer_momentum = 0.9;
     snprintf(c->codec, sizeof c->codec, "f32");
     snprintf(c->robust, sizeof c->robust, "none");
     snprintf(c->attack, sizeof c->attack, "scale:-10");
@@ -163,6 +165,8 @@ rumor_err_t rumor_sim_set(rumor_sim_config_t *c, const char *key, const char *v,
     DBL("lr", lr, 0, 100)
     DBL("momentum", momentum, 0, 0.9999)
     DBL("weight-decay", weight_decay, 0, 10)
+    DBL("outer-lr", outer_lr, 0.0001, 10)
+    DBL("outer-momentum", outer_momentum, 0, 0.9999)
     STR("optimizer", optimizer)
     STR("schedule", schedule)
     LONG("warmup", warmup, 0, 100000000)
@@ -328,10 +332,10 @@ void rumor_sim_config_json(const rumor_sim_config_t *c, char *buf, size_t cap)
                  ",\"rounds\":%ld,\"local_steps\":%d,\"batch\":%d,\"lr\":%.9g,\"momentum\":%.9g,"
                  "\"weight_decay\":%.9g,\"warmup\":%ld,\"seed\":%llu,\"eval_every\":%d,\"limit\":%ld,"
                  "\"latency_ms\":%.9g,\"bandwidth_mbps\":%.9g,\"loss\":%.9g,\"step_ms\":%.9g,"
-                 "\"straggler\":%d,\"slowdown\":%.9g,\"byzantine\":%d,",
+                 "\"straggler\":%d,\"slowdown\":%.9g,\"byzantine\":%d,\"outer_lr\":%.9g,\"outer_momentum\":%.9g,",
                  c->rounds, c->local_steps, c->batch, (double)c->lr, (double)c->momentum, (double)c->weight_decay,
                  c->warmup, (unsigned long long)c->seed, c->eval_every, c->limit, c->latency_ms, c->bandwidth_mbps,
-                 c->loss, c->step_ms, c->straggler, c->slowdown, c->byzantine);
+                 c->loss, c->step_ms, c->straggler, c->slowdown, c->byzantine, c->outer_lr, c->outer_momentum);
     if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
     json_str(buf, cap, &len, "attack", c->attack, false);
     json_str(buf, cap, &len, "robust", c->robust, true);

@@ -137,6 +137,8 @@ static void node_args(args_t *a, const rumor_sim_config_t *c, const char *exe, i
     if (strcmp(c->robust, "none") != 0) arg(a, "--robust"), arg(a, "%s", c->robust);
     if (i == c->byzantine) arg(a, "--attack"), arg(a, "%s", c->attack);
     if (c->dp[0]) arg(a, "--dp"), arg(a, "%s", c->dp);
+    if (strncmp(c->algo, "diloco:", 7) == 0)
+        arg(a, "--outer-lr"), arg(a, "%.9g", c->outer_lr), arg(a, "--outer-momentum"), arg(a, "%.9g", c->outer_momentum);
     if (strcmp(c->codec, "f32") != 0 && strcmp(c->codec, "fp32") != 0) arg(a, "--codec"), arg(a, "%s", c->codec);
     if (c->dp_budget > 0) arg(a, "--dp-budget"), arg(a, "%.9g", c->dp_budget);
     if (c->net_given) { /* the node's own emulation of the scenario's network, on top of loopback */

@@ -58,6 +58,7 @@ typedef struct {
     int local_steps;
     int batch;
     float lr, momentum, weight_decay;
+    double outer_lr, outer_momentum; /* diloco's outer Nesterov step (0.7 and 0.9 by default) */
     char optimizer[16];
     char schedule[32];
     long warmup;

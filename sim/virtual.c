@@ -1037,6 +1037,8 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     rumor_partition_t part;
     if ((rc = rumor_algo_parse(&algo, c->algo, err)) != RUMOR_OK) return rc;
     if (algo.kind != RUMOR_ALGO_DILOCO && c->local_steps >= 1) algo.local_steps = c->local_steps;
+    algo.outer_lr = c->outer_lr;
+    algo.outer_momentum = c->outer_momentum;
     s->H = algo.local_steps;
     s->total_steps = c->rounds * s->H;
     if ((rc = rumor_model_spec_parse(&spec, c->model, err)) != RUMOR_OK) return rc;
