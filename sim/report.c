@@ -16,8 +16,8 @@
 typedef struct {
     long offset;
     long round;
-    double loss, acc, consensus, bytes_out, t;
-    bool has_loss, has_acc;
+    double loss, acc, consensus, bytes_out, t, epsilon;
+    bool has_loss, has_acc, has_eps;
 } peer_state_t;
 
 static peer_state_t *states;
@@ -59,6 +59,7 @@ static void read_peer(const char *out, int i, peer_state_t *s)
         if (field(line, "consensus", &v)) s->consensus = v;
         if (field(line, "bytes_out", &v)) s->bytes_out = v;
         if (field(line, "t", &v)) s->t = v;
+        if (field(line, "epsilon", &v)) s->epsilon = v, s->has_eps = true;
     }
     fclose(f);
 }
@@ -182,7 +183,7 @@ rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, 
                                     char err[RUMOR_ERR_LEN])
 {
     /* Read every peer's file from the start (the status cache may be behind). */
-    double acc_sum = 0, acc_min = NAN, acc_max = NAN, cons = 0, bytes = 0;
+    double acc_sum = 0, acc_min = NAN, acc_max = NAN, cons = 0, bytes = 0, eps_max = NAN;
     long round_min = -1, round_max = 0;
     int n_acc = 0, n = 0;
     for (int i = 0; i < c->peers; i++) {
@@ -192,6 +193,7 @@ rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, 
         n++;
         cons += s.consensus;
         bytes += s.bytes_out;
+        if (s.has_eps && !(s.epsilon <= eps_max)) eps_max = s.epsilon; /* (NAN: the first) */
         if (round_min < 0 || s.round < round_min) round_min = s.round;
         if (s.round > round_max) round_max = s.round;
         if (s.has_acc) {
@@ -213,6 +215,7 @@ rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, 
     len += (size_t)num(text + len, sizeof text - len, "final_test_acc_max", acc_max, true);
     len += (size_t)num(text + len, sizeof text - len, "consensus", n ? cons / n : NAN, true);
     len += (size_t)snprintf(text + len, sizeof text - len, ",\"bytes_total\":%.0f", bytes);
+    if (!isnan(eps_max)) len += (size_t)num(text + len, sizeof text - len, "epsilon_max", eps_max, true);
     len += (size_t)num(text + len, sizeof text - len, "wall_s", wall_s, true);
     len += (size_t)snprintf(text + len, sizeof text - len, ",\"interrupted\":%s,\"config\":%s}\n",
                             interrupted ? "true" : "false", cfg);

@@ -205,6 +205,9 @@ def main():
         check(all(0 < e <= 3 for e in eps) and any(l["round"] < 60 for l in last),
               "epsilon logged, within the budget, training stopped by it: %s at rounds %s"
               % (["%.3f" % e for e in eps], [l["round"] for l in last]))
+        with open(os.path.join(run, "summary.json")) as f:
+            em = json.load(f).get("epsilon_max")
+        check(em is not None and abs(em - max(eps)) < 1e-4, "summary.json: epsilon_max %s" % em)
 
     # 4e. Codecs: int8 models cost a quarter of the bytes (virtual mode) and real nodes decode
     #     them (proc mode); accuracy stays with float32's.
