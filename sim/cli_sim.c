@@ -37,7 +37,7 @@ static void sim_help(void)
            "                           (only when given), by the clock in virtual mode\n"
            "  --step-ms MS             virtual mode: the virtual time of one local step\n"
            "  --straggler I --slowdown K   peer I computes K times slower\n"
-           "  --robust none|clip|clip:F    robust mixing on every peer (default none)\n"
+           "  --robust none|clip[:F]|trim:B   robust mixing on every peer (default none)\n"
            "  --byzantine I --attack SPEC  peer I sends scale:K (default scale:-10) or noise:S models\n"
            "  --dp clip=C,noise=S[,delta=D] --dp-budget EPS   DP-SGD on every peer\n"
            "  --codec f32|fp16|bf16|int8   how the models sent are encoded (default f32)\n"

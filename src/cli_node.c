@@ -96,7 +96,7 @@ int cmd_node(int argc, char **argv)
         {"--round-timeout", OPT_FLOAT, &round_timeout, NULL, "longest wait for a round's models, s (default 10)"},
         {"--outer-lr", OPT_FLOAT, &outer_lr, NULL, "diloco outer learning rate (default 0.7)"},
         {"--slowdown", OPT_FLOAT, &slowdown, NULL, "compute K times slower than this machine can (a straggler, for experiments)"},
-        {"--robust", OPT_STR, &robust, NULL, "none | clip | clip:F: clip the farthest fraction F of the neighbours (default none)"},
+        {"--robust", OPT_STR, &robust, NULL, "none | clip[:F] | trim:B: clip the farthest fraction F of the neighbours, or trim B high and low per coordinate"},
         {"--attack", OPT_STR, &attack, NULL, "scale:K | noise:S: send poisoned models (a Byzantine peer, for experiments)"},
         {"--codec", OPT_STR, &codec, NULL, "f32 | fp16 | bf16 | int8: how the models sent are encoded (default f32)"},
         {"--dp", OPT_STR, &dp, NULL, "clip=C,noise=S[,delta=D]: DP-SGD (per-sample clipping, Gaussian noise); logs epsilon"},

@@ -25,6 +25,7 @@ typedef struct {
     double *cd2;     /* robust: per chunk, squared distance to the centre (-1: not delivered) */
     float share;     /* robust: its weight in this round */
     bool struck;     /* robust: it got its strike for this message */
+    int tidx;        /* trim: its copy in the slot's tbuf; -1: none */
     bool complete;
     uint64_t *bits;  /* chunk_count bits */
 } sender_t;
@@ -43,6 +44,8 @@ typedef struct {
     int n_senders;
     uint64_t *bits;   /* RUMOR_GOSSIP_MAX_SENDERS * words */
     double *cd2;      /* robust: RUMOR_GOSSIP_MAX_SENDERS * chunk_count distances */
+    float *tbuf;      /* trim: RUMOR_GOSSIP_TRIM_SENDERS models, as they arrived */
+    int n_trim;
     /* dpsgd, diloco: the in-neighbours this round waits for */
     uint8_t (*expected)[RUMOR_GOSSIP_KEY_LEN];
     int n_expected;
@@ -151,6 +154,15 @@ rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[R
 {
     memset(out, 0, sizeof *out);
     if (!spec || !*spec || strcmp(spec, "none") == 0) return RUMOR_OK;
+    if (strncmp(spec, "trim:", 5) == 0) {
+        char *end;
+        errno = 0;
+        const long b = strtol(spec + 5, &end, 10);
+        if (end == spec + 5 || *end || errno || b < 1 || b > RUMOR_GOSSIP_TRIM_MAX)
+            return rumor_fail(err, RUMOR_EINVAL, "--robust %s: trim:B needs 1 <= B <= %d", spec, RUMOR_GOSSIP_TRIM_MAX);
+        out->trim = (int)b;
+        return RUMOR_OK;
+    }
     if (strcmp(spec, "clip") == 0 || strncmp(spec, "clip:", 5) == 0) {
         out->clip = true;
         out->clip_fraction = 0.25;
@@ -164,7 +176,7 @@ rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[R
         }
         return RUMOR_OK;
     }
-    return rumor_fail(err, RUMOR_EINVAL, "unknown --robust '%s' (expected none, clip or clip:F)", spec);
+    return rumor_fail(err, RUMOR_EINVAL, "unknown --robust '%s' (expected none, clip, clip:F or trim:B)", spec);
 }
 
 const char *rumor_gossip_drop_name(rumor_gossip_drop_t d)
@@ -186,6 +198,7 @@ static void slot_reset(rumor_gossip_t *g, slot_t *s)
     s->started = 0;
     s->n_senders = 0;
     s->n_expected = 0;
+    s->n_trim = 0;
 }
 
 rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topology_t *topo, const float *x0,
@@ -200,6 +213,15 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         rumor_fail(err, RUMOR_EINVAL, cfg->algo.kind == RUMOR_ALGO_SGP
                                           ? "--robust clip needs dpsgd or diloco (push-sum weights are not clipped)"
                                           : "--robust clip: the fraction must be in (0, 1)");
+        return NULL;
+    }
+    if (cfg->robust.trim && cfg->algo.kind == RUMOR_ALGO_SGP) {
+        rumor_fail(err, RUMOR_EINVAL, "--robust trim needs dpsgd or diloco (push-sum weights are not trimmed)");
+        return NULL;
+    }
+    if (cfg->robust.trim && (double)cfg->params * 4.0 * RUMOR_GOSSIP_TRIM_SENDERS * SLOTS > 4294967296.0) {
+        rumor_fail(err, RUMOR_EINVAL, "--robust trim holds %d copies of the model: %zu parameters is too many (use clip)",
+                   RUMOR_GOSSIP_TRIM_SENDERS * SLOTS, cfg->params);
         return NULL;
     }
     rumor_gossip_t *g = calloc(1, sizeof *g);
@@ -232,6 +254,8 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         sl->expected = malloc(RUMOR_GOSSIP_MAX_SENDERS * sizeof *sl->expected);
         if (!sl->acc || !sl->accw || !sl->bits || !sl->expected) goto nomem;
         for (int k = 0; k < RUMOR_GOSSIP_MAX_SENDERS; k++) sl->senders[k].bits = sl->bits + (size_t)k * g->words;
+        if (cfg->robust.trim && !(sl->tbuf = malloc((size_t)RUMOR_GOSSIP_TRIM_SENDERS * g->vec * sizeof *sl->tbuf)))
+            goto nomem;
         if (cfg->robust.clip) {
             if (!(sl->cd2 = malloc((size_t)RUMOR_GOSSIP_MAX_SENDERS * g->chunks * sizeof *sl->cd2))) goto nomem;
             for (int k = 0; k < RUMOR_GOSSIP_MAX_SENDERS; k++) sl->senders[k].cd2 = sl->cd2 + (size_t)k * g->chunks;
@@ -277,6 +301,7 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
         free(g->slots[i].bits);
         free(g->slots[i].expected);
         free(g->slots[i].cd2);
+        free(g->slots[i].tbuf);
     }
     free(g->tau);
     free(g->w);
@@ -649,11 +674,49 @@ static bool round_ready(rumor_gossip_t *g, uint64_t now)
     return true;
 }
 
+/* Trimmed mean: the accumulator gets, coordinate by coordinate, the mean of the peer's own
+ * snapshot value and the neighbours' that arrived, without the B largest and B smallest (the
+ * median when that would leave none), minus the snapshot: the delta form the mix expects. */
+static void trimmed_mix(rumor_gossip_t *g, slot_t *s, const float *snap)
+{
+    const int B = g->cfg.robust.trim;
+    for (size_t c = 0; c < g->chunks; c++) {
+        const float *src[RUMOR_GOSSIP_TRIM_SENDERS + 1];
+        int m = 0;
+        src[m++] = snap;
+        for (int k = 0; k < s->n_senders; k++) {
+            const sender_t *e = &s->senders[k];
+            if (e->tidx >= 0 && !e->bad && (e->bits[c / 64] & (UINT64_C(1) << (c % 64))))
+                src[m++] = s->tbuf + (size_t)e->tidx * g->vec;
+        }
+        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
+        for (size_t i = off; i < off + n; i++) {
+            float v[RUMOR_GOSSIP_TRIM_SENDERS + 1];
+            for (int k = 0; k < m; k++) {
+                float t = src[k][i];
+                int j = k;
+                for (; j > 0 && v[j - 1] > t; j--) v[j] = v[j - 1];
+                v[j] = t;
+            }
+            double sum = 0.0;
+            if (m > 2 * B) {
+                for (int k = B; k < m - B; k++) sum += v[k];
+                sum /= (double)(m - 2 * B);
+            } else {
+                sum = m % 2 ? v[m / 2] : 0.5 * ((double)v[m / 2 - 1] + v[m / 2]);
+            }
+            s->acc[i] = (float)(sum - (double)snap[i]);
+        }
+        s->accw[c] = 1.0;
+    }
+}
+
 /* Mix round g->round into x and clear its accumulator. */
 static void finish_round(rumor_gossip_t *g, float *x)
 {
     slot_t *s = slot_find(g, g->round);
     const float *snap = g->snaps[g->cur_snap].x;
+    if (g->cfg.robust.trim) trimmed_mix(g, s, snap);
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
     for (size_t c = 0; c < g->chunks; c++) {
@@ -908,6 +971,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
         e->round = g->cfg.algo.kind == RUMOR_ALGO_SGP ? c->round : s->round;
         e->got = 0;
         e->bad = e->complete = e->struck = false;
+        e->tidx = -1;
         e->share = 0.0f;
         if (e->cd2)
             for (size_t k = 0; k < g->chunks; k++) e->cd2[k] = -1.0;
@@ -928,7 +992,14 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
     }
     const float a = (float)c->w;
     const float *ref = ref_of(g, s);
-    if (robust) {
+    if (g->cfg.robust.trim) {
+        /* Held as it came, for the trimmed mean at the round's end. */
+        if (e->tidx < 0) {
+            if (s->n_trim == RUMOR_GOSSIP_TRIM_SENDERS) return drop(g, RUMOR_GOSSIP_DROP_SENDERS);
+            e->tidx = s->n_trim++;
+        }
+        memcpy(s->tbuf + (size_t)e->tidx * g->vec + off, payload, n * sizeof(float));
+    } else if (robust) {
         /* Self-centred clipping against our own snapshot (the round's, or the latest). */
         const float *centre = (ref ? ref : g->snaps[g->cur_snap].x) + off;
         const double d2 = dist2(payload, centre, n), d = sqrt(d2), tc = g->tau[c->chunk];

@@ -58,6 +58,13 @@
  * beyond 100 tau_c, collects strikes (one per message); three strikes ban it for 50 rounds
  * (its chunks are dropped, counted as `banned`).
  *
+ * `--robust trim:B` (dpsgd and diloco) is the coordinate-wise trimmed mean: every coordinate of
+ * the mix is the mean of the peer's own value and its neighbours' after dropping the B largest
+ * and B smallest (the median when B leaves nothing). It needs each neighbour's value of a
+ * coordinate at once, so unlike every other mode it holds neighbour models whole: up to
+ * RUMOR_GOSSIP_TRIM_SENDERS per round in flight, four rounds (16 x 4 copies of the model;
+ * models too large for that are refused). Chunks from further senders are dropped (`senders`).
+ *
  * Ranks (topology.h): the members are this peer's view plus itself, numbered by sorted key.
  *
  * Rejected input (counted, never mixed, never fatal): another layout id, a chunk geometry that
@@ -95,14 +102,19 @@ typedef struct {
     double outer_momentum;  /* diloco: 0.9 by default (Nesterov) */
 } rumor_algo_t;
 
-/* Robust mixing: none, or self-centred clipping of the farthest `clip_fraction` of the
- * neighbourhood's weight. */
+/* Robust mixing: none, self-centred clipping of the farthest `clip_fraction` of the
+ * neighbourhood's weight, or a coordinate-wise trimmed mean dropping the `trim` largest and
+ * `trim` smallest values of each coordinate (the peer's own among them). */
 typedef struct {
     bool clip;
     double clip_fraction;   /* in (0, 1); 0.25 by default */
+    int trim;               /* 1..RUMOR_GOSSIP_TRIM_MAX; 0: no trimmed mean */
 } rumor_robust_t;
 
-/* "none", "clip", "clip:F" (0 < F < 1). EINVAL with a sentence in err. */
+#define RUMOR_GOSSIP_TRIM_MAX 8
+#define RUMOR_GOSSIP_TRIM_SENDERS 16 /* neighbours whose models a trimmed-mean round holds */
+
+/* "none", "clip", "clip:F" (0 < F < 1), "trim:B" (1 <= B <= 8). EINVAL with a sentence. */
 rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* "dpsgd", "sgp", "diloco:H" (1 <= H <= 100000). Sets local_steps to 1, or H for diloco,

@@ -682,9 +682,57 @@ static void test_robust_clip(void)
     rumor_topology_destroy(&topo);
 }
 
+/* The trimmed mean by hand: complete graph on 5, 4 parameters in 2 chunks; peer 0 at 0. */
+static void test_robust_trim(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_robust_t rb;
+    CHECK_RC(rumor_robust_parse(&rb, "trim:1", err));
+    CHECK(rb.trim == 1 && !rb.clip);
+    CHECK(rumor_robust_parse(&rb, "trim:0", err) == RUMOR_EINVAL);
+    CHECK(rumor_robust_parse(&rb, "trim:9", err) == RUMOR_EINVAL);
+    rumor_topology_t *topo = rumor_topology_new("complete", 1, err);
+    uint8_t keys[5][RUMOR_GOSSIP_KEY_LEN];
+    for (int i = 0; i < 5; i++) key_of(keys[i], i);
+    float x[4] = {0, 0, 0, 0};
+    rumor_gossip_config_t cfg = {.params = 4, .layout = 7, .chunk_params = 2, .round_timeout_ms = 1000};
+    CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+    CHECK_RC(rumor_robust_parse(&cfg.robust, "trim:1", err));
+    memcpy(cfg.self, keys[0], RUMOR_GOSSIP_KEY_LEN);
+    rumor_gossip_t *g = rumor_gossip_new(&cfg, topo, x, err);
+    CHECK(g != NULL);
+    if (!g) return;
+    rumor_gossip_set_view(g, (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])keys, 5);
+    CHECK(rumor_gossip_step(g, x, 0) == RUMOR_GOSSIP_DONE);
+    rumor_gossip_send_t m;
+    while (rumor_gossip_next_send(g, &m)) rumor_gossip_release(g, &m, true);
+    /* Per coordinate, the neighbours' values; with the peer's own 0, trim:1 drops the lowest
+     * and the highest of five and averages the middle three. Neighbour 4 sends only chunk 0
+     * (coordinates 0 and 1): chunk 1 has four values, and keeps the middle two. */
+    const float v[4][4] = {{1, -5, 10, 7}, {2, -6, 20, 8}, {3, -7, 30, 9}, {1000, 99, 0, 0}};
+    for (int j = 1; j < 5; j++)
+        for (uint32_t c = 0; c < (j == 4 ? 1u : 2u); c++) {
+            const rumor_gossip_chunk_t h = {.round = 0, .layout = 7, .w = 0.2, .chunk = c, .chunks = 2, .off = 2 * c, .n = 2};
+            CHECK(rumor_gossip_on_chunk(g, keys[j], &h, v[j - 1] + 2 * c, 8, 1));
+        }
+    memset(x, 0, sizeof x);
+    CHECK(rumor_gossip_step(g, x, 1001) == RUMOR_GOSSIP_DONE); /* past the deadline: 4 of chunk 1 */
+    /* x0: {0,1,2,3,1000} -> 2; x1: {-7,-6,-5,0,99} -> -11/3; x2: {0,10,20,30} -> 15; x3: {0,7,8,9} -> 7.5 */
+    CHECK_NEAR(x[0], 2.0, 1e-6);
+    CHECK_NEAR(x[1], -11.0 / 3.0, 1e-6);
+    CHECK_NEAR(x[2], 15.0, 1e-6);
+    CHECK_NEAR(x[3], 7.5, 1e-6);
+    rumor_gossip_destroy(&g);
+    /* Push-sum is refused, and so is a model too large to hold 64 copies of. */
+    CHECK_RC(rumor_algo_parse(&cfg.algo, "sgp", err));
+    CHECK(rumor_gossip_new(&cfg, topo, x, err) == NULL);
+    rumor_topology_destroy(&topo);
+}
+
 int main(void)
 {
     test_robust_clip();
+    test_robust_trim();
     test_algo_parse();
     test_pure_gossip("ring", 16, 257, 64, 30, 120);
     test_pure_gossip("torus", 16, 257, 64, 5, 20);
