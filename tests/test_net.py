@@ -178,6 +178,22 @@ def main():
     # Unauthenticated bytes never reach the decoder: CURVE stops them first.
     check(status(nodes[1][1])["rejected"] == {}, "garbage never reached the protocol decoder")
 
+    # 2a'. The admission port under a flood of junk datagrams (random bytes, truncated and
+    #      unopenable knocks): each is counted by reason, the node keeps its peers, and a real
+    #      knock is answered once the flood is over.
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    junk = [os.urandom(40), b"RMA1\x01" + os.urandom(320), b"RMA1\x01" + os.urandom(100), b"RMA1\x07" + os.urandom(56)]
+    for i in range(2000):
+        udp.sendto(junk[i % len(junk)], ("127.0.0.1", port1))
+    udp.close()
+    time.sleep(1.5)
+    s1 = status(nodes[1][1])
+    rej = s1["rejected"] if s1 else {}
+    print("     admission flood, rejected by node 1:", json.dumps({k: v for k, v in rej.items() if k.startswith("admit")}))
+    check(nodes[1][0].poll() is None and rej.get("admit-malformed", 0) > 0 and rej.get("admit-unsealed", 0) > 0,
+          "junk datagrams are dropped and counted by reason")
+    check(alive_peers(nodes[1][1]) == sorted(set(pubs) - {pubs[1]}), "the node keeps its peers through the flood")
+
     # 2b. An admitted peer that sends malformed messages is counted and ignored; the node keeps
     #     serving the others. (Needs Debian's python3-zmq for a CurveZMQ client.)
     try:
