@@ -203,9 +203,7 @@ typedef struct {
     uint64_t coded_round[2];
     bool coded_set[2];
     uint64_t coded_bytes[2]; /* its size on the wire */
-    float *poison[2];        /* the Byzantine peer: what it sends instead of each snapshot */
-    uint64_t poison_round[2];
-    bool poison_set[2];
+    rumor_poison_t poison;   /* the Byzantine peer: what it sends instead of each snapshot */
     double loss_sum;         /* the last phase's summed loss and sample count */
     long loss_count;
     float lr;
@@ -290,6 +288,7 @@ typedef struct {
     int *round_ev;           /* churn events at a round, by (round, index) */
     int churn_pending;       /* churn events at a time not yet fired */
     uint64_t progress_us;    /* the last local phase or round that ended */
+    uint64_t done_check_us;  /* when the loop next looks whether the run is over */
     int n_round_ev, next_round_ev;
     /* run */
     uint64_t now_us, end_us;
@@ -894,13 +893,7 @@ static rumor_err_t send_all(sim_t *s, int i)
         s->free_msg = msg->next_free;
         if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE && m.snap >= 0 && m.snap < 2) {
             /* The Byzantine peer sends its poisoned copy; the snapshot is still what is released. */
-            const int k = m.snap;
-            if (!p->poison_set[k] || p->poison_round[k] != m.round) {
-                rumor_attack_apply(&s->attack, m.params, p->poison[k], m.count, &s->attack_rng);
-                p->poison_round[k] = m.round;
-                p->poison_set[k] = true;
-            }
-            m.params = p->poison[k];
+            m.params = rumor_poison_get(&p->poison, &s->attack, m.snap, m.round, m.params, &s->attack_rng);
         }
         uint64_t bytes = (uint64_t)m.count * sizeof(float);
         if (s->codec.id != RUMOR_CODEC_F32 && m.snap >= 0 && m.snap < 2) {
@@ -1159,10 +1152,9 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
             pv.budget = c->dp_budget;
             if (!(p->dp = rumor_priv_new(&pv, p->m, p->n_own, c->seed ^ ((uint64_t)i << 32), err))) return RUMOR_EINVAL;
         }
-        if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE)
-            for (int k = 0; k < 2; k++)
-                if (!(p->poison[k] = malloc(rumor_model_param_count(p->m) * sizeof *p->poison[k])))
-                    return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE &&
+            rumor_poison_init(&p->poison, rumor_model_param_count(p->m)) != RUMOR_OK)
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         memcpy(gc.self, p->key, RUMOR_GOSSIP_KEY_LEN);
         if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return RUMOR_ENOMEM;
         if (!(p->vkeys = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vkeys)))
@@ -1226,8 +1218,7 @@ static void teardown(sim_t *s)
             rumor_gossip_destroy(&p->g);
             rumor_memb_destroy(&p->memb);
             free(p->vkeys);
-            free(p->poison[0]);
-            free(p->poison[1]);
+            rumor_poison_fini(&p->poison);
             free(p->coded[0]);
             free(p->coded[1]);
             rumor_priv_destroy(&p->dp);
@@ -1362,7 +1353,10 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ER
         /* Membership ticks never end: the run does when no peer has rounds to go and no churn
          * can bring one back, or when nothing has progressed for an hour of virtual time (an
          * engine waiting with no deadline; not expected: said below). */
-        if (e.kind == EV_MTICK) {
+        if (e.kind == EV_MTICK && s.now_us >= s.done_check_us) {
+            /* (at most every 100 ms of virtual time: a tick per peer per quarter period would
+             * make this scan quadratic in the swarm) */
+            s.done_check_us = s.now_us + 100000;
             bool active = false;
             for (int i = 0; i < s.n && !active; i++)
                 active = running(&s.p[i]) || s.p[i].state == P_JOINING;

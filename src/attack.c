@@ -39,3 +39,33 @@ void rumor_attack_apply(const rumor_attack_t *a, const float *x, float *out, siz
         break;
     }
 }
+
+rumor_err_t rumor_poison_init(rumor_poison_t *p, size_t n)
+{
+    memset(p, 0, sizeof *p);
+    p->n = n;
+    for (int k = 0; k < 2; k++)
+        if (!(p->buf[k] = malloc(n * sizeof *p->buf[k]))) {
+            rumor_poison_fini(p);
+            return RUMOR_ENOMEM;
+        }
+    return RUMOR_OK;
+}
+
+void rumor_poison_fini(rumor_poison_t *p)
+{
+    free(p->buf[0]);
+    free(p->buf[1]);
+    memset(p, 0, sizeof *p);
+}
+
+const float *rumor_poison_get(rumor_poison_t *p, const rumor_attack_t *a, int snap, uint64_t round, const float *x,
+                              rumor_rng_t *rng)
+{
+    if (!p->set[snap] || p->round[snap] != round) {
+        rumor_attack_apply(a, x, p->buf[snap], p->n, rng);
+        p->round[snap] = round;
+        p->set[snap] = true;
+    }
+    return p->buf[snap];
+}

@@ -14,7 +14,9 @@
 #include "rng.h"
 #include "rumor.h"
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum { RUMOR_ATTACK_NONE, RUMOR_ATTACK_SCALE, RUMOR_ATTACK_NOISE } rumor_attack_kind_t;
 
@@ -27,5 +29,22 @@ typedef struct {
 rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* out[0..n) = the attack on x[0..n) (noise draws from rng). */
 void rumor_attack_apply(const rumor_attack_t *a, const float *x, float *out, size_t n, rumor_rng_t *rng);
+
+/* What a Byzantine peer sends in place of each of the gossip engine's two snapshots, made
+ * once per round: a snapshot's buffer is rewritten only for a later round of that snapshot,
+ * when every send of the earlier one is released. */
+typedef struct {
+    float *buf[2];
+    uint64_t round[2];
+    bool set[2];
+    size_t n;
+} rumor_poison_t;
+
+/* Buffers for models of n floats; RUMOR_ENOMEM. */
+rumor_err_t rumor_poison_init(rumor_poison_t *p, size_t n) RUMOR_MUST_CHECK;
+void rumor_poison_fini(rumor_poison_t *p);
+/* The poisoned copy of snapshot `snap` (0 or 1) of `round`, whose parameters are x. */
+const float *rumor_poison_get(rumor_poison_t *p, const rumor_attack_t *a, int snap, uint64_t round, const float *x,
+                              rumor_rng_t *rng);
 
 #endif

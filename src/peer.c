@@ -69,9 +69,7 @@ typedef struct {
     uint64_t uplink_free;
     rumor_rng_t emu_rng;
     /* a Byzantine peer (--attack): what it sends instead of each snapshot, per snapshot */
-    float *poison[2];
-    uint64_t poison_round[2];
-    bool poison_set[2];
+    rumor_poison_t poison;
     rumor_rng_t attack_rng;
     rumor_priv_t *dp;         /* DP-SGD, when on (trainer thread; epsilon read under mu) */
     /* --codec: each snapshot encoded once (node thread), and a chunk decoded on arrival */
@@ -176,10 +174,9 @@ static void chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t
                               .chunks = ch->chunks, .off = ch->off, .n = ch->n};
     pthread_mutex_lock(&p->mu);
     if (ch->codec != RUMOR_CODEC_F32 && !ch->has_hash) {
-        /* Decoded into floats first; a chunk longer than ours is the engine's to refuse. */
-        const size_t cap = p->cfg->codec.id == RUMOR_CODEC_F32 || !rumor_codec_chunk_params(&p->cfg->codec)
-                               ? RUMOR_GOSSIP_CHUNK_DEFAULT : rumor_codec_chunk_params(&p->cfg->codec);
-        if (!p->dec || ch->n > cap ||
+        /* Decoded into floats first (p->dec holds the largest chunk there is); a chunk of
+         * another geometry than ours is the engine's to refuse. */
+        if (!p->dec || ch->n > RUMOR_GOSSIP_CHUNK_DEFAULT ||
             rumor_codec_decode((rumor_proto_codec_t)ch->codec, payload, len, (size_t)ch->n, p->dec, NULL) != RUMOR_OK) {
             p->codec_drops++;
             pthread_mutex_unlock(&p->mu);
@@ -294,15 +291,7 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             const rumor_gossip_send_t s = c->s;
             const float *params = s.params;
             if (p->cfg->attack.kind != RUMOR_ATTACK_NONE && !s.pulled && s.snap >= 0 && s.snap < 2) {
-                /* Poison each snapshot once; the buffer of a snapshot is rewritten only for a
-                 * later round of it, when all sends of this one are released. */
-                const int k = s.snap;
-                if (!p->poison_set[k] || p->poison_round[k] != s.round) {
-                    rumor_attack_apply(&p->cfg->attack, s.params, p->poison[k], s.count, &p->attack_rng);
-                    p->poison_round[k] = s.round;
-                    p->poison_set[k] = true;
-                }
-                params = p->poison[k];
+                params = rumor_poison_get(&p->poison, &p->cfg->attack, s.snap, s.round, s.params, &p->attack_rng);
             }
             const rumor_codec_t *cd = &p->cfg->codec;
             size_t wire = s.count * sizeof(float);
@@ -809,11 +798,10 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
             goto out;
         }
         if (c->attack.kind != RUMOR_ATTACK_NONE) {
-            for (int k = 0; k < 2; k++)
-                if (!(p.poison[k] = malloc(rumor_model_param_count(p.m) * sizeof *p.poison[k]))) {
-                    rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-                    goto out;
-                }
+            if ((rc = rumor_poison_init(&p.poison, rumor_model_param_count(p.m))) != RUMOR_OK) {
+                rumor_fail(err, rc, "out of memory");
+                goto out;
+            }
             rumor_rng_init2(&p.attack_rng, c->seed, 0xa77ac, (uint64_t)c->rank);
         }
         if (!(p.node = rumor_node_new(&c->node, err))) {
@@ -919,8 +907,7 @@ out:
     free(p.own);
     free(p.pull_buf);
     free(p.pull_bits);
-    free(p.poison[0]);
-    free(p.poison[1]);
+    rumor_poison_fini(&p.poison);
     rumor_priv_destroy(&p.dp);
     for (int k = 0; k < 2; k++) {
         free(p.enc[k]);

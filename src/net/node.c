@@ -1595,8 +1595,12 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
     run_actions(n, now);
     const uint64_t started = now;
     zmq_pollitem_t items[5 + 3 * MAX_PEERS];
-    peer_t *polled[MAX_PEERS];
-    int mon_item[MAX_PEERS], knock_item[MAX_PEERS];
+    /* Each peer's sockets in this turn's poll: its DEALER, the DEALER's monitor, and its knock
+     * socket while it knocks (-1: not polled). */
+    struct {
+        peer_t *p;
+        int dealer, monitor, knock;
+    } polled[MAX_PEERS];
     rumor_err_t rc = RUMOR_OK;
     while (!stop_requested) {
         if (reload_requested) {
@@ -1625,7 +1629,6 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = n->wake[0], .events = ZMQ_POLLIN};
         const int udp_item = ni;
         items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = n->udp, .events = ZMQ_POLLIN};
-        const int first_peer = ni;
         uint64_t next_knock = UINT64_MAX;
         for (int i = 0; i < MAX_PEERS; i++) {
             peer_t *p = &n->peers[i];
@@ -1650,36 +1653,26 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             if (p->knocking && p->knock_next <= now) knock_send(n, p, now);
             if (p->knocking && p->knock_next < next_knock) next_knock = p->knock_next;
             if (!p->dealer && !p->knocking && p->retry_at && p->retry_at < next_knock) next_knock = p->retry_at;
-        }
-        for (int i = 0; i < MAX_PEERS; i++)
-            if (n->peers[i].used && n->peers[i].dealer) {
-                polled[np++] = &n->peers[i];
-                const outgoing_t *o = n->peers[i].send.out;
+
+            polled[np].p = p;
+            polled[np].dealer = polled[np].monitor = polled[np].knock = -1;
+            if (p->dealer) {
+                const outgoing_t *o = p->send.out;
                 const bool capped = o && atomic_load(&((outgoing_t *)o)->refs) - 1 >= MAX_INFLIGHT;
                 if (capped) sending_capped = true;
-                items[ni++] = (zmq_pollitem_t){.socket = n->peers[i].dealer,
-                                               .events = ZMQ_POLLIN | (o && !capped ? ZMQ_POLLOUT : 0)};
+                polled[np].dealer = ni;
+                items[ni++] = (zmq_pollitem_t){.socket = p->dealer, .events = ZMQ_POLLIN | (o && !capped ? ZMQ_POLLOUT : 0)};
             }
-        for (int i = 0; i < np; i++) {
-            mon_item[i] = knock_item[i] = -1;
-            if (polled[i]->monitor) {
-                mon_item[i] = ni;
-                items[ni++] = (zmq_pollitem_t){.socket = polled[i]->monitor, .events = ZMQ_POLLIN};
+            if (p->monitor) {
+                polled[np].monitor = ni;
+                items[ni++] = (zmq_pollitem_t){.socket = p->monitor, .events = ZMQ_POLLIN};
             }
-            if (polled[i]->knocking) {
-                knock_item[i] = ni;
-                items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = polled[i]->knock_fd, .events = ZMQ_POLLIN};
+            if (p->knocking) {
+                polled[np].knock = ni;
+                items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = p->knock_fd, .events = ZMQ_POLLIN};
             }
+            np++;
         }
-        /* Peers knocking without a DEALER (dialled again after a refusal) */
-        peer_t *knock_only[MAX_PEERS];
-        int nk = 0;
-        const int first_knock_only = ni;
-        for (int i = 0; i < MAX_PEERS; i++)
-            if (n->peers[i].used && !n->peers[i].dealer && n->peers[i].knocking) {
-                knock_only[nk++] = &n->peers[i];
-                items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = n->peers[i].knock_fd, .events = ZMQ_POLLIN};
-            }
         uint64_t wait = rumor_memb_next_deadline(n->memb, now_ms());
         if (wait > n->tick_ms) wait = n->tick_ms;
         if (next_knock != UINT64_MAX && next_knock - now < wait) wait = next_knock > now ? next_knock - now : 0;
@@ -1692,13 +1685,12 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         /* Knocks before ZAP requests: a knock and the handshake it clears may arrive together. */
         if (items[udp_item].revents & ZMQ_POLLIN) handle_udp(n, now);
         for (int i = 0; i < np; i++) {
-            if (knock_item[i] >= 0 && (items[knock_item[i]].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
-                handle_knock_answer(n, polled[i], now);
-            if (mon_item[i] >= 0 && (items[mon_item[i]].revents & ZMQ_POLLIN) && polled[i]->monitor)
-                handle_monitor(polled[i]);
+            peer_t *p = polled[i].p;
+            if (polled[i].knock >= 0 && (items[polled[i].knock].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+                handle_knock_answer(n, p, now);
+            if (polled[i].monitor >= 0 && (items[polled[i].monitor].revents & ZMQ_POLLIN) && p->monitor)
+                handle_monitor(p);
         }
-        for (int i = 0; i < nk; i++)
-            if (items[first_knock_only + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) handle_knock_answer(n, knock_only[i], now);
         if (items[1].revents & ZMQ_POLLIN) handle_zap(n);
         if (items[0].revents & ZMQ_POLLIN) handle_router(n, now);
         if (n->control && (items[2].revents & ZMQ_POLLIN)) handle_control(n, now);
@@ -1708,9 +1700,10 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             }
         }
         for (int i = 0; i < np; i++) {
-            if ((items[first_peer + i].revents & ZMQ_POLLIN) && polled[i]->used && polled[i]->dealer)
-                handle_dealer(n, polled[i], now);
-            if (polled[i]->used && polled[i]->send.out) pump(n, polled[i]);
+            peer_t *p = polled[i].p;
+            if (polled[i].dealer >= 0 && (items[polled[i].dealer].revents & ZMQ_POLLIN) && p->used && p->dealer)
+                handle_dealer(n, p, now);
+            if (p->used && p->send.out) pump(n, p);
         }
         if (n->tick_cb) n->tick_cb(n->tick_arg, n, now);
         rumor_memb_tick(n->memb, now);
