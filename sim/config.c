@@ -283,10 +283,7 @@ rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]
     if ((rc = rumor_robust_parse(&rb, c->robust, e2)) != RUMOR_OK || (rc = rumor_attack_parse(&at, c->attack, e2)) != RUMOR_OK)
         return rumor_fail(err, rc, "%s", e2);
     rumor_codec_t cd;
-    if ((rc = rumor_codec_parse(&cd, c->codec, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
-    if (cd.id == RUMOR_CODEC_TOPK)
-        return rumor_fail(err, RUMOR_EINVAL, "--codec %s: top-k needs error feedback, which gossip does not use; "
-                          "use fp16, bf16 or int8", c->codec);
+    if ((rc = rumor_codec_parse_gossip(&cd, c->codec, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
     rumor_priv_config_t pv;
     if (c->dp[0] && (rc = rumor_priv_parse(&pv, c->dp, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
     if (c->dp_budget > 0 && !c->dp[0]) return rumor_fail(err, RUMOR_EINVAL, "--dp-budget needs --dp");

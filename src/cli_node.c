@@ -169,7 +169,7 @@ int cmd_node(int argc, char **argv)
             rumor_schedule_parse(&tc.sched, schedule, err) != RUMOR_OK ||
             rumor_algo_parse(&pc.algo, algo, err) != RUMOR_OK || rumor_robust_parse(&pc.robust, robust, err) != RUMOR_OK ||
             rumor_attack_parse(&pc.attack, attack, err) != RUMOR_OK ||
-            (dp && rumor_priv_parse(&pc.dp, dp, err) != RUMOR_OK) || rumor_codec_parse(&pc.codec, codec, err) != RUMOR_OK) {
+            (dp && rumor_priv_parse(&pc.dp, dp, err) != RUMOR_OK) || rumor_codec_parse_gossip(&pc.codec, codec, err) != RUMOR_OK) {
             cli_error("%s", err);
             return 2;
         }
@@ -197,13 +197,6 @@ int cmd_node(int argc, char **argv)
             return 2;
         }
         pc.slowdown = slowdown;
-        if (pc.codec.id == RUMOR_CODEC_TOPK) {
-            /* top-k of the model itself loses it; it only works on differences with error
-             * feedback (CHOCO-SGD), which the gossip engine does not run. */
-            cli_error("--codec %s: top-k needs error feedback, which gossip does not use; use fp16, bf16 or int8",
-                      codec);
-            return 2;
-        }
         if (!(dp_budget >= 0.0f && dp_budget <= 1e6f) || (dp_budget > 0.0f && !dp)) {
             cli_error("--dp-budget %g: expected epsilon > 0, with --dp", (double)dp_budget);
             return 2;
