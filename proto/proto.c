@@ -78,6 +78,7 @@ enum {
     K_PEERS, K_UPD, K_TARGET, K_TA, K_ACK,
     K_ROUND, K_W, K_CODEC, K_CHUNK, K_CHUNKS, K_OFF, K_N, K_HASH,
     K_WHY,
+    K_MIX,
     K_COUNT
 };
 static const char *const msg_keys[K_COUNT] = {
@@ -88,7 +89,7 @@ static const char *const msg_keys[K_COUNT] = {
     [K_ACK] = "ack",
     [K_ROUND] = "round", [K_W] = "w", [K_CODEC] = "codec", [K_CHUNK] = "chunk",
     [K_CHUNKS] = "chunks", [K_OFF] = "off", [K_N] = "n", [K_HASH] = "hash",
-    [K_WHY] = "why",
+    [K_WHY] = "why", [K_MIX] = "mix",
 };
 
 enum { P_K, P_A, P_INC, P_S, P_COUNT };
@@ -106,7 +107,8 @@ static bool payload_fits(rumor_proto_codec_t codec, uint64_t n, size_t len)
 {
     if (n == 0 || n > RUMOR_PROTO_MAX_PARAMS || len > RUMOR_PROTO_MAX_PAYLOAD) return false;
     switch (codec) {
-    case RUMOR_CODEC_F32: return len == 4 * n;
+    case RUMOR_CODEC_F32:
+    case RUMOR_CODEC_MASKED: return len == 4 * n;
     case RUMOR_CODEC_F16:
     case RUMOR_CODEC_BF16: return len == 2 * n;
     case RUMOR_CODEC_INT8: return len == 4 + n;
@@ -121,7 +123,8 @@ rumor_err_t rumor_proto_payload_len(rumor_proto_codec_t codec, uint64_t n, uint6
     uint64_t bytes;
     if (n == 0 || n > RUMOR_PROTO_MAX_PARAMS) return RUMOR_EINVAL;
     switch (codec) {
-    case RUMOR_CODEC_F32: bytes = 4 * n; break;
+    case RUMOR_CODEC_F32:
+    case RUMOR_CODEC_MASKED: bytes = 4 * n; break;
     case RUMOR_CODEC_F16:
     case RUMOR_CODEC_BF16: bytes = 2 * n; break;
     case RUMOR_CODEC_INT8: bytes = 4 + n; break;
@@ -560,7 +563,7 @@ static reject_t decode_model(const mp_reader_t *f, const size_t *s, rumor_msg_mo
     if (!(isfinite(it.d) && it.d > 0.0 && it.d <= RUMOR_PROTO_MAX_WEIGHT))
         return RUMOR_PROTO_REJECT_VALUE;
     m->w = it.d;
-    if ((why = field_uint(f, s[K_CODEC], RUMOR_CODEC_TOPK, &v)) != R_NONE) return why;
+    if ((why = field_uint(f, s[K_CODEC], RUMOR_CODEC_LAST, &v)) != R_NONE) return why;
     m->codec = (rumor_proto_codec_t)v;
     if ((why = field_uint(f, s[K_LAYOUT], UINT64_MAX, &m->layout)) != R_NONE) return why;
     if ((why = field_u32(f, s[K_CHUNK], &m->chunk)) != R_NONE) return why;
@@ -576,6 +579,13 @@ static reject_t decode_model(const mp_reader_t *f, const size_t *s, rumor_msg_mo
         if (it.u != RUMOR_PROTO_HASH_LEN) return RUMOR_PROTO_REJECT_VALUE;
         memcpy(m->hash, it.body, RUMOR_PROTO_HASH_LEN);
         m->has_hash = true;
+    }
+    /* `mix` goes with the masked codec and only with it; a masked copy to adopt means nothing. */
+    if (m->codec == RUMOR_CODEC_MASKED) {
+        if ((why = field_uint(f, s[K_MIX], UINT64_MAX, &m->mix)) != R_NONE) return why;
+        if (m->has_hash) return RUMOR_PROTO_REJECT_VALUE;
+    } else if (s[K_MIX] != ABSENT) {
+        return RUMOR_PROTO_REJECT_VALUE;
     }
     if (!payload || !payload_fits(m->codec, m->n, payload_len)) return RUMOR_PROTO_REJECT_PAYLOAD;
     m->payload = payload;
@@ -722,7 +732,8 @@ static bool msg_is_valid(const rumor_msg_t *m)
     case RUMOR_MSG_MODEL: {
         const rumor_msg_model_t *d = &m->u.model;
         return isfinite(d->w) && d->w > 0.0 && d->w <= RUMOR_PROTO_MAX_WEIGHT &&
-               (unsigned)d->codec <= RUMOR_CODEC_TOPK && d->chunks >= 1 &&
+               (unsigned)d->codec <= RUMOR_CODEC_LAST && d->chunks >= 1 &&
+               !(d->codec == RUMOR_CODEC_MASKED && d->has_hash) &&
                d->chunks <= RUMOR_PROTO_MAX_CHUNKS && d->chunk < d->chunks &&
                d->off <= RUMOR_PROTO_MAX_PARAMS && d->n >= 1 &&
                d->n <= RUMOR_PROTO_MAX_PARAMS - d->off &&
@@ -816,7 +827,9 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
     case RUMOR_MSG_ACK:
         fields += 1 + msg->u.ack.has_target + (msg->u.ack.upd_count > 0);
         break;
-    case RUMOR_MSG_MODEL: fields += 8 + msg->u.model.has_hash; break;
+    case RUMOR_MSG_MODEL:
+        fields += 8 + msg->u.model.has_hash + (msg->u.model.codec == RUMOR_CODEC_MASKED);
+        break;
     case RUMOR_MSG_BYE: fields += msg->u.bye.why[0] != '\0'; break;
     case RUMOR_MSG_PULL: fields += 1; break;
     }
@@ -881,6 +894,7 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
             pack_cstr(&pk, "hash");
             pack_bin(&pk, d->hash, RUMOR_PROTO_HASH_LEN);
         }
+        if (d->codec == RUMOR_CODEC_MASKED) pack_u64(&pk, "mix", d->mix);
         break;
     }
     case RUMOR_MSG_BYE:

@@ -86,7 +86,10 @@ typedef enum {
     RUMOR_CODEC_INT8 = 3, /* float32 scale, then n int8 (value = scale * q): 4 + n bytes */
     RUMOR_CODEC_TOPK = 4, /* k (uint32 index relative to off, float32 value) pairs: 8k bytes,
                              1 <= k <= n */
+    RUMOR_CODEC_MASKED = 5, /* n uint32: fixed-point share plus pairwise masks (--secure-mix),
+                               4n bytes; needs `mix` */
 } rumor_proto_codec_t;
+#define RUMOR_CODEC_LAST RUMOR_CODEC_MASKED
 
 /* Why a frame was rejected; the node keeps one counter per reason. */
 typedef enum {
@@ -164,6 +167,9 @@ typedef struct {
      * key sent. */
     bool has_hash;
     uint8_t hash[RUMOR_PROTO_HASH_LEN];
+    /* Required with codec masked, absent otherwise (`bad-value`): the id of the set of peers
+     * whose masks cancel in the receiver's sum (PROTOCOL.md, "Secure mixing"). */
+    uint64_t mix;
     /* Frame 2. After decode, payload points into the caller's frame 2 buffer (zero copy):
      * it is valid exactly as long as that buffer (the zmq_msg_t) is, and the caller must not
      * release the frame while the message is in use. Not aligned: memcpy values out. For

@@ -41,6 +41,7 @@ static void sim_help(void)
            "  --byzantine I --attack SPEC  peer I sends scale:K (default scale:-10) or noise:S models\n"
            "  --dp clip=C,noise=S[,delta=D] --dp-budget EPS   DP-SGD on every peer\n"
            "  --codec f32|fp16|bf16|int8   how the models sent are encoded (default f32)\n"
+           "  --secure-mix             masked neighbourhood averaging on every peer (dpsgd, diloco)\n"
            "  --event 'kill peer 3 at 40s' | 'restart peer 3 at 60s' | 'kill 25%% at round 50'\n"
            "  --out DIR --no-plots --quiet\n");
 }
@@ -70,6 +71,10 @@ int cmd_sim(int argc, char **argv)
         }
         if (strcmp(a, "--quiet") == 0) {
             c.quiet = true;
+            continue;
+        }
+        if (strcmp(a, "--secure-mix") == 0) {
+            c.secure_mix = true;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {

@@ -197,6 +197,12 @@ rumor_err_t rumor_sim_set(rumor_sim_config_t *c, const char *key, const char *v,
         return RUMOR_OK;
     }
     if (strcmp(key, "event") == 0) return parse_event(c, v, err);
+    if (strcmp(key, "secure-mix") == 0) {
+        if (strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0) c->secure_mix = true;
+        else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0) c->secure_mix = false;
+        else return rumor_fail(err, RUMOR_EINVAL, "secure-mix %s: expected yes or no", v);
+        return RUMOR_OK;
+    }
     if (strcmp(key, "plots") == 0) {
         if (strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0) c->plots = true;
         else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0) c->plots = false;
@@ -289,6 +295,14 @@ rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]
     if (c->dp_budget > 0 && !c->dp[0]) return rumor_fail(err, RUMOR_EINVAL, "--dp-budget needs --dp");
     if ((rb.clip || rb.trim) && algo.kind == RUMOR_ALGO_SGP)
         return rumor_fail(err, RUMOR_EINVAL, "--robust needs dpsgd or diloco (push-sum weights are not clipped or trimmed)");
+    if (c->secure_mix) {
+        if (algo.kind == RUMOR_ALGO_SGP)
+            return rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs dpsgd or diloco (push-sum sends its weight in the clear)");
+        if (rb.clip || rb.trim)
+            return rumor_fail(err, RUMOR_EINVAL, "--secure-mix and --robust exclude each other: masked models cannot be clipped or trimmed");
+        if (cd.id != RUMOR_CODEC_F32)
+            return rumor_fail(err, RUMOR_EINVAL, "--secure-mix sends its own fixed-point encoding: leave --codec at f32");
+    }
     for (int i = 0; i < c->n_events; i++)
         if (c->events[i].peer >= c->peers)
             return rumor_fail(err, RUMOR_EINVAL, "event on peer %d: only %d peers", c->events[i].peer, c->peers);
@@ -338,7 +352,8 @@ void rumor_sim_config_json(const rumor_sim_config_t *c, char *buf, size_t cap)
     json_str(buf, cap, &len, "robust", c->robust, true);
     json_str(buf, cap, &len, "dp", c->dp, true);
     json_str(buf, cap, &len, "codec", c->codec, true);
-    k = snprintf(buf + len, cap - len, ",\"dp_budget\":%.9g", c->dp_budget);
+    k = snprintf(buf + len, cap - len, ",\"dp_budget\":%.9g,\"secure_mix\":%s", c->dp_budget,
+                 c->secure_mix ? "true" : "false");
     if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
     k = snprintf(buf + len, cap - len, ",\"events\":[");
     if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;

@@ -83,6 +83,7 @@ typedef struct {
     char dp[96];            /* DP-SGD on every peer: clip=C,noise=S[,delta=D]; "" = off */
     char codec[32];         /* how every peer encodes the models it sends: f32 | fp16 | bf16 | int8 */
     double dp_budget;       /* epsilon at which a peer stops training; 0: none */
+    bool secure_mix;        /* neighbourhood masked averaging on every peer (secmix.h) */
     char out[512];          /* run folder; "" = runs/<timestamp> */
     bool plots;             /* draw plots at the end (tools/plot) */
     bool quiet;

@@ -204,6 +204,8 @@ typedef struct {
     bool coded_set[2];
     uint64_t coded_bytes[2]; /* its size on the wire */
     rumor_poison_t poison;   /* the Byzantine peer: what it sends instead of each snapshot */
+    rumor_secret_key_t *mkey;/* --secure-mix: its X25519 key for masks (identities here are indices) */
+    rumor_secmix_t *sm;
     double loss_sum;         /* the last phase's summed loss and sample count */
     long loss_count;
     float lr;
@@ -279,6 +281,7 @@ typedef struct {
     rumor_attack_t attack;
     rumor_codec_t codec;
     uint8_t *enc;            /* one encoded chunk, on its way to being decoded */
+    uint8_t *masked;         /* --secure-mix: one masked chunk, on its way to its receiver */
     rumor_rng_t attack_rng;
     /* who is there */
     bool *alive;             /* not killed (for the status display and churn) */
@@ -1002,14 +1005,40 @@ static rumor_err_t arrive(sim_t *s, int id)
     if (deliver) {
         const uint32_t chunks = (uint32_t)((m->count + m->chunk_params - 1) / m->chunk_params);
         const uint64_t now_ms = s->now_us / 1000;
+        rumor_secmix_send_t snd;
+        bool masking = false;
+        if (m->masked) {
+            /* The masks of the sender's edges, under the mask keys of the peers they name. */
+            rumor_secmix_edges_t e = m->edges;
+            for (int k = 0; k < e.count; k++) {
+                const int j = index_of(s, e.peer[k]);
+                if (j < 0) return fail(s, RUMOR_EINVAL, "peer %d: a mask edge to an unknown peer", from);
+                memcpy(e.peer[k], rumor_secret_key_public(s->p[j].mkey), RUMOR_SECMIX_KEY_LEN);
+            }
+            char e2[RUMOR_ERR_LEN];
+            if (rumor_secmix_send_init(pf->sm, &e, &snd, e2) != RUMOR_OK) return fail(s, RUMOR_EINVAL, "peer %d: %s", from, e2);
+            masking = true;
+        }
         for (uint32_t k = 0; k < chunks; k++) {
             const size_t off = (size_t)k * m->chunk_params;
             const size_t n = m->count - off < m->chunk_params ? m->count - off : m->chunk_params;
-            const rumor_gossip_chunk_t h = {.round = m->round, .layout = m->layout, .w = m->share * (m->w ? m->w[k] : 1.0),
-                                            .chunk = k, .chunks = chunks, .off = off, .n = n,
-                                            .wire_bytes = rumor_codec_encoded_len(&s->codec, n)};
-            (void)rumor_gossip_on_chunk(pt->g, pf->key, &h, m->params + off, n * sizeof(float), now_ms);
+            rumor_gossip_chunk_t h = {.round = m->round, .layout = m->layout, .w = m->share * (m->w ? m->w[k] : 1.0),
+                                      .chunk = k, .chunks = chunks, .off = off, .n = n,
+                                      .wire_bytes = rumor_codec_encoded_len(&s->codec, n)};
+            const void *payload = m->params + off;
+            if (masking) {
+                char e2[RUMOR_ERR_LEN];
+                if (rumor_secmix_encode(&snd, off, m->params + off, n, h.w, s->masked, e2) != RUMOR_OK) {
+                    rumor_log(RUMOR_LOG_WARN, "peer %d: %s: chunk %u not sent", from, e2, k);
+                    continue;
+                }
+                h.masked = true;
+                h.mix = m->mix;
+                payload = s->masked;
+            }
+            (void)rumor_gossip_on_chunk(pt->g, pf->key, &h, payload, n * sizeof(float), now_ms);
         }
+        if (masking) rumor_secmix_send_fini(&snd);
     }
     /* It left the sender either way: a loss on the wire is not a refusal. */
     rumor_gossip_release(pf->g, m, true);
@@ -1109,6 +1138,23 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
         !(s->act = malloc(sizeof *s->act)) || !(s->mscratch = calloc(1, sizeof *s->mscratch)) || !(s->at_round = calloc((size_t)c->rounds + 1, sizeof *s->at_round)))
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %d peers", s->n);
     for (int i = 0; i < s->n; i++) key_of(s->p[i].key, i);
+    if (c->secure_mix) {
+        /* Mask keys from the seed: the run stays deterministic. */
+        if (!(s->masked = malloc(RUMOR_GOSSIP_CHUNK_DEFAULT * sizeof(uint32_t))))
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        for (int i = 0; i < s->n; i++) {
+            rumor_rng_t kr;
+            rumor_rng_init2(&kr, c->seed, 0x5ec3, (uint64_t)i);
+            uint8_t sk[32];
+            for (int b = 0; b < 32; b += 8) {
+                const uint64_t v = rumor_rng_next(&kr);
+                for (int j = 0; j < 8; j++) sk[b + j] = (uint8_t)(v >> (8 * j));
+            }
+            s->p[i].mkey = rumor_secret_key_from_bytes(sk, err);
+            memset(sk, 0, sizeof sk);
+            if (!s->p[i].mkey || !(s->p[i].sm = rumor_secmix_new(s->p[i].mkey, err))) return RUMOR_ENOMEM;
+        }
+    }
     for (int i = 0; i < s->n; i++) s->alive[i] = true;
     s->n_alive = s->n;
     int empty = 0;
@@ -1138,7 +1184,7 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
             return rumor_fail(err, rc, "peer %d: cannot initialise the model", i);
         rumor_gossip_config_t gc = {.algo = algo, .params = rumor_model_param_count(p->m),
                                     .layout = rumor_model_layout_id(p->m), .robust = s->robust,
-                                    .chunk_params = rumor_codec_chunk_params(&s->codec)};
+                                    .chunk_params = rumor_codec_chunk_params(&s->codec), .secure_mix = c->secure_mix};
         if (s->codec.id != RUMOR_CODEC_F32) {
             for (int k = 0; k < 2; k++)
                 if (!(p->coded[k] = malloc(rumor_model_param_count(p->m) * sizeof *p->coded[k])))
@@ -1222,6 +1268,8 @@ static void teardown(sim_t *s)
             free(p->coded[0]);
             free(p->coded[1]);
             rumor_priv_destroy(&p->dp);
+            rumor_secmix_destroy(&p->sm);
+            rumor_secret_key_destroy(&p->mkey);
             rumor_optim_destroy(&p->o);
             rumor_model_destroy(&p->m);
             free(p->fx);
@@ -1243,6 +1291,7 @@ static void teardown(sim_t *s)
     free(s->alive);
     free(s->act);
     free(s->enc);
+    free(s->masked);
     free(s->mscratch);
     for (int k = 0; k < s->n_mm; k++) free(s->mm[k]);
     free(s->mm);

@@ -99,6 +99,7 @@ int cmd_node(int argc, char **argv)
         {"--robust", OPT_STR, &robust, NULL, "none | clip[:F] | trim:B: clip the farthest fraction F of the neighbours, or trim B high and low per coordinate"},
         {"--attack", OPT_STR, &attack, NULL, "scale:K | noise:S: send poisoned models (a Byzantine peer, for experiments)"},
         {"--codec", OPT_STR, &codec, NULL, "f32 | fp16 | bf16 | int8: how the models sent are encoded (default f32)"},
+        {"--secure-mix", OPT_FLAG, &pc.secure_mix, NULL, "mask the models sent: a neighbour learns its neighbourhood's average, not this model (dpsgd, diloco)"},
         {"--dp", OPT_STR, &dp, NULL, "clip=C,noise=S[,delta=D]: DP-SGD (per-sample clipping, Gaussian noise); logs epsilon"},
         {"--dp-budget", OPT_FLOAT, &dp_budget, NULL, "with --dp: stop training before epsilon would pass this"},
         {"--emulate-latency", OPT_FLOAT, &emu_latency, NULL, "hold each model sent this many ms (an emulated network, for experiments)"},
@@ -174,6 +175,10 @@ int cmd_node(int argc, char **argv)
             return 2;
         }
         if (!cli_parse_shard(partition, rank_set, of_set, pc.rank, pc.of, &pc.partition, &pc.partitioned)) return 2;
+        if (pc.secure_mix && !rumor_peer_secure_mix_fits(&pc, err)) {
+            cli_error("%s", err);
+            return 2;
+        }
         if (ls_set) {
             if (local_steps < 1 || local_steps > 100000 || pc.algo.kind == RUMOR_ALGO_DILOCO) {
                 cli_error("--local-steps %d: expected 1..100000, and not with diloco:H (H is its local steps)",

@@ -597,7 +597,7 @@ static const codec_ops_t *ops_of(rumor_proto_codec_t id)
 const char *rumor_codec_name(rumor_proto_codec_t id)
 {
     const codec_ops_t *ops = ops_of(id);
-    return ops ? ops->name : "?";
+    return ops ? ops->name : id == RUMOR_CODEC_MASKED ? "masked" : "?";
 }
 
 // ---- spec ----
@@ -679,7 +679,8 @@ size_t rumor_codec_topk_count(const rumor_codec_t *c, size_t n)
 size_t rumor_codec_encoded_len(const rumor_codec_t *c, size_t n)
 {
     switch (c->id) {
-    case RUMOR_CODEC_F32: return 4 * n;
+    case RUMOR_CODEC_F32:
+    case RUMOR_CODEC_MASKED: return 4 * n;
     case RUMOR_CODEC_F16:
     case RUMOR_CODEC_BF16: return 2 * n;
     case RUMOR_CODEC_INT8: return 4 + n;
@@ -735,6 +736,7 @@ static rumor_err_t check_len(const codec_ops_t *ops, rumor_proto_codec_t id, siz
         if (len % 8 != 0 || len == 0 || len / 8 > n)
             return rumor_fail(err, RUMOR_EPROTO, "topk chunk: %zu bytes are not 1 to %zu pairs of 8 bytes", len, n);
         return RUMOR_OK;
+    case RUMOR_CODEC_MASKED: break; /* not this module's: the gossip engine sums masked words */
     }
     if (ok) return RUMOR_OK;
     return rumor_fail(err, RUMOR_EPROTO, "%s chunk: %zu bytes for %zu parameters", ops->name, len, n);

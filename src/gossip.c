@@ -28,6 +28,8 @@ typedef struct {
     int tidx;        /* trim: its copy in the slot's tbuf; -1: none */
     bool complete;
     uint64_t *bits;  /* chunk_count bits */
+    uint64_t mix;    /* secure: the mix id of its chunks */
+    bool mix_bad;    /* secure: its chunks disagreed on the mix id */
 } sender_t;
 
 /* An accumulator: the weighted sum of the snapshots of one round, per-chunk weight totals,
@@ -49,6 +51,11 @@ typedef struct {
     /* dpsgd, diloco: the in-neighbours this round waits for */
     uint8_t (*expected)[RUMOR_GOSSIP_KEY_LEN];
     int n_expected;
+    /* secure mixing: masked words summed mod 2^32, senders and their shares per chunk */
+    uint32_t *macc;   /* vec */
+    uint32_t *mcount; /* chunk_count */
+    double *mshare;   /* chunk_count */
+    uint64_t mix;     /* this peer's mix id for the round (begin_round) */
 } slot_t;
 
 typedef struct {
@@ -62,6 +69,9 @@ typedef struct {
     double share;
     uint64_t round;
     int snap;
+    bool masked;
+    uint64_t mix;
+    rumor_secmix_edges_t edges;
 } pending_t;
 
 /* Robust mixing: a sender's strikes and ban. */
@@ -107,6 +117,10 @@ struct rumor_gossip {
     double *tau;               /* clipping radius per chunk; 0 before a round finished */
     strike_t strikes[STRIKE_TABLE];
     int n_strikes;
+    /* secure mixing */
+    uint32_t *out_rank;        /* a round's out-neighbours, copied from the topology */
+    double *out_share;
+    bool *chunk_ok;            /* chunk_count */
     rumor_gossip_stats_t st;
 };
 
@@ -181,8 +195,8 @@ rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[R
 
 const char *rumor_gossip_drop_name(rumor_gossip_drop_t d)
 {
-    static const char *names[RUMOR_GOSSIP_DROP_COUNT] = {"layout", "shape", "weight",  "nonfinite", "duplicate",
-                                                         "stale",  "ahead", "senders", "banned"};
+    static const char *names[RUMOR_GOSSIP_DROP_COUNT] = {"layout", "shape",   "weight", "nonfinite", "duplicate",
+                                                         "stale",  "ahead",   "senders", "banned", "mask"};
     return (unsigned)d < RUMOR_GOSSIP_DROP_COUNT ? names[d] : "?";
 }
 
@@ -193,6 +207,11 @@ static void slot_reset(rumor_gossip_t *g, slot_t *s)
     if (s->live || s->self_added) {
         memset(s->acc, 0, g->vec * sizeof *s->acc);
         memset(s->accw, 0, g->chunks * sizeof *s->accw);
+        if (s->macc) {
+            memset(s->macc, 0, g->vec * sizeof *s->macc);
+            memset(s->mcount, 0, g->chunks * sizeof *s->mcount);
+            memset(s->mshare, 0, g->chunks * sizeof *s->mshare);
+        }
     }
     s->live = s->self_added = false;
     s->started = 0;
@@ -222,6 +241,16 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     if (cfg->robust.trim && (double)cfg->params * 4.0 * RUMOR_GOSSIP_TRIM_SENDERS * SLOTS > 4294967296.0) {
         rumor_fail(err, RUMOR_EINVAL, "--robust trim holds %d copies of the model: %zu parameters is too many (use clip)",
                    RUMOR_GOSSIP_TRIM_SENDERS * SLOTS, cfg->params);
+        return NULL;
+    }
+    if (cfg->secure_mix && (cfg->algo.kind == RUMOR_ALGO_SGP || cfg->robust.clip || cfg->robust.trim)) {
+        rumor_fail(err, RUMOR_EINVAL, cfg->algo.kind == RUMOR_ALGO_SGP
+                                          ? "--secure-mix needs dpsgd or diloco (push-sum sends its weight in the clear)"
+                                          : "--secure-mix and --robust exclude each other: masked models cannot be clipped or trimmed");
+        return NULL;
+    }
+    if (cfg->secure_mix && (cfg->chunk_params ? cfg->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT) % 16 != 0) {
+        rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs chunks of a multiple of 16 parameters");
         return NULL;
     }
     rumor_gossip_t *g = calloc(1, sizeof *g);
@@ -260,6 +289,18 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
             if (!(sl->cd2 = malloc((size_t)RUMOR_GOSSIP_MAX_SENDERS * g->chunks * sizeof *sl->cd2))) goto nomem;
             for (int k = 0; k < RUMOR_GOSSIP_MAX_SENDERS; k++) sl->senders[k].cd2 = sl->cd2 + (size_t)k * g->chunks;
         }
+        if (cfg->secure_mix) {
+            sl->macc = calloc(g->vec, sizeof *sl->macc);
+            sl->mcount = calloc(g->chunks, sizeof *sl->mcount);
+            sl->mshare = calloc(g->chunks, sizeof *sl->mshare);
+            if (!sl->macc || !sl->mcount || !sl->mshare) goto nomem;
+        }
+    }
+    if (cfg->secure_mix) {
+        g->out_rank = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_rank);
+        g->out_share = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_share);
+        g->chunk_ok = malloc(g->chunks * sizeof *g->chunk_ok);
+        if (!g->out_rank || !g->out_share || !g->chunk_ok) goto nomem;
     }
     if (cfg->robust.clip && !(g->tau = calloc(g->chunks, sizeof *g->tau))) goto nomem;
     if (cfg->algo.kind == RUMOR_ALGO_DILOCO) {
@@ -302,7 +343,13 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
         free(g->slots[i].expected);
         free(g->slots[i].cd2);
         free(g->slots[i].tbuf);
+        free(g->slots[i].macc);
+        free(g->slots[i].mcount);
+        free(g->slots[i].mshare);
     }
+    free(g->out_rank);
+    free(g->out_share);
+    free(g->chunk_ok);
     free(g->tau);
     free(g->w);
     free(g->theta);
@@ -589,15 +636,75 @@ static void add_snapshot(rumor_gossip_t *g, slot_t *s, const float *x, const dou
     }
 }
 
-static void push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN], double share, int snap)
+static pending_t *push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN], double share, int snap)
 {
-    if (g->out_count == g->out_cap) return; /* cannot happen: out_cap covers two rounds of every member */
+    if (g->out_count == g->out_cap) return NULL; /* cannot happen: out_cap covers two rounds of every member */
     pending_t *p = &g->outbox[(g->out_head + g->out_count++) % g->out_cap];
+    memset(p, 0, sizeof *p);
     memcpy(p->peer, key, RUMOR_GOSSIP_KEY_LEN);
     p->share = share;
     p->round = g->round;
     p->snap = snap;
     g->snaps[snap].refs++;
+    return p;
+}
+
+/* Secure mixing: the id of the set of senders whose masks cancel at one receiver in one round
+ * (FNV-1a 64 of the round, the receiver and the senders' keys in rank order). Only peers that
+ * agree on it unmask together; it is an agreement check, not a secret. */
+static uint64_t mix_id(const rumor_gossip_t *g, uint64_t round, uint32_t receiver, const uint32_t *in, size_t n_in)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (int i = 0; i < 8; i++) h = (h ^ (uint8_t)(round >> (8 * i))) * 0x100000001b3u;
+    for (size_t k = 0; k <= n_in; k++) {
+        const uint8_t *key = g->members[k == 0 ? receiver : in[k - 1]];
+        for (int i = 0; i < RUMOR_GOSSIP_KEY_LEN; i++) h = (h ^ key[i]) * 0x100000001b3u;
+    }
+    return h;
+}
+
+static int rank_cmp(const void *a, const void *b)
+{
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Secure mixing: the sends of a round, each with its mask edges. A receiver with fewer than
+ * two senders gets nothing (it would unmask its one neighbour's model). */
+static void push_masked_sends(rumor_gossip_t *g, size_t n, uint32_t me, size_t n_out, int sb)
+{
+    uint32_t in[RUMOR_GOSSIP_MAX_SENDERS];
+    for (size_t k = 0; k < n_out; k++) {
+        const uint32_t to = g->out_rank[k];
+        const uint32_t *lst = NULL;
+        size_t n_in = 0;
+        char terr[RUMOR_ERR_LEN];
+        if (rumor_topology_in(g->topo, n, g->round, to, &lst, &n_in, terr) != RUMOR_OK || n_in < 2 ||
+            n_in > RUMOR_GOSSIP_MAX_SENDERS) {
+            g->st.sends_unmasked++;
+            continue;
+        }
+        memcpy(in, lst, n_in * sizeof *in);
+        qsort(in, n_in, sizeof *in, rank_cmp); /* ranks are sorted keys: the ring is the same at every sender */
+        size_t pos = n_in;
+        for (size_t i = 0; i < n_in; i++)
+            if (in[i] == me) pos = i;
+        if (pos == n_in) { /* we do not send to it by its own list: views disagree, nothing to mask with */
+            g->st.sends_unmasked++;
+            continue;
+        }
+        pending_t *p = push_send(g, g->members[to], g->out_share[k], sb);
+        if (!p) continue;
+        p->masked = true;
+        p->mix = mix_id(g, g->round, to, in, n_in);
+        rumor_secmix_edges_t *e = &p->edges;
+        memcpy(e->receiver, g->members[to], RUMOR_GOSSIP_KEY_LEN);
+        e->round = g->round;
+        const uint32_t next = in[(pos + 1) % n_in], prev = in[(pos + n_in - 1) % n_in];
+        memcpy(e->peer[0], g->members[next], RUMOR_GOSSIP_KEY_LEN);
+        e->count = 1;
+        if (prev != next) memcpy(e->peer[e->count++], g->members[prev], RUMOR_GOSSIP_KEY_LEN);
+    }
 }
 
 /* Start round g->round from x: snapshot, own share, sends. */
@@ -635,14 +742,32 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     }
     /* Copy before the next query overwrites the borrowed lists. */
     int n_exp = 0;
-    for (size_t k = 0; k < n_out; k++) push_send(g, g->members[out[k]], shares[k], sb);
+    if (g->cfg.secure_mix) {
+        memcpy(g->out_rank, out, n_out * sizeof *out);
+        memcpy(g->out_share, shares, n_out * sizeof *shares);
+    } else {
+        for (size_t k = 0; k < n_out; k++) push_send(g, g->members[out[k]], shares[k], sb);
+    }
+    s->mix = 0;
     if (g->cfg.algo.kind != RUMOR_ALGO_SGP && n_out > 0 &&
-        rumor_topology_in(g->topo, n, g->round, me, &in, &n_in, terr) == RUMOR_OK)
+        rumor_topology_in(g->topo, n, g->round, me, &in, &n_in, terr) == RUMOR_OK) {
         for (size_t k = 0; k < n_in && n_exp < RUMOR_GOSSIP_MAX_SENDERS; k++) {
             const strike_t *b = g->cfg.robust.clip ? strike_find(g, g->members[in[k]]) : NULL;
             if (b && b->banned_until > g->round) continue; /* banned: not waited for */
             memcpy(s->expected[n_exp++], g->members[in[k]], RUMOR_GOSSIP_KEY_LEN);
         }
+        if (g->cfg.secure_mix) {
+            if (n_in >= 2 && n_in <= RUMOR_GOSSIP_MAX_SENDERS) {
+                uint32_t sorted[RUMOR_GOSSIP_MAX_SENDERS];
+                memcpy(sorted, in, n_in * sizeof *in);
+                qsort(sorted, n_in, sizeof *sorted, rank_cmp);
+                s->mix = mix_id(g, g->round, (uint32_t)me, sorted, n_in);
+            } else {
+                n_exp = 0; /* one sender: nobody sends to us, and we mix nothing */
+            }
+        }
+    }
+    if (g->cfg.secure_mix) push_masked_sends(g, n, (uint32_t)me, n_out, sb);
     s->n_expected = n_exp;
     g->st.last_out = (int)n_out;
     g->st.last_in = n_exp;
@@ -711,12 +836,51 @@ static void trimmed_mix(rumor_gossip_t *g, slot_t *s, const float *snap)
     }
 }
 
+static bool is_expected(const slot_t *s, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+{
+    for (int i = 0; i < s->n_expected; i++)
+        if (memcmp(s->expected[i], key, RUMOR_GOSSIP_KEY_LEN) == 0) return true;
+    return false;
+}
+
+/* Secure mixing: unmask the chunks whose masks cancel (every expected sender delivered it,
+ * all with our mix id, nobody else did) into the delta form of acc: sum - shares * snap, with
+ * the shares joining accw. Other chunks stay as they are: the peer's own snapshot alone. */
+static void secure_unmask(rumor_gossip_t *g, slot_t *s, const float *snap)
+{
+    bool *ok = g->chunk_ok;
+    for (size_t c = 0; c < g->chunks; c++) ok[c] = s->n_expected >= 2 && s->mcount[c] == (uint32_t)s->n_expected;
+    for (int k = 0; k < s->n_senders; k++) {
+        const sender_t *e = &s->senders[k];
+        if (!e->mix_bad && e->mix == s->mix && is_expected(s, e->key)) continue;
+        for (size_t c = 0; c < g->chunks; c++)
+            if (e->bits[c / 64] & (UINT64_C(1) << (c % 64))) ok[c] = false;
+    }
+    for (size_t c = 0; c < g->chunks; c++) {
+        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
+        if (!ok[c]) {
+            if (s->n_expected > 0) g->st.chunks_unmixed++;
+            continue;
+        }
+        const double sh = s->mshare[c];
+        const uint32_t *restrict m = s->macc + off;
+        const float *restrict sx = snap + off;
+        float *restrict acc = s->acc + off;
+        for (size_t i = 0; i < n; i++) acc[i] = (float)(rumor_secmix_value(m[i]) - sh * (double)sx[i]);
+        s->accw[c] += sh;
+    }
+    memset(s->macc, 0, g->vec * sizeof *s->macc);
+    memset(s->mcount, 0, g->chunks * sizeof *s->mcount);
+    memset(s->mshare, 0, g->chunks * sizeof *s->mshare);
+}
+
 /* Mix round g->round into x and clear its accumulator. */
 static void finish_round(rumor_gossip_t *g, float *x)
 {
     slot_t *s = slot_find(g, g->round);
     const float *snap = g->snaps[g->cur_snap].x;
     if (g->cfg.robust.trim) trimmed_mix(g, s, snap);
+    if (g->cfg.secure_mix) secure_unmask(g, s, snap);
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
     for (size_t c = 0; c < g->chunks; c++) {
@@ -858,6 +1022,9 @@ bool rumor_gossip_next_send(rumor_gossip_t *g, rumor_gossip_send_t *out)
     out->layout = g->cfg.layout;
     out->snap = p->snap;
     out->pulled = false;
+    out->masked = p->masked;
+    out->mix = p->mix;
+    out->edges = p->edges;
     g->st.sends++;
     return true;
 }
@@ -932,6 +1099,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
     if (c->off != off || c->n != n || len != n * sizeof(float)) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
     const double wmax = g->cfg.algo.kind == RUMOR_ALGO_SGP ? SHARE_MAX_SGP : 1.0;
     if (!(c->w > 0.0) || !(c->w <= wmax)) return drop(g, RUMOR_GOSSIP_DROP_WEIGHT);
+    if (c->masked != g->cfg.secure_mix) return drop(g, RUMOR_GOSSIP_DROP_MASK);
 
     slot_t *s;
     if (g->cfg.algo.kind == RUMOR_ALGO_SGP) {
@@ -973,6 +1141,8 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
         e->bad = e->complete = e->struck = false;
         e->tidx = -1;
         e->share = 0.0f;
+        e->mix = c->mix;
+        e->mix_bad = false;
         if (e->cd2)
             for (size_t k = 0; k < g->chunks; k++) e->cd2[k] = -1.0;
         memset(e->bits, 0, g->words * sizeof *e->bits);
@@ -985,14 +1155,22 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
         const strike_t *k = strike_find(g, peer);
         if (k && k->banned_until > g->round) return drop(g, RUMOR_GOSSIP_DROP_BANNED);
     }
-    if (!all_finite(payload, n)) {
+    if (g->cfg.secure_mix) {
+        /* Words, not floats: summed mod 2^32 and read only once the round's masks cancel. */
+        rumor_secmix_add(s->macc + off, payload, n);
+        s->mcount[c->chunk]++;
+        s->mshare[c->chunk] += c->w;
+        if (c->mix != e->mix) e->mix_bad = true;
+    } else if (!all_finite(payload, n)) {
         e->bad = true;
         if (robust) strike(g, e);
         return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
     }
     const float a = (float)c->w;
     const float *ref = ref_of(g, s);
-    if (g->cfg.robust.trim) {
+    if (g->cfg.secure_mix) {
+        /* summed above; the weight joins accw when the chunk is unmasked */
+    } else if (g->cfg.robust.trim) {
         /* Held as it came, for the trimmed mean at the round's end. */
         if (e->tidx < 0) {
             if (s->n_trim == RUMOR_GOSSIP_TRIM_SENDERS) return drop(g, RUMOR_GOSSIP_DROP_SENDERS);
@@ -1015,7 +1193,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
     } else {
         acc_add(s->acc + off, payload, ref ? ref + off : NULL, n, a);
     }
-    s->accw[c->chunk] += (double)a;
+    if (!g->cfg.secure_mix) s->accw[c->chunk] += (double)a;
     e->bits[c->chunk / 64] |= bit;
     g->st.chunks_in++;
     g->st.bytes_in += c->wire_bytes ? c->wire_bytes : len;

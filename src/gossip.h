@@ -65,6 +65,21 @@
  * RUMOR_GOSSIP_TRIM_SENDERS per round in flight, four rounds (16 x 4 copies of the model;
  * models too large for that are refused). Chunks from further senders are dropped (`senders`).
  *
+ * Secure mixing (`secure_mix`, dpsgd and diloco; secmix.h). A receiver learns the weighted sum
+ * of its in-neighbours' models, not any one of them. For each send the engine names the
+ * receiver's in-neighbours S as this peer's topology sees them, this peer's ring neighbours
+ * in S (the mask edges) and a mix id, a 64-bit hash of (round, receiver, S); the driver
+ * encodes every chunk masked. The receiver adds the words of masked chunks modulo 2^32 (no
+ * float is seen before the round ends) and, at the round's end, unmasks chunk c only when
+ * every one of its expected in-neighbours delivered c, each with the receiver's own mix id,
+ * and nobody else did: the masks then cancel exactly. Otherwise chunk c is left unmixed this
+ * round (x keeps its own value there; counted in chunks_unmixed): a missing sender's masks
+ * cannot be removed, and there is no recovery round (documented cost: a dropout costs its
+ * neighbourhood that chunk's round). A receiver with fewer than two in-neighbours would learn
+ * its one neighbour's model: nobody sends to it, and it mixes nothing. Memory: a uint32
+ * accumulator per slot besides the float one. Plain chunks are dropped (`mask`), so are masked
+ * chunks where secure_mix is off. Not with --robust (masks hide what it would clip) or sgp.
+ *
  * Ranks (topology.h): the members are this peer's view plus itself, numbered by sorted key.
  *
  * Rejected input (counted, never mixed, never fatal): another layout id, a chunk geometry that
@@ -81,6 +96,7 @@
 #define RUMOR_GOSSIP_H
 
 #include "rumor.h"
+#include "secmix.h"
 #include "topology.h"
 
 #include <stdbool.h>
@@ -137,6 +153,7 @@ typedef struct {
     uint64_t min_wait_ms;      /* 0: 100 (scheduling jitter on a busy machine is tens of ms) */
     double deadline_k;         /* 0: 4 */
     rumor_robust_t robust;     /* dpsgd and diloco only */
+    bool secure_mix;           /* dpsgd and diloco; masked chunks only, see "Secure mixing" */
 } rumor_gossip_config_t;
 
 typedef struct rumor_gossip rumor_gossip_t;
@@ -180,6 +197,11 @@ typedef struct {
     uint64_t layout;
     int snap;               /* which snapshot: pass to release */
     bool pulled;            /* an answer to a pull (rumor_gossip_lend), not a gossip send */
+    /* secure_mix: encode every chunk with rumor_secmix_encode under these edges (the share
+     * is share * w[c], as for a plain chunk), and send it masked with this mix id */
+    bool masked;
+    uint64_t mix;
+    rumor_secmix_edges_t edges;
 } rumor_gossip_send_t;
 
 /* Take the next send, false when none. Every taken send must end in exactly one
@@ -203,6 +225,8 @@ typedef struct {
     uint32_t chunk, chunks;
     uint64_t off, n;
     size_t wire_bytes;     /* what the chunk took on the wire, encoded (counted in bytes_in); 0: len */
+    bool masked;           /* payload is n uint32 of the masked codec (secure_mix), not float32 */
+    uint64_t mix;          /* masked: the sender's mix id */
 } rumor_gossip_chunk_t;
 
 /* A model chunk from peer (its payload: n float32, little-endian, any alignment). Returns
@@ -223,6 +247,7 @@ typedef enum {
     RUMOR_GOSSIP_DROP_AHEAD,     /* round beyond the next */
     RUMOR_GOSSIP_DROP_SENDERS,   /* too many senders this round */
     RUMOR_GOSSIP_DROP_BANNED,    /* a sender banned for its strikes (robust mixing) */
+    RUMOR_GOSSIP_DROP_MASK,      /* masked where plain was expected, or plain under secure_mix */
     RUMOR_GOSSIP_DROP_COUNT
 } rumor_gossip_drop_t;
 
@@ -245,6 +270,9 @@ typedef struct {
     double clip_radius;       /* robust mixing: sqrt(sum of tau_c^2) for the round in flight */
     uint64_t chunks_clipped;  /* robust mixing: chunks pulled in to the radius */
     uint64_t strikes, bans;   /* robust mixing: strikes given, senders banned */
+    uint64_t chunks_unmixed;  /* secure mixing: chunks left out of a round (a sender missing or
+                                 disagreeing on the set), summed over rounds */
+    uint64_t sends_unmasked;  /* secure mixing: sends skipped, the receiver having < 2 senders */
 } rumor_gossip_stats_t;
 
 void rumor_gossip_stats(const rumor_gossip_t *g, rumor_gossip_stats_t *st);

@@ -79,6 +79,8 @@ typedef struct {
     bool enc_set[2];
     float *dec;
     uint64_t codec_drops;     /* chunks whose encoding did not decode (under mu) */
+    rumor_secmix_t *secmix;   /* --secure-mix (node thread) */
+    uint64_t mask_fails;      /* sends that could not be masked (under mu) */
     double epsilon;           /* spent so far (under mu) */
     bool budget_spent;
     bool interrupted;
@@ -89,7 +91,17 @@ typedef struct send_ctx {
     peer_t *p;
     rumor_gossip_send_t s;
     uint64_t due;             /* emulated network: when it may leave */
+    uint8_t *masked;          /* --secure-mix: this send's masked chunks (they differ per receiver) */
+    size_t *masked_off;
 } send_ctx_t;
+
+static void send_ctx_free(send_ctx_t *c)
+{
+    if (!c) return;
+    free(c->masked);
+    free(c->masked_off);
+    free(c);
+}
 
 static uint64_t mono_ms(void)
 {
@@ -108,7 +120,7 @@ static void release_cb(void *arg)
     rumor_gossip_release(p->g, &c->s, true);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    free(c);
+    send_ctx_free(c);
 }
 
 /* A chunk of the model we pulled (under mu). Anything else carrying a hash is ignored: only
@@ -144,8 +156,9 @@ static void pull_chunk(peer_t *p, const uint8_t peer[32], const rumor_node_chunk
 static void pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_t layout)
 {
     peer_t *p = arg;
-    if (layout != rumor_model_layout_id(p->m)) return;
-    send_ctx_t *c = malloc(sizeof *c);
+    /* A whole model in the clear is what secure mixing hides: never lent. */
+    if (layout != rumor_model_layout_id(p->m) || p->cfg->secure_mix) return;
+    send_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return;
     c->p = p;
     pthread_mutex_lock(&p->mu);
@@ -160,7 +173,7 @@ static void pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint6
         pthread_mutex_lock(&p->mu);
         rumor_gossip_release(p->g, &s, false);
         pthread_mutex_unlock(&p->mu);
-        free(c);
+        send_ctx_free(c);
     } else {
         rumor_log(RUMOR_LOG_DEBUG, "sent our model (round %" PRIu64 ") to a joining peer", s.round);
     }
@@ -173,7 +186,11 @@ static void chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t
     rumor_gossip_chunk_t h = {.round = ch->round, .layout = ch->layout, .w = ch->w, .chunk = ch->chunk,
                               .chunks = ch->chunks, .off = ch->off, .n = ch->n};
     pthread_mutex_lock(&p->mu);
-    if (ch->codec != RUMOR_CODEC_F32 && !ch->has_hash) {
+    if (ch->codec == RUMOR_CODEC_MASKED) {
+        /* Words for the engine to sum as they are. */
+        h.masked = true;
+        h.mix = ch->mix;
+    } else if (ch->codec != RUMOR_CODEC_F32 && !ch->has_hash) {
         /* Decoded into floats first (p->dec holds the largest chunk there is); a chunk of
          * another geometry than ours is the engine's to refuse. */
         if (!p->dec || ch->n > RUMOR_GOSSIP_CHUNK_DEFAULT ||
@@ -218,6 +235,52 @@ static bool encode_snapshot(peer_t *p, const rumor_gossip_send_t *s, const float
     return true;
 }
 
+bool rumor_peer_secure_mix_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_LEN])
+{
+    if (cfg->algo.kind == RUMOR_ALGO_SGP) {
+        rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs dpsgd or diloco (push-sum sends its weight in the clear)");
+        return false;
+    }
+    if (cfg->robust.clip || cfg->robust.trim) {
+        rumor_fail(err, RUMOR_EINVAL, "--secure-mix and --robust exclude each other: masked models cannot be clipped or trimmed");
+        return false;
+    }
+    if (cfg->codec.id != RUMOR_CODEC_F32) {
+        rumor_fail(err, RUMOR_EINVAL, "--secure-mix sends its own fixed-point encoding: leave --codec at f32");
+        return false;
+    }
+    return true;
+}
+
+/* --secure-mix: mask every chunk of send c for its receiver into the send's own buffer. false
+ * when it cannot be (a parameter beyond the fixed-point range, a key that is not one, no
+ * memory): the send is then dropped, not sent in the clear. */
+static bool mask_send(peer_t *p, send_ctx_t *c, const float *x)
+{
+    const rumor_gossip_send_t *s = &c->s;
+    const size_t chunks = (s->count + s->chunk_params - 1) / s->chunk_params;
+    c->masked = malloc(s->count * sizeof(uint32_t));
+    c->masked_off = malloc((chunks + 1) * sizeof *c->masked_off);
+    if (!c->masked || !c->masked_off) return false;
+    char err[RUMOR_ERR_LEN];
+    rumor_secmix_send_t snd;
+    if (rumor_secmix_send_init(p->secmix, &s->edges, &snd, err) != RUMOR_OK) {
+        rumor_log(RUMOR_LOG_WARN, "%s", err);
+        return false;
+    }
+    bool ok = true;
+    c->masked_off[0] = 0;
+    for (size_t k = 0; k < chunks && ok; k++) {
+        const size_t off = k * s->chunk_params, n = s->count - off < s->chunk_params ? s->count - off : s->chunk_params;
+        ok = rumor_secmix_encode(&snd, off, x + off, n, s->share * s->w[k], c->masked + off * sizeof(uint32_t), err) ==
+             RUMOR_OK;
+        c->masked_off[k + 1] = (off + n) * sizeof(uint32_t);
+    }
+    rumor_secmix_send_fini(&snd);
+    if (!ok) rumor_log(RUMOR_LOG_WARN, "%s: round %" PRIu64 " not sent", err, s->round);
+    return ok;
+}
+
 /* The emulated network takes a send (under mu): lost (released as if sent: the network ate
  * it), or delayed until it is due. true: the caller must not send it now. */
 static bool emulate(peer_t *p, send_ctx_t *c, uint64_t now)
@@ -225,7 +288,7 @@ static bool emulate(peer_t *p, send_ctx_t *c, uint64_t now)
     const rumor_peer_config_t *cfg = p->cfg;
     if (cfg->emu_loss > 0 && rumor_rng_uniform(&p->emu_rng) < cfg->emu_loss) {
         rumor_gossip_release(p->g, &c->s, true);
-        free(c);
+        send_ctx_free(c);
         return true;
     }
     uint64_t start = p->uplink_free > now ? p->uplink_free : now;
@@ -272,11 +335,11 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
         rumor_gossip_set_view(p->g, (const uint8_t(*)[32])keys, (size_t)n);
         p->view_count = n;
         while (nb < 64) {
-            send_ctx_t *c = malloc(sizeof *c);
+            send_ctx_t *c = calloc(1, sizeof *c);
             if (!c) break;
             c->p = p;
             if (!rumor_gossip_next_send(p->g, &c->s)) {
-                free(c);
+                send_ctx_free(c);
                 break;
             }
             if (p->emulate && emulate(p, c, now)) continue;
@@ -296,15 +359,24 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             const rumor_codec_t *cd = &p->cfg->codec;
             size_t wire = s.count * sizeof(float);
             rumor_err_t rc;
-            if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 && encode_snapshot(p, &s, params)) {
+            bool mask_failed = false;
+            if (s.masked) {
+                rc = RUMOR_EINVAL;
+                if (mask_send(p, c, params))
+                    rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, RUMOR_CODEC_MASKED,
+                                                 s.mix, c->masked, c->masked_off, s.count, s.chunk_params, release_cb, c);
+                else
+                    mask_failed = true;
+            } else if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 && encode_snapshot(p, &s, params)) {
                 wire = p->enc_off[s.snap][(s.count + s.chunk_params - 1) / s.chunk_params];
-                rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, (int)cd->id, p->enc[s.snap],
+                rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, (int)cd->id, 0, p->enc[s.snap],
                                              p->enc_off[s.snap], s.count, s.chunk_params, release_cb, c);
             } else {
                 rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, params, s.count,
                                            s.chunk_params, NULL, release_cb, c);
             }
             pthread_mutex_lock(&p->mu);
+            p->mask_fails += mask_failed;
             if (rc != RUMOR_OK) {
                 rumor_gossip_release(p->g, &s, false);
                 pthread_cond_broadcast(&p->cv);
@@ -312,7 +384,7 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
                 p->bytes_out += wire;
             }
             pthread_mutex_unlock(&p->mu);
-            if (rc != RUMOR_OK) free(c);
+            if (rc != RUMOR_OK) send_ctx_free(c);
         }
     }
 }
@@ -340,6 +412,7 @@ static size_t status_cb(void *arg, bool json, char *buf, size_t cap)
     const uint64_t out = p->bytes_out;
     const uint64_t round = rumor_gossip_round(p->g);
     const double eps = p->epsilon;
+    const uint64_t mask_fails = p->mask_fails;
     pthread_mutex_unlock(&p->mu);
     size_t len = 0;
     if (json) {
@@ -362,6 +435,9 @@ static size_t status_cb(void *arg, bool json, char *buf, size_t cap)
         if (p->cfg->robust.clip)
             put(buf, cap, &len, ",\"clip_radius\":%.6g,\"chunks_clipped\":%" PRIu64 ",\"strikes\":%" PRIu64
                 ",\"bans\":%" PRIu64, st.clip_radius, st.chunks_clipped, st.strikes, st.bans);
+        if (p->cfg->secure_mix)
+            put(buf, cap, &len, ",\"secure_mix\":{\"chunks_unmixed\":%" PRIu64 ",\"sends_unmasked\":%" PRIu64
+                ",\"mask_failures\":%" PRIu64 "}", st.chunks_unmixed, st.sends_unmasked, mask_fails);
         put(buf, cap, &len, "}");
     } else {
         put(buf, cap, &len,
@@ -370,6 +446,11 @@ static size_t status_cb(void *arg, bool json, char *buf, size_t cap)
             algo, p->cfg->topology, st.round, p->cfg->rounds, st.consensus, st.models_in, (double)st.bytes_in / 1e6,
             (double)out / 1e6, st.missing_total);
         if (p->cfg->dp.on) put(buf, cap, &len, "privacy spent: epsilon %.4g at delta %g\n", eps, p->cfg->dp.delta);
+        if (p->cfg->secure_mix)
+            put(buf, cap, &len,
+                "secure mixing: %" PRIu64 " chunks left unmixed (a sender missing), %" PRIu64
+                " sends skipped (a receiver with one sender), %" PRIu64 " sends not maskable\n",
+                st.chunks_unmixed, st.sends_unmasked, mask_fails);
         for (int d = 0; d < RUMOR_GOSSIP_DROP_COUNT; d++)
             if (st.drops[d])
                 put(buf, cap, &len, "model chunks dropped (%s): %" PRIu64 "\n",
@@ -605,7 +686,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    if (p->k == 0 && !c->resume && c->late_join && !atomic_load(&p->stop) && (rc = late_join(p, x, err)) != RUMOR_OK)
+    if (p->k == 0 && !c->resume && c->late_join && !c->secure_mix && !atomic_load(&p->stop) && (rc = late_join(p, x, err)) != RUMOR_OK)
         return rc;
     if (p->k == 0 && !atomic_load(&p->stop)) {
         if ((rc = evaluate(p, err)) != RUMOR_OK) return rc;
@@ -681,6 +762,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             pthread_mutex_unlock(&p->mu);
             fprintf(p->metrics, ",\"epsilon\":%.6g", eps);
         }
+        if (c->secure_mix) fprintf(p->metrics, ",\"unmixed\":%" PRIu64, st.chunks_unmixed);
         fprintf(p->metrics, "}\n");
         fflush(p->metrics);
         /* Every N rounds when asked; otherwise once a minute, so that a killed peer loses at
@@ -779,7 +861,8 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
     {
         rumor_gossip_config_t gc = {.algo = c->algo, .params = rumor_model_param_count(p.m),
                                     .layout = rumor_model_layout_id(p.m), .round_timeout_ms = c->round_timeout_ms,
-                                    .robust = c->robust, .chunk_params = rumor_codec_chunk_params(&c->codec)};
+                                    .robust = c->robust, .chunk_params = rumor_codec_chunk_params(&c->codec),
+                                    .secure_mix = c->secure_mix};
         if (c->codec.id != RUMOR_CODEC_F32) {
             const size_t P = rumor_model_param_count(p.m), cp = gc.chunk_params ? gc.chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
             const size_t chunks = (P + cp - 1) / cp;
@@ -812,6 +895,10 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         rumor_addr_t self;
         if ((rc = rumor_addr_parse(&self, rumor_node_address(p.node), err)) != RUMOR_OK) goto out;
         memcpy(gc.self, self.key, 32);
+        if (c->secure_mix && !(p.secmix = rumor_secmix_new(rumor_node_secret_key(p.node), err))) {
+            rc = RUMOR_ENOMEM;
+            goto out;
+        }
         /* The one line a user (or a script) needs: how others join through this peer. */
         printf("rumor: node listening, join with --bootstrap %s\n", rumor_node_address(p.node));
         fflush(stdout);
@@ -892,6 +979,7 @@ out:
         free(p.delayed[i]);
     }
     /* The node first: closing its sockets releases every snapshot the engine lent. */
+    rumor_secmix_destroy(&p.secmix); /* it borrows the node's key */
     rumor_node_destroy(&p.node);
     rumor_gossip_destroy(&p.g);
     if (mu_init) {

@@ -32,6 +32,9 @@ expect_error "checkpoint-every alone" train --checkpoint-every 10
 expect_error "unwritable save"        train --save /proc/rumor/model.safetensors
 expect_error "save onto a folder"     train --save /tmp
 expect_error "eval bad threads"       eval x.safetensors --threads -5
+expect_error "secure mix and robust"  node --run-dir "$tmp/sm" --secure-mix --robust clip
+expect_error "secure mix and sgp"     node --run-dir "$tmp/sm" --secure-mix --algo sgp
+expect_error "secure mix and a codec" node --run-dir "$tmp/sm" --secure-mix --codec int8
 expect_error "topo without kind"      topo --peers 8
 expect_error "topo unknown kind"      topo --kind star --peers 8
 expect_error "hypercube of 6"         topo --kind hypercube --peers 6

@@ -79,7 +79,8 @@ static void parse(void)
     }
     CHECK(rumor_codec_parse(&c, NULL, NULL) == RUMOR_EINVAL);
     CHECK(strcmp(rumor_codec_name(RUMOR_CODEC_INT8), "int8") == 0);
-    CHECK(strcmp(rumor_codec_name((rumor_proto_codec_t)5), "?") == 0);
+    CHECK(strcmp(rumor_codec_name(RUMOR_CODEC_MASKED), "masked") == 0);
+    CHECK(strcmp(rumor_codec_name((rumor_proto_codec_t)(RUMOR_CODEC_LAST + 1)), "?") == 0);
 }
 
 static void sizes(void)
@@ -592,7 +593,7 @@ static void rejects(void)
                 {RUMOR_CODEC_F16, 11, 5},  {RUMOR_CODEC_F16, 8, 5},   {RUMOR_CODEC_BF16, 12, 5}, {RUMOR_CODEC_BF16, 5, 5},
                 {RUMOR_CODEC_INT8, 3, 0},  {RUMOR_CODEC_INT8, 8, 5},  {RUMOR_CODEC_INT8, 10, 5}, {RUMOR_CODEC_INT8, 4, 0},
                 {RUMOR_CODEC_TOPK, 0, 5},  {RUMOR_CODEC_TOPK, 7, 5},  {RUMOR_CODEC_TOPK, 12, 5}, {RUMOR_CODEC_TOPK, 48, 5},
-                {RUMOR_CODEC_TOPK, 8, 0},  {(rumor_proto_codec_t)5, 20, 5}, {(rumor_proto_codec_t)-1, 20, 5}};
+                {RUMOR_CODEC_TOPK, 8, 0},  {RUMOR_CODEC_MASKED, 20, 5}, {(rumor_proto_codec_t)-1, 20, 5}};
     for (size_t t = 0; t < RUMOR_ARRAY_LEN(lens); t++) {
         snprintf(what, sizeof what, "codec %d, %zu bytes for %zu", (int)lens[t].id, lens[t].len, lens[t].n);
         rejects_cleanly(lens[t].id, p, lens[t].len, lens[t].n, what);

@@ -1,6 +1,7 @@
 /* test_gossip.c - the gossip engine without sockets: exact averages, push-sum conservation,
  * contraction against |lambda_2|, deadlines, rejections, the DiLoCo outer step. */
 #include "check.h"
+#include "crypto.h"
 #include "gossip.h"
 #include "rng.h"
 #include "topology.h"
@@ -19,6 +20,11 @@ typedef struct {
     float *x[MAXN];
     uint8_t key[MAXN][RUMOR_GOSSIP_KEY_LEN];
     bool dead[MAXN];
+    /* secure mixing: real key pairs (the keys above are their public halves) */
+    rumor_secret_key_t *sk[MAXN];
+    rumor_secmix_t *sm[MAXN];
+    int lose_from, lose_to, lose_chunk; /* a chunk to lose once; -1: none */
+    bool wrong_mix;                     /* deliver the next masked send with another mix id */
 } swarm_t;
 
 static void key_of(uint8_t key[RUMOR_GOSSIP_KEY_LEN], int i)
@@ -56,6 +62,8 @@ static void swarm_fini(swarm_t *s)
 {
     for (int i = 0; i < s->n; i++) {
         rumor_gossip_destroy(&s->g[i]);
+        rumor_secmix_destroy(&s->sm[i]);
+        rumor_secret_key_destroy(&s->sk[i]);
         free(s->x[i]);
     }
     rumor_topology_destroy(&s->topo);
@@ -80,8 +88,26 @@ static void deliver(swarm_t *s, int from, const rumor_gossip_send_t *m, uint64_t
             const size_t n = m->count - off < m->chunk_params ? m->count - off : m->chunk_params;
             rumor_gossip_chunk_t h = {.round = m->round, .layout = m->layout, .w = m->share * m->w[c],
                                       .chunk = c, .chunks = chunks, .off = off, .n = n};
+            if (m->masked) {
+                if (s->lose_from == from && s->lose_to == to && s->lose_chunk == (int)c) {
+                    s->lose_from = -1;
+                    continue;
+                }
+                char err[RUMOR_ERR_LEN];
+                rumor_secmix_send_t snd;
+                uint8_t *buf = malloc(4 * n);
+                CHECK_RC(rumor_secmix_send_init(s->sm[from], &m->edges, &snd, err));
+                CHECK_RC(rumor_secmix_encode(&snd, off, m->params + off, n, h.w, buf, err));
+                rumor_secmix_send_fini(&snd);
+                h.masked = true;
+                h.mix = m->mix ^ (s->wrong_mix ? 1 : 0);
+                CHECK(rumor_gossip_on_chunk(s->g[to], s->key[from], &h, buf, 4 * n, now));
+                free(buf);
+                continue;
+            }
             CHECK(rumor_gossip_on_chunk(s->g[to], s->key[from], &h, m->params + off, n * sizeof(float), now));
         }
+    if (m->masked) s->wrong_mix = false;
     rumor_gossip_release(s->g[from], m, true);
 }
 
@@ -729,8 +755,146 @@ static void test_robust_trim(void)
     rumor_topology_destroy(&topo);
 }
 
+/* ---- secure mixing ---- */
+
+static int sk_cmp(const void *a, const void *b)
+{
+    return memcmp(rumor_secret_key_public(*(rumor_secret_key_t *const *)a),
+                  rumor_secret_key_public(*(rumor_secret_key_t *const *)b), RUMOR_KEY_LEN);
+}
+
+/* The same swarm as swarm_init (same starting models for a seed), keyed with real key pairs
+ * and secure mixing on. */
+static void secure_init(swarm_t *s, int n, const char *topo, size_t P, size_t chunk, uint64_t seed)
+{
+    swarm_init(s, n, topo, "dpsgd", P, chunk, seed, 1000);
+    char err[RUMOR_ERR_LEN];
+    for (int i = 0; i < n; i++) {
+        s->sk[i] = rumor_secret_key_generate(err);
+        CHECK(s->sk[i] != NULL);
+    }
+    qsort(s->sk, (size_t)n, sizeof s->sk[0], sk_cmp); /* rank i keeps key i's place */
+    for (int i = 0; i < n; i++) {
+        memcpy(s->key[i], rumor_secret_key_public(s->sk[i]), RUMOR_GOSSIP_KEY_LEN);
+        CHECK((s->sm[i] = rumor_secmix_new(s->sk[i], err)) != NULL);
+        rumor_gossip_destroy(&s->g[i]);
+        rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = chunk, .round_timeout_ms = 1000,
+                                     .secure_mix = true};
+        CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+        memcpy(cfg.self, s->key[i], RUMOR_GOSSIP_KEY_LEN);
+        s->g[i] = rumor_gossip_new(&cfg, s->topo, s->x[i], err);
+        CHECK(s->g[i] != NULL);
+    }
+    for (int i = 0; i < n; i++)
+        rumor_gossip_set_view(s->g[i], (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])s->key, (size_t)n);
+    s->lose_from = -1;
+}
+
+/* Secure mixing gives plain D-PSGD's models to fixed-point precision, round after round; a
+ * lost chunk leaves that chunk unmixed at its receiver, and so does a sender that disagrees
+ * on the set; plain and masked chunks do not mix; a receiver with one sender gets nothing. */
+static void test_secure_mix(const char *topo, int n)
+{
+    const size_t P = 100, chunk = 32; /* chunks of 32, 32, 32, 4 */
+    swarm_t sec, pl;
+    secure_init(&sec, n, topo, P, chunk, 9);
+    swarm_init(&pl, n, topo, "dpsgd", P, chunk, 9, 1000);
+    pl.lose_from = -1;
+    double worst = 0.0;
+    for (int r = 0; r < 30; r++) {
+        for (int i = 0; i < n; i++)
+            for (size_t j = 0; j < P; j++) { /* identical local progress */
+                const float d = (float)(0.01 * sin((double)(r * 31 + i * 7) + (double)j));
+                sec.x[i][j] += d, pl.x[i][j] += d;
+            }
+        CHECK(pass(&sec, 100 + (uint64_t)r));
+        CHECK(pass(&pl, 100 + (uint64_t)r));
+        for (int i = 0; i < n; i++)
+            for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs((double)sec.x[i][j] - pl.x[i][j]));
+    }
+    CHECK_MSG(worst > 0.0 && worst < 1e-5, "%s: secure mixing is %g from plain", topo, worst);
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(sec.g[0], &st);
+    CHECK(st.chunks_unmixed == 0 && st.sends_unmasked == 0 && st.round == 29);
+    CHECK(st.bytes_in > 0 && st.drops[RUMOR_GOSSIP_DROP_MASK] == 0);
+
+    /* One round with peer 1's chunk 1 to peer 0 lost: peer 0 keeps its own values there. */
+    float before[100];
+    sec.lose_from = 1, sec.lose_to = 0, sec.lose_chunk = 1;
+    memcpy(before, sec.x[0], sizeof before);
+    CHECK(pass(&sec, 200)); /* finishes the round whose sends pass() delivered last time ... */
+    CHECK(pass(&pl, 200));
+    memcpy(before, sec.x[0], sizeof before);
+    for (int i = 0; i < n; i++) /* ... and this one finishes the round that lost the chunk */
+        CHECK(rumor_gossip_step(sec.g[i], sec.x[i], 1300) == RUMOR_GOSSIP_DONE);
+    for (size_t j = 32; j < 64; j++) CHECK(sec.x[0][j] == before[j]);
+    bool moved = false;
+    for (size_t j = 0; j < 32; j++) moved |= sec.x[0][j] != before[j];
+    CHECK(moved);
+    rumor_gossip_stats(sec.g[0], &st);
+    CHECK(st.chunks_unmixed == 1 && st.last_missing == 1);
+    for (int i = 0; i < n; i++) drain(&sec, i, 1300);
+
+    /* A sender with another mix id: every chunk it sent stays unmixed at its receiver. */
+    sec.wrong_mix = true;
+    for (int i = 0; i < n; i++) {
+        CHECK(rumor_gossip_step(sec.g[i], sec.x[i], 1400) == RUMOR_GOSSIP_DONE);
+        drain(&sec, i, 1400);
+    }
+    for (int i = 0; i < n; i++) CHECK(rumor_gossip_step(sec.g[i], sec.x[i], 1500) == RUMOR_GOSSIP_DONE);
+    uint64_t unmixed = 0;
+    for (int i = 0; i < n; i++) {
+        rumor_gossip_stats(sec.g[i], &st);
+        unmixed += st.chunks_unmixed;
+    }
+    CHECK_MSG(unmixed == 1 + 4, "%s: %llu chunks unmixed", topo, (unsigned long long)unmixed);
+
+    /* Plain into secure, masked into plain: dropped and counted. */
+    rumor_gossip_chunk_t h = {.round = rumor_gossip_round(sec.g[0]), .layout = 0x1234, .w = 0.3, .chunk = 0,
+                              .chunks = 4, .off = 0, .n = 32};
+    CHECK(!rumor_gossip_on_chunk(sec.g[0], sec.key[1], &h, sec.x[1], 128, 1500));
+    rumor_gossip_stats(sec.g[0], &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_MASK] == 1);
+    h.masked = true;
+    h.round = rumor_gossip_round(pl.g[0]);
+    CHECK(!rumor_gossip_on_chunk(pl.g[0], pl.key[1], &h, pl.x[1], 128, 1500));
+    rumor_gossip_stats(pl.g[0], &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_MASK] == 1);
+    swarm_fini(&sec);
+    swarm_fini(&pl);
+}
+
+/* Two peers: each would learn the other's model, so nothing is sent and nothing mixed; and
+ * the settings secure mixing refuses. */
+static void test_secure_mix_refusals(void)
+{
+    swarm_t s;
+    secure_init(&s, 2, "complete", 40, 16, 3);
+    float before[40];
+    memcpy(before, s.x[0], sizeof before);
+    for (int r = 0; r < 3; r++) CHECK(pass(&s, 10 + (uint64_t)r));
+    CHECK(memcmp(before, s.x[0], sizeof before) == 0);
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.sends_unmasked == 3 && st.sends == 0 && st.chunks_unmixed == 0);
+    char err[RUMOR_ERR_LEN];
+    rumor_gossip_config_t cfg = {.params = 40, .layout = 1, .chunk_params = 16, .secure_mix = true};
+    CHECK_RC(rumor_algo_parse(&cfg.algo, "sgp", err));
+    CHECK(rumor_gossip_new(&cfg, s.topo, s.x[0], err) == NULL && strstr(err, "dpsgd"));
+    CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+    CHECK_RC(rumor_robust_parse(&cfg.robust, "clip", err));
+    CHECK(rumor_gossip_new(&cfg, s.topo, s.x[0], err) == NULL && strstr(err, "robust"));
+    CHECK_RC(rumor_robust_parse(&cfg.robust, "none", err));
+    cfg.chunk_params = 10;
+    CHECK(rumor_gossip_new(&cfg, s.topo, s.x[0], err) == NULL && strstr(err, "16"));
+    swarm_fini(&s);
+}
+
 int main(void)
 {
+    test_secure_mix("complete", 4);
+    test_secure_mix("ring", 5);
+    test_secure_mix_refusals();
     test_robust_clip();
     test_robust_trim();
     test_algo_parse();

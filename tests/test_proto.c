@@ -177,6 +177,15 @@ static void bb_model(bb_t *bb, const model_fields_t *f, const char *skip)
     }
 }
 
+/* bb_model with a `mix` field appended. */
+static void bb_model_mix(bb_t *bb, const model_fields_t *f, uint64_t mix)
+{
+    bb_model(bb, f, NULL);
+    bb->b[0]++;
+    bb_str(bb, "mix");
+    bb_uint(bb, mix);
+}
+
 /* bb_model with a `hash` field appended (after the required fields, as a sender writes it):
  * a bin of hash_len bytes, or a str of that length when as_str. */
 static void bb_model_hash(bb_t *bb, const model_fields_t *f, size_t hash_len, bool as_str)
@@ -522,10 +531,18 @@ static void test_roundtrip(void)
 
     /* model: every codec, smallest and largest payload. */
     size_t len = 0;
-    for (int c = RUMOR_CODEC_F32; c <= RUMOR_CODEC_TOPK; c++) {
+    for (int c = RUMOR_CODEC_F32; c <= RUMOR_CODEC_LAST; c++) {
         CHECK_RC(rumor_proto_payload_len((rumor_proto_codec_t)c, 1, 1, &len));
         sample_model(m, (rumor_proto_codec_t)c, 1, len);
+        if (c == RUMOR_CODEC_MASKED) m->u.model.mix = 0xfedcba9876543210u;
         roundtrip(m, payload_buf, len);
+    }
+    /* A masked chunk is gossip, never a copy to adopt: no hash with it. */
+    sample_model(m, RUMOR_CODEC_MASKED, 2, 8);
+    m->u.model.has_hash = true;
+    {
+        uint8_t hb[RUMOR_PROTO_MAX_HEADER];
+        CHECK(rumor_proto_encode(m, hb, sizeof hb, &len) == RUMOR_EINVAL);
     }
     sample_model(m, RUMOR_CODEC_F32, RUMOR_PROTO_MAX_PAYLOAD / 4, RUMOR_PROTO_MAX_PAYLOAD);
     roundtrip(m, payload_buf, RUMOR_PROTO_MAX_PAYLOAD);
@@ -586,7 +603,7 @@ static void test_payload_len(void)
     CHECK(rumor_proto_payload_len(RUMOR_CODEC_F32, RUMOR_PROTO_MAX_PAYLOAD / 4 + 1, 0, &len) ==
           RUMOR_EINVAL);
     CHECK(rumor_proto_payload_len(RUMOR_CODEC_F32, UINT64_MAX, 0, &len) == RUMOR_EINVAL);
-    CHECK(rumor_proto_payload_len((rumor_proto_codec_t)5, 1, 1, &len) == RUMOR_EINVAL);
+    CHECK(rumor_proto_payload_len((rumor_proto_codec_t)(RUMOR_CODEC_LAST + 1), 1, 1, &len) == RUMOR_EINVAL);
 }
 
 static void test_addresses(void)
@@ -667,7 +684,7 @@ static void test_encode_refuses(void)
     sample_model(m, RUMOR_CODEC_F32, 4, 16);
     m->u.model.off = RUMOR_PROTO_MAX_PARAMS - 3;
     CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
-    sample_model(m, (rumor_proto_codec_t)5, 4, 16);
+    sample_model(m, (rumor_proto_codec_t)(RUMOR_CODEC_LAST + 1), 4, 16);
     CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
 
     memset(m, 0, sizeof *m);
@@ -1224,6 +1241,29 @@ static void test_reject_model(void)
         CHECK_REJECT(bb, payload_buf, len + 1, RUMOR_PROTO_REJECT_PAYLOAD);
         CHECK_REJECT(bb, payload_buf, 0, RUMOR_PROTO_REJECT_PAYLOAD);
     }
+    /* masked: 4n bytes and a `mix`; `mix` on any other codec, or with a hash, is bad-value;
+     * no codec beyond masked. */
+    f = model_defaults();
+    f.codec = RUMOR_CODEC_MASKED;
+    bb->n = 0;
+    bb_model(bb, &f, NULL);
+    CHECK_REJECT(bb, payload_buf, 4 * f.n, RUMOR_PROTO_REJECT_MISSING);
+    bb->n = 0;
+    bb_model_mix(bb, &f, UINT64_MAX);
+    CHECK_REJECT(bb, payload_buf, 4 * f.n, RUMOR_PROTO_REJECT_NONE);
+    CHECK_REJECT(bb, payload_buf, 4 * f.n - 4, RUMOR_PROTO_REJECT_PAYLOAD);
+    bb->b[0]++;
+    bb_str(bb, "hash");
+    bb_bin(bb, "0123456789abcdef0123456789abcdef", 32);
+    CHECK_REJECT(bb, payload_buf, 4 * f.n, RUMOR_PROTO_REJECT_VALUE);
+    f.codec = RUMOR_CODEC_F32;
+    bb->n = 0;
+    bb_model_mix(bb, &f, 7);
+    CHECK_REJECT(bb, payload_buf, 4 * f.n, RUMOR_PROTO_REJECT_VALUE);
+    f.codec = RUMOR_CODEC_LAST + 1;
+    bb->n = 0;
+    bb_model_mix(bb, &f, 7);
+    CHECK_REJECT(bb, payload_buf, 4 * f.n, RUMOR_PROTO_REJECT_VALUE);
     /* topk: fewer pairs are fine, more pairs than parameters are not. */
     f = model_defaults();
     f.codec = RUMOR_CODEC_TOPK;
@@ -1291,7 +1331,7 @@ static void test_reject_model(void)
         CHECK_REJECT(bb, payload_buf, 40, chunks[i].want);
     }
 
-    /* Ranges: n = 0, off + n past 2^40, codec 5. */
+    /* Ranges: n = 0, off + n past 2^40, a codec past masked. */
     struct {
         uint64_t off, n, codec;
         rumor_proto_reject_t want;
@@ -1301,7 +1341,7 @@ static void test_reject_model(void)
         {RUMOR_PROTO_MAX_PARAMS - 9, 10, 0, RUMOR_PROTO_REJECT_VALUE},
         {RUMOR_PROTO_MAX_PARAMS + 1, 10, 0, RUMOR_PROTO_REJECT_VALUE},
         {UINT64_MAX, 10, 0, RUMOR_PROTO_REJECT_VALUE},
-        {0, 10, 5, RUMOR_PROTO_REJECT_VALUE},
+        {0, 10, RUMOR_CODEC_LAST + 1, RUMOR_PROTO_REJECT_VALUE},
     };
     for (size_t i = 0; i < RUMOR_ARRAY_LEN(ranges); i++) {
         f = model_defaults();

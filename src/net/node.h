@@ -31,6 +31,7 @@
 #ifndef RUMOR_NET_NODE_H
 #define RUMOR_NET_NODE_H
 
+#include "crypto.h"
 #include "membership.h"
 #include "rumor.h"
 
@@ -63,6 +64,9 @@ void rumor_node_destroy(rumor_node_t **self_p);
 
 /* The address others reach this node at: rumor://KEY@HOST:PORT. */
 const char *rumor_node_address(const rumor_node_t *self);
+/* The node's own key (borrowed, valid until destroy): for secure mixing's key agreement
+ * (secmix.h), which reads the secret in place. */
+const rumor_secret_key_t *rumor_node_secret_key(const rumor_node_t *self);
 
 /* Run until a stop is requested (then leave gracefully: bye to every peer) or a fatal
  * condition: every bootstrap refused us (RUMOR_EAUTH), or none let us in within the join
@@ -89,6 +93,7 @@ typedef struct {
     bool has_hash;         /* an answer to our pull: a model to adopt, never to mix */
     uint8_t hash[32];      /* BLAKE2b-256 of the whole parameter vector */
     int codec;             /* the payload's encoding (proto.h rumor_proto_codec_t; 0: float32) */
+    uint64_t mix;          /* codec masked: the sender's mix id (secmix.h) */
 } rumor_node_chunk_t;
 
 /* Called in the node's loop for every admitted model chunk; payload (n float32, little-endian,
@@ -114,9 +119,10 @@ rumor_err_t rumor_node_send_model(rumor_node_t *self, const uint8_t peer[32], ui
                                   void (*release)(void *arg), void *arg);
 /* As rumor_node_send_model, for a model already encoded with a codec (proto.h): chunk c's
  * bytes are enc[enc_off[c] .. enc_off[c + 1]), each of the length the codec implies for its
- * parameters (RUMOR_EINVAL otherwise). enc and enc_off must stay valid until release. */
+ * parameters (RUMOR_EINVAL otherwise). enc and enc_off must stay valid until release. mix is
+ * the mix id masked chunks carry (ignored for other codecs). */
 rumor_err_t rumor_node_send_encoded(rumor_node_t *self, const uint8_t peer[32], uint64_t layout, uint64_t round,
-                                    double w, const double *chunk_w, int codec, const uint8_t *enc,
+                                    double w, const double *chunk_w, int codec, uint64_t mix, const uint8_t *enc,
                                     const size_t *enc_off, size_t count, size_t chunk_params,
                                     void (*release)(void *arg), void *arg);
 /* Late join: ask peer (admitted, in the view) for its current model of this layout; the

@@ -1,0 +1,138 @@
+/* secmix.c - neighbourhood secure averaging: masks and fixed point (see secmix.h). */
+#include "secmix.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCK_WORDS 1024 /* keystream generated 4 KiB at a time, on the stack */
+
+static const char PAIR_DOMAIN[] = "rumor secure-mix pair v1";
+
+struct rumor_secmix {
+    const rumor_secret_key_t *key;
+    uint8_t pk[RUMOR_SECMIX_KEY_LEN];
+};
+
+rumor_secmix_t *rumor_secmix_new(const rumor_secret_key_t *key, char err[RUMOR_ERR_LEN])
+{
+    if (sodium_init() < 0) {
+        rumor_fail(err, RUMOR_ENOTSUP, "libsodium failed to initialise");
+        return NULL;
+    }
+    rumor_secmix_t *s = malloc(sizeof *s);
+    if (!s) {
+        rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->key = key;
+    memcpy(s->pk, rumor_secret_key_public(key), sizeof s->pk);
+    return s;
+}
+
+void rumor_secmix_destroy(rumor_secmix_t **self_p)
+{
+    rumor_secmix_t *s = *self_p;
+    if (!s) return;
+    sodium_memzero(s, sizeof *s);
+    free(s);
+    *self_p = NULL;
+}
+
+/* The stream key of the pair (us, peer) for one receiver and round. */
+static rumor_err_t stream_key(const rumor_secmix_t *s, const uint8_t peer[RUMOR_SECMIX_KEY_LEN],
+                              const uint8_t receiver[RUMOR_SECMIX_KEY_LEN], uint64_t round,
+                              uint8_t out[RUMOR_SECMIX_KEY_LEN], char err[RUMOR_ERR_LEN])
+{
+    uint8_t shared[crypto_scalarmult_BYTES], pair[RUMOR_SECMIX_KEY_LEN];
+    if (crypto_scalarmult(shared, rumor_secret_key_bytes(s->key), peer) != 0)
+        return rumor_fail(err, RUMOR_EINVAL, "secure mix: a neighbour's key is not a usable X25519 key");
+    /* Both ends hash the same bytes: the public keys go in sorted order. */
+    const bool lo = memcmp(s->pk, peer, RUMOR_SECMIX_KEY_LEN) < 0;
+    crypto_generichash_state h;
+    crypto_generichash_init(&h, NULL, 0, sizeof pair);
+    crypto_generichash_update(&h, (const uint8_t *)PAIR_DOMAIN, sizeof PAIR_DOMAIN - 1);
+    crypto_generichash_update(&h, shared, sizeof shared);
+    crypto_generichash_update(&h, lo ? s->pk : peer, RUMOR_SECMIX_KEY_LEN);
+    crypto_generichash_update(&h, lo ? peer : s->pk, RUMOR_SECMIX_KEY_LEN);
+    crypto_generichash_final(&h, pair, sizeof pair);
+    uint8_t msg[RUMOR_SECMIX_KEY_LEN + 8];
+    memcpy(msg, receiver, RUMOR_SECMIX_KEY_LEN);
+    for (int i = 0; i < 8; i++) msg[RUMOR_SECMIX_KEY_LEN + i] = (uint8_t)(round >> (8 * i));
+    crypto_generichash(out, RUMOR_SECMIX_KEY_LEN, msg, sizeof msg, pair, sizeof pair);
+    sodium_memzero(shared, sizeof shared);
+    sodium_memzero(pair, sizeof pair);
+    sodium_memzero(&h, sizeof h);
+    return RUMOR_OK;
+}
+
+rumor_err_t rumor_secmix_send_init(rumor_secmix_t *s, const rumor_secmix_edges_t *e, rumor_secmix_send_t *out,
+                                   char err[RUMOR_ERR_LEN])
+{
+    memset(out, 0, sizeof *out);
+    if (e->count < 1 || e->count > 2 || (e->count == 2 && memcmp(e->peer[0], e->peer[1], RUMOR_SECMIX_KEY_LEN) == 0))
+        return rumor_fail(err, RUMOR_EINVAL, "secure mix: %d mask edges", e->count);
+    for (int k = 0; k < e->count; k++) {
+        const int c = memcmp(s->pk, e->peer[k], RUMOR_SECMIX_KEY_LEN);
+        if (c == 0) return rumor_fail(err, RUMOR_EINVAL, "secure mix: a mask edge to this peer itself");
+        rumor_err_t rc = stream_key(s, e->peer[k], e->receiver, e->round, out->key[k], err);
+        if (rc != RUMOR_OK) {
+            rumor_secmix_send_fini(out);
+            return rc;
+        }
+        out->sign[k] = c < 0 ? 1 : -1;
+    }
+    out->count = e->count;
+    return RUMOR_OK;
+}
+
+void rumor_secmix_send_fini(rumor_secmix_send_t *snd) { sodium_memzero(snd, sizeof *snd); }
+
+rumor_err_t rumor_secmix_encode(const rumor_secmix_send_t *snd, size_t off, const float *x, size_t n, double share,
+                                uint8_t *out, char err[RUMOR_ERR_LEN])
+{
+    if (off % 16 != 0 || (off + n) / 16 > UINT32_MAX)
+        return rumor_fail(err, RUMOR_EINVAL, "secure mix: chunk offset %zu is not a multiple of 16", off);
+    const double scale = share * (double)(1u << RUMOR_SECMIX_FRAC_BITS);
+    const double lim = RUMOR_SECMIX_RANGE * (double)(1u << RUMOR_SECMIX_FRAC_BITS);
+    static const uint8_t nonce[crypto_stream_chacha20_ietf_NONCEBYTES];
+    uint32_t mask[2][BLOCK_WORDS];
+    for (size_t b = 0; b < n; b += BLOCK_WORDS) {
+        const size_t m = n - b < BLOCK_WORDS ? n - b : BLOCK_WORDS;
+        /* Keystream from block (off + b) / 16; a partial last block is generated whole. */
+        const size_t words = (m + 15) / 16 * 16;
+        for (int k = 0; k < snd->count; k++) {
+            memset(mask[k], 0, words * sizeof(uint32_t));
+            crypto_stream_chacha20_ietf_xor_ic((uint8_t *)mask[k], (const uint8_t *)mask[k], words * sizeof(uint32_t),
+                                               nonce, (uint32_t)((off + b) / 16), snd->key[k]);
+        }
+        for (size_t i = 0; i < m; i++) {
+            const double v = (double)x[b + i] * scale;
+            if (!(fabs(v) < lim))
+                return rumor_fail(err, RUMOR_EINVAL,
+                                  "secure mix: parameter %zu (%g) is beyond the fixed-point range of +-%g", off + b + i,
+                                  (double)x[b + i], RUMOR_SECMIX_RANGE);
+            uint32_t q = (uint32_t)(int64_t)lrint(v); /* modulo 2^32: well defined */
+            for (int k = 0; k < snd->count; k++) {
+                uint32_t w;
+                memcpy(&w, (const uint8_t *)mask[k] + 4 * i, 4); /* little-endian host, as everywhere */
+                q = snd->sign[k] > 0 ? q + w : q - w;
+            }
+            memcpy(out + 4 * (b + i), &q, 4);
+        }
+    }
+    sodium_memzero(mask, sizeof mask);
+    return RUMOR_OK;
+}
+
+void rumor_secmix_add(uint32_t *restrict acc, const uint8_t *restrict payload, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        uint32_t w;
+        memcpy(&w, payload + 4 * i, 4);
+        acc[i] += w;
+    }
+}

@@ -1,0 +1,93 @@
+/*
+ * secmix.h - neighbourhood secure averaging (`--secure-mix`): what a sender puts in a
+ * masked model chunk, and how a receiver reads the sum of such chunks.
+ *
+ * The idea (Bonawitz et al. 2017, made local to one neighbourhood): the peers that send to
+ * a receiver R in a round, its in-neighbours S (sorted by key), stand in a ring. Each pair
+ * that is adjacent in that ring derives a mask from a secret only the two of them hold; the
+ * one with the smaller key adds it to what it sends, the other subtracts it. Every mask thus
+ * appears once with each sign in R's sum, and R learns the weighted sum of S's models and
+ * nothing about any one of them: each message on its own is the model plus two (one when
+ * |S| = 2) uniformly random words per parameter that R cannot compute.
+ *
+ * Arithmetic is fixed point modulo 2^32, so the masks cancel exactly: a sender with share a
+ * sends q = round(a x 2^20) + masks (mod 2^32) for each parameter x; the receiver adds the
+ * words of all of S mod 2^32 and reads the sum as a signed 32-bit integer times 2^-20.
+ * So a * x must lie in (-2048, 2048) and the sum too (weights sum to at most 1, so the sum
+ * does when every x does): rumor_secmix_encode refuses a chunk holding a parameter beyond
+ * that, and the resolution is 2^-20 (9.5e-7) per parameter per round.
+ *
+ * Keys: each pair's secret is an X25519 shared secret of the two peers' identity keys (the
+ * CURVE keys, decision 4: every member already knows every other's public key), hashed with
+ * both public keys. A mask for receiver R, round r and parameters [off, off + n) is the
+ * ChaCha20 keystream (IETF variant, zero nonce) under BLAKE2b(pair secret; R || r), from
+ * block off / 16: any chunk is computed on its own, and no mask is ever reused.
+ *
+ * Non-goals: dropouts (a receiver that lacks one sender's chunk cannot unmask the others';
+ * the gossip engine then leaves that chunk unmixed for the round, gossip.h), collusion of R
+ * with both ring neighbours of a sender (they can recover its model: the ring keeps the cost
+ * at two masks per parameter whatever |S| is), and peers that lie about their model (that is
+ * robust mixing's business, which cannot see through masks).
+ *
+ * Invariants: one of the crypto module's files (only it includes sodium.h); the secret key is
+ * borrowed and stays in its guarded memory (crypto.h), and derived keys are wiped after use; no
+ * allocation after new; encode and decode are safe on any bytes and any alignment.
+ */
+#ifndef RUMOR_SECMIX_H
+#define RUMOR_SECMIX_H
+
+#include "crypto.h"
+#include "rumor.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RUMOR_SECMIX_KEY_LEN 32
+#define RUMOR_SECMIX_FRAC_BITS 20
+#define RUMOR_SECMIX_RANGE 2048.0  /* |share * x| and the sum must stay below this */
+
+/* The mask edges a sender has towards one receiver in one round (gossip.h fills it). */
+typedef struct {
+    uint8_t receiver[RUMOR_SECMIX_KEY_LEN];
+    uint64_t round;
+    int count;                                 /* 1 (|S| = 2) or 2 */
+    uint8_t peer[2][RUMOR_SECMIX_KEY_LEN];     /* the sender's ring neighbours in S */
+} rumor_secmix_edges_t;
+
+typedef struct rumor_secmix rumor_secmix_t;
+
+/* A context for the peer with this key (the node's CURVE key, borrowed: it must outlive the
+ * context; its secret bytes are read, never copied). */
+rumor_secmix_t *rumor_secmix_new(const rumor_secret_key_t *key, char err[RUMOR_ERR_LEN]);
+void rumor_secmix_destroy(rumor_secmix_t **self_p);
+
+/* The stream keys of one send, derived once (two X25519 and four BLAKE2b): pass to encode for
+ * each chunk. Wiped by rumor_secmix_send_fini. */
+typedef struct {
+    int count;
+    int sign[2];                               /* +1: add the mask, -1: subtract it */
+    uint8_t key[2][RUMOR_SECMIX_KEY_LEN];
+} rumor_secmix_send_t;
+
+/* RUMOR_EINVAL when an edge is this peer itself or X25519 with its key fails (a low-order
+ * point: not a real peer's key). */
+rumor_err_t rumor_secmix_send_init(rumor_secmix_t *s, const rumor_secmix_edges_t *e, rumor_secmix_send_t *out,
+                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+void rumor_secmix_send_fini(rumor_secmix_send_t *snd);
+
+/* out (4n bytes, little-endian uint32) = round(share * x[i] * 2^20) plus this sender's masks
+ * for parameters off .. off + n - 1 (off a multiple of 16). RUMOR_EINVAL when some
+ * share * x[i] is not finite or not within (-RANGE, RANGE); out is then unspecified. */
+rumor_err_t rumor_secmix_encode(const rumor_secmix_send_t *snd, size_t off, const float *x, size_t n, double share,
+                                uint8_t *out, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* The receiver's side, pure arithmetic: acc[i] += word i of payload (mod 2^32). */
+void rumor_secmix_add(uint32_t *acc, const uint8_t *payload, size_t n);
+/* A fixed-point sum back to a real number. */
+static inline double rumor_secmix_value(uint32_t v)
+{
+    const int64_t s = v >= 0x80000000u ? (int64_t)v - 4294967296LL : (int64_t)v;
+    return (double)s * (1.0 / (double)(1u << RUMOR_SECMIX_FRAC_BITS));
+}
+
+#endif
