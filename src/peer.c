@@ -811,7 +811,9 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         goto out;
     }
-    if (!(p.be = rumor_backend_new(c->device, c->threads, err))) {
+    p.be = c->backend_ops ? rumor_backend_open(c->backend_ops, c->threads, err)
+                          : rumor_backend_new(c->device, c->threads, err);
+    if (!p.be) {
         rc = RUMOR_EINVAL;
         goto out;
     }
