@@ -27,9 +27,10 @@ const char *rumor_backend_compiled(void)
 #endif
 }
 
-static rumor_backend_t *open_ops(const struct rumor_backend_ops *ops, int threads,
-                                 char err[RUMOR_ERR_LEN])
+rumor_backend_t *rumor_backend_open(const struct rumor_backend_ops *ops, int threads,
+                                    char err[RUMOR_ERR_LEN])
 {
+    if (threads <= 0) threads = rumor_backend_default_threads();
     rumor_backend_t *be = calloc(1, sizeof *be);
     if (!be) {
         rumor_fail(err, RUMOR_ENOMEM, "out of memory");
@@ -47,12 +48,18 @@ static rumor_backend_t *open_ops(const struct rumor_backend_ops *ops, int thread
 rumor_backend_t *rumor_backend_new(const char *name, int threads, char err[RUMOR_ERR_LEN])
 {
     if (threads <= 0) threads = rumor_backend_default_threads();
-    if (strcmp(name, "cpu") == 0) return open_ops(&rumor_backend_cpu_ops, threads, err);
+    if (strcmp(name, "cpu") == 0) return rumor_backend_open(&rumor_backend_cpu_ops, threads, err);
     if (strcmp(name, "cuda") == 0 || strcmp(name, "auto") == 0) {
 #if RUMOR_HAVE_CUDA
-        rumor_backend_t *be = open_ops(&rumor_backend_cuda_ops, threads, err);
-        if (be || strcmp(name, "cuda") == 0) return be;
-        rumor_log(RUMOR_LOG_INFO, "device auto: CUDA unusable (%s), using cpu", err);
+        char why[RUMOR_ERR_LEN] = "";
+        rumor_backend_t *be = rumor_backend_open(&rumor_backend_cuda_ops, threads, why);
+        if (be && strcmp(name, "auto") == 0) rumor_log(RUMOR_LOG_INFO, "device auto: using cuda");
+        if (be) return be;
+        if (strcmp(name, "cuda") == 0) {
+            rumor_fail(err, RUMOR_ENOTSUP, "device cuda: %s", why);
+            return NULL;
+        }
+        rumor_log(RUMOR_LOG_INFO, "device auto: CUDA unusable (%s), using cpu", why);
 #else
         if (strcmp(name, "cuda") == 0) {
             rumor_fail(err, RUMOR_ENOTSUP, "device cuda: this rumor was built without CUDA");
@@ -60,7 +67,7 @@ rumor_backend_t *rumor_backend_new(const char *name, int threads, char err[RUMOR
         }
         rumor_log(RUMOR_LOG_INFO, "device auto: built without CUDA, using cpu");
 #endif
-        return open_ops(&rumor_backend_cpu_ops, threads, err);
+        return rumor_backend_open(&rumor_backend_cpu_ops, threads, err);
     }
     rumor_fail(err, RUMOR_EINVAL, "unknown device '%s' (expected cpu, cuda or auto)", name);
     return NULL;

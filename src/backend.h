@@ -12,6 +12,10 @@
  * needed (end of a step, before reading parameters). The CPU backend never fails after
  * alloc.
  *
+ * Ordering: ops run in the order they are called, as if one after the other (CUDA: one
+ * compute stream). upload, download and sumsq return only when done, so their host buffers
+ * are free again at once; the async copies below are the one exception, and say so.
+ *
  * Conventions: outputs first, then inputs, then sizes (llm.c). Matrices are row-major.
  * Convolution activations use the layout [C][B][H][W] ("CBHW", channel-major across the
  * batch) so one im2col + one sgemm covers a whole batch; fully connected activations are
@@ -47,6 +51,26 @@ struct rumor_backend_ops {
     void (*zero)(rumor_backend_t *be, void *p, size_t len);
     /* Wait for queued work; return and clear the first error since the last sync. */
     rumor_err_t (*sync)(rumor_backend_t *be, char err[RUMOR_ERR_LEN]);
+
+    /* ---- staging: host buffers the backend copies fastest, and copies that overlap work ----
+     * What a trainer uses to feed a device (gather the next batch while this one computes)
+     * and a node to take its parameters to the host for gossip. On the CPU backend the copies
+     * are plain copies done at once and wait_copies does nothing. */
+    /* Page-locked on CUDA, plain aligned memory on the CPU: 64-byte aligned, not zeroed;
+     * NULL on failure; len may be 0. Free with host_free, never free(). */
+    void *(*host_alloc)(rumor_backend_t *be, size_t len);
+    void (*host_free)(rumor_backend_t *be, void *p);
+    /* Start copying host_alloc memory into backend memory at once, alongside queued work
+     * (CUDA: on a copy stream): no queued work may read or write dst (a staging buffer whose
+     * last reader was synced), and src_host must stay unchanged until wait_copies. */
+    void (*upload_async)(rumor_backend_t *be, void *dst, const void *src_host, size_t len);
+    /* Start copying backend memory into host_alloc memory after the work queued so far (the
+     * copy sees its results) and alongside work queued later, which must not write src before
+     * wait_copies. dst_host holds the bytes once wait_copies returns. */
+    void (*download_async)(rumor_backend_t *be, void *dst_host, const void *src, size_t len);
+    /* Block until every copy started above is done; work queued after it sees their results.
+     * Failures are recorded for sync. */
+    void (*wait_copies)(rumor_backend_t *be);
 
     /* ---- dense layers ---- */
     /* c = alpha * op(a) * op(b) + beta * c; op(a) is m x k, op(b) is k x n, c is m x n. */
@@ -88,7 +112,10 @@ struct rumor_backend_ops {
     /* ---- loss ---- */
     /* Softmax cross-entropy over [b][k] logits with labels[b] < k. Adds the summed loss
      * (host double) and the number of correct argmax predictions to *loss_sum, *correct.
-     * If dlogits is not NULL it gets (softmax - onehot) / b, the gradient of the mean loss. */
+     * If dlogits is not NULL it gets (softmax - onehot) / b, the gradient of the mean loss.
+     * The sums are in place once the next sync returns RUMOR_OK (an asynchronous backend
+     * adds them there, so a step needs no wait in its middle): both pointers must stay valid
+     * until then, and neither is read before. */
     void (*softmax_xent)(rumor_backend_t *be, float *dlogits, double *loss_sum, long *correct,
                          const float *logits, const uint8_t *labels, int b, int k);
 
@@ -106,7 +133,8 @@ struct rumor_backend_ops {
     void (*axpy)(rumor_backend_t *be, float *y, const float *x, float a, size_t n);
     /* x *= a */
     void (*scale)(rumor_backend_t *be, float *x, float a, size_t n);
-    /* Sum of squares into *out (host); NaN or inf if any element is not finite. */
+    /* Sum of squares into *out (host), in double; NaN or inf if any element is not finite.
+     * Returns when *out is set (a sync point on a device; NaN if the device failed). */
     void (*sumsq)(rumor_backend_t *be, double *out, const float *x, size_t n);
 };
 
@@ -121,12 +149,19 @@ struct rumor_backend {
 /* name: "cpu", "cuda" or "auto" (CUDA when built and a device is usable, else CPU).
  * threads <= 0 means all cores. NULL with err on failure ("built without CUDA", ...). */
 rumor_backend_t *rumor_backend_new(const char *name, int threads, char err[RUMOR_ERR_LEN]);
+/* A backend from an ops table of the caller's (tests wrap the CPU backend in one whose
+ * memory is not host memory). threads <= 0 means all cores. NULL with err on failure. */
+rumor_backend_t *rumor_backend_open(const struct rumor_backend_ops *ops, int threads,
+                                    char err[RUMOR_ERR_LEN]);
 void rumor_backend_destroy(rumor_backend_t **be_p);
 /* Space-separated names of the compiled backends, e.g. "cpu" or "cpu cuda". */
 const char *rumor_backend_compiled(void);
 int rumor_backend_default_threads(void);
 
 extern const struct rumor_backend_ops rumor_backend_cpu_ops;
+/* gpu/backend_cuda.cu: defined only in builds with CUDA (config.h's RUMOR_HAVE_CUDA), where
+ * the registry offers it; declared always so that no header needs an #if. */
+extern const struct rumor_backend_ops rumor_backend_cuda_ops;
 
 /* ---- dense linear algebra for analysis (LAPACK from OpenBLAS) ---- */
 

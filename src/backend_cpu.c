@@ -69,6 +69,18 @@ static rumor_err_t cpu_sync(rumor_backend_t *be, char err[RUMOR_ERR_LEN])
     return RUMOR_OK;
 }
 
+/* Staging: host memory is all there is, so a staging buffer is an aligned buffer and an
+ * asynchronous copy is a copy made at once (nothing is queued for it to overlap). */
+static void *cpu_host_alloc(rumor_backend_t *be, size_t len)
+{
+    (void)be;
+    size_t rounded = (len + 63) & ~(size_t)63;
+    if (rounded < len) return NULL;
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+static void cpu_wait_copies(rumor_backend_t *be) { (void)be; }
+
 static void cpu_gemm(rumor_backend_t *be, float *c, const float *a, const float *b, bool trans_a,
                      bool trans_b, int m, int n, int k, float alpha, float beta, int lda, int ldb,
                      int ldc)
@@ -363,6 +375,11 @@ const struct rumor_backend_ops rumor_backend_cpu_ops = {
     .copy = cpu_copy,
     .zero = cpu_zero,
     .sync = cpu_sync,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_free,
+    .upload_async = cpu_copy,
+    .download_async = cpu_copy,
+    .wait_copies = cpu_wait_copies,
     .gemm = cpu_gemm,
     .bias_act = cpu_bias_act,
     .bias_act_bwd = cpu_bias_act_bwd,

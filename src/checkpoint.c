@@ -50,6 +50,8 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
             rc = rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
             goto out;
         }
+    /* A download that failed leaves garbage, never a file of it. */
+    if ((rc = be->ops->sync(be, err)) != RUMOR_OK) goto out;
 
     for (int s = 0; s < 1 + ns; s++)
         for (int i = 0; i < nt; i++) {

@@ -6,6 +6,11 @@
  * engine's mixing on chunk arrival against memcpy of the same bytes. `rumor bench codec`: each
  * compression codec's encode and decode_add against memcpy of the same float32 bytes.
  *
+ * With --device cuda (or auto), train compares the device with the CPU backend on all cores
+ * (cnn at batch 256 by default) and mix times the mixing kernels (axpy, scale) on device
+ * memory against the device's own copy bandwidth, plus the round trip a node's gossip point
+ * makes through pinned host memory.
+ *
  * The PyTorch side is tools/bench/torch_ref.py run by Debian's /usr/bin/python3 (which has
  * python3-torch); RUMOR_TORCH_REF overrides the script path, --no-torch skips it.
  */
@@ -104,19 +109,88 @@ static int parse_int_list(int *out, const char *s, const char *what)
     return n;
 }
 
+/* `bench train --device D`: the device against the CPU backend on every core, same model,
+ * data, batch and optimizer, alternating runs; medians. */
+static int bench_train_device(const char *device, const char *data, char **specs, int n_models, int batch,
+                              int epochs, int repeat, float lr, float momentum, bool json)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_backend_t *probe = rumor_backend_new(device, 0, err);
+    if (!probe) {
+        cli_error("%s", err);
+        return 1;
+    }
+    const char *dev_name = probe->ops->name;
+    const double peak = sgemm_gflops(probe, strcmp(dev_name, "cpu") != 0 ? 4096 : 1024);
+    rumor_backend_destroy(&probe);
+    const int cores = rumor_backend_default_threads();
+    if (!json)
+        printf("%-14s %6s %12s %12s %8s %9s %11s\n", "model", "batch", "device/s", "cpu/s", "ratio", "GFLOP/s",
+               "sgemm dev");
+    for (int mi = 0; mi < n_models; mi++) {
+        double dev[100], cpu[100], ratios[100], flops = 0;
+        for (int r = 0; r < repeat; r++)
+            for (int side = 0; side < 2; side++) {
+                rumor_train_config_t cfg;
+                rumor_train_config_defaults(&cfg);
+                cfg.data_dir = data;
+                if (rumor_model_spec_parse(&cfg.spec, specs[mi], err) != RUMOR_OK) return 2;
+                cfg.spec_set = true;
+                cfg.device = side == 0 ? dev_name : "cpu";
+                cfg.threads = cores;
+                cfg.batch = batch;
+                cfg.opt.lr = lr;
+                cfg.opt.momentum = momentum;
+                /* The device's first epoch pays for loading kernels and choosing cuBLAS
+                 * algorithms: three epochs, the median counts. */
+                cfg.epochs = epochs > 0 ? epochs : (side == 0 ? 3 : 1);
+                cfg.eval = false;
+                cfg.print_epochs = false;
+                cfg.log_every = 0;
+                rumor_train_result_t res;
+                rumor_err_t rc = rumor_train_run(&cfg, &res, err);
+                if (rc != RUMOR_OK) {
+                    cli_error("%s", err);
+                    return cli_exit_code(rc);
+                }
+                if (side == 0) {
+                    dev[r] = res.samples_per_s;
+                    flops = res.gflops / res.samples_per_s;
+                } else {
+                    cpu[r] = res.samples_per_s;
+                    ratios[r] = dev[r] / cpu[r];
+                }
+            }
+        const double d = rumor_median(dev, (size_t)repeat), c = rumor_median(cpu, (size_t)repeat);
+        const double ratio = rumor_median(ratios, (size_t)repeat);
+        rumor_model_spec_t spec;
+        if (rumor_model_spec_parse(&spec, specs[mi], err) != RUMOR_OK) return 2;
+        if (json)
+            printf("{\"model\":\"%s\",\"device\":\"%s\",\"batch\":%d,\"device_samples_per_s\":%.1f,"
+                   "\"cpu_samples_per_s\":%.1f,\"cpu_threads\":%d,\"ratio\":%.3f,\"device_gflops\":%.1f,"
+                   "\"device_sgemm_gflops\":%.1f}\n",
+                   spec.canonical, dev_name, batch, d, c, cores, ratio, d * flops, peak);
+        else
+            printf("%-14s %6d %12.0f %12.0f %7.2fx %9.1f %11.1f\n", spec.canonical, batch, d, c, ratio, d * flops, peak);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 static int bench_train(int argc, char **argv)
 {
-    const char *data = RUMOR_DEFAULT_DATA, *models = "mlp:256,128;cnn", *threads_s = "1,2";
+    const char *data = RUMOR_DEFAULT_DATA, *models = NULL, *threads_s = "1,2", *device = "cpu";
     const char *script = getenv("RUMOR_TORCH_REF");
     if (!script) script = RUMOR_SOURCE_DIR "/tools/bench/torch_ref.py";
-    int batch = 64, epochs = 0, repeat = 3;
+    int batch = 0, epochs = 0, repeat = 3;
     float lr = 0.05f, momentum = 0.9f;
     bool help = false, no_torch = false, json = false;
     const cli_opt_t opts[] = {
         {"--data", OPT_STR, &data, NULL, "IDX dataset folder"},
-        {"--models", OPT_STR, &models, NULL, "models separated by ';' (default \"mlp:256,128;cnn\")"},
+        {"--models", OPT_STR, &models, NULL, "models separated by ';' (default \"mlp:256,128;cnn\"; cnn with --device)"},
         {"--threads", OPT_STR, &threads_s, NULL, "thread counts, e.g. 1,2 (default 1,2)"},
-        {"--batch", OPT_INT, &batch, NULL, "minibatch (default 64)"},
+        {"--batch", OPT_INT, &batch, NULL, "minibatch (default 64; 256 with --device)"},
+        {"--device", OPT_STR, &device, NULL, "cpu (against PyTorch), or cuda | auto: the device against the CPU backend on all cores"},
         {"--epochs", OPT_INT, &epochs, NULL, "epochs per measurement (default 3 for MLPs, 1 for CNNs)"},
         {"--lr", OPT_FLOAT, &lr, NULL, "learning rate (default 0.05)"},
         {"--momentum", OPT_FLOAT, &momentum, NULL, "SGD momentum (default 0.9)"},
@@ -137,6 +211,9 @@ static int bench_train(int argc, char **argv)
         cli_error("--repeat %d: expected 1..100", repeat);
         return 2;
     }
+    const bool on_device = strcmp(device, "cpu") != 0;
+    if (!models) models = on_device ? "cnn" : "mlp:256,128;cnn";
+    if (batch == 0) batch = on_device ? 256 : 64;
     int threads[MAX_LIST];
     int n_threads = parse_int_list(threads, threads_s, "--threads");
     if (n_threads < 0) return 2;
@@ -155,6 +232,7 @@ static int bench_train(int argc, char **argv)
             return 2;
         }
     }
+    if (on_device) return bench_train_device(device, data, specs, n_models, batch, epochs, repeat, lr, momentum, json);
     if (!json)
         printf("%-14s %3s %9s %12s %12s %7s %9s %9s\n", "model", "thr", "batch", "rumor/s",
                "pytorch/s", "ratio", "GFLOP/s", "sgemm");
@@ -348,13 +426,104 @@ static bool mix_step(rumor_gossip_t *g, float *x, uint64_t now)
     return true;
 }
 
+/* `bench mix --device D`: what mixing costs where the parameters live. A round's mixing on
+ * the device is K axpy passes (a neighbour each) and one scale, timed against K device-to-
+ * device copies of the same bytes (the device's copy bandwidth), alternating, medians. A
+ * node's gossip point also takes the parameters to pinned host memory and back: timed too. */
+static int bench_mix_device(const char *device, size_t n, int k_count, int repeat, bool json)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_backend_t *be = rumor_backend_new(device, 0, err);
+    if (!be) {
+        cli_error("%s", err);
+        return 1;
+    }
+    const struct rumor_backend_ops *op = be->ops;
+    const size_t len = n * sizeof(float);
+    int rc = 1;
+    float *x = op->alloc(be, len), *dst = op->alloc(be, len), **nb = calloc((size_t)k_count, sizeof *nb);
+    float *host = op->host_alloc(be, len);
+    double *t = malloc((size_t)repeat * 4 * sizeof *t);
+    bool ok = x && dst && nb && host && t;
+    for (int k = 0; ok && k < k_count; k++) ok = (nb[k] = op->alloc(be, len)) != NULL;
+    if (!ok) {
+        cli_error("bench mix: out of %s memory for %d models of %zu parameters", op->name, k_count + 2, n);
+        goto out;
+    }
+    double *t_mix = t, *t_cpy = t + repeat, *t_trip = t + 2 * repeat, *ratio = t + 3 * repeat;
+    for (size_t i = 0; i < n; i++) host[i] = (float)(i % 1024) * (1.0f / 1024.0f);
+    op->upload(be, x, host, len);
+    for (int k = 0; k < k_count; k++) op->upload(be, nb[k], host, len);
+    const float w = 1.0f / (float)(k_count + 1);
+    for (int r = -1; r < repeat; r++) { /* r = -1: an untimed warm-up of both */
+        double tm = 0, tc = 0;
+        for (int side = 0; side < 2; side++) {
+            const double t0 = rumor_now();
+            if ((side == 0) == (r % 2 == 0)) {
+                for (int k = 0; k < k_count; k++) op->axpy(be, x, nb[k], 1.0f, n);
+                op->scale(be, x, w, n);
+            } else {
+                for (int k = 0; k < k_count; k++) op->copy(be, dst, nb[k], len);
+            }
+            if (op->sync(be, err) != RUMOR_OK) {
+                cli_error("bench mix: %s", err);
+                goto out;
+            }
+            *((side == 0) == (r % 2 == 0) ? &tm : &tc) = rumor_now() - t0;
+        }
+        const double t0 = rumor_now();
+        op->download_async(be, host, x, len);
+        op->wait_copies(be);
+        op->upload(be, x, host, len);
+        if (op->sync(be, err) != RUMOR_OK) {
+            cli_error("bench mix: %s", err);
+            goto out;
+        }
+        if (r >= 0) t_mix[r] = tm, t_cpy[r] = tc, t_trip[r] = rumor_now() - t0, ratio[r] = tc / tm;
+    }
+    /* It mixed: every x[i] is (x0 + K v) / (K + 1) after each round, x0 = v here: v. */
+    op->download(be, host, x, len);
+    for (size_t i = 0; i < n; i += n / 97 + 1)
+        if (fabsf(host[i] - (float)(i % 1024) * (1.0f / 1024.0f)) > 1e-4f) {
+            cli_error("bench mix: x[%zu] = %g after mixing equal models, expected %g", i, (double)host[i],
+                      (double)((float)(i % 1024) / 1024.0f));
+            goto out;
+        }
+    const double bytes = (double)k_count * (double)len;
+    const double mix_gbs = bytes / rumor_median(t_mix, (size_t)repeat) * 1e-9;
+    const double cpy_gbs = bytes / rumor_median(t_cpy, (size_t)repeat) * 1e-9;
+    const double frac = rumor_median(ratio, (size_t)repeat), trip_ms = rumor_median(t_trip, (size_t)repeat) * 1e3;
+    if (json)
+        printf("{\"device\":\"%s\",\"params\":%zu,\"neighbours\":%d,\"repeat\":%d,\"mix_gbs\":%.2f,"
+               "\"copy_gbs\":%.2f,\"fraction\":%.3f,\"host_round_trip_ms\":%.3f}\n",
+               op->name, n, k_count, repeat, mix_gbs, cpy_gbs, frac, trip_ms);
+    else
+        printf("%-6s %10s %5s %9s %10s %9s %14s\n%-6s %10zu %5d %9.1f %10.1f %8.0f%% %14.2f\n", "device", "params",
+               "nbrs", "mix GB/s", "copy GB/s", "fraction", "host trip ms", op->name, n, k_count, mix_gbs, cpy_gbs,
+               100.0 * frac, trip_ms);
+    rc = 0;
+out:
+    if (nb)
+        for (int k = 0; k < k_count; k++)
+            if (nb[k]) op->free(be, nb[k]);
+    free(nb);
+    if (x) op->free(be, x);
+    if (dst) op->free(be, dst);
+    if (host) op->host_free(be, host);
+    free(t);
+    rumor_backend_destroy(&be);
+    return rc;
+}
+
 static int bench_mix(int argc, char **argv)
 {
     long params = 25000000, chunk = RUMOR_GOSSIP_CHUNK_DEFAULT;
     int k_count = 4, repeat = 5;
     bool help = false, json = false;
+    const char *device = "cpu";
     const cli_opt_t opts[] = {
         {"--params", OPT_LONG, &params, NULL, "model size in float32 parameters (default 25000000)"},
+        {"--device", OPT_STR, &device, NULL, "cpu (the gossip engine), or cuda | auto: mixing kernels on the device"},
         {"--neighbours", OPT_INT, &k_count, NULL, "neighbour models mixed per round (default 4)"},
         {"--chunk", OPT_LONG, &chunk, NULL, "parameters per chunk (default 262144 = 1 MiB)"},
         {"--repeat", OPT_INT, &repeat, NULL, "rounds timed, alternating with memcpy; medians (default 5)"},
@@ -388,6 +557,7 @@ static int bench_mix(int argc, char **argv)
         cli_error("--chunk %ld: expected 1..16777216 parameters", chunk);
         return 2;
     }
+    if (strcmp(device, "cpu") != 0) return bench_mix_device(device, (size_t)params, k_count, repeat, json);
     const size_t n = (size_t)params, cp = (size_t)chunk;
     if ((n + cp - 1) / cp > RUMOR_PROTO_MAX_CHUNKS) {
         cli_error("--params %ld with --chunk %ld makes more than %u chunks (the wire's limit); raise --chunk",

@@ -433,18 +433,27 @@ static void cnn_run(rumor_model_t *m, int b, bool grads, double *loss, long *cor
     op->gemm(be, grad(m, 0), dz1, m->col1, false, true, m->c1, k1, n1, 1.0f, 1.0f, n1, n1, k1);
 }
 
-rumor_err_t rumor_model_run(rumor_model_t *m, int b, bool grads, double *loss_sum, long *correct,
-                            char err[RUMOR_ERR_LEN])
+rumor_err_t rumor_model_queue(rumor_model_t *m, int b, bool grads, double *loss_sum, long *correct,
+                              char err[RUMOR_ERR_LEN])
 {
     if (b < 1 || b > m->max_batch)
         return rumor_fail(err, RUMOR_EINVAL, "batch %d outside 1..%d", b, m->max_batch);
+    if (m->spec.kind == RUMOR_MODEL_MLP)
+        mlp_run(m, b, grads, loss_sum, correct);
+    else
+        cnn_run(m, b, grads, loss_sum, correct);
+    return RUMOR_OK;
+}
+
+rumor_err_t rumor_model_run(rumor_model_t *m, int b, bool grads, double *loss_sum, long *correct,
+                            char err[RUMOR_ERR_LEN])
+{
+    /* Sums into locals first: the caller's change only when the batch succeeded. */
     double loss = 0.0;
     long right = 0;
-    if (m->spec.kind == RUMOR_MODEL_MLP)
-        mlp_run(m, b, grads, &loss, &right);
-    else
-        cnn_run(m, b, grads, &loss, &right);
-    rumor_err_t rc = m->be->ops->sync(m->be, err);
+    rumor_err_t rc = rumor_model_queue(m, b, grads, &loss, &right, err);
+    if (rc != RUMOR_OK) return rc;
+    rc = m->be->ops->sync(m->be, err);
     if (rc != RUMOR_OK) return rc;
     if (loss_sum) *loss_sum += loss;
     if (correct) *correct += right;

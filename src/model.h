@@ -105,4 +105,11 @@ const float *rumor_model_logits(const rumor_model_t *self);
 rumor_err_t rumor_model_run(rumor_model_t *self, int b, bool grads, double *loss_sum,
                             long *correct, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
+/* The first half of rumor_model_run, for a caller with host work to overlap (gathering the
+ * next batch while a device computes this one): checks b and queues the batch's work without
+ * waiting. *loss_sum and *correct (not NULL) are added to by the time the backend's next
+ * sync returns RUMOR_OK, and must stay valid until then; that sync reports any failure. */
+rumor_err_t rumor_model_queue(rumor_model_t *self, int b, bool grads, double *loss_sum,
+                              long *correct, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
 #endif

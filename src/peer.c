@@ -72,6 +72,12 @@ typedef struct {
     rumor_poison_t poison;
     rumor_rng_t attack_rng;
     rumor_priv_t *dp;         /* DP-SGD, when on (trainer thread; epsilon read under mu) */
+    /* Parameters on a device (the backend's memory is not host memory): the engine mixes host
+     * memory, so hx (host_alloc, page-locked) mirrors them at gossip points; sx, sy stage
+     * batches. All NULL on host-memory backends, where the engine mixes the model's buffer. */
+    float *hx;
+    float *sx;
+    uint8_t *sy;
     /* --codec: each snapshot encoded once (node thread), and a chunk decoded on arrival */
     uint8_t *enc[2];
     size_t *enc_off[2];
@@ -604,6 +610,55 @@ static bool gossip_point(peer_t *p, float *x)
     return done;
 }
 
+/* ---- parameters on a device ---- */
+
+static rumor_err_t device_setup(peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    rumor_backend_t *be = p->be;
+    if (be->ops->host_memory) return RUMOR_OK;
+    const size_t P = rumor_model_param_count(p->m), B = (size_t)rumor_model_max_batch(p->m);
+    p->hx = be->ops->host_alloc(be, P * sizeof(float));
+    p->sx = be->ops->host_alloc(be, B * p->train.rows * p->train.cols * sizeof(float));
+    p->sy = be->ops->host_alloc(be, B);
+    if (!p->hx || !p->sx || !p->sy) return rumor_fail(err, RUMOR_ENOMEM, "out of pinned host memory for the parameters");
+    be->ops->download(be, p->hx, rumor_model_params(p->m), P * sizeof(float));
+    return be->ops->sync(be, err);
+}
+
+static void device_fini(peer_t *p)
+{
+    if (!p->be) return;
+    if (p->hx) p->be->ops->host_free(p->be, p->hx);
+    if (p->sx) p->be->ops->host_free(p->be, p->sx);
+    if (p->sy) p->be->ops->host_free(p->be, p->sy);
+}
+
+/* Put the host mirror's parameters back on the device. */
+static rumor_err_t device_push(peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    rumor_backend_t *be = p->be;
+    be->ops->upload(be, rumor_model_params(p->m), p->hx, rumor_model_param_count(p->m) * sizeof(float));
+    return be->ops->sync(be, err);
+}
+
+/* A gossip point on any backend. With parameters on a device, they go to the mirror on the
+ * copy stream once the last step has run, the engine mixes the mirror, and the result goes
+ * back. *done as gossip_point returns. */
+static rumor_err_t gossip_point_any(peer_t *p, float *x, bool *done, char err[RUMOR_ERR_LEN])
+{
+    if (!p->hx) {
+        *done = gossip_point(p, x);
+        return RUMOR_OK;
+    }
+    rumor_backend_t *be = p->be;
+    be->ops->download_async(be, p->hx, x, rumor_model_param_count(p->m) * sizeof(float));
+    be->ops->wait_copies(be);
+    rumor_err_t rc = be->ops->sync(be, err);
+    if (rc != RUMOR_OK) return rc;
+    *done = gossip_point(p, p->hx);
+    return *done ? device_push(p, err) : RUMOR_OK;
+}
+
 /* Joining a running swarm: take a neighbour's current model (its hash checked) and its
  * round instead of starting from our own initial parameters. A neighbour only a few rounds
  * in (the swarm is starting too), no answer within the wait, or a hash that does not match:
@@ -686,8 +741,10 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    if (p->k == 0 && !c->resume && c->late_join && !c->secure_mix && !atomic_load(&p->stop) && (rc = late_join(p, x, err)) != RUMOR_OK)
-        return rc;
+    if (p->k == 0 && !c->resume && c->late_join && !c->secure_mix && !atomic_load(&p->stop)) {
+        if ((rc = late_join(p, p->hx ? p->hx : x, err)) != RUMOR_OK) return rc;
+        if (p->hx && (rc = device_push(p, err)) != RUMOR_OK) return rc; /* the model it may have taken */
+    }
     if (p->k == 0 && !atomic_load(&p->stop)) {
         if ((rc = evaluate(p, err)) != RUMOR_OK) return rc;
         fprintf(p->metrics, "{\"t\":%.3f,\"round\":0,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f}\n",
@@ -712,7 +769,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
                 p->budget_spent = true;
                 break;
             }
-            rumor_train_load_batch(p->m, &p->train, p->perm + start, bn, p->mean, p->std, NULL, NULL);
+            rumor_train_load_batch(p->m, &p->train, p->perm + start, bn, p->mean, p->std, p->sx, p->sy);
             double bl = 0.0;
             if (p->dp) rc = rumor_priv_gradient(p->dp, p->m, (int)bn, &bl, err);
             else rc = rumor_model_run(p->m, (int)bn, true, &bl, NULL, err);
@@ -739,7 +796,9 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
                           c->dp.budget);
             break;
         }
-        if (!gossip_point(p, x)) break;
+        bool done = false;
+        if ((rc = gossip_point_any(p, x, &done, err)) != RUMOR_OK) return rc;
+        if (!done) break;
         p->k++;
         rumor_gossip_stats_t st;
         pthread_mutex_lock(&p->mu);
@@ -834,12 +893,10 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         goto out;
     }
-    if (!(p.be = rumor_backend_new(c->device, c->threads, err))) {
+    p.be = c->backend_ops ? rumor_backend_open(c->backend_ops, c->threads, err)
+                          : rumor_backend_new(c->device, c->threads, err);
+    if (!p.be) {
         rc = RUMOR_EINVAL;
-        goto out;
-    }
-    if (!p.be->ops->host_memory) {
-        rc = rumor_fail(err, RUMOR_ENOTSUP, "rumor node trains on the CPU backend only in this version");
         goto out;
     }
     const rumor_model_input_t in = {1, (int)p.train.rows, (int)p.train.cols, RUMOR_DATA_CLASSES};
@@ -905,7 +962,8 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         if (c->resume) {
             if ((rc = rumor_checkpoint_load(p.ckpt_path, p.m, NULL, NULL, err)) != RUMOR_OK) goto out;
         }
-        if (!(p.g = rumor_gossip_new(&gc, p.topo, rumor_model_params(p.m), err))) {
+        if ((rc = device_setup(&p, err)) != RUMOR_OK) goto out;
+        if (!(p.g = rumor_gossip_new(&gc, p.topo, p.hx ? p.hx : rumor_model_params(p.m), err))) {
             rc = RUMOR_ENOMEM;
             goto out;
         }
@@ -990,6 +1048,7 @@ out:
     rumor_topology_destroy(&p.topo);
     rumor_optim_destroy(&p.o);
     rumor_model_destroy(&p.m);
+    device_fini(&p);
     rumor_backend_destroy(&p.be);
     free(p.perm);
     free(p.own);

@@ -46,6 +46,7 @@ typedef struct {
     size_t limit;                /* first N training samples only; 0: all */
     rumor_model_spec_t spec;
     const char *device;
+    const struct rumor_backend_ops *backend_ops; /* not NULL: this backend instead (tests) */
     int threads;
     int batch;
     uint64_t seed;               /* partition and sample order: the same on every peer */

@@ -90,6 +90,98 @@ out:
     return rc;
 }
 
+/* ---- batch staging for backends whose memory is not host memory ----
+ *
+ * Double-buffered: a batch is gathered on the host into page-locked memory and uploaded on
+ * the backend's copy stream into one of two device slots while the batch before it computes;
+ * taking it is one device-side copy into the model's input buffers, queued like any op. The
+ * slot a put fills was last read by the take two batches back, and a step syncs, so no queued
+ * work can still read it (upload_async's condition). On host-memory backends a put only
+ * records the batch and take gathers it straight into the model's buffers, as before: same
+ * operations, same order, same bits. */
+typedef struct {
+    rumor_backend_t *be;
+    rumor_model_t *m;
+    size_t feat;            /* floats per sample */
+    float *hx[2];           /* host_alloc: [max_batch][feat] */
+    uint8_t *hy[2];
+    float *dx[2];           /* backend memory */
+    uint8_t *dy[2];
+    size_t n[2];            /* samples in each slot */
+    int next;               /* the slot the next put fills */
+    /* host-memory backends: the batch take gathers */
+    const rumor_dataset_t *ds;
+    const size_t *idx;
+    size_t count;
+    float mean, std;
+} stage_t;
+
+static void stage_fini(stage_t *st)
+{
+    rumor_backend_t *be = st->be;
+    if (!be) return;
+    for (int k = 0; k < 2; k++) {
+        if (st->hx[k]) be->ops->host_free(be, st->hx[k]);
+        if (st->hy[k]) be->ops->host_free(be, st->hy[k]);
+        if (st->dx[k]) be->ops->free(be, st->dx[k]);
+        if (st->dy[k]) be->ops->free(be, st->dy[k]);
+    }
+    memset(st, 0, sizeof *st);
+}
+
+static rumor_err_t stage_init(stage_t *st, rumor_model_t *m, size_t feat, char err[RUMOR_ERR_LEN])
+{
+    memset(st, 0, sizeof *st);
+    st->be = rumor_model_backend(m);
+    st->m = m;
+    st->feat = feat;
+    rumor_backend_t *be = st->be;
+    if (be->ops->host_memory) return RUMOR_OK;
+    const size_t B = (size_t)rumor_model_max_batch(m);
+    for (int k = 0; k < 2; k++) {
+        st->hx[k] = be->ops->host_alloc(be, B * feat * sizeof(float));
+        st->hy[k] = be->ops->host_alloc(be, B);
+        st->dx[k] = be->ops->alloc(be, B * feat * sizeof(float));
+        st->dy[k] = be->ops->alloc(be, B);
+        if (!st->hx[k] || !st->hy[k] || !st->dx[k] || !st->dy[k]) {
+            stage_fini(st);
+            return rumor_fail(err, RUMOR_ENOMEM, "out of %s memory for batch staging", be->ops->name);
+        }
+    }
+    return RUMOR_OK;
+}
+
+/* Batch idx[0..n): on a device, gather it and start its upload into the next slot. */
+static void stage_put(stage_t *st, const rumor_dataset_t *ds, const size_t *idx, size_t n, float mean, float std)
+{
+    rumor_backend_t *be = st->be;
+    if (be->ops->host_memory) {
+        st->ds = ds, st->idx = idx, st->count = n, st->mean = mean, st->std = std;
+        return;
+    }
+    const int k = st->next;
+    rumor_data_gather(ds, idx, n, mean, std, st->hx[k], st->hy[k]);
+    be->ops->upload_async(be, st->dx[k], st->hx[k], n * st->feat * sizeof(float));
+    be->ops->upload_async(be, st->dy[k], st->hy[k], n);
+    st->n[k] = n;
+    st->next = k ^ 1;
+}
+
+/* The batch put last becomes the model's input (queued after the work before it). */
+static void stage_take(stage_t *st)
+{
+    rumor_backend_t *be = st->be;
+    if (be->ops->host_memory) {
+        rumor_data_gather(st->ds, st->idx, st->count, st->mean, st->std, rumor_model_input_buf(st->m),
+                          rumor_model_label_buf(st->m));
+        return;
+    }
+    const int k = st->next ^ 1;
+    be->ops->wait_copies(be);
+    be->ops->copy(be, rumor_model_input_buf(st->m), st->dx[k], st->n[k] * st->feat * sizeof(float));
+    be->ops->copy(be, rumor_model_label_buf(st->m), st->dy[k], st->n[k]);
+}
+
 static void format_eta(char *buf, size_t len, double s)
 {
     if (!isfinite(s) || s < 0) s = 0;
@@ -258,8 +350,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     rumor_backend_t *be = NULL;
     run_t r = {.cfg = cfg};
     size_t *perm = NULL, *own = NULL;
-    float *stage_x = NULL;
-    uint8_t *stage_y = NULL;
+    stage_t stage = {0};
     double *epoch_rates = NULL;
     rumor_err_t rc;
     rumor_model_spec_t spec = cfg->spec;
@@ -303,7 +394,9 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     r.info.input_std = std;
     r.info.seed = cfg->seed;
 
-    if (!(be = rumor_backend_new(cfg->device, cfg->threads, err))) {
+    be = cfg->backend_ops ? rumor_backend_open(cfg->backend_ops, cfg->threads, err)
+                          : rumor_backend_new(cfg->device, cfg->threads, err);
+    if (!be) {
         rc = RUMOR_EINVAL;
         goto out;
     }
@@ -359,14 +452,11 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     }
     perm = malloc(n * sizeof *perm);
     epoch_rates = calloc((size_t)cfg->epochs, sizeof *epoch_rates);
-    if (!be->ops->host_memory) {
-        stage_x = malloc((size_t)max_batch * feat * sizeof *stage_x);
-        stage_y = malloc((size_t)max_batch);
-    }
-    if (!perm || !epoch_rates || (!be->ops->host_memory && (!stage_x || !stage_y))) {
+    if (!perm || !epoch_rates) {
         rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         goto out;
     }
+    if ((rc = stage_init(&stage, r.m, feat, err)) != RUMOR_OK) goto out;
     if (cfg->metrics_path) {
         r.metrics = fopen(cfg->metrics_path, cfg->resume_path ? "a" : "w");
         if (!r.metrics) {
@@ -388,6 +478,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         long loss_count = 0, window_count = 0;
         const double te0 = rumor_now();
         double t_excluded = 0.0;
+        bool staged = false; /* the batch of step s is already put */
         for (long s = first; s < spe; s++) {
             if (cfg->max_steps > 0 && step >= cfg->max_steps) {
                 stop_requested = 1;
@@ -395,16 +486,26 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
             }
             const size_t start = (size_t)s * (size_t)cfg->batch;
             const size_t bn = n - start < (size_t)cfg->batch ? n - start : (size_t)cfg->batch;
-            rumor_train_load_batch(r.m, &train, perm + start, bn, mean, std, stage_x, stage_y);
+            if (!staged) stage_put(&stage, &train, perm + start, bn, mean, std);
+            stage_take(&stage);
             double bl = 0.0;
-            if ((rc = rumor_model_run(r.m, (int)bn, true, &bl, NULL, err)) != RUMOR_OK) goto out;
+            long hits = 0;
+            if ((rc = rumor_model_queue(r.m, (int)bn, true, &bl, &hits, err)) != RUMOR_OK) goto out;
+            float lr = rumor_schedule_lr(&cfg->sched, cfg->opt.lr, step, total, spe);
+            rumor_optim_step(r.o, rumor_model_params(r.m), rumor_model_grads(r.m), lr);
+            /* The next batch is gathered (and on a device uploaded) while this one computes. */
+            staged = s + 1 < spe && !(cfg->max_steps > 0 && step + 1 >= cfg->max_steps);
+            if (staged) {
+                const size_t next = start + (size_t)cfg->batch;
+                stage_put(&stage, &train, perm + next, n - next < (size_t)cfg->batch ? n - next : (size_t)cfg->batch,
+                          mean, std);
+            }
+            if ((rc = be->ops->sync(be, err)) != RUMOR_OK) goto out;
             if (!isfinite(bl)) {
                 rc = rumor_fail(err, RUMOR_EINVAL, "training diverged at step %ld (loss %g): lower --lr",
                                 step, bl);
                 goto out;
             }
-            float lr = rumor_schedule_lr(&cfg->sched, cfg->opt.lr, step, total, spe);
-            rumor_optim_step(r.o, rumor_model_params(r.m), rumor_model_grads(r.m), lr);
             step++;
             loss_sum += bl;
             loss_count += (long)bn;
@@ -496,8 +597,7 @@ out:
     if (r.metrics) fclose(r.metrics);
     free(perm);
     free(own);
-    free(stage_x);
-    free(stage_y);
+    stage_fini(&stage);
     free(epoch_rates);
     rumor_optim_destroy(&r.o);
     rumor_model_destroy(&r.m);

@@ -27,6 +27,7 @@ typedef struct {
     rumor_model_spec_t spec;
     bool spec_set;            /* false: mlp:256,128, or the resumed checkpoint's model */
     const char *device;       /* cpu | cuda | auto */
+    const struct rumor_backend_ops *backend_ops; /* not NULL: this backend instead (tests) */
     int threads;              /* <= 0: all cores */
     int epochs;
     int batch;

@@ -1,0 +1,896 @@
+/*
+ * backend_cuda.cu - the CUDA backend: cuBLAS for every matrix product, kernels for the rest,
+ * behind the ops table of src/backend.h. The CPU backend (src/backend_cpu.c) is the oracle:
+ * each kernel below computes what its CPU twin computes, in the same arithmetic where that
+ * is cheap, so tests compare tightly (tests/test_backend_cuda.c).
+ *
+ * Non-goals: several devices (device 0 of those CUDA_VISIBLE_DEVICES shows), mixed precision
+ * (TF32 matrix products only when RUMOR_CUDA_TF32=1 asks), CUDA graphs, kernels tuned for
+ * models much larger than the ones rumor trains.
+ *
+ * Streams. Everything an op does runs on one non-blocking compute stream, in call order, so
+ * ops need no synchronisation between them. A second stream carries the staging copies
+ * (upload_async, download_async): a trainer uploads batch k+1 while batch k computes, and a
+ * node downloads its parameters for gossip after its last step without a device-wide wait.
+ * download_async orders itself after the compute stream with an event; upload_async does not
+ * (its destination is a staging buffer nothing queued uses, which is the whole point).
+ *
+ * Memory. alloc is cudaMalloc (256-byte aligned) zeroed before it returns; host_alloc is
+ * cudaMallocHost (page-locked, so copies are DMA at full link speed and can be asynchronous).
+ * Parameters, gradients and optimizer state stay on the device in the model's flat layout;
+ * checkpoints download them, so a file is the same whichever backend wrote it.
+ *
+ * Errors. Every CUDA and cuBLAS call is checked. The first failure is kept, with its call
+ * site (file:line and the call) and CUDA's own sentence, and sync returns it; later ops still
+ * run (their results are not used: sync has failed). A kernel fault surfaces at the next
+ * stream synchronisation, which is the call site then recorded. Nothing fails silently: a
+ * loss or a sum of squares that could not be read comes back as NaN besides the error.
+ * open fails with one sentence ("no CUDA driver", "no CUDA device", a device this build has
+ * no code for, or CUDA's error) so that `--device auto` can fall back and say why.
+ *
+ * Scalars to the host. softmax_xent reduces its loss and count on the device into a slot and
+ * copies it back in sync, which adds it to the caller's sums: a training step then has no
+ * wait in its middle. sumsq copies its result back at once (a sync point).
+ *
+ * Determinism and exactness. Reductions use fixed grids and fixed orders (per-block partial
+ * sums, then one pass in order), never atomics, so a run repeats bit for bit on one device.
+ * --fmad=false (gpu/meson.build) keeps a*b+c as two roundings, as the CPU computes it: the
+ * elementwise ops (optimizers, mixing, bias, pooling, im2col/col2im) then match the CPU
+ * backend bit for bit; matrix products and reductions differ by summation order only.
+ *
+ * Invariants: sizes are size_t wherever a count can pass 2^31 (flat buffers up to 2^36
+ * floats); every loop is grid-stride, so any n runs on a bounded grid; kernels read and write
+ * only inside the buffers the ops contract names.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "backend.h"
+}
+
+#define THREADS 256      /* threads per block of the 1-D kernels (a multiple of 32) */
+#define XENT_SLOTS 64    /* softmax_xent results waiting for the next sync */
+#define REDUCE_PARTS 64  /* most per-channel partial sums of a bias gradient */
+
+typedef struct {
+    double loss;
+    long long correct;
+} xent_slot_t;
+
+typedef struct {
+    cudaStream_t stream; /* compute: every op */
+    cudaStream_t copy;   /* staging copies */
+    cudaEvent_t queued;  /* "the compute stream up to here", for download_async */
+    cublasHandle_t blas;
+    int max_blocks;      /* grid cap of the streaming kernels: enough to fill the device */
+    void *scratch;       /* partial sums and per-row results of the op running; grows */
+    size_t scratch_len;
+    xent_slot_t *xent_dev, *xent_host; /* device slots and their pinned mirror */
+    struct {
+        double *loss;
+        long *correct;
+    } pending[XENT_SLOTS];
+    int n_pending;
+    double *scalar_host; /* pinned: sumsq's result */
+    rumor_err_t rc;      /* the first failure since the last sync */
+    char err[RUMOR_ERR_LEN];
+} cuda_t;
+
+static cuda_t *impl(rumor_backend_t *be) { return (cuda_t *)be->impl; }
+
+// ---- errors ----
+
+static void record(cuda_t *c, rumor_err_t code, const char *fmt, ...) RUMOR_PRINTF(3, 4);
+static void record(cuda_t *c, rumor_err_t code, const char *fmt, ...)
+{
+    if (c->rc != RUMOR_OK) return;
+    c->rc = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+}
+
+static bool cuda_ok(cuda_t *c, cudaError_t e, const char *file, int line, const char *call)
+{
+    if (e == cudaSuccess) return true;
+    record(c, e == cudaErrorMemoryAllocation ? RUMOR_ENOMEM : RUMOR_EIO, "CUDA %s at %s:%d (%.80s): %s",
+           cudaGetErrorName(e), file, line, call, cudaGetErrorString(e));
+    return false;
+}
+
+static bool blas_ok(cuda_t *c, cublasStatus_t s, const char *file, int line, const char *call)
+{
+    if (s == CUBLAS_STATUS_SUCCESS) return true;
+    record(c, s == CUBLAS_STATUS_ALLOC_FAILED ? RUMOR_ENOMEM : RUMOR_EIO, "cuBLAS %s at %s:%d (%.80s)",
+           cublasGetStatusString(s), file, line, call);
+    return false;
+}
+
+#define CUDA_OK(c, call) cuda_ok((c), (call), __FILE__, __LINE__, #call)
+#define BLAS_OK(c, call) blas_ok((c), (call), __FILE__, __LINE__, #call)
+/* After a launch: a bad configuration shows here, a fault in the kernel at the next sync. */
+#define LAUNCHED(c, kernel) cuda_ok((c), cudaGetLastError(), __FILE__, __LINE__, "launch " kernel)
+
+// ---- launch geometry ----
+
+/* Blocks for n elements, one per THREADS, capped (the loops are grid-stride); 0 when n is 0. */
+static unsigned grid_for(const cuda_t *c, size_t n)
+{
+    const size_t blocks = (n + THREADS - 1) / THREADS;
+    return (unsigned)(blocks < (size_t)c->max_blocks ? blocks : (size_t)c->max_blocks);
+}
+
+#define GRID_STRIDE(i, n)                                                                      \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                    \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Scratch device memory for one op's intermediates. Ops run in stream order, so one buffer
+ * serves them all; growing it waits for the stream first (a kernel may still read the old
+ * one). NULL (and the error recorded) when the device is out of memory. */
+static void *scratch(cuda_t *c, size_t len)
+{
+    if (len <= c->scratch_len) return c->scratch;
+    if (!CUDA_OK(c, cudaStreamSynchronize(c->stream))) return NULL;
+    if (c->scratch) CUDA_OK(c, cudaFree(c->scratch));
+    c->scratch = NULL;
+    c->scratch_len = 0;
+    size_t want = (size_t)1 << 20;
+    while (want < len) want *= 2;
+    if (!CUDA_OK(c, cudaMalloc(&c->scratch, want))) return NULL;
+    c->scratch_len = want;
+    return c->scratch;
+}
+
+// ---- device helpers ----
+
+/* The block's sum of v in thread 0 (blockDim.x a multiple of 32, every thread calls it). */
+template <typename T> __device__ T block_sum(T v)
+{
+    __shared__ T part[32];
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < warps ? part[lane] : T(0);
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    }
+    __syncthreads(); /* part is free for the next call */
+    return v;
+}
+
+/* The CPU backend's max: on a tie it keeps a (no libm NaN rules). */
+__device__ __forceinline__ float max2(float a, float b) { return b > a ? b : a; }
+
+// ---- kernels ----
+
+__global__ void k_bias_act(float *y, const float *bias, size_t total, int cols, bool relu)
+{
+    GRID_STRIDE(i, total)
+    {
+        const float v = y[i] + bias[i % (size_t)cols];
+        y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+    }
+}
+
+/* Bias gradient of a [rows][cols] matrix, part 1: block (32, 8) owns 32 columns and the rows
+ * blockIdx.y, +gridDim.y, ... (in steps of 8 per thread row); masks dy by the ReLU and writes
+ * its column sums to partial[blockIdx.y][cols]. */
+__global__ void k_bias_bwd(float *partial, float *dy, const float *y, int rows, int cols, bool relu)
+{
+    __shared__ float s[8][33];
+    const int col = (int)(blockIdx.x * 32 + threadIdx.x);
+    float acc = 0.0f;
+    if (col < cols)
+        for (int r = (int)(blockIdx.y * 8 + threadIdx.y); r < rows; r += (int)(gridDim.y * 8)) {
+            const size_t o = (size_t)r * cols + col;
+            float d = dy[o];
+            if (relu) {
+                d = y[o] > 0.0f ? d : 0.0f;
+                dy[o] = d;
+            }
+            acc += d;
+        }
+    s[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < cols) {
+        float t = 0.0f;
+        for (int j = 0; j < 8; j++) t += s[j][threadIdx.x];
+        partial[(size_t)blockIdx.y * cols + col] = t;
+    }
+}
+
+/* dst[i] += sum over p < parts of partial[i * item_stride + p * part_stride], in p order. */
+__global__ void k_add_parts(float *dst, const float *partial, int count, int parts, size_t item_stride,
+                            size_t part_stride)
+{
+    GRID_STRIDE(i, (size_t)count)
+    {
+        float s = 0.0f;
+        for (int p = 0; p < parts; p++) s += partial[i * item_stride + (size_t)p * part_stride];
+        dst[i] += s;
+    }
+}
+
+/* x [c][b][h][w] -> col [c*k*k][b*oh*ow]: blockIdx.y walks the rows (c, ki, kj), x the
+ * columns (b, oy, ox); n = b*oh*ow fits an int (the model's contract), so the column index is
+ * 32-bit (n plus the grid's stride stays below 2^32). */
+__global__ void k_im2col(float *col, const float *x, int c, int b, int h, int w, int k, int oh, int ow)
+{
+    const int kk = k * k, rows = c * kk;
+    const unsigned ohw = (unsigned)oh * (unsigned)ow, n = (unsigned)b * ohw;
+    for (int r = (int)blockIdx.y; r < rows; r += (int)gridDim.y) {
+        const int ci = r / kk, rem = r - ci * kk, ki = rem / k, kj = rem - ki * k;
+        float *dst = col + (size_t)r * n;
+        const float *src = x + (size_t)ci * b * h * w + (size_t)ki * w + kj;
+        for (unsigned j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
+            const unsigned bi = j / ohw, p = j - bi * ohw, oy = p / (unsigned)ow, ox = p - oy * (unsigned)ow;
+            dst[j] = src[((size_t)bi * h + oy) * w + ox];
+        }
+    }
+}
+
+/* The adjoint, gathered: each dx element sums the col entries that copied it, in (ki, kj)
+ * order from zero, which is the order the CPU's scatter adds them in. No atomics. */
+__global__ void k_col2im(float *dx, const float *col, int c, int b, int h, int w, int k, int oh, int ow)
+{
+    const size_t total = (size_t)c * b * h * w, n = (size_t)b * oh * ow;
+    GRID_STRIDE(i, total)
+    {
+        const int xx = (int)(i % (size_t)w);
+        size_t t = i / (size_t)w;
+        const int yy = (int)(t % (size_t)h);
+        t /= (size_t)h;
+        const size_t bi = t % (size_t)b, ci = t / (size_t)b;
+        const float *base = col + ci * (size_t)k * k * n + bi * (size_t)oh * ow;
+        float s = 0.0f;
+        for (int ki = 0; ki < k; ki++) {
+            const int oy = yy - ki;
+            if (oy < 0 || oy >= oh) continue;
+            for (int kj = 0; kj < k; kj++) {
+                const int ox = xx - kj;
+                if (ox < 0 || ox >= ow) continue;
+                s += base[(size_t)(ki * k + kj) * n + (size_t)oy * ow + ox];
+            }
+        }
+        dx[i] = s;
+    }
+}
+
+__global__ void k_pool(float *y, const float *x, const float *bias, int c, int b, int h, int w)
+{
+    const int ph = h / 2, pw = w / 2;
+    const size_t total = (size_t)c * b * ph * pw;
+    GRID_STRIDE(i, total)
+    {
+        const size_t px = i % (size_t)pw, t = i / (size_t)pw, py = t % (size_t)ph, cb = t / (size_t)ph;
+        const size_t ci = cb / (size_t)b;
+        const float *r0 = x + (cb * h + 2 * py) * w + 2 * px, *r1 = r0 + w;
+        const float m0 = max2(r0[0], r0[1]), m1 = max2(r1[0], r1[1]);
+        const float m = max2(m0, m1) + bias[ci];
+        y[i] = m > 0.0f ? m : 0.0f;
+    }
+}
+
+/* Pooling backward for the channels blockIdx.y, +gridDim.y, ...: the outputs of one channel
+ * are contiguous ([c][b][ph][pw]) and split over gridDim.x blocks; each block writes its sum
+ * of the passed gradient to partial[channel][blockIdx.x]. */
+__global__ void k_pool_bwd(float *xdx, float *partial, const float *dy, const float *y, int c, int b, int h, int w)
+{
+    const int ph = h / 2, pw = w / 2;
+    const size_t per = (size_t)b * ph * pw;
+    for (int ci = (int)blockIdx.y; ci < c; ci += (int)gridDim.y) {
+        float acc = 0.0f;
+        GRID_STRIDE(i, per)
+        {
+            const size_t o = (size_t)ci * per + i;
+            const size_t px = i % (size_t)pw, t = i / (size_t)pw, py = t % (size_t)ph, bi = t / (size_t)ph;
+            float *r0 = xdx + (((size_t)ci * b + bi) * h + 2 * py) * w + 2 * px, *r1 = r0 + w;
+            const float a = r0[0], bb = r0[1], cc = r1[0], dd = r1[1];
+            const float g = y[o] > 0.0f ? dy[o] : 0.0f;
+            /* The first maximum in row-major order takes the gradient (as the CPU does). */
+            const float m = max2(max2(a, bb), max2(cc, dd));
+            const float ga = a == m ? g : 0.0f;
+            const float rest = a == m ? 0.0f : g;
+            const float gb = bb == m ? rest : 0.0f;
+            const float rest2 = bb == m ? 0.0f : rest;
+            const float gc = cc == m ? rest2 : 0.0f;
+            const float gd = cc == m ? 0.0f : rest2;
+            r0[0] = ga;
+            r0[1] = gb;
+            r1[0] = gc;
+            r1[1] = gd;
+            acc += g;
+        }
+        acc = block_sum(acc);
+        if (threadIdx.x == 0) partial[(size_t)ci * gridDim.x + blockIdx.x] = acc;
+    }
+}
+
+__global__ void k_transpose_cb(float *dst, const float *src, int c, int b, int n, bool to_bc)
+{
+    const size_t total = (size_t)c * b * n;
+    GRID_STRIDE(i, total)
+    {
+        const size_t j = i % (size_t)n, t = i / (size_t)n;
+        size_t from;
+        if (to_bc) { /* dst row t = bi*c + ci takes src row ci*b + bi */
+            const size_t bi = t / (size_t)c, ci = t % (size_t)c;
+            from = (ci * b + bi) * n + j;
+        } else { /* dst row t = ci*b + bi takes src row bi*c + ci */
+            const size_t ci = t / (size_t)b, bi = t % (size_t)b;
+            from = (bi * c + ci) * n + j;
+        }
+        dst[i] = src[from];
+    }
+}
+
+/* Softmax cross-entropy, one warp per row: the first maximum (as the CPU's strict >), the sum
+ * of exponentials in double, the row's loss and hit, and the gradient when asked. A label out
+ * of range (a broken contract) gives a NaN loss rather than a read out of bounds. */
+__global__ void k_xent(float *dlogits, double *row_loss, int *row_hit, const float *logits, const uint8_t *labels,
+                       int b, int k, float inv_b)
+{
+    const unsigned lane = threadIdx.x & 31u, warps = blockDim.x >> 5;
+    for (int i = (int)(blockIdx.x * warps + (threadIdx.x >> 5)); i < b; i += (int)(gridDim.x * warps)) {
+        const float *z = logits + (size_t)i * k;
+        int have = (int)lane < k; /* int: the shuffles take no bool */
+        float best = have ? z[lane] : 0.0f;
+        int at = have ? (int)lane : k;
+        for (int j = (int)lane + 32; j < k; j += 32)
+            if (z[j] > best) best = z[j], at = j;
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+            const int oat = __shfl_xor_sync(0xffffffffu, at, o);
+            const int ohave = __shfl_xor_sync(0xffffffffu, have, o);
+            if (ohave && (!have || ob > best || (ob == best && oat < at))) best = ob, at = oat, have = 1;
+        }
+        const float zmax = best;
+        double sum = 0.0;
+        for (int j = (int)lane; j < k; j += 32) sum += exp((double)(z[j] - zmax));
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const int y = labels[i];
+        if (lane == 0) {
+            row_loss[i] = y < k ? log(sum) - (double)(z[y] - zmax) : (double)NAN;
+            row_hit[i] = at == y;
+        }
+        if (dlogits) {
+            float *d = dlogits + (size_t)i * k;
+            const double inv_sum = 1.0 / sum;
+            for (int j = (int)lane; j < k; j += 32) {
+                float v = (float)(exp((double)(z[j] - zmax)) * inv_sum) * inv_b;
+                if (j == y) v -= inv_b;
+                d[j] = v;
+            }
+        }
+    }
+}
+
+/* One block: the batch's loss and hits, summed in a fixed order, into a slot. */
+__global__ void k_xent_sum(xent_slot_t *slot, const double *row_loss, const int *row_hit, int b)
+{
+    double l = 0.0;
+    long long r = 0;
+    for (int i = (int)threadIdx.x; i < b; i += (int)blockDim.x) {
+        l += row_loss[i];
+        r += row_hit[i];
+    }
+    l = block_sum(l);
+    r = block_sum(r);
+    if (threadIdx.x == 0) {
+        slot->loss = l;
+        slot->correct = r;
+    }
+}
+
+__global__ void k_sgd(float *p, float *v, float *g, size_t n, float lr, float momentum, float wd, bool nesterov)
+{
+    GRID_STRIDE(i, n)
+    {
+        if (nesterov) {
+            const float gi = g[i] + wd * p[i];
+            const float vi = momentum * v[i] + gi;
+            v[i] = vi;
+            p[i] -= lr * (gi + momentum * vi);
+        } else {
+            const float vi = momentum * v[i] + g[i] + wd * p[i];
+            v[i] = vi;
+            p[i] -= lr * vi;
+        }
+        g[i] = 0.0f;
+    }
+}
+
+__global__ void k_adamw(float *p, float *m, float *v, float *g, size_t n, float b1, float b2, float eps, float step,
+                        float inv_sqrt_bc2, float decay)
+{
+    GRID_STRIDE(i, n)
+    {
+        const float gi = g[i];
+        const float mi = b1 * m[i] + (1.0f - b1) * gi;
+        const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        g[i] = 0.0f;
+        p[i] = p[i] * decay - step * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+    }
+}
+
+__global__ void k_axpy(float *y, const float *x, float a, size_t n)
+{
+    GRID_STRIDE(i, n) y[i] += a * x[i];
+}
+
+__global__ void k_scale(float *x, float a, size_t n)
+{
+    GRID_STRIDE(i, n) x[i] *= a;
+}
+
+__global__ void k_sumsq(double *part, const float *x, size_t n)
+{
+    double s = 0.0;
+    GRID_STRIDE(i, n)
+    {
+        const double v = x[i];
+        s += v * v;
+    }
+    s = block_sum(s);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+/* One block: out = the sum of part[0..parts) in a fixed order. */
+__global__ void k_sum_doubles(double *out, const double *part, int parts)
+{
+    double s = 0.0;
+    for (int i = (int)threadIdx.x; i < parts; i += (int)blockDim.x) s += part[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) *out = s;
+}
+
+// ---- lifecycle ----
+
+static void release(cuda_t *c)
+{
+    /* Teardown: errors here change nothing, so none is recorded. */
+    if (c->stream) (void)cudaStreamSynchronize(c->stream);
+    if (c->copy) (void)cudaStreamSynchronize(c->copy);
+    if (c->blas) cublasDestroy(c->blas);
+    if (c->scratch) (void)cudaFree(c->scratch);
+    if (c->xent_dev) (void)cudaFree(c->xent_dev);
+    if (c->xent_host) (void)cudaFreeHost(c->xent_host);
+    if (c->scalar_host) (void)cudaFreeHost(c->scalar_host);
+    if (c->queued) (void)cudaEventDestroy(c->queued);
+    if (c->stream) (void)cudaStreamDestroy(c->stream);
+    if (c->copy) (void)cudaStreamDestroy(c->copy);
+    (void)cudaGetLastError();
+    free(c);
+}
+
+static rumor_err_t cuda_open(rumor_backend_t *be, int threads, char err[RUMOR_ERR_LEN])
+{
+    (void)threads; /* host threads only gather batches; the device needs none */
+    int driver = 0, count = 0;
+    (void)cudaDriverGetVersion(&driver);
+    if (driver == 0) return rumor_fail(err, RUMOR_ENOTSUP, "no CUDA driver (libcuda.so.1 not found)");
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e == cudaErrorNoDevice || (e == cudaSuccess && count == 0)) {
+        (void)cudaGetLastError();
+        return rumor_fail(err, RUMOR_ENOTSUP, "no CUDA device");
+    }
+    if (e == cudaErrorInsufficientDriver) {
+        (void)cudaGetLastError();
+        return rumor_fail(err, RUMOR_ENOTSUP,
+                          "the CUDA driver (%d.%d) is older than the CUDA runtime rumor was built with (%d.%d)",
+                          driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return rumor_fail(err, RUMOR_ENOTSUP, "CUDA unusable: %s", cudaGetErrorString(e));
+    }
+    cudaDeviceProp prop;
+    if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return rumor_fail(err, RUMOR_ENOTSUP, "CUDA device 0 unusable: %s", cudaGetErrorString(e));
+    }
+    /* A device this build has no code for fails every launch: say so now, once. */
+    cudaFuncAttributes fa;
+    if ((e = cudaFuncGetAttributes(&fa, k_axpy)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return rumor_fail(err, RUMOR_ENOTSUP,
+                          "CUDA device %s (sm_%d%d) cannot run this build (sm_80, sm_90, PTX compute_90): %s",
+                          prop.name, prop.major, prop.minor, cudaGetErrorString(e));
+    }
+    cuda_t *c = (cuda_t *)calloc(1, sizeof *c);
+    if (!c) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    c->max_blocks = prop.multiProcessorCount * 32;
+    const char *tf32 = getenv("RUMOR_CUDA_TF32");
+    const bool use_tf32 = tf32 && strcmp(tf32, "1") == 0;
+    bool ok = CUDA_OK(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) &&
+              CUDA_OK(c, cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking)) &&
+              CUDA_OK(c, cudaEventCreateWithFlags(&c->queued, cudaEventDisableTiming)) &&
+              CUDA_OK(c, cudaMalloc(&c->xent_dev, XENT_SLOTS * sizeof *c->xent_dev)) &&
+              CUDA_OK(c, cudaMallocHost(&c->xent_host, XENT_SLOTS * sizeof *c->xent_host)) &&
+              CUDA_OK(c, cudaMallocHost(&c->scalar_host, sizeof *c->scalar_host)) &&
+              BLAS_OK(c, cublasCreate(&c->blas)) && BLAS_OK(c, cublasSetStream(c->blas, c->stream)) &&
+              BLAS_OK(c, cublasSetMathMode(c->blas, use_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    if (!ok) {
+        rumor_err_t rc = rumor_fail(err, c->rc, "CUDA device %s: %s", prop.name, c->err);
+        release(c);
+        return rc;
+    }
+    be->impl = c;
+    rumor_log(RUMOR_LOG_INFO, "cuda: %s (sm_%d%d, %d SMs, %.1f GiB), matrix products in %s", prop.name, prop.major,
+              prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / 1073741824.0,
+              use_tf32 ? "TF32 (RUMOR_CUDA_TF32=1)" : "exact float32");
+    return RUMOR_OK;
+}
+
+static void cuda_close(rumor_backend_t *be)
+{
+    if (be->impl) release(impl(be));
+    be->impl = NULL;
+}
+
+static void *cuda_alloc(rumor_backend_t *be, size_t len)
+{
+    cuda_t *c = impl(be);
+    size_t rounded = (len + 255) & ~(size_t)255;
+    if (rounded < len) return NULL;
+    if (!rounded) rounded = 256;
+    void *p = NULL;
+    if (cudaMalloc(&p, rounded) != cudaSuccess) {
+        (void)cudaGetLastError(); /* out of memory is the caller's to report, not a failed op */
+        return NULL;
+    }
+    /* Zeroed when it returns, whichever stream touches it first. */
+    if (!CUDA_OK(c, cudaMemsetAsync(p, 0, rounded, c->stream)) || !CUDA_OK(c, cudaStreamSynchronize(c->stream))) {
+        (void)cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_free(rumor_backend_t *be, void *p)
+{
+    cuda_t *c = impl(be);
+    if (!p) return;
+    /* Work still queued may use p: let it finish first. */
+    CUDA_OK(c, cudaStreamSynchronize(c->stream));
+    CUDA_OK(c, cudaStreamSynchronize(c->copy));
+    CUDA_OK(c, cudaFree(p));
+}
+
+static void cuda_upload(rumor_backend_t *be, void *dst, const void *src_host, size_t len)
+{
+    cuda_t *c = impl(be);
+    if (!len) return;
+    if (CUDA_OK(c, cudaMemcpyAsync(dst, src_host, len, cudaMemcpyHostToDevice, c->stream)))
+        CUDA_OK(c, cudaStreamSynchronize(c->stream));
+}
+
+static void cuda_download(rumor_backend_t *be, void *dst_host, const void *src, size_t len)
+{
+    cuda_t *c = impl(be);
+    if (!len) return;
+    if (CUDA_OK(c, cudaMemcpyAsync(dst_host, src, len, cudaMemcpyDeviceToHost, c->stream)))
+        CUDA_OK(c, cudaStreamSynchronize(c->stream));
+}
+
+static void cuda_copy(rumor_backend_t *be, void *dst, const void *src, size_t len)
+{
+    cuda_t *c = impl(be);
+    if (dst == src || !len) return;
+    const uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+    if (d < s + len && s < d + len) { /* overlapping (memmove semantics): through scratch */
+        void *tmp = scratch(c, len);
+        if (!tmp) return;
+        CUDA_OK(c, cudaMemcpyAsync(tmp, src, len, cudaMemcpyDeviceToDevice, c->stream));
+        src = tmp;
+    }
+    CUDA_OK(c, cudaMemcpyAsync(dst, src, len, cudaMemcpyDeviceToDevice, c->stream));
+}
+
+static void cuda_zero(rumor_backend_t *be, void *p, size_t len)
+{
+    cuda_t *c = impl(be);
+    if (len) CUDA_OK(c, cudaMemsetAsync(p, 0, len, c->stream));
+}
+
+/* Copy the pending softmax_xent slots home and add them to their sums (only when nothing
+ * failed: a failed step's numbers are not numbers). Waits for the compute stream. */
+static void flush(cuda_t *c)
+{
+    const int n = c->n_pending;
+    c->n_pending = 0;
+    if (n && !CUDA_OK(c, cudaMemcpyAsync(c->xent_host, c->xent_dev, (size_t)n * sizeof *c->xent_host,
+                                         cudaMemcpyDeviceToHost, c->stream)))
+        return;
+    if (!CUDA_OK(c, cudaStreamSynchronize(c->stream)) || c->rc != RUMOR_OK) return;
+    for (int i = 0; i < n; i++) {
+        if (c->pending[i].loss) *c->pending[i].loss += c->xent_host[i].loss;
+        if (c->pending[i].correct) *c->pending[i].correct += (long)c->xent_host[i].correct;
+    }
+}
+
+static rumor_err_t cuda_sync(rumor_backend_t *be, char err[RUMOR_ERR_LEN])
+{
+    cuda_t *c = impl(be);
+    flush(c);
+    CUDA_OK(c, cudaStreamSynchronize(c->copy));
+    const rumor_err_t rc = c->rc;
+    if (rc != RUMOR_OK) {
+        rumor_fail(err, rc, "%s", c->err);
+        c->rc = RUMOR_OK;
+        c->err[0] = 0;
+    }
+    return rc;
+}
+
+// ---- staging ----
+
+static void *cuda_host_alloc(rumor_backend_t *be, size_t len)
+{
+    (void)be;
+    void *p = NULL;
+    if (cudaMallocHost(&p, len ? len : 64) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_host_free(rumor_backend_t *be, void *p)
+{
+    cuda_t *c = impl(be);
+    if (!p) return;
+    CUDA_OK(c, cudaStreamSynchronize(c->copy)); /* an async copy may still read or write it */
+    CUDA_OK(c, cudaFreeHost(p));
+}
+
+static void cuda_upload_async(rumor_backend_t *be, void *dst, const void *src_host, size_t len)
+{
+    cuda_t *c = impl(be);
+    if (len) CUDA_OK(c, cudaMemcpyAsync(dst, src_host, len, cudaMemcpyHostToDevice, c->copy));
+}
+
+static void cuda_download_async(rumor_backend_t *be, void *dst_host, const void *src, size_t len)
+{
+    cuda_t *c = impl(be);
+    if (!len) return;
+    if (CUDA_OK(c, cudaEventRecord(c->queued, c->stream)) && CUDA_OK(c, cudaStreamWaitEvent(c->copy, c->queued, 0)))
+        CUDA_OK(c, cudaMemcpyAsync(dst_host, src, len, cudaMemcpyDeviceToHost, c->copy));
+}
+
+static void cuda_wait_copies(rumor_backend_t *be)
+{
+    cuda_t *c = impl(be);
+    CUDA_OK(c, cudaStreamSynchronize(c->copy));
+}
+
+// ---- dense layers ----
+
+static void cuda_gemm(rumor_backend_t *be, float *cm, const float *a, const float *b, bool trans_a, bool trans_b,
+                      int m, int n, int k, float alpha, float beta, int lda, int ldb, int ldc)
+{
+    cuda_t *c = impl(be);
+    if (m <= 0 || n <= 0) return;
+    /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same memory with
+     * the operands swapped and m, n exchanged; the transposes keep their meaning. */
+    BLAS_OK(c, cublasSgemm(c->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
+                           k, &alpha, b, ldb, a, lda, &beta, cm, ldc));
+}
+
+static void cuda_bias_act(rumor_backend_t *be, float *y, const float *bias, int rows, int cols, bool relu)
+{
+    cuda_t *c = impl(be);
+    const size_t total = (size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0);
+    if (!total) return;
+    k_bias_act<<<grid_for(c, total), THREADS, 0, c->stream>>>(y, bias, total, cols, relu);
+    LAUNCHED(c, "k_bias_act");
+}
+
+static void cuda_bias_act_bwd(rumor_backend_t *be, float *dbias, float *dy, const float *y, int rows, int cols,
+                              bool relu)
+{
+    cuda_t *c = impl(be);
+    if (rows <= 0 || cols <= 0) return;
+    /* Row blocks of 8 rows per thread row; at most REDUCE_PARTS of them per column. */
+    int parts = (rows + 255) / 256;
+    if (parts > REDUCE_PARTS) parts = REDUCE_PARTS;
+    float *part = (float *)scratch(c, (size_t)parts * cols * sizeof(float));
+    if (!part) return;
+    const dim3 grid((unsigned)((cols + 31) / 32), (unsigned)parts), block(32, 8);
+    k_bias_bwd<<<grid, block, 0, c->stream>>>(part, dy, y, rows, cols, relu);
+    if (!LAUNCHED(c, "k_bias_bwd")) return;
+    k_add_parts<<<grid_for(c, (size_t)cols), THREADS, 0, c->stream>>>(dbias, part, cols, parts, 1, (size_t)cols);
+    LAUNCHED(c, "k_add_parts");
+}
+
+// ---- convolution ----
+
+static void cuda_im2col(rumor_backend_t *be, float *col, const float *x, int ch, int b, int h, int w, int k)
+{
+    cuda_t *c = impl(be);
+    const int oh = h - k + 1, ow = w - k + 1;
+    if (ch <= 0 || b <= 0 || k <= 0 || oh <= 0 || ow <= 0) return;
+    const size_t n = (size_t)b * oh * ow, rows = (size_t)ch * k * k;
+    const size_t bx = (n + THREADS - 1) / THREADS;
+    const dim3 grid((unsigned)(bx < 1024 ? bx : 1024), (unsigned)(rows < 1024 ? rows : 1024));
+    k_im2col<<<grid, THREADS, 0, c->stream>>>(col, x, ch, b, h, w, k, oh, ow);
+    LAUNCHED(c, "k_im2col");
+}
+
+static void cuda_col2im(rumor_backend_t *be, float *dx, const float *col, int ch, int b, int h, int w, int k)
+{
+    cuda_t *c = impl(be);
+    const int oh = h - k + 1, ow = w - k + 1;
+    if (ch <= 0 || b <= 0 || h <= 0 || w <= 0 || k <= 0 || oh <= 0 || ow <= 0) return;
+    const size_t total = (size_t)ch * b * h * w;
+    k_col2im<<<grid_for(c, total), THREADS, 0, c->stream>>>(dx, col, ch, b, h, w, k, oh, ow);
+    LAUNCHED(c, "k_col2im");
+}
+
+static void cuda_pool_bias_relu(rumor_backend_t *be, float *y, const float *x, const float *bias, int ch, int b,
+                                int h, int w)
+{
+    cuda_t *c = impl(be);
+    if (ch <= 0 || b <= 0 || h < 2 || w < 2) return;
+    const size_t total = (size_t)ch * b * (h / 2) * (w / 2);
+    k_pool<<<grid_for(c, total), THREADS, 0, c->stream>>>(y, x, bias, ch, b, h, w);
+    LAUNCHED(c, "k_pool");
+}
+
+static void cuda_pool_bias_relu_bwd(rumor_backend_t *be, float *xdx, float *dbias, const float *dy, const float *y,
+                                    int ch, int b, int h, int w)
+{
+    cuda_t *c = impl(be);
+    if (ch <= 0 || b <= 0 || h < 2 || w < 2) return;
+    const size_t per = (size_t)b * (h / 2) * (w / 2);
+    /* Enough blocks per channel to fill the device, at most REDUCE_PARTS (partial sums). */
+    size_t parts = (per + THREADS * 4 - 1) / (THREADS * 4);
+    const size_t want = ((size_t)c->max_blocks + (size_t)ch - 1) / (size_t)ch;
+    if (parts > want) parts = want;
+    if (parts > REDUCE_PARTS) parts = REDUCE_PARTS;
+    if (parts < 1) parts = 1;
+    float *part = (float *)scratch(c, parts * (size_t)ch * sizeof(float));
+    if (!part) return;
+    const dim3 grid((unsigned)parts, (unsigned)(ch < 65535 ? ch : 65535));
+    k_pool_bwd<<<grid, THREADS, 0, c->stream>>>(xdx, part, dy, y, ch, b, h, w);
+    if (!LAUNCHED(c, "k_pool_bwd")) return;
+    k_add_parts<<<grid_for(c, (size_t)ch), THREADS, 0, c->stream>>>(dbias, part, ch, (int)parts, parts, 1);
+    LAUNCHED(c, "k_add_parts");
+}
+
+static void cuda_transpose_cb(rumor_backend_t *be, float *dst, const float *src, int ch, int b, int n, bool to_bc)
+{
+    cuda_t *c = impl(be);
+    if (ch <= 0 || b <= 0 || n <= 0) return;
+    const size_t total = (size_t)ch * b * n;
+    k_transpose_cb<<<grid_for(c, total), THREADS, 0, c->stream>>>(dst, src, ch, b, n, to_bc);
+    LAUNCHED(c, "k_transpose_cb");
+}
+
+// ---- loss ----
+
+static void cuda_softmax_xent(rumor_backend_t *be, float *dlogits, double *loss_sum, long *correct,
+                              const float *logits, const uint8_t *labels, int b, int k)
+{
+    cuda_t *c = impl(be);
+    if (b <= 0 || k <= 0) return;
+    if (c->n_pending == XENT_SLOTS) flush(c); /* many calls without a sync: make room */
+    /* Per-row results: b doubles, then b ints. */
+    double *row_loss = (double *)scratch(c, (size_t)b * (sizeof(double) + sizeof(int)));
+    if (!row_loss) return; /* recorded: sync fails */
+    int *row_hit = (int *)(row_loss + b);
+    const int warps = THREADS / 32;
+    const size_t blocks = ((size_t)b + warps - 1) / warps;
+    k_xent<<<(unsigned)(blocks < (size_t)c->max_blocks ? blocks : (size_t)c->max_blocks), THREADS, 0, c->stream>>>(
+        dlogits, row_loss, row_hit, logits, labels, b, k, 1.0f / (float)b);
+    if (!LAUNCHED(c, "k_xent")) return;
+    const int slot = c->n_pending;
+    k_xent_sum<<<1, THREADS, 0, c->stream>>>(c->xent_dev + slot, row_loss, row_hit, b);
+    if (!LAUNCHED(c, "k_xent_sum")) return;
+    c->pending[slot].loss = loss_sum;
+    c->pending[slot].correct = correct;
+    c->n_pending = slot + 1;
+}
+
+// ---- optimizers and mixing ----
+
+static void cuda_sgd(rumor_backend_t *be, float *p, float *v, float *g, size_t n, float lr, float momentum, float wd,
+                     bool nesterov)
+{
+    cuda_t *c = impl(be);
+    if (!n) return;
+    k_sgd<<<grid_for(c, n), THREADS, 0, c->stream>>>(p, v, g, n, lr, momentum, wd, nesterov);
+    LAUNCHED(c, "k_sgd");
+}
+
+static void cuda_adamw(rumor_backend_t *be, float *p, float *m, float *v, float *g, size_t n, float lr, float b1,
+                       float b2, float eps, float wd, float bc1, float bc2)
+{
+    cuda_t *c = impl(be);
+    if (!n) return;
+    /* The per-step constants exactly as the CPU backend computes them. */
+    const float step = lr / bc1, inv_sqrt_bc2 = 1.0f / sqrtf(bc2), decay = 1.0f - lr * wd;
+    k_adamw<<<grid_for(c, n), THREADS, 0, c->stream>>>(p, m, v, g, n, b1, b2, eps, step, inv_sqrt_bc2, decay);
+    LAUNCHED(c, "k_adamw");
+}
+
+static void cuda_axpy(rumor_backend_t *be, float *y, const float *x, float a, size_t n)
+{
+    cuda_t *c = impl(be);
+    if (!n) return;
+    k_axpy<<<grid_for(c, n), THREADS, 0, c->stream>>>(y, x, a, n);
+    LAUNCHED(c, "k_axpy");
+}
+
+static void cuda_scale(rumor_backend_t *be, float *x, float a, size_t n)
+{
+    cuda_t *c = impl(be);
+    if (!n) return;
+    k_scale<<<grid_for(c, n), THREADS, 0, c->stream>>>(x, a, n);
+    LAUNCHED(c, "k_scale");
+}
+
+static void cuda_sumsq(rumor_backend_t *be, double *out, const float *x, size_t n)
+{
+    cuda_t *c = impl(be);
+    if (!n) {
+        *out = 0.0;
+        return;
+    }
+    *out = NAN;
+    const unsigned parts = grid_for(c, n);
+    double *part = (double *)scratch(c, ((size_t)parts + 1) * sizeof(double));
+    if (!part) return;
+    k_sumsq<<<parts, THREADS, 0, c->stream>>>(part + 1, x, n);
+    if (!LAUNCHED(c, "k_sumsq")) return;
+    k_sum_doubles<<<1, THREADS, 0, c->stream>>>(part, part + 1, (int)parts);
+    if (!LAUNCHED(c, "k_sum_doubles")) return;
+    if (CUDA_OK(c, cudaMemcpyAsync(c->scalar_host, part, sizeof(double), cudaMemcpyDeviceToHost, c->stream)) &&
+        CUDA_OK(c, cudaStreamSynchronize(c->stream)) && c->rc == RUMOR_OK)
+        *out = *c->scalar_host;
+}
+
+extern "C" const struct rumor_backend_ops rumor_backend_cuda_ops = {
+    .name = "cuda",
+    .host_memory = false,
+    .open = cuda_open,
+    .close = cuda_close,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy = cuda_copy,
+    .zero = cuda_zero,
+    .sync = cuda_sync,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .upload_async = cuda_upload_async,
+    .download_async = cuda_download_async,
+    .wait_copies = cuda_wait_copies,
+    .gemm = cuda_gemm,
+    .bias_act = cuda_bias_act,
+    .bias_act_bwd = cuda_bias_act_bwd,
+    .im2col = cuda_im2col,
+    .col2im = cuda_col2im,
+    .pool_bias_relu = cuda_pool_bias_relu,
+    .pool_bias_relu_bwd = cuda_pool_bias_relu_bwd,
+    .transpose_cb = cuda_transpose_cb,
+    .softmax_xent = cuda_softmax_xent,
+    .sgd = cuda_sgd,
+    .adamw = cuda_adamw,
+    .axpy = cuda_axpy,
+    .scale = cuda_scale,
+    .sumsq = cuda_sumsq,
+};

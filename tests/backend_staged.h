@@ -1,0 +1,19 @@
+/*
+ * backend_staged.h - a test backend: the CPU backend behind the contract of a device.
+ *
+ * Its memory is not host memory (host_memory = false), and it means it: backend pointers are
+ * tagged with an address bit no process maps, so host code that reads or writes backend
+ * memory directly crashes at once instead of working by accident, and an op given a host
+ * pointer where backend memory belongs (or the reverse) aborts. Asynchronous copies are
+ * deferred until wait_copies or sync, so a caller that forgets to wait reads stale bytes.
+ * Everything else is the CPU backend's arithmetic, so results equal the CPU's bit for bit:
+ * what CI (without a GPU) can check of the paths a device takes in rumor train and node.
+ */
+#ifndef RUMOR_TEST_BACKEND_STAGED_H
+#define RUMOR_TEST_BACKEND_STAGED_H
+
+#include "backend.h"
+
+extern const struct rumor_backend_ops rumor_test_staged_ops;
+
+#endif

@@ -1,0 +1,163 @@
+/* test_backend_staged.c - the paths a device takes, checked without one: the CPU backend
+ * behind a device's contract (tests/backend_staged.h: its memory faults if the host touches
+ * it, its async copies land only when waited for) must agree with the plain CPU backend bit
+ * for bit, op by op (the comparisons test_backend_cuda runs on a GPU) and over whole runs of
+ * rumor train (batches staged through pinned buffers, checkpoints and exports downloaded) and
+ * of a one-peer rumor node (parameters through the pinned mirror at every gossip point). */
+#include "backend_compare.h"
+#include "backend_staged.h"
+#include "check.h"
+#include "config.h"
+#include "crypto.h"
+#include "peer.h"
+#include "train.h"
+
+#include <time.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/rumor-test-staged-XXXXXX";
+
+static bool same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    while (same) {
+        const int ca = fgetc(fa), cb = fgetc(fb);
+        same = ca == cb;
+        if (ca == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+/* One run of rumor train on the CPU backend and one on the staged backend: the same losses,
+ * accuracy, checkpoint and exported model, bit for bit. */
+static void train_both(const char *model, rumor_opt_kind_t opt, int batch)
+{
+    char err[RUMOR_ERR_LEN] = "", save[2][512], ckpt[2][512];
+    rumor_train_result_t res[2];
+    for (int k = 0; k < 2; k++) {
+        rumor_train_config_t c;
+        rumor_train_config_defaults(&c);
+        c.data_dir = RUMOR_DEFAULT_DATA;
+        c.threads = 1;
+        c.print_epochs = false;
+        c.log_every = 0;
+        c.seed = 9;
+        c.epochs = 2;
+        c.batch = batch;
+        c.limit = 1000; /* batches that do not divide it: a short last batch */
+        c.opt.kind = opt;
+        if (opt == RUMOR_OPT_ADAMW) c.opt.lr = 1e-3f;
+        if (rumor_model_spec_parse(&c.spec, model, err) != RUMOR_OK) abort();
+        c.spec_set = true;
+        snprintf(save[k], sizeof save[k], "%s/model-%d.safetensors", dir, k);
+        snprintf(ckpt[k], sizeof ckpt[k], "%s/ckpt-%d.safetensors", dir, k);
+        c.save_path = save[k];
+        c.checkpoint_path = ckpt[k];
+        c.backend_ops = k ? &rumor_test_staged_ops : NULL;
+        CHECK_RC(rumor_train_run(&c, &res[k], err));
+        if (err[0]) fprintf(stderr, "%s\n", err);
+    }
+    CHECK_MSG(res[0].train_loss == res[1].train_loss && res[0].test_acc == res[1].test_acc &&
+                  res[0].test_loss == res[1].test_loss && res[0].steps == res[1].steps,
+              "%s: cpu loss %.9g acc %.4f, staged loss %.9g acc %.4f", model, res[0].train_loss, res[0].test_acc,
+              res[1].train_loss, res[1].test_acc);
+    CHECK_MSG(same_file(save[0], save[1]), "%s: exported models differ", model);
+    CHECK_MSG(same_file(ckpt[0], ckpt[1]), "%s: checkpoints differ", model);
+    for (int k = 0; k < 2; k++) {
+        remove(save[k]);
+        remove(ckpt[k]);
+    }
+}
+
+/* A one-peer swarm: its rounds run alone, but every gossip point takes the parameters to the
+ * host, through the engine and back, as on a GPU. */
+static void node_both(void)
+{
+    char err[RUMOR_ERR_LEN] = "", swarm[128], key[128], cert[128], run[2][128], model[2][160];
+    rumor_authority_t *auth = rumor_authority_generate(err);
+    rumor_secret_key_t *k = rumor_secret_key_generate(err);
+    uint8_t c[RUMOR_CERT_MAX_LEN];
+    size_t len = 0;
+    const uint64_t now = (uint64_t)time(NULL);
+    snprintf(swarm, sizeof swarm, "%s/authority.pub", dir);
+    snprintf(key, sizeof key, "%s/peer.key", dir);
+    snprintf(cert, sizeof cert, "%s/peer.cert", dir);
+    CHECK(auth && k);
+    if (!auth || !k) goto out;
+    CHECK_RC(rumor_public_key_save(swarm, rumor_authority_public(auth), NULL, true, err));
+    CHECK_RC(rumor_secret_key_save(k, key, true, err));
+    CHECK_RC(rumor_cert_issue(c, &len, auth, rumor_secret_key_public(k), "peer", now - 60, now + 3600, err));
+    CHECK_RC(rumor_cert_save(cert, c, len, true, err));
+    for (int i = 0; i < 2; i++) {
+        rumor_peer_config_t pc;
+        memset(&pc, 0, sizeof pc);
+        pc.node = (rumor_node_config_t){.listen = "tcp://127.0.0.1:0", .key_path = key, .cert_path = cert,
+                                        .swarm = swarm, .memb = rumor_memb_defaults()};
+        pc.data_dir = RUMOR_DEFAULT_DATA;
+        pc.limit = 640;
+        if (rumor_model_spec_parse(&pc.spec, "mlp:32", err) != RUMOR_OK || rumor_algo_parse(&pc.algo, "dpsgd", err) != RUMOR_OK)
+            abort();
+        pc.algo.local_steps = 3;
+        pc.device = "cpu";
+        pc.backend_ops = i ? &rumor_test_staged_ops : NULL;
+        pc.threads = 1;
+        pc.batch = 32;
+        pc.seed = pc.init_seed = 5;
+        pc.opt = rumor_optim_defaults();
+        pc.sched.kind = RUMOR_SCHED_CONSTANT;
+        pc.topology = "ring";
+        pc.rounds = 4;
+        snprintf(run[i], sizeof run[i], "%s/run-%d", dir, i);
+        snprintf(model[i], sizeof model[i], "%s/model.safetensors", run[i]);
+        pc.run_dir = run[i];
+        pc.min_peers = 1;
+        rumor_peer_result_t res;
+        CHECK_RC(rumor_peer_run(&pc, &res, err));
+        if (err[0]) fprintf(stderr, "node %d: %s\n", i, err);
+        CHECK(res.rounds == 4);
+    }
+    CHECK_MSG(same_file(model[0], model[1]), "rumor node: the models of the cpu and staged runs differ");
+    for (int i = 0; i < 2; i++) {
+        const char *files[] = {"model.safetensors", "checkpoint.safetensors", "metrics.jsonl"};
+        char path[300];
+        for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+            snprintf(path, sizeof path, "%s/%s", run[i], files[f]);
+            remove(path);
+        }
+        rmdir(run[i]);
+    }
+    remove(swarm);
+    remove(key);
+    remove(cert);
+out:
+    rumor_secret_key_destroy(&k);
+    rumor_authority_destroy(&auth);
+}
+
+int main(void)
+{
+    char err[RUMOR_ERR_LEN] = "";
+    if (!mkdtemp(dir)) return 1;
+    rumor_backend_t *be = rumor_backend_open(&rumor_test_staged_ops, 1, err);
+    CHECK_MSG(be != NULL, "%s", err);
+    if (be) CHECK_MSG(backend_compare_all(be, true, false, dir) == 0, "comparisons against the CPU backend failed");
+    rumor_backend_destroy(&be);
+
+    struct stat st;
+    if (stat(RUMOR_DEFAULT_DATA, &st) != 0) {
+        fprintf(stderr, "no dataset at %s: training runs not checked\n", RUMOR_DEFAULT_DATA);
+    } else {
+        train_both("mlp:64,32", RUMOR_OPT_SGD, 64);
+        train_both("cnn:8,16", RUMOR_OPT_ADAMW, 96);
+        node_both();
+    }
+    rmdir(dir);
+    return check_done();
+}
