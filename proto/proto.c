@@ -79,6 +79,10 @@ enum {
     K_ROUND, K_W, K_CODEC, K_CHUNK, K_CHUNKS, K_OFF, K_N, K_HASH,
     K_WHY,
     K_MIX,
+    K_VER,
+    K_LIN,
+    K_BASE,
+    K_NEED,
     K_COUNT
 };
 static const char *const msg_keys[K_COUNT] = {
@@ -89,7 +93,8 @@ static const char *const msg_keys[K_COUNT] = {
     [K_ACK] = "ack",
     [K_ROUND] = "round", [K_W] = "w", [K_CODEC] = "codec", [K_CHUNK] = "chunk",
     [K_CHUNKS] = "chunks", [K_OFF] = "off", [K_N] = "n", [K_HASH] = "hash",
-    [K_WHY] = "why", [K_MIX] = "mix",
+    [K_WHY] = "why", [K_MIX] = "mix", [K_VER] = "ver", [K_LIN] = "lin",
+    [K_BASE] = "base", [K_NEED] = "need",
 };
 
 enum { P_K, P_A, P_INC, P_S, P_COUNT };
@@ -587,6 +592,21 @@ static reject_t decode_model(const mp_reader_t *f, const size_t *s, rumor_msg_mo
     } else if (s[K_MIX] != ABSENT) {
         return RUMOR_PROTO_REJECT_VALUE;
     }
+    /* A copy's version: with topk always, with f32 (a keyframe) optionally, never with a hash
+     * or another codec; lin, base and need go with it. */
+    const bool copy = s[K_VER] != ABSENT || s[K_LIN] != ABSENT || s[K_BASE] != ABSENT || s[K_NEED] != ABSENT;
+    if (copy || m->codec == RUMOR_CODEC_TOPK) {
+        if (m->has_hash || (m->codec != RUMOR_CODEC_TOPK && m->codec != RUMOR_CODEC_F32))
+            return RUMOR_PROTO_REJECT_VALUE;
+        if ((why = field_uint(f, s[K_VER], UINT64_MAX, &m->ver)) != R_NONE) return why;
+        if ((why = field_uint(f, s[K_LIN], UINT64_MAX, &m->lin)) != R_NONE) return why;
+        if ((why = field_uint(f, s[K_BASE], UINT64_MAX, &m->base)) != R_NONE) return why;
+        if (s[K_NEED] != ABSENT) {
+            if ((why = field_uint(f, s[K_NEED], 1, &v)) != R_NONE) return why;
+            m->need = v == 1;
+        }
+        m->has_copy = true;
+    }
     if (!payload || !payload_fits(m->codec, m->n, payload_len)) return RUMOR_PROTO_REJECT_PAYLOAD;
     m->payload = payload;
     m->payload_len = payload_len;
@@ -734,6 +754,8 @@ static bool msg_is_valid(const rumor_msg_t *m)
         return isfinite(d->w) && d->w > 0.0 && d->w <= RUMOR_PROTO_MAX_WEIGHT &&
                (unsigned)d->codec <= RUMOR_CODEC_LAST && d->chunks >= 1 &&
                !(d->codec == RUMOR_CODEC_MASKED && d->has_hash) &&
+               (d->codec == RUMOR_CODEC_TOPK ? d->has_copy : !d->has_copy || d->codec == RUMOR_CODEC_F32) &&
+               !(d->has_copy && d->has_hash) && (d->has_copy || !d->need) &&
                d->chunks <= RUMOR_PROTO_MAX_CHUNKS && d->chunk < d->chunks &&
                d->off <= RUMOR_PROTO_MAX_PARAMS && d->n >= 1 &&
                d->n <= RUMOR_PROTO_MAX_PARAMS - d->off &&
@@ -828,7 +850,8 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         fields += 1 + msg->u.ack.has_target + (msg->u.ack.upd_count > 0);
         break;
     case RUMOR_MSG_MODEL:
-        fields += 8 + msg->u.model.has_hash + (msg->u.model.codec == RUMOR_CODEC_MASKED);
+        fields += 8 + msg->u.model.has_hash + (msg->u.model.codec == RUMOR_CODEC_MASKED) +
+                  (msg->u.model.has_copy ? 3 + msg->u.model.need : 0);
         break;
     case RUMOR_MSG_BYE: fields += msg->u.bye.why[0] != '\0'; break;
     case RUMOR_MSG_PULL: fields += 1; break;
@@ -895,6 +918,12 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
             pack_bin(&pk, d->hash, RUMOR_PROTO_HASH_LEN);
         }
         if (d->codec == RUMOR_CODEC_MASKED) pack_u64(&pk, "mix", d->mix);
+        if (d->has_copy) {
+            pack_u64(&pk, "ver", d->ver);
+            pack_u64(&pk, "lin", d->lin);
+            pack_u64(&pk, "base", d->base);
+            if (d->need) pack_u64(&pk, "need", 1);
+        }
         break;
     }
     case RUMOR_MSG_BYE:

@@ -170,6 +170,13 @@ typedef struct {
     /* Required with codec masked, absent otherwise (`bad-value`): the id of the set of peers
      * whose masks cancel in the receiver's sum (PROTOCOL.md, "Secure mixing"). */
     uint64_t mix;
+    /* Compressed gossip (PROTOCOL.md, "Compressed gossip"): a piece of the sender's public
+     * copy, version `ver` of lineage `lin` whose version 0 hashes to `base`; required with
+     * codec topk, optional with f32 (a keyframe), absent otherwise. need: the sender holds
+     * no complete copy of the receiver's (only with has_copy). */
+    bool has_copy;
+    uint64_t ver, lin, base;
+    bool need;
     /* Frame 2. After decode, payload points into the caller's frame 2 buffer (zero copy):
      * it is valid exactly as long as that buffer (the zmq_msg_t) is, and the caller must not
      * release the frame while the message is in use. Not aligned: memcpy values out. For

@@ -40,7 +40,9 @@ static void sim_help(void)
            "  --robust none|clip[:F]|trim:B   robust mixing on every peer (default none)\n"
            "  --byzantine I --attack SPEC  peer I sends scale:K (default scale:-10) or noise:S models\n"
            "  --dp clip=C,noise=S[,delta=D] --dp-budget EPS   DP-SGD on every peer\n"
-           "  --codec f32|fp16|bf16|int8   how the models sent are encoded (default f32)\n"
+           "  --codec f32|fp16|bf16|int8|topk:F   how the models sent are encoded (default f32; topk:\n"
+           "                           compressed differences with error feedback, CHOCO-SGD)\n"
+           "  --consensus-step G       with topk: CHOCO's consensus step (default 0.05)\n"
            "  --secure-mix             masked neighbourhood averaging on every peer (dpsgd, diloco)\n"
            "  --event 'kill peer 3 at 40s' | 'restart peer 3 at 60s' | 'kill 25%% at round 50'\n"
            "  --out DIR --no-plots --quiet\n");

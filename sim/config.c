@@ -187,6 +187,7 @@ rumor_err_t rumor_sim_set(rumor_sim_config_t *c, const char *key, const char *v,
     STR("dp", dp)
     STR("codec", codec)
     DBL("dp-budget", dp_budget, 0, 1e6)
+    DBL("consensus-step", consensus_step, 0, 1)
     STR("out", out)
     if (strcmp(key, "seed") == 0) {
         char *end;
@@ -289,7 +290,7 @@ rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]
     if ((rc = rumor_robust_parse(&rb, c->robust, e2)) != RUMOR_OK || (rc = rumor_attack_parse(&at, c->attack, e2)) != RUMOR_OK)
         return rumor_fail(err, rc, "%s", e2);
     rumor_codec_t cd;
-    if ((rc = rumor_codec_parse_gossip(&cd, c->codec, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
+    if ((rc = rumor_codec_parse(&cd, c->codec, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
     rumor_priv_config_t pv;
     if (c->dp[0] && (rc = rumor_priv_parse(&pv, c->dp, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
     if (c->dp_budget > 0 && !c->dp[0]) return rumor_fail(err, RUMOR_EINVAL, "--dp-budget needs --dp");
@@ -303,6 +304,9 @@ rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]
         if (cd.id != RUMOR_CODEC_F32)
             return rumor_fail(err, RUMOR_EINVAL, "--secure-mix sends its own fixed-point encoding: leave --codec at f32");
     }
+    if (cd.id == RUMOR_CODEC_TOPK && (algo.kind != RUMOR_ALGO_DPSGD || rb.clip || rb.trim || c->byzantine >= 0))
+        return rumor_fail(err, RUMOR_EINVAL, "--codec topk (compressed gossip, CHOCO-SGD) needs dpsgd, without --robust "
+                          "or --byzantine");
     for (int i = 0; i < c->n_events; i++)
         if (c->events[i].peer >= c->peers)
             return rumor_fail(err, RUMOR_EINVAL, "event on peer %d: only %d peers", c->events[i].peer, c->peers);
@@ -352,8 +356,8 @@ void rumor_sim_config_json(const rumor_sim_config_t *c, char *buf, size_t cap)
     json_str(buf, cap, &len, "robust", c->robust, true);
     json_str(buf, cap, &len, "dp", c->dp, true);
     json_str(buf, cap, &len, "codec", c->codec, true);
-    k = snprintf(buf + len, cap - len, ",\"dp_budget\":%.9g,\"secure_mix\":%s", c->dp_budget,
-                 c->secure_mix ? "true" : "false");
+    k = snprintf(buf + len, cap - len, ",\"dp_budget\":%.9g,\"secure_mix\":%s,\"consensus_step\":%.9g", c->dp_budget,
+                 c->secure_mix ? "true" : "false", c->consensus_step);
     if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
     k = snprintf(buf + len, cap - len, ",\"events\":[");
     if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;

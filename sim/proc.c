@@ -141,6 +141,7 @@ static void node_args(args_t *a, const rumor_sim_config_t *c, const char *exe, i
         arg(a, "--outer-lr"), arg(a, "%.9g", c->outer_lr), arg(a, "--outer-momentum"), arg(a, "%.9g", c->outer_momentum);
     if (strcmp(c->codec, "f32") != 0 && strcmp(c->codec, "fp32") != 0) arg(a, "--codec"), arg(a, "%s", c->codec);
     if (c->secure_mix) arg(a, "--secure-mix");
+    if (c->consensus_step > 0) arg(a, "--consensus-step"), arg(a, "%.9g", c->consensus_step);
     if (c->dp_budget > 0) arg(a, "--dp-budget"), arg(a, "%.9g", c->dp_budget);
     if (c->net_given) { /* the node's own emulation of the scenario's network, on top of loopback */
         if (c->latency_ms > 0) arg(a, "--emulate-latency"), arg(a, "%.9g", c->latency_ms);

@@ -84,6 +84,7 @@ typedef struct {
     char codec[32];         /* how every peer encodes the models it sends: f32 | fp16 | bf16 | int8 */
     double dp_budget;       /* epsilon at which a peer stops training; 0: none */
     bool secure_mix;        /* neighbourhood masked averaging on every peer (secmix.h) */
+    double consensus_step;  /* codec topk: CHOCO's gamma; 0: the engine's default */
     char out[512];          /* run folder; "" = runs/<timestamp> */
     bool plots;             /* draw plots at the end (tools/plot) */
     bool quiet;

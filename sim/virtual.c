@@ -899,7 +899,10 @@ static rumor_err_t send_all(sim_t *s, int i)
             m.params = rumor_poison_get(&p->poison, &s->attack, m.snap, m.round, m.params, &s->attack_rng);
         }
         uint64_t bytes = (uint64_t)m.count * sizeof(float);
-        if (s->codec.id != RUMOR_CODEC_F32 && m.snap >= 0 && m.snap < 2) {
+        if (m.choco) {
+            /* A delta of the public copy (its encoded bytes), or a keyframe. */
+            if (m.enc) bytes = m.enc_off[(m.count + m.chunk_params - 1) / m.chunk_params];
+        } else if (s->codec.id != RUMOR_CODEC_F32 && m.snap >= 0 && m.snap < 2) {
             /* The receivers get what the codec lets through: encoded and decoded once a
              * snapshot, with the bytes the encoding takes. */
             const int k = m.snap;
@@ -1026,6 +1029,12 @@ static rumor_err_t arrive(sim_t *s, int id)
                                       .chunk = k, .chunks = chunks, .off = off, .n = n,
                                       .wire_bytes = rumor_codec_encoded_len(&s->codec, n)};
             const void *payload = m->params + off;
+            size_t len = n * sizeof(float);
+            if (m->choco) {
+                h.choco = true, h.codec = m->codec, h.ver = m->ver, h.lin = m->lin, h.base = m->base, h.need = m->need;
+                if (m->enc) payload = m->enc + m->enc_off[k], len = m->enc_off[k + 1] - m->enc_off[k];
+                h.wire_bytes = len;
+            }
             if (masking) {
                 char e2[RUMOR_ERR_LEN];
                 if (rumor_secmix_encode(&snd, off, m->params + off, n, h.w, s->masked, e2) != RUMOR_OK) {
@@ -1036,7 +1045,7 @@ static rumor_err_t arrive(sim_t *s, int id)
                 h.mix = m->mix;
                 payload = s->masked;
             }
-            (void)rumor_gossip_on_chunk(pt->g, pf->key, &h, payload, n * sizeof(float), now_ms);
+            (void)rumor_gossip_on_chunk(pt->g, pf->key, &h, payload, len, now_ms);
         }
         if (masking) rumor_secmix_send_fini(&snd);
     }
@@ -1185,7 +1194,14 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
         rumor_gossip_config_t gc = {.algo = algo, .params = rumor_model_param_count(p->m),
                                     .layout = rumor_model_layout_id(p->m), .robust = s->robust,
                                     .chunk_params = rumor_codec_chunk_params(&s->codec), .secure_mix = c->secure_mix};
-        if (s->codec.id != RUMOR_CODEC_F32) {
+        if (s->codec.id == RUMOR_CODEC_TOPK) {
+            /* Compressed gossip (CHOCO-SGD); a lineage per peer from the seed: deterministic. */
+            gc.choco = s->codec;
+            gc.choco_gamma = c->consensus_step;
+            rumor_rng_t lr;
+            rumor_rng_init2(&lr, c->seed, 0x11e, (uint64_t)i);
+            gc.lineage = rumor_rng_next(&lr) | 1;
+        } else if (s->codec.id != RUMOR_CODEC_F32) {
             for (int k = 0; k < 2; k++)
                 if (!(p->coded[k] = malloc(rumor_model_param_count(p->m) * sizeof *p->coded[k])))
                     return rumor_fail(err, RUMOR_ENOMEM, "out of memory");

@@ -56,7 +56,7 @@ int cmd_node(int argc, char **argv)
     pc.round_timeout_ms = 10000;
     const char *model = "mlp:256,128", *optimizer = "sgd", *schedule = "constant", *algo = "dpsgd",
                *partition = NULL, *robust = "none", *attack = "none", *dp = NULL, *codec = "f32";
-    float dp_budget = 0.0f;
+    float dp_budget = 0.0f, consensus_step = 0.0f;
     long warmup = 0, limit = 0;
     int local_steps = 1, min_peers = 0;
     float round_timeout = 10.0f, outer_lr = 0.7f, outer_mom = 0.9f, slowdown = 1.0f, emu_latency = 0.0f,
@@ -98,7 +98,8 @@ int cmd_node(int argc, char **argv)
         {"--slowdown", OPT_FLOAT, &slowdown, NULL, "compute K times slower than this machine can (a straggler, for experiments)"},
         {"--robust", OPT_STR, &robust, NULL, "none | clip[:F] | trim:B: clip the farthest fraction F of the neighbours, or trim B high and low per coordinate"},
         {"--attack", OPT_STR, &attack, NULL, "scale:K | noise:S: send poisoned models (a Byzantine peer, for experiments)"},
-        {"--codec", OPT_STR, &codec, NULL, "f32 | fp16 | bf16 | int8: how the models sent are encoded (default f32)"},
+        {"--codec", OPT_STR, &codec, NULL, "f32 | fp16 | bf16 | int8 | topk:F: how the models sent are encoded (default f32; topk: compressed differences, CHOCO-SGD)"},
+        {"--consensus-step", OPT_FLOAT, &consensus_step, NULL, "with --codec topk: the consensus step gamma (default 0.05)"},
         {"--secure-mix", OPT_FLAG, &pc.secure_mix, NULL, "mask the models sent: a neighbour learns its neighbourhood's average, not this model (dpsgd, diloco)"},
         {"--dp", OPT_STR, &dp, NULL, "clip=C,noise=S[,delta=D]: DP-SGD (per-sample clipping, Gaussian noise); logs epsilon"},
         {"--dp-budget", OPT_FLOAT, &dp_budget, NULL, "with --dp: stop training before epsilon would pass this"},
@@ -170,12 +171,13 @@ int cmd_node(int argc, char **argv)
             rumor_schedule_parse(&tc.sched, schedule, err) != RUMOR_OK ||
             rumor_algo_parse(&pc.algo, algo, err) != RUMOR_OK || rumor_robust_parse(&pc.robust, robust, err) != RUMOR_OK ||
             rumor_attack_parse(&pc.attack, attack, err) != RUMOR_OK ||
-            (dp && rumor_priv_parse(&pc.dp, dp, err) != RUMOR_OK) || rumor_codec_parse_gossip(&pc.codec, codec, err) != RUMOR_OK) {
+            (dp && rumor_priv_parse(&pc.dp, dp, err) != RUMOR_OK) || rumor_codec_parse(&pc.codec, codec, err) != RUMOR_OK) {
             cli_error("%s", err);
             return 2;
         }
         if (!cli_parse_shard(partition, rank_set, of_set, pc.rank, pc.of, &pc.partition, &pc.partitioned)) return 2;
-        if (pc.secure_mix && !rumor_peer_secure_mix_fits(&pc, err)) {
+        pc.consensus_step = consensus_step;
+        if (!rumor_peer_gossip_fits(&pc, err)) {
             cli_error("%s", err);
             return 2;
         }

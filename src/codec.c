@@ -636,15 +636,6 @@ rumor_err_t rumor_codec_parse(rumor_codec_t *out, const char *spec, char err[RUM
                       spec);
 }
 
-rumor_err_t rumor_codec_parse_gossip(rumor_codec_t *out, const char *spec, char err[RUMOR_ERR_LEN])
-{
-    rumor_err_t rc = rumor_codec_parse(out, spec, err);
-    if (rc == RUMOR_OK && out->id == RUMOR_CODEC_TOPK)
-        rc = rumor_fail(err, RUMOR_EINVAL, "--codec %s: top-k needs error feedback, which gossip does not use; use "
-                        "fp16, bf16 or int8", spec);
-    return rc;
-}
-
 size_t rumor_codec_chunk_params(const rumor_codec_t *c) { return c->id == RUMOR_CODEC_INT8 ? 32768 : 0; }
 
 void rumor_codec_format(char *buf, size_t len, const rumor_codec_t *c)

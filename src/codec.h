@@ -67,10 +67,6 @@ typedef struct {
 /* "f32" (or "fp32"), "fp16" (or "f16"), "bf16", "int8", "topk:FRACTION" with a decimal
  * fraction in (0, 1] ("topk:0.01"). RUMOR_EINVAL with a sentence in err otherwise. */
 rumor_err_t rumor_codec_parse(rumor_codec_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-/* rumor_codec_parse for `--codec` of gossip, which sends whole models: top-k is refused (the
- * top entries of a model are not a model; top-k works only on differences with error
- * feedback, CHOCO-SGD, which the gossip engine does not run). */
-rumor_err_t rumor_codec_parse_gossip(rumor_codec_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* Parameters per chunk a sender uses with this codec; 0: the gossip default (1 MiB of float32).
  * int8 has one scale per chunk, so it takes smaller chunks, 32768 parameters (8 peers,
  * mlp:256,128: 0.06 points below float32, against 0.49 with chunks of 262144). */

@@ -15,6 +15,7 @@
 #define STRIKES_BAN 3           /* robust: strikes that ban a sender ... */
 #define BAN_ROUNDS 50           /* ... for this many rounds */
 #define STRIKE_TABLE 64         /* robust: senders with strikes remembered */
+#define KF_EVERY 4              /* choco: rounds between two keyframes a neighbour asks for */
 
 /* One sender's message in one round: which chunks came, and whether it went bad. */
 typedef struct {
@@ -69,10 +70,40 @@ typedef struct {
     double share;
     uint64_t round;
     int snap;
+    bool keyframe, need; /* choco */
+    uint64_t ver;
     bool masked;
     uint64_t mix;
     rumor_secmix_edges_t edges;
 } pending_t;
+
+/* choco: a delta held until its round comes. */
+typedef struct {
+    int copy;
+    uint64_t lin, round, ver;
+    uint32_t chunk;
+    int codec;
+    size_t at, len;  /* its bytes in pend_bytes */
+} pend_t;
+
+/* choco: a neighbour's public copy as this peer holds it, and what this peer sent it. */
+typedef struct {
+    uint8_t key[RUMOR_GOSSIP_KEY_LEN];
+    bool used;
+    bool heard;          /* it sent us a piece of its copy since the entry was made */
+    int n_pend;          /* its deltas held for a later round (all later ones wait behind them) */
+    uint64_t lin, base;  /* the lineage held */
+    float *x;            /* vec */
+    uint64_t *ver;       /* per chunk: deltas applied */
+    uint64_t *valid;     /* per chunk bits: the chunk follows the sender's copy */
+    size_t n_valid;
+    float share;         /* the weight of its last message */
+    uint64_t last;       /* the round it was last heard from or sent to */
+    bool kf_wanted;      /* it lacks our copy: send it whole */
+    uint64_t kf_round;   /* when it last got a keyframe it asked for (1 + round; 0: never) */
+    bool sent_any;       /* sent_ver is meaningful */
+    uint64_t sent_ver;   /* the version of our copy it got last */
+} copy_t;
 
 /* Robust mixing: a sender's strikes and ban. */
 typedef struct {
@@ -121,6 +152,19 @@ struct rumor_gossip {
     uint32_t *out_rank;        /* a round's out-neighbours, copied from the topology */
     double *out_share;
     bool *chunk_ok;            /* chunk_count */
+    /* compressed gossip (choco) */
+    bool choco;
+    float *xhat, *x0;          /* this peer's public copy; the initial model (copies of fresh peers start there) */
+    uint8_t *enc[2];           /* each snapshot's delta, encoded */
+    size_t *enc_off[2];
+    uint64_t cver;             /* versions of xhat: deltas applied */
+    uint64_t base, x0_base;    /* the hash of our copy's version 0; of the initial model */
+    bool all_keyframes;        /* a delta was lost on our side: every neighbour gets a keyframe */
+    copy_t *copies;            /* RUMOR_GOSSIP_CHOCO_PEERS */
+    pend_t *pend;              /* deltas of later rounds, held */
+    size_t n_pend, cap_pend;
+    uint8_t *pend_bytes;
+    size_t pend_len, cap_pend_bytes;
     rumor_gossip_stats_t st;
 };
 
@@ -195,8 +239,8 @@ rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[R
 
 const char *rumor_gossip_drop_name(rumor_gossip_drop_t d)
 {
-    static const char *names[RUMOR_GOSSIP_DROP_COUNT] = {"layout", "shape",   "weight", "nonfinite", "duplicate",
-                                                         "stale",  "ahead",   "senders", "banned", "mask"};
+    static const char *names[RUMOR_GOSSIP_DROP_COUNT] = {"layout", "shape",   "weight", "nonfinite", "duplicate", "stale",
+                                                         "ahead",  "senders", "banned", "mode",      "copy"};
     return (unsigned)d < RUMOR_GOSSIP_DROP_COUNT ? names[d] : "?";
 }
 
@@ -218,6 +262,15 @@ static void slot_reset(rumor_gossip_t *g, slot_t *s)
     s->n_senders = 0;
     s->n_expected = 0;
     s->n_trim = 0;
+}
+
+/* choco: a copy's base, FNV-1a 64 of its version 0 (the float32 bytes), never 0. */
+static uint64_t copy_hash(const float *x, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)x;
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < 4 * n; i++) h = (h ^ p[i]) * 0x100000001b3u;
+    return h ? h : 1;
 }
 
 rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topology_t *topo, const float *x0,
@@ -253,9 +306,25 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs chunks of a multiple of 16 parameters");
         return NULL;
     }
+    const bool choco = cfg->choco.id != RUMOR_CODEC_F32;
+    if (choco && (cfg->algo.kind != RUMOR_ALGO_DPSGD || cfg->robust.clip || cfg->robust.trim || cfg->secure_mix ||
+                  cfg->choco.id != RUMOR_CODEC_TOPK || !(cfg->choco_gamma >= 0.0 && cfg->choco_gamma <= 1.0))) {
+        rumor_fail(err, RUMOR_EINVAL,
+                   cfg->choco.id != RUMOR_CODEC_TOPK ? "compressed gossip needs the topk codec"
+                   : !(cfg->choco_gamma >= 0.0 && cfg->choco_gamma <= 1.0) ? "the consensus step must be in (0, 1]"
+                   : "--codec topk needs dpsgd, without --robust or --secure-mix");
+        return NULL;
+    }
+    if (choco && (double)cfg->params * 4.0 * (RUMOR_GOSSIP_CHOCO_PEERS + 4) > 4294967296.0) {
+        rumor_fail(err, RUMOR_EINVAL, "--codec topk holds copies of %d neighbours' models: %zu parameters is too many",
+                   RUMOR_GOSSIP_CHOCO_PEERS, cfg->params);
+        return NULL;
+    }
     rumor_gossip_t *g = calloc(1, sizeof *g);
     if (!g) goto nomem;
     g->cfg = *cfg;
+    g->choco = choco;
+    if (choco && !(g->cfg.choco_gamma > 0.0)) g->cfg.choco_gamma = RUMOR_GOSSIP_CHOCO_GAMMA;
     if (!g->cfg.round_timeout_ms) g->cfg.round_timeout_ms = 10000;
     if (!g->cfg.min_wait_ms) g->cfg.min_wait_ms = 100;
     if (!(g->cfg.deadline_k > 0)) g->cfg.deadline_k = 4.0;
@@ -295,6 +364,34 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
             sl->mshare = calloc(g->chunks, sizeof *sl->mshare);
             if (!sl->macc || !sl->mcount || !sl->mshare) goto nomem;
         }
+    }
+    if (choco) {
+        const size_t enc_max = g->chunks * rumor_codec_encoded_len(&cfg->choco, g->chunk_params);
+        g->xhat = malloc(g->vec * sizeof *g->xhat);
+        g->x0 = malloc(g->vec * sizeof *g->x0);
+        g->copies = calloc(RUMOR_GOSSIP_CHOCO_PEERS, sizeof *g->copies);
+        if (!g->xhat || !g->x0 || !g->copies) goto nomem;
+        for (int k = 0; k < 2; k++)
+            if (!(g->enc[k] = malloc(enc_max)) || !(g->enc_off[k] = malloc((g->chunks + 1) * sizeof *g->enc_off[k])))
+                goto nomem;
+        for (int k = 0; k < RUMOR_GOSSIP_CHOCO_PEERS; k++) {
+            copy_t *e = &g->copies[k];
+            e->x = malloc(g->vec * sizeof *e->x);
+            e->ver = calloc(g->chunks, sizeof *e->ver);
+            e->valid = calloc(g->words, sizeof *e->valid);
+            if (!e->x || !e->ver || !e->valid) goto nomem;
+        }
+        /* Two rounds ahead of every neighbour, at most 64 MiB of deltas (beyond, they apply at
+         * once). */
+        g->cap_pend = 2 * RUMOR_GOSSIP_CHOCO_PEERS * g->chunks;
+        g->cap_pend_bytes = 2 * RUMOR_GOSSIP_CHOCO_PEERS * enc_max;
+        if (g->cap_pend_bytes > ((size_t)64 << 20)) g->cap_pend_bytes = (size_t)64 << 20;
+        g->pend = malloc(g->cap_pend * sizeof *g->pend);
+        g->pend_bytes = malloc(g->cap_pend_bytes);
+        if (!g->pend || !g->pend_bytes) goto nomem;
+        memcpy(g->xhat, x0, g->P * sizeof *g->xhat);
+        memcpy(g->x0, x0, g->P * sizeof *g->x0);
+        g->x0_base = g->base = copy_hash(x0, g->P);
     }
     if (cfg->secure_mix) {
         g->out_rank = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_rank);
@@ -350,6 +447,20 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     free(g->out_rank);
     free(g->out_share);
     free(g->chunk_ok);
+    free(g->xhat);
+    free(g->x0);
+    for (int k = 0; k < 2; k++) {
+        free(g->enc[k]);
+        free(g->enc_off[k]);
+    }
+    for (int k = 0; g->copies && k < RUMOR_GOSSIP_CHOCO_PEERS; k++) {
+        free(g->copies[k].x);
+        free(g->copies[k].ver);
+        free(g->copies[k].valid);
+    }
+    free(g->copies);
+    free(g->pend);
+    free(g->pend_bytes);
     free(g->tau);
     free(g->w);
     free(g->theta);
@@ -649,6 +760,279 @@ static pending_t *push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KE
     return p;
 }
 
+/* ---- compressed gossip (choco) ---- */
+
+static bool drop(rumor_gossip_t *g, rumor_gossip_drop_t why);
+static bool all_finite(const uint8_t *p, size_t n);
+
+static bool copy_valid(const rumor_gossip_t *g, const copy_t *e, size_t c)
+{
+    (void)g;
+    return (e->valid[c / 64] >> (c % 64)) & 1u;
+}
+
+static void copy_set_valid(const rumor_gossip_t *g, copy_t *e, size_t c, bool v)
+{
+    (void)g;
+    const uint64_t bit = UINT64_C(1) << (c % 64);
+    const bool was = (e->valid[c / 64] & bit) != 0;
+    if (v && !was) e->valid[c / 64] |= bit, e->n_valid++;
+    if (!v && was) e->valid[c / 64] &= ~bit, e->n_valid--;
+}
+
+/* Hold lineage (lin, base) for e: valid at version 0 when its base is our initial model,
+ * else nothing valid until keyframes come. */
+static void copy_reset(rumor_gossip_t *g, copy_t *e, uint64_t lin, uint64_t base)
+{
+    e->lin = lin, e->base = base;
+    memset(e->ver, 0, g->chunks * sizeof *e->ver);
+    memset(e->valid, 0, g->words * sizeof *e->valid);
+    e->n_valid = 0;
+    if (base == g->x0_base) {
+        memcpy(e->x, g->x0, g->vec * sizeof *e->x);
+        for (size_t c = 0; c < g->chunks; c++) copy_set_valid(g, e, c, true);
+    }
+}
+
+/* The entry of peer key; with create, a new one (evicting the one idle longest, when it has
+ * been idle for 4 rounds or more). NULL when none. */
+static copy_t *copy_find(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN], bool create)
+{
+    copy_t *idle = NULL;
+    for (int k = 0; k < RUMOR_GOSSIP_CHOCO_PEERS; k++) {
+        copy_t *e = &g->copies[k];
+        if (e->used && memcmp(e->key, key, RUMOR_GOSSIP_KEY_LEN) == 0) return e;
+        if (!e->used) {
+            if (!idle || idle->used) idle = e;
+        } else if (e->last + 4 <= g->round && (!idle || (idle->used && e->last < idle->last))) {
+            idle = e;
+        }
+    }
+    if (!create || !idle) return NULL;
+    copy_t *e = idle;
+    e->used = true;
+    memcpy(e->key, key, RUMOR_GOSSIP_KEY_LEN);
+    e->lin = e->base = 0;
+    e->heard = false;
+    e->n_pend = 0;
+    memset(e->valid, 0, g->words * sizeof *e->valid);
+    e->n_valid = 0;
+    e->kf_wanted = e->sent_any = false;
+    e->kf_round = 0;
+    e->sent_ver = 0;
+    e->share = 0.0f;
+    e->last = g->round;
+    return e;
+}
+
+/* Move xhat towards x by the compressed difference, chunk by chunk, into snapshot sb's delta.
+ * A chunk that cannot be encoded (x not finite) leaves xhat ahead of what receivers will see
+ * in that chunk: everyone then gets a keyframe. */
+static void choco_encode(rumor_gossip_t *g, const float *x, int sb)
+{
+    size_t at = 0;
+    g->enc_off[sb][0] = 0;
+    for (size_t c = 0; c < g->chunks; c++) {
+        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
+        size_t len = 0;
+        if (rumor_codec_encode_delta(&g->cfg.choco, x + off, g->xhat + off, n, g->enc[sb] + at, &len, NULL) !=
+            RUMOR_OK) {
+            g->all_keyframes = true;
+            len = 0;
+        }
+        at += len;
+        g->enc_off[sb][c + 1] = at;
+    }
+    g->cver++;
+}
+
+static void push_choco_send(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN], double share, int sb)
+{
+    pending_t *p = push_send(g, key, share, sb);
+    if (!p) return;
+    copy_t *e = copy_find(g, key, true);
+    p->ver = g->cver;
+    /* A neighbour we never sent to holds our copy at version 0 only if we are a fresh start (it
+     * starts its copy from its own initial model, which is ours). */
+    const bool in_step = e && (e->sent_any ? e->sent_ver + 1 == g->cver : g->cver == 1 && g->base == g->x0_base);
+    /* A request is granted once every KF_EVERY rounds: a neighbour that keeps asking (a broken
+     * or hostile one) cannot make us send whole models round after round. */
+    const bool asked = e && e->kf_wanted && (e->kf_round == 0 || e->kf_round + KF_EVERY <= g->round + 1);
+    p->keyframe = !in_step || asked || g->all_keyframes;
+    /* Asked only of a neighbour heard from: one not heard from yet may well be in step. */
+    p->need = e && e->heard && e->n_valid < g->chunks;
+    if (e) {
+        e->sent_ver = g->cver;
+        e->sent_any = true;
+        e->last = g->round;
+        if (asked) e->kf_round = g->round + 1;
+        if (p->keyframe) e->kf_wanted = false;
+    }
+    if (p->keyframe) g->st.keyframes++;
+}
+
+/* x += gamma sum_j w_j (xhat_j - xhat) over the expected neighbours whose copies hold the
+ * chunk (acc is the scratch for the sum); returns the squared norm of the sum. */
+static double choco_mix(rumor_gossip_t *g, slot_t *s, float *x)
+{
+    float *restrict d = s->acc;
+    const float *restrict xh = g->xhat;
+    int mixed = 0;
+    memset(d, 0, g->vec * sizeof *d);
+    for (int k = 0; k < s->n_expected; k++) {
+        copy_t *e = copy_find(g, s->expected[k], false);
+        if (!e || e->n_valid == 0 || !(e->share > 0.0f)) continue;
+        mixed++;
+        for (size_t c = 0; c < g->chunks; c++) {
+            if (!copy_valid(g, e, c)) continue;
+            const size_t off = c * g->chunk_params, n = chunk_len(g, c);
+            const float w = e->share;
+            const float *restrict v = e->x + off;
+#pragma omp simd
+            for (size_t i = 0; i < n; i++) d[off + i] += w * (v[i] - xh[off + i]);
+        }
+    }
+    const float gm = (float)g->cfg.choco_gamma;
+    double cons = 0.0;
+#pragma omp simd reduction(+ : cons)
+    for (size_t i = 0; i < g->vec; i++) {
+        cons += (double)(d[i] * d[i]);
+        x[i] += gm * d[i];
+        d[i] = 0.0f;
+    }
+    g->st.copies_mixed = (uint64_t)mixed;
+    return cons;
+}
+
+/* Apply one chunk to copy e (a keyframe or a delta at version ver); false when dropped. */
+static bool copy_apply(rumor_gossip_t *g, copy_t *e, size_t k, int codec, uint64_t ver, const void *payload, size_t len)
+{
+    const size_t off = k * g->chunk_params, n = chunk_len(g, k);
+    if (codec == RUMOR_CODEC_F32) {
+        if (copy_valid(g, e, k) && e->ver[k] >= ver) return drop(g, RUMOR_GOSSIP_DROP_DUPLICATE);
+        if (!all_finite(payload, n)) return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
+        memcpy(e->x + off, payload, n * sizeof(float));
+    } else {
+        if (!copy_valid(g, e, k) || e->ver[k] + 1 != ver) {
+            if (copy_valid(g, e, k) && e->ver[k] >= ver) return drop(g, RUMOR_GOSSIP_DROP_DUPLICATE);
+            copy_set_valid(g, e, k, false);
+            return drop(g, RUMOR_GOSSIP_DROP_COPY);
+        }
+        /* Validated whole before anything is added; a sum that overflows spoils the chunk. */
+        if (rumor_codec_decode_add((rumor_proto_codec_t)codec, payload, len, n, 1.0f, e->x + off, NULL) != RUMOR_OK ||
+            !all_finite((const uint8_t *)(e->x + off), n)) {
+            copy_set_valid(g, e, k, false);
+            return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
+        }
+    }
+    e->ver[k] = ver;
+    copy_set_valid(g, e, k, true);
+    return true;
+}
+
+/* A delta of a round after the one in flight waits for its round: the mix of round r must
+ * see every copy at its round-r version on both ends of an edge, or the two ends use
+ * different differences and the average drifts. false when the pool is full (it is then
+ * applied at once: a small asymmetry for that round, nothing lost). */
+static bool defer(rumor_gossip_t *g, copy_t *e, const rumor_gossip_chunk_t *c, const void *payload, size_t len)
+{
+    if (g->n_pend == g->cap_pend || g->pend_len + len > g->cap_pend_bytes) return false;
+    e->n_pend++;
+    pend_t *q = &g->pend[g->n_pend++];
+    q->copy = (int)(e - g->copies);
+    q->lin = e->lin;
+    q->round = c->round;
+    q->ver = c->ver;
+    q->chunk = c->chunk;
+    q->codec = c->codec;
+    q->at = g->pend_len;
+    q->len = len;
+    memcpy(g->pend_bytes + g->pend_len, payload, len);
+    g->pend_len += len;
+    return true;
+}
+
+/* Apply the held deltas whose round has come (rounds <= g->round), each sender's in arrival
+ * order: the first one still waiting holds back the rest of that sender's. */
+static void apply_deferred(rumor_gossip_t *g)
+{
+    size_t kept = 0, kept_len = 0;
+    bool blocked[RUMOR_GOSSIP_CHOCO_PEERS] = {false};
+    for (size_t i = 0; i < g->n_pend; i++) {
+        pend_t q = g->pend[i];
+        copy_t *e = &g->copies[q.copy];
+        if (q.round <= g->round && !blocked[q.copy]) {
+            if (e->n_pend > 0) e->n_pend--;
+            if (e->used && e->lin == q.lin) (void)copy_apply(g, e, q.chunk, q.codec, q.ver, g->pend_bytes + q.at, q.len);
+            continue;
+        }
+        blocked[q.copy] = true;
+        memmove(g->pend_bytes + kept_len, g->pend_bytes + q.at, q.len);
+        q.at = kept_len;
+        kept_len += q.len;
+        g->pend[kept++] = q;
+    }
+    g->n_pend = kept;
+    g->pend_len = kept_len;
+}
+
+/* A piece of a neighbour's public copy: applied to the copy (a delta of a later round when
+ * that round comes), then counted for the round it belongs to (readiness, deadlines). */
+static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_LEN], const rumor_gossip_chunk_t *c,
+                        const void *payload, size_t len, size_t off, size_t n, uint64_t now)
+{
+    if (c->codec != RUMOR_CODEC_F32 && c->codec != (int)g->cfg.choco.id) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
+    if (c->codec == RUMOR_CODEC_F32 && len != n * sizeof(float)) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
+    copy_t *e = copy_find(g, peer, true);
+    if (!e) return drop(g, RUMOR_GOSSIP_DROP_SENDERS);
+    if (!e->heard || e->lin != c->lin || e->base != c->base) copy_reset(g, e, c->lin, c->base);
+    e->heard = true;
+    if (c->need) e->kf_wanted = true;
+    e->last = g->round > e->last ? g->round : e->last;
+    e->share = (float)c->w;
+    bool ok = true;
+    if (c->codec != RUMOR_CODEC_F32 && (c->round > g->round || e->n_pend > 0) && defer(g, e, c, payload, len)) {
+        /* held for its round */
+    } else {
+        ok = copy_apply(g, e, c->chunk, c->codec, c->ver, payload, len);
+    }
+    /* Delivered either way: a delta that found no copy to apply to is still this sender's
+     * message for its round, and waiting longer for it would not bring another. */
+    g->st.chunks_in++;
+    g->st.bytes_in += c->wire_bytes ? c->wire_bytes : len;
+    /* The round's bookkeeping: who delivered what, and how late. */
+    slot_t *s = NULL;
+    if (c->round < g->round) {
+        if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
+            note_delay(g, (double)(now - g->prev_started));
+    } else if (c->round >= g->round + SLOTS) {
+        if (g->ahead == 0 || c->round < g->ahead) g->ahead = c->round;
+    } else {
+        s = slot_for(g, c->round);
+    }
+    if (!s) return ok;
+    sender_t *se = find_sender(s, peer, s->round);
+    if (!se) {
+        if (s->n_senders == RUMOR_GOSSIP_MAX_SENDERS) return ok;
+        se = &s->senders[s->n_senders++];
+        memcpy(se->key, peer, RUMOR_GOSSIP_KEY_LEN);
+        se->round = s->round;
+        se->got = 0;
+        se->bad = se->complete = se->struck = false;
+        se->tidx = -1;
+        memset(se->bits, 0, g->words * sizeof *se->bits);
+    }
+    const uint64_t bit = UINT64_C(1) << (c->chunk % 64);
+    if (se->bits[c->chunk / 64] & bit) return ok;
+    se->bits[c->chunk / 64] |= bit;
+    if (++se->got == g->chunks) {
+        se->complete = true;
+        g->st.models_in++;
+        if (s->round == g->round) note_delay(g, s->self_added && now > s->started ? (double)(now - s->started) : 0.0);
+    }
+    return ok;
+}
+
 /* Secure mixing: the id of the set of senders whose masks cancel at one receiver in one round
  * (FNV-1a 64 of the round, the receiver and the senders' keys in rank order). Only peers that
  * agree on it unmask together; it is an agreement check, not a secret. */
@@ -711,10 +1095,16 @@ static void push_masked_sends(rumor_gossip_t *g, size_t n, uint32_t me, size_t n
 static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
 {
     snap_t *sn = &g->snaps[sb];
-    memcpy(sn->x, x, g->P * sizeof *sn->x); /* diloco too: the inner result is what travels */
+    if (g->choco) {
+        /* What travels is the public copy, moved towards x by this round's delta. */
+        choco_encode(g, x, sb);
+        memcpy(sn->x, g->xhat, g->P * sizeof *sn->x);
+    } else {
+        memcpy(sn->x, x, g->P * sizeof *sn->x); /* diloco too: the inner result is what travels */
+    }
     memcpy(sn->w, g->w, g->chunks * sizeof *sn->w);
     /* Live accumulators (neighbours ahead of us) move to the new reference. */
-    for (int k = 0; k < SLOTS; k++)
+    for (int k = 0; k < SLOTS && !g->choco; k++)
         if (g->slots[k].live && g->slots[k].ref != sb) rebase(g, &g->slots[k], sb);
     g->cur_snap = sb;
     g->have_snap = true;
@@ -745,6 +1135,9 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     if (g->cfg.secure_mix) {
         memcpy(g->out_rank, out, n_out * sizeof *out);
         memcpy(g->out_share, shares, n_out * sizeof *shares);
+    } else if (g->choco) {
+        for (size_t k = 0; k < n_out; k++) push_choco_send(g, g->members[out[k]], shares[k], sb);
+        g->all_keyframes = false;
     } else {
         for (size_t k = 0; k < n_out; k++) push_send(g, g->members[out[k]], shares[k], sb);
     }
@@ -771,8 +1164,12 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     s->n_expected = n_exp;
     g->st.last_out = (int)n_out;
     g->st.last_in = n_exp;
-    if (s->ref != sb) rebase(g, s, sb); /* fresh slot: nothing to move, only the reference */
-    add_snapshot(g, s, sn->x, sn->w, self_w);
+    if (g->choco) {
+        s->ref = sb;
+    } else {
+        if (s->ref != sb) rebase(g, s, sb); /* fresh slot: nothing to move, only the reference */
+        add_snapshot(g, s, sn->x, sn->w, self_w);
+    }
     s->self_added = true;
     s->started = now;
     g->inflight = true;
@@ -883,7 +1280,11 @@ static void finish_round(rumor_gossip_t *g, float *x)
     if (g->cfg.secure_mix) secure_unmask(g, s, snap);
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
-    for (size_t c = 0; c < g->chunks; c++) {
+    if (g->choco) {
+        apply_deferred(g);
+        cons = choco_mix(g, s, x);
+    }
+    for (size_t c = 0; c < g->chunks && !g->choco; c++) {
         const size_t off = c * g->chunk_params, n = chunk_len(g, c);
         const double tw = s->accw[c];
         /* The inverse stays double: 1/tw rounded to float is off by up to 3e-8, always the
@@ -1025,6 +1426,16 @@ bool rumor_gossip_next_send(rumor_gossip_t *g, rumor_gossip_send_t *out)
     out->masked = p->masked;
     out->mix = p->mix;
     out->edges = p->edges;
+    out->choco = g->choco;
+    if (g->choco) {
+        out->codec = p->keyframe ? RUMOR_CODEC_F32 : (int)g->cfg.choco.id;
+        out->enc = p->keyframe ? NULL : g->enc[p->snap];
+        out->enc_off = p->keyframe ? NULL : g->enc_off[p->snap];
+        out->ver = p->ver;
+        out->lin = g->cfg.lineage;
+        out->base = g->base;
+        out->need = p->need;
+    }
     g->st.sends++;
     return true;
 }
@@ -1050,6 +1461,10 @@ void rumor_gossip_release(rumor_gossip_t *g, const rumor_gossip_send_t *s, bool 
     if (sn->refs > 0) sn->refs--;
     if (sent || s->pulled) return;
     g->st.sends_failed++;
+    if (s->choco) { /* its copy of ours misses this version: the next send is whole */
+        copy_t *e = copy_find(g, s->peer, false);
+        if (e) e->sent_any = false;
+    }
     /* Push-sum keeps the mass it could not give, whatever round we are in by now: the share
      * of that snapshot goes into the accumulator that is open now. */
     if (g->cfg.algo.kind != RUMOR_ALGO_SGP) return;
@@ -1096,10 +1511,11 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
     if (c->chunks != g->chunks || c->chunk >= g->chunks) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
     const size_t off = (size_t)c->chunk * g->chunk_params;
     const size_t n = chunk_len(g, c->chunk);
-    if (c->off != off || c->n != n || len != n * sizeof(float)) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
+    if (c->off != off || c->n != n || (!c->choco && len != n * sizeof(float))) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
     const double wmax = g->cfg.algo.kind == RUMOR_ALGO_SGP ? SHARE_MAX_SGP : 1.0;
     if (!(c->w > 0.0) || !(c->w <= wmax)) return drop(g, RUMOR_GOSSIP_DROP_WEIGHT);
-    if (c->masked != g->cfg.secure_mix) return drop(g, RUMOR_GOSSIP_DROP_MASK);
+    if (c->masked != g->cfg.secure_mix || c->choco != g->choco) return drop(g, RUMOR_GOSSIP_DROP_MODE);
+    if (g->choco) return choco_chunk(g, peer, c, payload, len, off, n, now);
 
     slot_t *s;
     if (g->cfg.algo.kind == RUMOR_ALGO_SGP) {
@@ -1256,6 +1672,11 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
     }
     if (g->theta) memcpy(g->theta, x, g->P * sizeof *g->theta);
     if (g->mom) memset(g->mom, 0, g->P * sizeof *g->mom);
+    if (g->choco) { /* a public copy that starts from the adopted model: neighbours get keyframes */
+        memcpy(g->xhat, x, g->P * sizeof *g->xhat);
+        g->base = copy_hash(x, g->P);
+        g->cver = 0;
+    }
     for (size_t c = 0; c < g->chunks; c++) g->w[c] = 1.0; /* a newcomer brings its own unit of mass */
     g->round = round;
     g->ahead = 0;

@@ -80,6 +80,30 @@
  * accumulator per slot besides the float one. Plain chunks are dropped (`mask`), so are masked
  * chunks where secure_mix is off. Not with --robust (masks hide what it would clip) or sgp.
  *
+ * Compressed gossip (`choco`: CHOCO-SGD, Koloskova, Stich, Jaggi 2019; dpsgd only). Each peer
+ * keeps a public copy xhat of its model and sends only compressed differences: at its gossip
+ * point it encodes q = Q(x - xhat) (top-k: the k largest entries of each chunk), moves xhat
+ * by exactly what receivers decode (the rest waits in x - xhat: error feedback), and sends q.
+ * Every peer holds a copy of each neighbour's xhat, moved by the deltas as they arrive, and
+ * mixes x <- x + gamma sum_j w_ij (xhat_j - xhat_i) over the neighbours whose copies it holds.
+ * Copies must see every delta in order, which gossip over a real network does not promise, so
+ * every chunk of a copy carries a version (deltas applied since the start) and the copy's
+ * lineage (drawn at random for each start of the sender) and base (a hash of its version 0):
+ *  - a delta applies to a copy at the version just before it; a gap (a lost or refused chunk,
+ *    a restarted sender) invalidates that chunk of the copy, which then sits out of the mix;
+ *  - a peer that lacks a valid copy of a neighbour says so in its own messages (`need`), and
+ *    the neighbour sends its next round as a keyframe: the whole public copy in float32;
+ *  - a sender that did not send a neighbour the previous version sends it a keyframe too (a
+ *    new neighbour, a failed send);
+ *  - a copy of a lineage never seen starts valid at version 0 when its base is the hash of
+ *    this peer's own initial model (every peer of a fresh swarm starts from the same one), and
+ *    from a keyframe otherwise.
+ * Deltas are applied on arrival whatever their round (a late one keeps the copy in step even
+ * when its round was mixed without it). Copies are held for RUMOR_GOSSIP_CHOCO_PEERS
+ * neighbours (models where that passes 4 GiB are refused); further senders are dropped
+ * (`senders`). Not with robust mixing, secure mixing, sgp or diloco. Time-varying topologies
+ * work but send keyframes whenever a neighbour comes back: use a static one.
+ *
  * Ranks (topology.h): the members are this peer's view plus itself, numbered by sorted key.
  *
  * Rejected input (counted, never mixed, never fatal): another layout id, a chunk geometry that
@@ -95,6 +119,7 @@
 #ifndef RUMOR_GOSSIP_H
 #define RUMOR_GOSSIP_H
 
+#include "codec.h"
 #include "rumor.h"
 #include "secmix.h"
 #include "topology.h"
@@ -154,7 +179,16 @@ typedef struct {
     double deadline_k;         /* 0: 4 */
     rumor_robust_t robust;     /* dpsgd and diloco only */
     bool secure_mix;           /* dpsgd and diloco; masked chunks only, see "Secure mixing" */
+    /* Compressed gossip, CHOCO-SGD (dpsgd only; see "Compressed gossip"): the compressor
+     * (topk; id f32: off), the consensus step gamma (0: RUMOR_GOSSIP_CHOCO_GAMMA) and this
+     * start's lineage, a number the driver draws at random for every start of the engine. */
+    rumor_codec_t choco;
+    double choco_gamma;
+    uint64_t lineage;
 } rumor_gossip_config_t;
+
+#define RUMOR_GOSSIP_CHOCO_GAMMA 0.05
+#define RUMOR_GOSSIP_CHOCO_PEERS 16  /* neighbours whose public copies a peer holds */
 
 typedef struct rumor_gossip rumor_gossip_t;
 
@@ -202,6 +236,16 @@ typedef struct {
     bool masked;
     uint64_t mix;
     rumor_secmix_edges_t edges;
+    /* choco: this peer's public copy, as a delta (enc not NULL: chunk c is the `codec`
+     * payload enc[enc_off[c] .. enc_off[c + 1])) or whole (a keyframe: params, float32), at
+     * version ver of lineage lin whose version 0 hashes to base; need: this peer holds no
+     * complete copy of the receiver's (it asks for a keyframe). Same lifetime as params. */
+    bool choco;
+    int codec;
+    const uint8_t *enc;
+    const size_t *enc_off;
+    uint64_t ver, lin, base;
+    bool need;
 } rumor_gossip_send_t;
 
 /* Take the next send, false when none. Every taken send must end in exactly one
@@ -227,6 +271,10 @@ typedef struct {
     size_t wire_bytes;     /* what the chunk took on the wire, encoded (counted in bytes_in); 0: len */
     bool masked;           /* payload is n uint32 of the masked codec (secure_mix), not float32 */
     uint64_t mix;          /* masked: the sender's mix id */
+    bool choco;            /* a piece of the sender's public copy (see rumor_gossip_send_t) */
+    int codec;             /* choco: f32 (a keyframe) or the compressor's codec (a delta) */
+    uint64_t ver, lin, base;
+    bool need;
 } rumor_gossip_chunk_t;
 
 /* A model chunk from peer (its payload: n float32, little-endian, any alignment). Returns
@@ -247,7 +295,8 @@ typedef enum {
     RUMOR_GOSSIP_DROP_AHEAD,     /* round beyond the next */
     RUMOR_GOSSIP_DROP_SENDERS,   /* too many senders this round */
     RUMOR_GOSSIP_DROP_BANNED,    /* a sender banned for its strikes (robust mixing) */
-    RUMOR_GOSSIP_DROP_MASK,      /* masked where plain was expected, or plain under secure_mix */
+    RUMOR_GOSSIP_DROP_MODE,      /* masked, compressed or plain where this engine takes another kind */
+    RUMOR_GOSSIP_DROP_COPY,      /* choco: a delta that does not follow the copy held (a gap, another lineage) */
     RUMOR_GOSSIP_DROP_COUNT
 } rumor_gossip_drop_t;
 
@@ -273,6 +322,8 @@ typedef struct {
     uint64_t chunks_unmixed;  /* secure mixing: chunks left out of a round (a sender missing or
                                  disagreeing on the set), summed over rounds */
     uint64_t sends_unmasked;  /* secure mixing: sends skipped, the receiver having < 2 senders */
+    uint64_t keyframes;       /* choco: whole public copies sent */
+    uint64_t copies_mixed;    /* choco: neighbours' copies in the last round's mix */
 } rumor_gossip_stats_t;
 
 void rumor_gossip_stats(const rumor_gossip_t *g, rumor_gossip_stats_t *st);

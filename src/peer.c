@@ -25,6 +25,7 @@
 
 #define EVAL_BATCH 256
 #define MAX_VIEW 256
+#define MASK_POOL 16 /* masked send buffers kept for reuse */
 #define LATE_JOIN_ROUNDS 4 /* a neighbour this many rounds in means the swarm is running */
 
 typedef struct {
@@ -86,6 +87,11 @@ typedef struct {
     float *dec;
     uint64_t codec_drops;     /* chunks whose encoding did not decode (under mu) */
     rumor_secmix_t *secmix;   /* --secure-mix (node thread) */
+    /* Masked buffers of sends released, for the next ones: a fresh 1 MiB buffer costs its page
+     * faults on every send (a third of the masking time measured). Under pool_mu. */
+    pthread_mutex_t pool_mu;
+    uint8_t *mask_pool[MASK_POOL];
+    int n_mask_pool;
     uint64_t mask_fails;      /* sends that could not be masked (under mu) */
     double epsilon;           /* spent so far (under mu) */
     bool budget_spent;
@@ -104,6 +110,12 @@ typedef struct send_ctx {
 static void send_ctx_free(send_ctx_t *c)
 {
     if (!c) return;
+    if (c->masked) {
+        peer_t *p = c->p;
+        pthread_mutex_lock(&p->pool_mu);
+        if (p->n_mask_pool < MASK_POOL) p->mask_pool[p->n_mask_pool++] = c->masked, c->masked = NULL;
+        pthread_mutex_unlock(&p->pool_mu);
+    }
     free(c->masked);
     free(c->masked_off);
     free(c);
@@ -196,6 +208,10 @@ static void chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t
         /* Words for the engine to sum as they are. */
         h.masked = true;
         h.mix = ch->mix;
+    } else if (ch->has_copy && !ch->has_hash) {
+        /* A piece of a neighbour's public copy: the engine applies it to its copy. */
+        h.choco = true, h.codec = ch->codec, h.ver = ch->ver, h.lin = ch->lin, h.base = ch->base, h.need = ch->need;
+        h.wire_bytes = len;
     } else if (ch->codec != RUMOR_CODEC_F32 && !ch->has_hash) {
         /* Decoded into floats first (p->dec holds the largest chunk there is); a chunk of
          * another geometry than ours is the engine's to refuse. */
@@ -241,8 +257,21 @@ static bool encode_snapshot(peer_t *p, const rumor_gossip_send_t *s, const float
     return true;
 }
 
-bool rumor_peer_secure_mix_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_LEN])
+bool rumor_peer_gossip_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_LEN])
 {
+    if (cfg->codec.id == RUMOR_CODEC_TOPK) {
+        if (cfg->algo.kind != RUMOR_ALGO_DPSGD || cfg->robust.clip || cfg->robust.trim || cfg->secure_mix ||
+            cfg->attack.kind != RUMOR_ATTACK_NONE) {
+            rumor_fail(err, RUMOR_EINVAL, "--codec topk (compressed gossip, CHOCO-SGD) needs dpsgd, without --robust, "
+                       "--secure-mix or --attack");
+            return false;
+        }
+        if (!(cfg->consensus_step >= 0.0 && cfg->consensus_step <= 1.0)) {
+            rumor_fail(err, RUMOR_EINVAL, "--consensus-step %g: expected 0 < gamma <= 1", cfg->consensus_step);
+            return false;
+        }
+    }
+    if (!cfg->secure_mix) return true;
     if (cfg->algo.kind == RUMOR_ALGO_SGP) {
         rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs dpsgd or diloco (push-sum sends its weight in the clear)");
         return false;
@@ -265,7 +294,10 @@ static bool mask_send(peer_t *p, send_ctx_t *c, const float *x)
 {
     const rumor_gossip_send_t *s = &c->s;
     const size_t chunks = (s->count + s->chunk_params - 1) / s->chunk_params;
-    c->masked = malloc(s->count * sizeof(uint32_t));
+    pthread_mutex_lock(&p->pool_mu);
+    if (p->n_mask_pool > 0) c->masked = p->mask_pool[--p->n_mask_pool];
+    pthread_mutex_unlock(&p->pool_mu);
+    if (!c->masked) c->masked = malloc(s->count * sizeof(uint32_t));
     c->masked_off = malloc((chunks + 1) * sizeof *c->masked_off);
     if (!c->masked || !c->masked_off) return false;
     char err[RUMOR_ERR_LEN];
@@ -368,14 +400,27 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             bool mask_failed = false;
             if (s.masked) {
                 rc = RUMOR_EINVAL;
+                const rumor_node_model_ext_t ext = {.mix = s.mix};
                 if (mask_send(p, c, params))
                     rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, RUMOR_CODEC_MASKED,
-                                                 s.mix, c->masked, c->masked_off, s.count, s.chunk_params, release_cb, c);
+                                                 &ext, c->masked, c->masked_off, s.count, s.chunk_params, release_cb, c);
                 else
                     mask_failed = true;
+            } else if (s.choco) {
+                /* A delta of our public copy, or the copy whole (a keyframe). */
+                const rumor_node_model_ext_t ext = {.has_copy = true, .ver = s.ver, .lin = s.lin, .base = s.base,
+                                                    .need = s.need};
+                if (s.enc) {
+                    wire = s.enc_off[(s.count + s.chunk_params - 1) / s.chunk_params];
+                    rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, s.codec, &ext, s.enc,
+                                                 s.enc_off, s.count, s.chunk_params, release_cb, c);
+                } else {
+                    rc = rumor_node_send_model_ext(node, s.peer, s.layout, s.round, s.share, s.w, s.params, s.count,
+                                                   s.chunk_params, &ext, release_cb, c);
+                }
             } else if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 && encode_snapshot(p, &s, params)) {
                 wire = p->enc_off[s.snap][(s.count + s.chunk_params - 1) / s.chunk_params];
-                rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, (int)cd->id, 0, p->enc[s.snap],
+                rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, (int)cd->id, NULL, p->enc[s.snap],
                                              p->enc_off[s.snap], s.count, s.chunk_params, release_cb, c);
             } else {
                 rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, params, s.count,
@@ -920,7 +965,13 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
                                     .layout = rumor_model_layout_id(p.m), .round_timeout_ms = c->round_timeout_ms,
                                     .robust = c->robust, .chunk_params = rumor_codec_chunk_params(&c->codec),
                                     .secure_mix = c->secure_mix};
-        if (c->codec.id != RUMOR_CODEC_F32) {
+        if (c->codec.id == RUMOR_CODEC_TOPK) {
+            /* Top-k travels as compressed differences of a public copy (CHOCO-SGD), whose
+             * lineage is new at every start. */
+            gc.choco = c->codec;
+            gc.choco_gamma = c->consensus_step;
+            gc.lineage = rumor_random_u64();
+        } else if (c->codec.id != RUMOR_CODEC_F32) {
             const size_t P = rumor_model_param_count(p.m), cp = gc.chunk_params ? gc.chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
             const size_t chunks = (P + cp - 1) / cp;
             for (int k = 0; k < 2; k++) {
@@ -993,6 +1044,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         }
     }
     pthread_mutex_init(&p.mu, NULL);
+    pthread_mutex_init(&p.pool_mu, NULL);
     pthread_cond_init(&p.cv, NULL);
     mu_init = true;
     rumor_node_on_chunk(p.node, chunk_cb, &p);
@@ -1042,8 +1094,10 @@ out:
     rumor_gossip_destroy(&p.g);
     if (mu_init) {
         pthread_mutex_destroy(&p.mu);
+        pthread_mutex_destroy(&p.pool_mu);
         pthread_cond_destroy(&p.cv);
     }
+    for (int i = 0; i < p.n_mask_pool; i++) free(p.mask_pool[i]);
     if (p.metrics) fclose(p.metrics);
     rumor_topology_destroy(&p.topo);
     rumor_optim_destroy(&p.o);

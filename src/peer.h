@@ -69,6 +69,7 @@ typedef struct {
     rumor_priv_config_t dp;      /* DP-SGD (dp.on) and its budget */
     rumor_codec_t codec;         /* how the models it sends are encoded (float32, fp16, bf16, int8) */
     bool secure_mix;             /* neighbourhood masked averaging (secmix.h); no pulls, no late join */
+    double consensus_step;       /* --codec topk: CHOCO's gamma; 0: the engine's default */
     /* An emulated network for the models this peer sends (experiments on one machine): each
      * model leaves after latency plus its size over the bandwidth (one at a time, like an
      * uplink), or is lost with probability loss. 0: off. */
@@ -85,9 +86,10 @@ typedef struct {
 /* Run a training peer until its rounds are done or a stop is requested
  * (rumor_node_request_stop from a signal handler). Errors as rumor_node_run and
  * rumor_train_run, with err saying what and where. */
-/* Whether --secure-mix goes with the other settings (dpsgd or diloco, float32 codec, no
- * robust mixing); false with a sentence in err. */
-bool rumor_peer_secure_mix_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_LEN]);
+/* Whether the gossip settings go together: --secure-mix (dpsgd or diloco, float32 codec, no
+ * robust mixing) and --codec topk (dpsgd, no robust or secure mixing, no attack, a consensus
+ * step in (0, 1]); false with a sentence in err. */
+bool rumor_peer_gossip_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_LEN]);
 
 rumor_err_t rumor_peer_run(const rumor_peer_config_t *cfg, rumor_peer_result_t *res,
                            char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;

@@ -35,6 +35,9 @@ expect_error "eval bad threads"       eval x.safetensors --threads -5
 expect_error "secure mix and robust"  node --run-dir "$tmp/sm" --secure-mix --robust clip
 expect_error "secure mix and sgp"     node --run-dir "$tmp/sm" --secure-mix --algo sgp
 expect_error "secure mix and a codec" node --run-dir "$tmp/sm" --secure-mix --codec int8
+expect_error "topk with sgp"          node --run-dir "$tmp/sm" --codec topk:0.01 --algo sgp
+expect_error "consensus step of 2"    node --run-dir "$tmp/sm" --codec topk:0.01 --consensus-step 2
+expect_error "topk of nothing"        node --run-dir "$tmp/sm" --codec topk:0
 expect_error "topo without kind"      topo --peers 8
 expect_error "topo unknown kind"      topo --kind star --peers 8
 expect_error "hypercube of 6"         topo --kind hypercube --peers 6

@@ -177,6 +177,23 @@ static void bb_model(bb_t *bb, const model_fields_t *f, const char *skip)
     }
 }
 
+/* bb_model with a copy's `ver`, `lin`, `base` (and `need` when need > 0) appended. */
+static void bb_model_copy(bb_t *bb, const model_fields_t *f, uint64_t need)
+{
+    bb_model(bb, f, NULL);
+    bb->b[0] += need ? 4 : 3;
+    bb_str(bb, "ver");
+    bb_uint(bb, 3);
+    bb_str(bb, "lin");
+    bb_uint(bb, 77);
+    bb_str(bb, "base");
+    bb_uint(bb, 1);
+    if (need) {
+        bb_str(bb, "need");
+        bb_uint(bb, need);
+    }
+}
+
 /* bb_model with a `mix` field appended. */
 static void bb_model_mix(bb_t *bb, const model_fields_t *f, uint64_t mix)
 {
@@ -370,6 +387,13 @@ static void sample_model(rumor_msg_t *m, rumor_proto_codec_t codec, uint64_t n, 
     m->u.model.chunks = 3;
     m->u.model.off = 1000;
     m->u.model.n = n;
+    if (codec == RUMOR_CODEC_TOPK) { /* a delta of a public copy: always with its version */
+        m->u.model.has_copy = true;
+        m->u.model.ver = 41;
+        m->u.model.lin = UINT64_MAX;
+        m->u.model.base = 0x5555;
+        m->u.model.need = true;
+    }
     m->u.model.payload = payload_buf;
     m->u.model.payload_len = len;
 }
@@ -537,6 +561,15 @@ static void test_roundtrip(void)
         if (c == RUMOR_CODEC_MASKED) m->u.model.mix = 0xfedcba9876543210u;
         roundtrip(m, payload_buf, len);
     }
+    /* A keyframe: float32 with its copy's version, with and without need. */
+    sample_model(m, RUMOR_CODEC_F32, 2, 8);
+    m->u.model.has_copy = true;
+    m->u.model.ver = 1, m->u.model.lin = 2, m->u.model.base = 3;
+    roundtrip(m, payload_buf, 8);
+    m->u.model.need = true;
+    roundtrip(m, payload_buf, 8);
+    m->u.model.has_hash = true; /* a copy to adopt is not a public copy */
+    CHECK(rumor_proto_encode(m, payload_buf + 64, 4096, &len) == RUMOR_EINVAL);
     /* A masked chunk is gossip, never a copy to adopt: no hash with it. */
     sample_model(m, RUMOR_CODEC_MASKED, 2, 8);
     m->u.model.has_hash = true;
@@ -1235,7 +1268,10 @@ static void test_reject_model(void)
         size_t len = 0;
         CHECK_RC(rumor_proto_payload_len((rumor_proto_codec_t)c, f.n, f.n, &len));
         bb->n = 0;
-        bb_model(bb, &f, NULL);
+        if (c == RUMOR_CODEC_TOPK)
+            bb_model_copy(bb, &f, 0);
+        else
+            bb_model(bb, &f, NULL);
         CHECK_REJECT(bb, payload_buf, len, RUMOR_PROTO_REJECT_NONE);
         CHECK_REJECT(bb, payload_buf, len - 1, RUMOR_PROTO_REJECT_PAYLOAD);
         CHECK_REJECT(bb, payload_buf, len + 1, RUMOR_PROTO_REJECT_PAYLOAD);
@@ -1264,11 +1300,29 @@ static void test_reject_model(void)
     bb->n = 0;
     bb_model_mix(bb, &f, 7);
     CHECK_REJECT(bb, payload_buf, 4 * f.n, RUMOR_PROTO_REJECT_VALUE);
-    /* topk: fewer pairs are fine, more pairs than parameters are not. */
+    /* Copies: topk needs ver, lin and base; f32 may carry them (a keyframe); no other codec
+     * may; need is 0 or 1. */
     f = model_defaults();
     f.codec = RUMOR_CODEC_TOPK;
     bb->n = 0;
     bb_model(bb, &f, NULL);
+    CHECK_REJECT(bb, payload_buf, 8, RUMOR_PROTO_REJECT_MISSING);
+    f.codec = RUMOR_CODEC_F32;
+    bb->n = 0;
+    bb_model_copy(bb, &f, 1);
+    CHECK_REJECT(bb, payload_buf, 4 * f.n, RUMOR_PROTO_REJECT_NONE);
+    bb->n = 0;
+    bb_model_copy(bb, &f, 2);
+    CHECK_REJECT(bb, payload_buf, 4 * f.n, RUMOR_PROTO_REJECT_VALUE);
+    f.codec = RUMOR_CODEC_INT8;
+    bb->n = 0;
+    bb_model_copy(bb, &f, 0);
+    CHECK_REJECT(bb, payload_buf, 4 + f.n, RUMOR_PROTO_REJECT_VALUE);
+    /* topk: fewer pairs are fine, more pairs than parameters are not. */
+    f = model_defaults();
+    f.codec = RUMOR_CODEC_TOPK;
+    bb->n = 0;
+    bb_model_copy(bb, &f, 1);
     CHECK_REJECT(bb, payload_buf, 8, RUMOR_PROTO_REJECT_NONE);
     CHECK_REJECT(bb, payload_buf, 8 * f.n + 8, RUMOR_PROTO_REJECT_PAYLOAD);
     /* Oversize frame 2, and a header whose count implies more than the limit. */

@@ -67,9 +67,12 @@ static uint32_t word_at(const uint8_t *p, size_t i)
     return w;
 }
 
-/* n senders (n = 2..5) send one chunk each to peer 0: the sum of their words mod 2^32 is
- * exactly the sum of their fixed-point shares, and that reads back as the weighted sum. */
-static void test_cancellation(const keys_t *k, int n, size_t off, size_t len)
+/* n senders (n = 2..5) send one chunk each to peer 0, twice, in two rounds: the messages of
+ * the two rounds differ in nearly every word, yet the two sums are equal word for word (the
+ * masks cancel exactly) and read back as the weighted sum, each sender's share within one
+ * unit of 2^-20 and a half. With parameters as large as `scale`, the shares take the double
+ * path, which rounds exactly: the sum is then exactly the sum of the rounded shares. */
+static void test_cancellation(const keys_t *k, int n, size_t off, size_t len, double scale)
 {
     char err[RUMOR_ERR_LEN];
     rumor_rng_t rng;
@@ -77,37 +80,44 @@ static void test_cancellation(const keys_t *k, int n, size_t off, size_t len)
     int set[PEERS];
     for (int i = 0; i < n; i++) set[i] = i + 1; /* senders 1..n, receiver 0 */
     float *x = malloc(len * sizeof *x);
-    uint8_t *out = malloc(4 * len);
-    uint32_t *acc = calloc(len, sizeof *acc);
+    uint8_t *out[2] = {malloc(4 * len), malloc(4 * len)};
+    uint32_t *acc[2] = {calloc(len, sizeof(uint32_t)), calloc(len, sizeof(uint32_t))};
     int64_t *want = calloc(len, sizeof *want);
     double *real = calloc(len, sizeof *real);
+    size_t differ = 0;
     for (int p = 0; p < n; p++) {
         const double share = 0.05 + 0.2 * rumor_rng_uniform(&rng);
-        for (size_t i = 0; i < len; i++) x[i] = (float)(3.0 * rumor_rng_normal(&rng));
-        rumor_secmix_edges_t e;
-        ring_edges(k, set, n, p, 0, 17, &e);
-        CHECK(e.count == (n == 2 ? 1 : 2));
-        rumor_secmix_send_t snd;
-        CHECK_RC(rumor_secmix_send_init(k->mix[set[p]], &e, &snd, err));
-        CHECK_RC(rumor_secmix_encode(&snd, off, x, len, share, out, err));
-        rumor_secmix_send_fini(&snd);
-        rumor_secmix_add(acc, out, len);
+        for (size_t i = 0; i < len; i++) x[i] = (float)(scale * rumor_rng_normal(&rng));
+        for (int r = 0; r < 2; r++) {
+            rumor_secmix_edges_t e;
+            ring_edges(k, set, n, p, 0, 17 + (uint64_t)r, &e);
+            CHECK(e.count == (n == 2 ? 1 : 2));
+            rumor_secmix_send_t snd;
+            CHECK_RC(rumor_secmix_send_init(k->mix[set[p]], &e, &snd, err));
+            CHECK_RC(rumor_secmix_encode(&snd, off, x, len, share, out[r], err));
+            rumor_secmix_send_fini(&snd);
+            rumor_secmix_add(acc[r], out[r], len);
+        }
         for (size_t i = 0; i < len; i++) {
-            want[i] += llrint((double)x[i] * share * 1048576.0);
+            differ += memcmp(out[0] + 4 * i, out[1] + 4 * i, 4) != 0;
+            want[i] += llround((double)x[i] * share * 1048576.0);
             real[i] += (double)x[i] * share;
         }
     }
-    size_t exact = 0;
+    size_t same = 0, exact = 0;
     double worst = 0.0;
     for (size_t i = 0; i < len; i++) {
-        exact += acc[i] == (uint32_t)want[i];
-        const double d = fabs(rumor_secmix_value(acc[i]) - real[i]);
+        same += acc[0][i] == acc[1][i];
+        exact += acc[0][i] == (uint32_t)want[i];
+        const double d = fabs(rumor_secmix_value(acc[0][i]) - real[i]);
         if (d > worst) worst = d;
     }
-    CHECK_MSG(exact == len, "%d senders: %zu of %zu words cancel exactly", n, exact, len);
-    /* Each sender's rounding is at most half a step. */
-    CHECK_MSG(worst <= n * 0.5 / 1048576.0 + 1e-12, "%d senders: error %g", n, worst);
-    free(x), free(out), free(acc), free(want), free(real);
+    CHECK_MSG(same == len, "%d senders: %zu of %zu sums agree between rounds", n, same, len);
+    CHECK_MSG(differ > (size_t)n * len - 4, "%d senders: only %zu of %zu words differ between rounds", n, differ,
+              (size_t)n * len);
+    if (scale > 100.0) CHECK_MSG(exact == len, "%d senders: %zu of %zu sums are the rounded shares'", n, exact, len);
+    CHECK_MSG(worst <= n * 1.5 / 1048576.0 + 1e-12, "%d senders: error %g", n, worst);
+    free(x), free(out[0]), free(out[1]), free(acc[0]), free(acc[1]), free(want), free(real);
 }
 
 /* The chi-square statistic of the byte histogram of len bytes (255 degrees of freedom). */
@@ -138,7 +148,7 @@ static void test_uniform(const keys_t *k)
     CHECK_RC(rumor_secmix_send_init(k->mix[2], &e, &snd, err));
     CHECK_RC(rumor_secmix_encode(&snd, 0, x, n, 0.5, out, err));
     for (size_t i = 0; i < n; i++) {
-        const uint32_t q = (uint32_t)(int64_t)llrint((double)x[i] * 0.5 * 1048576.0);
+        const uint32_t q = (uint32_t)(int64_t)llround((double)x[i] * 0.5 * 1048576.0);
         memcpy(plain + 4 * i, &q, 4);
     }
     /* 255 degrees of freedom: P(chi2 > 360) is about 1e-5. */
@@ -228,8 +238,9 @@ int main(void)
 {
     keys_t k;
     keys_init(&k);
-    for (int n = 2; n <= 5; n++) test_cancellation(&k, n, 0, 5000);
-    test_cancellation(&k, 3, 262144, 1001); /* a later chunk, a length not a multiple of 16 */
+    for (int n = 2; n <= 5; n++) test_cancellation(&k, n, 0, 5000, 3.0);
+    test_cancellation(&k, 3, 262144, 1001, 3.0); /* a later chunk, a length not a multiple of 16 */
+    test_cancellation(&k, 4, 16, 3000, 150.0);   /* shares beyond 2^24 units: the double path */
     test_uniform(&k);
     test_refusals(&k);
     keys_fini(&k);

@@ -80,7 +80,7 @@ typedef struct {
     rumor_proto_codec_t codec;       /* f32: chunks point into params; else into enc */
     const uint8_t *enc;              /* encoded chunks, back to back */
     const size_t *enc_off;           /* chunks + 1 byte offsets into enc */
-    uint64_t mix;                    /* codec masked: the mix id every chunk carries */
+    rumor_node_model_ext_t ext;      /* mix id, copy version: what every chunk carries */
 } sending_t;
 
 typedef struct {
@@ -834,7 +834,8 @@ static void handle_router(rumor_node_t *n, uint64_t now)
             const rumor_msg_model_t *mm = &wp->u.model;
             rumor_node_chunk_t ch = {.round = mm->round, .layout = mm->layout, .w = mm->w, .chunk = mm->chunk,
                                      .chunks = mm->chunks, .off = mm->off, .n = mm->n, .has_hash = mm->has_hash,
-                                     .codec = (int)mm->codec, .mix = mm->mix};
+                                     .codec = (int)mm->codec, .mix = mm->mix, .has_copy = mm->has_copy,
+                                     .ver = mm->ver, .lin = mm->lin, .base = mm->base, .need = mm->need};
             if (mm->has_hash) memcpy(ch.hash, mm->hash, sizeof ch.hash);
             n->chunk_cb(n->chunk_arg, key, &ch, mm->payload, mm->payload_len);
         } else if (wp->type == RUMOR_MSG_PULL && n->pull_cb && now - c->last_pull >= PULL_INTERVAL_MS) {
@@ -1261,7 +1262,8 @@ static void pump(rumor_node_t *n, peer_t *p)
         m.u.model = (rumor_msg_model_t){.round = s->round, .w = w, .codec = s->codec,
                                         .layout = s->layout, .chunk = s->next, .chunks = s->chunks,
                                         .off = off, .n = cnt, .payload_len = dlen, .has_hash = s->has_hash,
-                                        .mix = s->mix};
+                                        .mix = s->ext.mix, .has_copy = s->ext.has_copy, .ver = s->ext.ver,
+                                        .lin = s->ext.lin, .base = s->ext.base, .need = s->ext.need};
         if (s->has_hash) memcpy(m.u.model.hash, s->hash, sizeof m.u.model.hash);
         size_t len;
         if (rumor_proto_encode(&m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) {
@@ -1297,20 +1299,29 @@ static void pump(rumor_node_t *n, peer_t *p)
 
 static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round, double w,
                               const double *chunk_w, const float *params, rumor_proto_codec_t codec, const uint8_t *enc,
-                              const size_t *enc_off, uint64_t mix, size_t count, size_t chunk_params,
-                              const uint8_t *hash, void (*release)(void *), void *arg);
+                              const size_t *enc_off, const rumor_node_model_ext_t *ext, size_t count,
+                              size_t chunk_params, const uint8_t *hash, void (*release)(void *), void *arg);
 
 rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
                                   double w, const double *chunk_w, const float *params, size_t count,
                                   size_t chunk_params, const uint8_t *hash, void (*release)(void *), void *arg)
 {
-    return send_model(n, peer, layout, round, w, chunk_w, params, RUMOR_CODEC_F32, NULL, NULL, 0, count, chunk_params,
-                      hash, release, arg);
+    return send_model(n, peer, layout, round, w, chunk_w, params, RUMOR_CODEC_F32, NULL, NULL, NULL, count,
+                      chunk_params, hash, release, arg);
+}
+
+rumor_err_t rumor_node_send_model_ext(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
+                                      double w, const double *chunk_w, const float *params, size_t count,
+                                      size_t chunk_params, const rumor_node_model_ext_t *ext,
+                                      void (*release)(void *), void *arg)
+{
+    return send_model(n, peer, layout, round, w, chunk_w, params, RUMOR_CODEC_F32, NULL, NULL, ext, count,
+                      chunk_params, NULL, release, arg);
 }
 
 rumor_err_t rumor_node_send_encoded(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
-                                    double w, const double *chunk_w, int codec, uint64_t mix, const uint8_t *enc,
-                                    const size_t *enc_off, size_t count, size_t chunk_params,
+                                    double w, const double *chunk_w, int codec, const rumor_node_model_ext_t *ext,
+                                    const uint8_t *enc, const size_t *enc_off, size_t count, size_t chunk_params,
                                     void (*release)(void *), void *arg)
 {
     const size_t chunks = chunk_params ? (count + chunk_params - 1) / chunk_params : 0;
@@ -1325,14 +1336,14 @@ rumor_err_t rumor_node_send_encoded(rumor_node_t *n, const uint8_t peer[32], uin
             want != enc_off[c + 1] - enc_off[c])
             return RUMOR_EINVAL; /* the header must never disagree with the frame after it */
     }
-    return send_model(n, peer, layout, round, w, chunk_w, NULL, (rumor_proto_codec_t)codec, enc, enc_off, mix, count,
+    return send_model(n, peer, layout, round, w, chunk_w, NULL, (rumor_proto_codec_t)codec, enc, enc_off, ext, count,
                       chunk_params, NULL, release, arg);
 }
 
 static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round, double w,
                               const double *chunk_w, const float *params, rumor_proto_codec_t codec, const uint8_t *enc,
-                              const size_t *enc_off, uint64_t mix, size_t count, size_t chunk_params,
-                              const uint8_t *hash, void (*release)(void *), void *arg)
+                              const size_t *enc_off, const rumor_node_model_ext_t *ext, size_t count,
+                              size_t chunk_params, const uint8_t *hash, void (*release)(void *), void *arg)
 {
     int v = -1;
     for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
@@ -1359,7 +1370,8 @@ static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t 
     p->send = (sending_t){.out = o, .params = params, .n = count, .chunk_params = chunk_params, .next = 0,
                           .chunks = (uint32_t)((count + chunk_params - 1) / chunk_params), .layout = layout,
                           .round = round, .w = w, .chunk_w = chunk_w, .has_hash = hash != NULL, .codec = codec,
-                          .enc = enc, .enc_off = enc_off, .mix = mix};
+                          .enc = enc, .enc_off = enc_off};
+    if (ext) p->send.ext = *ext;
     if (hash) memcpy(p->send.hash, hash, sizeof p->send.hash);
     pump(n, p);
     return RUMOR_OK;

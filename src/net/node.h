@@ -94,6 +94,9 @@ typedef struct {
     uint8_t hash[32];      /* BLAKE2b-256 of the whole parameter vector */
     int codec;             /* the payload's encoding (proto.h rumor_proto_codec_t; 0: float32) */
     uint64_t mix;          /* codec masked: the sender's mix id (secmix.h) */
+    bool has_copy;         /* a piece of the sender's public copy (compressed gossip) */
+    uint64_t ver, lin, base;
+    bool need;
 } rumor_node_chunk_t;
 
 /* Called in the node's loop for every admitted model chunk; payload (n float32, little-endian,
@@ -117,12 +120,27 @@ rumor_err_t rumor_node_send_model(rumor_node_t *self, const uint8_t peer[32], ui
                                   uint64_t round, double w, const double *chunk_w, const float *params,
                                   size_t n, size_t chunk_params, const uint8_t *hash,
                                   void (*release)(void *arg), void *arg);
+/* Header fields some models carry (PROTOCOL.md "model"): the mix id of masked chunks, and a
+ * public copy's version (compressed gossip). */
+typedef struct {
+    uint64_t mix;
+    bool has_copy;
+    uint64_t ver, lin, base;
+    bool need;
+} rumor_node_model_ext_t;
+
+/* rumor_node_send_model for a keyframe of a public copy: every chunk carries ext's fields. */
+rumor_err_t rumor_node_send_model_ext(rumor_node_t *self, const uint8_t peer[32], uint64_t layout, uint64_t round,
+                                      double w, const double *chunk_w, const float *params, size_t n,
+                                      size_t chunk_params, const rumor_node_model_ext_t *ext,
+                                      void (*release)(void *arg), void *arg);
 /* As rumor_node_send_model, for a model already encoded with a codec (proto.h): chunk c's
  * bytes are enc[enc_off[c] .. enc_off[c + 1]), each of the length the codec implies for its
- * parameters (RUMOR_EINVAL otherwise). enc and enc_off must stay valid until release. mix is
- * the mix id masked chunks carry (ignored for other codecs). */
+ * parameters (RUMOR_EINVAL otherwise). enc and enc_off must stay valid until release. ext
+ * (may be NULL) holds the mix id of masked chunks and a delta's copy version. */
 rumor_err_t rumor_node_send_encoded(rumor_node_t *self, const uint8_t peer[32], uint64_t layout, uint64_t round,
-                                    double w, const double *chunk_w, int codec, uint64_t mix, const uint8_t *enc,
+                                    double w, const double *chunk_w, int codec, const rumor_node_model_ext_t *ext,
+                                    const uint8_t *enc,
                                     const size_t *enc_off, size_t count, size_t chunk_params,
                                     void (*release)(void *arg), void *arg);
 /* Late join: ask peer (admitted, in the view) for its current model of this layout; the
