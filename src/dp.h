@@ -38,8 +38,9 @@ rumor_err_t rumor_priv_parse(rumor_priv_config_t *out, const char *spec, char er
 
 typedef struct rumor_priv rumor_priv_t;
 
-/* A DP-SGD state for model m (host-memory backends) whose peer owns n_own samples; the
- * noise draws come from seed. NULL with err. */
+/* A DP-SGD state for model m, on m's backend (CPU or a device: the per-sample loop runs there,
+ * one norm per sample comes back and the noise goes up once a batch), whose peer owns n_own
+ * samples; the noise draws come from seed. NULL with err. */
 rumor_priv_t *rumor_priv_new(const rumor_priv_config_t *cfg, rumor_model_t *m, size_t n_own, uint64_t seed,
                          char err[RUMOR_ERR_LEN]);
 void rumor_priv_destroy(rumor_priv_t **self_p);

@@ -1100,6 +1100,7 @@ out:
     for (int i = 0; i < p.n_mask_pool; i++) free(p.mask_pool[i]);
     if (p.metrics) fclose(p.metrics);
     rumor_topology_destroy(&p.topo);
+    rumor_priv_destroy(&p.dp); /* its buffers are the backend's */
     rumor_optim_destroy(&p.o);
     rumor_model_destroy(&p.m);
     device_fini(&p);
@@ -1109,7 +1110,6 @@ out:
     free(p.pull_buf);
     free(p.pull_bits);
     rumor_poison_fini(&p.poison);
-    rumor_priv_destroy(&p.dp);
     for (int k = 0; k < 2; k++) {
         free(p.enc[k]);
         free(p.enc_off[k]);

@@ -399,7 +399,7 @@ static void put_batch(rumor_model_t *m, const float *x, const uint8_t *y, int b)
     be->ops->upload(be, rumor_model_label_buf(m), y, (size_t)b);
 }
 
-static bool same_file(const char *a, const char *b)
+bool backend_same_file(const char *a, const char *b)
 {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
     bool same = fa && fb;
@@ -479,13 +479,13 @@ static void train_case(const char *spec, rumor_opt_kind_t kind, const char *tmpd
         rumor_optim_t *o2 = rumor_optim_new(&oc, cp, P, err);
         CHECK_RC(rumor_checkpoint_load(a, m2, o2, NULL, err));
         CHECK_RC(rumor_checkpoint_save(b, m2, o2, &info, err));
-        CHECK_MSG(same_file(a, b), "%s: checkpoint written by %s, loaded and written by cpu, differs", spec,
+        CHECK_MSG(backend_same_file(a, b), "%s: checkpoint written by %s, loaded and written by cpu, differs", spec,
                   dv->ops->name);
         rumor_model_t *m3 = model_on(dv, spec, B);
         rumor_optim_t *o3 = rumor_optim_new(&oc, dv, P, err);
         CHECK_RC(rumor_checkpoint_load(b, m3, o3, NULL, err));
         CHECK_RC(rumor_checkpoint_save(c, m3, o3, &info, err));
-        CHECK_MSG(same_file(a, c), "%s: checkpoint written by cpu, loaded and written by %s, differs", spec,
+        CHECK_MSG(backend_same_file(a, c), "%s: checkpoint written by cpu, loaded and written by %s, differs", spec,
                   dv->ops->name);
         remove(a);
         remove(b);

@@ -19,5 +19,7 @@
  * count of failed checks returned (check.h's counters are per file). errors: also check that
  * a failing call is reported by sync with its call site (a backend that can fail). */
 int backend_compare_all(rumor_backend_t *dev, bool exact, bool errors, const char *tmpdir);
+/* Whether two files hold the same bytes (false when either cannot be read). */
+bool backend_same_file(const char *a, const char *b);
 
 #endif

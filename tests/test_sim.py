@@ -35,6 +35,18 @@ def summary(run):
         return json.load(f)
 
 
+def short_run(run, what, *args):
+    """A 4-peer, 20-round run into run: its summary, or None (and a failed check) when it did not finish."""
+    r = sim("--peers", "4", "--rounds", "20", "--eval-every", "0", "--out", run, "--no-plots", *args)
+    try:
+        with open(os.path.join(run, "summary.json")) as f:
+            got = json.load(f)
+    except (OSError, ValueError):
+        got = None
+    check(r.returncode == 0 and got, "%s finishes (exit %d) %s" % (what, r.returncode, r.stderr.strip()[-300:]))
+    return got
+
+
 def main():
     global RUMOR, DATA
     RUMOR = rumortest.RUMOR = os.path.abspath(sys.argv[1])
@@ -213,16 +225,8 @@ def main():
     #     them (proc mode); accuracy stays with float32's.
     got = {}
     for mode, codec in (("virtual", "f32"), ("virtual", "int8"), ("proc", "int8")):
-        run = os.path.join(tmp, "codec-%s-%s" % (mode, codec))
-        r = sim("--mode", mode, "--peers", "4", "--rounds", "20", "--eval-every", "0", "--codec", codec, "--out", run,
-                "--no-plots", *small)
-        try:
-            with open(os.path.join(run, "summary.json")) as f:
-                got[(mode, codec)] = json.load(f)
-        except (OSError, ValueError):
-            got[(mode, codec)] = None
-        check(r.returncode == 0 and got[(mode, codec)], "%s run with --codec %s finishes (exit %d) %s"
-              % (mode, codec, r.returncode, r.stderr.strip()[-300:]))
+        got[(mode, codec)] = short_run(os.path.join(tmp, "codec-%s-%s" % (mode, codec)),
+                                       "%s run with --codec %s" % (mode, codec), "--mode", mode, "--codec", codec, *small)
     f32, i8, p8 = got[("virtual", "f32")], got[("virtual", "int8")], got[("proc", "int8")]
     if f32 and i8 and p8:
         ratio = f32["bytes_total"] / max(1, i8["bytes_total"])
@@ -235,16 +239,8 @@ def main():
     #      entries as 8-byte pairs, in virtual mode and between real nodes; the swarm learns.
     got = {}
     for mode in ("virtual", "proc"):
-        run = os.path.join(tmp, "codec-%s-topk" % mode)
-        r = sim("--mode", mode, "--peers", "4", "--rounds", "20", "--eval-every", "0", "--codec", "topk:0.01",
-                "--consensus-step", "0.05", "--out", run, "--no-plots", *small)
-        try:
-            with open(os.path.join(run, "summary.json")) as f:
-                got[mode] = json.load(f)
-        except (OSError, ValueError):
-            got[mode] = None
-        check(r.returncode == 0 and got[mode], "%s run with --codec topk:0.01 finishes (exit %d) %s"
-              % (mode, r.returncode, r.stderr.strip()[-300:]))
+        got[mode] = short_run(os.path.join(tmp, "codec-%s-topk" % mode), "%s run with --codec topk:0.01" % mode,
+                              "--mode", mode, "--codec", "topk:0.01", "--consensus-step", "0.05", *small)
     if f32 and got["virtual"] and got["proc"]:
         rv = f32["bytes_total"] / max(1, got["virtual"]["bytes_total"])
         rp = f32["bytes_total"] / max(1, got["proc"]["bytes_total"])
@@ -259,16 +255,8 @@ def main():
     #     learns and agrees as plain mixing does, for the same bytes (virtual mode alike).
     got = {}
     for mode in ("proc", "virtual"):
-        run = os.path.join(tmp, "secure-%s" % mode)
-        r = sim("--mode", mode, "--peers", "4", "--topology", "complete", "--rounds", "20", "--eval-every", "0",
-                "--secure-mix", "--out", run, "--no-plots", *small)
-        try:
-            with open(os.path.join(run, "summary.json")) as f:
-                got[mode] = json.load(f)
-        except (OSError, ValueError):
-            got[mode] = None
-        check(r.returncode == 0 and got[mode], "%s run with --secure-mix finishes (exit %d) %s"
-              % (mode, r.returncode, r.stderr.strip()[-300:]))
+        got[mode] = short_run(os.path.join(tmp, "secure-%s" % mode), "%s run with --secure-mix" % mode, "--mode", mode,
+                              "--topology", "complete", "--secure-mix", *small)
     sp, sv = got["proc"], got["virtual"]
     if sp and sv and f32:
         lines = [metrics(os.path.join(tmp, "secure-proc"), i)[-1] for i in range(4)]

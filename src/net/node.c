@@ -1393,6 +1393,8 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     }
     n->cfg = *cfg;
     n->udp = -1;
+    stop_requested = 0;
+    reload_requested = 0;
     n->start_ms = now_ms();
     n->wake[0] = n->wake[1] = -1;
     n->tick_ms = 100;
@@ -1601,8 +1603,8 @@ static bool all_bootstraps_refused(rumor_node_t *n, char *why, size_t len)
 
 rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
 {
-    stop_requested = 0;
-    reload_requested = 0;
+    /* stop_requested was cleared when the node was made: a stop asked for between then and
+     * now (a trainer that failed at once, a Ctrl-C during set-up) still stops the loop. */
     uint64_t now = now_ms();
     for (int b = 0; b < n->n_boot; b++) {
         if (same_key(n->boot[b].key, rumor_secret_key_public(n->key))) continue; /* ourselves */
