@@ -45,13 +45,15 @@ static void sim_help(void)
            "  --consensus-step G       with topk: CHOCO's consensus step (default 0.05)\n"
            "  --secure-mix             masked neighbourhood averaging on every peer (dpsgd, diloco)\n"
            "  --event 'kill peer 3 at 40s' | 'restart peer 3 at 60s' | 'kill 25%% at round 50'\n"
-           "  --out DIR --no-plots --quiet\n");
+           "  --out DIR --no-plots --quiet\n"
+           "  --check                  check the settings and print them as JSON; run nothing\n");
 }
 
 int cmd_sim(int argc, char **argv)
 {
     rumor_sim_config_t c;
     rumor_sim_defaults(&c);
+    bool check_only = false;
     char err[RUMOR_ERR_LEN];
     int i = 2;
     if (i < argc && argv[i][0] != '-') {
@@ -77,6 +79,10 @@ int cmd_sim(int argc, char **argv)
         }
         if (strcmp(a, "--secure-mix") == 0) {
             c.secure_mix = true;
+            continue;
+        }
+        if (strcmp(a, "--check") == 0) {
+            check_only = true;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -106,6 +112,12 @@ int cmd_sim(int argc, char **argv)
     if (rumor_sim_check(&c, err) != RUMOR_OK) {
         cli_error("%s", err);
         return 2;
+    }
+    if (check_only) { /* the settings, checked, as summary.json would record them */
+        char json[8192];
+        rumor_sim_config_json(&c, json, sizeof json);
+        printf("%s\n", json);
+        return 0;
     }
     if (!c.out[0]) {
         const time_t now = time(NULL);

@@ -146,6 +146,14 @@ else
     fail "bench codec --params 100000 --chunk 30000 --repeat 2 --json"
 fi
 
+# Every shipped scenario holds settings rumor sim accepts (checked, nothing run).
+for scen in "$(dirname "$0")"/../sim/scenarios/*.ini; do
+    checks=$((checks + 1))
+    "$rumor" sim "$scen" --check >"$tmp/out" 2>"$tmp/err" && grep -q '"peers":' "$tmp/out" ||
+        { fail "rumor sim $scen --check:"; sed 's/^/    /' "$tmp/err"; }
+done
+expect_error "sim --check, a bad setting" sim --check --peers 0
+
 checks=$((checks + 1))
 "$rumor" --version | grep -q '^backends cpu' || { echo "FAIL: --version"; fails=$((fails + 1)); }
 
