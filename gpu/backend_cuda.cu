@@ -102,6 +102,9 @@ static void record(cuda_t *c, rumor_err_t code, const char *fmt, ...)
 static bool cuda_ok(cuda_t *c, cudaError_t e, const char *file, int line, const char *call)
 {
     if (e == cudaSuccess) return true;
+    /* CUDA keeps a failed call's error as its "last error" too: take it, or the next launch's
+     * cudaGetLastError reports it again under that launch, after sync has returned it. */
+    (void)cudaGetLastError();
     record(c, e == cudaErrorMemoryAllocation ? RUMOR_ENOMEM : RUMOR_EIO, "CUDA %s at %s:%d (%.80s): %s",
            cudaGetErrorName(e), file, line, call, cudaGetErrorString(e));
     return false;

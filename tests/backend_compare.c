@@ -126,7 +126,10 @@ static void test_memory(void)
 
 // ---- dense layers ----
 
-static void gemm_case(bool ta, bool tb, int m, int n, int k, int pad, float alpha, float beta, double tol)
+/* Sums of k products in another order: float32's error grows like sqrt(k) (measured on an H200:
+ * 1.9e-5 at k = 400 and 1.1e-4 at k = 6400, both against cuBLAS and OpenBLAS alike), so the
+ * tolerance does too, with 4x to spare. */
+static void gemm_case(bool ta, bool tb, int m, int n, int k, int pad, float alpha, float beta)
 {
     const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
     pair_t a = pair_new((size_t)(ta ? k : m) * lda, 1.0), b = pair_new((size_t)(tb ? n : k) * ldb, 1.0);
@@ -138,7 +141,7 @@ static void gemm_case(bool ta, bool tb, int m, int n, int k, int pad, float alph
              (double)beta);
     /* Summation order differs (cuBLAS tiles, OpenBLAS kernels): relative to sqrt(k)-sized
      * values, float32 rounding over k terms. */
-    same(what, &c, tol, 1.0);
+    same(what, &c, fmax(1e-5, 5e-6 * sqrt((double)k)), 1.0);
     pair_free(&a);
     pair_free(&b);
     pair_free(&c);
@@ -146,12 +149,12 @@ static void gemm_case(bool ta, bool tb, int m, int n, int k, int pad, float alph
 
 static void test_gemm(void)
 {
-    for (int t = 0; t < 4; t++) gemm_case(t & 1, t & 2, 37, 53, 71, 3, 1.5f, 0.5f, 1e-5);
-    gemm_case(false, true, 100, 10, 800, 0, 1.0f, 0.0f, 1e-5);      /* fc forward */
-    gemm_case(true, false, 10, 800, 100, 0, 1.0f, 1.0f, 1e-5);      /* fc weight gradient */
-    gemm_case(false, false, 32, 6400, 400, 0, 1.0f, 0.0f, 1e-5);    /* conv2 forward */
-    gemm_case(false, true, 32, 400, 6400, 0, 1.0f, 1.0f, 1e-4);     /* conv2 weight gradient */
-    gemm_case(true, false, 400, 6400, 32, 0, 1.0f, 0.0f, 1e-5);     /* conv2 input gradient */
+    for (int t = 0; t < 4; t++) gemm_case(t & 1, t & 2, 37, 53, 71, 3, 1.5f, 0.5f);
+    gemm_case(false, true, 100, 10, 800, 0, 1.0f, 0.0f);      /* fc forward */
+    gemm_case(true, false, 10, 800, 100, 0, 1.0f, 1.0f);      /* fc weight gradient */
+    gemm_case(false, false, 32, 6400, 400, 0, 1.0f, 0.0f);    /* conv2 forward */
+    gemm_case(false, true, 32, 400, 6400, 0, 1.0f, 1.0f);     /* conv2 weight gradient */
+    gemm_case(true, false, 400, 6400, 32, 0, 1.0f, 0.0f);     /* conv2 input gradient */
 }
 
 static void bias_case(int rows, int cols, bool relu)
@@ -161,7 +164,7 @@ static void bias_case(int rows, int cols, bool relu)
     cp->ops->bias_act(cp, y.c, bias.c, rows, cols, relu);
     char what[96];
     snprintf(what, sizeof what, "bias_act %dx%d relu=%d", rows, cols, relu);
-    same(what, &y, 1e-6, 1e-6);
+    same(what, &y, 0.0, 1e-6); /* elementwise, no fused multiply-add: the CPU's bits */
     /* Backward: dy masked where y <= 0, dbias accumulates onto its old value. */
     pair_t dy = pair_new((size_t)rows * cols, 1.0), db = pair_new((size_t)cols, 1.0);
     dv->ops->bias_act_bwd(dv, db.d, dy.d, y.d, rows, cols, relu);
@@ -169,7 +172,7 @@ static void bias_case(int rows, int cols, bool relu)
     snprintf(what, sizeof what, "bias_act_bwd dy %dx%d relu=%d", rows, cols, relu);
     same(what, &dy, 0.0, 1.0);
     snprintf(what, sizeof what, "bias_act_bwd dbias %dx%d relu=%d", rows, cols, relu);
-    same(what, &db, 1e-5, 1.0); /* sums of `rows` terms in another order */
+    same(what, &db, 5e-5, 1.0); /* sums of `rows` terms in another order (1.2e-5 seen at 5000) */
     pair_free(&y);
     pair_free(&bias);
     pair_free(&dy);
@@ -200,7 +203,7 @@ static void conv_case(int c, int b, int h, int w, int k)
     dv->ops->col2im(dv, dx.d, g.d, c, b, h, w, k);
     cp->ops->col2im(cp, dx.c, g.c, c, b, h, w, k);
     snprintf(what, sizeof what, "col2im c=%d b=%d %dx%d k=%d", c, b, h, w, k);
-    same(what, &dx, 1e-6, 1e-6); /* the same sums in the same order */
+    same(what, &dx, 0.0, 1e-6); /* the same sums in the same order: the same bits */
     pair_free(&x);
     pair_free(&col);
     pair_free(&g);
@@ -236,7 +239,7 @@ static void pool_case(int c, int b, int h, int w, bool ties)
     cp->ops->pool_bias_relu(cp, y.c, x.c, bias.c, c, b, h, w);
     char what[96];
     snprintf(what, sizeof what, "pool_bias_relu c=%d b=%d %dx%d", c, b, h, w);
-    same(what, &y, 1e-6, 1e-6);
+    same(what, &y, 0.0, 1e-6);
     pair_t dy = pair_new(ny, 1.0), db = pair_new((size_t)c, 1.0);
     dv->ops->pool_bias_relu_bwd(dv, x.d, db.d, dy.d, y.d, c, b, h, w);
     cp->ops->pool_bias_relu_bwd(cp, x.c, db.c, dy.c, y.c, c, b, h, w);
@@ -333,8 +336,8 @@ static void test_streams(void)
         pair_t p = pair_new(n, 1.0), v = pair_new(n, 0.1), g = pair_new(n, 1.0);
         dv->ops->sgd(dv, p.d, v.d, g.d, n, 0.05f, 0.9f, 1e-4f, nesterov);
         cp->ops->sgd(cp, p.c, v.c, g.c, n, 0.05f, 0.9f, 1e-4f, nesterov);
-        same(nesterov ? "sgd nesterov p" : "sgd p", &p, 1e-6, 1e-6);
-        same(nesterov ? "sgd nesterov v" : "sgd v", &v, 1e-6, 1e-6);
+        same(nesterov ? "sgd nesterov p" : "sgd p", &p, 0.0, 1e-6);
+        same(nesterov ? "sgd nesterov v" : "sgd v", &v, 0.0, 1e-6);
         same("sgd leaves g zero", &g, 0.0, 1.0);
         pair_free(&p);
         pair_free(&v);
@@ -346,17 +349,17 @@ static void test_streams(void)
     const float bc1 = (float)(1.0 - pow(0.9, 3)), bc2 = (float)(1.0 - pow(0.999, 3));
     dv->ops->adamw(dv, p.d, m.d, v.d, g.d, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, bc1, bc2);
     cp->ops->adamw(cp, p.c, m.c, v.c, g.c, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, bc1, bc2);
-    same("adamw p", &p, 1e-6, 1e-6);
-    same("adamw m", &m, 1e-6, 1e-6);
-    same("adamw v", &v, 1e-6, 1e-9);
+    same("adamw p", &p, 0.0, 1e-6);
+    same("adamw m", &m, 0.0, 1e-6);
+    same("adamw v", &v, 0.0, 1e-9);
     same("adamw leaves g zero", &g, 0.0, 1.0);
 
     dv->ops->axpy(dv, p.d, m.d, -0.75f, n);
     cp->ops->axpy(cp, p.c, m.c, -0.75f, n);
-    same("axpy", &p, 1e-6, 1e-6);
+    same("axpy", &p, 0.0, 1e-6);
     dv->ops->scale(dv, p.d, 1.0f / 3.0f, n);
     cp->ops->scale(cp, p.c, 1.0f / 3.0f, n);
-    same("scale", &p, 1e-6, 1e-6);
+    same("scale", &p, 0.0, 1e-6);
 
     double sd = -1, sc = -2;
     dv->ops->sumsq(dv, &sd, p.d, n);
@@ -526,6 +529,14 @@ static void test_errors(void)
               "a refused gemm: sync returned %d (%s)", (int)rc, err);
     fprintf(stderr, "a refused gemm is reported as: %s\n", err);
     CHECK(dv->ops->sync(dv, err) == RUMOR_OK);
+    /* A failed runtime call (a copy from NULL) is reported once, where it happened: the next
+     * launch must not report it again (CUDA keeps it as its last error too). */
+    float h[4] = {0};
+    dv->ops->upload(dv, NULL, h, sizeof h);
+    const rumor_err_t rc2 = dv->ops->sync(dv, err);
+    CHECK_MSG(rc2 != RUMOR_OK && strstr(err, "cudaMemcpy"), "a failed upload: sync returned %d (%s)", (int)rc2, err);
+    dv->ops->scale(dv, a, 2.0f, 64);
+    CHECK_MSG(dv->ops->sync(dv, err) == RUMOR_OK, "a clean scale after a failed upload: %s", err);
     dv->ops->free(dv, a);
 }
 
