@@ -601,6 +601,7 @@ static reject_t decode_model(const mp_reader_t *f, const size_t *s, rumor_msg_mo
         if ((why = field_uint(f, s[K_VER], UINT64_MAX, &m->ver)) != R_NONE) return why;
         if ((why = field_uint(f, s[K_LIN], UINT64_MAX, &m->lin)) != R_NONE) return why;
         if ((why = field_uint(f, s[K_BASE], UINT64_MAX, &m->base)) != R_NONE) return why;
+        if (m->base == 0) return RUMOR_PROTO_REJECT_VALUE; /* a hash that is never 0 */
         if (s[K_NEED] != ABSENT) {
             if ((why = field_uint(f, s[K_NEED], 1, &v)) != R_NONE) return why;
             m->need = v == 1;
@@ -755,7 +756,7 @@ static bool msg_is_valid(const rumor_msg_t *m)
                (unsigned)d->codec <= RUMOR_CODEC_LAST && d->chunks >= 1 &&
                !(d->codec == RUMOR_CODEC_MASKED && d->has_hash) &&
                (d->codec == RUMOR_CODEC_TOPK ? d->has_copy : !d->has_copy || d->codec == RUMOR_CODEC_F32) &&
-               !(d->has_copy && d->has_hash) && (d->has_copy || !d->need) &&
+               !(d->has_copy && d->has_hash) && (d->has_copy || !d->need) && !(d->has_copy && d->base == 0) &&
                d->chunks <= RUMOR_PROTO_MAX_CHUNKS && d->chunk < d->chunks &&
                d->off <= RUMOR_PROTO_MAX_PARAMS && d->n >= 1 &&
                d->n <= RUMOR_PROTO_MAX_PARAMS - d->off &&

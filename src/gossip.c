@@ -381,10 +381,10 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
             e->valid = calloc(g->words, sizeof *e->valid);
             if (!e->x || !e->ver || !e->valid) goto nomem;
         }
-        /* Two rounds ahead of every neighbour, at most 64 MiB of deltas (beyond, they apply at
-         * once). */
-        g->cap_pend = 2 * RUMOR_GOSSIP_CHOCO_PEERS * g->chunks;
-        g->cap_pend_bytes = 2 * RUMOR_GOSSIP_CHOCO_PEERS * enc_max;
+        /* Every neighbour as far ahead as the window reaches (SLOTS - 1 rounds), at most 64 MiB
+         * of deltas; beyond, a neighbour's held deltas are applied, in order, early. */
+        g->cap_pend = (SLOTS - 1) * RUMOR_GOSSIP_CHOCO_PEERS * g->chunks;
+        g->cap_pend_bytes = (SLOTS - 1) * RUMOR_GOSSIP_CHOCO_PEERS * enc_max;
         if (g->cap_pend_bytes > ((size_t)64 << 20)) g->cap_pend_bytes = (size_t)64 << 20;
         g->pend = malloc(g->cap_pend * sizeof *g->pend);
         g->pend_bytes = malloc(g->cap_pend_bytes);
@@ -794,6 +794,23 @@ static void copy_reset(rumor_gossip_t *g, copy_t *e, uint64_t lin, uint64_t base
     }
 }
 
+/* Forget the held deltas of copy slot k (its peer is evicted). */
+static void purge_pending(rumor_gossip_t *g, int k)
+{
+    size_t kept = 0, kept_len = 0;
+    for (size_t i = 0; i < g->n_pend; i++) {
+        pend_t q = g->pend[i];
+        if (q.copy == k) continue;
+        memmove(g->pend_bytes + kept_len, g->pend_bytes + q.at, q.len);
+        q.at = kept_len;
+        kept_len += q.len;
+        g->pend[kept++] = q;
+    }
+    g->n_pend = kept;
+    g->pend_len = kept_len;
+    g->copies[k].n_pend = 0;
+}
+
 /* The entry of peer key; with create, a new one (evicting the one idle longest, when it has
  * been idle for 4 rounds or more). NULL when none. */
 static copy_t *copy_find(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN], bool create)
@@ -810,6 +827,7 @@ static copy_t *copy_find(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_L
     }
     if (!create || !idle) return NULL;
     copy_t *e = idle;
+    if (e->used && e->n_pend > 0) purge_pending(g, (int)(e - g->copies));
     e->used = true;
     memcpy(e->key, key, RUMOR_GOSSIP_KEY_LEN);
     e->lin = e->base = 0;
@@ -854,7 +872,8 @@ static void push_choco_send(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KE
     p->ver = g->cver;
     /* A neighbour we never sent to holds our copy at version 0 only if we are a fresh start (it
      * starts its copy from its own initial model, which is ours). */
-    const bool in_step = e && (e->sent_any ? e->sent_ver + 1 == g->cver : g->cver == 1 && g->base == g->x0_base);
+    const bool in_step = e && (e->sent_any ? e->sent_ver + 1 == g->cver
+                                           : g->cver == 1 && g->base == g->x0_base && !g->cfg.choco_resumed);
     /* A request is granted once every KF_EVERY rounds: a neighbour that keeps asking (a broken
      * or hostile one) cannot make us send whole models round after round. */
     const bool asked = e && e->kf_wanted && (e->kf_round == 0 || e->kf_round + KF_EVERY <= g->round + 1);
@@ -936,7 +955,14 @@ static bool copy_apply(rumor_gossip_t *g, copy_t *e, size_t k, int codec, uint64
  * applied at once: a small asymmetry for that round, nothing lost). */
 static bool defer(rumor_gossip_t *g, copy_t *e, const rumor_gossip_chunk_t *c, const void *payload, size_t len)
 {
-    if (g->n_pend == g->cap_pend || g->pend_len + len > g->cap_pend_bytes) return false;
+    /* Each neighbour its share of the pool: one running far ahead cannot crowd out the rest. */
+    const size_t quota = g->cap_pend / RUMOR_GOSSIP_CHOCO_PEERS, quota_len = g->cap_pend_bytes / RUMOR_GOSSIP_CHOCO_PEERS;
+    size_t held_len = 0;
+    for (size_t i = 0; i < g->n_pend && e->n_pend > 0; i++)
+        if (g->pend[i].copy == (int)(e - g->copies)) held_len += g->pend[i].len;
+    if (g->n_pend == g->cap_pend || g->pend_len + len > g->cap_pend_bytes || (size_t)e->n_pend >= quota ||
+        held_len + len > quota_len)
+        return false;
     e->n_pend++;
     pend_t *q = &g->pend[g->n_pend++];
     q->copy = (int)(e - g->copies);
@@ -953,15 +979,17 @@ static bool defer(rumor_gossip_t *g, copy_t *e, const rumor_gossip_chunk_t *c, c
 }
 
 /* Apply the held deltas whose round has come (rounds <= g->round), each sender's in arrival
- * order: the first one still waiting holds back the rest of that sender's. */
-static void apply_deferred(rumor_gossip_t *g)
+ * order: the first one still waiting holds back the rest of that sender's. only >= 0: apply
+ * all of copy slot `only`'s, whatever their round (its pool share is full), and no other. */
+static void apply_deferred(rumor_gossip_t *g, int only)
 {
     size_t kept = 0, kept_len = 0;
     bool blocked[RUMOR_GOSSIP_CHOCO_PEERS] = {false};
     for (size_t i = 0; i < g->n_pend; i++) {
         pend_t q = g->pend[i];
         copy_t *e = &g->copies[q.copy];
-        if (q.round <= g->round && !blocked[q.copy]) {
+        const bool due = only >= 0 ? q.copy == only : q.round <= g->round && !blocked[q.copy];
+        if (due) {
             if (e->n_pend > 0) e->n_pend--;
             if (e->used && e->lin == q.lin) (void)copy_apply(g, e, q.chunk, q.codec, q.ver, g->pend_bytes + q.at, q.len);
             continue;
@@ -991,9 +1019,13 @@ static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_L
     e->last = g->round > e->last ? g->round : e->last;
     e->share = (float)c->w;
     bool ok = true;
-    if (c->codec != RUMOR_CODEC_F32 && (c->round > g->round || e->n_pend > 0) && defer(g, e, c, payload, len)) {
-        /* held for its round */
+    /* Held for its round while that is within the window; a delta further ahead (or one the
+     * pool has no room for) is applied now, after this sender's held ones, in order. */
+    const bool later = c->round > g->round && c->round < g->round + SLOTS;
+    if (c->codec != RUMOR_CODEC_F32 && (later || e->n_pend > 0) && defer(g, e, c, payload, len)) {
+        /* held */
     } else {
+        if (e->n_pend > 0) apply_deferred(g, (int)(e - g->copies));
         ok = copy_apply(g, e, c->chunk, c->codec, c->ver, payload, len);
     }
     /* Delivered either way: a delta that found no copy to apply to is still this sender's
@@ -1133,8 +1165,10 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     /* Copy before the next query overwrites the borrowed lists. */
     int n_exp = 0;
     if (g->cfg.secure_mix) {
-        memcpy(g->out_rank, out, n_out * sizeof *out);
-        memcpy(g->out_share, shares, n_out * sizeof *shares);
+        if (n_out) {
+            memcpy(g->out_rank, out, n_out * sizeof *out);
+            memcpy(g->out_share, shares, n_out * sizeof *shares);
+        }
     } else if (g->choco) {
         for (size_t k = 0; k < n_out; k++) push_choco_send(g, g->members[out[k]], shares[k], sb);
         g->all_keyframes = false;
@@ -1281,7 +1315,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
     if (g->choco) {
-        apply_deferred(g);
+        apply_deferred(g, -1);
         cons = choco_mix(g, s, x);
     }
     for (size_t c = 0; c < g->chunks && !g->choco; c++) {
@@ -1570,6 +1604,12 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
     if (robust) {
         const strike_t *k = strike_find(g, peer);
         if (k && k->banned_until > g->round) return drop(g, RUMOR_GOSSIP_DROP_BANNED);
+    }
+    if (g->cfg.secure_mix && s->self_added && (c->mix != s->mix || !is_expected(s, peer))) {
+        /* A sum mod 2^32 cannot be undone: a chunk that would spoil the round's (another set,
+         * or a sender not expected) is refused before it is added. Rounds not begun yet cannot
+         * be checked so early; at their end such a chunk leaves its chunk unmixed. */
+        return drop(g, RUMOR_GOSSIP_DROP_MODE);
     }
     if (g->cfg.secure_mix) {
         /* Words, not floats: summed mod 2^32 and read only once the round's masks cancel. */

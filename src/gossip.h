@@ -185,6 +185,8 @@ typedef struct {
     rumor_codec_t choco;
     double choco_gamma;
     uint64_t lineage;
+    bool choco_resumed;        /* x0 is not the swarm's initial model (a resumed peer): neighbours
+                                  cannot start its copy from theirs, so its first send is whole */
 } rumor_gossip_config_t;
 
 #define RUMOR_GOSSIP_CHOCO_GAMMA 0.05

@@ -67,6 +67,8 @@ typedef struct {
     bool emulate;
     struct send_ctx *delayed[256];
     int n_delayed;
+    struct send_ctx *retry[64];   /* compressed-gossip sends the node could not take yet, in order */
+    int n_retry;
     uint64_t uplink_free;
     rumor_rng_t emu_rng;
     /* a Byzantine peer (--attack): what it sends instead of each snapshot, per snapshot */
@@ -93,6 +95,12 @@ typedef struct {
     uint8_t *mask_pool[MASK_POOL];
     int n_mask_pool;
     uint64_t mask_fails;      /* sends that could not be masked (under mu) */
+    /* Masks depend on (pair, receiver, round) only: a round masked twice with two models would
+     * give its receiver their difference. Rounds below mask_reserved may have been sent by
+     * this life or an earlier one (run_dir/secure-mix.round keeps the bound across restarts);
+     * a round is masked only once the file covers it. Node thread. */
+    uint64_t mask_reserved;
+    char mask_path[1024];
     double epsilon;           /* spent so far (under mu) */
     bool budget_spent;
     bool interrupted;
@@ -113,7 +121,9 @@ static void send_ctx_free(send_ctx_t *c)
     if (c->masked) {
         peer_t *p = c->p;
         pthread_mutex_lock(&p->pool_mu);
-        if (p->n_mask_pool < MASK_POOL) p->mask_pool[p->n_mask_pool++] = c->masked, c->masked = NULL;
+        /* At most MASK_POOL buffers and 256 MiB: large models are not worth keeping many of. */
+        if (p->n_mask_pool < MASK_POOL && (size_t)(p->n_mask_pool + 1) * c->s.count * 4 <= ((size_t)256 << 20))
+            p->mask_pool[p->n_mask_pool++] = c->masked, c->masked = NULL;
         pthread_mutex_unlock(&p->pool_mu);
     }
     free(c->masked);
@@ -287,6 +297,40 @@ bool rumor_peer_gossip_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_L
     return true;
 }
 
+/* Rounds reserved at a time in secure-mix.round: one fsync every MASK_RESERVE rounds. */
+#define MASK_RESERVE 64
+
+/* Whether round `round` may be masked: the file must say that it may have been, before it is. */
+static bool mask_reserve(peer_t *p, uint64_t round)
+{
+    if (round < p->mask_reserved) return true;
+    char buf[32], err[RUMOR_ERR_LEN];
+    const uint64_t upto = round + MASK_RESERVE;
+    const int n = snprintf(buf, sizeof buf, "%" PRIu64 "\n", upto);
+    if (rumor_write_file_atomic(p->mask_path, buf, (size_t)n, 0600, err) != RUMOR_OK) {
+        rumor_log(RUMOR_LOG_WARN, "secure mix: %s: round %" PRIu64 " not sent", err, round);
+        return false;
+    }
+    p->mask_reserved = upto;
+    return true;
+}
+
+/* At start: the rounds an earlier life of this peer may have masked are never masked again,
+ * so the engine starts past them (neighbours behind it catch up, gossip.h). */
+static rumor_err_t mask_floor(peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    FILE *f = fopen(p->mask_path, "r");
+    if (!f) return errno == ENOENT ? RUMOR_OK : rumor_fail(err, RUMOR_EIO, "%s: %s", p->mask_path, strerror(errno));
+    unsigned long long v = 0;
+    const int got = fscanf(f, "%llu", &v);
+    fclose(f);
+    if (got != 1) return rumor_fail(err, RUMOR_EFORMAT, "%s: not a round number", p->mask_path);
+    p->mask_reserved = v; /* reserved by the earlier life: this one reserves its own from there */
+    if (rumor_gossip_round(p->g) >= v) return RUMOR_OK;
+    rumor_log(RUMOR_LOG_INFO, "secure mix: rounds up to %llu may have been masked before; starting past them", v - 1);
+    return rumor_gossip_restore(p->g, v, rumor_gossip_weights(p->g), rumor_gossip_chunk_count(p->g), err);
+}
+
 /* --secure-mix: mask every chunk of send c for its receiver into the send's own buffer. false
  * when it cannot be (a parameter beyond the fixed-point range, a key that is not one, no
  * memory): the send is then dropped, not sent in the clear. */
@@ -339,6 +383,99 @@ static bool emulate(peer_t *p, send_ctx_t *c, uint64_t now)
     return true;
 }
 
+/* Hand send c to the node (node thread, outside mu): its bytes on the wire in *wire. */
+static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t *wire_out, bool *mask_failed_out)
+{
+    const rumor_gossip_send_t s = c->s;
+    const float *params = s.params;
+    if (p->cfg->attack.kind != RUMOR_ATTACK_NONE && !s.pulled && s.snap >= 0 && s.snap < 2) {
+        params = rumor_poison_get(&p->poison, &p->cfg->attack, s.snap, s.round, s.params, &p->attack_rng);
+    }
+    const rumor_codec_t *cd = &p->cfg->codec;
+    size_t wire = s.count * sizeof(float);
+    rumor_err_t rc;
+    bool mask_failed = false;
+    if (s.masked) {
+        rc = RUMOR_EINVAL;
+        const rumor_node_model_ext_t ext = {.mix = s.mix};
+        if (mask_reserve(p, s.round) && mask_send(p, c, params))
+            rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, RUMOR_CODEC_MASKED,
+                                         &ext, c->masked, c->masked_off, s.count, s.chunk_params, release_cb, c);
+        else
+            mask_failed = true;
+    } else if (s.choco) {
+        /* A delta of our public copy, or the copy whole (a keyframe). */
+        const rumor_node_model_ext_t ext = {.has_copy = true, .ver = s.ver, .lin = s.lin, .base = s.base,
+                                            .need = s.need};
+        if (s.enc) {
+            wire = s.enc_off[(s.count + s.chunk_params - 1) / s.chunk_params];
+            rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, s.codec, &ext, s.enc,
+                                         s.enc_off, s.count, s.chunk_params, release_cb, c);
+        } else {
+            rc = rumor_node_send_model_ext(node, s.peer, s.layout, s.round, s.share, s.w, s.params, s.count,
+                                           s.chunk_params, &ext, release_cb, c);
+        }
+    } else if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 && encode_snapshot(p, &s, params)) {
+        wire = p->enc_off[s.snap][(s.count + s.chunk_params - 1) / s.chunk_params];
+        rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, (int)cd->id, NULL, p->enc[s.snap],
+                                     p->enc_off[s.snap], s.count, s.chunk_params, release_cb, c);
+    } else {
+        rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, params, s.count,
+                                   s.chunk_params, NULL, release_cb, c);
+    }
+    *wire_out = wire;
+    *mask_failed_out = mask_failed;
+    return rc;
+}
+
+/* A compressed-gossip send the node could not take yet (its previous model to that peer is
+ * still leaving): it waits here, in order, rather than being lost, since a lost delta costs
+ * the receiver a keyframe, and a keyframe on a slow link would keep the next ones waiting
+ * too. Given up (released as not sent) after the round timeout. Node thread. */
+static bool retry_waiting_for(const peer_t *p, const uint8_t peer[32])
+{
+    for (int i = 0; i < p->n_retry; i++)
+        if (memcmp(p->retry[i]->s.peer, peer, 32) == 0) return true;
+    return false;
+}
+
+/* The bookkeeping after a send attempt: counted, or released as not sent. */
+static void send_done(peer_t *p, send_ctx_t *c, rumor_err_t rc, size_t wire, bool mask_failed)
+{
+    pthread_mutex_lock(&p->mu);
+    p->mask_fails += mask_failed;
+    if (rc != RUMOR_OK) {
+        rumor_gossip_release(p->g, &c->s, false);
+        pthread_cond_broadcast(&p->cv);
+    } else {
+        p->bytes_out += wire;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (rc != RUMOR_OK) send_ctx_free(c);
+}
+
+/* Try the waiting sends again, oldest first, one per peer at a time. */
+static void retry_sends(peer_t *p, rumor_node_t *node, uint64_t now)
+{
+    int kept = 0;
+    for (int i = 0; i < p->n_retry; i++) {
+        send_ctx_t *c = p->retry[i];
+        bool behind = false; /* an older send to the same peer still waits */
+        for (int j = 0; j < kept && !behind; j++) behind = memcmp(p->retry[j]->s.peer, c->s.peer, 32) == 0;
+        if (!behind) {
+            size_t wire = 0;
+            bool mf = false;
+            const rumor_err_t rc = send_now(p, node, c, &wire, &mf);
+            if (rc != RUMOR_ECLOSED || now >= c->due) {
+                send_done(p, c, rc, wire, mf);
+                continue;
+            }
+        }
+        p->retry[kept++] = c;
+    }
+    p->n_retry = kept;
+}
+
 static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
 {
     peer_t *p = arg;
@@ -360,6 +497,7 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
     }
     pthread_mutex_unlock(&p->mu);
     send_ctx_t *batch[64];
+    retry_sends(p, node, now);
     for (;;) {
         int nb = 0;
         if (p->emulate) { /* due delayed sends first, in order */
@@ -389,53 +527,21 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
         /* Outside the lock: a send may release at once, and release takes the lock. */
         for (int i = 0; i < nb; i++) {
             send_ctx_t *c = batch[i];
-            const rumor_gossip_send_t s = c->s;
-            const float *params = s.params;
-            if (p->cfg->attack.kind != RUMOR_ATTACK_NONE && !s.pulled && s.snap >= 0 && s.snap < 2) {
-                params = rumor_poison_get(&p->poison, &p->cfg->attack, s.snap, s.round, s.params, &p->attack_rng);
+            const bool choco = c->s.choco && !c->s.pulled;
+            if (choco && retry_waiting_for(p, c->s.peer) && p->n_retry < (int)RUMOR_ARRAY_LEN(p->retry)) {
+                c->due = now + p->cfg->round_timeout_ms;
+                p->retry[p->n_retry++] = c; /* behind an older one to the same peer */
+                continue;
             }
-            const rumor_codec_t *cd = &p->cfg->codec;
-            size_t wire = s.count * sizeof(float);
-            rumor_err_t rc;
+            size_t wire = 0;
             bool mask_failed = false;
-            if (s.masked) {
-                rc = RUMOR_EINVAL;
-                const rumor_node_model_ext_t ext = {.mix = s.mix};
-                if (mask_send(p, c, params))
-                    rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, RUMOR_CODEC_MASKED,
-                                                 &ext, c->masked, c->masked_off, s.count, s.chunk_params, release_cb, c);
-                else
-                    mask_failed = true;
-            } else if (s.choco) {
-                /* A delta of our public copy, or the copy whole (a keyframe). */
-                const rumor_node_model_ext_t ext = {.has_copy = true, .ver = s.ver, .lin = s.lin, .base = s.base,
-                                                    .need = s.need};
-                if (s.enc) {
-                    wire = s.enc_off[(s.count + s.chunk_params - 1) / s.chunk_params];
-                    rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, s.codec, &ext, s.enc,
-                                                 s.enc_off, s.count, s.chunk_params, release_cb, c);
-                } else {
-                    rc = rumor_node_send_model_ext(node, s.peer, s.layout, s.round, s.share, s.w, s.params, s.count,
-                                                   s.chunk_params, &ext, release_cb, c);
-                }
-            } else if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 && encode_snapshot(p, &s, params)) {
-                wire = p->enc_off[s.snap][(s.count + s.chunk_params - 1) / s.chunk_params];
-                rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, (int)cd->id, NULL, p->enc[s.snap],
-                                             p->enc_off[s.snap], s.count, s.chunk_params, release_cb, c);
-            } else {
-                rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, params, s.count,
-                                           s.chunk_params, NULL, release_cb, c);
+            const rumor_err_t rc = send_now(p, node, c, &wire, &mask_failed);
+            if (rc == RUMOR_ECLOSED && choco && p->n_retry < (int)RUMOR_ARRAY_LEN(p->retry)) {
+                c->due = now + p->cfg->round_timeout_ms;
+                p->retry[p->n_retry++] = c;
+                continue;
             }
-            pthread_mutex_lock(&p->mu);
-            p->mask_fails += mask_failed;
-            if (rc != RUMOR_OK) {
-                rumor_gossip_release(p->g, &s, false);
-                pthread_cond_broadcast(&p->cv);
-            } else {
-                p->bytes_out += wire;
-            }
-            pthread_mutex_unlock(&p->mu);
-            if (rc != RUMOR_OK) send_ctx_free(c);
+            send_done(p, c, rc, wire, mask_failed);
         }
     }
 }
@@ -971,6 +1077,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
             gc.choco = c->codec;
             gc.choco_gamma = c->consensus_step;
             gc.lineage = rumor_random_u64();
+            gc.choco_resumed = c->resume;
         } else if (c->codec.id != RUMOR_CODEC_F32) {
             const size_t P = rumor_model_param_count(p.m), cp = gc.chunk_params ? gc.chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
             const size_t chunks = (P + cp - 1) / cp;
@@ -1024,6 +1131,10 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         goto out;
     }
     if (c->resume && (rc = load_checkpoint(&p, err)) != RUMOR_OK) goto out;
+    if (c->secure_mix) {
+        snprintf(p.mask_path, sizeof p.mask_path, "%s/secure-mix.round", c->run_dir);
+        if ((rc = mask_floor(&p, err)) != RUMOR_OK) goto out;
+    }
     if (c->resume && p.k >= c->rounds) {
         rc = rumor_fail(err, RUMOR_EINVAL, "%s: already %ld rounds in; give a larger --rounds to go on", p.ckpt_path, p.k);
         goto out;
@@ -1087,6 +1198,10 @@ out:
     for (int i = 0; i < p.n_delayed; i++) {
         rumor_gossip_release(p.g, &p.delayed[i]->s, true);
         free(p.delayed[i]);
+    }
+    for (int i = 0; i < p.n_retry; i++) {
+        rumor_gossip_release(p.g, &p.retry[i]->s, false);
+        send_ctx_free(p.retry[i]);
     }
     /* The node first: closing its sockets releases every snapshot the engine lent. */
     rumor_secmix_destroy(&p.secmix); /* it borrows the node's key */

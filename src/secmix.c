@@ -123,9 +123,9 @@ rumor_err_t rumor_secmix_encode(const rumor_secmix_send_t *snd, size_t off, cons
     static const uint8_t nonce[crypto_stream_chacha20_ietf_NONCEBYTES];
     static const uint8_t zeros[4 * BLOCK_WORDS]; /* the keystream is the XOR with zeros */
     uint32_t mask[2][BLOCK_WORDS], q[BLOCK_WORDS];
-    /* Below 2^24 a float holds every integer, and x * scale rounded to float is off by at most
-     * one unit of 2^-20: the conversion then runs four lanes wide instead of two. */
-    const bool narrow = (double)mx * fabs(scale) < 16777216.0;
+    /* Below 2^23 units v + 0.5 is exact in float, and x * scale rounded to float is off by
+     * less than one unit of 2^-20: the conversion then runs four lanes wide instead of two. */
+    const bool narrow = (double)mx * fabs(scale) < 8388608.0;
     const float fscale = (float)scale;
     /* Each mask enters with its sign as a wrapping multiplier: 1 or 2^32 - 1. */
     const uint32_t u0 = snd->sign[0] > 0 ? 1u : UINT32_MAX, u1 = snd->count > 1 && snd->sign[1] < 0 ? UINT32_MAX : 1u;

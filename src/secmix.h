@@ -16,7 +16,7 @@
  * So a * x must lie in (-2048, 2048) and the sum too (weights sum to at most 1, so the sum
  * does when every x does): rumor_secmix_encode refuses a chunk holding a parameter beyond
  * that, and the resolution is 2^-20 (9.5e-7) per parameter per round (a share is within one
- * unit and a half of a x: below 2^24 units it is rounded in float32, four lanes at a time).
+ * unit and a half of a x: below 2^23 units it is rounded in float32, four lanes at a time).
  *
  * Keys: each pair's secret is an X25519 shared secret of the two peers' identity keys (the
  * CURVE keys, decision 4: every member already knows every other's public key), hashed with
