@@ -101,6 +101,8 @@ typedef struct {
     uint64_t last;       /* the round it was last heard from or sent to */
     bool kf_wanted;      /* it lacks our copy: send it whole */
     uint64_t kf_round;   /* when it last got a keyframe it asked for (1 + round; 0: never) */
+    uint64_t kf_sent;    /* 1 + the round of the last keyframe we sent it; 0: none */
+    bool needs;          /* its last message said it lacks our copy: the edge sits out of the mix */
     bool sent_any;       /* sent_ver is meaningful */
     uint64_t sent_ver;   /* the version of our copy it got last */
 } copy_t;
@@ -835,8 +837,8 @@ static copy_t *copy_find(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_L
     e->n_pend = 0;
     memset(e->valid, 0, g->words * sizeof *e->valid);
     e->n_valid = 0;
-    e->kf_wanted = e->sent_any = false;
-    e->kf_round = 0;
+    e->kf_wanted = e->sent_any = e->needs = false;
+    e->kf_round = e->kf_sent = 0;
     e->sent_ver = 0;
     e->share = 0.0f;
     e->last = g->round;
@@ -885,6 +887,7 @@ static void push_choco_send(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KE
         e->sent_any = true;
         e->last = g->round;
         if (asked) e->kf_round = g->round + 1;
+        if (p->keyframe) e->kf_sent = g->round + 1;
         if (p->keyframe) e->kf_wanted = false;
     }
     if (p->keyframe) g->st.keyframes++;
@@ -900,7 +903,9 @@ static double choco_mix(rumor_gossip_t *g, slot_t *s, float *x)
     memset(d, 0, g->vec * sizeof *d);
     for (int k = 0; k < s->n_expected; k++) {
         copy_t *e = copy_find(g, s->expected[k], false);
-        if (!e || e->n_valid == 0 || !(e->share > 0.0f)) continue;
+        /* An edge whose other end lacks our copy sits out on both ends, or only one end would
+         * move and the average would drift. */
+        if (!e || e->n_valid == 0 || !(e->share > 0.0f) || e->needs) continue;
         mixed++;
         for (size_t c = 0; c < g->chunks; c++) {
             if (!copy_valid(g, e, c)) continue;
@@ -1015,7 +1020,9 @@ static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_L
     if (!e) return drop(g, RUMOR_GOSSIP_DROP_SENDERS);
     if (!e->heard || e->lin != c->lin || e->base != c->base) copy_reset(g, e, c->lin, c->base);
     e->heard = true;
-    if (c->need) e->kf_wanted = true;
+    /* A request sent before our last keyframe can have reached it is already answered. */
+    if (c->need && (e->kf_sent == 0 || c->round >= e->kf_sent)) e->kf_wanted = true;
+    e->needs = c->need;
     e->last = g->round > e->last ? g->round : e->last;
     e->share = (float)c->w;
     bool ok = true;

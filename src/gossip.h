@@ -101,8 +101,12 @@
  * Deltas are applied on arrival whatever their round (a late one keeps the copy in step even
  * when its round was mixed without it). Copies are held for RUMOR_GOSSIP_CHOCO_PEERS
  * neighbours (models where that passes 4 GiB are refused); further senders are dropped
- * (`senders`). Not with robust mixing, secure mixing, sgp or diloco. Time-varying topologies
- * work but send keyframes whenever a neighbour comes back: use a static one.
+ * (`senders`). An edge whose far end says it lacks our copy sits out of the mix on both ends
+ * (one end moving alone would drift the average); a `need` sent before our keyframe could
+ * reach it is not answered twice. rumor_gossip_lend hands a joiner the public copy (within
+ * the error feedback of the model). Not with robust mixing, secure mixing, sgp or diloco.
+ * Time-varying topologies work but send keyframes whenever a neighbour comes back: use a
+ * static one.
  *
  * Ranks (topology.h): the members are this peer's view plus itself, numbered by sorted key.
  *
