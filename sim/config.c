@@ -296,17 +296,10 @@ rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]
     if (c->dp_budget > 0 && !c->dp[0]) return rumor_fail(err, RUMOR_EINVAL, "--dp-budget needs --dp");
     if ((rb.clip || rb.trim) && algo.kind == RUMOR_ALGO_SGP)
         return rumor_fail(err, RUMOR_EINVAL, "--robust needs dpsgd or diloco (push-sum weights are not clipped or trimmed)");
-    if (c->secure_mix) {
-        if (algo.kind == RUMOR_ALGO_SGP)
-            return rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs dpsgd or diloco (push-sum sends its weight in the clear)");
-        if (rb.clip || rb.trim)
-            return rumor_fail(err, RUMOR_EINVAL, "--secure-mix and --robust exclude each other: masked models cannot be clipped or trimmed");
-        if (cd.id != RUMOR_CODEC_F32)
-            return rumor_fail(err, RUMOR_EINVAL, "--secure-mix sends its own fixed-point encoding: leave --codec at f32");
-    }
-    if (cd.id == RUMOR_CODEC_TOPK && (algo.kind != RUMOR_ALGO_DPSGD || rb.clip || rb.trim || c->byzantine >= 0))
-        return rumor_fail(err, RUMOR_EINVAL, "--codec topk (compressed gossip, CHOCO-SGD) needs dpsgd, without --robust "
-                          "or --byzantine");
+    if (cd.id == RUMOR_CODEC_TOPK && c->byzantine >= 0)
+        return rumor_fail(err, RUMOR_EINVAL, "--codec topk (compressed gossip) and --byzantine exclude each other");
+    if ((rc = rumor_gossip_check_modes(&algo, &rb, c->secure_mix, &cd, c->consensus_step, e2)) != RUMOR_OK)
+        return rumor_fail(err, rc, "%s", e2);
     for (int i = 0; i < c->n_events; i++)
         if (c->events[i].peer >= c->peers)
             return rumor_fail(err, RUMOR_EINVAL, "event on peer %d: only %d peers", c->events[i].peer, c->peers);

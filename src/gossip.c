@@ -92,6 +92,7 @@ typedef struct {
     bool used;
     bool heard;          /* it sent us a piece of its copy since the entry was made */
     int n_pend;          /* its deltas held for a later round (all later ones wait behind them) */
+    size_t pend_len;     /* their bytes */
     uint64_t lin, base;  /* the lineage held */
     float *x;            /* vec */
     uint64_t *ver;       /* per chunk: deltas applied */
@@ -269,10 +270,30 @@ static void slot_reset(rumor_gossip_t *g, slot_t *s)
 /* choco: a copy's base, FNV-1a 64 of its version 0 (the float32 bytes), never 0. */
 static uint64_t copy_hash(const float *x, size_t n)
 {
-    const uint8_t *p = (const uint8_t *)x;
-    uint64_t h = 0xcbf29ce484222325u;
-    for (size_t i = 0; i < 4 * n; i++) h = (h ^ p[i]) * 0x100000001b3u;
+    const uint64_t h = rumor_fnv1a(RUMOR_FNV_BASIS, x, n * sizeof *x);
     return h ? h : 1;
+}
+
+rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robust_t *robust, bool secure_mix,
+                                     const rumor_codec_t *codec, double gamma, char err[RUMOR_ERR_LEN])
+{
+    const bool robust_on = robust->clip || robust->trim;
+    if (codec->id == RUMOR_CODEC_TOPK) {
+        if (algo->kind != RUMOR_ALGO_DPSGD || robust_on || secure_mix)
+            return rumor_fail(err, RUMOR_EINVAL,
+                              "--codec topk (compressed gossip, CHOCO-SGD) needs dpsgd, without --robust or --secure-mix");
+        if (!(gamma >= 0.0 && gamma <= 1.0))
+            return rumor_fail(err, RUMOR_EINVAL, "--consensus-step %g: expected 0 < gamma <= 1", gamma);
+    }
+    if (!secure_mix) return RUMOR_OK;
+    if (algo->kind == RUMOR_ALGO_SGP)
+        return rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs dpsgd or diloco (push-sum sends its weight in the clear)");
+    if (robust_on)
+        return rumor_fail(err, RUMOR_EINVAL,
+                          "--secure-mix and --robust exclude each other: masked models cannot be clipped or trimmed");
+    if (codec->id != RUMOR_CODEC_F32)
+        return rumor_fail(err, RUMOR_EINVAL, "--secure-mix sends its own fixed-point encoding: leave --codec at f32");
+    return RUMOR_OK;
 }
 
 rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topology_t *topo, const float *x0,
@@ -298,23 +319,16 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
                    RUMOR_GOSSIP_TRIM_SENDERS * SLOTS, cfg->params);
         return NULL;
     }
-    if (cfg->secure_mix && (cfg->algo.kind == RUMOR_ALGO_SGP || cfg->robust.clip || cfg->robust.trim)) {
-        rumor_fail(err, RUMOR_EINVAL, cfg->algo.kind == RUMOR_ALGO_SGP
-                                          ? "--secure-mix needs dpsgd or diloco (push-sum sends its weight in the clear)"
-                                          : "--secure-mix and --robust exclude each other: masked models cannot be clipped or trimmed");
+    const bool choco = cfg->choco.id != RUMOR_CODEC_F32;
+    if (choco && cfg->choco.id != RUMOR_CODEC_TOPK) {
+        rumor_fail(err, RUMOR_EINVAL, "compressed gossip needs the topk codec");
         return NULL;
     }
+    if (rumor_gossip_check_modes(&cfg->algo, &cfg->robust, cfg->secure_mix, &cfg->choco, cfg->choco_gamma, err) !=
+        RUMOR_OK)
+        return NULL;
     if (cfg->secure_mix && (cfg->chunk_params ? cfg->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT) % 16 != 0) {
         rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs chunks of a multiple of 16 parameters");
-        return NULL;
-    }
-    const bool choco = cfg->choco.id != RUMOR_CODEC_F32;
-    if (choco && (cfg->algo.kind != RUMOR_ALGO_DPSGD || cfg->robust.clip || cfg->robust.trim || cfg->secure_mix ||
-                  cfg->choco.id != RUMOR_CODEC_TOPK || !(cfg->choco_gamma >= 0.0 && cfg->choco_gamma <= 1.0))) {
-        rumor_fail(err, RUMOR_EINVAL,
-                   cfg->choco.id != RUMOR_CODEC_TOPK ? "compressed gossip needs the topk codec"
-                   : !(cfg->choco_gamma >= 0.0 && cfg->choco_gamma <= 1.0) ? "the consensus step must be in (0, 1]"
-                   : "--codec topk needs dpsgd, without --robust or --secure-mix");
         return NULL;
     }
     if (choco && (double)cfg->params * 4.0 * (RUMOR_GOSSIP_CHOCO_PEERS + 4) > 4294967296.0) {
@@ -811,6 +825,7 @@ static void purge_pending(rumor_gossip_t *g, int k)
     g->n_pend = kept;
     g->pend_len = kept_len;
     g->copies[k].n_pend = 0;
+    g->copies[k].pend_len = 0;
 }
 
 /* The entry of peer key; with create, a new one (evicting the one idle longest, when it has
@@ -835,6 +850,7 @@ static copy_t *copy_find(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_L
     e->lin = e->base = 0;
     e->heard = false;
     e->n_pend = 0;
+    e->pend_len = 0;
     memset(e->valid, 0, g->words * sizeof *e->valid);
     e->n_valid = 0;
     e->kf_wanted = e->sent_any = e->needs = false;
@@ -962,13 +978,11 @@ static bool defer(rumor_gossip_t *g, copy_t *e, const rumor_gossip_chunk_t *c, c
 {
     /* Each neighbour its share of the pool: one running far ahead cannot crowd out the rest. */
     const size_t quota = g->cap_pend / RUMOR_GOSSIP_CHOCO_PEERS, quota_len = g->cap_pend_bytes / RUMOR_GOSSIP_CHOCO_PEERS;
-    size_t held_len = 0;
-    for (size_t i = 0; i < g->n_pend && e->n_pend > 0; i++)
-        if (g->pend[i].copy == (int)(e - g->copies)) held_len += g->pend[i].len;
     if (g->n_pend == g->cap_pend || g->pend_len + len > g->cap_pend_bytes || (size_t)e->n_pend >= quota ||
-        held_len + len > quota_len)
+        e->pend_len + len > quota_len)
         return false;
     e->n_pend++;
+    e->pend_len += len;
     pend_t *q = &g->pend[g->n_pend++];
     q->copy = (int)(e - g->copies);
     q->lin = e->lin;
@@ -995,7 +1009,7 @@ static void apply_deferred(rumor_gossip_t *g, int only)
         copy_t *e = &g->copies[q.copy];
         const bool due = only >= 0 ? q.copy == only : q.round <= g->round && !blocked[q.copy];
         if (due) {
-            if (e->n_pend > 0) e->n_pend--;
+            if (e->n_pend > 0) e->n_pend--, e->pend_len -= q.len;
             if (e->used && e->lin == q.lin) (void)copy_apply(g, e, q.chunk, q.codec, q.ver, g->pend_bytes + q.at, q.len);
             continue;
         }
@@ -1077,38 +1091,28 @@ static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_L
  * agree on it unmask together; it is an agreement check, not a secret. */
 static uint64_t mix_id(const rumor_gossip_t *g, uint64_t round, uint32_t receiver, const uint32_t *in, size_t n_in)
 {
-    uint64_t h = 0xcbf29ce484222325u;
-    for (int i = 0; i < 8; i++) h = (h ^ (uint8_t)(round >> (8 * i))) * 0x100000001b3u;
-    for (size_t k = 0; k <= n_in; k++) {
-        const uint8_t *key = g->members[k == 0 ? receiver : in[k - 1]];
-        for (int i = 0; i < RUMOR_GOSSIP_KEY_LEN; i++) h = (h ^ key[i]) * 0x100000001b3u;
-    }
+    uint8_t r[8];
+    for (int i = 0; i < 8; i++) r[i] = (uint8_t)(round >> (8 * i));
+    uint64_t h = rumor_fnv1a(RUMOR_FNV_BASIS, r, sizeof r);
+    h = rumor_fnv1a(h, g->members[receiver], RUMOR_GOSSIP_KEY_LEN);
+    for (size_t k = 0; k < n_in; k++) h = rumor_fnv1a(h, g->members[in[k]], RUMOR_GOSSIP_KEY_LEN);
     return h;
-}
-
-static int rank_cmp(const void *a, const void *b)
-{
-    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
 }
 
 /* Secure mixing: the sends of a round, each with its mask edges. A receiver with fewer than
  * two senders gets nothing (it would unmask its one neighbour's model). */
 static void push_masked_sends(rumor_gossip_t *g, size_t n, uint32_t me, size_t n_out, int sb)
 {
-    uint32_t in[RUMOR_GOSSIP_MAX_SENDERS];
     for (size_t k = 0; k < n_out; k++) {
         const uint32_t to = g->out_rank[k];
-        const uint32_t *lst = NULL;
+        const uint32_t *in = NULL; /* sorted by rank, i.e. by key (topology.h): the same ring at every sender */
         size_t n_in = 0;
         char terr[RUMOR_ERR_LEN];
-        if (rumor_topology_in(g->topo, n, g->round, to, &lst, &n_in, terr) != RUMOR_OK || n_in < 2 ||
+        if (rumor_topology_in(g->topo, n, g->round, to, &in, &n_in, terr) != RUMOR_OK || n_in < 2 ||
             n_in > RUMOR_GOSSIP_MAX_SENDERS) {
             g->st.sends_unmasked++;
             continue;
         }
-        memcpy(in, lst, n_in * sizeof *in);
-        qsort(in, n_in, sizeof *in, rank_cmp); /* ranks are sorted keys: the ring is the same at every sender */
         size_t pos = n_in;
         for (size_t i = 0; i < n_in; i++)
             if (in[i] == me) pos = i;
@@ -1192,10 +1196,7 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
         }
         if (g->cfg.secure_mix) {
             if (n_in >= 2 && n_in <= RUMOR_GOSSIP_MAX_SENDERS) {
-                uint32_t sorted[RUMOR_GOSSIP_MAX_SENDERS];
-                memcpy(sorted, in, n_in * sizeof *in);
-                qsort(sorted, n_in, sizeof *sorted, rank_cmp);
-                s->mix = mix_id(g, g->round, (uint32_t)me, sorted, n_in);
+                s->mix = mix_id(g, g->round, (uint32_t)me, in, n_in); /* in: sorted by rank */
             } else {
                 n_exp = 0; /* one sender: nobody sends to us, and we mix nothing */
             }

@@ -138,30 +138,20 @@ static void add_linear(rumor_model_t *m, const char *prefix, int out, int in)
     add_tensor(m, name, 1, (int[]){out});
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 static uint64_t layout_hash(const rumor_model_t *m)
 {
     char buf[128];
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = RUMOR_FNV_BASIS;
     int n = snprintf(buf, sizeof buf, "rumor-layout-1;%s;in=%d,%d,%d;classes=%d;", m->spec.canonical,
                      m->in.c, m->in.h, m->in.w, m->in.classes);
-    h = fnv1a(h, buf, (size_t)n);
+    h = rumor_fnv1a(h, buf, (size_t)n);
     for (int i = 0; i < m->n_tensors; i++) {
         const rumor_tensor_info_t *t = &m->t[i];
         n = snprintf(buf, sizeof buf, "%s@%zu:", t->name, t->offset);
-        h = fnv1a(h, buf, (size_t)n);
+        h = rumor_fnv1a(h, buf, (size_t)n);
         for (int d = 0; d < t->ndim; d++) {
             n = snprintf(buf, sizeof buf, "%d,", t->shape[d]);
-            h = fnv1a(h, buf, (size_t)n);
+            h = rumor_fnv1a(h, buf, (size_t)n);
         }
     }
     return h;

@@ -269,32 +269,12 @@ static bool encode_snapshot(peer_t *p, const rumor_gossip_send_t *s, const float
 
 bool rumor_peer_gossip_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_LEN])
 {
-    if (cfg->codec.id == RUMOR_CODEC_TOPK) {
-        if (cfg->algo.kind != RUMOR_ALGO_DPSGD || cfg->robust.clip || cfg->robust.trim || cfg->secure_mix ||
-            cfg->attack.kind != RUMOR_ATTACK_NONE) {
-            rumor_fail(err, RUMOR_EINVAL, "--codec topk (compressed gossip, CHOCO-SGD) needs dpsgd, without --robust, "
-                       "--secure-mix or --attack");
-            return false;
-        }
-        if (!(cfg->consensus_step >= 0.0 && cfg->consensus_step <= 1.0)) {
-            rumor_fail(err, RUMOR_EINVAL, "--consensus-step %g: expected 0 < gamma <= 1", cfg->consensus_step);
-            return false;
-        }
-    }
-    if (!cfg->secure_mix) return true;
-    if (cfg->algo.kind == RUMOR_ALGO_SGP) {
-        rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs dpsgd or diloco (push-sum sends its weight in the clear)");
+    if (cfg->codec.id == RUMOR_CODEC_TOPK && cfg->attack.kind != RUMOR_ATTACK_NONE) {
+        rumor_fail(err, RUMOR_EINVAL, "--codec topk (compressed gossip) and --attack exclude each other");
         return false;
     }
-    if (cfg->robust.clip || cfg->robust.trim) {
-        rumor_fail(err, RUMOR_EINVAL, "--secure-mix and --robust exclude each other: masked models cannot be clipped or trimmed");
-        return false;
-    }
-    if (cfg->codec.id != RUMOR_CODEC_F32) {
-        rumor_fail(err, RUMOR_EINVAL, "--secure-mix sends its own fixed-point encoding: leave --codec at f32");
-        return false;
-    }
-    return true;
+    return rumor_gossip_check_modes(&cfg->algo, &cfg->robust, cfg->secure_mix, &cfg->codec, cfg->consensus_step, err) ==
+           RUMOR_OK;
 }
 
 /* Rounds reserved at a time in secure-mix.round: one fsync every MASK_RESERVE rounds. */

@@ -86,9 +86,8 @@ typedef struct {
 /* Run a training peer until its rounds are done or a stop is requested
  * (rumor_node_request_stop from a signal handler). Errors as rumor_node_run and
  * rumor_train_run, with err saying what and where. */
-/* Whether the gossip settings go together: --secure-mix (dpsgd or diloco, float32 codec, no
- * robust mixing) and --codec topk (dpsgd, no robust or secure mixing, no attack, a consensus
- * step in (0, 1]); false with a sentence in err. */
+/* Whether the gossip settings go together (rumor_gossip_check_modes, and no --attack with
+ * --codec topk, whose sends are not models to poison); false with a sentence in err. */
 bool rumor_peer_gossip_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_LEN]);
 
 rumor_err_t rumor_peer_run(const rumor_peer_config_t *cfg, rumor_peer_result_t *res,

@@ -60,4 +60,9 @@ double rumor_now(void);
 /* Median of v[0..n) (n > 0); sorts v in place. Benchmarks quote medians: machines are noisy. */
 double rumor_median(double *v, size_t n);
 
+/* FNV-1a 64 of len bytes, continuing from h (start from RUMOR_FNV_BASIS): for ids and
+ * agreement checks, not against an adversary. */
+#define RUMOR_FNV_BASIS 0xcbf29ce484222325ULL
+uint64_t rumor_fnv1a(uint64_t h, const void *data, size_t len);
+
 #endif
