@@ -32,12 +32,22 @@ expect_error "checkpoint-every alone" train --checkpoint-every 10
 expect_error "unwritable save"        train --save /proc/rumor/model.safetensors
 expect_error "save onto a folder"     train --save /tmp
 expect_error "eval bad threads"       eval x.safetensors --threads -5
-expect_error "secure mix and robust"  node --run-dir "$tmp/sm" --secure-mix --robust clip
-expect_error "secure mix and sgp"     node --run-dir "$tmp/sm" --secure-mix --algo sgp
-expect_error "secure mix and a codec" node --run-dir "$tmp/sm" --secure-mix --codec int8
-expect_error "topk with sgp"          node --run-dir "$tmp/sm" --codec topk:0.01 --algo sgp
-expect_error "consensus step of 2"    node --run-dir "$tmp/sm" --codec topk:0.01 --consensus-step 2
-expect_error "topk of nothing"        node --run-dir "$tmp/sm" --codec topk:0
+# Gossip modes that do not go together: the node must get past its other checks (key, cert,
+# swarm, listen are only named here, not read) and refuse for the rule itself.
+node_rule() {
+    what=$1 pattern=$2
+    shift 2
+    expect_error "$what" node --key "$tmp/k" --cert "$tmp/c" --swarm "$tmp/s" --listen tcp://127.0.0.1:0 \
+        --run-dir "$tmp/sm" "$@"
+    grep -q -- "$pattern" "$tmp/err" || fail "$what: not refused for its rule: $(cat "$tmp/err")"
+}
+node_rule "secure mix and robust"  "exclude each other"    --secure-mix --robust clip
+node_rule "secure mix and sgp"     "needs dpsgd or diloco" --secure-mix --algo sgp
+node_rule "secure mix and a codec" "leave --codec at f32"  --secure-mix --codec int8
+node_rule "topk with sgp"          "needs dpsgd"           --codec topk:0.01 --algo sgp
+node_rule "consensus step of 2"    "consensus-step"        --codec topk:0.01 --consensus-step 2
+node_rule "topk with an attack"    "--attack"              --codec topk:0.01 --attack scale:2
+node_rule "topk of nothing"        "topk:0"                --codec topk:0
 expect_error "topo without kind"      topo --peers 8
 expect_error "topo unknown kind"      topo --kind star --peers 8
 expect_error "hypercube of 6"         topo --kind hypercube --peers 6
