@@ -1,5 +1,5 @@
 /*
- * proto.h - the wire protocol: encode and strictly decode rumor messages (version 1).
+ * proto.h - the wire protocol: encode and strictly decode rumor messages (version 2).
  *
  * A message is a multipart ZeroMQ message: frame 1 is a msgpack map with string keys
  * ("v" version, "t" type name, "seq" sender's message counter, then the type's fields);
@@ -38,11 +38,12 @@
 #include <stdint.h>
 
 /* The only protocol version; config.h carries the same number (proto.c asserts they agree). */
-#define RUMOR_PROTO_VERSION 1
+#define RUMOR_PROTO_VERSION 2
 
 /* ---- limits (PROTOCOL.md "Limits") ---- */
 #define RUMOR_PROTO_MAX_HEADER (64u * 1024u)          /* frame 1 bytes */
-#define RUMOR_PROTO_MAX_PAYLOAD (8u * 1024u * 1024u)  /* frame 2 bytes */
+#define RUMOR_PROTO_MAX_PAYLOAD (2u * 1024u * 1024u)  /* frame 2 bytes: a chunk of 2^18 floats,
+                                                         or its top-k of every entry */
 #define RUMOR_PROTO_MAX_DEPTH 3    /* container nesting: message map > list > entry map */
 #define RUMOR_PROTO_MAX_MAP 32     /* entries in any map, unknown keys included */
 #define RUMOR_PROTO_MAX_ARRAY 64   /* elements in any array */

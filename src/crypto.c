@@ -927,12 +927,12 @@ rumor_err_t rumor_revoked_parse(rumor_revoked_t **out, const char *text, size_t 
     return revoked_finish(&p, out, err);
 }
 
-rumor_err_t rumor_revoked_load(rumor_revoked_t **out, const char *path, char err[RUMOR_ERR_LEN])
+/* Read path into p. With bad (salvaging), a line that is not a key is counted there, the first
+ * such error left in err, and reading goes on; without, it ends the read. */
+static rumor_err_t revoked_read(revoked_parser_t *p, const char *path, size_t *bad, char err[RUMOR_ERR_LEN])
 {
-    *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
-    revoked_parser_t p = {.name = path};
     /* Streamed a line at a time through a bounded buffer: comments may make the file long,
      * but no line may make memory grow. */
     char line[RUMOR_REVOKED_LINE_MAX];
@@ -944,7 +944,14 @@ rumor_err_t rumor_revoked_load(rumor_revoked_t **out, const char *path, char err
         if (c == EOF || c == '\n') {
             if (c == EOF && n == 0 && !too_long) break; /* the file ended with a newline */
             /* An overlong line only needs to be reported as longer than the limit. */
-            rc = revoked_line(&p, line, too_long ? RUMOR_REVOKED_LINE_MAX + 1 : n, err);
+            char lerr[RUMOR_ERR_LEN];
+            rc = revoked_line(p, line, too_long ? RUMOR_REVOKED_LINE_MAX + 1 : n, lerr);
+            if (rc == RUMOR_EFORMAT && bad) {
+                if ((*bad)++ == 0) rumor_fail(err, rc, "%s", lerr);
+                rc = RUMOR_OK;
+            } else if (rc != RUMOR_OK) {
+                rumor_fail(err, rc, "%s", lerr);
+            }
             if (rc != RUMOR_OK || c == EOF) break;
             n = 0;
             too_long = false;
@@ -956,11 +963,53 @@ rumor_err_t rumor_revoked_load(rumor_revoked_t **out, const char *path, char err
     }
     if (rc == RUMOR_OK && ferror(f)) rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
     fclose(f);
+    return rc;
+}
+
+rumor_err_t rumor_revoked_load(rumor_revoked_t **out, const char *path, char err[RUMOR_ERR_LEN])
+{
+    *out = NULL;
+    revoked_parser_t p = {.name = path};
+    rumor_err_t rc = revoked_read(&p, path, NULL, err);
     if (rc != RUMOR_OK) {
         free(p.keys);
         return rc;
     }
     return revoked_finish(&p, out, err);
+}
+
+rumor_err_t rumor_revoked_reload(rumor_revoked_t **out, const char *path, const rumor_revoked_t *last,
+                                 size_t *bad_lines, char err[RUMOR_ERR_LEN])
+{
+    *out = NULL;
+    *bad_lines = 0;
+    revoked_parser_t p = {.name = path};
+    rumor_err_t rc = revoked_read(&p, path, bad_lines, err);
+    char ferr[RUMOR_ERR_LEN];
+    if (rc == RUMOR_OK && *bad_lines == 0) return revoked_finish(&p, out, err);
+    if (rc == RUMOR_ENOMEM) {
+        free(p.keys);
+        return rc;
+    }
+    /* Unreadable, or lines that are not keys: nothing the last list refused is let in, and
+     * every key the new file could say (up to where it could be read) is refused too. */
+    for (size_t i = 0; last && i < last->count && p.count < RUMOR_REVOKED_MAX; i++) {
+        if (p.count == p.cap) {
+            size_t cap = p.cap ? p.cap * 2 : 64;
+            if (cap > RUMOR_REVOKED_MAX) cap = RUMOR_REVOKED_MAX;
+            void *keys = realloc(p.keys, cap * sizeof *p.keys);
+            if (!keys) {
+                free(p.keys);
+                return rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
+            }
+            p.keys = keys;
+            p.cap = cap;
+        }
+        memcpy(p.keys[p.count++], last->keys[i], RUMOR_KEY_LEN);
+    }
+    rumor_err_t frc = revoked_finish(&p, out, ferr);
+    if (frc != RUMOR_OK) return rumor_fail(err, frc, "%s", ferr);
+    return rc != RUMOR_OK ? rc : RUMOR_EFORMAT;
 }
 
 bool rumor_revoked_has(const rumor_revoked_t *list, const uint8_t key[RUMOR_KEY_LEN])
@@ -1132,7 +1181,7 @@ bool rumor_hash_equal(const uint8_t a[RUMOR_HASH_LEN], const uint8_t b[RUMOR_HAS
 
 /* ---- admission datagrams ---- */
 
-static const uint8_t admit_magic[4] = {'R', 'M', 'A', '1'};
+static const uint8_t admit_magic[4] = {'R', 'M', 'A', '2'}; /* protocol version 2 */
 #define ADMIT_MAC crypto_box_MACBYTES
 
 static size_t admit_head(uint8_t *out, rumor_admit_kind_t kind, const uint8_t *from, const uint8_t *nonce)
@@ -1160,18 +1209,21 @@ static size_t admit_seal(uint8_t out[RUMOR_ADMIT_MAX], rumor_admit_kind_t kind, 
  * both directions share one X25519 key). A knock's is padded to a fixed size, larger than
  * any answer: the port never sends more than it was sent. */
 #define KNOCK_PLAIN (RUMOR_ADMIT_KNOCK_LEN - RUMOR_ADMIT_HEAD - ADMIT_MAC)
-#define KNOCK_FIXED 11                           /* kind, boot id, certificate length */
+#define KNOCK_FIXED 19                           /* kind, boot id, time, certificate length */
 #define ANSWER_FIXED (1 + RUMOR_ADMIT_NONCE_LEN + 1 + 8) /* kind, knock nonce, status, boot id */
 
 size_t rumor_admit_knock(uint8_t out[RUMOR_ADMIT_MAX], const rumor_secret_key_t *self, const uint8_t peer[RUMOR_KEY_LEN],
-                         uint64_t boot, const uint8_t *cert, size_t cert_len, uint8_t nonce[RUMOR_ADMIT_NONCE_LEN])
+                         uint64_t boot, uint64_t sent_ms, const uint8_t *cert, size_t cert_len,
+                         uint8_t nonce[RUMOR_ADMIT_NONCE_LEN])
 {
+    _Static_assert(KNOCK_FIXED + RUMOR_CERT_MAX_LEN <= KNOCK_PLAIN, "a knock holds any certificate");
     uint8_t plain[KNOCK_PLAIN] = {0};
     if (cert_len > RUMOR_CERT_MAX_LEN) cert_len = 0;
     plain[0] = RUMOR_ADMIT_KNOCK;
     put_u64(plain + 1, boot);
-    plain[9] = (uint8_t)(cert_len >> 8);
-    plain[10] = (uint8_t)cert_len;
+    put_u64(plain + 9, sent_ms);
+    plain[17] = (uint8_t)(cert_len >> 8);
+    plain[18] = (uint8_t)cert_len;
     memcpy(plain + KNOCK_FIXED, cert, cert_len);
     return admit_seal(out, RUMOR_ADMIT_KNOCK, self, peer, plain, sizeof plain, nonce);
 }
@@ -1194,6 +1246,11 @@ size_t rumor_admit_wrong_key(uint8_t out[RUMOR_ADMIT_MAX], const uint8_t self_pu
                              const uint8_t knock_nonce[RUMOR_ADMIT_NONCE_LEN])
 {
     return admit_head(out, RUMOR_ADMIT_WRONG_KEY, self_pub, knock_nonce);
+}
+
+bool rumor_admit_is_knock(const uint8_t *buf, size_t len)
+{
+    return len == RUMOR_ADMIT_KNOCK_LEN && memcmp(buf, admit_magic, 4) == 0 && buf[4] == RUMOR_ADMIT_KNOCK;
 }
 
 rumor_err_t rumor_admit_open(rumor_admit_msg_t *out, const rumor_secret_key_t *self, const uint8_t *buf, size_t len)
@@ -1226,7 +1283,8 @@ rumor_err_t rumor_admit_open(rumor_admit_msg_t *out, const rumor_secret_key_t *s
     out->kind = (rumor_admit_kind_t)kind;
     if (kind == RUMOR_ADMIT_KNOCK) {
         out->boot = get_u64(plain + 1);
-        const size_t cl = (size_t)plain[9] << 8 | plain[10];
+        out->sent_ms = get_u64(plain + 9);
+        const size_t cl = (size_t)plain[17] << 8 | plain[18];
         if (cl > RUMOR_CERT_MAX_LEN) return RUMOR_EINVAL;
         for (size_t i = KNOCK_FIXED + cl; i < plain_len; i++)
             if (plain[i]) return RUMOR_EINVAL; /* the padding is zeros */

@@ -218,6 +218,14 @@ rumor_err_t rumor_revoked_load(rumor_revoked_t **out, const char *path,
 /* The same from memory; name is what errors call the text. */
 rumor_err_t rumor_revoked_parse(rumor_revoked_t **out, const char *text, size_t len, const char *name,
                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Reload on SIGHUP. A file that reads cleanly gives its list (RUMOR_OK). Otherwise *out is
+ * still a list, never more permissive than before: for a file with lines that are not keys
+ * (RUMOR_EFORMAT, *bad_lines of them, err names the first), the union of `last` and every key
+ * the file could say; for a file that cannot be read (RUMOR_EIO, err says why), `last` and
+ * whatever could be read before the error.
+ * Only RUMOR_ENOMEM leaves *out NULL. */
+rumor_err_t rumor_revoked_reload(rumor_revoked_t **out, const char *path, const rumor_revoked_t *last,
+                                 size_t *bad_lines, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* False for a NULL list. */
 bool rumor_revoked_has(const rumor_revoked_t *list, const uint8_t key[RUMOR_KEY_LEN]);
 size_t rumor_revoked_count(const rumor_revoked_t *list);
@@ -284,15 +292,20 @@ typedef struct {
     uint8_t status;                             /* answer only */
     uint64_t boot;                              /* knock, answer: the sender's process id for
                                                    this run (a restart changes it) */
+    uint64_t sent_ms;                           /* knock: when it was sealed, unix milliseconds
+                                                   (freshness: a replayed knock is older) */
     uint8_t cert[RUMOR_CERT_MAX_LEN];           /* knock, answer (when admitted) */
     size_t cert_len;
 } rumor_admit_msg_t;
 
-/* Seal a knock from self to peer; nonce receives its nonce (to match the answer). Returns the
- * datagram's length (<= RUMOR_ADMIT_MAX). */
+/* Seal a knock from self to peer, sealed at sent_ms (unix milliseconds); nonce receives its
+ * nonce (to match the answer). Returns the datagram's length (<= RUMOR_ADMIT_MAX). */
 size_t rumor_admit_knock(uint8_t out[RUMOR_ADMIT_MAX], const rumor_secret_key_t *self,
-                         const uint8_t peer[RUMOR_KEY_LEN], uint64_t boot, const uint8_t *cert,
+                         const uint8_t peer[RUMOR_KEY_LEN], uint64_t boot, uint64_t sent_ms, const uint8_t *cert,
                          size_t cert_len, uint8_t nonce[RUMOR_ADMIT_NONCE_LEN]);
+/* Whether buf could be a knock at all (its length, magic and kind), without any cryptography:
+ * what a node checks before a datagram may spend its admission budget. */
+bool rumor_admit_is_knock(const uint8_t *buf, size_t len);
 /* Seal the answer to a knock (cert may be NULL when refusing). */
 size_t rumor_admit_answer(uint8_t out[RUMOR_ADMIT_MAX], const rumor_secret_key_t *self,
                           const uint8_t peer[RUMOR_KEY_LEN], const uint8_t knock_nonce[RUMOR_ADMIT_NONCE_LEN],

@@ -56,6 +56,8 @@ void rumor_log_set_id(const char *id);
 
 /* Monotonic seconds, for timing and progress; never used by pure state machines. */
 double rumor_now(void);
+/* Wall-clock time in unix milliseconds: for timestamps another machine reads (knocks). */
+uint64_t rumor_unix_ms(void);
 
 /* Median of v[0..n) (n > 0); sorts v in place. Benchmarks quote medians: machines are noisy. */
 double rumor_median(double *v, size_t n);

@@ -1,24 +1,32 @@
 #!/bin/sh
-# tests/run_fuzz.sh SOURCE_ROOT BUILD_DIR SECONDS - fuzz the wire protocol decoder.
+# tests/run_fuzz.sh SOURCE_ROOT BUILD_DIR SECONDS [TARGET] - fuzz a parser of network input.
 #
-# Builds tests/fuzz_proto.c with libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer
-# (clang, outside meson: the fuzzer runtime needs clang whatever compiler meson uses) into
-# BUILD_DIR/fuzz-proto/, then runs it for SECONDS on a copy of the seed corpus
-# tests/fuzz/proto/ (regenerate it with `build/tests/test_proto --write-corpus tests/fuzz/proto`).
+# TARGET is proto (the wire protocol decoder, the default) or admit (the admission datagrams
+# of the UDP port). Builds tests/fuzz_TARGET.c with libFuzzer, AddressSanitizer and
+# UndefinedBehaviorSanitizer (clang, outside meson: the fuzzer runtime needs clang whatever
+# compiler meson uses) into BUILD_DIR/fuzz-TARGET/, then runs it for SECONDS on a copy of the
+# seed corpus tests/fuzz/TARGET/ (regenerate proto's with
+# `build/tests/test_proto --write-corpus tests/fuzz/proto`).
 #
 # Exit status: 0 no crash; 1 a crash, a sanitizer report, a timeout or a build failure (the
 # crashing input is left in BUILD_DIR/fuzz-proto/ as crash-* and the log in fuzz.log);
 # 77 (skipped) when clang or its fuzzer runtime (Debian: libclang-rt-14-dev) is missing.
 set -u
 
-if [ $# -ne 3 ]; then
-    echo "usage: $0 SOURCE_ROOT BUILD_DIR SECONDS" >&2
+if [ $# -ne 3 ] && [ $# -ne 4 ]; then
+    echo "usage: $0 SOURCE_ROOT BUILD_DIR SECONDS [proto|admit]" >&2
     exit 2
 fi
 src=$(cd "$1" && pwd) || exit 1
 build=$2
 secs=$3
-out="$build/fuzz-proto"
+target=${4:-proto}
+case "$target" in
+proto) sources="proto/proto.c src/rumor.c" libs="-lmsgpackc -lm" ;;
+admit) sources="src/crypto.c src/fileio.c src/rumor.c" libs="-lsodium -lm" ;;
+*) echo "run_fuzz: unknown target $target" >&2; exit 2 ;;
+esac
+out="$build/fuzz-$target"
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd) || exit 1
 
@@ -57,12 +65,15 @@ if [ ! -f "$build/config.h" ]; then
     printf '#define RUMOR_PROTO_VERSION %s\n' "${ver:-0}" >"$inc/config.h"
 fi
 
+set --
+for f in $sources; do set -- "$@" "$src/$f"; done
+# shellcheck disable=SC2086
 if ! "$cc" -std=c11 -g -O1 -fno-omit-frame-pointer \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
         -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra \
         -I"$inc" -I"$src/src" -I"$src/proto" \
-        "$src/proto/proto.c" "$src/src/rumor.c" "$src/tests/fuzz_proto.c" \
-        -lmsgpackc -lm -o "$out/fuzz_proto" >"$out/build.log" 2>&1; then
+        "$@" "$src/tests/fuzz_$target.c" \
+        $libs -o "$out/fuzz_$target" >"$out/build.log" 2>&1; then
     cat "$out/build.log"
     echo "run_fuzz: build failed"
     exit 1
@@ -71,10 +82,22 @@ fi
 # The corpus grows while fuzzing; work on a copy so the source tree stays as committed.
 rm -rf "$out/corpus"
 mkdir -p "$out/corpus"
-cp "$src/tests/fuzz/proto/"* "$out/corpus/"
+cp "$src/tests/fuzz/$target/"* "$out/corpus/"
 
 # Keys, type names and msgpack headers the mutator can splice in.
-cat >"$out/proto.dict" <<'EOF'
+if [ "$target" = admit ]; then
+    cat >"$out/$target.dict" <<'EOF'
+"RMA2"
+"RMA1"
+"\x01"
+"\x02"
+"\x03"
+"RMC1"
+"\x00\xd5"
+"\x00\x95"
+EOF
+else
+    cat >"$out/$target.dict" <<'EOF'
 "\xa1v"
 "\xa1t"
 "\xa3seq"
@@ -117,12 +140,13 @@ cat >"$out/proto.dict" <<'EOF'
 "\xce\xff\xff\xff\xff"
 "\xcf\x00\x00\x01\x00\x00\x00\x00\x00"
 EOF
+fi
 
 # libFuzzer's own default failure status is 77, which meson reads as "skipped": make every
 # failure 1.
-"$out/fuzz_proto" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+"$out/fuzz_$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
     -error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 \
-    -dict="$out/proto.dict" -artifact_prefix="$out/" "$out/corpus" >"$out/fuzz.log" 2>&1
+    -dict="$out/$target.dict" -artifact_prefix="$out/" "$out/corpus" >"$out/fuzz.log" 2>&1
 rc=$?
 tail -n 25 "$out/fuzz.log"
 if [ $rc -ne 0 ]; then

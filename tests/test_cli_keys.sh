@@ -124,5 +124,14 @@ chmod 600 "$tmp/swarm/authority.key"
 cp "$tmp/keys/other.pub" "$tmp/swarm/authority.pub"
 expect_error "admit with a mismatched authority.pub" swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" -- "$pub"
 
+# A node's control socket: an abstract one (no file, so no permissions) is refused, for what it
+# would tell any local user about the swarm.
+"$rumor" swarm init "$tmp/ctlswarm" >/dev/null
+"$rumor" keygen -o "$tmp/keys/ctl" >/dev/null
+"$rumor" swarm admit -a "$tmp/ctlswarm" -o "$tmp/certs/ctl.cert" "$tmp/keys/ctl.pub" >/dev/null
+expect_error "node with an abstract control socket" node --key "$tmp/keys/ctl.key" --cert "$tmp/certs/ctl.cert" \
+    --swarm "$tmp/ctlswarm/authority.pub" --listen tcp://127.0.0.1:0 --control ipc://@rumor-test-ctl
+check "the error says why" grep -q 'abstract socket' "$tmp/err"
+
 echo "$checks checks, $fails failed"
 [ "$fails" -eq 0 ]

@@ -691,6 +691,34 @@ static void test_revoked(void)
     path_in(missing, sizeof missing, "missing.txt");
     CHECK(rumor_revoked_load(&rl, missing, err) == RUMOR_EIO && strstr(err, missing) == err);
 
+    /* Reload (SIGHUP): a clean file replaces the list; a broken one never lets in a key the
+     * last list refused, and refuses every key it could read too; an unreadable one keeps the
+     * last list. */
+    rumor_revoked_t *last = NULL, *next = NULL;
+    size_t badl = 0;
+    snprintf(text, sizeof text, "%s\n", k1);
+    CHECK(write_raw(path, text, strlen(text), 0644) == 0);
+    CHECK_RC(rumor_revoked_reload(&last, path, NULL, &badl, err));
+    CHECK(badl == 0 && rumor_revoked_count(last) == 1 && rumor_revoked_has(last, b1));
+    snprintf(text, sizeof text, "%s\nnot a key\n%s junk\n%s\n", k2, k1, k3); /* k1's line is broken */
+    CHECK(write_raw(path, text, strlen(text), 0644) == 0);
+    CHECK(rumor_revoked_reload(&next, path, last, &badl, err) == RUMOR_EFORMAT && next != NULL);
+    CHECK_MSG(badl == 2 && strstr(err, ":2: expected a public key") != NULL, "%zu: %s", badl, err);
+    CHECK(rumor_revoked_count(next) == 3 && rumor_revoked_has(next, b1) && rumor_revoked_has(next, b2) &&
+          rumor_revoked_has(next, b3));
+    rumor_revoked_destroy(&last);
+    last = next;
+    CHECK(rumor_revoked_reload(&next, missing, last, &badl, err) == RUMOR_EIO && strstr(err, missing) == err);
+    CHECK(next != NULL && rumor_revoked_count(next) == 3 && rumor_revoked_has(next, b1));
+    rumor_revoked_destroy(&last);
+    last = next;
+    snprintf(text, sizeof text, "%s\n", k2); /* fixed: only k2 is revoked now */
+    CHECK(write_raw(path, text, strlen(text), 0644) == 0);
+    CHECK_RC(rumor_revoked_reload(&next, path, last, &badl, err));
+    CHECK(rumor_revoked_count(next) == 1 && rumor_revoked_has(next, b2) && !rumor_revoked_has(next, b1));
+    rumor_revoked_destroy(&last);
+    rumor_revoked_destroy(&next);
+
     /* At most 100000 keys. */
     size_t n = RUMOR_REVOKED_MAX + 1, cap = n * 41 + 1;
     char *big = malloc(cap);
@@ -860,22 +888,25 @@ static void test_admission(void)
 
     uint8_t knock[RUMOR_ADMIT_MAX], nonce[RUMOR_ADMIT_NONCE_LEN], nonce2[RUMOR_ADMIT_NONCE_LEN];
     const uint64_t boot = 0x0102030405060708u;
-    const size_t kl = rumor_admit_knock(knock, a, bpub, boot, cert_a, la, nonce);
+    const uint64_t sent = 0x1112131415161718u;
+    const size_t kl = rumor_admit_knock(knock, a, bpub, boot, sent, cert_a, la, nonce);
     CHECK(kl == RUMOR_ADMIT_KNOCK_LEN); /* padded: every knock has one size */
-    CHECK(memcmp(knock, "RMA1", 4) == 0 && knock[4] == RUMOR_ADMIT_KNOCK);
+    CHECK(memcmp(knock, "RMA2", 4) == 0 && knock[4] == RUMOR_ADMIT_KNOCK);
+    CHECK(rumor_admit_is_knock(knock, kl) && !rumor_admit_is_knock(knock, kl - 1));
     CHECK(memcmp(knock + 5, apub, 32) == 0 && memcmp(knock + 37, nonce, 24) == 0);
     /* The box as the specification says: crypto_box_easy from A's key to B's under the nonce. */
     uint8_t plain[RUMOR_ADMIT_MAX];
     CHECK(crypto_box_open_easy(plain, knock + 61, kl - 61, knock + 37, apub, rumor_secret_key_bytes(b)) == 0);
     CHECK(plain[0] == RUMOR_ADMIT_KNOCK && plain[1] == 0x01 && plain[8] == 0x08);
-    CHECK(plain[9] == (uint8_t)(la >> 8) && plain[10] == (uint8_t)la && memcmp(plain + 11, cert_a, la) == 0);
+    CHECK(plain[9] == 0x11 && plain[16] == 0x18); /* the time it was sealed, big-endian */
+    CHECK(plain[17] == (uint8_t)(la >> 8) && plain[18] == (uint8_t)la && memcmp(plain + 19, cert_a, la) == 0);
     int pad_zero = 1;
-    for (size_t i = 11 + la; i < kl - 61 - 16; i++) pad_zero &= plain[i] == 0;
+    for (size_t i = 19 + la; i < kl - 61 - 16; i++) pad_zero &= plain[i] == 0;
     CHECK(pad_zero);
 
     rumor_admit_msg_t m;
     CHECK_RC(rumor_admit_open(&m, b, knock, kl));
-    CHECK(m.kind == RUMOR_ADMIT_KNOCK && memcmp(m.from, apub, 32) == 0 && m.boot == boot);
+    CHECK(m.kind == RUMOR_ADMIT_KNOCK && memcmp(m.from, apub, 32) == 0 && m.boot == boot && m.sent_ms == sent);
     CHECK(m.cert_len == la && memcmp(m.cert, cert_a, la) == 0 && memcmp(m.nonce, nonce, 24) == 0);
     CHECK(rumor_admit_open(&m, c, knock, kl) == RUMOR_EAUTH); /* sealed for B, not C */
     CHECK(rumor_admit_open(&m, a, knock, kl) == RUMOR_EAUTH);
@@ -897,7 +928,7 @@ static void test_admission(void)
     memcpy(big, knock, kl);
     memset(big + kl, 0, sizeof big - kl);
     CHECK(rumor_admit_open(&m, b, big, sizeof big) == RUMOR_EINVAL);
-    CHECK(rumor_admit_knock(big, a, bpub, boot, cert_a, la, nonce2) == kl && memcmp(nonce, nonce2, 24) != 0);
+    CHECK(rumor_admit_knock(big, a, bpub, boot, sent, cert_a, la, nonce2) == kl && memcmp(nonce, nonce2, 24) != 0);
 
     /* The answer: B to A, naming the knock's nonce. */
     uint8_t ans[RUMOR_ADMIT_MAX];

@@ -181,12 +181,24 @@ def main():
     # 2a'. The admission port under a flood of junk datagrams (random bytes, truncated and
     #      unopenable knocks): each is counted by reason, the node keeps its peers, and a real
     #      knock is answered once the flood is over.
+    #      Datagrams not even shaped like a knock are dropped before the rate limit: 3000 of
+    #      them in well under a second spend none of the 500/s budget that real knocks need.
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    junk = [os.urandom(40), b"RMA1\x01" + os.urandom(320), b"RMA1\x01" + os.urandom(100), b"RMA1\x07" + os.urandom(56)]
-    for i in range(2000):
+    junk = [os.urandom(1), os.urandom(40), b"RMA2\x01" + os.urandom(100), b"RMA2\x07" + os.urandom(56),
+            b"RMA1\x01" + os.urandom(320)]
+    for i in range(3000):
         udp.sendto(junk[i % len(junk)], ("127.0.0.1", port1))
+        if i % 500 == 499:
+            time.sleep(0.02)  # let the node read: loopback drops what overflows its buffer
+    time.sleep(0.5)
+    rej = (status(nodes[1][1]) or {}).get("rejected", {})
+    check(rej.get("admit-malformed", 0) >= 1000 and rej.get("admit-rate", 0) == 0,
+          "junk that is not knock-shaped spends none of the admission budget (%s)"
+          % {k: v for k, v in rej.items() if k.startswith("admit")})
+    for i in range(200):  # knock-shaped, but sealed for nobody: opened (budget spent), refused
+        udp.sendto(b"RMA2\x01" + os.urandom(320), ("127.0.0.1", port1))
     udp.close()
-    time.sleep(1.5)
+    time.sleep(1.0)
     s1 = status(nodes[1][1])
     rej = s1["rejected"] if s1 else {}
     print("     admission flood, rejected by node 1:", json.dumps({k: v for k, v in rej.items() if k.startswith("admit")}))
@@ -240,21 +252,22 @@ def main():
         d.curve_publickey = key_text(mallory + ".pub").encode()
         d.curve_serverkey = pubs[1].encode()
         d.connect("tcp://127.0.0.1:%d" % port1)
-        d.send(mp({"v": 1, "t": "hello", "seq": 1, "cert": cert_bytes(mallory + ".cert"),
-                   "addr": "tcp://127.0.0.1:9", "layout": 0, "caps": 0, "inc": 1}))
+        d.send(mp({"v": 2, "t": "hello", "seq": 1, "cert": cert_bytes(mallory + ".cert"),
+                   "addr": "tcp://127.0.0.1:9", "layout": 0, "caps": 0, "inc": 1, "boot": 12345}))
         bad = [
             b"\xc1garbage",                                           # reserved byte
             b"\xdf\xff\xff\xff\xff" + b"\x00" * 5,                     # a map claiming 4 billion entries
-            mp({"v": 1, "t": "ping", "seq": 2}) [:-1] + b"\xdb\xff\xff\xff\xff",  # a str with a lying length
+            mp({"v": 2, "t": "ping", "seq": 2}) [:-1] + b"\xdb\xff\xff\xff\xff",  # a str with a lying length
             b"\xde\x00\x28" + b"".join(mp("k%d" % i) + mp(i) for i in range(40)),  # 40 entries
-            mp({"v": 2, "t": "ping", "seq": 3, "inc": 1}),               # a version from the future
-            mp({"v": 1, "t": "nonsense", "seq": 4}),                     # an unknown type
-            mp({"v": 1, "t": "ping", "seq": 5, "inc": 1}) + b"\x00",     # trailing bytes
+            mp({"v": 3, "t": "ping", "seq": 3, "inc": 1}),               # a version from the future
+            mp({"v": 2, "t": "ping", "seq": 3, "inc": 1}),               # the version before
+            mp({"v": 2, "t": "nonsense", "seq": 4}),                     # an unknown type
+            mp({"v": 2, "t": "ping", "seq": 5, "inc": 1}) + b"\x00",     # trailing bytes
         ]
         for b in bad:
             d.send(b)
         # A model chunk whose payload disagrees with its header, and a message of four frames.
-        d.send_multipart([mp({"v": 1, "t": "model", "seq": 6, "round": 1, "w": 1.0, "codec": 0, "layout": 7,
+        d.send_multipart([mp({"v": 2, "t": "model", "seq": 6, "round": 1, "w": 1.0, "codec": 0, "layout": 7,
                               "chunk": 0, "chunks": 1, "off": 0, "n": 10}), b"\x00" * 39])
         d.send_multipart([b"a", b"b", b"c"])
         time.sleep(1.0)
@@ -267,6 +280,31 @@ def main():
         check("cert-key-mismatch" not in rej, "the hostile peer itself was admitted (its cert is valid)")
         # (mallory itself may show up in their views until its fake address fails the probes)
         check(set(pubs) - {pubs[2]} <= set(alive_peers(nodes[2][1]) or []), "the others are unaffected")
+
+        # 2c. The admitted key floods: messages of 128 frames of 1 MiB (libzmq holds every frame
+        #     of a message until its last one arrives, and counts no frames against its
+        #     high-water mark), then a message whose last frame never comes. The node's guard cuts
+        #     a connection once libzmq holds more for it than any honest traffic needs (about
+        #     21 MiB): its peak memory grows by far less than one such message.
+        before = rss_kb(pid1, "VmHWM:")
+        frame = b"\x00" * (1 << 20)
+        for _ in range(3):
+            d.send_multipart([frame] * 128, copy=False)
+        for _ in range(16):
+            d.send(frame, zmq.SNDMORE, copy=False)
+        time.sleep(3.0)
+        after = rss_kb(pid1, "VmHWM:")
+        s1 = status(nodes[1][1])
+        rej = s1["rejected"] if s1 else {}
+        print("     multi-frame flood: peak %d kB -> %d kB, guard %s" % (before, after, s1 and {
+            k: s1["counters"].get(k) for k in ("connections", "held_peak")}))
+        check(nodes[1][0].poll() is None, "node survives an admitted peer's endless messages")
+        check(rej.get("held-too-much", 0) >= 1, "the connection holding too much is cut and counted: %s" % rej)
+        check(after - before < 48 * 1024, "an admitted key cannot make the node hold more than the guard's bound "
+              "(peak %d kB -> %d kB, one message is 131072 kB)" % (before, after))
+        check(set(pubs) - {pubs[1], pubs[2]} <= set(alive_peers(nodes[2][1]) or []) and
+              sorted(set(pubs) - {pubs[1]}) == sorted(set(alive_peers(nodes[1][1]) or []) - {key_text(mallory + ".pub")}),
+              "the node keeps its honest peers through the flood")
         d.close()
         ctx.term()
 

@@ -141,7 +141,7 @@ static void bb_peer(bb_t *bb, const char *addr, uint64_t inc, uint64_t state)
 static void bb_head(bb_t *bb, unsigned extra, const char *type, uint64_t seq)
 {
     bb_map(bb, 3 + extra);
-    kv_uint(bb, "v", 1);
+    kv_uint(bb, "v", RUMOR_PROTO_VERSION);
     kv_str(bb, "t", type);
     kv_uint(bb, "seq", seq);
 }
@@ -423,8 +423,8 @@ static void test_names(void)
 
 static void test_known_answer(void)
 {
-    /* {"v": 1, "t": "bye", "seq": 7} */
-    static const uint8_t bye7[] = {0x83, 0xa1, 'v', 0x01, 0xa1, 't', 0xa3, 'b', 'y', 'e',
+    /* {"v": 2, "t": "bye", "seq": 7} */
+    static const uint8_t bye7[] = {0x83, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't', 0xa3, 'b', 'y', 'e',
                                    0xa3, 's', 'e', 'q', 0x07};
     rumor_msg_t m = {.type = RUMOR_MSG_BYE, .seq = 7};
     uint8_t buf[64];
@@ -437,8 +437,8 @@ static void test_known_answer(void)
     CHECK_RC(rumor_proto_decode(&back, bye7, sizeof bye7, NULL, 0, &why));
     CHECK(back.type == RUMOR_MSG_BYE && back.seq == 7);
 
-    /* {"v": 1, "t": "ack", "seq": 300, "ack": 65536}: uint16 and uint32 forms. */
-    static const uint8_t ack[] = {0x84, 0xa1, 'v', 0x01, 0xa1, 't', 0xa3, 'a', 'c', 'k', 0xa3,
+    /* {"v": 2, "t": "ack", "seq": 300, "ack": 65536}: uint16 and uint32 forms. */
+    static const uint8_t ack[] = {0x84, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't', 0xa3, 'a', 'c', 'k', 0xa3,
                                   's', 'e', 'q', 0xcd, 0x01, 0x2c, 0xa3, 'a', 'c', 'k', 0xce,
                                   0x00, 0x01, 0x00, 0x00};
     rumor_msg_t a = {.type = RUMOR_MSG_ACK, .seq = 300};
@@ -458,12 +458,12 @@ static void test_known_answer(void)
     bb_byte(bb, 0xd1);
     bb_be(bb, 300, 2);
     kv_uint(bb, "future", 1);
-    kv_uint(bb, "v", 1);
+    kv_uint(bb, "v", RUMOR_PROTO_VERSION);
     CHECK_RC(rumor_proto_decode(&back, bb->b, bb->n, NULL, 0, &why));
     CHECK(msg_eq(&back, &a));
 
-    /* {"v": 1, "t": "pull", "seq": 7, "layout": 0xabcdef} */
-    static const uint8_t pull[] = {0x84, 0xa1, 'v', 0x01, 0xa1, 't', 0xa4, 'p', 'u', 'l', 'l',
+    /* {"v": 2, "t": "pull", "seq": 7, "layout": 0xabcdef} */
+    static const uint8_t pull[] = {0x84, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't', 0xa4, 'p', 'u', 'l', 'l',
                                    0xa3, 's', 'e', 'q', 0x07, 0xa6, 'l', 'a', 'y', 'o', 'u', 't',
                                    0xce, 0x00, 0xab, 0xcd, 0xef};
     rumor_msg_t p = {.type = RUMOR_MSG_PULL, .seq = 7};
@@ -764,11 +764,11 @@ static void test_reject_structure(void)
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
 
     /* A map declaring 2^32-1 entries in a 10-byte frame: refused on the count alone. */
-    static const uint8_t huge_map[10] = {0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'v', 0x01, 0xa1, 't'};
+    static const uint8_t huge_map[10] = {0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't'};
     CHECK(rumor_proto_decode(&m, huge_map, sizeof huge_map, NULL, 0, &why) == RUMOR_EPROTO);
     CHECK(why == RUMOR_PROTO_REJECT_TOO_LARGE);
     /* Within the cap but more entries than bytes left: a lie, refused before it is read. */
-    static const uint8_t lying_map[] = {0xde, 0x00, 0x20, 0xa1, 'v', 0x01};
+    static const uint8_t lying_map[] = {0xde, 0x00, 0x20, 0xa1, 'v', RUMOR_PROTO_VERSION};
     CHECK(rumor_proto_decode(&m, lying_map, sizeof lying_map, NULL, 0, &why) == RUMOR_EPROTO);
     CHECK(why == RUMOR_PROTO_REJECT_MALFORMED);
 
@@ -840,7 +840,7 @@ static void test_reject_structure(void)
     /* Frame 1 over 64 KiB, even when it is otherwise valid msgpack. */
     bb->n = 0;
     bb_map(bb, 4);
-    kv_uint(bb, "v", 1);
+    kv_uint(bb, "v", RUMOR_PROTO_VERSION);
     kv_str(bb, "t", "bye");
     kv_uint(bb, "seq", 1);
     bb_str(bb, "pad");
@@ -853,7 +853,7 @@ static void test_reject_structure(void)
     /* Keys: not a str, too long, twice (known and unknown, top level and in an entry). */
     bb->n = 0;
     bb_map(bb, 4);
-    kv_uint(bb, "v", 1);
+    kv_uint(bb, "v", RUMOR_PROTO_VERSION);
     kv_str(bb, "t", "bye");
     kv_uint(bb, "seq", 1);
     bb_uint(bb, 5);
@@ -938,10 +938,16 @@ static void test_reject_fields(void)
     bb_t *bb = calloc(1, sizeof *bb);
     uint8_t cert[RUMOR_PROTO_CERT_MAX + 1] = {0};
 
-    /* Version: wrong number, negative, wrong type, missing. */
+    /* Version: the next one, the previous one, negative, wrong type, missing. */
     bb->n = 0;
     bb_map(bb, 3);
-    kv_uint(bb, "v", 2);
+    kv_uint(bb, "v", RUMOR_PROTO_VERSION + 1);
+    kv_str(bb, "t", "bye");
+    kv_uint(bb, "seq", 1);
+    CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VERSION);
+    bb->n = 0;
+    bb_map(bb, 3);
+    kv_uint(bb, "v", RUMOR_PROTO_VERSION - 1);
     kv_str(bb, "t", "bye");
     kv_uint(bb, "seq", 1);
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VERSION);
@@ -982,23 +988,23 @@ static void test_reject_fields(void)
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TYPE);
     bb->n = 0;
     bb_map(bb, 3);
-    kv_uint(bb, "v", 1);
+    kv_uint(bb, "v", RUMOR_PROTO_VERSION);
     kv_uint(bb, "t", 7);
     kv_uint(bb, "seq", 1);
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
     bb->n = 0;
     bb_map(bb, 2);
-    kv_uint(bb, "v", 1);
+    kv_uint(bb, "v", RUMOR_PROTO_VERSION);
     kv_uint(bb, "seq", 1);
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
     bb->n = 0;
     bb_map(bb, 2);
-    kv_uint(bb, "v", 1);
+    kv_uint(bb, "v", RUMOR_PROTO_VERSION);
     kv_str(bb, "t", "bye");
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_MISSING);
     bb->n = 0;
     bb_map(bb, 3);
-    kv_uint(bb, "v", 1);
+    kv_uint(bb, "v", RUMOR_PROTO_VERSION);
     kv_str(bb, "t", "bye");
     kv_str(bb, "seq", "7");
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
@@ -1459,7 +1465,7 @@ static void test_reject_model(void)
     bb_map(bb, 12);
     bb_str(bb, "hash");
     bb_bin(bb, key32, 32);
-    kv_uint(bb, "v", 1);
+    kv_uint(bb, "v", RUMOR_PROTO_VERSION);
     kv_str(bb, "t", "model");
     kv_uint(bb, "seq", 1);
     kv_uint(bb, "round", f.round);

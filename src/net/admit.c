@@ -202,7 +202,7 @@ rumor_err_t rumor_admit_ping(const char *key_path, const char *cert_path, const 
     if (rc == RUMOR_OK) rc = rumor_addr_parse(&addr, address, err);
     if (rc == RUMOR_OK && (fd = rumor_admit_connect(addr.endpoint, err)) < 0) rc = RUMOR_EIO;
     if (rc != RUMOR_OK) goto out;
-    const size_t len = rumor_admit_knock(dgram, key, addr.key, rumor_random_u64(), own, own_len, nonce);
+    const size_t len = rumor_admit_knock(dgram, key, addr.key, rumor_random_u64(), rumor_unix_ms(), own, own_len, nonce);
     const double start = mono_ms();
     double sent = start, gap = 250.0, next = start;
     bool refused = false, wrong = false;

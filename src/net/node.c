@@ -3,6 +3,7 @@
 
 #include "crypto.h"
 #include "net/admit.h"
+#include "net/guard.h"
 #include "proto.h"
 
 #include <errno.h>
@@ -23,10 +24,15 @@
 #define MAX_PEERS 256        /* DEALERs: view, bootstraps and a few transient targets */
 #define MAX_CONNS 1024       /* keys we have heard from (admitted or refused) */
 #define SEND_HWM 64          /* messages queued per peer before sends are dropped */
-#define RECV_HWM 64          /* a peer can make us hold this many of its messages */
+#define RECV_HWM 8           /* whole messages of one connection libzmq queues for us; with two
+                                more in transit, what the guard lets a connection hold (guard.h) */
 #define MAX_INFLIGHT 4       /* model chunks queued per peer: the rest of SEND_HWM stays free
                                 for pings and acks, so a model in transit never starves them */
 #define MAX_MSG_SIZE (RUMOR_PROTO_MAX_HEADER + RUMOR_PROTO_MAX_PAYLOAD + 64)
+/* What one connection may make libzmq hold (guard.h): its queue of whole messages, one being
+ * read, one more of slack; each frame at most MAX_MSG_SIZE, and no honest message has more
+ * than two frames. Anything beyond is a message that never ends: the connection is cut. */
+#define GUARD_LIMIT ((uint64_t)(RECV_HWM + 2) * MAX_MSG_SIZE)
 #define PULL_INTERVAL_MS 2000 /* one answered pull per peer per interval */
 #define BATCH 64             /* messages taken from one socket per loop, for fairness */
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -56,6 +62,8 @@ enum {
     DROP_ADMIT_MALFORMED,                       /* an admission datagram of the wrong shape */
     DROP_ADMIT_UNSEALED,                        /* one that does not open with our key */
     DROP_ADMIT_RATE,                            /* over KNOCK_RATE */
+    DROP_HELD,                                  /* a connection held more than GUARD_LIMIT: cut */
+    DROP_CONNS,                                 /* a connection beyond GUARD_MAX: cut */
     DROP_COUNT
 };
 
@@ -115,6 +123,8 @@ typedef struct {
     bool knocked;                    /* its certificate passed in a knock: the ZAP handler lets it in */
     bool admitted;                   /* its certificate passed in a hello on its connection */
     uint64_t boot;                   /* its boot id from its last knock (a restart changes it) */
+    uint64_t knock_ms;               /* when its newest knock was sealed (its clock): older ones
+                                        are replays, and change nothing */
     uint8_t key[RUMOR_KEY_LEN];
     char addr[RUMOR_MEMB_ADDR_LEN];  /* from its hello */
     uint64_t expires_at;             /* its certificate's, unix seconds */
@@ -125,10 +135,14 @@ typedef struct {
 struct rumor_node {
     rumor_node_config_t cfg;
     void *ctx, *router, *zap, *control;
+    void *router_mon;                /* the ROUTER's connection events, for the guard */
+    rumor_guard_t *guard;            /* what each connection makes libzmq hold (guard.h) */
+    uint64_t guard_next;             /* when the guard checks next */
     int udp;                         /* admission datagrams: knocks in, answers out */
     uint64_t boot_id;                /* this run's, in knocks and answers */
     double knock_tokens;
-    uint64_t knock_refill_ms, knocks_in, knocks_out;
+    uint64_t knock_refill_ms, knocks_in, knocks_out, stale_knocks;
+    uint64_t revoke_errors;          /* reloads of a broken or unreadable revocation list */
     bucket_t knock_src[KNOCK_SOURCES];
     unsigned mon_seq;
     rumor_secret_key_t *key;
@@ -204,6 +218,8 @@ static const char *drop_name(int i, char buf[48])
     case DROP_ADMIT_MALFORMED: return "admit-malformed";
     case DROP_ADMIT_UNSEALED: return "admit-unsealed";
     case DROP_ADMIT_RATE: return "admit-rate";
+    case DROP_HELD: return "held-too-much";
+    case DROP_CONNS: return "too-many-connections";
     }
     return "other";
 }
@@ -316,7 +332,8 @@ static void knock_start(rumor_node_t *n, peer_t *p, uint64_t now)
     p->knock_since = now;
     p->knocking = true;
     p->knock_fd = fd;
-    p->knock_len = rumor_admit_knock(p->knock, n->key, p->key, n->boot_id, n->cert, n->cert_len, p->knock_nonce);
+    p->knock_len = rumor_admit_knock(p->knock, n->key, p->key, n->boot_id, rumor_unix_ms(), n->cert, n->cert_len,
+                                     p->knock_nonce);
     p->knock_gap = KNOCK_RETRY_MS;
     knock_send(n, p, now);
 }
@@ -344,7 +361,8 @@ static bool open_dealer(rumor_node_t *n, peer_t *p)
     snprintf(ep, sizeof ep, "inproc://monitor-%u", n->mon_seq++);
     if (zmq_socket_monitor(d, ep, ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
                                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_DISCONNECTED) == 0) {
+                                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_DISCONNECTED |
+                                      ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CLOSED) == 0) {
         p->monitor = zmq_socket(n->ctx, ZMQ_PAIR);
         if (p->monitor && zmq_connect(p->monitor, ep) != 0) {
             zmq_close(p->monitor);
@@ -644,27 +662,58 @@ static void handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, co
     rumor_memb_recv(n->memb, c->key, c->addr, &n->mmsg, now);
 }
 
+/* One event from a socket monitor: false when none is waiting. value is the event's value
+ * (the descriptor for connection events). */
+static bool monitor_event(void *mon, uint16_t *event, uint32_t *value)
+{
+    zmq_msg_t ev, ep;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return false;
+    }
+    *event = 0;
+    *value = 0;
+    if (zmq_msg_size(&ev) >= 6) {
+        memcpy(event, zmq_msg_data(&ev), 2);
+        memcpy(value, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
+    }
+    bool more = zmq_msg_more(&ev);
+    zmq_msg_close(&ev);
+    if (more) {
+        zmq_msg_init(&ep);
+        (void)zmq_msg_recv(&ep, mon, 0);
+        zmq_msg_close(&ep);
+    }
+    return true;
+}
+
+/* A connection opened or closed, for the guard. */
+static void guard_event(rumor_node_t *n, uint16_t event, uint32_t fd, uint64_t now)
+{
+    if (event == ZMQ_EVENT_ACCEPTED || event == ZMQ_EVENT_CONNECTED) {
+        if (!rumor_guard_open(n->guard, (int)fd, now)) n->drops[DROP_CONNS]++;
+    } else if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CLOSED) {
+        rumor_guard_close(n->guard, (int)fd);
+    }
+}
+
+static void handle_router_monitor(rumor_node_t *n, uint64_t now)
+{
+    uint16_t event;
+    uint32_t value;
+    while (monitor_event(n->router_mon, &event, &value)) guard_event(n, event, value, now);
+}
+
 /* Connection events of a bootstrap's DEALER: counts that explain a failed join. A
  * disconnection before any handshake succeeded means the CURVE handshake failed: with
  * CURVE that is what a wrong server key looks like from the client. */
-static void handle_monitor(peer_t *p)
+static void handle_monitor(rumor_node_t *n, peer_t *p, uint64_t now)
 {
-    for (;;) {
-        zmq_msg_t ev, ep;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, p->monitor, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t event = 0;
-        if (zmq_msg_size(&ev) >= 2) memcpy(&event, zmq_msg_data(&ev), 2);
-        bool more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        if (more) {
-            zmq_msg_init(&ep);
-            (void)zmq_msg_recv(&ep, p->monitor, 0);
-            zmq_msg_close(&ep);
-        }
+    uint16_t event;
+    uint32_t value;
+    while (monitor_event(p->monitor, &event, &value)) {
+        guard_event(n, event, value, now);
         switch (event) {
         case ZMQ_EVENT_CONNECT_RETRIED: p->conn_refused++; break;
         case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
@@ -731,21 +780,25 @@ static void handle_dealer(rumor_node_t *n, peer_t *p, uint64_t now)
 {
     for (int k = 0; k < BATCH; k++) {
         uint8_t f1[1024];
-        int len = zmq_recv(p->dealer, f1, sizeof f1, ZMQ_DONTWAIT);
-        if (len < 0) return;
-        int more = 0;
-        size_t sz = sizeof more;
-        zmq_getsockopt(p->dealer, ZMQ_RCVMORE, &more, &sz);
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, p->dealer, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&part);
+            return;
+        }
+        const size_t len = zmq_msg_size(&part);
+        if (len <= sizeof f1) memcpy(f1, zmq_msg_data(&part), len);
+        int more = zmq_msg_more(&part);
+        rumor_guard_delivered(n->guard, zmq_msg_get(&part, ZMQ_SRCFD), now);
+        zmq_msg_close(&part);
         while (more) { /* a second frame is never expected here: drain it */
-            zmq_msg_t extra;
-            zmq_msg_init(&extra);
-            zmq_msg_recv(&extra, p->dealer, ZMQ_DONTWAIT);
-            more = zmq_msg_more(&extra);
-            zmq_msg_close(&extra);
+            zmq_msg_init(&part);
+            more = zmq_msg_recv(&part, p->dealer, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&part);
+            zmq_msg_close(&part);
         }
         rumor_msg_t w;
         rumor_proto_reject_t why;
-        if ((size_t)len > sizeof f1 || rumor_proto_decode(&w, f1, (size_t)len, NULL, 0, &why) != RUMOR_OK ||
+        if (len > sizeof f1 || rumor_proto_decode(&w, f1, len, NULL, 0, &why) != RUMOR_OK ||
             w.type != RUMOR_MSG_BYE) {
             n->drops[DROP_UNEXPECTED]++;
             continue;
@@ -790,6 +843,7 @@ static void handle_router(rumor_node_t *n, uint64_t now)
         }
         int held = count < 4 ? count : 4;
         n->msgs_in++;
+        rumor_guard_delivered(n->guard, zmq_msg_get(&parts[held - 1], ZMQ_SRCFD), now);
         for (int i = 1; i < held; i++) n->bytes_in += zmq_msg_size(&parts[i]);
         if (count < 2 || count > 3) {
             n->drops[DROP_FRAMES]++;
@@ -921,6 +975,13 @@ static void handle_udp(rumor_node_t *n, uint64_t now)
         rumor_admit_from_t from;
         ssize_t len = rumor_admit_recv(n->udp, buf, sizeof buf, &from);
         if (len < 0) return;
+        /* Only knocks come to this port. What is not even shaped like one (length, magic,
+         * kind) costs nothing to drop, so it must not spend the budget below that protects
+         * the cryptography: junk never crowds out a real knock. */
+        if (!rumor_admit_is_knock(buf, (size_t)len)) {
+            n->drops[DROP_ADMIT_MALFORMED]++;
+            continue;
+        }
         const uint32_t src = rumor_admit_source_hash(&from);
         if (src) {
             bucket_t *b = &n->knock_src[src % KNOCK_SOURCES];
@@ -967,11 +1028,21 @@ static void handle_udp(rumor_node_t *n, uint64_t now)
             status = (uint8_t)why;
         } else {
             conn_t *c = find_conn(n, m.from, true, now);
-            const bool restarted = c->boot && c->boot != m.boot;
+            /* Only a knock newer than any seen from that key, and sealed within the
+             * certificate clock skew of our time, speaks for the peer's current run: a replayed
+             * knock is answered (it admits nothing the key could not have) and changes nothing. */
+            const uint64_t wall = rumor_unix_ms(), skew = 1000u * RUMOR_CERT_SKEW;
+            const bool fresh = m.sent_ms > c->knock_ms && m.sent_ms + skew > wall && m.sent_ms < wall + skew;
+            const bool restarted = fresh && c->boot && c->boot != m.boot;
             c->knocked = true;
             c->expires_at = cert.expires_at;
             c->last_seen = now;
-            c->boot = m.boot;
+            if (fresh) {
+                c->boot = m.boot;
+                c->knock_ms = m.sent_ms;
+            } else {
+                n->stale_knocks++;
+            }
             /* A peer that restarted forgot our knock: knock again before our DEALER's
              * reconnection reaches its ZAP handler. */
             peer_t *p = restarted ? find_peer(n, m.from) : NULL;
@@ -1085,9 +1156,11 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
         out(o, "],\"counters\":{\"msgs_in\":%" PRIu64 ",\"msgs_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
                ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64
                ",\"suspicions\":%" PRIu64 ",\"deaths\":%" PRIu64 ",\"refutations\":%" PRIu64
-               ",\"knocks_in\":%" PRIu64 ",\"knocks_out\":%" PRIu64 "},\"rejected\":{",
+               ",\"knocks_in\":%" PRIu64 ",\"knocks_out\":%" PRIu64 ",\"stale_knocks\":%" PRIu64
+               ",\"connections\":%d,\"held_peak\":%" PRIu64 ",\"revocation_errors\":%" PRIu64 "},\"rejected\":{",
             n->msgs_in, n->msgs_out, n->bytes_in, n->bytes_out, ms.pings_sent, ms.acks_received, ms.suspicions,
-            ms.deaths, ms.refutations, n->knocks_in, n->knocks_out);
+            ms.deaths, ms.refutations, n->knocks_in, n->knocks_out, n->stale_knocks, rumor_guard_count(n->guard),
+            rumor_guard_peak(n->guard), n->revoke_errors);
         bool first = true;
         for (int i = 1; i < DROP_COUNT; i++)
             if (n->drops[i]) {
@@ -1242,6 +1315,15 @@ bool rumor_node_peer_admitted(rumor_node_t *n, int i)
     const conn_t *c = find_conn(n, e->key, false, now_ms());
     return c && c->admitted && (!c->expires_at || unix_now() < c->expires_at);
 }
+
+uint64_t rumor_node_peer_boot(rumor_node_t *n, int i)
+{
+    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+    const conn_t *c = e ? find_conn(n, e->key, false, now_ms()) : NULL;
+    return c && c->knocked ? c->boot : 0;
+}
+
+uint64_t rumor_node_boot(const rumor_node_t *n) { return n->boot_id; }
 
 /* Queue as many chunks as the peer's socket takes without blocking. */
 static void pump(rumor_node_t *n, peer_t *p)
@@ -1462,6 +1544,17 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     set_int(n->router, ZMQ_RCVHWM, RECV_HWM);
     set_int(n->router, ZMQ_SNDHWM, 16);
     (void)zmq_setsockopt(n->router, ZMQ_ZAP_DOMAIN, "rumor", 5);
+    {
+        /* Every connection the ROUTER accepts is watched by the guard (guard.h). */
+        char ep[64];
+        snprintf(ep, sizeof ep, "inproc://monitor-router-%p", (void *)n);
+        if (!(n->guard = rumor_guard_new(GUARD_LIMIT))) goto nomem;
+        if (zmq_socket_monitor(n->router, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED) != 0 ||
+            !(n->router_mon = zmq_socket(n->ctx, ZMQ_PAIR)) || zmq_connect(n->router_mon, ep) != 0) {
+            rumor_fail(err, RUMOR_EIO, "cannot monitor the listening socket: %s", zmq_strerror(errno));
+            goto fail;
+        }
+    }
     if (set_curve_keys(n, n->router) != 0) {
         rumor_fail(err, RUMOR_EIO, "cannot set CURVE keys: %s", zmq_strerror(errno));
         goto fail;
@@ -1518,8 +1611,16 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     if (rumor_addr_format(n->address, rumor_secret_key_public(n->key), n->self_addr, err) != RUMOR_OK) goto fail;
 
     if (cfg->control) {
-        if (strncmp(cfg->control, "ipc://", 6) != 0 || strlen(cfg->control) - 6 >= sizeof n->control_path) {
+        if (strncmp(cfg->control, "ipc://", 6) != 0 || !cfg->control[6] ||
+            strlen(cfg->control) - 6 >= sizeof n->control_path) {
             rumor_fail(err, RUMOR_EINVAL, "--control %s: expected ipc://PATH", cfg->control);
+            goto fail;
+        }
+        if (cfg->control[6] == '@') {
+            /* Linux's abstract namespace has no file, so no permissions: any local user could
+             * read the node's status. */
+            rumor_fail(err, RUMOR_EINVAL, "--control %s: an abstract socket (ipc://@...) is open to every local "
+                       "user; give a file path, ipc://PATH", cfg->control);
             goto fail;
         }
         snprintf(n->control_path, sizeof n->control_path, "%s", cfg->control + 6);
@@ -1533,7 +1634,17 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
             rumor_fail(err, RUMOR_EIO, "cannot open control socket %s: %s", cfg->control, zmq_strerror(errno));
             goto fail;
         }
-        chmod(n->control_path, 0600);
+        /* The umask made it owner-only. No chmod by name afterwards: a path swapped for a
+         * symbolic link in between would have the link's target changed. Check instead, without
+         * following links, that what is there is our socket and nobody else may use it. */
+        struct stat st;
+        if (lstat(n->control_path, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid() ||
+            (st.st_mode & 077) != 0) {
+            rumor_fail(err, RUMOR_EIO, "control socket %s: not an owner-only socket of this user after binding "
+                       "(replaced by someone?)", cfg->control);
+            n->control_path[0] = 0; /* not ours to remove */
+            goto fail;
+        }
     }
 
     n->memb = rumor_memb_new(&cfg->memb, rumor_secret_key_public(n->key), n->self_addr,
@@ -1555,7 +1666,10 @@ void rumor_node_destroy(rumor_node_t **self_p)
     rumor_node_t *n = *self_p;
     for (int i = 0; i < MAX_PEERS; i++)
         if (n->peers[i].used) close_peer(&n->peers[i]);
+    /* As for a DEALER's monitor: stop it before its reader goes. */
+    if (n->router && n->router_mon) zmq_socket_monitor(n->router, NULL, 0);
     if (n->router) zmq_close(n->router);
+    if (n->router_mon) zmq_close(n->router_mon);
     if (n->zap) zmq_close(n->zap);
     if (n->control) zmq_close(n->control);
     if (n->ctx) zmq_ctx_term(n->ctx);
@@ -1564,6 +1678,7 @@ void rumor_node_destroy(rumor_node_t **self_p)
     if (n->wake[0] >= 0) close(n->wake[0]);
     if (n->wake[1] >= 0) close(n->wake[1]);
     rumor_memb_destroy(&n->memb);
+    rumor_guard_destroy(&n->guard);
     rumor_secret_key_destroy(&n->key);
     rumor_revoked_destroy(&n->revoked);
     free(n->buf);
@@ -1625,18 +1740,29 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             reload_requested = 0;
             rumor_revoked_t *fresh = NULL;
             char rerr[RUMOR_ERR_LEN];
-            if (!n->cfg.revoked_path) {
-            } else if (rumor_revoked_load(&fresh, n->cfg.revoked_path, rerr) == RUMOR_OK) {
+            size_t bad = 0;
+            const rumor_err_t rrc =
+                n->cfg.revoked_path ? rumor_revoked_reload(&fresh, n->cfg.revoked_path, n->revoked, &bad, rerr) : RUMOR_OK;
+            if (fresh) {
                 rumor_revoked_destroy(&n->revoked);
                 n->revoked = fresh;
                 /* Admitted peers now revoked are admitted no more. */
                 for (int i = 0; i < MAX_CONNS; i++)
                     if (n->conns[i].used && rumor_revoked_has(n->revoked, n->conns[i].key))
                         n->conns[i].admitted = n->conns[i].knocked = false;
-                rumor_log(RUMOR_LOG_INFO, "revocation list reloaded: %zu keys", rumor_revoked_count(n->revoked));
-            } else {
-                rumor_log(RUMOR_LOG_ERROR, "keeping the old revocation list: %s", rerr);
             }
+            if (rrc == RUMOR_OK && fresh) {
+                rumor_log(RUMOR_LOG_INFO, "revocation list reloaded: %zu keys", rumor_revoked_count(n->revoked));
+            } else if (rrc == RUMOR_EFORMAT) {
+                /* Never silently: a broken file must not leave a newly revoked key admitted. */
+                rumor_log(RUMOR_LOG_ERROR, "revocation list %s is broken (%zu lines are not keys; first: %s): refusing "
+                          "the %zu keys of the previous list and of every line that could be read; fix the file and "
+                          "send SIGHUP again", n->cfg.revoked_path, bad, rerr, rumor_revoked_count(n->revoked));
+            } else if (rrc != RUMOR_OK) {
+                rumor_log(RUMOR_LOG_ERROR, "revocation list cannot be read: %s: still refusing the %zu keys of the "
+                          "previous list and whatever was read", rerr, rumor_revoked_count(n->revoked));
+            }
+            n->revoke_errors += rrc != RUMOR_OK;
         }
         int ni = 0, np = 0;
         bool sending_capped = false;
@@ -1647,6 +1773,8 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = n->wake[0], .events = ZMQ_POLLIN};
         const int udp_item = ni;
         items[ni++] = (zmq_pollitem_t){.socket = NULL, .fd = n->udp, .events = ZMQ_POLLIN};
+        const int mon_item = ni;
+        items[ni++] = (zmq_pollitem_t){.socket = n->router_mon, .events = ZMQ_POLLIN};
         uint64_t next_knock = UINT64_MAX;
         for (int i = 0; i < MAX_PEERS; i++) {
             peer_t *p = &n->peers[i];
@@ -1695,6 +1823,9 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         if (wait > n->tick_ms) wait = n->tick_ms;
         if (next_knock != UINT64_MAX && next_knock - now < wait) wait = next_knock > now ? next_knock - now : 0;
         if (sending_capped) wait = 1; /* libzmq frees chunks without waking us: look again soon */
+        /* A message that never ends wakes nobody: the guard looks on its own schedule. */
+        if (rumor_guard_count(n->guard) > 0 && n->guard_next - now < wait)
+            wait = n->guard_next > now ? n->guard_next - now : 0;
         if (zmq_poll(items, ni, (long)wait) < 0 && errno != EINTR) {
             rc = rumor_fail(err, RUMOR_EIO, "poll: %s", zmq_strerror(errno));
             break;
@@ -1702,12 +1833,13 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         now = now_ms();
         /* Knocks before ZAP requests: a knock and the handshake it clears may arrive together. */
         if (items[udp_item].revents & ZMQ_POLLIN) handle_udp(n, now);
+        if (items[mon_item].revents & ZMQ_POLLIN) handle_router_monitor(n, now);
         for (int i = 0; i < np; i++) {
             peer_t *p = polled[i].p;
             if (polled[i].knock >= 0 && (items[polled[i].knock].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
                 handle_knock_answer(n, p, now);
             if (polled[i].monitor >= 0 && (items[polled[i].monitor].revents & ZMQ_POLLIN) && p->monitor)
-                handle_monitor(p);
+                handle_monitor(n, p, now);
         }
         if (items[1].revents & ZMQ_POLLIN) handle_zap(n);
         if (items[0].revents & ZMQ_POLLIN) handle_router(n, now);
@@ -1722,6 +1854,10 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             if (polled[i].dealer >= 0 && (items[polled[i].dealer].revents & ZMQ_POLLIN) && p->used && p->dealer)
                 handle_dealer(n, p, now);
             if (p->used && p->send.out) pump(n, p);
+        }
+        if (now >= n->guard_next) {
+            n->drops[DROP_HELD] += (uint64_t)rumor_guard_check(n->guard, now);
+            n->guard_next = now + GUARD_CHECK_MS;
         }
         if (n->tick_cb) n->tick_cb(n->tick_arg, n, now);
         rumor_memb_tick(n->memb, now);

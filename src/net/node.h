@@ -165,6 +165,11 @@ const uint8_t *rumor_node_peer_key(const rumor_node_t *self, int i);
 /* Whether the i-th member of the view has been admitted (its own valid hello seen): only
  * those can be sent models. Call from the node's thread. */
 bool rumor_node_peer_admitted(rumor_node_t *self, int i);
+/* The boot id of the i-th member's current run, from its own freshest knock (sealed with its
+ * key, PROTOCOL.md "Admission"); 0 when unknown. Secure mixing binds masks to it. */
+uint64_t rumor_node_peer_boot(rumor_node_t *self, int i);
+/* This node's boot id: random, new at every start. */
+uint64_t rumor_node_boot(const rumor_node_t *self);
 
 /* `rumor status`: ask the node at control endpoint for its status, JSON or text, into out. */
 rumor_err_t rumor_node_query_status(const char *control, bool json, char *out, size_t cap,
