@@ -193,6 +193,7 @@ typedef struct {
     uint64_t bytes_out;
     rumor_memb_t *memb;      /* its membership state machine */
     uint8_t (*vkeys)[RUMOR_GOSSIP_KEY_LEN]; /* its engine's view: itself and its members */
+    uint64_t *vboots;                       /* ... and their boot ids (vboot) */
     bool view_dirty;         /* the membership view changed since the engine got it */
     int view_peers;          /* members in that view (with itself) */
     uint64_t mtick_us;       /* when its pending membership tick fires (0: none) */
@@ -549,14 +550,25 @@ static rumor_err_t evaluate(sim_t *s, int i)
 
 static bool running(const vpeer_t *p) { return p->state == P_COMPUTING || p->state == P_WAITING; }
 
+/* A virtual peer's boot id (the run secure-mixing masks are bound to): from its key, so every
+ * peer knows every other's, and a run replays exactly. Like the rest of virtual mode's
+ * randomness it is seeded: virtual secure mixing shows the arithmetic, and protects nothing. */
+static uint64_t vboot(const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+{
+    return rumor_fnv1a(RUMOR_FNV_BASIS, key, RUMOR_GOSSIP_KEY_LEN) | 1u;
+}
+
 /* The engine's view: the peer and the members of its membership view. */
 static void view_set(vpeer_t *p)
 {
     int m = 0;
+    p->vboots[m] = vboot(p->key);
     memcpy(p->vkeys[m++], p->key, RUMOR_GOSSIP_KEY_LEN);
-    for (int k = 0; k < rumor_memb_view_count(p->memb); k++)
+    for (int k = 0; k < rumor_memb_view_count(p->memb); k++) {
+        p->vboots[m] = vboot(rumor_memb_view_at(p->memb, k)->key);
         memcpy(p->vkeys[m++], rumor_memb_view_at(p->memb, k)->key, RUMOR_GOSSIP_KEY_LEN);
-    rumor_gossip_set_view(p->g, (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])p->vkeys, (size_t)m);
+    }
+    rumor_gossip_set_view_boots(p->g, (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])p->vkeys, p->vboots, (size_t)m);
     p->view_peers = m;
     p->view_dirty = false;
 }
@@ -1161,7 +1173,7 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
             }
             s->p[i].mkey = rumor_secret_key_from_bytes(sk, err);
             memset(sk, 0, sizeof sk);
-            if (!s->p[i].mkey || !(s->p[i].sm = rumor_secmix_new(s->p[i].mkey, err))) return RUMOR_ENOMEM;
+            if (!s->p[i].mkey) return RUMOR_ENOMEM;
         }
     }
     for (int i = 0; i < s->n; i++) s->alive[i] = true;
@@ -1193,7 +1205,9 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
             return rumor_fail(err, rc, "peer %d: cannot initialise the model", i);
         rumor_gossip_config_t gc = {.algo = algo, .params = rumor_model_param_count(p->m),
                                     .layout = rumor_model_layout_id(p->m), .robust = s->robust,
-                                    .chunk_params = rumor_codec_chunk_params(&s->codec), .secure_mix = c->secure_mix};
+                                    .chunk_params = rumor_codec_chunk_params(&s->codec), .secure_mix = c->secure_mix,
+                                    .boot = vboot(p->key)};
+        if (c->secure_mix && !(p->sm = rumor_secmix_new(p->mkey, gc.boot, gc.layout, err))) return RUMOR_EINVAL;
         if (s->codec.id == RUMOR_CODEC_TOPK) {
             /* Compressed gossip (CHOCO-SGD); a lineage per peer from the seed: deterministic. */
             gc.choco = s->codec;
@@ -1219,7 +1233,8 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
             return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         memcpy(gc.self, p->key, RUMOR_GOSSIP_KEY_LEN);
         if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return RUMOR_ENOMEM;
-        if (!(p->vkeys = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vkeys)))
+        if (!(p->vkeys = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vkeys)) ||
+            !(p->vboots = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vboots)))
             return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         p->state = P_JOINING;
     }
@@ -1280,6 +1295,7 @@ static void teardown(sim_t *s)
             rumor_gossip_destroy(&p->g);
             rumor_memb_destroy(&p->memb);
             free(p->vkeys);
+            free(p->vboots);
             rumor_poison_fini(&p->poison);
             free(p->coded[0]);
             free(p->coded[1]);

@@ -116,6 +116,12 @@ typedef struct {
     uint64_t last;         /* round of its last strike (the least recent is forgotten first) */
 } strike_t;
 
+/* A member of the view: its key (first, so entries sort by key) and its run's boot id. */
+typedef struct {
+    uint8_t key[RUMOR_GOSSIP_KEY_LEN];
+    uint64_t boot;
+} view_entry_t;
+
 struct rumor_gossip {
     rumor_gossip_config_t cfg;
     rumor_topology_t *topo;
@@ -131,9 +137,10 @@ struct rumor_gossip {
     bool have_snap;            /* cur_snap holds one */
     uint64_t ahead;            /* lowest round seen beyond the window since the last finish; 0: none */
     /* view */
-    uint8_t (*view)[RUMOR_GOSSIP_KEY_LEN];
+    view_entry_t *view;
     size_t view_count;
     uint8_t (*members)[RUMOR_GOSSIP_KEY_LEN];
+    uint64_t *member_boot;         /* each member's run id as this peer knows it (0: unknown) */
     /* outbox */
     pending_t *outbox;
     size_t out_head, out_count, out_cap;
@@ -430,9 +437,10 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->have_snap = true;
     g->view = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->view);
     g->members = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->members);
+    g->member_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_boot);
     g->out_cap = 2 * RUMOR_GOSSIP_MAX_MEMBERS;
     g->outbox = malloc(g->out_cap * sizeof *g->outbox);
-    if (!g->view || !g->members || !g->outbox) goto nomem;
+    if (!g->view || !g->members || !g->member_boot || !g->outbox) goto nomem;
     g->st.w = 1.0;
     return g;
 nomem:
@@ -482,6 +490,7 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     free(g->theta);
     free(g->mom);
     free(g->view);
+    free(g->member_boot);
     free(g->members);
     free(g->outbox);
     free(g);
@@ -492,13 +501,22 @@ static int key_cmp(const void *a, const void *b) { return memcmp(a, b, RUMOR_GOS
 
 void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_GOSSIP_KEY_LEN], size_t count)
 {
+    rumor_gossip_set_view_boots(g, keys, NULL, count);
+}
+
+void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_GOSSIP_KEY_LEN],
+                                 const uint64_t *boots, size_t count)
+{
     size_t n = 0;
     for (size_t i = 0; i < count && n < RUMOR_GOSSIP_MAX_MEMBERS - 1; i++)
-        if (memcmp(keys[i], g->cfg.self, RUMOR_GOSSIP_KEY_LEN) != 0) memcpy(g->view[n++], keys[i], RUMOR_GOSSIP_KEY_LEN);
-    qsort(g->view, n, sizeof *g->view, key_cmp);
+        if (memcmp(keys[i], g->cfg.self, RUMOR_GOSSIP_KEY_LEN) != 0) {
+            memcpy(g->view[n].key, keys[i], RUMOR_GOSSIP_KEY_LEN);
+            g->view[n++].boot = boots ? boots[i] : 0;
+        }
+    qsort(g->view, n, sizeof *g->view, key_cmp); /* the key leads the entry */
     size_t u = 0;
     for (size_t i = 0; i < n; i++)
-        if (u == 0 || memcmp(g->view[u - 1], g->view[i], RUMOR_GOSSIP_KEY_LEN) != 0) memmove(g->view[u++], g->view[i], RUMOR_GOSSIP_KEY_LEN);
+        if (u == 0 || memcmp(g->view[u - 1].key, g->view[i].key, RUMOR_GOSSIP_KEY_LEN) != 0) g->view[u++] = g->view[i];
     g->view_count = u;
 }
 
@@ -1089,13 +1107,20 @@ static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_L
 /* Secure mixing: the id of the set of senders whose masks cancel at one receiver in one round
  * (FNV-1a 64 of the round, the receiver and the senders' keys in rank order). Only peers that
  * agree on it unmask together; it is an agreement check, not a secret. */
+/* The senders' keys and the runs (boot ids) this peer knows them in: two senders that know
+ * each other's runs differently make masks that do not cancel, and their mix ids differ, so the
+ * receiver leaves those chunks unmixed instead of adding noise. */
 static uint64_t mix_id(const rumor_gossip_t *g, uint64_t round, uint32_t receiver, const uint32_t *in, size_t n_in)
 {
     uint8_t r[8];
     for (int i = 0; i < 8; i++) r[i] = (uint8_t)(round >> (8 * i));
     uint64_t h = rumor_fnv1a(RUMOR_FNV_BASIS, r, sizeof r);
     h = rumor_fnv1a(h, g->members[receiver], RUMOR_GOSSIP_KEY_LEN);
-    for (size_t k = 0; k < n_in; k++) h = rumor_fnv1a(h, g->members[in[k]], RUMOR_GOSSIP_KEY_LEN);
+    for (size_t k = 0; k < n_in; k++) {
+        h = rumor_fnv1a(h, g->members[in[k]], RUMOR_GOSSIP_KEY_LEN);
+        for (int i = 0; i < 8; i++) r[i] = (uint8_t)(g->member_boot[in[k]] >> (8 * i));
+        h = rumor_fnv1a(h, r, sizeof r);
+    }
     return h;
 }
 
@@ -1120,6 +1145,11 @@ static void push_masked_sends(rumor_gossip_t *g, size_t n, uint32_t me, size_t n
             g->st.sends_unmasked++;
             continue;
         }
+        const uint32_t next = in[(pos + 1) % n_in], prev = in[(pos + n_in - 1) % n_in];
+        if (!g->cfg.boot || !g->member_boot[next] || !g->member_boot[prev]) {
+            g->st.sends_unmasked++; /* a ring neighbour's run is not known yet: no mask to share */
+            continue;
+        }
         pending_t *p = push_send(g, g->members[to], g->out_share[k], sb);
         if (!p) continue;
         p->masked = true;
@@ -1127,10 +1157,13 @@ static void push_masked_sends(rumor_gossip_t *g, size_t n, uint32_t me, size_t n
         rumor_secmix_edges_t *e = &p->edges;
         memcpy(e->receiver, g->members[to], RUMOR_GOSSIP_KEY_LEN);
         e->round = g->round;
-        const uint32_t next = in[(pos + 1) % n_in], prev = in[(pos + n_in - 1) % n_in];
         memcpy(e->peer[0], g->members[next], RUMOR_GOSSIP_KEY_LEN);
+        e->peer_boot[0] = g->member_boot[next];
         e->count = 1;
-        if (prev != next) memcpy(e->peer[e->count++], g->members[prev], RUMOR_GOSSIP_KEY_LEN);
+        if (prev != next) {
+            e->peer_boot[e->count] = g->member_boot[prev];
+            memcpy(e->peer[e->count++], g->members[prev], RUMOR_GOSSIP_KEY_LEN);
+        }
     }
 }
 
@@ -1156,12 +1189,16 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     size_t n = 0, me = 0;
     bool placed = false;
     for (size_t i = 0; i <= g->view_count; i++) {
-        if (!placed && (i == g->view_count || memcmp(g->cfg.self, g->view[i], RUMOR_GOSSIP_KEY_LEN) < 0)) {
+        if (!placed && (i == g->view_count || memcmp(g->cfg.self, g->view[i].key, RUMOR_GOSSIP_KEY_LEN) < 0)) {
             me = n;
+            g->member_boot[n] = g->cfg.boot;
             memcpy(g->members[n++], g->cfg.self, RUMOR_GOSSIP_KEY_LEN);
             placed = true;
         }
-        if (i < g->view_count) memcpy(g->members[n++], g->view[i], RUMOR_GOSSIP_KEY_LEN);
+        if (i < g->view_count) {
+            g->member_boot[n] = g->view[i].boot;
+            memcpy(g->members[n++], g->view[i].key, RUMOR_GOSSIP_KEY_LEN);
+        }
     }
     slot_t *s = slot_for(g, g->round); /* never NULL: finishing freed every slot of an older round */
     double self_w = 1.0;

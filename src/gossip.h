@@ -181,6 +181,7 @@ typedef struct {
     uint64_t layout;           /* the model's layout id; incoming models must match */
     size_t chunk_params;       /* floats per chunk; 0: RUMOR_GOSSIP_CHUNK_DEFAULT */
     uint8_t self[RUMOR_GOSSIP_KEY_LEN];
+    uint64_t boot;             /* this peer's run id (secure mixing binds masks to runs; 0: unknown) */
     /* dpsgd/diloco: how long a round may wait for its models, at most (ms from the round's
      * start, i.e. when this peer sent its own). The deadline is the median plus deadline_k
      * times the median absolute deviation of the last RUMOR_GOSSIP_HISTORY arrival delays,
@@ -215,6 +216,10 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p);
 /* The peers this node knows, without itself (any order, duplicates and self ignored; at most
  * RUMOR_GOSSIP_MAX_MEMBERS - 1 are used). Read at the next round's start. */
 void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_GOSSIP_KEY_LEN], size_t count);
+/* The same with each peer's run id (boot id, 0: unknown) as this peer knows it: secure mixing
+ * makes masks only with peers whose run it knows (secmix.h). */
+void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_GOSSIP_KEY_LEN],
+                                 const uint64_t *boots, size_t count);
 
 typedef enum {
     RUMOR_GOSSIP_DONE,  /* x holds the parameters to train on next */

@@ -40,6 +40,7 @@ typedef struct {
     int view_count;
     uint64_t bytes_out;
     uint8_t view_keys[MAX_VIEW][32]; /* the tick's scratch: admitted members */
+    uint64_t view_boots[MAX_VIEW];   /* ... and the boot ids of their runs (secure mixing) */
     /* Late join (under mu): the trainer wants a neighbour's model, the tick asks for it, the
      * chunk callback assembles and verifies it. */
     enum { PULL_NONE, PULL_WANTED, PULL_ASKED, PULL_DONE } pull_state;
@@ -466,7 +467,10 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
     const int members = rumor_node_peer_count(node);
     int n = 0;
     for (int i = 0; i < members && n < MAX_VIEW; i++)
-        if (rumor_node_peer_admitted(node, i)) memcpy(keys[n++], rumor_node_peer_key(node, i), 32);
+        if (rumor_node_peer_admitted(node, i)) {
+            p->view_boots[n] = rumor_node_peer_boot(node, i);
+            memcpy(keys[n++], rumor_node_peer_key(node, i), 32);
+        }
     pthread_mutex_lock(&p->mu);
     if (p->pull_state == PULL_WANTED && n > 0) {
         /* Ask one neighbour, chosen by the clock so that joiners spread their asks. */
@@ -488,7 +492,7 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             if (nb) goto send;
         }
         pthread_mutex_lock(&p->mu);
-        rumor_gossip_set_view(p->g, (const uint8_t(*)[32])keys, (size_t)n);
+        rumor_gossip_set_view_boots(p->g, (const uint8_t(*)[32])keys, p->view_boots, (size_t)n);
         p->view_count = n;
         while (nb < 64) {
             send_ctx_t *c = calloc(1, sizeof *c);
@@ -1090,7 +1094,9 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         rumor_addr_t self;
         if ((rc = rumor_addr_parse(&self, rumor_node_address(p.node), err)) != RUMOR_OK) goto out;
         memcpy(gc.self, self.key, 32);
-        if (c->secure_mix && !(p.secmix = rumor_secmix_new(rumor_node_secret_key(p.node), err))) {
+        gc.boot = rumor_node_boot(p.node);
+        if (c->secure_mix && !(p.secmix = rumor_secmix_new(rumor_node_secret_key(p.node), rumor_node_boot(p.node),
+                                                           gc.layout, err))) {
             rc = RUMOR_ENOMEM;
             goto out;
         }

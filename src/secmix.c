@@ -9,15 +9,21 @@
 
 #define BLOCK_WORDS 1024 /* keystream generated 4 KiB at a time, on the stack */
 
-static const char PAIR_DOMAIN[] = "rumor secure-mix pair v1";
+static const char PAIR_DOMAIN[] = "rumor secure-mix pair v2";
 
 struct rumor_secmix {
     const rumor_secret_key_t *key;
     uint8_t pk[RUMOR_SECMIX_KEY_LEN];
+    uint64_t boot, layout;
 };
 
-rumor_secmix_t *rumor_secmix_new(const rumor_secret_key_t *key, char err[RUMOR_ERR_LEN])
+rumor_secmix_t *rumor_secmix_new(const rumor_secret_key_t *key, uint64_t boot, uint64_t layout,
+                                 char err[RUMOR_ERR_LEN])
 {
+    if (boot == 0) {
+        rumor_fail(err, RUMOR_EINVAL, "secure mix: no boot id for this run");
+        return NULL;
+    }
     if (sodium_init() < 0) {
         rumor_fail(err, RUMOR_ENOTSUP, "libsodium failed to initialise");
         return NULL;
@@ -28,6 +34,8 @@ rumor_secmix_t *rumor_secmix_new(const rumor_secret_key_t *key, char err[RUMOR_E
         return NULL;
     }
     s->key = key;
+    s->boot = boot;
+    s->layout = layout;
     memcpy(s->pk, rumor_secret_key_public(key), sizeof s->pk);
     return s;
 }
@@ -41,11 +49,17 @@ void rumor_secmix_destroy(rumor_secmix_t **self_p)
     *self_p = NULL;
 }
 
-/* The stream key of the pair (us, peer) for one receiver and round. */
-static rumor_err_t stream_key(const rumor_secmix_t *s, const uint8_t peer[RUMOR_SECMIX_KEY_LEN],
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The stream key of the pair (us, peer) for one receiver and round, in our two runs. */
+static rumor_err_t stream_key(const rumor_secmix_t *s, const uint8_t peer[RUMOR_SECMIX_KEY_LEN], uint64_t peer_boot,
                               const uint8_t receiver[RUMOR_SECMIX_KEY_LEN], uint64_t round,
                               uint8_t out[RUMOR_SECMIX_KEY_LEN], char err[RUMOR_ERR_LEN])
 {
+    if (peer_boot == 0) return rumor_fail(err, RUMOR_EINVAL, "secure mix: a neighbour's run (boot id) is unknown");
     uint8_t shared[crypto_scalarmult_BYTES], pair[RUMOR_SECMIX_KEY_LEN];
     if (crypto_scalarmult(shared, rumor_secret_key_bytes(s->key), peer) != 0)
         return rumor_fail(err, RUMOR_EINVAL, "secure mix: a neighbour's key is not a usable X25519 key");
@@ -58,9 +72,12 @@ static rumor_err_t stream_key(const rumor_secmix_t *s, const uint8_t peer[RUMOR_
     crypto_generichash_update(&h, lo ? s->pk : peer, RUMOR_SECMIX_KEY_LEN);
     crypto_generichash_update(&h, lo ? peer : s->pk, RUMOR_SECMIX_KEY_LEN);
     crypto_generichash_final(&h, pair, sizeof pair);
-    uint8_t msg[RUMOR_SECMIX_KEY_LEN + 8];
+    uint8_t msg[RUMOR_SECMIX_KEY_LEN + 32];
     memcpy(msg, receiver, RUMOR_SECMIX_KEY_LEN);
-    for (int i = 0; i < 8; i++) msg[RUMOR_SECMIX_KEY_LEN + i] = (uint8_t)(round >> (8 * i));
+    put_le64(msg + RUMOR_SECMIX_KEY_LEN, round);
+    put_le64(msg + RUMOR_SECMIX_KEY_LEN + 8, s->layout);
+    put_le64(msg + RUMOR_SECMIX_KEY_LEN + 16, lo ? s->boot : peer_boot);
+    put_le64(msg + RUMOR_SECMIX_KEY_LEN + 24, lo ? peer_boot : s->boot);
     crypto_generichash(out, RUMOR_SECMIX_KEY_LEN, msg, sizeof msg, pair, sizeof pair);
     sodium_memzero(shared, sizeof shared);
     sodium_memzero(pair, sizeof pair);
@@ -77,7 +94,7 @@ rumor_err_t rumor_secmix_send_init(rumor_secmix_t *s, const rumor_secmix_edges_t
     for (int k = 0; k < e->count; k++) {
         const int c = memcmp(s->pk, e->peer[k], RUMOR_SECMIX_KEY_LEN);
         if (c == 0) return rumor_fail(err, RUMOR_EINVAL, "secure mix: a mask edge to this peer itself");
-        rumor_err_t rc = stream_key(s, e->peer[k], e->receiver, e->round, out->key[k], err);
+        rumor_err_t rc = stream_key(s, e->peer[k], e->peer_boot[k], e->receiver, e->round, out->key[k], err);
         if (rc != RUMOR_OK) {
             rumor_secmix_send_fini(out);
             return rc;

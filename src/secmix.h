@@ -21,8 +21,18 @@
  * Keys: each pair's secret is an X25519 shared secret of the two peers' identity keys (the
  * CURVE keys, decision 4: every member already knows every other's public key), hashed with
  * both public keys. A mask for receiver R, round r and parameters [off, off + n) is the
- * ChaCha20 keystream (IETF variant, zero nonce) under BLAKE2b(pair secret; R || r), from
- * block off / 16: any chunk is computed on its own, and no mask is ever reused.
+ * ChaCha20 keystream (IETF variant, zero nonce) under BLAKE2b(pair secret; R || r || layout ||
+ * boot of the smaller key || boot of the larger), from block off / 16: any chunk is computed
+ * on its own.
+ *
+ * Sessions: the boot ids are each peer's random 64-bit id of its current run (the node's, sent
+ * in its hello and spread by membership). Binding the masks to both senders' runs means no
+ * mask is ever reused: not within a run (receiver, round and chunk differ), and not across
+ * runs, even with the same key files and a fresh run folder, because a sender's own boot id is
+ * new at every start. A wrong boot id for the other sender (stale, or forged by a third
+ * member) only makes the two masks differ: the receiver's sum is then noise, never a model,
+ * and the mix id (gossip.h) that carries the boot ids the sender used tells the receiver to
+ * leave those chunks unmixed. A boot id of 0 means unknown: no mask is made with it.
  *
  * Non-goals: dropouts (a receiver that lacks one sender's chunk cannot unmask the others';
  * the gossip engine then leaves that chunk unmixed for the round, gossip.h), collusion of R
@@ -53,13 +63,16 @@ typedef struct {
     uint64_t round;
     int count;                                 /* 1 (|S| = 2) or 2 */
     uint8_t peer[2][RUMOR_SECMIX_KEY_LEN];     /* the sender's ring neighbours in S */
+    uint64_t peer_boot[2];                     /* their boot ids as this sender knows them */
 } rumor_secmix_edges_t;
 
 typedef struct rumor_secmix rumor_secmix_t;
 
 /* A context for the peer with this key (the node's CURVE key, borrowed: it must outlive the
- * context; its secret bytes are read, never copied). */
-rumor_secmix_t *rumor_secmix_new(const rumor_secret_key_t *key, char err[RUMOR_ERR_LEN]);
+ * context; its secret bytes are read, never copied), in its run `boot` (non-zero, random per
+ * run), for models of this layout. NULL with err. */
+rumor_secmix_t *rumor_secmix_new(const rumor_secret_key_t *key, uint64_t boot, uint64_t layout,
+                                 char err[RUMOR_ERR_LEN]);
 void rumor_secmix_destroy(rumor_secmix_t **self_p);
 
 /* The stream keys of one send, derived once (two X25519 and four BLAKE2b): pass to encode for
@@ -70,8 +83,8 @@ typedef struct {
     uint8_t key[2][RUMOR_SECMIX_KEY_LEN];
 } rumor_secmix_send_t;
 
-/* RUMOR_EINVAL when an edge is this peer itself or X25519 with its key fails (a low-order
- * point: not a real peer's key). */
+/* RUMOR_EINVAL when an edge is this peer itself, its boot id is unknown (0), or X25519 with
+ * its key fails (a low-order point: not a real peer's key). */
 rumor_err_t rumor_secmix_send_init(rumor_secmix_t *s, const rumor_secmix_edges_t *e, rumor_secmix_send_t *out,
                                    char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 void rumor_secmix_send_fini(rumor_secmix_send_t *snd);

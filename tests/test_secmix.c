@@ -1,6 +1,6 @@
 /* test_secmix.c - secure mixing's masks: exact cancellation in the receiver's sum, masked
- * messages that look like uniform noise, no mask reused across receivers, rounds or chunks,
- * and refusals (range, offsets, edges). */
+ * messages that look like uniform noise, no mask reused across receivers, rounds, chunks, runs
+ * of a peer (boot ids) or layouts, and refusals (range, offsets, edges, unknown runs). */
 #include "check.h"
 #include "crypto.h"
 #include "rng.h"
@@ -11,11 +11,13 @@
 #include <string.h>
 
 #define PEERS 6
+#define LAYOUT 0x1234
 
 typedef struct {
     rumor_secret_key_t *key[PEERS];
     rumor_secmix_t *mix[PEERS];
     const uint8_t *pk[PEERS]; /* sorted ascending */
+    uint64_t boot[PEERS];     /* each peer's run */
 } keys_t;
 
 static int pk_cmp(const void *a, const void *b)
@@ -33,7 +35,8 @@ static void keys_init(keys_t *k)
     }
     qsort(k->key, PEERS, sizeof k->key[0], pk_cmp);
     for (int i = 0; i < PEERS; i++) {
-        k->mix[i] = rumor_secmix_new(k->key[i], err);
+        k->boot[i] = 0x100 + (uint64_t)i;
+        k->mix[i] = rumor_secmix_new(k->key[i], k->boot[i], LAYOUT, err);
         CHECK(k->mix[i] != NULL);
         k->pk[i] = rumor_secret_key_public(k->key[i]);
     }
@@ -56,8 +59,12 @@ static void ring_edges(const keys_t *k, const int *set, int n, int pos, int rece
     e->round = round;
     const int next = set[(pos + 1) % n], prev = set[(pos + n - 1) % n];
     memcpy(e->peer[0], k->pk[next], RUMOR_SECMIX_KEY_LEN);
+    e->peer_boot[0] = k->boot[next];
     e->count = 1;
-    if (prev != next) memcpy(e->peer[e->count++], k->pk[prev], RUMOR_SECMIX_KEY_LEN);
+    if (prev != next) {
+        e->peer_boot[1] = k->boot[prev];
+        memcpy(e->peer[e->count++], k->pk[prev], RUMOR_SECMIX_KEY_LEN);
+    }
 }
 
 static uint32_t word_at(const uint8_t *p, size_t i)
@@ -196,6 +203,71 @@ static void test_uniform(const keys_t *k)
     free(other), free(x), free(out), free(plain);
 }
 
+/* The same key files in a second run (a fresh process: a new boot id, any run folder) never
+ * repeat a mask of the first, so a receiver that kept both runs' messages learns no difference
+ * of models; and the same holds for another model layout. A sender that knows a stale run of
+ * its ring neighbour makes masks that do not cancel (the receiver's sum is noise, never a
+ * model: the mix id tells it to leave them out, see test_gossip). */
+static void test_sessions(keys_t *k)
+{
+    char err[RUMOR_ERR_LEN];
+    const size_t n = 4096;
+    float x[4096];
+    for (size_t i = 0; i < n; i++) x[i] = (float)(0.001 * (double)(i % 13));
+    uint8_t *run1 = malloc(4 * n), *run2 = malloc(4 * n), *other = malloc(4 * n);
+    const int set[3] = {1, 2, 3};
+    rumor_secmix_edges_t e;
+    ring_edges(k, set, 3, 1, 0, 9, &e);
+    rumor_secmix_send_t snd;
+    CHECK_RC(rumor_secmix_send_init(k->mix[2], &e, &snd, err));
+    CHECK_RC(rumor_secmix_encode(&snd, 0, x, n, 0.5, run1, err));
+    rumor_secmix_send_fini(&snd);
+    /* Run 2 of peer 2: same key, same receiver, round, chunk and model; a new boot id. */
+    rumor_secmix_t *again = rumor_secmix_new(k->key[2], 0x9999, LAYOUT, err);
+    CHECK(again != NULL);
+    CHECK_RC(rumor_secmix_send_init(again, &e, &snd, err));
+    CHECK_RC(rumor_secmix_encode(&snd, 0, x, n, 0.5, run2, err));
+    rumor_secmix_send_fini(&snd);
+    size_t same = 0;
+    for (size_t i = 0; i < n; i++) same += word_at(run1, i) == word_at(run2, i);
+    CHECK_MSG(same == 0, "%zu of %zu words repeat in a second run with the same keys", same, n);
+    /* Run 1 again (the same boot id): the very same words, so the difference is the run's. */
+    rumor_secmix_t *same_run = rumor_secmix_new(k->key[2], k->boot[2], LAYOUT, err);
+    CHECK_RC(rumor_secmix_send_init(same_run, &e, &snd, err));
+    CHECK_RC(rumor_secmix_encode(&snd, 0, x, n, 0.5, other, err));
+    rumor_secmix_send_fini(&snd);
+    CHECK(memcmp(other, run1, 4 * n) == 0);
+    /* Another layout: other masks. */
+    rumor_secmix_t *lay = rumor_secmix_new(k->key[2], k->boot[2], LAYOUT + 1, err);
+    CHECK_RC(rumor_secmix_send_init(lay, &e, &snd, err));
+    CHECK_RC(rumor_secmix_encode(&snd, 0, x, n, 0.5, other, err));
+    rumor_secmix_send_fini(&snd);
+    same = 0;
+    for (size_t i = 0; i < n; i++) same += word_at(other, i) == word_at(run1, i);
+    CHECK_MSG(same == 0, "%zu words repeat under another layout", same);
+    /* Sender 1's neighbour 2 restarted (run 0x9999), but 1 still knows its old run: the pair's
+     * masks no longer cancel in the receiver's sum. */
+    rumor_secmix_edges_t e1;
+    ring_edges(k, set, 3, 0, 0, 9, &e1);
+    uint32_t *acc = calloc(n, sizeof *acc);
+    const rumor_secmix_t *who[3] = {k->mix[1], again, k->mix[3]};
+    for (int p = 0; p < 3; p++) {
+        rumor_secmix_edges_t ep;
+        ring_edges(k, set, 3, p, 0, 9, &ep);
+        CHECK_RC(rumor_secmix_send_init((rumor_secmix_t *)who[p], &ep, &snd, err));
+        CHECK_RC(rumor_secmix_encode(&snd, 0, x, n, 0.25, other, err));
+        rumor_secmix_send_fini(&snd);
+        rumor_secmix_add(acc, other, n);
+    }
+    size_t near = 0;
+    for (size_t i = 0; i < n; i++) near += fabs(rumor_secmix_value(acc[i]) - 0.75 * (double)x[i]) < 1e-3;
+    CHECK_MSG(near < 8, "%zu of %zu sums are right although one pair disagrees on a run", near, n);
+    rumor_secmix_destroy(&again);
+    rumor_secmix_destroy(&same_run);
+    rumor_secmix_destroy(&lay);
+    free(acc), free(run1), free(run2), free(other);
+}
+
 static void test_refusals(const keys_t *k)
 {
     char err[RUMOR_ERR_LEN];
@@ -228,6 +300,11 @@ static void test_refusals(const keys_t *k)
     CHECK(rumor_secmix_send_init(k->mix[1], &b, &snd, err) == RUMOR_EINVAL);
     b.count = 0;
     CHECK(rumor_secmix_send_init(k->mix[1], &b, &snd, err) == RUMOR_EINVAL);
+    /* A ring neighbour whose run is unknown, and a context without a run of its own. */
+    b = e;
+    b.peer_boot[1] = 0;
+    CHECK(rumor_secmix_send_init(k->mix[1], &b, &snd, err) == RUMOR_EINVAL && strstr(err, "boot"));
+    CHECK(rumor_secmix_new(k->key[1], 0, LAYOUT, err) == NULL);
     /* Fixed point back to real numbers, both signs. */
     CHECK(rumor_secmix_value(1u << 20) == 1.0);
     CHECK(rumor_secmix_value(0xffffffffu) == -1.0 / 1048576.0);
@@ -242,6 +319,7 @@ int main(void)
     test_cancellation(&k, 3, 262144, 1001, 3.0); /* a later chunk, a length not a multiple of 16 */
     test_cancellation(&k, 4, 16, 3000, 150.0);   /* shares beyond 2^24 units: the double path */
     test_uniform(&k);
+    test_sessions(&k);
     test_refusals(&k);
     keys_fini(&k);
     return check_done();
