@@ -1121,7 +1121,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
     }
     char mpath[1100];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->run_dir);
-    if (!(p.metrics = fopen(mpath, c->resume ? "a" : "w"))) {
+    if (!(p.metrics = rumor_fopen_private(mpath, c->resume))) {
         rc = rumor_fail(err, RUMOR_EIO, "%s: %s", mpath, strerror(errno));
         goto out;
     }
