@@ -216,6 +216,13 @@ rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, 
     len += (size_t)num(text + len, sizeof text - len, "consensus", n ? cons / n : NAN, true);
     len += (size_t)snprintf(text + len, sizeof text - len, ",\"bytes_total\":%.0f", bytes);
     if (!isnan(eps_max)) len += (size_t)num(text + len, sizeof text - len, "epsilon_max", eps_max, true);
+    /* Virtual mode draws DP batches and noise from --seed so that a run replays: anyone with
+     * the seed redraws them, so its epsilon is what a real node would spend, not a protection
+     * of anything. Real nodes (proc mode) draw both from libsodium. */
+    if (c->dp[0])
+        len += (size_t)snprintf(text + len, sizeof text - len, ",\"dp_noise\":\"%s\"",
+                                strcmp(c->mode, "virtual") == 0 ? "seeded: replayable from --seed, protects nothing"
+                                                                : "secret: libsodium, not reproducible");
     len += (size_t)num(text + len, sizeof text - len, "wall_s", wall_s, true);
     len += (size_t)snprintf(text + len, sizeof text - len, ",\"interrupted\":%s,\"config\":%s}\n",
                             interrupted ? "true" : "false", cfg);

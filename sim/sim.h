@@ -17,6 +17,9 @@
  *                          "final_test_acc_min", "final_test_acc_max", "consensus",
  *                          "bytes_total", "wall_s", "interrupted", "config": {...}}
  *                         (virtual mode: "wall_s" is virtual seconds; real time is printed)
+ *                         with --dp also "epsilon_max" and "dp_noise": "seeded: ..." in
+ *                         virtual mode (batches and noise from --seed, replayable, protecting
+ *                         nothing), "secret: ..." in proc mode (libsodium, as every node)
  *   OUT/peer-NNN/metrics.jsonl  one JSON object per round, the keys of `rumor node`: t (s since
  *                         the peer started; virtual seconds in virtual mode), round, step, loss,
  *                         consensus, peers, neighbours, missing, bytes_out, bytes_in, w;

@@ -63,7 +63,9 @@
  * memory) over a test set normalised once.
  *
  * Determinism: one thread (`threads` is for proc mode; here OpenBLAS runs one thread too, as
- * the summation order depends on it), every random draw from rumor_rng streams of the seed, events
+ * the summation order depends on it), every random draw from rumor_rng streams of the seed
+ * (DP-SGD's batches and noise from a seeded rumor_noise stream: replayable, so protecting
+ * nothing, as summary.json says), events
  * ordered by (time, insertion sequence), no wall-clock value in any file. The real clock is
  * read only to pace the live status display.
  */
@@ -395,6 +397,17 @@ static rumor_err_t metrics_put(sim_t *s, int i, const char *fmt, ...)
 
 // ---- training and evaluation ----
 
+/* Samples at[0..n) of the peer's shard (positions in it) into its model's input buffers. */
+static void load_slice(const sim_t *s, vpeer_t *p, const size_t *at, size_t n)
+{
+    float *in = rumor_model_input_buf(p->m);
+    uint8_t *lab = rumor_model_label_buf(p->m);
+    for (size_t j = 0; j < n; j++) {
+        memcpy(in + j * s->feat, p->fx + at[j] * s->feat, s->feat * sizeof *in);
+        lab[j] = p->fy[at[j]];
+    }
+}
+
 /* The local steps of one phase, exactly as src/peer.c takes them. A peer that owns no
  * samples (possible under strong label skew on many peers) takes none and only gossips. */
 static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
@@ -406,31 +419,40 @@ static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
     p->loss_count = 0;
     for (long h = 0; h < s->H && p->n_own > 0 && !p->budget_spent; h++) {
         const long step = rumor_optim_steps(p->o);
-        const long epoch = step / p->spe, pos = step % p->spe;
-        if (epoch != p->cur_epoch) {
-            /* src/peer.c shuffles the shard's sample indices; shuffling their positions
-             * with the same stream picks the same samples in the same order. */
-            rumor_train_epoch_order(p->perm, NULL, p->n_own, s->c->seed, epoch);
-            p->cur_epoch = epoch;
-        }
-        const size_t start = (size_t)pos * (size_t)B;
-        const size_t bn = p->n_own - start < (size_t)B ? p->n_own - start : (size_t)B;
-        float *in = rumor_model_input_buf(p->m);
-        uint8_t *lab = rumor_model_label_buf(p->m);
-        for (size_t j = 0; j < bn; j++) {
-            const size_t at = p->perm[start + j];
-            memcpy(in + j * s->feat, p->fx + at * s->feat, s->feat * sizeof *in);
-            lab[j] = p->fy[at];
-        }
         double bl = 0.0;
         char e2[RUMOR_ERR_LEN];
-        if (p->dp && rumor_priv_over_budget(p->dp, (int)bn)) {
-            p->budget_spent = true;
-            break;
+        size_t bn;
+        if (p->dp) {
+            if (rumor_priv_over_budget(p->dp)) {
+                p->budget_spent = true;
+                break;
+            }
+            /* As src/peer.c: a Poisson-sampled batch, fed in slices of the model's max batch;
+             * here from the peer's seeded stream (see setup). */
+            bn = rumor_priv_sample(p->dp, p->perm);
+            rumor_priv_begin(p->dp);
+            rumor_err_t rc = RUMOR_OK;
+            for (size_t at = 0; at < bn && rc == RUMOR_OK; at += (size_t)B) {
+                const size_t k = bn - at < (size_t)B ? bn - at : (size_t)B;
+                load_slice(s, p, p->perm + at, k);
+                rc = rumor_priv_accumulate(p->dp, p->m, (int)k, &bl, e2);
+            }
+            if (rc != RUMOR_OK || rumor_priv_finish(p->dp, p->m, e2) != RUMOR_OK)
+                return rumor_fail(err, RUMOR_EINVAL, "peer %d: %s", i, e2);
+        } else {
+            const long epoch = step / p->spe, pos = step % p->spe;
+            if (epoch != p->cur_epoch) {
+                /* src/peer.c shuffles the shard's sample indices; shuffling their positions
+                 * with the same stream picks the same samples in the same order. */
+                rumor_train_epoch_order(p->perm, NULL, p->n_own, s->c->seed, epoch);
+                p->cur_epoch = epoch;
+            }
+            const size_t start = (size_t)pos * (size_t)B;
+            bn = p->n_own - start < (size_t)B ? p->n_own - start : (size_t)B;
+            load_slice(s, p, p->perm + start, bn);
+            if (rumor_model_run(p->m, (int)bn, true, &bl, NULL, e2) != RUMOR_OK)
+                return rumor_fail(err, RUMOR_EINVAL, "peer %d: %s", i, e2);
         }
-        if ((p->dp ? rumor_priv_gradient(p->dp, p->m, (int)bn, &bl, e2) : rumor_model_run(p->m, (int)bn, true, &bl, NULL, e2)) !=
-            RUMOR_OK)
-            return rumor_fail(err, RUMOR_EINVAL, "peer %d: %s", i, e2);
         if (!isfinite(bl))
             return rumor_fail(err, RUMOR_EINVAL, "peer %d: training diverged at round %ld (loss %g): lower --lr", i,
                               p->k, bl);
@@ -1226,7 +1248,11 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
             rumor_priv_config_t pv;
             if ((rc = rumor_priv_parse(&pv, c->dp, err)) != RUMOR_OK) return rc;
             pv.budget = c->dp_budget;
-            if (!(p->dp = rumor_priv_new(&pv, p->m, p->n_own, c->seed ^ ((uint64_t)i << 32), err))) return RUMOR_EINVAL;
+            /* Seeded, so that the simulation replays exactly; its noise protects nothing and
+             * the summary says so (a real node's comes from libsodium: src/peer.c). */
+            rumor_noise_t *ns = rumor_noise_new_seeded(c->seed, 0xd9, (uint64_t)i, err);
+            if (!ns) return RUMOR_ENOMEM;
+            if (!(p->dp = rumor_priv_new(&pv, p->m, p->n_own, c->batch, &ns, err))) return RUMOR_EINVAL;
         }
         if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE &&
             rumor_poison_init(&p->poison, rumor_model_param_count(p->m)) != RUMOR_OK)
@@ -1242,6 +1268,9 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     if (empty && !c->quiet)
         rumor_log(RUMOR_LOG_WARN, "%d of %d peers own no samples under %s: they only gossip", empty, s->n,
                   c->partition);
+    if (c->dp[0] && !c->quiet)
+        rumor_log(RUMOR_LOG_WARN, "--dp in virtual mode: batches and noise are drawn from --seed so the run replays; "
+                  "they protect nothing (real nodes, and --mode proc, draw them from libsodium)");
     s->at_round[0] = s->n;
     s->round_min = 0;
     rumor_rng_init2(&s->loss_rng, c->seed, LOSS_STREAM, 0);

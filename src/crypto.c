@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1306,4 +1307,116 @@ uint64_t rumor_random_u64(void)
     (void)sodium_ready(NULL);
     randombytes_buf(&v, sizeof v);
     return v;
+}
+
+/* ---- noise for differential privacy ---- */
+
+#define NOISE_BUF 4096 /* output bytes per refill; a multiple of 8 */
+
+struct rumor_noise {
+    uint8_t key[crypto_stream_chacha20_ietf_KEYBYTES]; /* the next refill's key */
+    uint8_t block[crypto_stream_chacha20_ietf_KEYBYTES + NOISE_BUF];
+    size_t pos;                                        /* bytes of block's output used */
+    bool seeded;
+};
+
+static rumor_noise_t *noise_new(const uint8_t key[crypto_stream_chacha20_ietf_KEYBYTES], bool seeded,
+                                char err[RUMOR_ERR_LEN])
+{
+    rumor_noise_t *ns = calloc(1, sizeof *ns);
+    if (!ns) {
+        rumor_fail(err, RUMOR_ENOMEM, "out of memory for a noise source");
+        return NULL;
+    }
+    memcpy(ns->key, key, sizeof ns->key);
+    ns->pos = NOISE_BUF; /* empty: the first draw refills */
+    ns->seeded = seeded;
+    return ns;
+}
+
+rumor_noise_t *rumor_noise_new_secret(char err[RUMOR_ERR_LEN])
+{
+    if (sodium_ready(err) != RUMOR_OK) return NULL;
+    uint8_t key[crypto_stream_chacha20_ietf_KEYBYTES];
+    crypto_stream_chacha20_ietf_keygen(key); /* randombytes_buf */
+    rumor_noise_t *ns = noise_new(key, false, err);
+    sodium_memzero(key, sizeof key);
+    return ns;
+}
+
+rumor_noise_t *rumor_noise_new_seeded(uint64_t seed, uint64_t a, uint64_t b, char err[RUMOR_ERR_LEN])
+{
+    if (sodium_ready(err) != RUMOR_OK) return NULL;
+    uint8_t in[16 + 24], key[crypto_stream_chacha20_ietf_KEYBYTES];
+    memcpy(in, "rumor dp noise\0\0", 16);
+    const uint64_t v[3] = {seed, a, b};
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < 8; j++) in[16 + 8 * k + j] = (uint8_t)(v[k] >> (8 * j));
+    crypto_generichash(key, sizeof key, in, sizeof in, NULL, 0);
+    return noise_new(key, true, err);
+}
+
+bool rumor_noise_is_seeded(const rumor_noise_t *ns) { return ns->seeded; }
+
+/* Fast key erasure: the block's first 32 bytes key the next refill, the rest is output. */
+static void noise_refill(rumor_noise_t *ns)
+{
+    static const uint8_t nonce[crypto_stream_chacha20_ietf_NONCEBYTES]; /* each key is used once */
+    crypto_stream_chacha20_ietf(ns->block, sizeof ns->block, nonce, ns->key);
+    memcpy(ns->key, ns->block, sizeof ns->key);
+    sodium_memzero(ns->block, sizeof ns->key);
+    ns->pos = 0;
+}
+
+uint64_t rumor_noise_u64(rumor_noise_t *ns)
+{
+    if (ns->pos == NOISE_BUF) noise_refill(ns);
+    uint64_t v; /* the host's byte order: a seeded stream replays on the same kind of machine */
+    memcpy(&v, ns->block + crypto_stream_chacha20_ietf_KEYBYTES + ns->pos, sizeof v);
+    ns->pos += 8;
+    return v;
+}
+
+/* The output drawn so far from the current block, wiped: what was drawn is not kept. */
+static void noise_wipe_used(rumor_noise_t *ns)
+{
+    sodium_memzero(ns->block + crypto_stream_chacha20_ietf_KEYBYTES, ns->pos);
+}
+
+double rumor_noise_uniform(rumor_noise_t *ns)
+{
+    /* k + 1 <= 2^53 is exact in a double; (k + 1/2) 2^-53 would round its largest value to 1. */
+    return ((double)(rumor_noise_u64(ns) >> 11) + 1.0) * 0x1p-53;
+}
+
+/* Two independent standard normals from two uniforms (Box-Muller, both outputs). */
+static void box_muller(rumor_noise_t *ns, double *z0, double *z1)
+{
+    const double r = sqrt(-2.0 * log(rumor_noise_uniform(ns)));
+    const double t = 6.283185307179586476925286766559 * rumor_noise_uniform(ns);
+    *z0 = r * cos(t);
+    *z1 = r * sin(t);
+}
+
+double rumor_noise_normal(rumor_noise_t *ns)
+{
+    double a, b, c, d;
+    box_muller(ns, &a, &b);
+    box_muller(ns, &c, &d);
+    return 0.5 * ((a + b) + (c + d)); /* the sum of four has variance 4 */
+}
+
+void rumor_noise_gaussian(rumor_noise_t *ns, float *out, size_t count, double sd)
+{
+    for (size_t k = 0; k < count; k++) out[k] = (float)(sd * rumor_noise_normal(ns));
+    noise_wipe_used(ns);
+}
+
+void rumor_noise_destroy(rumor_noise_t **ns_p)
+{
+    rumor_noise_t *ns = *ns_p;
+    if (!ns) return;
+    sodium_memzero(ns, sizeof *ns);
+    free(ns);
+    *ns_p = NULL;
 }

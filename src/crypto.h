@@ -321,4 +321,51 @@ rumor_err_t rumor_admit_open(rumor_admit_msg_t *out, const rumor_secret_key_t *s
 /* A random 64-bit value (a boot id). */
 uint64_t rumor_random_u64(void);
 
+/* ---- noise for differential privacy ----
+ *
+ * DP-SGD's Gaussian noise and its batch sampling come from a noise source. A secret source is
+ * keyed from libsodium's randombytes and nothing (no seed, setting or file) reproduces it: what
+ * a real node draws. A seeded source is keyed from integers, so a simulation replays exactly;
+ * its noise protects nothing (anyone who knows the seed draws it too).
+ *
+ * The stream is ChaCha20 (crypto_stream_chacha20_ietf) with fast key erasure: each refill
+ * makes 32 + 4096 bytes under the current key, the first 32 become the next key and the rest
+ * is output, so the state held at any time cannot regenerate what was drawn before. The state
+ * is wiped on destroy and never written anywhere.
+ *
+ * Normals are sound in floating point as far as this goes: uniforms are (k + 1) 2^-53 for the
+ * top 53 bits k of a full random word, exact in a double and never 0 (so the log is finite;
+ * 1, a radius of 0, is as likely as any other value); a normal is the sum of
+ * four Box-Muller normals (both of each pair's outputs) divided by 2, the defence of Holohan
+ * and Braghin 2021 that Opacus's secure mode takes against the floating-point attacks on
+ * Gaussian samplers (Mironov 2012 for Laplace; Jin et al. 2022, "Are we there yet? Timing and
+ * floating-point attacks on differential privacy systems"): one Box-Muller evaluation reaches
+ * only a sparse, structured set of doubles, whose gaps betray the value the noise was added
+ * to; a sum of four independent ones fills those gaps. Each normal costs the same work (no
+ * rejection loop, so no timing channel through the number of tries). Residual limits: this is
+ * not an exact sampler (a discrete Gaussian, Canonne, Kamath and Steinke 2020, would be, at
+ * the cost of integer-grid gradients); libm's log, sqrt, sin and cos are not constant-time; and
+ * DP-SGD rounds the noise and the noisy sum to float32, a rounding of the noisy value that
+ * depends only on that value.
+ */
+typedef struct rumor_noise rumor_noise_t;
+
+/* A secret source (randombytes). NULL with err when libsodium cannot start or no memory. */
+rumor_noise_t *rumor_noise_new_secret(char err[RUMOR_ERR_LEN]);
+/* A seeded source: the same (seed, a, b), the same stream; different ones, independent streams.
+ * For simulations and tests only. */
+rumor_noise_t *rumor_noise_new_seeded(uint64_t seed, uint64_t a, uint64_t b, char err[RUMOR_ERR_LEN]);
+/* Whether it was made by rumor_noise_new_seeded (its noise protects nothing). */
+bool rumor_noise_is_seeded(const rumor_noise_t *ns);
+/* 64 random bits. */
+uint64_t rumor_noise_u64(rumor_noise_t *ns);
+/* Uniform in (0, 1]: (k + 1) 2^-53, k 53 random bits. */
+double rumor_noise_uniform(rumor_noise_t *ns);
+/* A standard normal, as described above. */
+double rumor_noise_normal(rumor_noise_t *ns);
+/* out[0..count) = sd times independent standard normals, rounded to float. */
+void rumor_noise_gaussian(rumor_noise_t *ns, float *out, size_t count, double sd);
+/* Wipes and frees; accepts NULL and clears the caller's pointer. */
+void rumor_noise_destroy(rumor_noise_t **ns_p);
+
 #endif

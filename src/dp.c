@@ -14,13 +14,15 @@
 struct rumor_priv {
     rumor_priv_config_t cfg;
     rumor_backend_t *be;
-    size_t n_own, P, feat;
+    size_t n_own, P, feat, max_batch;
+    double q;              /* sampling rate, min(1, batch / n_own) */
+    uint64_t threshold;    /* a sample is drawn when a random word is below it (q < 1) */
     float *sum;        /* (backend) clipped per-sample gradients, summed */
-    float *inputs;     /* (backend) the batch, kept while its samples take turns in slot 0 */
+    float *inputs;     /* (backend) the slice, kept while its samples take turns in slot 0 */
     uint8_t *labels;   /* (backend) */
-    float *noise;      /* (backend) the batch's Gaussian noise */
+    float *noise;      /* (backend) the step's Gaussian noise */
     float *host_noise; /* drawn here, then uploaded (NULL when backend memory is the host's) */
-    rumor_rng_t rng;
+    rumor_noise_t *ns; /* batches and noise */
     rumor_dp_accountant_t acc;
 };
 
@@ -52,33 +54,41 @@ rumor_err_t rumor_priv_parse(rumor_priv_config_t *out, const char *spec, char er
     return RUMOR_OK;
 }
 
-rumor_priv_t *rumor_priv_new(const rumor_priv_config_t *cfg, rumor_model_t *m, size_t n_own, uint64_t seed,
-                         char err[RUMOR_ERR_LEN])
+rumor_priv_t *rumor_priv_new(const rumor_priv_config_t *cfg, rumor_model_t *m, size_t n_own, int batch,
+                             rumor_noise_t **noise, char err[RUMOR_ERR_LEN])
 {
-    if (n_own == 0) {
-        rumor_fail(err, RUMOR_EINVAL, "--dp: this peer owns no samples");
+    rumor_priv_t *dp = NULL;
+    if (n_own == 0 || batch < 1) {
+        rumor_fail(err, RUMOR_EINVAL, n_own ? "--dp: batch %d is below 1" : "--dp: this peer owns no samples", batch);
+        rumor_noise_destroy(noise);
         return NULL;
     }
-    rumor_priv_t *dp = calloc(1, sizeof *dp);
-    if (!dp) goto nomem;
+    if (!(dp = calloc(1, sizeof *dp))) goto nomem;
+    dp->ns = *noise;
+    *noise = NULL;
     dp->cfg = *cfg;
     dp->be = rumor_model_backend(m);
     dp->n_own = n_own;
+    dp->q = (size_t)batch >= n_own ? 1.0 : (double)batch / (double)n_own;
+    /* P(word < threshold) = threshold / 2^64, within 2^-64 of q (q < 1 here). */
+    dp->threshold = dp->q < 1.0 ? (uint64_t)ldexp(dp->q, 64) : UINT64_MAX;
     dp->P = rumor_model_param_count(m);
     const rumor_model_input_t in = rumor_model_input(m);
     dp->feat = (size_t)in.c * (size_t)in.h * (size_t)in.w;
-    const size_t B = (size_t)rumor_model_max_batch(m);
+    dp->max_batch = (size_t)rumor_model_max_batch(m);
+    const size_t B = dp->max_batch;
     rumor_backend_t *be = dp->be;
     dp->sum = be->ops->alloc(be, dp->P * sizeof *dp->sum);
     dp->inputs = be->ops->alloc(be, B * dp->feat * sizeof *dp->inputs);
     dp->labels = be->ops->alloc(be, B);
     dp->noise = be->ops->alloc(be, dp->P * sizeof *dp->noise);
     if (!be->ops->host_memory) dp->host_noise = malloc(dp->P * sizeof *dp->host_noise);
-    if (!dp->sum || !dp->inputs || !dp->labels || !dp->noise || (!be->ops->host_memory && !dp->host_noise)) goto nomem;
-    rumor_rng_init2(&dp->rng, seed, 0xd9, 0);
+    if (!dp->ns || !dp->sum || !dp->inputs || !dp->labels || !dp->noise || (!be->ops->host_memory && !dp->host_noise))
+        goto nomem;
     rumor_dp_accountant_init(&dp->acc);
     return dp;
 nomem:
+    rumor_noise_destroy(noise);
     rumor_priv_destroy(&dp);
     rumor_fail(err, RUMOR_ENOMEM, "out of memory for DP-SGD");
     return NULL;
@@ -96,12 +106,37 @@ void rumor_priv_destroy(rumor_priv_t **self_p)
         be->ops->free(be, dp->noise);
     }
     free(dp->host_noise);
+    rumor_noise_destroy(&dp->ns);
     free(dp);
     *self_p = NULL;
 }
 
-rumor_err_t rumor_priv_gradient(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum, char err[RUMOR_ERR_LEN])
+size_t rumor_priv_sample(rumor_priv_t *dp, size_t *idx)
 {
+    size_t n = 0;
+    if (dp->q >= 1.0) {
+        for (size_t i = 0; i < dp->n_own; i++) idx[n++] = i;
+        return n;
+    }
+    /* One word per sample, whatever is drawn: the work does not depend on the batch. */
+    for (size_t i = 0; i < dp->n_own; i++) {
+        const bool in = rumor_noise_u64(dp->ns) < dp->threshold;
+        idx[n] = i;
+        n += in;
+    }
+    return n;
+}
+
+void rumor_priv_begin(rumor_priv_t *dp)
+{
+    dp->be->ops->zero(dp->be, dp->sum, dp->P * sizeof *dp->sum);
+}
+
+rumor_err_t rumor_priv_accumulate(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum,
+                                  char err[RUMOR_ERR_LEN])
+{
+    if (b < 0 || (size_t)b > dp->max_batch)
+        return rumor_fail(err, RUMOR_EINVAL, "DP-SGD slice of %d samples: at most %zu at a time", b, dp->max_batch);
     rumor_backend_t *be = dp->be;
     const struct rumor_backend_ops *o = be->ops;
     float *in = rumor_model_input_buf(m), *g = rumor_model_grads(m);
@@ -109,7 +144,6 @@ rumor_err_t rumor_priv_gradient(rumor_priv_t *dp, rumor_model_t *m, int b, doubl
     const size_t P = dp->P, feat = dp->feat;
     o->copy(be, dp->inputs, in, (size_t)b * feat * sizeof *in);
     o->copy(be, dp->labels, lab, (size_t)b);
-    o->zero(be, dp->sum, P * sizeof *dp->sum);
     rumor_err_t rc = RUMOR_OK;
     for (int i = 0; i < b && rc == RUMOR_OK; i++) {
         o->copy(be, in, dp->inputs + (size_t)i * feat, feat * sizeof *in);
@@ -122,29 +156,49 @@ rumor_err_t rumor_priv_gradient(rumor_priv_t *dp, rumor_model_t *m, int b, doubl
         const float f = norm > dp->cfg.clip ? (float)(dp->cfg.clip / norm) : 1.0f;
         o->axpy(be, dp->sum, g, f, P);
     }
-    /* The batch back where the caller left it. */
+    /* The slice back where the caller left it. */
     o->copy(be, in, dp->inputs, (size_t)b * feat * sizeof *in);
     o->copy(be, lab, dp->labels, (size_t)b);
-    if (rc != RUMOR_OK) return rc;
-    /* g = (sum + N(0, (noise clip)^2)) / b */
+    return rc;
+}
+
+rumor_err_t rumor_priv_finish(rumor_priv_t *dp, rumor_model_t *m, char err[RUMOR_ERR_LEN])
+{
+    rumor_backend_t *be = dp->be;
+    const struct rumor_backend_ops *o = be->ops;
+    float *g = rumor_model_grads(m);
+    const size_t P = dp->P;
+    /* g = (sum + N(0, (noise clip)^2)) / (q n) */
     const double sd = dp->cfg.noise * dp->cfg.clip;
     o->copy(be, g, dp->sum, P * sizeof *g);
     if (sd > 0.0) {
         float *h = o->host_memory ? dp->noise : dp->host_noise;
-        for (size_t k = 0; k < P; k++) h[k] = (float)(sd * rumor_rng_normal(&dp->rng));
+        rumor_noise_gaussian(dp->ns, h, P, sd);
         if (!o->host_memory) o->upload(be, dp->noise, h, P * sizeof *h);
         o->axpy(be, g, dp->noise, 1.0f, P);
     }
-    o->scale(be, g, 1.0f / (float)b, P);
-    if ((rc = o->sync(be, err)) != RUMOR_OK) return rc;
-    if (dp->cfg.noise > 0.0) {
-        const double q = (double)b / (double)dp->n_own;
-        if ((rc = rumor_dp_accountant_step(&dp->acc, q < 1.0 ? q : 1.0, dp->cfg.noise, 1, err)) != RUMOR_OK) return rc;
-    } else {
-        dp->acc.steps++;
+    o->scale(be, g, (float)(1.0 / (dp->q * (double)dp->n_own)), P);
+    rumor_err_t rc = o->sync(be, err);
+    if (rc == RUMOR_OK && dp->cfg.noise > 0.0) rc = rumor_dp_accountant_step(&dp->acc, dp->q, dp->cfg.noise, 1, err);
+    else if (rc == RUMOR_OK) dp->acc.steps++;
+    /* The noise is not kept: a later look at this memory must not give it away. */
+    if (sd > 0.0) {
+        o->zero(be, dp->noise, P * sizeof *dp->noise);
+        if (!o->host_memory) memset(dp->host_noise, 0, P * sizeof *dp->host_noise);
     }
-    return RUMOR_OK;
+    return rc;
 }
+
+rumor_err_t rumor_priv_gradient(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum, char err[RUMOR_ERR_LEN])
+{
+    rumor_priv_begin(dp);
+    rumor_err_t rc = rumor_priv_accumulate(dp, m, b, loss_sum, err);
+    return rc == RUMOR_OK ? rumor_priv_finish(dp, m, err) : rc;
+}
+
+double rumor_priv_rate(const rumor_priv_t *dp) { return dp->q; }
+
+bool rumor_priv_is_seeded(const rumor_priv_t *dp) { return rumor_noise_is_seeded(dp->ns); }
 
 double rumor_priv_epsilon(const rumor_priv_t *dp)
 {
@@ -154,14 +208,13 @@ double rumor_priv_epsilon(const rumor_priv_t *dp)
     return eps;
 }
 
-bool rumor_priv_over_budget(const rumor_priv_t *dp, int b)
+bool rumor_priv_over_budget(const rumor_priv_t *dp)
 {
     if (!(dp->cfg.budget > 0.0)) return false;
     if (dp->cfg.noise <= 0.0) return true;
     rumor_dp_accountant_t next = dp->acc;
-    const double q = (double)b / (double)dp->n_own;
     double eps = 0.0;
-    if (rumor_dp_accountant_step(&next, q < 1.0 ? q : 1.0, dp->cfg.noise, 1, NULL) != RUMOR_OK ||
+    if (rumor_dp_accountant_step(&next, dp->q, dp->cfg.noise, 1, NULL) != RUMOR_OK ||
         rumor_dp_accountant_epsilon(&next, dp->cfg.delta, &eps, NULL, NULL) != RUMOR_OK)
         return true;
     return eps > dp->cfg.budget;
@@ -169,13 +222,12 @@ bool rumor_priv_over_budget(const rumor_priv_t *dp, int b)
 
 uint64_t rumor_priv_steps(const rumor_priv_t *dp) { return dp->acc.steps; }
 
-void rumor_priv_restore(rumor_priv_t *dp, uint64_t steps, int b)
+void rumor_priv_restore(rumor_priv_t *dp, uint64_t steps)
 {
     rumor_dp_accountant_init(&dp->acc);
     if (steps == 0) return;
     if (dp->cfg.noise > 0.0) {
-        const double q = (double)b / (double)dp->n_own;
-        if (rumor_dp_accountant_step(&dp->acc, q < 1.0 ? q : 1.0, dp->cfg.noise, steps, NULL) != RUMOR_OK)
+        if (rumor_dp_accountant_step(&dp->acc, dp->q, dp->cfg.noise, steps, NULL) != RUMOR_OK)
             dp->acc.steps = steps; /* cannot happen: the arguments were checked when parsed */
     } else {
         dp->acc.steps = steps;

@@ -1,25 +1,39 @@
 /*
- * dp.h - DP-SGD's gradient: per-sample clipping and Gaussian noise (Abadi et al. 2016), and
- * the privacy it spends (src/privacy.h's accountant).
+ * dp.h - DP-SGD's gradient: per-sample clipping and Gaussian noise (Abadi et al. 2016), the
+ * batches it is computed on, and the privacy it spends (src/privacy.h's accountant).
  *
- * A private step replaces the batch's mean gradient by
- *     g = (sum_i clip(g_i, C) + N(0, sigma^2 C^2 I)) / b,   clip(g, C) = g min(1, C / |g|_2),
+ * A private step draws its batch by Poisson sampling: each of the peer's n own samples is in
+ * it independently with probability q = min(1, B / n), B the configured batch size, so the
+ * batch size is Binomial(n, q) and may be 0 (as Opacus does). It then replaces the batch's
+ * mean gradient by
+ *     g = (sum_i clip(g_i, C) + N(0, sigma^2 C^2 I)) / (q n),   clip(g, C) = g min(1, C / |g|_2),
  * g_i the gradient of sample i alone (computed by running the model on that one sample: exact
- * for every model, at the price of b small backward passes instead of one large one). The
- * accountant counts each step as one sampled Gaussian mechanism with rate q = b / n, n the
- * peer's own samples; batches are drawn by shuffling an epoch, as in TensorFlow Privacy's
- * tutorial, for which the Poisson-sampling analysis is the customary approximation.
+ * for every model, at the price of one small backward pass per sample). Dividing by the
+ * expected batch size q n rather than the drawn one keeps the divisor public; an empty batch
+ * is a step of noise alone. The accountant counts each step as one sampled Gaussian mechanism
+ * at rate q, which is exactly what was done: its analysis (Mironov, Talwar and Zhang 2019)
+ * needs the batch to be Poisson-sampled and secret, so membership is drawn from the same
+ * noise source as the noise.
  * What a peer gossips is then post-processing of private steps: its epsilon is what its own
  * data spent, whatever its neighbours do.
+ *
+ * The noise source (crypto.h's rumor_noise_t) is chosen by whoever creates the DP state: a
+ * real node passes a secret one (libsodium; nothing reproduces it, a resumed node draws fresh
+ * noise), the virtual-time simulator a seeded one so that a simulation replays exactly (and
+ * then protects nothing, which its summary says).
+ *
+ * A batch larger than the model's max batch is fed in slices (rumor_priv_accumulate): the
+ * batch size has no cap, so nothing beyond q needs accounting, and a device stages each slice
+ * through its usual max-batch buffers.
  *
  * Non-goals: user-level privacy across peers, secure aggregation (that is --secure-mix).
  */
 #ifndef RUMOR_DP_H
 #define RUMOR_DP_H
 
+#include "crypto.h"
 #include "model.h"
 #include "privacy.h"
-#include "rng.h"
 #include "rumor.h"
 
 #include <stdbool.h>
@@ -39,24 +53,40 @@ rumor_err_t rumor_priv_parse(rumor_priv_config_t *out, const char *spec, char er
 typedef struct rumor_priv rumor_priv_t;
 
 /* A DP-SGD state for model m, on m's backend (CPU or a device: the per-sample loop runs there,
- * one norm per sample comes back and the noise goes up once a batch), whose peer owns n_own
- * samples; the noise draws come from seed. NULL with err. */
-rumor_priv_t *rumor_priv_new(const rumor_priv_config_t *cfg, rumor_model_t *m, size_t n_own, uint64_t seed,
-                         char err[RUMOR_ERR_LEN]);
+ * one norm per sample comes back and the noise goes up once a step), whose peer owns n_own
+ * samples and samples batches of batch samples on average. It takes *noise (the source of its
+ * batches and its noise; *noise is cleared), also on failure. NULL with err. */
+rumor_priv_t *rumor_priv_new(const rumor_priv_config_t *cfg, rumor_model_t *m, size_t n_own, int batch,
+                             rumor_noise_t **noise, char err[RUMOR_ERR_LEN]);
 void rumor_priv_destroy(rumor_priv_t **self_p);
 
-/* The private gradient of the b samples in m's input buffer, left in m's grads (replacing
- * what was there), and one step counted. *loss_sum gets the summed loss (not private: it is
- * only logged). m's input buffer is left as it was. */
-rumor_err_t rumor_priv_gradient(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum,
-                              char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The next step's batch by Poisson sampling: the positions (ascending, below n_own) of the
+ * samples drawn, in idx (room for n_own), and their count, 0 included. */
+size_t rumor_priv_sample(rumor_priv_t *dp, size_t *idx);
 
+/* One private step, in three calls: begin; accumulate for each slice of the batch put in m's
+ * input buffer (b samples, at most m's max batch; m's input buffer is left as it was,
+ * *loss_sum gets the slice's summed loss added, which is not private: it is only logged);
+ * finish, which leaves the private gradient in m's grads (replacing what was there) and
+ * counts one step. A batch of 0 samples is begin then finish. */
+void rumor_priv_begin(rumor_priv_t *dp);
+rumor_err_t rumor_priv_accumulate(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum,
+                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+rumor_err_t rumor_priv_finish(rumor_priv_t *dp, rumor_model_t *m, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The three for a batch of b samples already in m's input buffer. */
+rumor_err_t rumor_priv_gradient(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum,
+                                char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* The sampling rate q = min(1, batch / n_own) of every step. */
+double rumor_priv_rate(const rumor_priv_t *dp);
+/* Whether the noise is seeded (a simulation's: it protects nothing). */
+bool rumor_priv_is_seeded(const rumor_priv_t *dp);
 /* epsilon spent so far (at the configured delta); 0 before any step. */
 double rumor_priv_epsilon(const rumor_priv_t *dp);
-/* Whether one more step of b samples would take epsilon past the budget (false without one). */
-bool rumor_priv_over_budget(const rumor_priv_t *dp, int b);
-/* Steps counted so far, and restoring them on a resume (the rate of each step is b / n_own). */
+/* Whether one more step would take epsilon past the budget (false without one). */
+bool rumor_priv_over_budget(const rumor_priv_t *dp);
+/* Steps counted so far, and restoring them on a resume (every step at rate q). */
 uint64_t rumor_priv_steps(const rumor_priv_t *dp);
-void rumor_priv_restore(rumor_priv_t *dp, uint64_t steps, int b);
+void rumor_priv_restore(rumor_priv_t *dp, uint64_t steps);
 
 #endif

@@ -64,6 +64,18 @@ rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t l
     return rumor_sync_dir(path, err);
 }
 
+FILE *rumor_fopen_private(const char *path, bool append)
+{
+    const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0600);
+    if (fd < 0) return NULL;
+    FILE *f = NULL;
+    if ((append || fchmod(fd, 0600) == 0) && (f = fdopen(fd, append ? "a" : "w"))) return f;
+    const int e = errno;
+    close(fd);
+    errno = e;
+    return NULL;
+}
+
 rumor_err_t rumor_make_dirs(const char *dir, int mode, char err[RUMOR_ERR_LEN])
 {
     char p[4096];

@@ -8,7 +8,9 @@
 
 #include "rumor.h"
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Write n bytes to fd, retrying short writes and EINTR; 0, or -1 with errno set. */
 int rumor_write_all(int fd, const void *data, uint64_t n);
@@ -22,6 +24,11 @@ rumor_err_t rumor_sync_dir(const char *path, char err[RUMOR_ERR_LEN]) RUMOR_MUST
  * fsync of the folder; mode as for chmod. A crash leaves the old file or the new one. */
 rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t len, int mode,
                                     char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* fopen(path, append ? "a" : "w") for a file only its owner may read: created 0600, and a file
+ * rewritten from the start is set to 0600 too (metrics hold the training loss, which DP-SGD
+ * does not protect). NULL with errno set. */
+FILE *rumor_fopen_private(const char *path, bool append);
 
 /* mkdir -p: missing parents 0755, the last component with mode; an existing folder is fine,
  * anything else in the way is an error. */

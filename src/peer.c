@@ -690,7 +690,7 @@ static rumor_err_t load_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
             rc = rumor_fail(err, RUMOR_EINVAL, "%s: written without --dp; its privacy spent is unknown", p->ckpt_path);
             goto out;
         }
-        rumor_priv_restore(p->dp, (uint64_t)steps, c->batch);
+        rumor_priv_restore(p->dp, (uint64_t)steps);
         p->epsilon = rumor_priv_epsilon(p->dp);
     }
     if (c->algo.kind == RUMOR_ALGO_DILOCO) {
@@ -843,6 +843,24 @@ static rumor_err_t late_join(peer_t *p, float *x, char err[RUMOR_ERR_LEN])
     return RUMOR_OK;
 }
 
+/* One DP-SGD step: a Poisson-sampled batch (secret, from the DP state's noise source; its size
+ * in *bn, 0 possible), fed to the private gradient in slices of the model's max batch (the
+ * staging buffers' size), so a large draw needs no cap. The gradient is left in the model's. */
+static rumor_err_t private_step(peer_t *p, size_t *bn, double *loss, char err[RUMOR_ERR_LEN])
+{
+    const size_t n = rumor_priv_sample(p->dp, p->perm), slice = (size_t)rumor_model_max_batch(p->m);
+    for (size_t j = 0; j < n && p->own; j++) p->perm[j] = p->own[p->perm[j]]; /* positions to samples */
+    rumor_priv_begin(p->dp);
+    for (size_t at = 0; at < n; at += slice) {
+        const size_t k = n - at < slice ? n - at : slice;
+        rumor_train_load_batch(p->m, &p->train, p->perm + at, k, p->mean, p->std, p->sx, p->sy);
+        rumor_err_t rc = rumor_priv_accumulate(p->dp, p->m, (int)k, loss, err);
+        if (rc != RUMOR_OK) return rc;
+    }
+    *bn = n;
+    return rumor_priv_finish(p->dp, p->m, err);
+}
+
 static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
 {
     const rumor_peer_config_t *c = p->cfg;
@@ -893,22 +911,25 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         const double work0 = rumor_now();
         for (long h = 0; h < H; h++) {
             const long step = rumor_optim_steps(p->o);
-            const long epoch = step / spe, pos = step % spe;
-            if (epoch != cur_epoch) {
-                rumor_train_epoch_order(p->perm, p->own, p->n_own, c->seed, epoch);
-                cur_epoch = epoch;
-            }
-            const size_t start = (size_t)pos * (size_t)c->batch;
-            const size_t bn = p->n_own - start < (size_t)c->batch ? p->n_own - start : (size_t)c->batch;
-            if (p->dp && rumor_priv_over_budget(p->dp, (int)bn)) {
-                p->budget_spent = true;
-                break;
-            }
-            rumor_train_load_batch(p->m, &p->train, p->perm + start, bn, p->mean, p->std, p->sx, p->sy);
             double bl = 0.0;
-            if (p->dp) rc = rumor_priv_gradient(p->dp, p->m, (int)bn, &bl, err);
-            else rc = rumor_model_run(p->m, (int)bn, true, &bl, NULL, err);
-            if (rc != RUMOR_OK) return rc;
+            size_t bn;
+            if (p->dp) {
+                if (rumor_priv_over_budget(p->dp)) {
+                    p->budget_spent = true;
+                    break;
+                }
+                if ((rc = private_step(p, &bn, &bl, err)) != RUMOR_OK) return rc;
+            } else {
+                const long epoch = step / spe, pos = step % spe;
+                if (epoch != cur_epoch) {
+                    rumor_train_epoch_order(p->perm, p->own, p->n_own, c->seed, epoch);
+                    cur_epoch = epoch;
+                }
+                const size_t start = (size_t)pos * (size_t)c->batch;
+                bn = p->n_own - start < (size_t)c->batch ? p->n_own - start : (size_t)c->batch;
+                rumor_train_load_batch(p->m, &p->train, p->perm + start, bn, p->mean, p->std, p->sx, p->sy);
+                if ((rc = rumor_model_run(p->m, (int)bn, true, &bl, NULL, err)) != RUMOR_OK) return rc;
+            }
             if (!isfinite(bl))
                 return rumor_fail(err, RUMOR_EINVAL, "training diverged at round %ld (loss %g): lower --lr", p->k, bl);
             lr = rumor_schedule_lr(&c->sched, c->opt.lr, step, total, spe);
@@ -1112,9 +1133,18 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
             goto out;
         }
     }
-    if (c->dp.on && !(p.dp = rumor_priv_new(&c->dp, p.m, p.n_own, c->seed ^ ((uint64_t)c->rank << 32), err))) {
-        rc = RUMOR_EINVAL;
-        goto out;
+    if (c->dp.on) {
+        /* A real node's batches and noise are secret: from libsodium, never from --seed, so
+         * neither a neighbour who knows the settings nor this node's own restart redraws them. */
+        rumor_noise_t *ns = rumor_noise_new_secret(err);
+        if (!ns) {
+            rc = RUMOR_ENOMEM;
+            goto out;
+        }
+        if (!(p.dp = rumor_priv_new(&c->dp, p.m, p.n_own, c->batch, &ns, err))) {
+            rc = RUMOR_EINVAL;
+            goto out;
+        }
     }
     if (c->resume && (rc = load_checkpoint(&p, err)) != RUMOR_OK) goto out;
     if (c->secure_mix) {
@@ -1127,7 +1157,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
     }
     char mpath[1100];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->run_dir);
-    if (!(p.metrics = fopen(mpath, c->resume ? "a" : "w"))) {
+    if (!(p.metrics = rumor_fopen_private(mpath, c->resume))) {
         rc = rumor_fail(err, RUMOR_EIO, "%s: %s", mpath, strerror(errno));
         goto out;
     }

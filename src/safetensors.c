@@ -924,8 +924,10 @@ rumor_err_t rumor_st_write(const char *path, const rumor_st_out_t *tensors, size
     }
     /* Not inherited by a child started meanwhile (mkostemp would do this but is not POSIX). */
     (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-    /* Models are not secrets: readable like any other output, not mkstemp's 0600. */
-    if (fchmod(fd, 0644) != 0) goto io_fail;
+    /* Models and checkpoints are derived from private data (a DP model's epsilon is about what
+     * its weights reveal, not an invitation to publish them): owner only, whatever the umask.
+     * A user shares one with chmod or cp. */
+    if (fchmod(fd, 0600) != 0) goto io_fail;
 
     uint8_t lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (uint8_t)((uint64_t)sb.len >> (8 * i));

@@ -3,6 +3,7 @@
 
 #include "backend.h"
 #include "checkpoint.h"
+#include "fileio.h"
 #include "rng.h"
 
 #include <errno.h>
@@ -458,7 +459,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     }
     if ((rc = stage_init(&stage, r.m, feat, err)) != RUMOR_OK) goto out;
     if (cfg->metrics_path) {
-        r.metrics = fopen(cfg->metrics_path, cfg->resume_path ? "a" : "w");
+        r.metrics = rumor_fopen_private(cfg->metrics_path, cfg->resume_path != NULL);
         if (!r.metrics) {
             rc = rumor_fail(err, RUMOR_EIO, "%s: %s", cfg->metrics_path, strerror(errno));
             goto out;

@@ -104,6 +104,16 @@ if [ -d "$data" ]; then
         --threads 1 --quiet --no-eval --save "$tmp/run/b/m.safetensors" &&
         "$rumor" eval "$tmp/run/b/m.safetensors" --json --threads 1 | grep -q '"model":"logreg"' ||
         { echo "FAIL: resume from the command line"; fails=$((fails + 1)); }
+
+    # Models, checkpoints and training metrics are derived from private data: owner only, even
+    # under a umask that would let everyone read them.
+    checks=$((checks + 1))
+    mkdir -p "$tmp/modes"
+    (umask 022 && "$rumor" train --model logreg --epochs 1 --limit 500 --threads 1 --quiet --no-eval \
+        --checkpoint "$tmp/modes/ck.safetensors" --save "$tmp/modes/m.safetensors" --metrics "$tmp/modes/m.jsonl") \
+        >/dev/null 2>&1
+    modes=$(stat -c %a "$tmp/modes/ck.safetensors" "$tmp/modes/m.safetensors" "$tmp/modes/m.jsonl" 2>&1 | tr '\n' ' ')
+    [ "$modes" = "600 600 600 " ] || { echo "FAIL: model, checkpoint, metrics modes: $modes (want 600)"; fails=$((fails + 1)); }
 fi
 
 # The ring's spectral gap has a closed form: 1 - (1/3 + 2/3 cos(2 pi / n)); n = 8: 0.1952621459.

@@ -1,13 +1,23 @@
 /* test_dp.c - DP-SGD's gradient against a closed form (logistic regression, per-sample
- * gradients by hand), clipping at the boundary, the noise's scale measured, the accounting. */
+ * gradients by hand), clipping at the boundary, the noise's scale measured, the accounting;
+ * the secret noise source's normals tested against N(0, 1); Poisson batches against
+ * Binomial(n, q); and whole runs of a real node: with --dp two runs of the same --seed differ
+ * (noise and batches are secret), without it they are identical. */
 #include "backend.h"
 #include "check.h"
+#include "config.h"
+#include "crypto.h"
 #include "dp.h"
 #include "model.h"
+#include "peer.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #define FEAT 4
 #define CLASSES 10
@@ -89,8 +99,9 @@ static void test_closed_form(void)
     CHECK(clipped == 1);
     rumor_priv_config_t cfg;
     CHECK_RC(rumor_priv_parse(&cfg, "clip=1.5,noise=0", err));
-    rumor_priv_t *dp = rumor_priv_new(&cfg, m, 600, 9, err);
-    CHECK(dp != NULL);
+    rumor_noise_t *ns = rumor_noise_new_seeded(9, 0, 0, err);
+    rumor_priv_t *dp = rumor_priv_new(&cfg, m, 600, B, &ns, err);
+    CHECK(dp != NULL && ns == NULL && rumor_priv_is_seeded(dp) && rumor_priv_rate(dp) == (double)B / 600.0);
     float *inb = rumor_model_input_buf(m);
     uint8_t *lab = rumor_model_label_buf(m);
     memcpy(inb, x, sizeof x);
@@ -108,7 +119,8 @@ static void test_closed_form(void)
     /* The noise: g(noise) - g(no noise) is N(0, (sigma C / b)^2) in every coordinate. */
     rumor_priv_destroy(&dp);
     CHECK_RC(rumor_priv_parse(&cfg, "clip=1.5,noise=2.0,delta=1e-5", err));
-    dp = rumor_priv_new(&cfg, m, 600, 9, err);
+    ns = rumor_noise_new_seeded(9, 0, 0, err);
+    dp = rumor_priv_new(&cfg, m, 600, B, &ns, err);
     double s1 = 0.0, s2 = 0.0;
     long cnt = 0;
     for (int rep = 0; rep < 40; rep++) {
@@ -127,16 +139,30 @@ static void test_closed_form(void)
     CHECK_RC(rumor_dp_epsilon(6.0 / 600.0, 2.0, 40, 1e-5, &eps, NULL, err));
     CHECK(rumor_priv_steps(dp) == 40);
     CHECK_NEAR(rumor_priv_epsilon(dp), eps, 1e-9);
-    rumor_priv_restore(dp, 40, B);
+    rumor_priv_restore(dp, 40);
     CHECK_NEAR(rumor_priv_epsilon(dp), eps, 1e-9);
+    /* An empty batch is a step of noise alone, over the expected batch size: g is
+     * N(0, (sigma C / b)^2) around 0, and it counts as a step. */
+    s1 = s2 = 0.0;
+    cnt = 0;
+    for (int rep = 0; rep < 40; rep++) {
+        rumor_priv_begin(dp);
+        CHECK_RC(rumor_priv_finish(dp, m, err));
+        for (size_t k = 0; k < P; k++) s1 += g[k], s2 += (double)g[k] * g[k], cnt++;
+    }
+    CHECK(rumor_priv_steps(dp) == 80);
+    const double sd0 = sqrt(s2 / (double)cnt);
+    CHECK_MSG(fabs(sd0 / want_sd - 1.0) < 0.1 && fabs(s1 / (double)cnt) < 4.0 * want_sd / sqrt((double)cnt),
+              "noise alone: sd %g against %g, mean %g", sd0, want_sd, s1 / (double)cnt);
     /* A budget: the step that would pass it is refused, the one below is not. */
     rumor_priv_destroy(&dp);
     cfg.budget = eps;
-    dp = rumor_priv_new(&cfg, m, 600, 9, err);
-    rumor_priv_restore(dp, 39, B);
-    CHECK(!rumor_priv_over_budget(dp, B));
-    rumor_priv_restore(dp, 40, B);
-    CHECK(rumor_priv_over_budget(dp, B));
+    ns = rumor_noise_new_seeded(9, 0, 0, err);
+    dp = rumor_priv_new(&cfg, m, 600, B, &ns, err);
+    rumor_priv_restore(dp, 39);
+    CHECK(!rumor_priv_over_budget(dp));
+    rumor_priv_restore(dp, 40);
+    CHECK(rumor_priv_over_budget(dp));
     rumor_priv_destroy(&dp);
     free(gi);
     free(want);
@@ -144,9 +170,256 @@ static void test_closed_form(void)
     rumor_backend_destroy(&be);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The secret source's normals are N(0, 1): mean, variance, the tail beyond 3 and the
+ * Kolmogorov-Smirnov distance over 2^20 draws. The draws are fresh each run (that is the
+ * point), so each check is bounded: |z| < 5.5 for mean, variance and tail (each fails a
+ * correct sampler with probability 4e-8) and sqrt(n) D < 2.9 for KS (2 exp(-2 2.9^2) = 1e-7):
+ * below 1e-6 in all. */
+static void test_normal(void)
+{
+    char err[RUMOR_ERR_LEN];
+    const size_t n = (size_t)1 << 20;
+    double *x = malloc(n * sizeof *x);
+    rumor_noise_t *ns = rumor_noise_new_secret(err);
+    CHECK(x && ns && !rumor_noise_is_seeded(ns));
+    if (!x || !ns) return;
+    double s1 = 0.0, s2 = 0.0;
+    size_t tail = 0;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = rumor_noise_normal(ns);
+        s1 += x[i];
+        tail += fabs(x[i]) > 3.0;
+    }
+    const double mean = s1 / (double)n;
+    for (size_t i = 0; i < n; i++) s2 += (x[i] - mean) * (x[i] - mean);
+    const double var = s2 / (double)(n - 1);
+    CHECK_MSG(fabs(mean) < 5.5 / sqrt((double)n), "normal mean %g over %zu draws", mean, n);
+    CHECK_MSG(fabs(var - 1.0) < 5.5 * sqrt(2.0 / (double)(n - 1)), "normal variance %g", var);
+    const double pt = erfc(3.0 / sqrt(2.0)), et = pt * (double)n;
+    CHECK_MSG(fabs((double)tail - et) < 5.5 * sqrt(et * (1.0 - pt)), "%zu draws beyond 3, expected %.0f", tail, et);
+    qsort(x, n, sizeof *x, cmp_double);
+    double d = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double f = 0.5 * erfc(-x[i] / sqrt(2.0));
+        d = fmax(d, fmax(f - (double)i / (double)n, (double)(i + 1) / (double)n - f));
+    }
+    CHECK_MSG(sqrt((double)n) * d < 2.9, "Kolmogorov-Smirnov sqrt(n) D = %g", sqrt((double)n) * d);
+    /* Uniforms stay in (0, 1], exactly, even for the extreme words (rumor_noise_uniform's
+     * formula on 0 and on all ones). */
+    CHECK(rumor_noise_uniform(ns) > 0.0 && rumor_noise_uniform(ns) <= 1.0);
+    CHECK((0.0 + 1.0) * 0x1p-53 > 0.0 && ((double)(UINT64_MAX >> 11) + 1.0) * 0x1p-53 == 1.0 &&
+          (double)(UINT64_MAX >> 11) + 1.0 > (double)(UINT64_MAX >> 11));
+    /* Two secret sources differ (256 equal bits by chance: 2^-256); seeded ones replay. */
+    rumor_noise_t *ns2 = rumor_noise_new_secret(err), *a = rumor_noise_new_seeded(7, 1, 2, err),
+                  *b = rumor_noise_new_seeded(7, 1, 2, err), *c = rumor_noise_new_seeded(7, 1, 3, err);
+    int same_secret = 0, same_seeded = 0, same_other = 0;
+    for (int k = 0; k < 4; k++) {
+        const uint64_t va = rumor_noise_u64(a);
+        same_secret += rumor_noise_u64(ns) == rumor_noise_u64(ns2);
+        same_seeded += va == rumor_noise_u64(b);
+        same_other += va == rumor_noise_u64(c);
+    }
+    CHECK(same_secret < 4 && same_seeded == 4 && same_other < 4 && rumor_noise_is_seeded(a));
+    rumor_noise_destroy(&ns);
+    rumor_noise_destroy(&ns2);
+    rumor_noise_destroy(&a);
+    rumor_noise_destroy(&b);
+    rumor_noise_destroy(&c);
+    CHECK(ns == NULL && a == NULL);
+    free(x);
+}
+
+/* Poisson batches from a secret source: T draws of n = 600 samples at q = 30 / 600 have sizes
+ * of Binomial(600, 0.05) (mean 30, variance 28.5): the sample mean within 5.5 standard errors,
+ * the sample variance within 6 of its standard error sigma^2 sqrt(2 / (T - 1) + kappa / T)
+ * (kappa the binomial's excess kurtosis): false failures below 1e-7. Every sample is drawn
+ * about T q times (each within 6.5 standard deviations: 600 x 8e-11). Two secret states draw
+ * different batches; two seeded ones (virtual mode) the same. */
+static void test_sampling(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
+    rumor_model_spec_t spec;
+    CHECK_RC(rumor_model_spec_parse(&spec, "logreg", err));
+    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 2, 2, CLASSES}, be, B, err);
+    rumor_priv_config_t cfg;
+    CHECK_RC(rumor_priv_parse(&cfg, "clip=1,noise=1", err));
+    enum { N = 600, BATCH = 30, T = 20000 };
+    rumor_noise_t *ns = rumor_noise_new_secret(err);
+    rumor_priv_t *dp = m ? rumor_priv_new(&cfg, m, N, BATCH, &ns, err) : NULL;
+    CHECK(dp != NULL);
+    if (!dp) goto out;
+    size_t *idx = malloc(N * sizeof *idx), *idx2 = malloc(N * sizeof *idx2);
+    long *hits = calloc(N, sizeof *hits);
+    double s1 = 0.0, s2 = 0.0;
+    bool ordered = true;
+    for (int t = 0; t < T; t++) {
+        const size_t b = rumor_priv_sample(dp, idx);
+        s1 += (double)b, s2 += (double)b * (double)b;
+        for (size_t j = 0; j < b; j++) {
+            ordered &= idx[j] < N && (j == 0 || idx[j] > idx[j - 1]);
+            if (idx[j] < N) hits[idx[j]]++;
+        }
+    }
+    const double q = (double)BATCH / N, mu = N * q, var = N * q * (1 - q), kappa = (1 - 6 * q * (1 - q)) / var;
+    const double mean = s1 / T, svar = (s2 - T * mean * mean) / (T - 1);
+    CHECK(ordered);
+    CHECK_MSG(fabs(mean - mu) < 5.5 * sqrt(var / T), "batch size mean %g, expected %g", mean, mu);
+    CHECK_MSG(fabs(svar - var) < 6.0 * var * sqrt(2.0 / (T - 1) + kappa / T), "batch size variance %g, expected %g",
+              svar, var);
+    long lo = T, hi = 0;
+    for (int i = 0; i < N; i++) lo = hits[i] < lo ? hits[i] : lo, hi = hits[i] > hi ? hits[i] : hi;
+    const double sdh = sqrt(T * q * (1 - q));
+    CHECK_MSG(lo > T * q - 6.5 * sdh && hi < T * q + 6.5 * sdh, "samples drawn %ld..%ld times, expected %g", lo, hi, T * q);
+    /* Membership is secret: another state with the same settings draws another batch (the
+     * same one has probability (q^2 + (1 - q)^2)^600 < 1e-25). */
+    ns = rumor_noise_new_secret(err);
+    rumor_priv_t *dp2 = rumor_priv_new(&cfg, m, N, BATCH, &ns, err);
+    const size_t b1 = rumor_priv_sample(dp, idx), b2 = dp2 ? rumor_priv_sample(dp2, idx2) : 0;
+    CHECK(dp2 && (b1 != b2 || memcmp(idx, idx2, b1 * sizeof *idx) != 0));
+    rumor_priv_destroy(&dp2);
+    /* Seeded states replay. */
+    rumor_priv_destroy(&dp);
+    ns = rumor_noise_new_seeded(3, 0xd9, 1, err);
+    dp = rumor_priv_new(&cfg, m, N, BATCH, &ns, err);
+    ns = rumor_noise_new_seeded(3, 0xd9, 1, err);
+    dp2 = rumor_priv_new(&cfg, m, N, BATCH, &ns, err);
+    CHECK(dp && dp2 && rumor_priv_sample(dp, idx) == rumor_priv_sample(dp2, idx2));
+    /* A batch as large as the data: every sample, every step. */
+    rumor_priv_destroy(&dp);
+    ns = rumor_noise_new_secret(err);
+    dp = rumor_priv_new(&cfg, m, 20, 64, &ns, err);
+    CHECK(dp && rumor_priv_rate(dp) == 1.0 && rumor_priv_sample(dp, idx) == 20 && idx[19] == 19);
+    rumor_priv_destroy(&dp2);
+    free(idx);
+    free(idx2);
+    free(hits);
+out:
+    rumor_priv_destroy(&dp);
+    rumor_model_destroy(&m);
+    rumor_backend_destroy(&be);
+}
+
+/* ---- whole runs of a real node ---- */
+
+static char dir[] = "/tmp/rumor-test-dp-XXXXXX";
+static char swarm[128], key[128], cert[128];
+
+static bool swarm_setup(void)
+{
+    char err[RUMOR_ERR_LEN] = "";
+    rumor_authority_t *auth = rumor_authority_generate(err);
+    rumor_secret_key_t *k = rumor_secret_key_generate(err);
+    uint8_t c[RUMOR_CERT_MAX_LEN];
+    size_t len = 0;
+    const uint64_t now = (uint64_t)time(NULL);
+    snprintf(swarm, sizeof swarm, "%s/authority.pub", dir);
+    snprintf(key, sizeof key, "%s/peer.key", dir);
+    snprintf(cert, sizeof cert, "%s/peer.cert", dir);
+    bool ok = auth && k && rumor_public_key_save(swarm, rumor_authority_public(auth), NULL, true, err) == RUMOR_OK &&
+              rumor_secret_key_save(k, key, true, err) == RUMOR_OK &&
+              rumor_cert_issue(c, &len, auth, rumor_secret_key_public(k), "peer", now - 60, now + 3600, err) == RUMOR_OK &&
+              rumor_cert_save(cert, c, len, true, err) == RUMOR_OK;
+    if (!ok) fprintf(stderr, "swarm setup: %s\n", err);
+    rumor_secret_key_destroy(&k);
+    rumor_authority_destroy(&auth);
+    return ok;
+}
+
+/* A one-peer swarm, --seed 5, 4 rounds of 3 steps; its exported model into *model (malloc). */
+static bool node_run(const char *name, const char *dp, uint8_t **model, long *len)
+{
+    char err[RUMOR_ERR_LEN] = "", run[160], path[200];
+    rumor_peer_config_t pc;
+    memset(&pc, 0, sizeof pc);
+    pc.node = (rumor_node_config_t){.listen = "tcp://127.0.0.1:0", .key_path = key, .cert_path = cert,
+                                    .swarm = swarm, .memb = rumor_memb_defaults()};
+    pc.data_dir = RUMOR_DEFAULT_DATA;
+    pc.limit = 640;
+    if (rumor_model_spec_parse(&pc.spec, "logreg", err) != RUMOR_OK || rumor_algo_parse(&pc.algo, "dpsgd", err) != RUMOR_OK ||
+        (dp && rumor_priv_parse(&pc.dp, dp, err) != RUMOR_OK))
+        abort();
+    pc.algo.local_steps = 3;
+    pc.device = "cpu";
+    pc.threads = 1;
+    pc.batch = 32;
+    pc.seed = pc.init_seed = 5;
+    pc.opt = rumor_optim_defaults();
+    pc.sched.kind = RUMOR_SCHED_CONSTANT;
+    pc.topology = "ring";
+    pc.rounds = 4;
+    snprintf(run, sizeof run, "%s/%s", dir, name);
+    pc.run_dir = run;
+    pc.min_peers = 1;
+    rumor_peer_result_t res;
+    const mode_t old = umask(022);
+    const rumor_err_t rc = rumor_peer_run(&pc, &res, err);
+    umask(old);
+    CHECK_MSG(rc == RUMOR_OK && res.rounds == 4, "node %s: %s", name, err);
+    /* What the run folder holds of the training data is its owner's alone (0600). */
+    const char *files[] = {"model.safetensors", "checkpoint.safetensors", "metrics.jsonl"};
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", run, files[f]);
+        CHECK_MSG(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "%s: mode %o, expected 600", path,
+                  (unsigned)(st.st_mode & 0777));
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", run);
+    FILE *f = fopen(path, "rb");
+    *model = NULL;
+    *len = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (*len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (*model = malloc((size_t)*len)) && fread(*model, 1, (size_t)*len, f) != (size_t)*len) {
+        free(*model);
+        *model = NULL;
+    }
+    if (f) fclose(f);
+    for (size_t k = 0; k < sizeof files / sizeof *files; k++) {
+        snprintf(path, sizeof path, "%s/%s", run, files[k]);
+        remove(path);
+    }
+    rmdir(run);
+    return *model != NULL;
+}
+
+/* Two runs of the same settings and --seed: without --dp bit for bit the same model; with it
+ * different ones, from the noise (noise=1.1) and from the batches alone (noise=0: only their
+ * membership is random). */
+static void test_node_runs(void)
+{
+    if (!mkdtemp(dir) || !swarm_setup()) {
+        CHECK_MSG(false, "cannot set up a swarm in %s", dir);
+        return;
+    }
+    const char *dps[] = {NULL, "clip=1,noise=1.1", "clip=1,noise=0"};
+    for (int d = 0; d < 3; d++) {
+        uint8_t *a = NULL, *b = NULL;
+        long la = 0, lb = 0;
+        const bool ok = node_run("a", dps[d], &a, &la) && node_run("b", dps[d], &b, &lb);
+        const bool same = ok && la == lb && memcmp(a, b, (size_t)la) == 0;
+        if (!dps[d]) CHECK_MSG(ok && same, "rumor node without --dp: two runs of --seed 5 differ");
+        else CHECK_MSG(ok && !same, "rumor node --dp %s: two runs of --seed 5 gave the same model", dps[d]);
+        free(a);
+        free(b);
+    }
+    remove(swarm);
+    remove(key);
+    remove(cert);
+    rmdir(dir);
+}
+
 int main(void)
 {
     test_parse();
     test_closed_form();
+    test_normal();
+    test_sampling();
+    test_node_runs();
     return check_done();
 }

@@ -218,8 +218,12 @@ def main():
               "epsilon logged, within the budget, training stopped by it: %s at rounds %s"
               % (["%.3f" % e for e in eps], [l["round"] for l in last]))
         with open(os.path.join(run, "summary.json")) as f:
-            em = json.load(f).get("epsilon_max")
+            summ = json.load(f)
+        em = summ.get("epsilon_max")
         check(em is not None and abs(em - max(eps)) < 1e-4, "summary.json: epsilon_max %s" % em)
+        # Virtual mode's noise comes from --seed: the summary must not let it pass for privacy.
+        check(summ.get("dp_noise", "").startswith("seeded") and "protects nothing" in summ.get("dp_noise", ""),
+              "summary.json says the noise is seeded: %s" % summ.get("dp_noise"))
 
     # 4e. Codecs: int8 models cost a quarter of the bytes (virtual mode) and real nodes decode
     #     them (proc mode); accuracy stays with float32's.
