@@ -247,6 +247,51 @@ def main():
         r = run("ping", "--key", mallory + ".key", "--cert", mallory + ".cert", "--swarm",
                 os.path.join(swarm, "authority.pub"), node1_rumor)
         check(r.returncode == 0 and r.stdout.startswith("admitted by n1,"), "rumor ping: %s" % (r.stdout + r.stderr).strip())
+
+        # 2b'. A replayed knock changes nothing: `rumor ping` knocks through a relay here that
+        #      keeps the datagram; sent again later, it is answered but counted as stale (it
+        #      would otherwise make node 1 believe mallory restarted).
+        relay = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        relay.bind(("127.0.0.1", 0))
+        relay.settimeout(0.2)
+        up = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        up.settimeout(0.2)
+        kept = []
+
+        def relay_once(deadline):
+            while time.time() < deadline:
+                try:
+                    data, src = relay.recvfrom(2048)
+                except OSError:
+                    continue
+                kept.append(data)
+                up.sendto(data, ("127.0.0.1", port1))
+                try:
+                    relay.sendto(up.recvfrom(2048)[0], src)
+                    return
+                except OSError:
+                    pass
+
+        import threading
+        t = threading.Thread(target=relay_once, args=(time.time() + 5,))
+        t.start()
+        r = run("ping", "--key", mallory + ".key", "--cert", mallory + ".cert", "--swarm",
+                os.path.join(swarm, "authority.pub"), "rumor://%s@127.0.0.1:%d" % (pubs[1], relay.getsockname()[1]))
+        t.join()
+        stale = lambda: ((status(nodes[1][1]) or {}).get("counters") or {}).get("stale_knocks")
+        before = stale()
+        check(r.returncode == 0 and kept and before == 0, "a knock through a relay admits (%s, stale %s)"
+              % ((r.stdout + r.stderr).strip(), before))
+        if kept:
+            up.sendto(kept[0], ("127.0.0.1", port1))
+            try:
+                up.recvfrom(2048)
+            except OSError:
+                pass
+        time.sleep(0.3)
+        check(stale() == 1, "the same knock replayed is answered and counted as stale (%s)" % stale())
+        relay.close()
+        up.close()
         d = ctx.socket(zmq.DEALER)
         d.linger = 0
         d.curve_secretkey = key_text(mallory + ".key").encode()
