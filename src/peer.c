@@ -953,6 +953,8 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             fprintf(p->metrics, ",\"epsilon\":%.6g", eps);
         }
         if (c->secure_mix) fprintf(p->metrics, ",\"unmixed\":%" PRIu64, st.chunks_unmixed);
+        if (st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]) /* chunks out of scale with ours (gossip.h), so far */
+            fprintf(p->metrics, ",\"implausible\":%" PRIu64, st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]);
         fprintf(p->metrics, "}\n");
         fflush(p->metrics);
         /* Every N rounds when asked; otherwise once a minute, so that a killed peer loses at
