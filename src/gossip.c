@@ -1813,6 +1813,16 @@ rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double
     return RUMOR_OK;
 }
 
+bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x)
+{
+    for (size_t c = 0; c < g->chunks; c++) {
+        const size_t n = chunk_len(g, c);
+        const double ss = sumsq(x + c * g->chunk_params, n);
+        if (!isfinite(ss) || !plausible_ss(g, c, ss, n)) return false;
+    }
+    return true;
+}
+
 void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
 {
     snap_t *sn = &g->snaps[g->cur_snap];

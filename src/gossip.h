@@ -398,6 +398,9 @@ float *rumor_gossip_momentum(rumor_gossip_t *g);   /* diloco momentum, else NULL
 /* Restore after a resume, before the first step: round and weights (chunk_count of them). */
 rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double *w, size_t count,
                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Whether a whole model x (params floats) from elsewhere (a late join's pull) is finite and, chunk
+ * by chunk, of a plausible scale against this peer's latest snapshot (the test chunks get). */
+bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x);
 /* Start over from another peer's model (late join): x is taken as this peer's parameters
  * (and diloco's theta, with the momentum cleared), the round jumps to `round`, weights
  * reset to 1. Only before the first step. */

@@ -735,6 +735,25 @@ static void test_plausible_bound(void)
     swarm_fini(&s);
 }
 
+/* A whole model from a neighbour (a late join's pull) passes the same test, chunk by chunk:
+ * a model 4 times ours does, 20 times does not, nor one FLT_MAX or NaN anywhere. */
+static void test_plausible_model(void)
+{
+    swarm_t s;
+    swarm_init(&s, 2, "complete", "dpsgd", 40, 16, 3, 500); /* chunks of 16, 16, 8 */
+    float v[40];
+    for (int j = 0; j < 40; j++) v[j] = 4.0f * s.x[0][j];
+    CHECK(rumor_gossip_plausible(s.g[0], s.x[0]) && rumor_gossip_plausible(s.g[0], v));
+    for (int j = 32; j < 40; j++) v[j] = 20.0f * s.x[0][j]; /* the last chunk only */
+    CHECK(!rumor_gossip_plausible(s.g[0], v));
+    for (int j = 0; j < 40; j++) v[j] = s.x[0][j];
+    v[20] = FLT_MAX;
+    CHECK(!rumor_gossip_plausible(s.g[0], v));
+    v[20] = NAN;
+    CHECK(!rumor_gossip_plausible(s.g[0], v));
+    swarm_fini(&s);
+}
+
 /* Push-sum: the weights of a swarm sum to its member count, so a chunk carrying 2^20 (the
  * wire's limit) from a neighbour of a swarm of 3 is made up: dropped (`weight`), where it
  * would have made that neighbour's model the whole of the mix. Up to 2 x 3 + 16 is taken. */
@@ -1370,6 +1389,7 @@ int main(void)
     test_hostile_huge("sgp");
     test_hostile_huge("diloco:1");
     test_plausible_bound();
+    test_plausible_model();
     test_sgp_weight_bound();
     test_sgp_sender_records();
     test_diloco();
