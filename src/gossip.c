@@ -256,11 +256,22 @@ const char *rumor_gossip_drop_name(rumor_gossip_drop_t d)
 
 /* ---- plausibility ---- */
 
-/* The sum of squares of chunk v (n float32, any alignment), in double: FLT_MAX squared and
- * summed over a whole chunk stays finite, so the test below needs no special case. */
+/* The sum of squares of chunk v (n float32, any alignment): finite exactly when every value
+ * is. Summed in float first (twice the lanes of double; it is compared against a bound 16
+ * times away, so float's rounding does not matter); a sum that overflows float (a value
+ * beyond about 1e19, or not finite) is redone in double, where FLT_MAX squared and summed
+ * over a whole chunk stays finite. */
 static double sumsq(const void *v, size_t n)
 {
     const uint8_t *restrict p = v;
+    float f = 0.0f;
+#pragma omp simd reduction(+ : f)
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, p + 4 * i, 4);
+        f += x * x;
+    }
+    if (isfinite(f)) return (double)f;
     double s = 0.0;
 #pragma omp simd reduction(+ : s)
     for (size_t i = 0; i < n; i++) {
@@ -273,13 +284,29 @@ static double sumsq(const void *v, size_t n)
 
 static size_t chunk_len(const rumor_gossip_t *g, size_t c);
 
-/* own_rms from the latest snapshot (at every snapshot: one pass over the model). */
+/* own_rms from the latest snapshot (one pass over the model). */
 static void own_scale(rumor_gossip_t *g)
 {
     const float *x = g->snaps[g->cur_snap].x;
     for (size_t c = 0; c < g->chunks; c++) {
         const size_t n = chunk_len(g, c);
         g->own_rms[c] = sqrt(sumsq(x + c * g->chunk_params, n) / (double)n);
+    }
+}
+
+/* dst = src (a new snapshot), and own_rms from it in the same pass. */
+static void snap_copy(rumor_gossip_t *g, float *restrict dst, const float *restrict src)
+{
+    for (size_t c = 0; c < g->chunks; c++) {
+        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = 0; i < n; i++) {
+            const float v = src[off + i];
+            dst[off + i] = v;
+            s += (double)v * (double)v;
+        }
+        g->own_rms[c] = sqrt(s / (double)n);
     }
 }
 
@@ -1201,17 +1228,16 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     if (g->choco) {
         /* What travels is the public copy, moved towards x by this round's delta. */
         choco_encode(g, x, sb);
-        memcpy(sn->x, g->xhat, g->P * sizeof *sn->x);
+        snap_copy(g, sn->x, g->xhat);
     } else {
-        memcpy(sn->x, x, g->P * sizeof *sn->x); /* diloco too: the inner result is what travels */
+        snap_copy(g, sn->x, x); /* diloco too: the inner result is what travels */
     }
     memcpy(sn->w, g->w, g->chunks * sizeof *sn->w);
     /* Live accumulators (neighbours ahead of us) move to the new reference. */
     for (int k = 0; k < SLOTS && !g->choco; k++)
         if (g->slots[k].live && g->slots[k].ref != sb) rebase(g, &g->slots[k], sb);
     g->cur_snap = sb;
-    g->have_snap = true;
-    own_scale(g);
+    g->have_snap = true; /* own_rms is this snapshot's (snap_copy) */
 
     /* Members: the view and this peer, numbered by sorted key. */
     size_t n = 0, me = 0;
