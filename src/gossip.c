@@ -324,6 +324,17 @@ static bool plausible(const rumor_gossip_t *g, size_t c, const void *v, size_t n
     return plausible_ss(g, c, sumsq(v, n), n);
 }
 
+/* sgp: the most weight one message, or this peer after a round, can plausibly hold. The
+ * weights of a swarm sum to its member count: more than the members this peer knows of (twice
+ * over, and some: views lag) is made up. Capping our own weight there too means a neighbour
+ * that slips in weights just under the bound cannot inflate everyone's until honest messages
+ * pass it. */
+static double weight_bound(const rumor_gossip_t *g)
+{
+    const double b = 2.0 * (double)(g->view_count + 1) + RUMOR_GOSSIP_SGP_WEIGHT_SLACK;
+    return b < SHARE_MAX_SGP ? b : SHARE_MAX_SGP;
+}
+
 /* ---- life cycle ---- */
 
 static void slot_reset(rumor_gossip_t *g, slot_t *s)
@@ -1422,6 +1433,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
     if (g->cfg.secure_mix) secure_unmask(g, s, snap);
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
+    const double wcap = weight_bound(g);
     if (g->choco) {
         apply_deferred(g, -1);
         cons = choco_mix(g, s, x);
@@ -1452,7 +1464,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
                 xp[i] += d;
                 acc[i] = 0.0f;
             }
-            if (kind == RUMOR_ALGO_SGP) g->w[c] = tw > WEIGHT_MIN ? tw : WEIGHT_MIN;
+            if (kind == RUMOR_ALGO_SGP) g->w[c] = tw > WEIGHT_MIN ? (tw < wcap ? tw : wcap) : WEIGHT_MIN;
         }
         cons += cs;
     }
@@ -1655,13 +1667,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
     const size_t n = chunk_len(g, c->chunk);
     if (c->off != off || c->n != n || (!c->choco && len != n * sizeof(float))) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
     const bool sgp = g->cfg.algo.kind == RUMOR_ALGO_SGP;
-    double wmax = 1.0;
-    if (sgp) {
-        /* The weights of a swarm sum to its member count: one message carrying more than the
-         * members this peer knows of (twice over, and some: views lag) is made up. */
-        wmax = 2.0 * (double)(g->view_count + 1) + RUMOR_GOSSIP_SGP_WEIGHT_SLACK;
-        if (wmax > SHARE_MAX_SGP) wmax = SHARE_MAX_SGP;
-    }
+    const double wmax = sgp ? weight_bound(g) : 1.0;
     if (!(c->w > 0.0) || !(c->w <= wmax)) return drop(g, RUMOR_GOSSIP_DROP_WEIGHT);
     if (c->masked != g->cfg.secure_mix || c->choco != g->choco) return drop(g, RUMOR_GOSSIP_DROP_MODE);
     if (g->choco) return choco_chunk(g, peer, c, payload, len, off, n, now);
@@ -1750,8 +1756,8 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
         s->mshare[c->chunk] += c->w;
         if (c->mix != e->mix) e->mix_bad = true;
     } else {
-        /* Plain mixing reads the chunk once before adding it: its sum of squares in double is
-         * finite exactly when every float is, and gives its scale. */
+        /* Plain mixing reads the chunk once before adding it: its sum of squares is finite
+         * exactly when every value is (sumsq), and gives its scale. */
         const bool plain = !robust && !g->cfg.robust.trim;
         const double ss = plain ? sumsq(payload, n) : 0.0;
         if (plain ? !isfinite(ss) : !all_finite(payload, n)) {

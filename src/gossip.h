@@ -68,7 +68,10 @@
  *    does not apply the test.
  *  - sgp: the weights of a swarm sum to its member count, so a message weighing more than
  *    twice the members this peer knows of plus RUMOR_GOSSIP_SGP_WEIGHT_SLACK (views lag;
- *    joiners bring their own unit) is made up (`weight`).
+ *    joiners bring their own unit) is made up (`weight`), and the peer's own weight is capped
+ *    there after each round (so weights slipped in just under the bound cannot inflate the
+ *    swarm's until honest messages pass it). A neighbour claiming a weight under the bound
+ *    still outweighs a small neighbourhood: push-sum has no robust mode.
  *  - sgp keeps a record per (sender, round) in the round's slot: one sender holds at most
  *    RUMOR_GOSSIP_SENDER_ROUNDS (its oldest round's is reused after that; a record only
  *    catches a chunk delivered twice), and rounds more than RUMOR_GOSSIP_SGP_AHEAD ahead of

@@ -756,7 +756,8 @@ static void test_plausible_model(void)
 
 /* Push-sum: the weights of a swarm sum to its member count, so a chunk carrying 2^20 (the
  * wire's limit) from a neighbour of a swarm of 3 is made up: dropped (`weight`), where it
- * would have made that neighbour's model the whole of the mix. Up to 2 x 3 + 16 is taken. */
+ * would have made that neighbour's model the whole of the mix. Up to 2 x 3 + 16 is taken,
+ * and the peer's own weight never passes that either. */
 static void test_sgp_weight_bound(void)
 {
     swarm_t s;
@@ -776,6 +777,18 @@ static void test_sgp_weight_bound(void)
     CHECK(memcmp(keep, s.x[0], sizeof keep) == 0); /* nothing came: its own model, weight 1 */
     h.w = 2.0 * 3 + RUMOR_GOSSIP_SGP_WEIGHT_SLACK - 0.5;
     CHECK(rumor_gossip_on_chunk(s.g[0], s.key[2], &h, v, sizeof v, 2));
+    /* A weight just under the bound every round: taken, but the peer's own weight is capped at
+     * the bound too, so it cannot grow round after round until honest messages pass it. */
+    double most = 0.0;
+    for (int r = 0; r < 30; r++) {
+        CHECK(rumor_gossip_step(s.g[0], s.x[0], 3 + (uint64_t)r) == RUMOR_GOSSIP_DONE);
+        rumor_gossip_send_t m;
+        while (rumor_gossip_next_send(s.g[0], &m)) rumor_gossip_release(s.g[0], &m, true);
+        most = fmax(most, rumor_gossip_weights(s.g[0])[0]);
+        h.round = (uint64_t)r + 1;
+        CHECK(rumor_gossip_on_chunk(s.g[0], s.key[2], &h, v, sizeof v, 3 + (uint64_t)r));
+    }
+    CHECK_MSG(most <= 2.0 * 3 + RUMOR_GOSSIP_SGP_WEIGHT_SLACK, "own weight reached %g", most);
     swarm_fini(&s);
 }
 
