@@ -991,6 +991,10 @@ static rumor_err_t round_done(sim_t *s, int i)
         const size_t tl = strlen(tail);
         snprintf(tail + tl, sizeof tail - tl, ",\"epsilon\":%.6g", rumor_priv_epsilon(p->dp));
     }
+    if (st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]) { /* chunks out of scale with ours (gossip.h), so far */
+        const size_t tl = strlen(tail);
+        snprintf(tail + tl, sizeof tail - tl, ",\"implausible\":%" PRIu64, st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]);
+    }
     if (metrics_put(s, i,
                     "{\"t\":%.6f,\"round\":%ld,\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g,\"consensus\":%.6g,\"w\":%.6g,"
                     "\"peers\":%d,\"neighbours\":%d,\"missing\":%d,\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64

@@ -16,6 +16,10 @@
 #define BAN_ROUNDS 50           /* ... for this many rounds */
 #define STRIKE_TABLE 64         /* robust: senders with strikes remembered */
 #define KF_EVERY 4              /* choco: rounds between two keyframes a neighbour asks for */
+#define PLAUSIBLE_RMS RUMOR_GOSSIP_PLAUSIBLE_RMS
+#define PLAUSIBLE_FLOOR RUMOR_GOSSIP_PLAUSIBLE_FLOOR
+#define SGP_AHEAD RUMOR_GOSSIP_SGP_AHEAD
+#define SENDER_ROUNDS RUMOR_GOSSIP_SENDER_ROUNDS
 
 /* One sender's message in one round: which chunks came, and whether it went bad. */
 typedef struct {
@@ -156,6 +160,8 @@ struct rumor_gossip {
     int quiet;                 /* sgp: rounds finished in a row with nothing received */
     /* robust mixing */
     double *tau;               /* clipping radius per chunk; 0 before a round finished */
+    /* plausibility: the RMS of the latest snapshot, per chunk (the receiver's own scale) */
+    double *own_rms;
     strike_t strikes[STRIKE_TABLE];
     int n_strikes;
     /* secure mixing */
@@ -250,8 +256,90 @@ rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[R
 const char *rumor_gossip_drop_name(rumor_gossip_drop_t d)
 {
     static const char *names[RUMOR_GOSSIP_DROP_COUNT] = {"layout", "shape",   "weight", "nonfinite", "duplicate", "stale",
-                                                         "ahead",  "senders", "banned", "mode",      "copy"};
+                                                         "ahead",  "senders", "banned", "mode",      "copy",
+                                                         "implausible"};
     return (unsigned)d < RUMOR_GOSSIP_DROP_COUNT ? names[d] : "?";
+}
+
+/* ---- plausibility ---- */
+
+/* The sum of squares of chunk v (n float32, any alignment): finite exactly when every value
+ * is. Summed in float first (twice the lanes of double; it is compared against a bound 16
+ * times away, so float's rounding does not matter); a sum that overflows float (a value
+ * beyond about 1e19, or not finite) is redone in double, where FLT_MAX squared and summed
+ * over a whole chunk stays finite. */
+static double sumsq(const void *v, size_t n)
+{
+    const uint8_t *restrict p = v;
+    float f = 0.0f;
+#pragma omp simd reduction(+ : f)
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, p + 4 * i, 4);
+        f += x * x;
+    }
+    if (isfinite(f)) return (double)f;
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, p + 4 * i, 4);
+        s += (double)x * (double)x;
+    }
+    return s;
+}
+
+static size_t chunk_len(const rumor_gossip_t *g, size_t c);
+
+/* own_rms from the latest snapshot (one pass over the model). */
+static void own_scale(rumor_gossip_t *g)
+{
+    const float *x = g->snaps[g->cur_snap].x;
+    for (size_t c = 0; c < g->chunks; c++) {
+        const size_t n = chunk_len(g, c);
+        g->own_rms[c] = sqrt(sumsq(x + c * g->chunk_params, n) / (double)n);
+    }
+}
+
+/* dst = src (a new snapshot), and own_rms from it in the same pass. */
+static void snap_copy(rumor_gossip_t *g, float *restrict dst, const float *restrict src)
+{
+    for (size_t c = 0; c < g->chunks; c++) {
+        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = 0; i < n; i++) {
+            const float v = src[off + i];
+            dst[off + i] = v;
+            s += (double)v * (double)v;
+        }
+        g->own_rms[c] = sqrt(s / (double)n);
+    }
+}
+
+/* Whether n values of chunk c whose sum of squares is ss are of a scale this peer's own
+ * parameters of that range make plausible: RMS <= PLAUSIBLE_RMS * RMS(own) + PLAUSIBLE_FLOOR
+ * (false for a non-finite ss). */
+static bool plausible_ss(const rumor_gossip_t *g, size_t c, double ss, size_t n)
+{
+    const double bound = PLAUSIBLE_RMS * g->own_rms[c] + PLAUSIBLE_FLOOR;
+    return ss <= bound * bound * (double)n;
+}
+
+static bool plausible(const rumor_gossip_t *g, size_t c, const void *v, size_t n)
+{
+    return plausible_ss(g, c, sumsq(v, n), n);
+}
+
+/* sgp: the most weight one message, or this peer after a round, can plausibly hold. The
+ * weights of a swarm sum to its member count: more than the members this peer knows of (twice
+ * over, and some: views lag) is made up. Capping our own weight there too means a neighbour
+ * that slips in weights just under the bound cannot inflate everyone's until honest messages
+ * pass it. */
+static double weight_bound(const rumor_gossip_t *g)
+{
+    const double b = 2.0 * (double)(g->view_count + 1) + RUMOR_GOSSIP_SGP_WEIGHT_SLACK;
+    return b < SHARE_MAX_SGP ? b : SHARE_MAX_SGP;
 }
 
 /* ---- life cycle ---- */
@@ -423,6 +511,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         if (!g->out_rank || !g->out_share || !g->chunk_ok) goto nomem;
     }
     if (cfg->robust.clip && !(g->tau = calloc(g->chunks, sizeof *g->tau))) goto nomem;
+    if (!(g->own_rms = malloc(g->chunks * sizeof *g->own_rms))) goto nomem;
     if (cfg->algo.kind == RUMOR_ALGO_DILOCO) {
         g->theta = malloc(g->P * sizeof *g->theta);
         g->mom = calloc(g->P, sizeof *g->mom);
@@ -435,6 +524,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     for (size_t c = 0; c < g->chunks; c++) g->snaps[0].w[c] = 1.0;
     g->cur_snap = 0;
     g->have_snap = true;
+    own_scale(g);
     g->view = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->view);
     g->members = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->members);
     g->member_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_boot);
@@ -486,6 +576,7 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     free(g->pend);
     free(g->pend_bytes);
     free(g->tau);
+    free(g->own_rms);
     free(g->w);
     free(g->theta);
     free(g->mom);
@@ -969,6 +1060,7 @@ static bool copy_apply(rumor_gossip_t *g, copy_t *e, size_t k, int codec, uint64
     if (codec == RUMOR_CODEC_F32) {
         if (copy_valid(g, e, k) && e->ver[k] >= ver) return drop(g, RUMOR_GOSSIP_DROP_DUPLICATE);
         if (!all_finite(payload, n)) return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
+        if (!plausible(g, k, payload, n)) return drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
         memcpy(e->x + off, payload, n * sizeof(float));
     } else {
         if (!copy_valid(g, e, k) || e->ver[k] + 1 != ver) {
@@ -981,6 +1073,12 @@ static bool copy_apply(rumor_gossip_t *g, copy_t *e, size_t k, int codec, uint64
             !all_finite((const uint8_t *)(e->x + off), n)) {
             copy_set_valid(g, e, k, false);
             return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
+        }
+        /* The copy a delta made must be as plausible as a keyframe would be; it cannot be
+         * undone, so the chunk of the copy waits for a keyframe. */
+        if (!plausible(g, k, e->x + off, n)) {
+            copy_set_valid(g, e, k, false);
+            return drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
         }
     }
     e->ver[k] = ver;
@@ -1174,16 +1272,16 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     if (g->choco) {
         /* What travels is the public copy, moved towards x by this round's delta. */
         choco_encode(g, x, sb);
-        memcpy(sn->x, g->xhat, g->P * sizeof *sn->x);
+        snap_copy(g, sn->x, g->xhat);
     } else {
-        memcpy(sn->x, x, g->P * sizeof *sn->x); /* diloco too: the inner result is what travels */
+        snap_copy(g, sn->x, x); /* diloco too: the inner result is what travels */
     }
     memcpy(sn->w, g->w, g->chunks * sizeof *sn->w);
     /* Live accumulators (neighbours ahead of us) move to the new reference. */
     for (int k = 0; k < SLOTS && !g->choco; k++)
         if (g->slots[k].live && g->slots[k].ref != sb) rebase(g, &g->slots[k], sb);
     g->cur_snap = sb;
-    g->have_snap = true;
+    g->have_snap = true; /* own_rms is this snapshot's (snap_copy) */
 
     /* Members: the view and this peer, numbered by sorted key. */
     size_t n = 0, me = 0;
@@ -1342,6 +1440,19 @@ static void secure_unmask(rumor_gossip_t *g, slot_t *s, const float *snap)
         const uint32_t *restrict m = s->macc + off;
         const float *restrict sx = snap + off;
         float *restrict acc = s->acc + off;
+        /* The neighbourhood's mean, sum / sh, must be plausible like any chunk (the encoding's
+         * +-2048 bounds the sum, not its scale against ours); one sender cannot be told apart,
+         * so the whole chunk sits out. */
+        double ss = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            const double v = rumor_secmix_value(m[i]);
+            ss += v * v;
+        }
+        if (!plausible_ss(g, c, ss / (sh * sh), n)) {
+            g->st.chunks_unmixed++;
+            g->st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]++;
+            continue;
+        }
         for (size_t i = 0; i < n; i++) acc[i] = (float)(rumor_secmix_value(m[i]) - sh * (double)sx[i]);
         s->accw[c] += sh;
     }
@@ -1359,6 +1470,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
     if (g->cfg.secure_mix) secure_unmask(g, s, snap);
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
+    const double wcap = weight_bound(g);
     if (g->choco) {
         apply_deferred(g, -1);
         cons = choco_mix(g, s, x);
@@ -1389,7 +1501,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
                 xp[i] += d;
                 acc[i] = 0.0f;
             }
-            if (kind == RUMOR_ALGO_SGP) g->w[c] = tw > WEIGHT_MIN ? tw : WEIGHT_MIN;
+            if (kind == RUMOR_ALGO_SGP) g->w[c] = tw > WEIGHT_MIN ? (tw < wcap ? tw : wcap) : WEIGHT_MIN;
         }
         cons += cs;
     }
@@ -1591,13 +1703,15 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
     const size_t off = (size_t)c->chunk * g->chunk_params;
     const size_t n = chunk_len(g, c->chunk);
     if (c->off != off || c->n != n || (!c->choco && len != n * sizeof(float))) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
-    const double wmax = g->cfg.algo.kind == RUMOR_ALGO_SGP ? SHARE_MAX_SGP : 1.0;
+    const bool sgp = g->cfg.algo.kind == RUMOR_ALGO_SGP;
+    const double wmax = sgp ? weight_bound(g) : 1.0;
     if (!(c->w > 0.0) || !(c->w <= wmax)) return drop(g, RUMOR_GOSSIP_DROP_WEIGHT);
     if (c->masked != g->cfg.secure_mix || c->choco != g->choco) return drop(g, RUMOR_GOSSIP_DROP_MODE);
     if (g->choco) return choco_chunk(g, peer, c, payload, len, off, n, now);
 
     slot_t *s;
-    if (g->cfg.algo.kind == RUMOR_ALGO_SGP) {
+    if (sgp) {
+        if (c->round > g->round + SGP_AHEAD) return drop(g, RUMOR_GOSSIP_DROP_AHEAD);
         s = slot_for(g, g->round); /* no barrier: everything goes into the round in flight */
     } else {
         if (c->round < g->round) {
@@ -1626,12 +1740,28 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
         }
     }
     if (!s) return drop(g, RUMOR_GOSSIP_DROP_STALE);
-    sender_t *e = find_sender(s, peer, g->cfg.algo.kind == RUMOR_ALGO_SGP ? c->round : s->round);
+    sender_t *e = find_sender(s, peer, sgp ? c->round : s->round);
     if (!e) {
-        if (s->n_senders == RUMOR_GOSSIP_MAX_SENDERS) return drop(g, RUMOR_GOSSIP_DROP_SENDERS);
-        e = &s->senders[s->n_senders++];
+        /* sgp keeps a record per (sender, round): one sender holds at most SENDER_ROUNDS of a
+         * slot's records, its oldest round's record is reused past that, so made-up rounds
+         * cannot crowd others out. A record only guards against a chunk delivered twice, which
+         * an honest sender never does: reusing it costs an honest sender nothing. */
+        sender_t *oldest = NULL;
+        int mine = 0;
+        for (int i = 0; sgp && i < s->n_senders; i++) {
+            sender_t *o = &s->senders[i];
+            if (memcmp(o->key, peer, RUMOR_GOSSIP_KEY_LEN) != 0) continue;
+            mine++;
+            if (!oldest || o->round < oldest->round) oldest = o;
+        }
+        if (mine >= SENDER_ROUNDS) {
+            e = oldest;
+        } else {
+            if (s->n_senders == RUMOR_GOSSIP_MAX_SENDERS) return drop(g, RUMOR_GOSSIP_DROP_SENDERS);
+            e = &s->senders[s->n_senders++];
+        }
         memcpy(e->key, peer, RUMOR_GOSSIP_KEY_LEN);
-        e->round = g->cfg.algo.kind == RUMOR_ALGO_SGP ? c->round : s->round;
+        e->round = sgp ? c->round : s->round;
         e->got = 0;
         e->bad = e->complete = e->struck = false;
         e->tidx = -1;
@@ -1662,10 +1792,19 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
         s->mcount[c->chunk]++;
         s->mshare[c->chunk] += c->w;
         if (c->mix != e->mix) e->mix_bad = true;
-    } else if (!all_finite(payload, n)) {
-        e->bad = true;
-        if (robust) strike(g, e);
-        return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
+    } else {
+        /* Plain mixing reads the chunk once before adding it: its sum of squares is finite
+         * exactly when every value is (sumsq), and gives its scale. */
+        const bool plain = !robust && !g->cfg.robust.trim;
+        const double ss = plain ? sumsq(payload, n) : 0.0;
+        if (plain ? !isfinite(ss) : !all_finite(payload, n)) {
+            e->bad = true;
+            if (robust) strike(g, e);
+            return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
+        }
+        /* Out of all proportion to our own parameters: as if it never came (robust mixing
+         * bounds every chunk its own way and sees it). */
+        if (plain && !plausible_ss(g, c->chunk, ss, n)) return drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
     }
     const float a = (float)c->w;
     const float *ref = ref_of(g, s);
@@ -1743,6 +1882,16 @@ rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double
     return RUMOR_OK;
 }
 
+bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x)
+{
+    for (size_t c = 0; c < g->chunks; c++) {
+        const size_t n = chunk_len(g, c);
+        const double ss = sumsq(x + c * g->chunk_params, n);
+        if (!isfinite(ss) || !plausible_ss(g, c, ss, n)) return false;
+    }
+    return true;
+}
+
 void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
 {
     snap_t *sn = &g->snaps[g->cur_snap];
@@ -1765,6 +1914,7 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
     for (size_t c = 0; c < g->chunks; c++) g->w[c] = 1.0; /* a newcomer brings its own unit of mass */
     g->round = round;
     g->ahead = 0;
+    own_scale(g);
     /* Accumulators of rounds before the new one are stale now (dpsgd, diloco); push-sum's
      * go into the first round. */
     for (int i = 0; i < SLOTS; i++) {

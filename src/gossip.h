@@ -44,7 +44,42 @@
  * row j of W_t in the push convention (topology.h). For dpsgd and diloco the graphs are
  * undirected with symmetric Metropolis-Hastings weights, so the sender's share is the
  * receiver's weight; using the number in the message keeps two peers that briefly disagree
- * on the view consistent. Shares outside (0, 1] (outside (0, 2^20] for sgp) are rejected.
+ * on the view consistent. Shares outside (0, 1] are rejected; for sgp, weights outside
+ * (0, 2 m + RUMOR_GOSSIP_SGP_WEIGHT_SLACK], m the members this peer knows of (its view and
+ * itself; never above the wire's 2^20), see below.
+ *
+ * Surviving a neighbour without robust mixing. No single message from a neighbour makes a
+ * peer crash, exit, or take a non-finite or out-of-scale value into its parameters:
+ *  - a chunk with a NaN or Inf is dropped (`nonfinite`), and so is a finite one whose RMS
+ *    exceeds RUMOR_GOSSIP_PLAUSIBLE_RMS (16) times the RMS of this peer's own latest
+ *    snapshot over the same range, plus RUMOR_GOSSIP_PLAUSIBLE_FLOOR (0.1: a range of ours
+ *    near zero, e.g. freshly zeroed biases, still takes honest chunks) (`implausible`).
+ *    Honest neighbours stay far below the factor (docs/decisions.md: at most 1.01 over
+ *    whole models, 5.8 over ranges of 128 floats). A dropped chunk is one that never came:
+ *    the round renormalises without it, as for a missing neighbour. The test is the same
+ *    for what every algorithm mixes: models (dpsgd, sgp), inner results (diloco, so that the
+ *    pseudo-gradient theta - x_j a neighbour brings is at most about 17 times our scale: a
+ *    delta larger than the weights themselves is implausible), codec chunks after decoding,
+ *    CHOCO keyframes and the copies that deltas make (such a delta leaves that chunk of the
+ *    copy invalid until a keyframe), and under secure mixing the neighbourhood mean each
+ *    chunk unmasks to (senders cannot be told apart there: the chunk stays unmixed, counted
+ *    in chunks_unmixed and `implausible`; the encoding's +-2048 bounds each share). Robust
+ *    mixing bounds every chunk its own way (clip's radius, trim's order statistics) and
+ *    does not apply the test.
+ *  - sgp: the weights of a swarm sum to its member count, so a message weighing more than
+ *    twice the members this peer knows of plus RUMOR_GOSSIP_SGP_WEIGHT_SLACK (views lag;
+ *    joiners bring their own unit) is made up (`weight`), and the peer's own weight is capped
+ *    there after each round (so weights slipped in just under the bound cannot inflate the
+ *    swarm's until honest messages pass it). A neighbour claiming a weight under the bound
+ *    still outweighs a small neighbourhood: push-sum has no robust mode.
+ *  - sgp keeps a record per (sender, round) in the round's slot: one sender holds at most
+ *    RUMOR_GOSSIP_SENDER_ROUNDS (its oldest round's is reused after that; a record only
+ *    catches a chunk delivered twice), and rounds more than RUMOR_GOSSIP_SGP_AHEAD ahead of
+ *    ours are dropped (`ahead`): made-up rounds cannot crowd out other senders.
+ * What plain mixing does not survive is a neighbour that keeps sending models of plausible
+ * scale that pull against the swarm (attack.h's scale:-10, every round): the mix follows it,
+ * each round can grow a peer's model by up to its weight times the factor, and over rounds
+ * training can diverge. Telling that neighbour apart is what --robust does.
  *
  * Robust mixing (`--robust clip[:F]`, dpsgd and diloco). Self-centred clipping after
  * ClippedGossip (He, Karimireddy, Jaggi 2022): a neighbour's model v enters the mix as
@@ -112,11 +147,12 @@
  *
  * Rejected input (counted, never mixed, never fatal): another layout id, a chunk geometry that
  * is not this engine's, a bad share, a non-finite value anywhere in a chunk (the chunk is
- * dropped and the rest of that message ignored), a chunk already received, a round too old
+ * dropped and the rest of that message ignored), an implausible chunk (see above; only that
+ * chunk), a chunk already received, a round too old
  * (dpsgd/diloco: before the round in flight) or too far ahead (beyond the next three; the
  * engine then skips to one past the lowest such round it saw, at its next gossip point, so a
- * slow, late or resumed peer falls back into step without waiting out its deadlines),
- * more senders in one round than RUMOR_GOSSIP_MAX_SENDERS.
+ * slow, late or resumed peer falls back into step without waiting out its deadlines; sgp:
+ * beyond RUMOR_GOSSIP_SGP_AHEAD), more senders in one round than RUMOR_GOSSIP_MAX_SENDERS.
  *
  * Threads: none. The caller serialises all calls (the node holds one mutex around them).
  */
@@ -137,6 +173,12 @@
 #define RUMOR_GOSSIP_MAX_MEMBERS 4096  /* view + self */
 #define RUMOR_GOSSIP_CHUNK_DEFAULT (256 * 1024) /* floats: 1 MiB */
 #define RUMOR_GOSSIP_HISTORY 32        /* arrival delays the adaptive deadline looks at */
+/* Implausible input (see "Surviving a neighbour without robust mixing" above). */
+#define RUMOR_GOSSIP_PLAUSIBLE_RMS 16.0    /* a chunk's RMS may be this many times our own ... */
+#define RUMOR_GOSSIP_PLAUSIBLE_FLOOR 0.1   /* ... plus this (a range of ours near zero) */
+#define RUMOR_GOSSIP_SGP_WEIGHT_SLACK 16.0 /* sgp: a weight may be 2 x members known + this */
+#define RUMOR_GOSSIP_SGP_AHEAD 1024        /* sgp: rounds further ahead of ours are dropped */
+#define RUMOR_GOSSIP_SENDER_ROUNDS 4       /* sgp: records one sender holds in a round's slot */
 
 typedef enum { RUMOR_ALGO_DPSGD, RUMOR_ALGO_SGP, RUMOR_ALGO_DILOCO } rumor_algo_kind_t;
 
@@ -315,6 +357,7 @@ typedef enum {
     RUMOR_GOSSIP_DROP_BANNED,    /* a sender banned for its strikes (robust mixing) */
     RUMOR_GOSSIP_DROP_MODE,      /* masked, compressed or plain where this engine takes another kind */
     RUMOR_GOSSIP_DROP_COPY,      /* choco: a delta that does not follow the copy held (a gap, another lineage) */
+    RUMOR_GOSSIP_DROP_IMPLAUSIBLE, /* finite, but out of all proportion to our own parameters */
     RUMOR_GOSSIP_DROP_COUNT
 } rumor_gossip_drop_t;
 
@@ -363,6 +406,9 @@ float *rumor_gossip_momentum(rumor_gossip_t *g);   /* diloco momentum, else NULL
 /* Restore after a resume, before the first step: round and weights (chunk_count of them). */
 rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double *w, size_t count,
                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Whether a whole model x (params floats) from elsewhere (a late join's pull) is finite and, chunk
+ * by chunk, of a plausible scale against this peer's latest snapshot (the test chunks get). */
+bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x);
 /* Start over from another peer's model (late join): x is taken as this peer's parameters
  * (and diloco's theta, with the momentum cleared), the round jumps to `round`, weights
  * reset to 1. Only before the first step. */

@@ -828,7 +828,12 @@ static rumor_err_t late_join(peer_t *p, float *x, char err[RUMOR_ERR_LEN])
         pthread_cond_timedwait(&p->cv, &p->mu, &ts);
     }
     const bool got = p->pull_state == PULL_DONE && p->pull_got == p->pull_chunks;
-    if (got && p->pull_ok && p->pull_round >= LATE_JOIN_ROUNDS) {
+    /* The hash says the model came whole, not that it is sane: one neighbour must not hand a
+     * joiner a model that makes its loss non-finite. */
+    const bool take = got && p->pull_ok && p->pull_round >= LATE_JOIN_ROUNDS;
+    if (take && !rumor_gossip_plausible(p->g, p->pull_buf)) {
+        rumor_log(RUMOR_LOG_WARN, "a neighbour's model is not finite or out of all scale with ours: starting from our own");
+    } else if (take) {
         memcpy(x, p->pull_buf, P * sizeof *x);
         rumor_gossip_adopt(p->g, x, p->pull_round);
         rumor_log(RUMOR_LOG_INFO, "joined a running swarm at round %" PRIu64 ": took a neighbour's model (hash verified)",
@@ -978,6 +983,8 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             fprintf(p->metrics, ",\"epsilon\":%.6g", eps);
         }
         if (c->secure_mix) fprintf(p->metrics, ",\"unmixed\":%" PRIu64, st.chunks_unmixed);
+        if (st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]) /* chunks out of scale with ours (gossip.h), so far */
+            fprintf(p->metrics, ",\"implausible\":%" PRIu64, st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]);
         fprintf(p->metrics, "}\n");
         fflush(p->metrics);
         /* Every N rounds when asked; otherwise once a minute, so that a killed peer loses at

@@ -6,6 +6,7 @@
 #include "rng.h"
 #include "topology.h"
 
+#include <float.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@ typedef struct {
     int lose_from, lose_to, lose_chunk; /* a chunk to lose once; -1: none */
     bool wrong_mix;                     /* deliver the next masked send with another mix id */
     bool refusals_ok;                   /* a receiver may refuse masked chunks (disagreeing sets) */
+    int hostile;                        /* masked sends of this peer go scaled by ... */
+    float hostile_scale;                /* ... this (0: none) */
     uint64_t choco_bytes, choco_dense;  /* compressed gossip: bytes delivered, and as float32 */
 } swarm_t;
 
@@ -113,7 +116,15 @@ static void deliver(swarm_t *s, int from, const rumor_gossip_send_t *m, uint64_t
                 rumor_secmix_send_t snd;
                 uint8_t *buf = malloc(4 * n);
                 CHECK_RC(rumor_secmix_send_init(s->sm[from], &m->edges, &snd, err));
-                CHECK_RC(rumor_secmix_encode(&snd, off, m->params + off, n, h.w, buf, err));
+                float *scaled = NULL;
+                const float *v = m->params + off;
+                if (s->hostile_scale != 0.0f && from == s->hostile) {
+                    scaled = malloc(n * sizeof *scaled);
+                    for (size_t j = 0; j < n; j++) scaled[j] = s->hostile_scale * v[j];
+                    v = scaled;
+                }
+                CHECK_RC(rumor_secmix_encode(&snd, off, v, n, h.w, buf, err));
+                free(scaled);
                 rumor_secmix_send_fini(&snd);
                 h.masked = true;
                 h.mix = m->mix ^ (s->wrong_mix ? 1 : 0);
@@ -536,7 +547,7 @@ static void test_one_round_ahead(void)
 {
     swarm_t s;
     swarm_init(&s, 2, "complete", "dpsgd", 8, 8, 1, 100);
-    for (int j = 0; j < 8; j++) s.x[0][j] = 0.0f, s.x[1][j] = 4.0f;
+    for (int j = 0; j < 8; j++) s.x[0][j] = 1.0f, s.x[1][j] = 4.0f;
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 0) == RUMOR_GOSSIP_DONE);   /* round 0 starts */
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 100) == RUMOR_GOSSIP_DONE); /* 0 ends alone, 1 starts */
     rumor_gossip_send_t m;
@@ -585,12 +596,238 @@ static void test_nonfinite_positions(void)
         caught += !rumor_gossip_on_chunk(s.g[0], key, &h, v, sizeof v, 0);
     }
     CHECK(caught == 100);
-    for (int j = 0; j < 100; j++) v[j] = -(float)j * 3e36f; /* up to -3e38: still finite */
+    for (int j = 0; j < 100; j++) v[j] = -(float)j * 3e36f; /* up to -3e38: finite, but implausible */
     uint8_t key[RUMOR_GOSSIP_KEY_LEN] = {7};
     rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = 0.5, .chunk = 0, .chunks = 1, .off = 0, .n = 100};
-    CHECK(rumor_gossip_on_chunk(s.g[0], key, &h, v, sizeof v, 0));
+    CHECK(!rumor_gossip_on_chunk(s.g[0], key, &h, v, sizeof v, 0));
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_NONFINITE] == 100 && st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE] == 1);
     swarm_fini(&s);
 }
+
+
+/* ---- surviving a hostile neighbour without robust mixing ---- */
+
+/* What a model's loss would see: a float32 sum of squares (an L2 loss), which overflows to
+ * Inf long before the parameters themselves do. */
+static bool loss_finite(const float *x, size_t n)
+{
+    float l = 0.0f;
+    for (size_t j = 0; j < n; j++) l += x[j] * x[j];
+    return isfinite(l);
+}
+
+/* Peer 2 of 3 (complete graph) is hostile: every round it sends each honest peer, in place of
+ * its model, chunks of FLT_MAX, of +-1e30, one spike of 1e19 in an honest model, or 40 times
+ * an honest model (finite all, NaN-free). The honest peers drop every one of them
+ * (`implausible`), treat peer 2 as missing, and mix with each other: after 24 rounds their
+ * parameters are finite, their loss is, and they sit at their own average. */
+static void test_hostile_huge(const char *algo)
+{
+    const size_t P = 40, chunk = 16; /* chunks of 16, 16, 8 */
+    swarm_t s;
+    swarm_init(&s, 3, "complete", algo, P, chunk, 11, 200);
+    s.dead[2] = true; /* its engine stays out; what it sends is made here */
+    double honest0 = 0.0; /* the honest average of coordinate 0 */
+    for (int i = 0; i < 2; i++) honest0 += s.x[i][0] / 2.0;
+    float *bad = malloc(P * sizeof *bad);
+    uint64_t now = 1000, sent_bad = 0;
+    for (int r = 0; r < 24; r++) {
+        for (int i = 0; i < 2; i++) {
+            /* The hostile chunks of the round this peer has in flight (or is about to start). */
+            for (uint32_t c = 0; c < 3; c++) {
+                const size_t off = c * chunk, n = c < 2 ? chunk : P - 2 * chunk;
+                for (size_t j = 0; j < n; j++) {
+                    switch (r % 4) {
+                    case 0: bad[j] = FLT_MAX; break;
+                    case 1: bad[j] = j % 2 ? 1e30f : -1e30f; break;
+                    case 2: bad[j] = s.x[1 - i][off + j] + (j == 3 ? 1e19f : 0.0f); break;
+                    default: bad[j] = 40.0f * s.x[1 - i][off + j]; break;
+                    }
+                }
+                rumor_gossip_chunk_t h = {.round = rumor_gossip_round(s.g[i]), .layout = 0x1234, .w = 1.0 / 3.0,
+                                          .chunk = c, .chunks = 3, .off = off, .n = n};
+                CHECK_MSG(!rumor_gossip_on_chunk(s.g[i], s.key[2], &h, bad, n * sizeof(float), now),
+                          "%s: round %d, chunk %u of kind %d mixed", algo, r, c, r % 4);
+                sent_bad++;
+            }
+        }
+        /* Both honest peers reach their gossip point; a wait ends at its deadline. */
+        for (int spin = 0; spin < 10; spin++) {
+            bool all = true;
+            for (int i = 0; i < 2; i++) {
+                if (rumor_gossip_round(s.g[i]) > (uint64_t)r) continue;
+                if (rumor_gossip_step(s.g[i], s.x[i], now) != RUMOR_GOSSIP_DONE) all = false;
+                drain(&s, i, now);
+            }
+            if (all) break;
+            now += 200;
+        }
+        now += 10;
+        for (int i = 0; i < 2; i++) {
+            CHECK_MSG(loss_finite(s.x[i], P), "%s: peer %d's loss is not finite after round %d", algo, i, r);
+            if (!loss_finite(s.x[i], P)) goto out;
+        }
+    }
+    rumor_gossip_stats_t st;
+    uint64_t dropped = 0;
+    for (int i = 0; i < 2; i++) {
+        rumor_gossip_stats(s.g[i], &st);
+        dropped += st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE];
+        CHECK_MSG(st.round >= 20, "%s: peer %d finished %llu rounds", algo, i, (unsigned long long)st.round);
+        /* The honest peers keep their average (sgp: de-biased, up to the mass a round's
+         * missing sender takes with it, none here) and agree on it. */
+        CHECK_MSG(fabs(s.x[i][0] - honest0) < 1e-3, "%s: peer %d at %g, the honest average %g", algo, i,
+                  (double)s.x[i][0], honest0);
+    }
+    CHECK_MSG(dropped == sent_bad, "%s: %llu of %llu hostile chunks counted implausible", algo,
+              (unsigned long long)dropped, (unsigned long long)sent_bad);
+out:
+    free(bad);
+    swarm_fini(&s);
+}
+
+
+/* The bound, by hand: 3 peers, dpsgd, chunks of 4, 4, 2. Peer 0's chunk 2 is all zeros (a
+ * range freshly zeroed, like biases). From peer 2, chunk 0 at 15.9 times peer 0's own RMS
+ * there is mixed, chunk 1 at 16.1 times is not, and in chunk 2 the floor lets 0.09 in where
+ * 0.11 is not: peer 0 ends with chunk 0 and 2 the mean of three, chunk 1 the mean of two (as
+ * if peer 2's never came). */
+static void test_plausible_bound(void)
+{
+    swarm_t s;
+    swarm_init(&s, 3, "complete", "dpsgd", 10, 4, 1, 500);
+    for (int i = 0; i < 3; i++)
+        for (size_t j = 0; j < 10; j++) s.x[i][j] = j < 8 ? (float)(1 + i + j % 2) : 0.0f;
+    for (int i = 0; i < 3; i++) CHECK(rumor_gossip_step(s.g[i], s.x[i], 0) == RUMOR_GOSSIP_DONE);
+    rumor_gossip_send_t m;
+    while (rumor_gossip_next_send(s.g[1], &m)) {
+        if (find(&s, m.peer) == 0) deliver(&s, 1, &m, 5);
+        else rumor_gossip_release(s.g[1], &m, true);
+    }
+    while (rumor_gossip_next_send(s.g[2], &m)) rumor_gossip_release(s.g[2], &m, true);
+    /* Peer 0's own RMS: sqrt((1 + 4) / 2) in chunks 0 and 1, 0 in chunk 2. */
+    const double own = sqrt(2.5), F = RUMOR_GOSSIP_PLAUSIBLE_RMS, fl = RUMOR_GOSSIP_PLAUSIBLE_FLOOR;
+    float c0[4], c1[4], c2a[2] = {(float)(0.9 * fl), (float)(-0.9 * fl)}, c2b[2] = {(float)(1.1 * fl), (float)(1.1 * fl)};
+    for (int j = 0; j < 4; j++) {
+        c0[j] = (float)((F - 0.1) * own) * (j % 2 ? -1.0f : 1.0f);
+        c1[j] = (float)((F + 0.1) * own + fl);
+    }
+    rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = 1.0 / 3.0, .chunk = 0, .chunks = 3, .off = 0, .n = 4};
+    CHECK(rumor_gossip_on_chunk(s.g[0], s.key[2], &h, c0, sizeof c0, 6));
+    h.chunk = 1, h.off = 4;
+    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &h, c1, sizeof c1, 6));
+    h.chunk = 2, h.off = 8, h.n = 2;
+    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &h, c2b, sizeof c2b, 6));
+    CHECK(rumor_gossip_on_chunk(s.g[0], s.key[2], &h, c2a, sizeof c2a, 6));
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE] == 2 && st.chunks_in == 5);
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 500) == RUMOR_GOSSIP_DONE); /* deadline: peer 2 incomplete */
+    for (size_t j = 0; j < 10; j++) {
+        const double own_j = j < 8 ? 1 + j % 2 : 0.0, nb_j = j < 8 ? 2 + j % 2 : 0.0;
+        double want;
+        if (j < 4) want = (own_j + nb_j + c0[j]) / 3.0;
+        else if (j < 8) want = (own_j + nb_j) / 2.0;
+        else want = (own_j + nb_j + c2a[j - 8]) / 3.0;
+        CHECK_NEAR(s.x[0][j], want, 1e-5);
+    }
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.last_missing == 1 && st.last_peers == 2);
+    swarm_fini(&s);
+}
+
+/* A whole model from a neighbour (a late join's pull) passes the same test, chunk by chunk:
+ * a model 4 times ours does, 20 times does not, nor one FLT_MAX or NaN anywhere. */
+static void test_plausible_model(void)
+{
+    swarm_t s;
+    swarm_init(&s, 2, "complete", "dpsgd", 40, 16, 3, 500); /* chunks of 16, 16, 8 */
+    float v[40];
+    for (int j = 0; j < 40; j++) v[j] = 4.0f * s.x[0][j];
+    CHECK(rumor_gossip_plausible(s.g[0], s.x[0]) && rumor_gossip_plausible(s.g[0], v));
+    for (int j = 32; j < 40; j++) v[j] = 20.0f * s.x[0][j]; /* the last chunk only */
+    CHECK(!rumor_gossip_plausible(s.g[0], v));
+    for (int j = 0; j < 40; j++) v[j] = s.x[0][j];
+    v[20] = FLT_MAX;
+    CHECK(!rumor_gossip_plausible(s.g[0], v));
+    v[20] = NAN;
+    CHECK(!rumor_gossip_plausible(s.g[0], v));
+    swarm_fini(&s);
+}
+
+/* Push-sum: the weights of a swarm sum to its member count, so a chunk carrying 2^20 (the
+ * wire's limit) from a neighbour of a swarm of 3 is made up: dropped (`weight`), where it
+ * would have made that neighbour's model the whole of the mix. Up to 2 x 3 + 16 is taken,
+ * and the peer's own weight never passes that either. */
+static void test_sgp_weight_bound(void)
+{
+    swarm_t s;
+    swarm_init(&s, 3, "complete", "sgp", 8, 8, 1, 500);
+    float v[8];
+    for (int j = 0; j < 8; j++) v[j] = 2.0f * s.x[0][j];
+    rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = 1048576.0, .chunk = 0, .chunks = 1, .off = 0, .n = 8};
+    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &h, v, sizeof v, 0));
+    h.w = 2.0 * 3 + RUMOR_GOSSIP_SGP_WEIGHT_SLACK + 0.5;
+    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &h, v, sizeof v, 0));
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_WEIGHT] == 2 && st.chunks_in == 0);
+    float keep[8];
+    memcpy(keep, s.x[0], sizeof keep);
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 1) == RUMOR_GOSSIP_DONE);
+    CHECK(memcmp(keep, s.x[0], sizeof keep) == 0); /* nothing came: its own model, weight 1 */
+    h.w = 2.0 * 3 + RUMOR_GOSSIP_SGP_WEIGHT_SLACK - 0.5;
+    CHECK(rumor_gossip_on_chunk(s.g[0], s.key[2], &h, v, sizeof v, 2));
+    /* A weight just under the bound every round: taken, but the peer's own weight is capped at
+     * the bound too, so it cannot grow round after round until honest messages pass it. */
+    double most = 0.0;
+    for (int r = 0; r < 30; r++) {
+        CHECK(rumor_gossip_step(s.g[0], s.x[0], 3 + (uint64_t)r) == RUMOR_GOSSIP_DONE);
+        rumor_gossip_send_t m;
+        while (rumor_gossip_next_send(s.g[0], &m)) rumor_gossip_release(s.g[0], &m, true);
+        most = fmax(most, rumor_gossip_weights(s.g[0])[0]);
+        h.round = (uint64_t)r + 1;
+        CHECK(rumor_gossip_on_chunk(s.g[0], s.key[2], &h, v, sizeof v, 3 + (uint64_t)r));
+    }
+    CHECK_MSG(most <= 2.0 * 3 + RUMOR_GOSSIP_SGP_WEIGHT_SLACK, "own weight reached %g", most);
+    swarm_fini(&s);
+}
+
+/* Push-sum keeps a record per (sender, round). One sender making up 256 rounds holds at most
+ * RUMOR_GOSSIP_SENDER_ROUNDS records of the slot: an honest sender's chunk is still taken,
+ * and so are 250 more senders; rounds beyond the window ahead are dropped. */
+static void test_sgp_sender_records(void)
+{
+    swarm_t s;
+    swarm_init(&s, 2, "complete", "sgp", 8, 8, 1, 500);
+    float v[8];
+    for (int j = 0; j < 8; j++) v[j] = s.x[1][j];
+    rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = 0.01, .chunk = 0, .chunks = 1, .off = 0, .n = 8};
+    uint8_t hostile[RUMOR_GOSSIP_KEY_LEN];
+    key_of(hostile, 9);
+    for (int r = 0; r < RUMOR_GOSSIP_MAX_SENDERS; r++) {
+        h.round = (uint64_t)r;
+        (void)rumor_gossip_on_chunk(s.g[0], hostile, &h, v, sizeof v, 0);
+    }
+    h.round = RUMOR_GOSSIP_SGP_AHEAD + 1;
+    CHECK(!rumor_gossip_on_chunk(s.g[0], hostile, &h, v, sizeof v, 0));
+    h.round = 3, h.w = 0.5;
+    CHECK(rumor_gossip_on_chunk(s.g[0], s.key[1], &h, v, sizeof v, 0)); /* the honest one */
+    int ok = 0;
+    for (int k = 0; k < 250; k++) {
+        uint8_t key[RUMOR_GOSSIP_KEY_LEN] = {0};
+        key[1] = (uint8_t)k, key[2] = 7;
+        ok += rumor_gossip_on_chunk(s.g[0], key, &h, v, sizeof v, 0);
+    }
+    CHECK(ok == 250);
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_SENDERS] == 0 && st.drops[RUMOR_GOSSIP_DROP_AHEAD] == 1);
+    swarm_fini(&s);
+}
+
 
 /* DiLoCo's outer Nesterov step on two peers, by hand: each mixes the inner results and steps
  * its own theta towards the mix. */
@@ -1093,6 +1330,87 @@ static void test_choco_ahead(void)
     rumor_topology_destroy(&topo);
 }
 
+/* Secure mixing: one sender's model, 100 times its own, in every masked send. A receiver
+ * cannot tell it apart, but the neighbourhood's mean it unmasks is implausible (about 34 times
+ * its own scale) in every chunk: each of the hostile peer's receivers leaves all four chunks
+ * unmixed and keeps its own model; the hostile peer, whose senders are honest, mixes. */
+static void test_secure_mix_hostile(void)
+{
+    swarm_t s;
+    secure_init(&s, 4, "complete", 100, 32, 9); /* chunks of 32, 32, 32, 4 */
+    s.hostile = 3, s.hostile_scale = 100.0f;
+    CHECK(pass(&s, 100)); /* round 0: every send delivered, peer 3's scaled */
+    float before[4][100];
+    for (int i = 0; i < 4; i++) memcpy(before[i], s.x[i], sizeof before[i]);
+    CHECK(pass(&s, 101)); /* round 0 finishes */
+    rumor_gossip_stats_t st;
+    for (int i = 0; i < 3; i++) {
+        CHECK(memcmp(before[i], s.x[i], sizeof before[i]) == 0);
+        rumor_gossip_stats(s.g[i], &st);
+        CHECK_MSG(st.chunks_unmixed == 4 && st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE] == 4, "peer %d: %llu unmixed", i,
+                  (unsigned long long)st.chunks_unmixed);
+        CHECK(loss_finite(s.x[i], 100));
+    }
+    CHECK(memcmp(before[3], s.x[3], sizeof before[3]) != 0);
+    rumor_gossip_stats(s.g[3], &st);
+    CHECK(st.chunks_unmixed == 0 && st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE] == 0);
+    swarm_fini(&s);
+}
+
+/* CHOCO: a keyframe of 1e30s from a neighbour is dropped; a delta that would take a copy to
+ * 1e30 in one coordinate is dropped too and leaves that chunk of the copy invalid (out of the
+ * mix until a keyframe), both counted `implausible`. */
+static void test_choco_implausible(void)
+{
+    enum { P = 64 };
+    char err[RUMOR_ERR_LEN];
+    rumor_topology_t *topo = rumor_topology_new("complete", 7, err);
+    uint8_t key[3][RUMOR_GOSSIP_KEY_LEN] = {{1}, {2}, {3}};
+    float x0[P], big[P];
+    for (int k = 0; k < P; k++) x0[k] = (float)sin(k), big[k] = 1e30f;
+    rumor_gossip_t *g[2];
+    for (int i = 0; i < 2; i++) {
+        rumor_gossip_config_t cfg = {.params = P, .layout = 1, .chunk_params = P, .round_timeout_ms = 500,
+                                     .choco = {.id = RUMOR_CODEC_TOPK, .fraction = 0.25}, .choco_gamma = 0.2,
+                                     .lineage = 10 + (uint64_t)i};
+        CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+        memcpy(cfg.self, key[i], RUMOR_GOSSIP_KEY_LEN);
+        CHECK((g[i] = rumor_gossip_new(&cfg, topo, x0, err)) != NULL);
+        rumor_gossip_set_view(g[i], (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])key, 3);
+    }
+    /* Peer 1's first send tells the base every fresh copy starts from (our x0's hash). */
+    CHECK(rumor_gossip_step(g[1], x0, 0) == RUMOR_GOSSIP_DONE);
+    rumor_gossip_send_t m;
+    uint64_t base = 0;
+    while (rumor_gossip_next_send(g[1], &m)) {
+        base = m.base;
+        rumor_gossip_release(g[1], &m, true);
+    }
+    CHECK(base != 0);
+    rumor_gossip_chunk_t h = {.round = 0, .layout = 1, .w = 1.0 / 3.0, .chunk = 0, .chunks = 1, .off = 0, .n = P,
+                              .choco = true, .codec = RUMOR_CODEC_F32, .ver = 1, .lin = 77, .base = 5};
+    CHECK(!rumor_gossip_on_chunk(g[0], key[2], &h, big, sizeof big, 0)); /* a keyframe */
+    uint8_t delta[8];
+    const uint32_t idx = 5;
+    const float val = 1e30f;
+    memcpy(delta, &idx, 4), memcpy(delta + 4, &val, 4); /* one (index, value) pair, little-endian */
+    h.codec = RUMOR_CODEC_TOPK, h.lin = 88, h.base = base;
+    CHECK(!rumor_gossip_on_chunk(g[0], key[1], &h, delta, sizeof delta, 0)); /* copy at version 0, + 1e30 */
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(g[0], &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE] == 2);
+    /* The round mixes no copy: one holds nothing, the other's chunk waits for a keyframe. */
+    float x[P];
+    memcpy(x, x0, sizeof x);
+    CHECK(rumor_gossip_step(g[0], x, 1) == RUMOR_GOSSIP_DONE);
+    while (rumor_gossip_next_send(g[0], &m)) rumor_gossip_release(g[0], &m, true);
+    CHECK(rumor_gossip_step(g[0], x, 600) == RUMOR_GOSSIP_DONE);
+    rumor_gossip_stats(g[0], &st);
+    CHECK(st.copies_mixed == 0 && loss_finite(x, P));
+    for (int i = 0; i < 2; i++) rumor_gossip_destroy(&g[i]);
+    rumor_topology_destroy(&topo);
+}
+
 int main(void)
 {
     test_choco();
@@ -1100,6 +1418,8 @@ int main(void)
     test_secure_mix("complete", 4);
     test_secure_mix("ring", 5);
     test_secure_mix_refusals();
+    test_secure_mix_hostile();
+    test_choco_implausible();
     test_robust_clip();
     test_robust_trim();
     test_algo_parse();
@@ -1114,6 +1434,13 @@ int main(void)
     test_sender_cap();
     test_nonfinite_positions();
     test_one_round_ahead();
+    test_hostile_huge("dpsgd");
+    test_hostile_huge("sgp");
+    test_hostile_huge("diloco:1");
+    test_plausible_bound();
+    test_plausible_model();
+    test_sgp_weight_bound();
+    test_sgp_sender_records();
     test_diloco();
     test_restore();
     return check_done();

@@ -190,9 +190,12 @@ def main():
 
     # 4c. A Byzantine peer (virtual mode, 16 peers): one peer sends -10 times its model every
     #     round. Plain D-PSGD is dragged away; --robust clip stays near the attack-free run.
+    #     -1000 times is out of all proportion to the receivers' own models: even plain D-PSGD
+    #     drops it (counted "implausible" in their metrics) and ends near the attack-free run.
     acc = {}
     for name, extra in (("free", ()), ("attack", ("--byzantine", "3", "--attack", "scale:-10")),
-                        ("clip", ("--byzantine", "3", "--attack", "scale:-10", "--robust", "clip"))):
+                        ("clip", ("--byzantine", "3", "--attack", "scale:-10", "--robust", "clip")),
+                        ("huge", ("--byzantine", "3", "--attack", "scale:-1000"))):
         run = os.path.join(tmp, "byz-" + name)
         r = sim("--mode", "virtual", "--peers", "16", "--rounds", "40", "--out", run, "--no-plots", *extra, *small)
         try:
@@ -204,6 +207,12 @@ def main():
     if all(v is not None for v in acc.values()):
         check(acc["attack"] < acc["free"] - 0.2, "plain D-PSGD under attack: %.3f against %.3f without" % (acc["attack"], acc["free"]))
         check(acc["clip"] > acc["free"] - 0.05, "with --robust clip: %.3f against %.3f without attack" % (acc["clip"], acc["free"]))
+        check(acc["huge"] > acc["free"] - 0.05, "plain D-PSGD drops a -1000x model: %.3f against %.3f without attack"
+              % (acc["huge"], acc["free"]))
+        run = os.path.join(tmp, "byz-huge")
+        counted = [max([l.get("implausible", 0) for l in metrics(run, i)] or [0]) for i in range(16)]
+        check(counted[4] >= 30 and counted[3] == 0,
+              "peer 3's out-neighbour counts its rounds implausible, peer 3 nothing: %s" % counted)
 
     # 4d. DP-SGD with a budget (virtual mode): every peer logs the epsilon it spent, and stops
     #     training before passing the budget.
