@@ -56,7 +56,8 @@
  *   enters it only on a message from the member itself (the driver passes on messages only
  *   from peers whose certificate it checked): one merely heard of waits in a passive
  *   reservoir of at most passive_size, and while the view has room it is sent a HELLO
- *   (at most once a period), whose answer lets it in. Members that die are replaced so.
+ *   (at most once a period; in strict mode on the dial budget above), whose answer lets it
+ *   in. Members that die are replaced so.
  *   Every exchange_ms a random member gets PEERS, a sample of both views, so views stay mixed.
  * - Leave: BYE to every member of the view; receivers drop the sender at once.
  * - Rejoin: while a bootstrap is not in the view, HELLO is retried every rejoin_ms, so a node
