@@ -13,6 +13,7 @@
 typedef struct {
     rumor_memb_member_t m;
     uint64_t suspect_since;
+    uint64_t addr_since; /* when its address last changed (on its own word) */
     uint16_t cert_len; /* its certificate, passed on with every entry about it */
     uint8_t cert[RUMOR_MEMB_CERT_MAX];
 } entry_t;
@@ -428,6 +429,7 @@ static entry_t *place(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t no
     e->m.boot = u->boot;
     e->m.last_seen_ms = now;
     e->suspect_since = now;
+    e->addr_since = now;
     set_cert(e->cert, &e->cert_len, u->cert, u->cert_len);
     return e;
 }
@@ -567,7 +569,12 @@ static void spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_
         if (inc > e->m.inc) e->m.inc = inc;
         e->m.state = RUMOR_MEMB_ALIVE;
         e->m.last_seen_ms = now;
-        copy_addr(e->m.addr, addr);
+        /* Its own word, but at most one new address a period: each one is a dial, and a
+         * member must not make us dial a stream of addresses of its choosing. */
+        if (strcmp(e->m.addr, addr) != 0 && now >= e->addr_since + m->cfg.period_ms) {
+            copy_addr(e->m.addr, addr);
+            e->addr_since = now;
+        }
         if (boot) e->m.boot = boot;
         set_cert(e->cert, &e->cert_len, cert, cert_len);
         if (changed) {
@@ -800,7 +807,9 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
         const rumor_memb_state_t tomb_state = tell ? m->tombs[t].state : RUMOR_MEMB_ALIVE;
         spoke(m, from, msg->addr, msg->inc, msg->boot, msg->cert, msg->cert_len, now);
         /* Whoever says hello learns who we know. */
-        pending_t *p = send_to(m, from, msg->addr, RUMOR_MEMB_PEERS);
+        const int hv = find_view(m, from), hp = hv < 0 ? find_passive(m, from) : -1;
+        const char *to = hv >= 0 ? m->view[hv].m.addr : hp >= 0 ? m->passive[hp].addr : msg->addr;
+        pending_t *p = send_to(m, from, to, RUMOR_MEMB_PEERS);
         if (p && tell) {
             p->tell_tomb = true;
             p->tomb_inc = tomb_inc;

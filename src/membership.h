@@ -35,8 +35,8 @@
  *     incarnation, its start time, and is let in however far that is); a tomb it had is
  *     told to it in the PEERS answering its hello, so it refutes the claim swarm-wide.
  *   . A member's address changes only on its own word (the hello address of the connection
- *     its message came on). A claim sets the address of a member we knew nothing of; it
- *     never changes one we hold.
+ *     its message came on), and at most once a period (every new address is a dial). A
+ *     claim sets the address of a member we knew nothing of; it never changes one we hold.
  *   . Boot ids: a member's own hello always sets its boot id; a claim sets it only for a
  *     member with none known, or together with a higher incarnation it was accepted with.
  * - Certificates and dialling (strict mode, which the ZeroMQ driver always sets): every entry

@@ -801,6 +801,33 @@ static void test_forged_claims(void)
     /* and D's own hello always sets its boot id and address */
     hello_from(m, D, t0 + 5, 0xd1d, ++now);
     CHECK(member(m, D) && member(m, D)->boot == 0xd1d && strcmp(member(m, D)->addr, "tcp://127.0.0.1:7004") == 0);
+
+    /* B's own word moves it, but at most once a period: hellos from a new address every
+     * 10 ms for 3 periods make us dial at most 4 addresses. */
+    char seen_addr[8][RUMOR_MEMB_ADDR_LEN];
+    int n_addr = 0, moves = 0;
+    char last[RUMOR_MEMB_ADDR_LEN];
+    snprintf(last, sizeof last, "%s", member(m, B)->addr);
+    const uint64_t t_move = now + 1;
+    for (uint64_t t = t_move; t < t_move + 3 * (uint64_t)cfg.period_ms; t += 10) {
+        memset(&tmsg, 0, sizeof tmsg);
+        tmsg.kind = RUMOR_MEMB_HELLO;
+        tmsg.inc = restarted;
+        tmsg.boot = 0xb1b;
+        snprintf(tmsg.addr, sizeof tmsg.addr, "tcp://198.51.100.%d:%d", (int)(t % 250) + 1, 1000 + (int)(t % 5000));
+        cert_of(B, tmsg.cert, &tmsg.cert_len);
+        rumor_memb_recv(m, bk, tmsg.addr, &tmsg, t);
+        if (strcmp(member(m, B)->addr, last) != 0) moves++;
+        snprintf(last, sizeof last, "%s", member(m, B)->addr);
+        while (rumor_memb_next_action(m, &a)) {
+            if (a.kind != RUMOR_MEMB_ACT_SEND || memcmp(a.key, bk, RUMOR_KEY_LEN) != 0) continue;
+            bool known = false;
+            for (int i = 0; i < n_addr && !known; i++) known = strcmp(seen_addr[i], a.addr) == 0;
+            if (!known && n_addr < 8) snprintf(seen_addr[n_addr++], RUMOR_MEMB_ADDR_LEN, "%s", a.addr);
+        }
+    }
+    CHECK_MSG(moves >= 1 && moves <= 3, "%d moves", moves);
+    CHECK_MSG(n_addr <= 4, "%d addresses dialled", n_addr);
     rumor_memb_destroy(&m);
 }
 
