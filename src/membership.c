@@ -77,7 +77,7 @@ struct rumor_memb {
     rumor_memb_update_t *passive;
     uint64_t *invited;       /* per reservoir member: when we last said hello to it (0: never) */
     uint8_t *tries;          /* ... and how many hellos it left unanswered */
-    uint64_t next_new_dial;  /* strict: when a member never dialled may be dialled */
+    uint64_t dial_tat;       /* strict: the dial budget's theoretical arrival time (GCRA) */
     int n_passive;
     tomb_t *tombs;
     int n_tombs, tomb_cap, tomb_next;
@@ -380,8 +380,10 @@ static void invite(rumor_memb_t *m, int i, uint64_t now)
     if (!m->cfg.strict) {
         if (m->invited[i] && now < m->invited[i] + m->cfg.period_ms) return;
     } else if (m->tries[i] == 0) {
-        if (now < m->next_new_dial) return;
-        m->next_new_dial = now + m->cfg.period_ms;
+        /* A token bucket (GCRA): RUMOR_MEMB_DIAL_BURST at once, then one a period. */
+        const uint64_t T = m->cfg.period_ms;
+        if (m->dial_tat > now + (RUMOR_MEMB_DIAL_BURST - 1) * T) return;
+        m->dial_tat = (m->dial_tat > now ? m->dial_tat : now) + T;
     } else {
         const int shift = m->tries[i] - 1;
         uint64_t gap = (uint64_t)m->cfg.period_ms << shift;

@@ -44,7 +44,8 @@
  *   certificate, learnt from its own hello or from an entry whose certificate the driver
  *   verified; an entry we hold no certificate for is never passed on, and a received entry
  *   without one is dropped. Dials to members heard of second hand (the reservoir) are
- *   budgeted: at most one member never dialled before per period, a member asked again only
+ *   budgeted: members never dialled before are dialled at most one a period after a burst
+ *   of RUMOR_MEMB_DIAL_BURST (so a joining node greets a few at once), a member asked again only
  *   after a back-off that doubles from one period to RUMOR_MEMB_BACKOFF_MAX periods, and a
  *   member that leaves RUMOR_MEMB_MAX_INVITES hellos unanswered is forgotten (a DOWN action
  *   with state dead, so the driver closes its connection) and held dead at its incarnation
@@ -90,6 +91,7 @@
 #define RUMOR_MEMB_INC_STEP 1000u /* a claim's incarnation above the last one held: at most */
 #define RUMOR_MEMB_INC_SLACK 86400u /* ... above our clock, for a member we hold nothing about */
 #define RUMOR_MEMB_MAX_INVITES 5 /* unanswered hellos before a reservoir member is forgotten */
+#define RUMOR_MEMB_DIAL_BURST 4 /* members never dialled that may be dialled at once */
 #define RUMOR_MEMB_BACKOFF_MAX 32 /* periods between two hellos to one reservoir member, at most */
 
 typedef enum {
