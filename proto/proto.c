@@ -17,11 +17,12 @@ enum { CONFIG_PROTO_VERSION = RUMOR_PROTO_VERSION };
 
 _Static_assert(RUMOR_PROTO_VERSION == CONFIG_PROTO_VERSION,
                "proto.h and meson's config.h disagree on the protocol version");
-/* The largest valid message (64 peer entries of 255-byte addresses) must fit in one header
- * frame, or a node could build a message it cannot send. Generous bound per entry: map
- * header, four keys, bin 32, str 255, uint32, state. */
-_Static_assert(64 + RUMOR_PROTO_MAX_PEERS * (1 + 12 + 2 + RUMOR_PROTO_KEY_LEN + 3 +
-                                             RUMOR_PROTO_ADDR_MAX + 5 + 1) <
+/* The largest valid message (64 peer entries of 255-byte addresses and the largest
+ * certificates) must fit in one header frame, or a node could build a message it cannot
+ * send. Generous bound per entry: map header, six keys, bin 32, str 255, uint32, state, bin
+ * cert, uint64 boot. */
+_Static_assert(64 + RUMOR_PROTO_MAX_PEERS * (1 + 22 + 2 + RUMOR_PROTO_KEY_LEN + 3 + RUMOR_PROTO_ADDR_MAX + 5 + 1 +
+                                             3 + RUMOR_PROTO_CERT_MAX + 9) <
                    RUMOR_PROTO_MAX_HEADER,
                "a full peers message must fit in RUMOR_PROTO_MAX_HEADER");
 
@@ -83,6 +84,7 @@ enum {
     K_LIN,
     K_BASE,
     K_NEED,
+    K_BOOT,
     K_COUNT
 };
 static const char *const msg_keys[K_COUNT] = {
@@ -94,12 +96,12 @@ static const char *const msg_keys[K_COUNT] = {
     [K_ROUND] = "round", [K_W] = "w", [K_CODEC] = "codec", [K_CHUNK] = "chunk",
     [K_CHUNKS] = "chunks", [K_OFF] = "off", [K_N] = "n", [K_HASH] = "hash",
     [K_WHY] = "why", [K_MIX] = "mix", [K_VER] = "ver", [K_LIN] = "lin",
-    [K_BASE] = "base", [K_NEED] = "need",
+    [K_BASE] = "base", [K_NEED] = "need", [K_BOOT] = "boot",
 };
 
-enum { P_K, P_A, P_INC, P_S, P_COUNT };
+enum { P_K, P_A, P_INC, P_S, P_CERT, P_BOOT, P_COUNT };
 static const char *const peer_keys[P_COUNT] = {
-    [P_K] = "k", [P_A] = "a", [P_INC] = "inc", [P_S] = "s",
+    [P_K] = "k", [P_A] = "a", [P_INC] = "inc", [P_S] = "s", [P_CERT] = "cert", [P_BOOT] = "boot",
 };
 
 #define ABSENT SIZE_MAX
@@ -532,6 +534,17 @@ static reject_t decode_peer(const mp_reader_t *frame, mp_reader_t *r, rumor_prot
     if ((why = field_u32(frame, slots[P_INC], &peer->inc)) != R_NONE) return why;
     if ((why = field_uint(frame, slots[P_S], RUMOR_PROTO_LEFT, &state)) != R_NONE) return why;
     peer->state = (rumor_proto_state_t)state;
+    if (slots[P_CERT] != ABSENT) {
+        mp_item_t it;
+        if ((why = field_bytes(frame, slots[P_CERT], MP_BIN, RUMOR_PROTO_CERT_MAX, &it)) != R_NONE) return why;
+        if (it.u == 0) return RUMOR_PROTO_REJECT_VALUE;
+        memcpy(peer->cert, it.body, (size_t)it.u);
+        peer->cert_len = (size_t)it.u;
+    }
+    if (slots[P_BOOT] != ABSENT) {
+        if ((why = field_uint(frame, slots[P_BOOT], UINT64_MAX, &peer->boot)) != R_NONE) return why;
+        if (peer->boot == 0) return RUMOR_PROTO_REJECT_VALUE;
+    }
     return R_NONE;
 }
 
@@ -657,7 +670,9 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
         if ((why = field_addr(&f, s[K_ADDR], h->addr)) != R_NONE) return why;
         if ((why = field_uint(&f, s[K_LAYOUT], UINT64_MAX, &h->layout)) != R_NONE) return why;
         if ((why = field_uint(&f, s[K_CAPS], UINT64_MAX, &h->caps)) != R_NONE) return why;
-        return field_u32(&f, s[K_INC], &h->inc);
+        if ((why = field_u32(&f, s[K_INC], &h->inc)) != R_NONE) return why;
+        if ((why = field_uint(&f, s[K_BOOT], UINT64_MAX, &h->boot)) != R_NONE) return why;
+        return h->boot == 0 ? RUMOR_PROTO_REJECT_VALUE : R_NONE;
     }
     case RUMOR_MSG_PEERS:
         return field_peers(&f, s[K_PEERS], true, RUMOR_PROTO_MAX_PEERS, out->u.peers.peers,
@@ -718,7 +733,7 @@ static bool peer_is_valid(const rumor_proto_peer_t *p)
 {
     size_t n = strnlen(p->addr, sizeof p->addr);
     return n < sizeof p->addr && rumor_proto_addr_is_valid(p->addr, n) &&
-           (unsigned)p->state <= RUMOR_PROTO_LEFT;
+           (unsigned)p->state <= RUMOR_PROTO_LEFT && p->cert_len <= RUMOR_PROTO_CERT_MAX;
 }
 
 static bool peers_are_valid(const rumor_proto_peer_t *p, size_t count, size_t max)
@@ -740,7 +755,7 @@ static bool msg_is_valid(const rumor_msg_t *m)
     switch (m->type) {
     case RUMOR_MSG_HELLO:
         return m->u.hello.cert_len >= 1 && m->u.hello.cert_len <= RUMOR_PROTO_CERT_MAX &&
-               addr_field_is_valid(m->u.hello.addr, sizeof m->u.hello.addr);
+               m->u.hello.boot != 0 && addr_field_is_valid(m->u.hello.addr, sizeof m->u.hello.addr);
     case RUMOR_MSG_PEERS:
         return peers_are_valid(m->u.peers.peers, m->u.peers.count, RUMOR_PROTO_MAX_PEERS);
     case RUMOR_MSG_PING:
@@ -814,7 +829,7 @@ static void pack_peers(msgpack_packer *pk, const char *key, const rumor_proto_pe
     pack_cstr(pk, key);
     msgpack_pack_array(pk, count);
     for (size_t i = 0; i < count; i++) {
-        msgpack_pack_map(pk, 4);
+        msgpack_pack_map(pk, 4 + (p[i].cert_len > 0) + (p[i].boot != 0));
         pack_cstr(pk, "k");
         pack_bin(pk, p[i].key, RUMOR_PROTO_KEY_LEN);
         pack_cstr(pk, "a");
@@ -823,6 +838,14 @@ static void pack_peers(msgpack_packer *pk, const char *key, const rumor_proto_pe
         msgpack_pack_uint32(pk, p[i].inc);
         pack_cstr(pk, "s");
         msgpack_pack_uint8(pk, (uint8_t)p[i].state);
+        if (p[i].cert_len) {
+            pack_cstr(pk, "cert");
+            pack_bin(pk, p[i].cert, p[i].cert_len);
+        }
+        if (p[i].boot) {
+            pack_cstr(pk, "boot");
+            msgpack_pack_uint64(pk, p[i].boot);
+        }
     }
 }
 
@@ -843,7 +866,7 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
 
     size_t fields = 3;
     switch (msg->type) {
-    case RUMOR_MSG_HELLO: fields += 5; break;
+    case RUMOR_MSG_HELLO: fields += 6; break;
     case RUMOR_MSG_PEERS: fields += 1; break;
     case RUMOR_MSG_PING: fields += 1 + (msg->u.ping.upd_count > 0); break;
     case RUMOR_MSG_PING_REQ: fields += 2 + (msg->u.ping_req.upd_count > 0); break;
@@ -875,6 +898,7 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         pack_u64(&pk, "layout", h->layout);
         pack_u64(&pk, "caps", h->caps);
         pack_u64(&pk, "inc", h->inc);
+        pack_u64(&pk, "boot", h->boot);
         break;
     }
     case RUMOR_MSG_PEERS:

@@ -115,6 +115,12 @@ typedef struct {
     char addr[RUMOR_PROTO_ADDR_MAX + 1]; /* NUL-terminated "tcp://HOST:PORT" */
     uint32_t inc;                        /* the member's incarnation */
     rumor_proto_state_t state;
+    /* Optional (version 2): the member's admission certificate, opaque here (wire key
+     * "cert", 1..RUMOR_PROTO_CERT_MAX bytes; cert_len 0 = not sent), and its boot id (wire
+     * key "boot", nonzero; 0 = not sent). */
+    size_t cert_len;
+    uint8_t cert[RUMOR_PROTO_CERT_MAX];
+    uint64_t boot;
 } rumor_proto_peer_t;
 
 typedef struct {
@@ -124,6 +130,8 @@ typedef struct {
     uint64_t layout;                    /* model layout id, 0 if none */
     uint64_t caps;                      /* capability bits; none defined in version 1 */
     uint32_t inc;                       /* the sender's incarnation */
+    uint64_t boot;                      /* the sender's boot id, random per run, nonzero
+                                           (required from version 2) */
 } rumor_msg_hello_t;
 
 typedef struct {

@@ -8,10 +8,14 @@
 #define MAX_BOOTSTRAPS 16
 #define OUTBOX_CAP 256
 #define RELAY_CAP 32
+#define FORGET_HOLD (4 * RUMOR_MEMB_BACKOFF_MAX) /* periods a forgotten member stays so, at least */
 
 typedef struct {
     rumor_memb_member_t m;
     uint64_t suspect_since;
+    uint64_t addr_since; /* when its address last changed (on its own word) */
+    uint16_t cert_len; /* its certificate, passed on with every entry about it */
+    uint8_t cert[RUMOR_MEMB_CERT_MAX];
 } entry_t;
 
 /* A member known dead or gone, remembered for a while (tomb_ttl) so that stale `alive`
@@ -22,7 +26,7 @@ typedef struct {
     uint8_t key[RUMOR_KEY_LEN];
     uint32_t inc;
     rumor_memb_state_t state;
-    uint64_t since;
+    uint64_t since, hold; /* forgotten at since + hold */
 } tomb_t;
 
 typedef struct {
@@ -64,11 +68,16 @@ struct rumor_memb {
     char self_addr[RUMOR_MEMB_ADDR_LEN];
     uint32_t inc;
     bool left;
+    uint64_t self_boot;
+    uint16_t self_cert_len;
+    uint8_t self_cert[RUMOR_MEMB_CERT_MAX];
 
     entry_t *view;
     int n_view;
     rumor_memb_update_t *passive;
     uint64_t *invited;       /* per reservoir member: when we last said hello to it (0: never) */
+    uint8_t *tries;          /* ... and how many hellos it left unanswered */
+    uint64_t dial_tat;       /* strict: the dial budget's theoretical arrival time (GCRA) */
     int n_passive;
     tomb_t *tombs;
     int n_tombs, tomb_cap, tomb_next;
@@ -88,6 +97,7 @@ struct rumor_memb {
     uint32_t next_seq;
     uint64_t next_probe_at, next_exchange_at, next_rejoin_at;
     bool started;
+    uint64_t started_at;
 
     struct {
         uint8_t key[RUMOR_KEY_LEN];
@@ -115,6 +125,24 @@ static int state_rank(rumor_memb_state_t s) { return s == RUMOR_MEMB_ALIVE ? 0 :
 static bool supersedes(uint32_t inc, rumor_memb_state_t st, uint32_t cur_inc, rumor_memb_state_t cur_st)
 {
     return inc > cur_inc || (inc == cur_inc && state_rank(st) > state_rank(cur_st));
+}
+
+/* A claim at inc is beyond the bounded step from the last incarnation held, ref. */
+static bool beyond(uint32_t inc, uint32_t ref) { return inc > ref && inc - ref > RUMOR_MEMB_INC_STEP; }
+
+/* The highest incarnation a claim about a member we hold nothing of may carry: incarnations
+ * are drawn from a clock in seconds (membership.h), ours is one reading of it. */
+static uint32_t inc_ceiling(const rumor_memb_t *m, uint64_t now)
+{
+    uint64_t c = (uint64_t)m->inc + (now > m->started_at ? (now - m->started_at) / 1000 : 0) + RUMOR_MEMB_INC_SLACK;
+    return c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
+}
+
+static void set_cert(uint8_t *dst, uint16_t *dst_len, const uint8_t *cert, size_t len)
+{
+    if (!cert || len == 0 || len > RUMOR_MEMB_CERT_MAX) return;
+    memcpy(dst, cert, len);
+    *dst_len = (uint16_t)len;
 }
 
 static int find_view(const rumor_memb_t *m, const uint8_t *key)
@@ -198,8 +226,27 @@ static void view_event(rumor_memb_t *m, rumor_memb_act_kind_t kind, const rumor_
 
 /* ---- dissemination queue ---- */
 
+/* Strict mode passes on nothing without a certificate: an update that lacks one takes the
+ * certificate we hold for the member, or is not queued at all. */
 static void disseminate(rumor_memb_t *m, const rumor_memb_update_t *u)
 {
+    const rumor_memb_update_t *src = u;
+    rumor_memb_update_t with;
+    if (u->cert_len == 0) {
+        const int v = find_view(m, u->key), p = v < 0 ? find_passive(m, u->key) : -1;
+        if (v >= 0 && m->view[v].cert_len) {
+            with = *u;
+            set_cert(with.cert, &with.cert_len, m->view[v].cert, m->view[v].cert_len);
+            src = &with;
+        } else if (p >= 0 && m->passive[p].cert_len) {
+            with = *u;
+            set_cert(with.cert, &with.cert_len, m->passive[p].cert, m->passive[p].cert_len);
+            src = &with;
+        } else if (m->cfg.strict) {
+            return;
+        }
+    }
+    u = src;
     for (int i = 0; i < m->n_dq; i++)
         if (same_key(m->dq[i].u.key, u->key)) {
             m->dq[i].u = *u;
@@ -251,18 +298,24 @@ static int take_piggyback(rumor_memb_t *m, rumor_memb_update_t *out)
 
 static void self_update(const rumor_memb_t *m, rumor_memb_update_t *u)
 {
+    memset(u, 0, sizeof *u);
     memcpy(u->key, m->self_key, RUMOR_KEY_LEN);
     copy_addr(u->addr, m->self_addr);
     u->inc = m->inc;
     u->state = RUMOR_MEMB_ALIVE;
+    u->boot = m->self_boot;
+    set_cert(u->cert, &u->cert_len, m->self_cert, m->self_cert_len);
 }
 
-static void member_update(const rumor_memb_member_t *e, rumor_memb_state_t st, rumor_memb_update_t *u)
+static void entry_update(const entry_t *e, rumor_memb_state_t st, rumor_memb_update_t *u)
 {
-    memcpy(u->key, e->key, RUMOR_KEY_LEN);
-    copy_addr(u->addr, e->addr);
-    u->inc = e->inc;
+    memset(u, 0, sizeof *u);
+    memcpy(u->key, e->m.key, RUMOR_KEY_LEN);
+    copy_addr(u->addr, e->m.addr);
+    u->inc = e->m.inc;
     u->state = st;
+    u->boot = e->m.boot;
+    set_cert(u->cert, &u->cert_len, e->cert, e->cert_len);
 }
 
 /* ---- the view ---- */
@@ -283,6 +336,7 @@ static void add_tomb(rumor_memb_t *m, const uint8_t *key, uint32_t inc, rumor_me
     m->tombs[at].inc = inc;
     m->tombs[at].state = st;
     m->tombs[at].since = now;
+    m->tombs[at].hold = m->tomb_ttl;
 }
 
 static void remove_tomb(rumor_memb_t *m, int t)
@@ -291,20 +345,20 @@ static void remove_tomb(rumor_memb_t *m, int t)
     if (m->tomb_next > m->n_tombs) m->tomb_next = 0;
 }
 
-static void passive_add(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc)
+/* Into the reservoir (u's key, address, incarnation, boot id and certificate, as alive). */
+static void passive_add(rumor_memb_t *m, const rumor_memb_update_t *u)
 {
-    if (!addr || !*addr || m->cfg.passive_size == 0) return;
-    int at = find_passive(m, key);
+    if (!u->addr[0] || m->cfg.passive_size == 0) return;
+    int at = find_passive(m, u->key);
     if (at < 0) {
         if (m->n_passive < m->cfg.passive_size)
             at = m->n_passive++;
         else
             at = (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive);
         m->invited[at] = 0;
+        m->tries[at] = 0;
     }
-    memcpy(m->passive[at].key, key, RUMOR_KEY_LEN);
-    copy_addr(m->passive[at].addr, addr);
-    m->passive[at].inc = inc;
+    m->passive[at] = *u;
     m->passive[at].state = RUMOR_MEMB_ALIVE;
 }
 
@@ -313,46 +367,80 @@ static void passive_remove(rumor_memb_t *m, int i)
     m->n_passive--;
     m->passive[i] = m->passive[m->n_passive];
     m->invited[i] = m->invited[m->n_passive];
+    m->tries[i] = m->tries[m->n_passive];
 }
 
 /* Say hello to reservoir member i, at most once a period: it enters the view when it
  * answers itself (the driver passes on only messages from peers whose certificate it
- * checked, and gossip about a key proves nothing of the kind). */
+ * checked, and gossip about a key proves nothing of the kind). Strict mode budgets these
+ * dials (membership.h): one member never dialled per period, a back-off per member, and one
+ * that never answers is forgotten. */
 static void invite(rumor_memb_t *m, int i, uint64_t now)
 {
-    if (m->invited[i] && now < m->invited[i] + m->cfg.period_ms) return;
+    if (!m->cfg.strict) {
+        if (m->invited[i] && now < m->invited[i] + m->cfg.period_ms) return;
+    } else if (m->tries[i] == 0) {
+        /* A token bucket (GCRA): RUMOR_MEMB_DIAL_BURST at once, then one a period. */
+        const uint64_t T = m->cfg.period_ms;
+        if (m->dial_tat > now + (RUMOR_MEMB_DIAL_BURST - 1) * T) return;
+        m->dial_tat = (m->dial_tat > now ? m->dial_tat : now) + T;
+    } else {
+        const int shift = m->tries[i] - 1;
+        uint64_t gap = (uint64_t)m->cfg.period_ms << shift;
+        if (gap > (uint64_t)m->cfg.period_ms * RUMOR_MEMB_BACKOFF_MAX) gap = (uint64_t)m->cfg.period_ms * RUMOR_MEMB_BACKOFF_MAX;
+        if (now < m->invited[i] + gap) return;
+        if (m->tries[i] >= RUMOR_MEMB_MAX_INVITES) {
+            /* Never answered: forgotten, and held dead at its incarnation for a while so
+             * the same claim does not bring it back at once. */
+            pending_t *d = push(m, RUMOR_MEMB_ACT_DOWN);
+            if (d) {
+                memcpy(d->key, m->passive[i].key, RUMOR_KEY_LEN);
+                copy_addr(d->addr, m->passive[i].addr);
+                d->state = RUMOR_MEMB_DEAD;
+            }
+            add_tomb(m, m->passive[i].key, m->passive[i].inc, RUMOR_MEMB_DEAD, now);
+            const int t = find_tomb(m, m->passive[i].key);
+            if (t >= 0 && m->tombs[t].hold < FORGET_HOLD * (uint64_t)m->cfg.period_ms)
+                m->tombs[t].hold = FORGET_HOLD * (uint64_t)m->cfg.period_ms;
+            passive_remove(m, i);
+            m->stats.forgotten++;
+            return;
+        }
+    }
     m->invited[i] = now ? now : 1;
+    if (m->tries[i] < UINT8_MAX) m->tries[i]++;
     send_to(m, m->passive[i].key, m->passive[i].addr, RUMOR_MEMB_HELLO);
 }
 
 /* Into the view if there is room (out of the reservoir), else into the reservoir; the new
  * view entry, or NULL. */
-static entry_t *place(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, rumor_memb_state_t st,
-                      uint64_t now)
+static entry_t *place(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
 {
-    if (m->n_view >= m->cfg.view_size || !addr || !*addr) {
-        passive_add(m, key, addr, inc);
+    if (m->n_view >= m->cfg.view_size || !u->addr[0]) {
+        passive_add(m, u);
         return NULL;
     }
-    const int p = find_passive(m, key);
+    const int p = find_passive(m, u->key);
     if (p >= 0) passive_remove(m, p);
     entry_t *e = &m->view[m->n_view++];
     memset(e, 0, sizeof *e);
-    memcpy(e->m.key, key, RUMOR_KEY_LEN);
-    copy_addr(e->m.addr, addr);
-    e->m.inc = inc;
-    e->m.state = st;
+    memcpy(e->m.key, u->key, RUMOR_KEY_LEN);
+    copy_addr(e->m.addr, u->addr);
+    e->m.inc = u->inc;
+    e->m.state = u->state;
+    e->m.boot = u->boot;
     e->m.last_seen_ms = now;
     e->suspect_since = now;
+    e->addr_since = now;
+    set_cert(e->cert, &e->cert_len, u->cert, u->cert_len);
     return e;
 }
 
 /* Into the view if there is room, else into the reservoir. */
-static void admit(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc,
-                  rumor_memb_state_t st, uint64_t now)
+static void admit(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
 {
-    const entry_t *e = place(m, key, addr, inc, st, now);
-    if (e) view_event(m, RUMOR_MEMB_ACT_UP, &e->m, st);
+    const entry_t *e = place(m, u, now);
+    if (e) view_event(m, RUMOR_MEMB_ACT_UP, &e->m, u->state);
 }
 
 /* Remove view member i (dead, left); a reservoir member takes the place. */
@@ -367,20 +455,24 @@ static void drop_from_view(rumor_memb_t *m, int i, rumor_memb_state_t why, uint6
         invite(m, (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive), now);
 }
 
-/* Apply what someone says about a member; returns true when it changed our view of it. */
+static void refuse_claim(rumor_memb_t *m) { m->stats.refused_claims++; }
+
+/* Apply what someone says about a member (a claim, second hand); true when it changed our
+ * view of it. The rules are membership.h's "Who may say what". */
 static bool apply(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
 {
-    if (u->state > RUMOR_MEMB_LEFT) {
+    if (u->state > RUMOR_MEMB_LEFT || u->cert_len > RUMOR_MEMB_CERT_MAX) {
         m->stats.dropped_input++;
         return false;
     }
     if (same_key(u->key, m->self_key)) {
-        /* Refute: whoever suspects us, thinks us dead or gone, hears a newer incarnation. A
-         * claim far ahead of our own incarnation is not something we could have said: it
-         * would only push ours towards the wrap, so it is dropped. */
-        if (u->state != RUMOR_MEMB_ALIVE && u->inc >= m->inc) {
-            if (u->inc - m->inc > 1000000u || u->inc >= UINT32_MAX - 1) {
-                m->stats.dropped_input++;
+        /* Refute: whoever suspects us, thinks us dead or gone, or holds an incarnation of
+         * ours above our own hears a newer one. A claim far ahead of our own incarnation is
+         * not something we could have said: it would only push ours towards the wrap. */
+        const bool against = u->state != RUMOR_MEMB_ALIVE ? u->inc >= m->inc : u->inc > m->inc;
+        if (against) {
+            if (beyond(u->inc, m->inc) || u->inc >= UINT32_MAX - 1) {
+                refuse_claim(m);
                 return false;
             }
             m->inc = u->inc + 1;
@@ -391,26 +483,37 @@ static bool apply(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
         }
         return false;
     }
+    const bool gone = u->state == RUMOR_MEMB_DEAD || u->state == RUMOR_MEMB_LEFT;
     int v = find_view(m, u->key);
     if (v >= 0) {
         entry_t *e = &m->view[v];
-        if (!supersedes(u->inc, u->state, e->m.inc, e->m.state)) return false;
-        if (u->state == RUMOR_MEMB_DEAD || u->state == RUMOR_MEMB_LEFT) {
-            e->m.inc = u->inc;
-            drop_from_view(m, v, u->state, now);
-        } else {
-            if (u->state == RUMOR_MEMB_SUSPECT && e->m.state != RUMOR_MEMB_SUSPECT) e->suspect_since = now;
-            e->m.inc = u->inc;
-            e->m.state = u->state;
-            if (u->addr[0]) copy_addr(e->m.addr, u->addr);
+        if (beyond(u->inc, e->m.inc)) {
+            refuse_claim(m);
+            return false;
         }
-        disseminate(m, u);
+        if (!e->cert_len) set_cert(e->cert, &e->cert_len, u->cert, u->cert_len);
+        if (!supersedes(u->inc, u->state, e->m.inc, e->m.state)) return false;
+        if (u->boot && (!e->m.boot || u->inc > e->m.inc)) e->m.boot = u->boot;
+        if (u->state == RUMOR_MEMB_SUSPECT && e->m.state != RUMOR_MEMB_SUSPECT) e->suspect_since = now;
+        e->m.inc = u->inc;
+        /* Passed on as we hold it: the claim's address is not the member's word. */
+        rumor_memb_update_t out;
+        entry_update(e, u->state, &out);
+        if (gone)
+            drop_from_view(m, v, u->state, now);
+        else
+            e->m.state = u->state;
+        disseminate(m, &out);
         return true;
     }
     int t = find_tomb(m, u->key);
     if (t >= 0) {
+        if (beyond(u->inc, m->tombs[t].inc)) {
+            refuse_claim(m);
+            return false;
+        }
         if (!supersedes(u->inc, u->state, m->tombs[t].inc, m->tombs[t].state)) return false;
-        if (u->state == RUMOR_MEMB_DEAD || u->state == RUMOR_MEMB_LEFT) {
+        if (gone) {
             m->tombs[t].inc = u->inc;
             m->tombs[t].state = u->state;
             return false;
@@ -419,42 +522,93 @@ static bool apply(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
         remove_tomb(m, t);
     }
     int p = find_passive(m, u->key);
-    if (u->state == RUMOR_MEMB_DEAD || u->state == RUMOR_MEMB_LEFT) {
+    if (p >= 0 && beyond(u->inc, m->passive[p].inc)) {
+        refuse_claim(m);
+        return false;
+    }
+    if (p < 0 && t < 0 && u->inc > inc_ceiling(m, now)) {
+        refuse_claim(m);
+        return false;
+    }
+    if (gone) {
         if (p >= 0) passive_remove(m, p);
         add_tomb(m, u->key, u->inc, u->state, now);
         return false;
     }
-    if (!u->addr[0]) return false; /* nothing to reach it by */
-    if (p >= 0 && !supersedes(u->inc, u->state, m->passive[p].inc, RUMOR_MEMB_ALIVE)) return false;
-    /* Heard of, not from: into the reservoir, with a hello if the view has room. */
-    passive_add(m, u->key, u->addr, u->inc);
-    p = find_passive(m, u->key);
-    if (p >= 0 && m->n_view < m->cfg.view_size) invite(m, p, now);
-    rumor_memb_update_t alive = *u;
+    rumor_memb_update_t alive;
+    if (p >= 0) {
+        rumor_memb_update_t *q = &m->passive[p];
+        if (!q->cert_len) set_cert(q->cert, &q->cert_len, u->cert, u->cert_len);
+        if (!supersedes(u->inc, u->state, q->inc, RUMOR_MEMB_ALIVE)) return false;
+        if (u->boot && (!q->boot || u->inc > q->inc)) q->boot = u->boot;
+        q->inc = u->inc; /* the address stays: a claim never moves a member */
+        alive = *q;
+    } else {
+        if (!u->addr[0]) return false; /* nothing to reach it by */
+        /* Heard of, not from: into the reservoir, with a hello if the view has room. */
+        alive = *u;
+        alive.state = RUMOR_MEMB_ALIVE;
+        passive_add(m, &alive);
+        p = find_passive(m, u->key);
+    }
     alive.state = RUMOR_MEMB_ALIVE;
+    if (p >= 0 && m->n_view < m->cfg.view_size) invite(m, p, now);
     disseminate(m, &alive);
     return true;
 }
 
-/* A message from the member itself: into the view if there is room (else the reservoir),
- * unless we hold it dead or gone at an incarnation it has not refuted. */
-static void heard_from(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, uint64_t now)
+/* The member's own word (a message whose sender is the member): into the view alive if
+ * there is room (else the reservoir), whatever tomb or claim we hold, at the higher of its
+ * incarnation and the one we hold; its address, boot id (when given, nonzero) and
+ * certificate (when given) replace ours. */
+static void spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, uint64_t boot,
+                  const uint8_t *cert, size_t cert_len, uint64_t now)
 {
-    if (find_view(m, key) >= 0) return;
+    int v = find_view(m, key);
+    if (v >= 0) {
+        entry_t *e = &m->view[v];
+        const bool changed = inc > e->m.inc || e->m.state != RUMOR_MEMB_ALIVE;
+        if (inc > e->m.inc) e->m.inc = inc;
+        e->m.state = RUMOR_MEMB_ALIVE;
+        e->m.last_seen_ms = now;
+        /* Its own word, but at most one new address a period: each one is a dial, and a
+         * member must not make us dial a stream of addresses of its choosing. */
+        if (strcmp(e->m.addr, addr) != 0 && now >= e->addr_since + m->cfg.period_ms) {
+            copy_addr(e->m.addr, addr);
+            e->addr_since = now;
+        }
+        if (boot) e->m.boot = boot;
+        set_cert(e->cert, &e->cert_len, cert, cert_len);
+        if (changed) {
+            rumor_memb_update_t u;
+            entry_update(e, RUMOR_MEMB_ALIVE, &u);
+            disseminate(m, &u);
+        }
+        return;
+    }
+    rumor_memb_update_t u;
+    memset(&u, 0, sizeof u);
+    memcpy(u.key, key, RUMOR_KEY_LEN);
+    copy_addr(u.addr, addr);
+    u.state = RUMOR_MEMB_ALIVE;
+    u.inc = inc;
+    u.boot = boot;
+    set_cert(u.cert, &u.cert_len, cert, cert_len);
     int t = find_tomb(m, key);
     if (t >= 0) {
-        if (!supersedes(inc, RUMOR_MEMB_ALIVE, m->tombs[t].inc, m->tombs[t].state)) return;
+        if (m->tombs[t].inc > u.inc) u.inc = m->tombs[t].inc;
         remove_tomb(m, t);
     }
     int p = find_passive(m, key);
-    if (p >= 0 && m->passive[p].inc > inc) inc = m->passive[p].inc;
-    admit(m, key, addr, inc, RUMOR_MEMB_ALIVE, now);
-    rumor_memb_update_t alive;
-    memcpy(alive.key, key, RUMOR_KEY_LEN);
-    copy_addr(alive.addr, addr);
-    alive.inc = inc;
-    alive.state = RUMOR_MEMB_ALIVE;
-    disseminate(m, &alive);
+    if (p >= 0) {
+        const rumor_memb_update_t *q = &m->passive[p];
+        if (q->inc > u.inc) u.inc = q->inc;
+        if (!u.boot) u.boot = q->boot;
+        if (!u.cert_len) set_cert(u.cert, &u.cert_len, q->cert, q->cert_len);
+        m->tries[p] = 0; /* it answered */
+    }
+    admit(m, &u, now);
+    disseminate(m, &u);
 }
 
 /* ---- construction ---- */
@@ -508,16 +662,24 @@ rumor_memb_t *rumor_memb_new(const rumor_memb_config_t *cfg, const uint8_t self_
     m->view = calloc((size_t)cfg->view_size, sizeof *m->view);
     m->passive = calloc((size_t)cfg->passive_size + 1, sizeof *m->passive);
     m->invited = calloc((size_t)cfg->passive_size + 1, sizeof *m->invited);
+    m->tries = calloc((size_t)cfg->passive_size + 1, sizeof *m->tries);
     m->tombs = calloc((size_t)m->tomb_cap, sizeof *m->tombs);
     m->dq = calloc((size_t)m->dq_cap, sizeof *m->dq);
     m->order = calloc((size_t)cfg->view_size, sizeof *m->order);
-    if (!m->view || !m->passive || !m->invited || !m->tombs || !m->dq || !m->order) goto nomem;
+    if (!m->view || !m->passive || !m->invited || !m->tries || !m->tombs || !m->dq || !m->order) goto nomem;
     m->next_seq = 1;
     return m;
 nomem:
     rumor_memb_destroy(&m);
     rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     return NULL;
+}
+
+void rumor_memb_set_identity(rumor_memb_t *m, const uint8_t *cert, size_t cert_len, uint64_t boot)
+{
+    m->self_boot = boot;
+    m->self_cert_len = 0;
+    set_cert(m->self_cert, &m->self_cert_len, cert, cert_len);
 }
 
 void rumor_memb_destroy(rumor_memb_t **self_p)
@@ -527,6 +689,7 @@ void rumor_memb_destroy(rumor_memb_t **self_p)
     free(m->view);
     free(m->passive);
     free(m->invited);
+    free(m->tries);
     free(m->tombs);
     free(m->dq);
     free(m->order);
@@ -540,6 +703,7 @@ static void start(rumor_memb_t *m, uint64_t now)
 {
     if (m->started) return;
     m->started = true;
+    m->started_at = now;
     /* Spread the first probe and exchange over a period so nodes started together do not
      * all probe in step. */
     m->next_probe_at = now + rumor_rng_below(&m->rng, m->cfg.period_ms);
@@ -568,7 +732,13 @@ void rumor_memb_add(rumor_memb_t *m, const uint8_t key[RUMOR_KEY_LEN], const cha
         find_view(m, key) >= 0)
         return;
     start(m, now);
-    (void)place(m, key, addr, inc, RUMOR_MEMB_ALIVE, now);
+    rumor_memb_update_t u;
+    memset(&u, 0, sizeof u);
+    memcpy(u.key, key, RUMOR_KEY_LEN);
+    copy_addr(u.addr, addr);
+    u.inc = inc;
+    u.state = RUMOR_MEMB_ALIVE;
+    (void)place(m, &u, now);
 }
 
 static void send_ping(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t seq)
@@ -627,32 +797,32 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
     if (v >= 0) m->view[v].m.last_seen_ms = now;
 
     if (msg->kind == RUMOR_MEMB_HELLO) {
-        rumor_memb_update_t u;
-        memcpy(u.key, from, RUMOR_KEY_LEN);
-        copy_addr(u.addr, msg->addr);
-        u.inc = msg->inc;
-        u.state = RUMOR_MEMB_ALIVE;
-        if (find_view(m, from) >= 0)
-            apply(m, &u, now);
-        else
-            heard_from(m, from, msg->addr, msg->inc, now);
-        int hv = find_view(m, from);
-        if (hv >= 0) copy_addr(m->view[hv].m.addr, msg->addr); /* its own word beats gossip */
-        /* Whoever says hello learns who we know; one we hold dead at its incarnation also
-         * learns that, so it refutes and its next hello gets in. */
-        pending_t *p = send_to(m, from, msg->addr, RUMOR_MEMB_PEERS);
-        int t = find_tomb(m, from);
-        if (p && t >= 0 && find_view(m, from) < 0) {
+        if (msg->cert_len > RUMOR_MEMB_CERT_MAX) {
+            m->stats.dropped_input++;
+            return;
+        }
+        /* Its own word: in, whatever we held. One we held dead at an incarnation it has not
+         * refuted also learns that, so it refutes and the rest of the swarm hears it. */
+        const int t = find_tomb(m, from);
+        const bool tell = t >= 0 && m->tombs[t].inc >= msg->inc;
+        const uint32_t tomb_inc = tell ? m->tombs[t].inc : 0;
+        const rumor_memb_state_t tomb_state = tell ? m->tombs[t].state : RUMOR_MEMB_ALIVE;
+        spoke(m, from, msg->addr, msg->inc, msg->boot, msg->cert, msg->cert_len, now);
+        /* Whoever says hello learns who we know. */
+        const int hv = find_view(m, from), hp = hv < 0 ? find_passive(m, from) : -1;
+        const char *to = hv >= 0 ? m->view[hv].m.addr : hp >= 0 ? m->passive[hp].addr : msg->addr;
+        pending_t *p = send_to(m, from, to, RUMOR_MEMB_PEERS);
+        if (p && tell) {
             p->tell_tomb = true;
-            p->tomb_inc = m->tombs[t].inc;
-            p->tomb_state = m->tombs[t].state;
+            p->tomb_inc = tomb_inc;
+            p->tomb_state = tomb_state;
         }
         return;
     }
     if (msg->kind == RUMOR_MEMB_BYE) {
         if (v >= 0) {
             rumor_memb_update_t u;
-            member_update(&m->view[v].m, RUMOR_MEMB_LEFT, &u);
+            entry_update(&m->view[v], RUMOR_MEMB_LEFT, &u);
             apply(m, &u, now);
         }
         return;
@@ -660,11 +830,32 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
     const rumor_memb_update_t *list = msg->kind == RUMOR_MEMB_PEERS ? msg->peers : msg->upd;
     const int n = msg->kind == RUMOR_MEMB_PEERS ? msg->n_peers : msg->n_upd;
     const uint64_t dropped = m->stats.dropped_input;
-    for (int i = 0; i < n; i++) apply(m, &list[i], now);
-    /* Anything else well-formed from a member not in the view: it answered (our hello, a
-     * ping of a neighbour's), so it can enter. */
-    if (v < 0 && m->stats.dropped_input == dropped)
-        heard_from(m, from, from_addr, msg->kind == RUMOR_MEMB_PING ? msg->inc : 0, now);
+    uint32_t own_inc = msg->kind == RUMOR_MEMB_PING ? msg->inc : 0;
+    uint64_t own_boot = 0;
+    const rumor_memb_update_t *own = NULL;
+    for (int i = 0; i < n; i++) {
+        /* Strict mode takes no entry without a certificate (the driver checked those given). */
+        if (list[i].state > RUMOR_MEMB_LEFT || list[i].cert_len > RUMOR_MEMB_CERT_MAX ||
+            (m->cfg.strict && list[i].cert_len == 0)) {
+            m->stats.dropped_input++;
+            continue;
+        }
+        if (same_key(list[i].key, from)) {
+            /* What the sender says of itself is its own word, not a claim (a dead or
+             * suspect word about itself means nothing). */
+            if (list[i].state == RUMOR_MEMB_ALIVE && list[i].cert_len <= RUMOR_MEMB_CERT_MAX) {
+                if (list[i].inc > own_inc) own_inc = list[i].inc;
+                if (list[i].boot) own_boot = list[i].boot;
+                own = &list[i];
+            }
+            continue;
+        }
+        apply(m, &list[i], now);
+    }
+    /* Anything well-formed from a member (in the view, or answering our hello or a ping of
+     * a neighbour's) is its word that it is alive. */
+    if (v >= 0 || m->stats.dropped_input == dropped)
+        spoke(m, from, from_addr, own_inc, own_boot, own ? own->cert : NULL, own ? own->cert_len : 0, now);
 
     switch (msg->kind) {
     case RUMOR_MEMB_PING:
@@ -753,7 +944,7 @@ void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
             entry_t *e = &m->view[v];
             if (e->m.state == RUMOR_MEMB_ALIVE) {
                 rumor_memb_update_t u;
-                member_update(&e->m, RUMOR_MEMB_SUSPECT, &u);
+                entry_update(e, RUMOR_MEMB_SUSPECT, &u);
                 m->stats.suspicions++;
                 apply(m, &u, now);
             }
@@ -781,7 +972,7 @@ void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
         entry_t *e = &m->view[i];
         if (e->m.state == RUMOR_MEMB_SUSPECT && now >= e->suspect_since + c->suspect_ms) {
             rumor_memb_update_t u;
-            member_update(&e->m, RUMOR_MEMB_DEAD, &u);
+            entry_update(e, RUMOR_MEMB_DEAD, &u);
             m->stats.deaths++;
             apply(m, &u, now); /* removes view[i]; look at the same index again */
             continue;
@@ -792,7 +983,7 @@ void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
     for (int i = 0; i < RELAY_CAP; i++)
         if (m->relays[i].used && m->relays[i].deadline <= now) m->relays[i].used = false;
     for (int t = 0; t < m->n_tombs;)
-        if (now >= m->tombs[t].since + m->tomb_ttl)
+        if (now >= m->tombs[t].since + m->tombs[t].hold)
             remove_tomb(m, t);
         else
             t++;
@@ -846,7 +1037,8 @@ void rumor_memb_leave(rumor_memb_t *m, uint64_t now)
 static int sample_peers(rumor_memb_t *m, const uint8_t *to, rumor_memb_update_t *out)
 {
     int n = 0, want = m->cfg.exchange_size;
-    self_update(m, &out[n++]);
+    self_update(m, &out[n]);
+    if (!m->cfg.strict || out[n].cert_len) n++;
     int total = m->n_view + m->n_passive;
     /* A partial Fisher-Yates over the concatenated index space picks without repeats. */
     int *idx = malloc((size_t)(total ? total : 1) * sizeof *idx);
@@ -859,12 +1051,12 @@ static int sample_peers(rumor_memb_t *m, const uint8_t *to, rumor_memb_update_t 
         idx[j] = t;
         int k = idx[i];
         if (k < m->n_view) {
-            const rumor_memb_member_t *e = &m->view[k].m;
-            if (same_key(e->key, to)) continue;
-            member_update(e, e->state, &out[n++]);
+            const entry_t *e = &m->view[k];
+            if (same_key(e->m.key, to) || (m->cfg.strict && !e->cert_len)) continue;
+            entry_update(e, e->m.state, &out[n++]);
         } else {
             const rumor_memb_update_t *u = &m->passive[k - m->n_view];
-            if (same_key(u->key, to)) continue;
+            if (same_key(u->key, to) || (m->cfg.strict && !u->cert_len)) continue;
             out[n++] = *u;
         }
     }
@@ -895,15 +1087,21 @@ bool rumor_memb_next_action(rumor_memb_t *m, rumor_memb_action_t *out)
     case RUMOR_MEMB_HELLO:
         msg->inc = m->inc;
         copy_addr(msg->addr, m->self_addr);
+        msg->boot = m->self_boot;
+        set_cert(msg->cert, &msg->cert_len, m->self_cert, m->self_cert_len);
         break;
     case RUMOR_MEMB_PEERS:
         msg->n_peers = sample_peers(m, p->key, msg->peers);
         if (p->tell_tomb && msg->n_peers < RUMOR_MEMB_MAX_PEERS) {
             rumor_memb_update_t *u = &msg->peers[msg->n_peers++];
+            memset(u, 0, sizeof *u);
             memcpy(u->key, p->key, RUMOR_KEY_LEN);
             copy_addr(u->addr, p->addr);
             u->inc = p->tomb_inc;
             u->state = p->tomb_state;
+            const int v = find_view(m, p->key), q = v < 0 ? find_passive(m, p->key) : -1;
+            if (v >= 0) set_cert(u->cert, &u->cert_len, m->view[v].cert, m->view[v].cert_len);
+            if (q >= 0) set_cert(u->cert, &u->cert_len, m->passive[q].cert, m->passive[q].cert_len);
         }
         break;
     case RUMOR_MEMB_PING:

@@ -14,16 +14,51 @@
  *   order: PING, and if no ACK within ping_timeout, PING-REQ to k others who ping it on our
  *   behalf and relay the ACK. No answer by the end of the period makes the member SUSPECT;
  *   a suspect not cleared within suspect_ms is DEAD and leaves the view.
- * - Incarnations: a member that hears itself suspected or declared dead refutes it with an
- *   ALIVE update under a higher incarnation. Precedence for one member: a higher incarnation
- *   wins; at equal incarnation dead/left > suspect > alive.
+ * - Incarnations: a member that hears itself suspected or declared dead, or hears an
+ *   incarnation of its own above its current one, refutes it with an ALIVE update under a
+ *   higher incarnation. Precedence for one member: a higher incarnation wins; at equal
+ *   incarnation dead/left > suspect > alive.
+ * - Who may say what (claims are what others say about a member; its own word is what the
+ *   member says itself, in a message whose sender `from` is its key, which the driver has
+ *   authenticated by CURVE):
+ *   . A claim whose incarnation is more than RUMOR_MEMB_INC_STEP above the last one we hold
+ *     for that member (view, reservoir or tomb) is refused and counted (refused_claims). For
+ *     a member we hold nothing about, the reference is the clock incarnations are drawn
+ *     from: our own incarnation plus the seconds we have run (a start time in seconds, as
+ *     the driver passes), and the claim may be at most RUMOR_MEMB_INC_SLACK above it. A
+ *     claim about ourselves more than RUMOR_MEMB_INC_STEP ahead of our own incarnation is
+ *     refused too, so forged claims can neither push an incarnation to the top of the range
+ *     nor place one out of its owner's reach.
+ *   . A member's own word always wins: any message from it (hello, ping, an entry about
+ *     itself, any answer) puts it in the view alive, whatever tomb or claim we hold, under
+ *     the higher of its incarnation and ours (a restarted node comes back with a much higher
+ *     incarnation, its start time, and is let in however far that is); a tomb it had is
+ *     told to it in the PEERS answering its hello, so it refutes the claim swarm-wide.
+ *   . A member's address changes only on its own word (the hello address of the connection
+ *     its message came on), and at most once a period (every new address is a dial). A
+ *     claim sets the address of a member we knew nothing of; it never changes one we hold.
+ *   . Boot ids: a member's own hello always sets its boot id; a claim sets it only for a
+ *     member with none known, or together with a higher incarnation it was accepted with.
+ * - Certificates and dialling (strict mode, which the ZeroMQ driver always sets): every entry
+ *   passed on (PEERS samples, piggybacked updates) carries the member's admission
+ *   certificate, learnt from its own hello or from an entry whose certificate the driver
+ *   verified; an entry we hold no certificate for is never passed on, and a received entry
+ *   without one is dropped. Dials to members heard of second hand (the reservoir) are
+ *   budgeted: members never dialled before are dialled at most one a period after a burst
+ *   of RUMOR_MEMB_DIAL_BURST (so a joining node greets a few at once), a member asked again only
+ *   after a back-off that doubles from one period to RUMOR_MEMB_BACKOFF_MAX periods, and a
+ *   member that leaves RUMOR_MEMB_MAX_INVITES hellos unanswered is forgotten (a DOWN action
+ *   with state dead, so the driver closes its connection) and held dead at its incarnation
+ *   for at least 4 * RUMOR_MEMB_BACKOFF_MAX periods, so the same claim repeated does not
+ *   bring it back to be dialled. (A member's own word still does.)
  * - Dissemination: updates ride on every PING, PING-REQ and ACK (at most max_piggyback each),
  *   each sent about retransmit_mult * log2(n + 1) times, least-sent first.
  * - View: at most view_size members are probed and gossiped with (the active view). A member
  *   enters it only on a message from the member itself (the driver passes on messages only
  *   from peers whose certificate it checked): one merely heard of waits in a passive
  *   reservoir of at most passive_size, and while the view has room it is sent a HELLO
- *   (at most once a period), whose answer lets it in. Members that die are replaced so.
+ *   (at most once a period; in strict mode on the dial budget above), whose answer lets it
+ *   in. Members that die are replaced so.
  *   Every exchange_ms a random member gets PEERS, a sample of both views, so views stay mixed.
  * - Leave: BYE to every member of the view; receivers drop the sender at once.
  * - Rejoin: while a bootstrap is not in the view, HELLO is retried every rejoin_ms, so a node
@@ -52,6 +87,12 @@
 #define RUMOR_MEMB_ADDR_LEN 256 /* "tcp://HOST:PORT" and its NUL (proto: at most 255 bytes) */
 #define RUMOR_MEMB_MAX_UPD 16 /* piggybacked updates per message */
 #define RUMOR_MEMB_MAX_PEERS 64
+#define RUMOR_MEMB_CERT_MAX 256 /* an admission certificate, opaque here (crypto.h: at most 213) */
+#define RUMOR_MEMB_INC_STEP 1000u /* a claim's incarnation above the last one held: at most */
+#define RUMOR_MEMB_INC_SLACK 86400u /* ... above our clock, for a member we hold nothing about */
+#define RUMOR_MEMB_MAX_INVITES 5 /* unanswered hellos before a reservoir member is forgotten */
+#define RUMOR_MEMB_DIAL_BURST 4 /* members never dialled that may be dialled at once */
+#define RUMOR_MEMB_BACKOFF_MAX 32 /* periods between two hellos to one reservoir member, at most */
 
 typedef enum {
     RUMOR_MEMB_ALIVE = 0,
@@ -66,6 +107,9 @@ typedef struct {
     char addr[RUMOR_MEMB_ADDR_LEN];
     uint32_t inc;
     rumor_memb_state_t state;
+    uint64_t boot;     /* the member's boot id; 0: unknown */
+    uint16_t cert_len; /* 0: no certificate */
+    uint8_t cert[RUMOR_MEMB_CERT_MAX];
 } rumor_memb_update_t;
 
 typedef enum {
@@ -84,6 +128,9 @@ typedef struct {
     uint32_t seq;                       /* ping, ping-req: probe number; others: 0 */
     uint32_t inc;                       /* hello, ping: the sender's incarnation */
     char addr[RUMOR_MEMB_ADDR_LEN];          /* hello: the sender's listen address */
+    uint64_t boot;                      /* hello: the sender's boot id (nonzero) */
+    uint16_t cert_len;                  /* hello: the sender's certificate, which the */
+    uint8_t cert[RUMOR_MEMB_CERT_MAX];  /* driver verified for `from` */
     uint32_t ack;                       /* ack: the seq it answers */
     bool has_target;                    /* ping-req; ack relayed for a ping-req */
     uint8_t target[RUMOR_KEY_LEN];
@@ -121,7 +168,11 @@ typedef struct {
     uint32_t rejoin_ms;       /* HELLO to missing bootstraps (default 5000) */
     int max_piggyback;        /* updates per message (default 8, at most 16) */
     int retransmit_mult;      /* dissemination factor lambda (default 3) */
-    uint64_t seed;            /* for probe order and sampling */
+    uint64_t seed;            /* for probe order and sampling (the ZeroMQ driver draws it from
+                                 libsodium, so no one can predict a node's probes) */
+    bool strict;              /* certificates on every entry passed on, dial budget (see the
+                                 header); default off, for the virtual-time simulator whose
+                                 members are all its own; the ZeroMQ driver always sets it */
 } rumor_memb_config_t;
 
 rumor_memb_config_t rumor_memb_defaults(void);
@@ -135,6 +186,9 @@ typedef struct rumor_memb rumor_memb_t;
 rumor_memb_t *rumor_memb_new(const rumor_memb_config_t *cfg, const uint8_t self_key[RUMOR_KEY_LEN],
                              const char *self_addr, uint32_t inc, char err[RUMOR_ERR_LEN]);
 void rumor_memb_destroy(rumor_memb_t **self_p);
+/* The local node's own certificate and boot id, carried in the entries about itself that
+ * it passes on (strict mode passes on none without). cert_len <= RUMOR_MEMB_CERT_MAX. */
+void rumor_memb_set_identity(rumor_memb_t *self, const uint8_t *cert, size_t cert_len, uint64_t boot);
 
 /* ---- events ---- */
 
@@ -173,6 +227,7 @@ typedef struct {
     rumor_memb_state_t state;
     uint64_t last_seen_ms; /* last message or ack from it */
     uint32_t rtt_ms;       /* smoothed round trip of direct pings; 0 until measured */
+    uint64_t boot;         /* its boot id (its own hello sets it); 0: unknown */
 } rumor_memb_member_t;
 
 /* Members of the active view (alive and suspect), in no particular order. */
@@ -185,6 +240,8 @@ typedef struct {
     uint64_t pings_sent, acks_received, ping_reqs_sent, suspicions, deaths, refutations;
     uint64_t dropped_input;   /* malformed or self-contradicting messages */
     uint64_t dropped_actions; /* sends dropped because the outbox was full */
+    uint64_t refused_claims;  /* claims beyond the incarnation step */
+    uint64_t forgotten;       /* reservoir members that never answered */
 } rumor_memb_stats_t;
 
 rumor_memb_stats_t rumor_memb_stats(const rumor_memb_t *self);

@@ -39,6 +39,8 @@ static void key_of(int i, uint8_t key[RUMOR_KEY_LEN])
     key[31] = 0x5a; /* not all zero */
 }
 
+static void cert_of(int i, uint8_t *cert, uint16_t *len);
+
 static int index_of(const uint8_t key[RUMOR_KEY_LEN]) { return key[0] | key[1] << 8; }
 
 static void addr_of(int i, char *addr) { snprintf(addr, RUMOR_MEMB_ADDR_LEN, "tcp://127.0.0.1:%d", 7000 + i); }
@@ -122,6 +124,10 @@ static void net_init(net_t *net, int n, uint64_t seed, const rumor_memb_config_t
         c.seed = seed * 1000 + (uint64_t)i;
         net->node[i] = rumor_memb_new(&c, key, addr, 100, err);
         CHECK(net->node[i] != NULL);
+        uint8_t cert[RUMOR_MEMB_CERT_MAX];
+        uint16_t cert_len;
+        cert_of(i, cert, &cert_len);
+        rumor_memb_set_identity(net->node[i], cert, cert_len, 1000 + (uint64_t)i);
     }
 }
 
@@ -238,6 +244,32 @@ static void test_join_and_failure(void)
     /* Nobody else was declared dead on the way. */
     net_run(&net, net.now + 10000);
     for (int i = 1; i < 6; i++) CHECK(sees(&net, i, all_but(6, 1ULL << 0 | 1ULL << i)));
+    net_free(&net);
+}
+
+/* Strict mode (a real node's): certificates on every entry and a dial budget still let a
+ * swarm that joins through one bootstrap see itself whole, in bounded time. */
+static void test_strict_swarm(void)
+{
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    cfg.strict = true;
+    net_t net;
+    net_init(&net, 16, 3, &cfg);
+    net_join_all(&net, 0);
+    uint64_t t = run_until_full(&net, 60000);
+    fprintf(stderr, "16 nodes, strict: full view after %llu ms\n", (unsigned long long)t);
+    CHECK_MSG(t <= 30000, "full view took %llu ms", (unsigned long long)t);
+    uint64_t forgotten = 0;
+    for (int i = 0; i < net.n; i++) forgotten += rumor_memb_stats(net.node[i]).forgotten;
+    CHECK(forgotten == 0);
+    /* Boot ids travelled with the members. */
+    bool boots = true;
+    for (int i = 0; i < net.n; i++)
+        for (int k = 0; k < rumor_memb_view_count(net.node[i]); k++) {
+            const rumor_memb_member_t *e = rumor_memb_view_at(net.node[i], k);
+            boots &= e->boot == 1000 + (uint64_t)index_of(e->key);
+        }
+    CHECK(boots);
     net_free(&net);
 }
 
@@ -436,7 +468,10 @@ static void test_bad_input_and_refutation(void)
                        a.msg.upd[i].state == RUMOR_MEMB_ALIVE;
     }
     CHECK(acked && refuted);
-    /* Precedence: alive at a lower incarnation does not undo a suspicion. */
+    /* Precedence: alive at a lower incarnation does not undo a suspicion (claims from a
+     * third member: what `other` says of itself is its own word, see test_own_word). */
+    uint8_t third[RUMOR_KEY_LEN];
+    key_of(3, third);
     memset(&msg, 0, sizeof msg);
     msg.kind = RUMOR_MEMB_PEERS;
     msg.n_peers = 1;
@@ -444,14 +479,14 @@ static void test_bad_input_and_refutation(void)
     snprintf(msg.peers[0].addr, sizeof msg.peers[0].addr, "tcp://127.0.0.1:7002");
     msg.peers[0].inc = 6;
     msg.peers[0].state = RUMOR_MEMB_SUSPECT;
-    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    rumor_memb_recv(m, third, "tcp://127.0.0.1:7003", &msg, 0);
     CHECK(rumor_memb_view_at(m, 0)->state == RUMOR_MEMB_SUSPECT);
     msg.peers[0].inc = 5;
     msg.peers[0].state = RUMOR_MEMB_ALIVE;
-    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    rumor_memb_recv(m, third, "tcp://127.0.0.1:7003", &msg, 0);
     CHECK(rumor_memb_view_at(m, 0)->state == RUMOR_MEMB_SUSPECT);
     msg.peers[0].inc = 7;
-    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    rumor_memb_recv(m, third, "tcp://127.0.0.1:7003", &msg, 0);
     CHECK(rumor_memb_view_at(m, 0)->state == RUMOR_MEMB_ALIVE && rumor_memb_view_at(m, 0)->inc == 7);
     /* 'left' about ourselves is refuted too (a quick restart must not be locked out). */
     uint32_t inc0 = rumor_memb_incarnation(m);
@@ -464,13 +499,21 @@ static void test_bad_input_and_refutation(void)
     msg.peers[0].state = RUMOR_MEMB_LEFT;
     rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
     CHECK(rumor_memb_incarnation(m) == inc0 + 1);
-    /* A claim far ahead of our incarnation is dropped: it could only push ours to the wrap. */
+    /* A claim far ahead of our incarnation is refused: it could only push ours to the wrap. */
     msg.peers[0].inc = UINT32_MAX;
     msg.peers[0].state = RUMOR_MEMB_DEAD;
-    uint64_t dropped = rumor_memb_stats(m).dropped_input;
+    uint64_t dropped = rumor_memb_stats(m).dropped_input, refused = rumor_memb_stats(m).refused_claims;
     rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
     CHECK(rumor_memb_incarnation(m) == inc0 + 1);
-    CHECK(rumor_memb_stats(m).dropped_input == dropped + 1);
+    CHECK(rumor_memb_stats(m).refused_claims == refused + 1);
+    /* ... and so is one just past the bounded step; one within it is refuted. */
+    msg.peers[0].inc = inc0 + 1 + RUMOR_MEMB_INC_STEP + 1;
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    CHECK(rumor_memb_incarnation(m) == inc0 + 1);
+    CHECK(rumor_memb_stats(m).refused_claims == refused + 2);
+    msg.peers[0].inc = inc0 + 1 + RUMOR_MEMB_INC_STEP;
+    rumor_memb_recv(m, other, "tcp://127.0.0.1:7002", &msg, 0);
+    CHECK(rumor_memb_incarnation(m) == inc0 + 2 + RUMOR_MEMB_INC_STEP);
     /* A ping-req for a member we do not know makes us dial nothing. */
     while (rumor_memb_next_action(m, &a)) {
     }
@@ -484,7 +527,7 @@ static void test_bad_input_and_refutation(void)
     bool dialled = false;
     while (rumor_memb_next_action(m, &a)) dialled |= a.kind == RUMOR_MEMB_ACT_SEND && strstr(a.addr, "203.0.113.9");
     CHECK(!dialled);
-    CHECK(rumor_memb_stats(m).dropped_input == dropped + 2);
+    CHECK(rumor_memb_stats(m).dropped_input == dropped + 1);
     /* A bad configuration is refused. */
     rumor_memb_config_t bad = cfg;
     bad.ping_timeout_ms = bad.period_ms;
@@ -549,11 +592,386 @@ static void test_view_only_heard_from(void)
     rumor_memb_destroy(&m);
 }
 
+/* ---- forged claims, certificates, dials ---- */
+
+static rumor_memb_msg_t tmsg;
+
+static void cert_of(int i, uint8_t *cert, uint16_t *len)
+{
+    *len = 149;
+    memset(cert, 0xc0 ^ i, *len);
+}
+
+static void entry_of(rumor_memb_update_t *u, int who, const char *addr, uint32_t inc, rumor_memb_state_t st,
+                     bool with_cert)
+{
+    memset(u, 0, sizeof *u);
+    key_of(who, u->key);
+    if (addr)
+        snprintf(u->addr, sizeof u->addr, "%s", addr);
+    else
+        addr_of(who, u->addr);
+    u->inc = inc;
+    u->state = st;
+    if (with_cert) cert_of(who, u->cert, &u->cert_len);
+}
+
+/* `from` says hello (its own word), with its certificate. */
+static void hello_from(rumor_memb_t *m, int from, uint32_t inc, uint64_t boot, uint64_t now)
+{
+    uint8_t k[RUMOR_KEY_LEN];
+    key_of(from, k);
+    memset(&tmsg, 0, sizeof tmsg);
+    tmsg.kind = RUMOR_MEMB_HELLO;
+    tmsg.inc = inc;
+    tmsg.boot = boot;
+    addr_of(from, tmsg.addr);
+    cert_of(from, tmsg.cert, &tmsg.cert_len);
+    rumor_memb_recv(m, k, tmsg.addr, &tmsg, now);
+}
+
+/* `from` sends PEERS with one entry (a claim about u->key, unless that is from itself). */
+static void peers_from(rumor_memb_t *m, int from, const rumor_memb_update_t *u, uint64_t now)
+{
+    uint8_t k[RUMOR_KEY_LEN];
+    char addr[RUMOR_MEMB_ADDR_LEN];
+    key_of(from, k);
+    addr_of(from, addr);
+    memset(&tmsg, 0, sizeof tmsg);
+    tmsg.kind = RUMOR_MEMB_PEERS;
+    tmsg.n_peers = 1;
+    tmsg.peers[0] = *u;
+    rumor_memb_recv(m, k, addr, &tmsg, now);
+}
+
+static const rumor_memb_member_t *member(const rumor_memb_t *m, int who)
+{
+    uint8_t k[RUMOR_KEY_LEN];
+    key_of(who, k);
+    for (int i = 0; i < rumor_memb_view_count(m); i++)
+        if (memcmp(rumor_memb_view_at(m, i)->key, k, RUMOR_KEY_LEN) == 0) return rumor_memb_view_at(m, i);
+    return NULL;
+}
+
+/* Drain the outbox; count hellos to `who` (-1: to anyone but `except`) and what PEERS to
+ * `who` say about it (its state there, or -1). */
+typedef struct {
+    int hellos, downs, peers_state;
+    bool certless_passed; /* an entry without a certificate was sent */
+} seen_t;
+
+static seen_t drain_seen(rumor_memb_t *m, int who)
+{
+    seen_t s = {0, 0, -1, false};
+    uint8_t k[RUMOR_KEY_LEN];
+    key_of(who, k);
+    rumor_memb_action_t a;
+    while (rumor_memb_next_action(m, &a)) {
+        const bool to_who = memcmp(a.key, k, RUMOR_KEY_LEN) == 0;
+        if (a.kind == RUMOR_MEMB_ACT_DOWN && to_who) s.downs++;
+        if (a.kind != RUMOR_MEMB_ACT_SEND) continue;
+        if (a.msg.kind == RUMOR_MEMB_HELLO && to_who) s.hellos++;
+        const rumor_memb_update_t *l = a.msg.kind == RUMOR_MEMB_PEERS ? a.msg.peers : a.msg.upd;
+        const int n = a.msg.kind == RUMOR_MEMB_PEERS ? a.msg.n_peers : a.msg.n_upd;
+        for (int i = 0; i < n; i++) {
+            s.certless_passed |= l[i].cert_len == 0;
+            if (a.msg.kind == RUMOR_MEMB_PEERS && to_who && memcmp(l[i].key, k, RUMOR_KEY_LEN) == 0)
+                s.peers_state = (int)l[i].state;
+        }
+    }
+    return s;
+}
+
+/* Finding: one admitted member could evict any other for good with {B, dead, 0xFFFFFFFF},
+ * and move its address with a higher incarnation. */
+static void test_forged_claims(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    cfg.strict = true;
+    uint8_t me[RUMOR_KEY_LEN], cert[RUMOR_MEMB_CERT_MAX];
+    uint16_t cert_len;
+    key_of(1, me);
+    cert_of(1, cert, &cert_len);
+    const uint32_t t0 = 1700000000u;
+    rumor_memb_t *m = rumor_memb_new(&cfg, me, "tcp://127.0.0.1:7001", t0, err);
+    rumor_memb_set_identity(m, cert, cert_len, 11);
+    const int B = 2, C = 3, D = 4;
+    const uint32_t b_inc = t0 + 100;
+    uint64_t now = 1000;
+    hello_from(m, B, b_inc, 0xb0b, now);
+    hello_from(m, C, t0 + 200, 0xc0c, now);
+    (void)drain_seen(m, B);
+    CHECK(member(m, B) && member(m, C) && member(m, B)->boot == 0xb0b);
+
+    /* The reproduced attack, repeated: refused every time, B stays. */
+    rumor_memb_update_t u;
+    const uint64_t refused0 = rumor_memb_stats(m).refused_claims;
+    for (int k = 0; k < 10; k++) {
+        entry_of(&u, B, NULL, UINT32_MAX, RUMOR_MEMB_DEAD, true);
+        peers_from(m, C, &u, ++now);
+    }
+    CHECK(member(m, B) && member(m, B)->state == RUMOR_MEMB_ALIVE && member(m, B)->inc == b_inc);
+    CHECK(rumor_memb_stats(m).refused_claims == refused0 + 10);
+    /* Just past the step, dead or suspect: refused; at the step: accepted (SWIM). */
+    entry_of(&u, B, NULL, b_inc + RUMOR_MEMB_INC_STEP + 1, RUMOR_MEMB_SUSPECT, true);
+    peers_from(m, C, &u, ++now);
+    CHECK(member(m, B) && member(m, B)->state == RUMOR_MEMB_ALIVE && member(m, B)->inc == b_inc);
+    CHECK(rumor_memb_stats(m).refused_claims == refused0 + 11);
+
+    /* A higher incarnation, alive: taken, but the address is B's own word only. */
+    entry_of(&u, B, "tcp://203.0.113.66:22", b_inc + 1, RUMOR_MEMB_ALIVE, true);
+    u.boot = 0xbad;
+    peers_from(m, C, &u, ++now);
+    CHECK(member(m, B) && member(m, B)->inc == b_inc + 1);
+    CHECK(strcmp(member(m, B)->addr, "tcp://127.0.0.1:7002") == 0);
+    CHECK(member(m, B)->boot == 0xbad); /* along with a higher incarnation, a claim may set it */
+    entry_of(&u, B, NULL, b_inc + 1, RUMOR_MEMB_SUSPECT, true);
+    u.boot = 0xbad2; /* ... but not at the same one */
+    peers_from(m, C, &u, ++now);
+    CHECK(member(m, B) && member(m, B)->boot == 0xbad && member(m, B)->state == RUMOR_MEMB_SUSPECT);
+    bool clean = true;
+    for (int k = 0; k < 5; k++) {
+        entry_of(&u, B, "tcp://203.0.113.66:22", b_inc + 2 + (uint32_t)k, RUMOR_MEMB_ALIVE, true);
+        peers_from(m, C, &u, ++now);
+        clean &= member(m, B) && strcmp(member(m, B)->addr, "tcp://127.0.0.1:7002") == 0;
+    }
+    CHECK(clean);
+    rumor_memb_action_t a;
+    bool dialled = false;
+    while (rumor_memb_next_action(m, &a)) dialled |= strstr(a.addr, "203.0.113.66") != NULL;
+    CHECK(!dialled);
+
+    /* A dead claim within the step removes B (SWIM spreads those, and that stays)... */
+    const uint32_t held = member(m, B)->inc;
+    entry_of(&u, B, NULL, held + 3, RUMOR_MEMB_DEAD, true);
+    peers_from(m, C, &u, ++now);
+    CHECK(member(m, B) == NULL);
+    /* ... but B's own hello gets it back at once, tomb or not, however often the claim
+     * comes; the PEERS answering it tells B of the tomb, so it refutes. */
+    bool back = true;
+    int told = 0;
+    for (int k = 0; k < 5; k++) {
+        hello_from(m, B, b_inc, 0xb0b, ++now);
+        back &= member(m, B) && member(m, B)->state == RUMOR_MEMB_ALIVE;
+        told += drain_seen(m, B).peers_state == RUMOR_MEMB_DEAD;
+        peers_from(m, C, &u, ++now); /* the same claim again: the tomb is at its incarnation */
+        entry_of(&u, B, NULL, held + 4 + (uint32_t)k, RUMOR_MEMB_DEAD, true);
+        peers_from(m, C, &u, ++now); /* and one step further */
+        back &= member(m, B) == NULL;
+    }
+    CHECK(back);
+    CHECK_MSG(told == 5, "told of its tomb %d times", told);
+    /* Any message of its own does as much: a ping. */
+    uint8_t bk[RUMOR_KEY_LEN];
+    char baddr[RUMOR_MEMB_ADDR_LEN];
+    key_of(B, bk);
+    addr_of(B, baddr);
+    memset(&tmsg, 0, sizeof tmsg);
+    tmsg.kind = RUMOR_MEMB_PING;
+    tmsg.seq = 5;
+    tmsg.inc = b_inc;
+    rumor_memb_recv(m, bk, baddr, &tmsg, ++now);
+    CHECK(member(m, B) && member(m, B)->state == RUMOR_MEMB_ALIVE);
+
+    /* A restart: B comes back with an incarnation far past the step, its start time. Its
+     * own word is taken; the same jump from a third party is not. */
+    const uint32_t restarted = b_inc + 40 * RUMOR_MEMB_INC_STEP;
+    hello_from(m, B, restarted, 0xb1b, ++now);
+    CHECK(member(m, B) && member(m, B)->inc == restarted && member(m, B)->boot == 0xb1b);
+    hello_from(m, C, t0 + 200, 0xc0c, ++now);
+    const uint32_t c_held = member(m, C)->inc;
+    entry_of(&u, C, NULL, c_held + 40 * RUMOR_MEMB_INC_STEP, RUMOR_MEMB_ALIVE, true);
+    peers_from(m, B, &u, ++now);
+    CHECK(member(m, C) && member(m, C)->inc == c_held);
+
+    /* A member we hold nothing about: a claim far above our clock is refused, dead or
+     * alive (so no tomb and no reservoir entry); within it, it is heard of. */
+    entry_of(&u, D, NULL, UINT32_MAX, RUMOR_MEMB_DEAD, true);
+    const uint64_t r1 = rumor_memb_stats(m).refused_claims;
+    peers_from(m, C, &u, ++now);
+    entry_of(&u, D, NULL, t0 + 2 * RUMOR_MEMB_INC_SLACK, RUMOR_MEMB_ALIVE, true);
+    peers_from(m, C, &u, ++now);
+    CHECK(rumor_memb_stats(m).refused_claims == r1 + 2);
+    CHECK(rumor_memb_passive_count(m) == 0);
+    entry_of(&u, D, NULL, t0 + 5, RUMOR_MEMB_ALIVE, true);
+    u.boot = 0xd0d;
+    peers_from(m, C, &u, ++now);
+    CHECK(rumor_memb_passive_count(m) == 1);
+    /* and D's own hello always sets its boot id and address */
+    hello_from(m, D, t0 + 5, 0xd1d, ++now);
+    CHECK(member(m, D) && member(m, D)->boot == 0xd1d && strcmp(member(m, D)->addr, "tcp://127.0.0.1:7004") == 0);
+
+    /* B's own word moves it, but at most once a period: hellos from a new address every
+     * 10 ms for 3 periods make us dial at most 4 addresses. */
+    char seen_addr[8][RUMOR_MEMB_ADDR_LEN];
+    int n_addr = 0, moves = 0;
+    char last[RUMOR_MEMB_ADDR_LEN];
+    snprintf(last, sizeof last, "%s", member(m, B)->addr);
+    const uint64_t t_move = now + 1;
+    for (uint64_t t = t_move; t < t_move + 3 * (uint64_t)cfg.period_ms; t += 10) {
+        memset(&tmsg, 0, sizeof tmsg);
+        tmsg.kind = RUMOR_MEMB_HELLO;
+        tmsg.inc = restarted;
+        tmsg.boot = 0xb1b;
+        snprintf(tmsg.addr, sizeof tmsg.addr, "tcp://198.51.100.%d:%d", (int)(t % 250) + 1, 1000 + (int)(t % 5000));
+        cert_of(B, tmsg.cert, &tmsg.cert_len);
+        rumor_memb_recv(m, bk, tmsg.addr, &tmsg, t);
+        if (strcmp(member(m, B)->addr, last) != 0) moves++;
+        snprintf(last, sizeof last, "%s", member(m, B)->addr);
+        while (rumor_memb_next_action(m, &a)) {
+            if (a.kind != RUMOR_MEMB_ACT_SEND || memcmp(a.key, bk, RUMOR_KEY_LEN) != 0) continue;
+            bool known = false;
+            for (int i = 0; i < n_addr && !known; i++) known = strcmp(seen_addr[i], a.addr) == 0;
+            if (!known && n_addr < 8) snprintf(seen_addr[n_addr++], RUMOR_MEMB_ADDR_LEN, "%s", a.addr);
+        }
+    }
+    CHECK_MSG(moves >= 1 && moves <= 3, "%d moves", moves);
+    CHECK_MSG(n_addr <= 4, "%d addresses dialled", n_addr);
+    rumor_memb_destroy(&m);
+}
+
+/* Finding: one forged peers entry made nodes dial an address of the forger's choosing,
+ * again and again, and pass it on. */
+static void test_certs_and_dial_budget(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    cfg.strict = true;
+    uint8_t me[RUMOR_KEY_LEN], cert[RUMOR_MEMB_CERT_MAX];
+    uint16_t cert_len;
+    key_of(1, me);
+    cert_of(1, cert, &cert_len);
+    rumor_memb_t *m = rumor_memb_new(&cfg, me, "tcp://127.0.0.1:7001", 100, err);
+    rumor_memb_set_identity(m, cert, cert_len, 11);
+    const int B = 2, C = 3;
+    uint64_t now = 1000;
+    hello_from(m, B, 100, 0xb0b, now);
+    hello_from(m, C, 100, 0xc0c, now);
+    uint8_t other[RUMOR_KEY_LEN];
+    key_of(9, other);
+    rumor_memb_add(m, other, "tcp://127.0.0.1:7009", 100, now); /* known, but no certificate */
+    (void)drain_seen(m, B);
+
+    /* An entry without a certificate is dropped: not kept, not dialled. */
+    rumor_memb_update_t u;
+    entry_of(&u, 50, "tcp://198.51.100.7:9", 100, RUMOR_MEMB_ALIVE, false);
+    const uint64_t d0 = rumor_memb_stats(m).dropped_input;
+    peers_from(m, C, &u, ++now);
+    CHECK(rumor_memb_stats(m).dropped_input == d0 + 1);
+    CHECK(rumor_memb_passive_count(m) == 0);
+    CHECK(drain_seen(m, 50).hellos == 0);
+    /* Nothing we pass on lacks a certificate: PEERS samples (the exchange of many periods)
+     * and piggybacked updates (pings, acks). */
+    bool certless = false;
+    int sent = 0;
+    for (int k = 0; k < 40; k++) {
+        now += cfg.period_ms / 2;
+        rumor_memb_tick(m, now);
+        uint8_t bk[RUMOR_KEY_LEN];
+        key_of(B, bk);
+        memset(&tmsg, 0, sizeof tmsg);
+        tmsg.kind = RUMOR_MEMB_PING;
+        tmsg.seq = (uint32_t)k;
+        tmsg.inc = 100;
+        rumor_memb_recv(m, bk, "tcp://127.0.0.1:7002", &tmsg, now);
+        rumor_memb_action_t a;
+        while (rumor_memb_next_action(m, &a)) {
+            if (a.kind != RUMOR_MEMB_ACT_SEND) continue;
+            const rumor_memb_update_t *l = a.msg.kind == RUMOR_MEMB_PEERS ? a.msg.peers : a.msg.upd;
+            const int n = a.msg.kind == RUMOR_MEMB_PEERS ? a.msg.n_peers : a.msg.n_upd;
+            for (int i = 0; i < n; i++) {
+                certless |= l[i].cert_len == 0 || memcmp(l[i].key, other, RUMOR_KEY_LEN) == 0;
+                sent++;
+            }
+        }
+    }
+    CHECK(!certless);
+    CHECK_MSG(sent > 10, "%d entries passed on", sent);
+
+    /* Twelve members heard of at once (certified, at addresses nobody answers at): members
+     * never dialled before are dialled a few at once, then one a period. */
+    const int first = 20, count = 12;
+    for (int k = 0; k < count; k++) {
+        char addr[RUMOR_MEMB_ADDR_LEN];
+        snprintf(addr, sizeof addr, "tcp://198.51.100.%d:%d", 1 + k, 22 + k);
+        entry_of(&u, first + k, addr, 100, RUMOR_MEMB_ALIVE, true);
+        peers_from(m, C, &u, now);
+    }
+    CHECK(rumor_memb_passive_count(m) == count);
+    int hellos[32] = {0}, forgotten_downs = 0, max_new_per_period = 0, after_forget = 0;
+    bool forgotten[32] = {false};
+    uint64_t last_hello[32] = {0}, min_gap[32];
+    for (int k = 0; k < 32; k++) min_gap[k] = UINT64_MAX;
+    const uint64_t start = now;
+    int new_this_period = 0, n_new = 0;
+    bool over_budget = false;
+    uint64_t period_start = now;
+    for (uint64_t t = now; t < start + 100 * (uint64_t)cfg.period_ms; t += cfg.period_ms / 4) {
+        if (t >= period_start + cfg.period_ms) {
+            period_start = t;
+            new_this_period = 0;
+        }
+        rumor_memb_tick(m, t);
+        rumor_memb_action_t a;
+        while (rumor_memb_next_action(m, &a)) {
+            const int who = index_of(a.key) - first;
+            if (who < 0 || who >= count) continue;
+            if (a.kind == RUMOR_MEMB_ACT_DOWN) {
+                forgotten_downs++;
+                forgotten[who] = true;
+            }
+            if (forgotten[who] && a.kind == RUMOR_MEMB_ACT_SEND) after_forget++;
+            if (a.kind != RUMOR_MEMB_ACT_SEND || a.msg.kind != RUMOR_MEMB_HELLO) continue;
+            if (hellos[who] == 0) {
+                new_this_period++;
+                n_new++;
+                over_budget |= n_new > RUMOR_MEMB_DIAL_BURST + (int)((t - start) / cfg.period_ms);
+            }
+            if (new_this_period > max_new_per_period) max_new_per_period = new_this_period;
+            if (hellos[who] > 0 && t - last_hello[who] < min_gap[who]) min_gap[who] = t - last_hello[who];
+            hellos[who]++;
+            last_hello[who] = t;
+        }
+        /* The same claims again (a forgotten member is not dialled for them); B and C keep
+         * answering, so they stay; the twelve never do. */
+        for (int k = 0; k < count; k++) {
+            if (!forgotten[k]) continue;
+            char addr[RUMOR_MEMB_ADDR_LEN];
+            snprintf(addr, sizeof addr, "tcp://198.51.100.%d:%d", 1 + k, 22 + k);
+            entry_of(&u, first + k, addr, 100, RUMOR_MEMB_ALIVE, true);
+            peers_from(m, C, &u, t);
+        }
+        hello_from(m, B, 100, 0xb0b, t);
+        hello_from(m, C, 100, 0xc0c, t);
+        while (rumor_memb_next_action(m, &a)) {
+        }
+    }
+    /* A burst, then one a period. */
+    CHECK_MSG(max_new_per_period == RUMOR_MEMB_DIAL_BURST, "%d members never dialled were dialled in one period",
+              max_new_per_period);
+    CHECK(!over_budget && n_new == count);
+    bool bounded = true, backed_off = true;
+    for (int k = 0; k < count; k++) {
+        bounded &= hellos[k] >= 1 && hellos[k] <= RUMOR_MEMB_MAX_INVITES;
+        backed_off &= hellos[k] < 2 || min_gap[k] >= cfg.period_ms;
+    }
+    CHECK(bounded && backed_off);
+    CHECK_MSG(forgotten_downs == count && rumor_memb_stats(m).forgotten == (uint64_t)count,
+              "%d forgotten", forgotten_downs);
+    CHECK(rumor_memb_passive_count(m) == 0);
+    CHECK_MSG(after_forget == 0, "%d hellos to forgotten members", after_forget);
+    rumor_memb_destroy(&m);
+}
+
 int main(void)
 {
     test_bad_input_and_refutation();
     test_view_only_heard_from();
+    test_forged_claims();
+    test_certs_and_dial_budget();
     test_join_and_failure();
+    test_strict_swarm();
     test_loss();
     test_partition_heals();
     test_leave();

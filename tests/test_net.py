@@ -78,6 +78,8 @@ def wait_for(pred, seconds):
 
 def mp(o):
     """A small msgpack encoder, enough to speak (and misspeak) rumor's protocol."""
+    if isinstance(o, list):
+        return bytes([0x90 | len(o)]) + b"".join(mp(v) for v in o)
     if isinstance(o, dict):
         n = len(o)
         head = bytes([0x80 | n]) if n < 16 else b"\xde" + n.to_bytes(2, "big")
@@ -299,7 +301,7 @@ def main():
         d.curve_serverkey = pubs[1].encode()
         d.connect("tcp://127.0.0.1:%d" % port1)
         d.send(mp({"v": 2, "t": "hello", "seq": 1, "cert": cert_bytes(mallory + ".cert"),
-                   "addr": "tcp://127.0.0.1:9", "layout": 0, "caps": 0, "inc": 1, "boot": 12345}))
+                   "addr": "tcp://127.0.0.1:9", "layout": 0, "caps": 0, "inc": 1, "boot": 0x5eed}))
         bad = [
             b"\xc1garbage",                                           # reserved byte
             b"\xdf\xff\xff\xff\xff" + b"\x00" * 5,                     # a map claiming 4 billion entries
@@ -327,7 +329,63 @@ def main():
         # (mallory itself may show up in their views until its fake address fails the probes)
         check(set(pubs) - {pubs[2]} <= set(alive_peers(nodes[2][1]) or []), "the others are unaffected")
 
-        # 2c. The admitted key floods: messages of 128 frames of 1 MiB (libzmq holds every frame
+        # 2c. Forged membership entries from the admitted hostile peer: a made-up key at an
+        #     address of its choosing (without a certificate, and with one issued for another
+        #     key) is neither dialled nor kept; node 2 declared dead at the top of the
+        #     incarnation range, and moved to that address, stays where it is, alive.
+        trap_tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        trap_tcp.bind(("127.0.0.1", 0))
+        trap_tcp.listen(16)
+        trap_tcp.settimeout(0.05)
+        trap_port = trap_tcp.getsockname()[1]
+        trap_udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            trap_udp.bind(("127.0.0.1", trap_port))
+        except OSError:
+            trap_udp.bind(("127.0.0.1", 0)) # (the UDP port is taken: TCP is watched alone)
+        trap_udp.settimeout(0.05)
+        trap = "tcp://127.0.0.1:%d" % trap_port
+        import zmq.utils.z85
+        fake = os.urandom(32)
+        node2_key = zmq.utils.z85.decode(pubs[2])
+        before = (status(nodes[1][1]) or {}).get("rejected", {})
+        for k in range(5):
+            d.send(mp({"v": 2, "t": "peers", "seq": 20 + k, "peers": [
+                {"k": fake, "a": trap, "inc": 1, "s": 0},
+                {"k": fake, "a": trap, "inc": 2, "s": 0, "cert": cert_bytes(mallory + ".cert")},
+                {"k": node2_key, "a": trap, "inc": 0xFFFFFFFF, "s": 2, "cert": cert_bytes(keys[2] + ".cert")},
+                {"k": node2_key, "a": trap, "inc": 0xFFFFFFFE, "s": 0, "cert": cert_bytes(keys[2] + ".cert")},
+            ]}))
+        knocked = dialled = 0
+        end = time.time() + 3.0
+        while time.time() < end:
+            try:
+                c, _ = trap_tcp.accept()
+                c.close()
+                dialled += 1
+            except (socket.timeout, BlockingIOError):
+                pass
+            try:
+                trap_udp.recvfrom(2048)
+                knocked += 1
+            except (socket.timeout, BlockingIOError):
+                pass
+        trap_tcp.close()
+        trap_udp.close()
+        after = (status(nodes[1][1]) or {}).get("rejected", {})
+        print("     forged entries, rejected by node 1:",
+              json.dumps({k: after.get(k, 0) - before.get(k, 0) for k in ("entry-cert", "membership-claim")}))
+        check(knocked == 0 and dialled == 0, "a forged entry makes the node dial nothing (%d knocks, %d connections)"
+              % (knocked, dialled))
+        check(after.get("entry-cert", 0) - before.get("entry-cert", 0) >= 10,
+              "entries without a valid certificate for their key are dropped and counted")
+        check(after.get("membership-claim", 0) - before.get("membership-claim", 0) >= 5,
+              "claims beyond the incarnation step are refused and counted")
+        v2 = [v for v in (status(nodes[1][1]) or {}).get("view", []) if v["key"] == pubs[2]]
+        check(v2 and v2[0]["state"] == "alive" and v2[0]["addr"] != trap,
+              "node 2 stays in node 1's view, alive, at its own address: %s" % v2)
+
+        # 2d. The admitted key floods: messages of 128 frames of 1 MiB (libzmq holds every frame
         #     of a message until its last one arrives, and counts no frames against its
         #     high-water mark), then a message whose last frame never comes. The node's guard cuts
         #     a connection once libzmq holds more for it than any honest traffic needs (about

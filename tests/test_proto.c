@@ -259,7 +259,8 @@ static rumor_proto_reject_t reject_of(const bb_t *bb, const uint8_t *pl, size_t 
 static bool peer_eq(const rumor_proto_peer_t *a, const rumor_proto_peer_t *b)
 {
     return memcmp(a->key, b->key, sizeof a->key) == 0 && strcmp(a->addr, b->addr) == 0 &&
-           a->inc == b->inc && a->state == b->state;
+           a->inc == b->inc && a->state == b->state && a->cert_len == b->cert_len &&
+           memcmp(a->cert, b->cert, a->cert_len) == 0 && a->boot == b->boot;
 }
 
 static bool peers_eq(const rumor_proto_peer_t *a, size_t na, const rumor_proto_peer_t *b, size_t nb)
@@ -278,7 +279,7 @@ static bool msg_eq(const rumor_msg_t *a, const rumor_msg_t *b)
         const rumor_msg_hello_t *x = &a->u.hello, *y = &b->u.hello;
         return x->cert_len == y->cert_len && memcmp(x->cert, y->cert, x->cert_len) == 0 &&
                strcmp(x->addr, y->addr) == 0 && x->layout == y->layout && x->caps == y->caps &&
-               x->inc == y->inc;
+               x->inc == y->inc && x->boot == y->boot;
     }
     case RUMOR_MSG_PEERS:
         return peers_eq(a->u.peers.peers, a->u.peers.count, b->u.peers.peers, b->u.peers.count);
@@ -326,6 +327,13 @@ static void make_peer(rumor_proto_peer_t *p, unsigned i, bool long_addr)
     }
     p->inc = i == 0 ? UINT32_MAX : i;
     p->state = (rumor_proto_state_t)(i % 4);
+    /* Version 2's optional keys: a certificate on two entries in three (some of the largest
+     * size), a boot id on every other one (some at the top of the range). */
+    if (i % 3 != 2) {
+        p->cert_len = i % 3 == 0 ? RUMOR_PROTO_CERT_MAX : 1 + i;
+        for (size_t j = 0; j < p->cert_len; j++) p->cert[j] = (uint8_t)(i + 3 * j);
+    }
+    if (i % 2 == 0) p->boot = i % 4 == 0 ? UINT64_MAX - i : 1 + i;
 }
 
 static uint8_t payload_buf[RUMOR_PROTO_MAX_PAYLOAD];
@@ -372,6 +380,7 @@ static void sample_hello(rumor_msg_t *m, size_t cert_len)
     m->u.hello.layout = UINT64_MAX;
     m->u.hello.caps = 0x5;
     m->u.hello.inc = 1700000000u;
+    m->u.hello.boot = 0xfedcba9876543210ull;
 }
 
 static void sample_model(rumor_msg_t *m, rumor_proto_codec_t codec, uint64_t n, size_t len)
@@ -686,6 +695,9 @@ static void test_encode_refuses(void)
     CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
     memset(m->u.hello.addr, 'x', sizeof m->u.hello.addr); /* not terminated */
     CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    sample_hello(m, 10);
+    m->u.hello.boot = 0; /* required, nonzero */
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
 
     memset(m, 0, sizeof *m);
     m->type = RUMOR_MSG_PEERS;
@@ -694,6 +706,10 @@ static void test_encode_refuses(void)
     CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
     m->u.peers.count = 2;
     m->u.peers.peers[1].state = (rumor_proto_state_t)4;
+    CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    make_peer(&m->u.peers.peers[1], 1, false);
+    CHECK_RC(rumor_proto_encode(m, buf, sizeof buf, &len));
+    m->u.peers.peers[1].cert_len = RUMOR_PROTO_CERT_MAX + 1;
     CHECK(rumor_proto_encode(m, buf, sizeof buf, &len) == RUMOR_EINVAL);
 
     memset(m, 0, sizeof *m);
@@ -1013,11 +1029,11 @@ static void test_reject_fields(void)
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VALUE);
 
     /* hello: each field missing in turn; cert empty and too long; bad address; inc > 2^32. */
-    const char *hello_fields[] = {"cert", "addr", "layout", "caps", "inc"};
-    for (size_t skip = 0; skip <= 5; skip++) {
+    const char *hello_fields[] = {"cert", "addr", "layout", "caps", "inc", "boot"};
+    for (size_t skip = 0; skip <= 6; skip++) {
         bb->n = 0;
-        bb_head(bb, skip < 5 ? 4 : 5, "hello", 1);
-        for (size_t i = 0; i < 5; i++) {
+        bb_head(bb, skip < 6 ? 5 : 6, "hello", 1);
+        for (size_t i = 0; i < 6; i++) {
             if (i == skip) continue;
             bb_str(bb, hello_fields[i]);
             if (i == 0)
@@ -1027,7 +1043,7 @@ static void test_reject_fields(void)
             else
                 bb_uint(bb, 1);
         }
-        CHECK_REJECT(bb, NULL, 0, skip < 5 ? RUMOR_PROTO_REJECT_MISSING : RUMOR_PROTO_REJECT_NONE);
+        CHECK_REJECT(bb, NULL, 0, skip < 6 ? RUMOR_PROTO_REJECT_MISSING : RUMOR_PROTO_REJECT_NONE);
     }
     struct {
         size_t cert_len;
@@ -1044,14 +1060,37 @@ static void test_reject_fields(void)
     };
     for (size_t i = 0; i < RUMOR_ARRAY_LEN(hellos); i++) {
         bb->n = 0;
-        bb_head(bb, 5, "hello", 1);
+        bb_head(bb, 6, "hello", 1);
         bb_str(bb, "cert");
         bb_bin(bb, cert, hellos[i].cert_len);
         kv_str(bb, "addr", hellos[i].addr);
         kv_uint(bb, "layout", 0);
         kv_uint(bb, "caps", 0);
         kv_uint(bb, "inc", hellos[i].inc);
+        kv_uint(bb, "boot", 1);
         CHECK_REJECT(bb, NULL, 0, hellos[i].want);
+    }
+    /* boot: 0 is no boot id; it is a uint, not a str or a negative int. */
+    for (int variant = 0; variant < 4; variant++) {
+        bb->n = 0;
+        bb_head(bb, 6, "hello", 1);
+        bb_str(bb, "cert");
+        bb_bin(bb, cert, 5);
+        kv_str(bb, "addr", "tcp://1.2.3.4:5");
+        kv_uint(bb, "layout", 0);
+        kv_uint(bb, "caps", 0);
+        kv_uint(bb, "inc", 1);
+        if (variant == 0) kv_uint(bb, "boot", 0);
+        if (variant == 1) kv_str(bb, "boot", "1");
+        if (variant == 2) kv_uint(bb, "boot", UINT64_MAX);
+        if (variant == 3) {
+            bb_str(bb, "boot");
+            bb_bin(bb, cert, 8);
+        }
+        CHECK_REJECT(bb, NULL, 0,
+                     variant == 0   ? RUMOR_PROTO_REJECT_VALUE
+                     : variant == 2 ? RUMOR_PROTO_REJECT_NONE
+                                    : RUMOR_PROTO_REJECT_WRONG_TYPE);
     }
     /* An address of 256 bytes: over the field cap though under the generic str cap. */
     char addr256[257];
@@ -1059,22 +1098,24 @@ static void test_reject_fields(void)
     memcpy(addr256, "tcp://", 6);
     addr256[256] = '\0';
     bb->n = 0;
-    bb_head(bb, 5, "hello", 1);
+    bb_head(bb, 6, "hello", 1);
     bb_str(bb, "cert");
     bb_bin(bb, cert, 1);
     kv_str(bb, "addr", addr256);
     kv_uint(bb, "layout", 0);
     kv_uint(bb, "caps", 0);
     kv_uint(bb, "inc", 0);
+    kv_uint(bb, "boot", 1);
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_LARGE);
     /* cert as str instead of bin */
     bb->n = 0;
-    bb_head(bb, 5, "hello", 1);
+    bb_head(bb, 6, "hello", 1);
     kv_str(bb, "cert", "abc");
     kv_str(bb, "addr", "tcp://1.2.3.4:5");
     kv_uint(bb, "layout", 0);
     kv_uint(bb, "caps", 0);
     kv_uint(bb, "inc", 0);
+    kv_uint(bb, "boot", 1);
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_WRONG_TYPE);
 
     /* peers: 64 fine, 65 too many; bad entries. */
@@ -1128,6 +1169,56 @@ static void test_reject_fields(void)
     kv_uint(bb, "inc", 1);
     kv_uint(bb, "s", 0);
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VALUE);
+    /* An entry's optional cert and boot (version 2): a cert is a bin of 1..CERT_MAX bytes, a
+     * boot id a nonzero uint; in a ping's updates as in peers. */
+    static uint8_t big_cert[RUMOR_PROTO_CERT_MAX + 1];
+    struct {
+        int kind; /* 0 cert bin of len, 1 cert as str, 2 boot uint of len, 3 boot as bin */
+        uint64_t len;
+        rumor_proto_reject_t want;
+    } entries[] = {
+        {0, 1, RUMOR_PROTO_REJECT_NONE},
+        {0, RUMOR_PROTO_CERT_MAX, RUMOR_PROTO_REJECT_NONE},
+        {0, RUMOR_PROTO_CERT_MAX + 1, RUMOR_PROTO_REJECT_TOO_LARGE},
+        {0, 0, RUMOR_PROTO_REJECT_VALUE},
+        {1, 5, RUMOR_PROTO_REJECT_WRONG_TYPE},
+        {2, 1, RUMOR_PROTO_REJECT_NONE},
+        {2, UINT64_MAX, RUMOR_PROTO_REJECT_NONE},
+        {2, 0, RUMOR_PROTO_REJECT_VALUE},
+        {3, 8, RUMOR_PROTO_REJECT_WRONG_TYPE},
+    };
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(entries); i++) {
+        for (int in_ping = 0; in_ping < 2; in_ping++) {
+            bb->n = 0;
+            if (in_ping) {
+                bb_head(bb, 2, "ping", 1);
+                kv_uint(bb, "inc", 1);
+                bb_str(bb, "upd");
+            } else {
+                bb_head(bb, 1, "peers", 1);
+                bb_str(bb, "peers");
+            }
+            bb_array(bb, 1);
+            bb_map(bb, 5);
+            bb_str(bb, "k");
+            bb_bin(bb, key32, 32);
+            kv_str(bb, "a", "tcp://1.2.3.4:5");
+            kv_uint(bb, "inc", 1);
+            kv_uint(bb, "s", 0);
+            switch (entries[i].kind) {
+            case 0:
+                bb_str(bb, "cert");
+                bb_bin(bb, big_cert, (size_t)entries[i].len);
+                break;
+            case 1: kv_str(bb, "cert", "abcde"); break;
+            case 2: kv_uint(bb, "boot", entries[i].len); break;
+            default:
+                bb_str(bb, "boot");
+                bb_bin(bb, big_cert, (size_t)entries[i].len);
+            }
+            CHECK_REJECT(bb, NULL, 0, entries[i].want);
+        }
+    }
 
     /* ping: 16 updates fine, 17 too many; missing inc; upd of the wrong type. */
     for (unsigned count = 16; count <= 17; count++) {

@@ -44,6 +44,22 @@
                                   one sender cannot spend the node's budget on its own */
 #define KNOCK_SOURCES 256
 
+_Static_assert(RUMOR_CERT_MAX_LEN <= RUMOR_MEMB_CERT_MAX, "membership must hold a whole certificate");
+
+#define CERT_CACHE 512            /* membership entries' certificates checked, by key */
+#define CERT_BAD_RECHECK_MS 60000 /* a refused one is checked again after this long */
+
+/* A certificate checked for a membership entry: a ping's updates name the same members
+ * again and again, and each check costs an Ed25519 verification. */
+typedef struct {
+    bool used, ok;
+    uint8_t key[RUMOR_KEY_LEN];
+    uint8_t cert[RUMOR_CERT_MAX_LEN];
+    size_t cert_len;
+    uint64_t expires_at; /* unix seconds, when ok */
+    uint64_t checked_ms, used_ms;
+} cert_seen_t;
+
 /* A token bucket (admission datagrams from one source). */
 typedef struct {
     double tokens;
@@ -64,6 +80,7 @@ enum {
     DROP_ADMIT_RATE,                            /* over KNOCK_RATE */
     DROP_HELD,                                  /* a connection held more than GUARD_LIMIT: cut */
     DROP_CONNS,                                 /* a connection beyond GUARD_MAX: cut */
+    DROP_ENTRY_CERT,                            /* a membership entry without a valid certificate */
     DROP_COUNT
 };
 
@@ -151,6 +168,7 @@ struct rumor_node {
     size_t cert_len;
     rumor_revoked_t *revoked;
     rumor_memb_t *memb;
+    cert_seen_t *certs;              /* CERT_CACHE */
     char self_addr[RUMOR_MEMB_ADDR_LEN];   /* tcp://IP:PORT, advertised */
     char address[RUMOR_ADDR_LEN];          /* rumor://KEY@HOST:PORT */
     char id[RUMOR_SHORT_ID_LEN + 1];
@@ -220,6 +238,7 @@ static const char *drop_name(int i, char buf[48])
     case DROP_ADMIT_RATE: return "admit-rate";
     case DROP_HELD: return "held-too-much";
     case DROP_CONNS: return "too-many-connections";
+    case DROP_ENTRY_CERT: return "entry-cert";
     }
     return "other";
 }
@@ -306,6 +325,7 @@ static void fill_hello(rumor_node_t *n, rumor_msg_t *m)
     m->u.hello.cert_len = n->cert_len;
     snprintf(m->u.hello.addr, sizeof m->u.hello.addr, "%s", n->self_addr);
     m->u.hello.inc = rumor_memb_incarnation(n->memb);
+    m->u.hello.boot = n->boot_id;
 }
 
 static void knock_send(rumor_node_t *n, peer_t *p, uint64_t now)
@@ -472,6 +492,9 @@ static void upd_to_wire(rumor_proto_peer_t *w, const rumor_memb_update_t *u)
     snprintf(w->addr, sizeof w->addr, "%s", u->addr);
     w->inc = u->inc;
     w->state = (rumor_proto_state_t)u->state;
+    w->boot = u->boot;
+    w->cert_len = u->cert_len;
+    memcpy(w->cert, u->cert, u->cert_len);
 }
 
 static void upd_from_wire(rumor_memb_update_t *u, const rumor_proto_peer_t *w)
@@ -480,6 +503,10 @@ static void upd_from_wire(rumor_memb_update_t *u, const rumor_proto_peer_t *w)
     snprintf(u->addr, sizeof u->addr, "%s", w->addr);
     u->inc = w->inc;
     u->state = (rumor_memb_state_t)w->state;
+    u->boot = w->boot;
+    /* A certificate too long for membership cannot be a valid one: none, then (dropped). */
+    u->cert_len = w->cert_len <= RUMOR_MEMB_CERT_MAX ? (uint16_t)w->cert_len : 0;
+    memcpy(u->cert, w->cert, u->cert_len);
 }
 
 static void memb_to_wire(rumor_node_t *n, rumor_msg_t *w, const rumor_memb_msg_t *m)
@@ -528,6 +555,9 @@ static bool memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w)
         m->kind = RUMOR_MEMB_HELLO;
         m->inc = w->u.hello.inc;
         snprintf(m->addr, sizeof m->addr, "%s", w->u.hello.addr);
+        m->boot = w->u.hello.boot;
+        m->cert_len = w->u.hello.cert_len <= RUMOR_MEMB_CERT_MAX ? (uint16_t)w->u.hello.cert_len : 0;
+        memcpy(m->cert, w->u.hello.cert, m->cert_len);
         return true;
     case RUMOR_MSG_PEERS:
         m->kind = RUMOR_MEMB_PEERS;
@@ -561,6 +591,60 @@ static bool memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w)
     case RUMOR_MSG_BYE: m->kind = RUMOR_MEMB_BYE; return true;
     default: return false;
     }
+}
+
+/* Whether a membership entry's certificate is of this swarm, for that very key, valid now
+ * and not revoked; results are cached per key (until the certificate bytes change, or it
+ * expires, or the revocation list is reloaded). */
+static bool entry_cert_ok(rumor_node_t *n, const rumor_memb_update_t *u, uint64_t now)
+{
+    if (u->cert_len == 0 || u->cert_len > RUMOR_CERT_MAX_LEN) return false;
+    cert_seen_t *slot = NULL, *lru = NULL;
+    for (int i = 0; i < CERT_CACHE; i++) {
+        cert_seen_t *c = &n->certs[i];
+        if (c->used && same_key(c->key, u->key)) {
+            slot = c;
+            break;
+        }
+        if (!lru || !c->used || (lru->used && c->used_ms < lru->used_ms)) lru = c;
+    }
+    if (slot && slot->cert_len == u->cert_len && memcmp(slot->cert, u->cert, u->cert_len) == 0) {
+        slot->used_ms = now;
+        if (slot->ok) return unix_now() < slot->expires_at;
+        if (now < slot->checked_ms + CERT_BAD_RECHECK_MS) return false;
+    }
+    if (!slot) slot = lru;
+    rumor_cert_t cert;
+    rumor_cert_reject_t why;
+    const bool ok = rumor_cert_check(u->cert, u->cert_len, n->authority, u->key, unix_now(), n->revoked, &cert,
+                                     &why) == RUMOR_OK;
+    memset(slot, 0, sizeof *slot);
+    slot->used = true;
+    slot->ok = ok;
+    memcpy(slot->key, u->key, RUMOR_KEY_LEN);
+    memcpy(slot->cert, u->cert, u->cert_len);
+    slot->cert_len = u->cert_len;
+    slot->expires_at = ok ? cert.expires_at : 0;
+    slot->checked_ms = slot->used_ms = now;
+    return ok;
+}
+
+/* Keep only the entries whose certificate passes: membership must never dial, keep or pass
+ * on a key no certificate vouches for (an address of a forger's choosing). */
+static void vet_entries(rumor_node_t *n, rumor_memb_msg_t *m, uint64_t now)
+{
+    rumor_memb_update_t *list = m->kind == RUMOR_MEMB_PEERS ? m->peers : m->upd;
+    int *count = m->kind == RUMOR_MEMB_PEERS ? &m->n_peers : &m->n_upd;
+    int kept = 0;
+    for (int i = 0; i < *count; i++) {
+        if (!entry_cert_ok(n, &list[i], now)) {
+            n->drops[DROP_ENTRY_CERT]++;
+            continue;
+        }
+        if (kept != i) list[kept] = list[i];
+        kept++;
+    }
+    *count = kept;
 }
 
 static conn_t *find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint64_t now);
@@ -883,6 +967,7 @@ static void handle_router(rumor_node_t *n, uint64_t now)
         }
         if (memb_from_wire(mp, wp)) {
             if (wp->type == RUMOR_MSG_PING) n->last_pinged = now;
+            vet_entries(n, mp, now);
             rumor_memb_recv(n->memb, key, c->addr, mp, now);
         } else if (wp->type == RUMOR_MSG_MODEL && n->chunk_cb) {
             const rumor_msg_model_t *mm = &wp->u.model;
@@ -1167,7 +1252,16 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
                 out(o, "%s\"%s\":%" PRIu64, first ? "" : ",", drop_name(i, nb), n->drops[i]);
                 first = false;
             }
-        if (ms.dropped_input) out(o, "%s\"membership\":%" PRIu64, first ? "" : ",", ms.dropped_input);
+        if (ms.dropped_input) {
+            out(o, "%s\"membership\":%" PRIu64, first ? "" : ",", ms.dropped_input);
+            first = false;
+        }
+        /* claims beyond the incarnation step; reservoir members that never answered */
+        if (ms.refused_claims) {
+            out(o, "%s\"membership-claim\":%" PRIu64, first ? "" : ",", ms.refused_claims);
+            first = false;
+        }
+        if (ms.forgotten) out(o, "%s\"membership-silent\":%" PRIu64, first ? "" : ",", ms.forgotten);
         out(o, "}");
         if (n->status_cb) {
             out(o, ",\"train\":");
@@ -1320,7 +1414,8 @@ uint64_t rumor_node_peer_boot(rumor_node_t *n, int i)
 {
     const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
     const conn_t *c = e ? find_conn(n, e->key, false, now_ms()) : NULL;
-    return c && c->knocked ? c->boot : 0;
+    if (c && c->knocked && c->boot) return c->boot;
+    return e ? e->boot : 0; /* from its hello, or second hand (membership.h) */
 }
 
 uint64_t rumor_node_boot(const rumor_node_t *n) { return n->boot_id; }
@@ -1489,7 +1584,8 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     fcntl(n->wake[0], F_SETFD, FD_CLOEXEC);
     fcntl(n->wake[1], F_SETFD, FD_CLOEXEC);
     n->buf = malloc(RUMOR_PROTO_MAX_HEADER);
-    if (!n->buf) goto nomem;
+    n->certs = calloc(CERT_CACHE, sizeof *n->certs);
+    if (!n->buf || !n->certs) goto nomem;
     if (rumor_secret_key_load(&n->key, cfg->key_path, err) != RUMOR_OK) goto fail;
     if (rumor_public_key_load(n->authority, cfg->swarm, err) != RUMOR_OK) goto fail;
     if (rumor_cert_load(n->cert, &n->cert_len, cfg->cert_path, err) != RUMOR_OK) goto fail;
@@ -1516,7 +1612,8 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     rumor_key_short_id(n->id, rumor_secret_key_public(n->key));
     rumor_log_set_id(n->id);
 
-    n->boot_id = rumor_random_u64();
+    do n->boot_id = rumor_random_u64(); /* nonzero: 0 means none on the wire */
+    while (n->boot_id == 0);
     n->knock_tokens = KNOCK_RATE;
     n->knock_refill_ms = now_ms();
     {
@@ -1647,9 +1744,15 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
         }
     }
 
-    n->memb = rumor_memb_new(&cfg->memb, rumor_secret_key_public(n->key), n->self_addr,
+    /* A real node is among strangers: certificates on every membership entry, a dial budget
+     * (membership.h), and a probe order no one can predict (libsodium, not a setting). */
+    rumor_memb_config_t mc = cfg->memb;
+    mc.strict = true;
+    mc.seed = rumor_random_u64();
+    n->memb = rumor_memb_new(&mc, rumor_secret_key_public(n->key), n->self_addr,
                              (uint32_t)(unix_now() & 0x7fffffff), err);
     if (!n->memb) goto fail;
+    rumor_memb_set_identity(n->memb, n->cert, n->cert_len, n->boot_id);
     return n;
 nomem:
     rumor_fail(err, RUMOR_ENOMEM, "out of memory");
@@ -1682,6 +1785,7 @@ void rumor_node_destroy(rumor_node_t **self_p)
     rumor_secret_key_destroy(&n->key);
     rumor_revoked_destroy(&n->revoked);
     free(n->buf);
+    free(n->certs);
     free(n);
     *self_p = NULL;
 }
@@ -1746,6 +1850,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             if (fresh) {
                 rumor_revoked_destroy(&n->revoked);
                 n->revoked = fresh;
+                memset(n->certs, 0, CERT_CACHE * sizeof *n->certs); /* checked against the old list */
                 /* Admitted peers now revoked are admitted no more. */
                 for (int i = 0; i < MAX_CONNS; i++)
                     if (n->conns[i].used && rumor_revoked_has(n->revoked, n->conns[i].key))

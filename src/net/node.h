@@ -166,7 +166,8 @@ const uint8_t *rumor_node_peer_key(const rumor_node_t *self, int i);
  * those can be sent models. Call from the node's thread. */
 bool rumor_node_peer_admitted(rumor_node_t *self, int i);
 /* The boot id of the i-th member's current run, from its own freshest knock (sealed with its
- * key, PROTOCOL.md "Admission"); 0 when unknown. Secure mixing binds masks to it. */
+ * key, PROTOCOL.md "Admission"), else what membership holds (its hello, or a peer entry); 0
+ * when unknown. Secure mixing binds masks to it. */
 uint64_t rumor_node_peer_boot(rumor_node_t *self, int i);
 /* This node's boot id: random, new at every start. */
 uint64_t rumor_node_boot(const rumor_node_t *self);
