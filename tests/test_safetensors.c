@@ -175,7 +175,7 @@ static void test_roundtrip(void)
     rumor_st_destroy(&f); /* NULL is fine */
 
     struct stat st;
-    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644);
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600); /* a model of private data: owner only */
     CHECK(count_tmp_files() == 0);
 
     /* Overwriting replaces the file; the old one was the only other candidate. */
