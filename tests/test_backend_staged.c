@@ -199,7 +199,7 @@ int main(void)
 
     struct stat st;
     if (stat(RUMOR_DEFAULT_DATA, &st) != 0) {
-        fprintf(stderr, "no dataset at %s: training runs not checked\n", RUMOR_DEFAULT_DATA);
+        check_skip("no dataset at %s: the training and node runs not compared", RUMOR_DEFAULT_DATA);
     } else {
         train_both("mlp:64,32", RUMOR_OPT_SGD, 64);
         train_both("cnn:8,16", RUMOR_OPT_ADAMW, 96);

@@ -444,7 +444,7 @@ static void test_fashion_mnist(void)
 {
     struct stat st;
     if (stat(FASHION_DIR, &st) != 0) {
-        fprintf(stderr, "skip: no dataset at %s\n", FASHION_DIR);
+        check_skip("no dataset at %s: the real Fashion-MNIST not checked", FASHION_DIR);
         return;
     }
     rumor_dataset_t train, test;
