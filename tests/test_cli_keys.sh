@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_cli_keys.sh RUMOR - `rumor keygen` and `rumor swarm init|admit` end to end: the files,
 # their modes, no overwriting, and every bad input as exactly one line "rumor: error: ..."
-# on stderr with exit status 2.
+# on stderr, giving its own reason, with exit status 2.
 set -u
 rumor=$1
 . "$(dirname "$0")/cli_lib.sh"
@@ -34,7 +34,7 @@ check "secret differs from public" [ "$(key_line "$tmp/keys/node.key")" != "$pub
 check "no temp files left" [ "$(ls "$tmp/keys" | wc -l)" -eq 2 ]
 
 secret_before=$(key_line "$tmp/keys/node.key")
-expect_error "keygen over an existing key" keygen -o "$tmp/keys/node"
+expect_error "keygen over an existing key" 'node.key already exists (use --force' keygen -o "$tmp/keys/node"
 check "existing key untouched" [ "$(key_line "$tmp/keys/node.key")" = "$secret_before" ]
 pub2=$("$rumor" keygen -o "$tmp/keys/node" --force)
 check "keygen --force makes a new key" [ "$pub2" != "$pub" ]
@@ -49,11 +49,11 @@ umask 000
 umask "$umask_before"
 check "secret key 0600 whatever the umask" [ "$(mode "$tmp/keys/loose.key")" = 600 ]
 
-expect_error "keygen without -o"         keygen
-expect_error "keygen -o without a value" keygen -o
-expect_error "keygen extra argument"     keygen -o "$tmp/keys/x" extra
-expect_error "keygen unknown option"     keygen --frobnicate
-expect_error "keygen into /proc"         keygen -o /proc/rumor/node
+expect_error "keygen without -o" 'keygen needs -o PATH' keygen
+expect_error "keygen -o without a value" '--output needs a value' keygen -o
+expect_error "keygen extra argument" "unexpected argument 'extra'" keygen -o "$tmp/keys/x" extra
+expect_error "keygen unknown option" "unknown option '--frobnicate'" keygen --frobnicate
+expect_error "keygen into /proc" '/proc/rumor: cannot create folder' keygen -o /proc/rumor/node
 "$rumor" keygen --help | grep -q 'usage: rumor keygen' || fail "keygen --help"
 checks=$((checks + 1))
 
@@ -66,12 +66,12 @@ check "authority.key is 0600" [ "$(mode "$tmp/swarm/authority.key")" = 600 ]
 check "authority.pub is 0644" [ "$(mode "$tmp/swarm/authority.pub")" = 644 ]
 check "printed key is authority.pub" [ "$(key_line "$tmp/swarm/authority.pub")" = "$apub" ]
 auth_before=$(key_line "$tmp/swarm/authority.key")
-expect_error "swarm init over an authority" swarm init "$tmp/swarm"
+expect_error "swarm init over an authority" 'authority.key already exists' swarm init "$tmp/swarm"
 check "authority untouched" [ "$(key_line "$tmp/swarm/authority.key")" = "$auth_before" ]
-expect_error "swarm without a subcommand" swarm
-expect_error "swarm unknown subcommand"   swarm frobnicate
-expect_error "swarm init without a folder" swarm init
-expect_error "swarm init two folders"     swarm init "$tmp/a" "$tmp/b"
+expect_error "swarm without a subcommand" 'swarm needs a subcommand' swarm
+expect_error "swarm unknown subcommand" "unknown swarm subcommand 'frobnicate'" swarm frobnicate
+expect_error "swarm init without a folder" 'swarm init needs a folder' swarm init
+expect_error "swarm init two folders" "unexpected argument '$tmp/b'" swarm init "$tmp/a" "$tmp/b"
 
 # ---- swarm admit ----
 # A literal key goes after "--": a Z85 key may start with "--".
@@ -88,50 +88,65 @@ check "certificate line length" [ "$(key_line "$tmp/certs/node.cert" | tr -d '\n
 check "admit takes a literal key" "$rumor" swarm admit -a "$tmp/swarm" -o "$tmp/certs/lit.cert" -- "$pub" >/dev/null
 check "admit with --days 36500" "$rumor" swarm admit -a "$tmp/swarm" -o "$tmp/certs/long.cert" --days 36500 -- "$pub" >/dev/null
 cert_before=$(cat "$tmp/certs/node.cert")
-expect_error "admit over an existing certificate" swarm admit -a "$tmp/swarm" -o "$tmp/certs/node.cert" -- "$pub"
+expect_error "admit over an existing certificate" 'node.cert already exists (use --force' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/certs/node.cert" -- "$pub"
 check "certificate untouched" [ "$(cat "$tmp/certs/node.cert")" = "$cert_before" ]
 check "admit --force replaces" "$rumor" swarm admit -a "$tmp/swarm" -o "$tmp/certs/node.cert" --force -- "$pub" >/dev/null
 
-expect_error "admit without -o"          swarm admit -a "$tmp/swarm" -- "$pub"
-expect_error "admit without -a"          swarm admit -o "$tmp/c.cert" -- "$pub"
-expect_error "admit without a key"       swarm admit -a "$tmp/swarm" -o "$tmp/c.cert"
-expect_error "admit --days 0"            swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days 0 -- "$pub"
-expect_error "admit --days 36501"        swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days 36501 -- "$pub"
-expect_error "admit --days -5"           swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days -5 -- "$pub"
-expect_error "admit --days abc"          swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days abc -- "$pub"
-expect_error "admit unknown pubkey file" swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" "$tmp/keys/nobody.pub"
-expect_error "admit a non-key string"    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" hello
-expect_error "admit a 40-char non-key"   swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" \
+expect_error "admit without -o" 'swarm admit needs -o CERT' swarm admit -a "$tmp/swarm" -- "$pub"
+expect_error "admit without -a" 'swarm admit needs -a DIR' swarm admit -o "$tmp/c.cert" -- "$pub"
+expect_error "admit without a key" "swarm admit needs the peer's public key" \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert"
+expect_error "admit --days 0" '--days 0: expected 1..36500' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days 0 -- "$pub"
+expect_error "admit --days 36501" '--days 36501: expected 1..36500' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days 36501 -- "$pub"
+expect_error "admit --days -5" '--days -5: expected 1..36500' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days -5 -- "$pub"
+expect_error "admit --days abc" "--days: 'abc' is not an integer" \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --days abc -- "$pub"
+expect_error "admit unknown pubkey file" "nobody.pub': no such file, and not a public key" \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" "$tmp/keys/nobody.pub"
+expect_error "admit a non-key string" "'hello': no such file, and not a public key" \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" hello
+expect_error "admit a 40-char non-key" 'not a Z85 key (Z85 character 1 is not in the alphabet)' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" \
     '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~'
-expect_error "admit a secret key file"   swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" "$tmp/keys/node.key"
-expect_error "admit a file of junk"      swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" "$tmp/certs/node.cert"
-expect_error "admit without authority"   swarm admit -a "$tmp/nothing" -o "$tmp/c.cert" -- "$pub"
-expect_error "admit with a key folder"   swarm admit -a "$tmp/keys" -o "$tmp/c.cert" -- "$pub"
-expect_error "admit a name too long"     swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" \
+expect_error "admit a secret key file" 'node.key is a secret key file' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" "$tmp/keys/node.key"
+expect_error "admit a file of junk" 'node.cert: line 7: expected a key of 40 Z85 characters' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" "$tmp/certs/node.cert"
+expect_error "admit without authority" 'nothing: no swarm authority there' \
+    swarm admit -a "$tmp/nothing" -o "$tmp/c.cert" -- "$pub"
+expect_error "admit with a key folder" 'keys: no swarm authority there' \
+    swarm admit -a "$tmp/keys" -o "$tmp/c.cert" -- "$pub"
+expect_error "admit a name too long" 'certificate name is 70 bytes, at most 64' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" \
     --name "$(printf '%070d' 0)" -- "$pub"
-expect_error "admit a name with a newline" swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --name "a
+expect_error "admit a name with a newline" 'certificate name contains a control character' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --name "a
 b" -- "$pub"
 check "no certificate from failed admits" [ ! -e "$tmp/c.cert" ]
 
 # An authority key others can read is refused, and the error says how to fix it.
 chmod 644 "$tmp/swarm/authority.key"
-expect_error "admit with an open authority key" swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" -- "$pub"
-check "the error says chmod 600" grep -q 'permissions 0644 are too open: run chmod 600' "$tmp/err"
+expect_error "admit with an open authority key" 'permissions 0644 are too open: run chmod 600' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" -- "$pub"
 secret_part=$(key_line "$tmp/swarm/authority.key" | cut -c1-10)
 check "the error shows no secret" [ "$(grep -cF -- "$secret_part" "$tmp/err")" -eq 0 ]
 chmod 600 "$tmp/swarm/authority.key"
 # A swapped authority.pub is caught before anything is signed.
 cp "$tmp/keys/other.pub" "$tmp/swarm/authority.pub"
-expect_error "admit with a mismatched authority.pub" swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" -- "$pub"
+expect_error "admit with a mismatched authority.pub" 'authority.pub does not belong to' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" -- "$pub"
 
 # A node's control socket: an abstract one (no file, so no permissions) is refused, for what it
 # would tell any local user about the swarm.
 "$rumor" swarm init "$tmp/ctlswarm" >/dev/null
 "$rumor" keygen -o "$tmp/keys/ctl" >/dev/null
 "$rumor" swarm admit -a "$tmp/ctlswarm" -o "$tmp/certs/ctl.cert" "$tmp/keys/ctl.pub" >/dev/null
-expect_error "node with an abstract control socket" node --key "$tmp/keys/ctl.key" --cert "$tmp/certs/ctl.cert" \
+expect_error "node with an abstract control socket" 'an abstract socket (ipc://@...) is open to every local user' \
+    node --key "$tmp/keys/ctl.key" --cert "$tmp/certs/ctl.cert" \
     --swarm "$tmp/ctlswarm/authority.pub" --listen tcp://127.0.0.1:0 --control ipc://@rumor-test-ctl
-check "the error says why" grep -q 'abstract socket' "$tmp/err"
 
-echo "$checks checks, $fails failed"
-[ "$fails" -eq 0 ]
+finish
