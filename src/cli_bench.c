@@ -118,7 +118,7 @@ static int bench_train_device(const char *device, const char *data, char **specs
     rumor_backend_t *probe = rumor_backend_new(device, 0, err);
     if (!probe) {
         cli_error("%s", err);
-        return 1;
+        return 2; /* a device the user named that is not there: theirs to fix */
     }
     const char *dev_name = probe->ops->name;
     const double peak = sgemm_gflops(probe, strcmp(dev_name, "cpu") != 0 ? 4096 : 1024);
@@ -436,7 +436,7 @@ static int bench_mix_device(const char *device, size_t n, int k_count, int repea
     rumor_backend_t *be = rumor_backend_new(device, 0, err);
     if (!be) {
         cli_error("%s", err);
-        return 1;
+        return 2; /* a device the user named that is not there: theirs to fix */
     }
     const struct rumor_backend_ops *op = be->ops;
     const size_t len = n * sizeof(float);

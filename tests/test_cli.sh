@@ -85,6 +85,8 @@ if [ -d "$data" ]; then
     # train opens its device once the data is loaded: this check needs the dataset.
     expect_error "unknown device" "unknown device 'tpu'" train --device tpu --limit 500
     expect_error "eval on an unknown device" "unknown device 'tpu'" eval "$tmp/ok.safetensors" --device tpu
+    expect_error "bench train on an unknown device" "unknown device 'tpu'" bench train --device tpu
+    expect_error "bench mix on an unknown device" "unknown device 'tpu'" bench mix --device tpu
     head -c 200 "$tmp/ok.safetensors" >"$tmp/trunc.safetensors"
     expect_error "truncated model" 'trunc.safetensors: truncated: header says' \
         eval "$tmp/trunc.safetensors"
