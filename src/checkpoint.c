@@ -129,8 +129,13 @@ const char *rumor_ckpt_extra(const rumor_ckpt_info_t *info, const char *key)
 
 void rumor_ckpt_extra_add(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...)
 {
-    if (info->n_extra == RUMOR_CKPT_EXTRA) return;
-    rumor_st_meta_t *e = &info->extra[info->n_extra++];
+    rumor_st_meta_t *e = NULL;
+    for (int i = 0; i < info->n_extra && !e; i++)
+        if (strcmp(info->extra[i].key, key) == 0) e = &info->extra[i]; /* set again: replaced */
+    if (!e) {
+        if (info->n_extra == RUMOR_CKPT_EXTRA) return;
+        e = &info->extra[info->n_extra++];
+    }
     snprintf(e->key, sizeof e->key, "%s", key);
     va_list ap;
     va_start(ap, fmt);

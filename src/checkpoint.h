@@ -42,7 +42,8 @@ typedef struct {
 
 /* The value of an extra entry, or NULL. */
 const char *rumor_ckpt_extra(const rumor_ckpt_info_t *info, const char *key);
-/* Add an extra entry (key, printf value); beyond RUMOR_CKPT_EXTRA entries it is dropped. */
+/* Add an extra entry (key, printf value), or replace the value of the entry with that key;
+ * beyond RUMOR_CKPT_EXTRA entries a new one is dropped. */
 void rumor_ckpt_extra_add(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...) RUMOR_PRINTF(3, 4);
 /* An extra entry that is a decimal integer in [lo, hi]: true and *out, else false. */
 bool rumor_ckpt_extra_long(const rumor_ckpt_info_t *info, const char *key, long lo, long hi, long *out);

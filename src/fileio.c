@@ -1,6 +1,7 @@
 /* fileio.c - whole writes and durable renames. */
 #include "fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -42,14 +43,44 @@ rumor_err_t rumor_sync_dir(const char *path, char err[RUMOR_ERR_LEN])
     return rc;
 }
 
+void rumor_clean_stale_temps(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    const size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    const int dfd = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        /* base, ".tmp.", then the 6 characters mkstemp chose, and nothing more */
+        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp.", 5) != 0 ||
+            strlen(e->d_name + blen + 5) != 6)
+            continue;
+        struct stat st;
+        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+            (void)unlinkat(dfd, e->d_name, 0);
+    }
+    closedir(d);
+}
+
 rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t len, int mode,
                                     char err[RUMOR_ERR_LEN])
 {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp)
         return rumor_fail(err, RUMOR_EINVAL, "%s: path too long", path);
+    rumor_clean_stale_temps(path);
     const int fd = mkstemp(tmp);
     if (fd < 0) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC); /* not inherited by a child started meanwhile */
     if (fchmod(fd, (mode_t)mode) != 0 || rumor_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
         const int e = errno;
         close(fd);
@@ -62,6 +93,47 @@ rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t l
         return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(e));
     }
     return rumor_sync_dir(path, err);
+}
+
+rumor_err_t rumor_trim_lines(const char *path, const char *key, uint64_t upto, char err[RUMOR_ERR_LEN])
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return errno == ENOENT ? RUMOR_OK : rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    char *keep = NULL, *line = NULL;
+    size_t keep_len = 0, keep_cap = 0, line_cap = 0;
+    bool changed = false;
+    rumor_err_t rc = RUMOR_OK;
+    ssize_t n;
+    while ((n = getline(&line, &line_cap, f)) > 0) {
+        bool ok = line[n - 1] == '\n'; /* a line cut short by a kill is dropped */
+        const char *at = ok ? strstr(line, pat) : NULL;
+        if (at) ok = strtoull(at + strlen(pat), NULL, 10) <= upto;
+        if (!ok) {
+            changed = true;
+            continue;
+        }
+        if (keep_len + (size_t)n > keep_cap) {
+            size_t cap = keep_cap ? 2 * keep_cap : 65536;
+            while (cap < keep_len + (size_t)n) cap *= 2;
+            char *k = realloc(keep, cap);
+            if (!k) {
+                rc = rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
+                goto out;
+            }
+            keep = k, keep_cap = cap;
+        }
+        memcpy(keep + keep_len, line, (size_t)n);
+        keep_len += (size_t)n;
+    }
+    if (ferror(f)) rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    else if (changed) rc = rumor_write_file_atomic(path, keep ? keep : "", keep_len, 0600, err);
+out:
+    fclose(f);
+    free(line);
+    free(keep);
+    return rc;
 }
 
 FILE *rumor_fopen_private(const char *path, bool append)

@@ -20,6 +20,12 @@ int rumor_write_all(int fd, const void *data, uint64_t n);
  * "<path>: syncing folder <dir>: <reason>". */
 rumor_err_t rumor_sync_dir(const char *path, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
+/* Remove what writers of path killed mid-write left behind: files named path.tmp.XXXXXX (the
+ * temporary names the atomic writers use), regular, owned by this user. Every atomic write
+ * calls it first, so a process killed again and again while writing piles nothing up. Two
+ * processes writing the same path at once are not supported anyway. */
+void rumor_clean_stale_temps(const char *path);
+
 /* Write a whole small file atomically: a temporary file in the same folder, fsync, rename,
  * fsync of the folder; mode as for chmod. A crash leaves the old file or the new one. */
 rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t len, int mode,
@@ -29,6 +35,13 @@ rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t l
  * rewritten from the start is set to 0600 too (metrics hold the training loss, which DP-SGD
  * does not protect). NULL with errno set. */
 FILE *rumor_fopen_private(const char *path, bool append);
+
+/* A resumed run's metrics: keep the lines of path (JSON objects, one a line, as rumor writes
+ * them) whose integer field `key` ("step", "round") is at most upto, and lines without it; drop
+ * the rest and a last line cut short. The killed run may have logged steps after its last
+ * checkpoint, which the resumed run logs again: without this they would appear twice.
+ * Rewritten atomically, 0600. A missing file is fine (RUMOR_OK). */
+rumor_err_t rumor_trim_lines(const char *path, const char *key, uint64_t upto, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* mkdir -p: missing parents 0755, the last component with mode; an existing folder is fine,
  * anything else in the way is an error. */

@@ -1164,6 +1164,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
     }
     char mpath[1100];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->run_dir);
+    if (c->resume && (rc = rumor_trim_lines(mpath, "round", (uint64_t)p.k, err)) != RUMOR_OK) goto out;
     if (!(p.metrics = rumor_fopen_private(mpath, c->resume))) {
         rc = rumor_fail(err, RUMOR_EIO, "%s: %s", mpath, strerror(errno));
         goto out;

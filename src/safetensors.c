@@ -915,6 +915,7 @@ rumor_err_t rumor_st_write(const char *path, const rumor_st_out_t *tensors, size
     }
     memcpy(tmp, path, path_len);
     memcpy(tmp + path_len, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
+    rumor_clean_stale_temps(path); /* what a write killed before this one left behind */
     fd = mkstemp(tmp);
     if (fd < 0) {
         rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));

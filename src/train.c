@@ -335,13 +335,36 @@ typedef struct {
     rumor_ckpt_info_t info;
     FILE *metrics;
     double t0;
+    /* The epoch's and the log window's loss sums so far: a checkpoint keeps them, so that a
+     * run resumed in the middle logs the very numbers a run never stopped would. */
+    double loss_sum, window_loss;
+    long loss_count, window_count;
 } run_t;
 
 static rumor_err_t save_checkpoint(run_t *r, int epochs_done, char err[RUMOR_ERR_LEN])
 {
     if (!r->cfg->checkpoint_path) return RUMOR_OK;
     r->info.epoch = epochs_done;
-    return rumor_checkpoint_save(r->cfg->checkpoint_path, r->m, r->o, &r->info, err);
+    rumor_ckpt_info_t ck = r->info; /* the sums go in checkpoints only, not in exported models */
+    rumor_ckpt_extra_add(&ck, "train.loss_sum", "%.17g", r->loss_sum);
+    rumor_ckpt_extra_add(&ck, "train.loss_count", "%ld", r->loss_count);
+    rumor_ckpt_extra_add(&ck, "train.window_loss", "%.17g", r->window_loss);
+    rumor_ckpt_extra_add(&ck, "train.window_count", "%ld", r->window_count);
+    return rumor_checkpoint_save(r->cfg->checkpoint_path, r->m, r->o, &ck, err);
+}
+
+/* A checkpoint's loss sums, when it was written in the middle of an epoch (at an epoch's end
+ * the next one starts from zero anyway). */
+static void restore_sums(run_t *r, const rumor_ckpt_info_t *resume)
+{
+    const char *ls = rumor_ckpt_extra(resume, "train.loss_sum"), *wl = rumor_ckpt_extra(resume, "train.window_loss");
+    long lc, wc;
+    if (!ls || !wl || !rumor_ckpt_extra_long(resume, "train.loss_count", 0, LONG_MAX, &lc) ||
+        !rumor_ckpt_extra_long(resume, "train.window_count", 0, LONG_MAX, &wc))
+        return;
+    const double a = strtod(ls, NULL), b = strtod(wl, NULL);
+    if (!isfinite(a) || !isfinite(b)) return;
+    r->loss_sum = a, r->loss_count = lc, r->window_loss = b, r->window_count = wc;
 }
 
 rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_t *res,
@@ -434,6 +457,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     const long spe = (long)((n + (size_t)cfg->batch - 1) / (size_t)cfg->batch);
     const long total = spe * cfg->epochs;
     long step = rumor_optim_steps(r.o);
+    const long resumed_step = step;
     if (cfg->resume_path) {
         /* The step count means something only for the same batch and the same samples. */
         long was_batch, was_samples;
@@ -458,6 +482,9 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         goto out;
     }
     if ((rc = stage_init(&stage, r.m, feat, err)) != RUMOR_OK) goto out;
+    if (cfg->metrics_path && cfg->resume_path &&
+        (rc = rumor_trim_lines(cfg->metrics_path, "step", (uint64_t)step, err)) != RUMOR_OK)
+        goto out;
     if (cfg->metrics_path) {
         r.metrics = rumor_fopen_private(cfg->metrics_path, cfg->resume_path != NULL);
         if (!r.metrics) {
@@ -475,8 +502,10 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     for (int epoch = (int)(step / spe); epoch < cfg->epochs; epoch++) {
         rumor_train_epoch_order(perm, own, n, cfg->seed, epoch);
         long first = step - (long)epoch * spe;
-        double loss_sum = 0.0, window_loss = 0.0;
-        long loss_count = 0, window_count = 0;
+        r.loss_sum = r.window_loss = 0.0;
+        r.loss_count = r.window_count = 0;
+        if (cfg->resume_path && first > 0 && step == resumed_step) restore_sums(&r, &resume);
+        const long counted_before = r.loss_count; /* samples of this epoch done before a resume */
         const double te0 = rumor_now();
         double t_excluded = 0.0;
         bool staged = false; /* the batch of step s is already put */
@@ -508,21 +537,21 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
                 goto out;
             }
             step++;
-            loss_sum += bl;
-            loss_count += (long)bn;
-            window_loss += bl;
-            window_count += (long)bn;
+            r.loss_sum += bl;
+            r.loss_count += (long)bn;
+            r.window_loss += bl;
+            r.window_count += (long)bn;
 
             const double now = rumor_now();
             if (cfg->log_every > 0 && r.metrics && step % cfg->log_every == 0) {
                 fprintf(r.metrics, "{\"t\":%.3f,\"epoch\":%d,\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g}\n",
-                        now - r.t0, epoch + 1, step, window_loss / (double)window_count, (double)lr);
+                        now - r.t0, epoch + 1, step, r.window_loss / (double)r.window_count, (double)lr);
                 fflush(r.metrics);
-                window_loss = 0.0, window_count = 0;
+                r.window_loss = 0.0, r.window_count = 0;
             }
             const double done_frac = (double)(s + 1 - first) / (double)(spe - first);
             const double elapsed = now - te0 - t_excluded;
-            const double rate = (double)loss_count / (elapsed > 0 ? elapsed : 1e-9);
+            const double rate = (double)(r.loss_count - counted_before) / (elapsed > 0 ? elapsed : 1e-9);
             const double eta = (double)(total - step) * (double)cfg->batch / rate;
             char eta_s[32];
             if (isatty_progress && now - last_draw > 0.1) {
@@ -532,14 +561,14 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
                 bar[20] = 0;
                 format_eta(eta_s, sizeof eta_s, eta);
                 fprintf(stderr, "\r\033[Kepoch %d/%d [%s] step %ld/%ld loss %.4f %.0f samples/s ETA %s",
-                        epoch + 1, cfg->epochs, bar, step, total, loss_sum / (double)loss_count, rate,
+                        epoch + 1, cfg->epochs, bar, step, total, r.loss_sum / (double)r.loss_count, rate,
                         eta_s);
                 fflush(stderr);
                 last_draw = now;
             } else if (!isatty_progress && cfg->print_epochs && now - last_plain >= 10.0) {
                 format_eta(eta_s, sizeof eta_s, eta);
                 fprintf(stderr, "epoch %d/%d step %ld/%ld loss %.4f %.0f samples/s ETA %s\n", epoch + 1,
-                        cfg->epochs, step, total, loss_sum / (double)loss_count, rate, eta_s);
+                        cfg->epochs, step, total, r.loss_sum / (double)r.loss_count, rate, eta_s);
                 last_plain = now;
             }
             if (cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0 && s + 1 < spe) {
@@ -551,9 +580,9 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         }
         const double epoch_s = rumor_now() - te0 - t_excluded;
         res->train_seconds += epoch_s;
-        if (loss_count > 0) {
-            epoch_rates[n_rates++] = (double)loss_count / epoch_s;
-            res->train_loss = loss_sum / (double)loss_count;
+        if (r.loss_count > 0) {
+            epoch_rates[n_rates++] = (double)(r.loss_count - counted_before) / epoch_s;
+            res->train_loss = r.loss_sum / (double)r.loss_count;
         }
         if (isatty_progress) fprintf(stderr, "\r\033[K");
         if (stop_requested && step < (long)(epoch + 1) * spe) {
@@ -566,7 +595,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
             rc = rumor_train_evaluate(r.m, &test, mean, std, &res->test_loss, &res->test_acc, err);
             if (rc != RUMOR_OK) goto out;
         }
-        const double rate = loss_count > 0 ? (double)loss_count / epoch_s : 0.0;
+        const double rate = r.loss_count > counted_before ? (double)(r.loss_count - counted_before) / epoch_s : 0.0;
         if (r.metrics) {
             fprintf(r.metrics, "{\"t\":%.3f,\"epoch\":%d,\"step\":%ld,\"loss\":%.6f", rumor_now() - r.t0,
                     epoch + 1, step, res->train_loss);

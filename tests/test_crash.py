@@ -1,0 +1,199 @@
+"""Crash harness: real processes killed (SIGKILL) at random moments while they train and write
+checkpoints, again and again, then resumed.
+
+What must hold after every kill: the checkpoint on disk is whole and loads (rumor eval reads it),
+and at most one temporary file of an interrupted write is left per file (the next write removes
+it). After the last resume:
+- rumor train ends byte-identical to a run never stopped (same default thread count), with
+  --metrics appended exactly: the same lines, step for step, as the uninterrupted run's;
+- a training rumor node (checkpoint every round) finishes its rounds and its model loads;
+- a DP node stopped with SIGINT and resumed reports the epsilon the accountant gives for its
+  total steps (rumor privacy), and one killed with SIGKILL resumes likewise.
+The kill delays come from a seeded generator; the seed is printed, and RUMOR_CRASH_SEED replays
+a run. Usage: test_crash.py RUMOR DATA
+"""
+import glob
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import rumortest
+from rumortest import FAILS, check, make_peer, run
+
+DATA = None
+
+
+def start(args):
+    return subprocess.Popen([rumortest.RUMOR, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def header_ok(path):
+    """A whole safetensors file: its header parses and its data is exactly as long as it says."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+        n = int.from_bytes(raw[:8], "little")
+        head = json.loads(raw[8:8 + n])
+        end = max([t["data_offsets"][1] for k, t in head.items() if k != "__metadata__"] or [0])
+        return len(raw) == 8 + n + end
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def loads(path):
+    r = run("eval", path, "--data", DATA) if DATA else None
+    return r is not None and r.returncode == 0
+
+
+def temps(path):
+    return glob.glob(path + ".tmp.*")
+
+
+def metric_lines(path):
+    with open(path) as f:
+        # Times and rates are the clock's; everything else must match.
+        return [{k: v for k, v in json.loads(l).items() if k not in ("t", "samples_per_s")} for l in f if l.strip()]
+
+
+def wait_write(p, ckpt, before, limit=20):
+    """Until the process has written ckpt (its mtime is no longer `before`) or has ended."""
+    end = time.time() + limit
+    while time.time() < end and p.poll() is None:
+        if os.path.exists(ckpt) and os.stat(ckpt).st_mtime_ns != before:
+            return
+        time.sleep(0.005)
+
+
+def kill_loop(args_fresh, args_resume, ckpt, watch, rng, kills, lo, hi, what):
+    """Start, kill after a random delay, check the files, resume; until `kills` kills or the run
+    ends by itself. Returns the kills made."""
+    made, bad_ckpt, too_many_temps, failed_start = 0, 0, 0, []
+    while made < kills:
+        before = os.stat(ckpt).st_mtime_ns if os.path.exists(ckpt) else None
+        p = start(args_resume if before is not None else args_fresh)
+        # Kill while it trains: once it has written a checkpoint of its own (so every cycle makes
+        # progress), after a random delay, which lands in a write about as often as not.
+        wait_write(p, ckpt, before)
+        time.sleep(rng.uniform(lo, hi))
+        if p.poll() is not None:  # finished (or failed) before the kill
+            if p.returncode != 0:
+                failed_start.append((p.returncode, p.stderr.read().strip()[-200:]))
+            break
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        p.stderr.close()
+        made += 1
+        if os.path.exists(ckpt):
+            # Every kill: the file is whole; every fifth, rumor itself loads it.
+            if not header_ok(ckpt) or (made % 5 == 0 and not loads(ckpt)):
+                bad_ckpt += 1
+        for w in watch:
+            if len(temps(w)) > 1:
+                too_many_temps += 1
+    check(not failed_start, "%s: no run failed between kills %s" % (what, failed_start[:1]))
+    check(bad_ckpt == 0, "%s: after each of %d kills the checkpoint is whole and loads (%d bad)"
+          % (what, made, bad_ckpt))
+    check(too_many_temps == 0, "%s: temporary files never pile up (%d times more than one)" % (what, too_many_temps))
+    return made
+
+
+def main():
+    global DATA
+    rumortest.RUMOR = os.path.abspath(sys.argv[1])
+    DATA = sys.argv[2] if len(sys.argv) > 2 else None
+    if not DATA or not os.path.isdir(DATA):
+        print("skip: no dataset at %s" % DATA)
+        return 77
+    seed = int(os.environ.get("RUMOR_CRASH_SEED", random.SystemRandom().randrange(1 << 30)))
+    print("seed %d (RUMOR_CRASH_SEED=%d replays the kill delays)" % (seed, seed), flush=True)
+    rng = random.Random(seed)
+    tmp = tempfile.mkdtemp(prefix="rumor-test-crash-")
+    total = 0
+    try:
+        # 1. rumor train, a checkpoint every step, killed at random.
+        base = ["train", "--model", "mlp:512,256", "--data", DATA, "--limit", "6000", "--epochs", "3", "--batch", "64",
+                "--log-every", "5", "--no-eval", "--quiet", "--seed", "3"]
+        ref = os.path.join(tmp, "ref.safetensors")
+        r = subprocess.run([rumortest.RUMOR, *base, "--save", ref, "--metrics", os.path.join(tmp, "ref.jsonl")],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, "the reference run finishes: %s" % r.stderr.strip()[-200:])
+        ck, out, met = (os.path.join(tmp, n) for n in ("ck.safetensors", "out.safetensors", "m.jsonl"))
+        # A stale temporary file from some earlier crash: the first write removes it.
+        with open(ck + ".tmp.ABCDEF", "w") as f:
+            f.write("half a checkpoint")
+        common = base + ["--checkpoint", ck, "--checkpoint-every", "1", "--metrics", met, "--save", out]
+        total += kill_loop(common, common + ["--resume", ck], ck, [ck, out], rng, 40, 0.0, 0.08, "train")
+        r = subprocess.run([rumortest.RUMOR, *common, "--resume", ck], capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, "train: the last resume finishes: %s" % r.stderr.strip()[-200:])
+        same = os.path.exists(out) and open(out, "rb").read() == open(ref, "rb").read()
+        check(same, "train: the resumed model is byte-identical to the run never stopped")
+        a = metric_lines(os.path.join(tmp, "ref.jsonl"))
+        b = metric_lines(met) if os.path.exists(met) else []
+        diff = [(x, y) for x, y in zip(a, b) if x != y][:1]
+        check(a == b, "train: --metrics appended exactly (%d lines, %d expected; first difference %s)"
+              % (len(b), len(a), diff))
+        check(not temps(ck) and not temps(out), "train: no temporary file is left at the end")
+
+        # 2. A training rumor node, a checkpoint every round, killed at random.
+        swarm = os.path.join(tmp, "swarm")
+        assert run("swarm", "init", swarm).returncode == 0
+        key = make_peer(tmp, swarm, "solo")
+        node = ["node", "--key", key + ".key", "--cert", key + ".cert", "--swarm", os.path.join(swarm, "authority.pub"),
+                "--listen", "tcp://127.0.0.1:0", "--data", DATA, "--limit", "3000", "--model", "mlp:512,256",
+                "--local-steps", "2", "--checkpoint-every", "1", "--eval-every", "1000"]
+        rd = os.path.join(tmp, "node")
+        args = node + ["--rounds", "150", "--run-dir", rd]
+        nck = os.path.join(rd, "checkpoint.safetensors")
+        total += kill_loop(args, args + ["--resume"], nck, [nck, os.path.join(rd, "model.safetensors")], rng, 12, 0.0,
+                           0.3, "node")
+        r = subprocess.run([rumortest.RUMOR, *args, "--resume"], capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, "node: the last resume finishes: %s" % r.stderr.strip()[-200:])
+        last = metric_lines(os.path.join(rd, "metrics.jsonl"))[-1]
+        check(last.get("round") == 150 and loads(os.path.join(rd, "model.safetensors")),
+              "node: it reaches round 150 and its model loads (%s)" % last.get("round"))
+
+        # 3. A DP node: SIGINT, then SIGKILL, each followed by --resume; its epsilon is the
+        #    accountant's for all the steps it took.
+        rd = os.path.join(tmp, "dp")
+        args = node[:node.index("--model")] + ["--model", "logreg", "--local-steps", "2", "--checkpoint-every", "1",
+                                               "--eval-every", "1000", "--dp", "clip=1,noise=1.1", "--rounds", "300",
+                                               "--run-dir", rd]
+        dck = os.path.join(rd, "checkpoint.safetensors")
+        for sig, resume in ((signal.SIGINT, False), (signal.SIGKILL, True)):
+            before = os.stat(dck).st_mtime_ns if os.path.exists(dck) else None
+            p = start(args + (["--resume"] if resume else []))
+            wait_write(p, dck, before)
+            time.sleep(0.1)
+            p.send_signal(sig)
+            rc = p.wait(timeout=30)
+            p.stderr.close()
+            if sig == signal.SIGINT:
+                check(rc == 130, "dp node: SIGINT stops it with exit 130 (%s)" % rc)
+            total += sig == signal.SIGKILL
+            check(header_ok(os.path.join(rd, "checkpoint.safetensors")), "dp node: a whole checkpoint after %s"
+                  % signal.Signals(sig).name)
+        r = subprocess.run([rumortest.RUMOR, *args, "--resume"], capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, "dp node: the last resume finishes: %s" % r.stderr.strip()[-200:])
+        lines = metric_lines(os.path.join(rd, "metrics.jsonl"))
+        steps, eps = lines[-1].get("step"), lines[-1].get("epsilon")
+        acc = run("privacy", "--sample-rate", repr(64 / 3000), "--noise", "1.1", "--steps", str(steps),
+                  "--delta", "1e-5", "--json")
+        want = json.loads(acc.stdout)["epsilon"] if acc.returncode == 0 else None
+        # (Steps a kill interrupted are done again after the resume: at least 600 in all.)
+        check(lines[-1].get("round") == 300 and steps >= 600 and want is not None and abs(eps - want) < 1e-4 * want,
+              "dp node: epsilon %s after %s steps over the stops, the accountant says %s" % (eps, steps, want))
+        check(total >= 50, "%d kills in all" % total)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d failed" % len(FAILS))
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
