@@ -26,7 +26,8 @@
  * stream synchronisation, which is the call site then recorded. Nothing fails silently: a
  * loss or a sum of squares that could not be read comes back as NaN besides the error.
  * open fails with one sentence ("no CUDA driver", "no CUDA device", a device this build has
- * no code for, or CUDA's error) so that `--device auto` can fall back and say why.
+ * no code for, or CUDA's error) so that `--device auto` can fall back and say why; the first
+ * two, and only they, return RUMOR_ENODEV (the machine has no GPU, not a broken one).
  *
  * Scalars to the host. softmax_xent reduces its loss and count on the device into a slot and
  * copies it back in sync, which adds it to the caller's sums: a training step then has no
@@ -483,11 +484,13 @@ static rumor_err_t cuda_open(rumor_backend_t *be, int threads, char err[RUMOR_ER
     (void)threads; /* host threads only gather batches; the device needs none */
     int driver = 0, count = 0;
     (void)cudaDriverGetVersion(&driver);
-    if (driver == 0) return rumor_fail(err, RUMOR_ENOTSUP, "no CUDA driver (libcuda.so.1 not found)");
+    /* Only these two are RUMOR_ENODEV, "this machine has no GPU": a driver too old, a device
+     * this build cannot run or a failing call is a problem on a machine that has one. */
+    if (driver == 0) return rumor_fail(err, RUMOR_ENODEV, "no CUDA driver (libcuda.so.1 not found)");
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e == cudaErrorNoDevice || (e == cudaSuccess && count == 0)) {
         (void)cudaGetLastError();
-        return rumor_fail(err, RUMOR_ENOTSUP, "no CUDA device");
+        return rumor_fail(err, RUMOR_ENODEV, "no CUDA device");
     }
     if (e == cudaErrorInsufficientDriver) {
         (void)cudaGetLastError();

@@ -149,6 +149,14 @@ struct rumor_backend {
 /* name: "cpu", "cuda" or "auto" (CUDA when built and a device is usable, else CPU).
  * threads <= 0 means all cores. NULL with err on failure ("built without CUDA", ...). */
 rumor_backend_t *rumor_backend_new(const char *name, int threads, char err[RUMOR_ERR_LEN]);
+/* rumor_backend_new with the reason as a code, for a caller that must tell "this machine has no
+ * such device" from "the device is broken" (a GPU test skips on the first, fails on the
+ * second): RUMOR_ENODEV only when the machine has no device for it (no CUDA driver, no CUDA
+ * device); RUMOR_ENOTSUP when this build lacks the backend or cannot use the device (a driver
+ * older than the runtime, a device it has no code for); RUMOR_EINVAL for an unknown name;
+ * otherwise the backend's own code. *be_p is the backend on RUMOR_OK and NULL otherwise. */
+RUMOR_MUST_CHECK rumor_err_t rumor_backend_create(rumor_backend_t **be_p, const char *name, int threads,
+                                                  char err[RUMOR_ERR_LEN]);
 /* A backend from an ops table of the caller's (tests wrap the CPU backend in one whose
  * memory is not host memory). threads <= 0 means all cores. NULL with err on failure. */
 rumor_backend_t *rumor_backend_open(const struct rumor_backend_ops *ops, int threads,

@@ -23,6 +23,7 @@ const char *rumor_strerror(rumor_err_t err)
     case RUMOR_ENOTSUP: return "not supported";
     case RUMOR_EIO: return "I/O error";
     case RUMOR_EFORMAT: return "bad file format";
+    case RUMOR_ENODEV: return "no such device";
     }
     return "unknown error";
 }

@@ -30,6 +30,7 @@ typedef enum {
     RUMOR_ENOTSUP,   /* capability not supported by this build or backend */
     RUMOR_EIO,       /* I/O error; errno holds the cause */
     RUMOR_EFORMAT,   /* a file is not in the expected format */
+    RUMOR_ENODEV,    /* the machine lacks the device a backend needs (no driver, no device) */
 } rumor_err_t;
 
 /* Static string, never NULL. */

@@ -258,6 +258,19 @@ int main(void)
     rumor_backend_t *c = rumor_backend_new("cuda", 1, err);
     if (!c) CHECK(strstr(err, "CUDA") || strstr(err, "cuda"));
     rumor_backend_destroy(&c);
+    /* The same with codes: RUMOR_ENODEV means "no GPU on this machine" and nothing else (the
+     * CUDA test skips on it alone), so a build without CUDA says ENOTSUP, and auto falls back. */
+    CHECK(rumor_backend_create(&c, "tpu", 1, err) == RUMOR_EINVAL && c == NULL);
+    CHECK(rumor_backend_create(&c, "cpu", 1, err) == RUMOR_OK && c != NULL);
+    rumor_backend_destroy(&c);
+    CHECK(rumor_backend_create(&c, "auto", 1, err) == RUMOR_OK && c != NULL);
+    rumor_backend_destroy(&c);
+    const rumor_err_t rc = rumor_backend_create(&c, "cuda", 1, err);
+    if (!strstr(rumor_backend_compiled(), "cuda"))
+        CHECK_MSG(rc == RUMOR_ENOTSUP && c == NULL && strstr(err, "built without CUDA"), "cuda: %d (%s)", (int)rc, err);
+    else
+        CHECK_MSG(rc == RUMOR_OK ? c != NULL : c == NULL && rc != RUMOR_EINVAL, "cuda: %d (%s)", (int)rc, err);
+    rumor_backend_destroy(&c);
     rumor_backend_destroy(&be);
     CHECK(be == NULL);
     return check_done();

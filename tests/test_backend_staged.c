@@ -14,6 +14,7 @@
 #include "peer.h"
 #include "train.h"
 
+#include <limits.h>
 #include <math.h>
 #include <time.h>
 
@@ -187,6 +188,85 @@ static void priv_both(void)
     free(g[1]);
 }
 
+/* The staged backend catches two misuses of the device contract that the CPU backend forgives:
+ * an upload_async into memory that queued work still uses (a race with the compute stream on
+ * a device: the next sync fails, naming the op), and a loss read before sync (NaN until then).
+ * Uses the contract allows stay clean: another buffer, or another part of the same one, and
+ * memory whose users are done (a sync, or wait_copies after a download that followed them). */
+static void contract_checks(void)
+{
+    enum { N = 1024, B = 5, K = 7 };
+    char err[RUMOR_ERR_LEN] = "";
+    rumor_backend_t *be = rumor_backend_open(&rumor_test_staged_ops, 1, err);
+    rumor_backend_t *cp = rumor_backend_new("cpu", 1, err);
+    CHECK_MSG(be && cp, "%s", err);
+    if (!be || !cp) goto out;
+    float *buf = be->ops->alloc(be, 2 * N * sizeof(float)), *other = be->ops->alloc(be, N * sizeof(float));
+    float *host = be->ops->host_alloc(be, N * sizeof(float)), *back = be->ops->host_alloc(be, N * sizeof(float));
+    for (int i = 0; i < N; i++) host[i] = (float)i;
+
+    /* Racing uploads: into what a queued scale writes, and into what a queued gemm reads. */
+    be->ops->scale(be, buf, 2.0f, N);
+    be->ops->upload_async(be, buf + 10, host, 4 * sizeof(float));
+    rumor_err_t rc = be->ops->sync(be, err);
+    CHECK_MSG(rc == RUMOR_EINVAL && strstr(err, "upload_async") && strstr(err, "(scale)"),
+              "an upload_async racing a queued scale: sync returned %d (%s)", (int)rc, err);
+    CHECK_RC(be->ops->sync(be, err)); /* reported once */
+    be->ops->gemm(be, other, buf + N, buf + N, false, false, 4, 4, 4, 1.0f, 0.0f, 4, 4, 4); /* reads buf[N, N+16) */
+    be->ops->upload_async(be, buf + N + 12, host, 8 * sizeof(float));
+    rc = be->ops->sync(be, err);
+    CHECK_MSG(rc == RUMOR_EINVAL && strstr(err, "(gemm)"), "an upload_async racing a queued gemm: %d (%s)", (int)rc, err);
+
+    /* Allowed: after a sync; into another buffer or past what the gemm reads; after a download
+     * that followed the work, once wait_copies returns. */
+    be->ops->scale(be, buf, 2.0f, N);
+    CHECK_RC(be->ops->sync(be, err));
+    be->ops->upload_async(be, buf, host, N * sizeof(float));
+    be->ops->wait_copies(be);
+    be->ops->scale(be, buf, 2.0f, N);
+    be->ops->gemm(be, other, buf + N, buf + N, false, false, 4, 4, 4, 1.0f, 0.0f, 4, 4, 4);
+    be->ops->upload_async(be, other + 64, host, 64 * sizeof(float));
+    be->ops->upload_async(be, buf + N + 16, host, 64 * sizeof(float));
+    be->ops->download_async(be, back, buf, N * sizeof(float));
+    be->ops->wait_copies(be);
+    be->ops->upload_async(be, buf, host, N * sizeof(float));
+    CHECK_RC(be->ops->sync(be, err));
+    CHECK(back[3] == 6.0f); /* the download saw the scale after the upload: 3 * 2 */
+
+    /* The loss and count: NaN and LONG_MIN until sync, then the CPU backend's sums (two calls
+     * into the same sums, added in call order). */
+    float logits[B * K];
+    uint8_t labels[B];
+    for (int i = 0; i < B * K; i++) logits[i] = (float)sin(0.7 * i);
+    for (int i = 0; i < B; i++) labels[i] = (uint8_t)(i % K);
+    double loss[2] = {0.25, 0.25};
+    long correct[2] = {3, 3};
+    rumor_backend_t *bk[2] = {cp, be};
+    for (int k = 0; k < 2; k++) {
+        float *dl = bk[k]->ops->alloc(bk[k], sizeof logits);
+        uint8_t *dy = bk[k]->ops->alloc(bk[k], sizeof labels);
+        bk[k]->ops->upload(bk[k], dl, logits, sizeof logits);
+        bk[k]->ops->upload(bk[k], dy, labels, sizeof labels);
+        bk[k]->ops->softmax_xent(bk[k], NULL, &loss[k], &correct[k], dl, dy, B, K);
+        bk[k]->ops->softmax_xent(bk[k], NULL, &loss[k], &correct[k], dl + K, dy + 1, B - 1, K);
+        if (k == 1)
+            CHECK_MSG(isnan(loss[1]) && correct[1] == LONG_MIN, "before sync: loss %g, correct %ld", loss[1],
+                      correct[1]);
+        CHECK_RC(bk[k]->ops->sync(bk[k], err));
+        bk[k]->ops->free(bk[k], dl);
+        bk[k]->ops->free(bk[k], dy);
+    }
+    CHECK_MSG(loss[0] > 0.25 && loss[1] == loss[0] && correct[1] == correct[0],
+              "after sync: staged loss %.17g correct %ld, cpu %.17g %ld", loss[1], correct[1], loss[0], correct[0]);
+    be->ops->host_free(be, host);
+    be->ops->host_free(be, back);
+    be->ops->free(be, buf);
+    be->ops->free(be, other);
+out:
+    rumor_backend_destroy(&be);
+    rumor_backend_destroy(&cp);
+}
+
 int main(void)
 {
     char err[RUMOR_ERR_LEN] = "";
@@ -195,6 +275,7 @@ int main(void)
     CHECK_MSG(be != NULL, "%s", err);
     if (be) CHECK_MSG(backend_compare_all(be, true, false, dir) == 0, "comparisons against the CPU backend failed");
     rumor_backend_destroy(&be);
+    contract_checks();
     priv_both();
 
     struct stat st;
