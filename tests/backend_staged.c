@@ -221,7 +221,7 @@ static void st_wait_copies(rumor_backend_t *be)
     (void)be;
     run_pending();
     /* The copy stream waited for the work queued before its last download: that work is done. */
-    memmove(queued, queued + fence, (n_queued - fence) * sizeof *queued);
+    if (fence > 0 && n_queued > fence) memmove(queued, queued + fence, (n_queued - fence) * sizeof *queued);
     n_queued -= fence;
     fence = 0;
 }

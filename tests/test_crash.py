@@ -5,7 +5,8 @@ What must hold after every kill: the checkpoint on disk is whole and loads (rumo
 and at most one temporary file of an interrupted write is left per file (the next write removes
 it). After the last resume:
 - rumor train ends byte-identical to a run never stopped (same default thread count), with
-  --metrics appended exactly: the same lines, step for step, as the uninterrupted run's;
+  --metrics appended exactly: the same lines, step for step, as the uninterrupted run's; and
+  so does one stopped with SIGINT (exit 130) and resumed;
 - a training rumor node (checkpoint every round) finishes its rounds and its model loads;
 - a DP node stopped with SIGINT and resumed reports the epsilon the accountant gives for its
   total steps (rumor privacy), and one killed with SIGKILL resumes likewise.
@@ -139,6 +140,23 @@ def main():
         check(a == b, "train: --metrics appended exactly (%d lines, %d expected; first difference %s)"
               % (len(b), len(a), diff))
         check(not temps(ck) and not temps(out), "train: no temporary file is left at the end")
+
+        # 1b. The same with Ctrl-C: SIGINT writes a checkpoint and exits 130; --resume ends
+        #     byte-identical (a resume that started from scratch, or from the wrong step, would not).
+        for f in (ck, out, met):
+            if os.path.exists(f):
+                os.unlink(f)
+        p = start(common)
+        wait_write(p, ck, None)
+        time.sleep(rng.uniform(0.0, 0.3))
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=30)
+        p.stderr.close()
+        check(rc == 130 and header_ok(ck), "train: SIGINT stops it with exit 130 and a whole checkpoint (%s)" % rc)
+        r = subprocess.run([rumortest.RUMOR, *common, "--resume", ck], capture_output=True, text=True, timeout=120)
+        same = r.returncode == 0 and os.path.exists(out) and open(out, "rb").read() == open(ref, "rb").read()
+        check(same and metric_lines(met) == a, "train: resumed after SIGINT, byte-identical, metrics exact (%s)"
+              % r.stderr.strip()[-200:])
 
         # 2. A training rumor node, a checkpoint every round, killed at random.
         swarm = os.path.join(tmp, "swarm")
