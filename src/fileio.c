@@ -25,16 +25,23 @@ int rumor_write_all(int fd, const void *data, uint64_t n)
     return 0;
 }
 
+/* The folder holding path into dir; returns path's last component. */
+static const char *folder_of(const char *path, char *dir, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, cap, ".");
+    else if (slash == path)
+        snprintf(dir, cap, "/");
+    else
+        snprintf(dir, cap, "%.*s", (int)(slash - path), path);
+    return slash ? slash + 1 : path;
+}
+
 rumor_err_t rumor_sync_dir(const char *path, char err[RUMOR_ERR_LEN])
 {
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    folder_of(path, dir, sizeof dir);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     rumor_err_t rc = RUMOR_OK;
     if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
@@ -46,14 +53,7 @@ rumor_err_t rumor_sync_dir(const char *path, char err[RUMOR_ERR_LEN])
 void rumor_clean_stale_temps(const char *path)
 {
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    const char *base = folder_of(path, dir, sizeof dir);
     const size_t blen = strlen(base);
     DIR *d = opendir(dir);
     if (!d) return;
