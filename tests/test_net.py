@@ -389,7 +389,10 @@ def main():
         #     of a message until its last one arrives, and counts no frames against its
         #     high-water mark), then a message whose last frame never comes. The node's guard cuts
         #     a connection once libzmq holds more for it than any honest traffic needs (about
-        #     21 MiB): its peak memory grows by far less than one such message.
+        #     21 MiB; what arrives between two of its checks comes on top, and on a busy machine
+        #     the node's thread may run late): its peak memory grows by far less than one such
+        #     message (measured +25 to +35 MB; the bound below leaves room for a loaded machine,
+        #     and the code before the guard grew by 128 MB a message).
         before = rss_kb(pid1, "VmHWM:")
         frame = b"\x00" * (1 << 20)
         for _ in range(3):
@@ -404,7 +407,7 @@ def main():
             k: s1["counters"].get(k) for k in ("connections", "held_peak")}))
         check(nodes[1][0].poll() is None, "node survives an admitted peer's endless messages")
         check(rej.get("held-too-much", 0) >= 1, "the connection holding too much is cut and counted: %s" % rej)
-        check(after - before < 48 * 1024, "an admitted key cannot make the node hold more than the guard's bound "
+        check(after - before < 80 * 1024, "an admitted key cannot make the node hold more than the guard's bound "
               "(peak %d kB -> %d kB, one message is 131072 kB)" % (before, after))
         check(set(pubs) - {pubs[1], pubs[2]} <= set(alive_peers(nodes[2][1]) or []) and
               sorted(set(pubs) - {pubs[1]}) == sorted(set(alive_peers(nodes[1][1]) or []) - {key_text(mallory + ".pub")}),
