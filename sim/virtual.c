@@ -408,6 +408,18 @@ static void load_slice(const sim_t *s, vpeer_t *p, const size_t *at, size_t n)
     }
 }
 
+/* load_slice for a DP-SGD batch (rumor_priv_step). */
+typedef struct {
+    const sim_t *s;
+    vpeer_t *p;
+} slice_arg_t;
+
+static void slice_cb(void *arg, size_t *idx, size_t k)
+{
+    const slice_arg_t *a = arg;
+    load_slice(a->s, a->p, idx, k);
+}
+
 /* The local steps of one phase, exactly as src/peer.c takes them. A peer that owns no
  * samples (possible under strong label skew on many peers) takes none and only gossips. */
 static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
@@ -427,17 +439,10 @@ static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
                 p->budget_spent = true;
                 break;
             }
-            /* As src/peer.c: a Poisson-sampled batch, fed in slices of the model's max batch;
-             * here from the peer's seeded stream (see setup). */
-            bn = rumor_priv_sample(p->dp, p->perm);
-            rumor_priv_begin(p->dp);
-            rumor_err_t rc = RUMOR_OK;
-            for (size_t at = 0; at < bn && rc == RUMOR_OK; at += (size_t)B) {
-                const size_t k = bn - at < (size_t)B ? bn - at : (size_t)B;
-                load_slice(s, p, p->perm + at, k);
-                rc = rumor_priv_accumulate(p->dp, p->m, (int)k, &bl, e2);
-            }
-            if (rc != RUMOR_OK || rumor_priv_finish(p->dp, p->m, e2) != RUMOR_OK)
+            /* As src/peer.c: a Poisson-sampled batch, here from the peer's seeded stream (see
+             * setup). */
+            slice_arg_t sa = {.s = s, .p = p};
+            if (rumor_priv_step(p->dp, p->m, p->perm, slice_cb, &sa, &bn, &bl, e2) != RUMOR_OK)
                 return rumor_fail(err, RUMOR_EINVAL, "peer %d: %s", i, e2);
         } else {
             const long epoch = step / p->spe, pos = step % p->spe;

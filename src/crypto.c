@@ -848,6 +848,18 @@ typedef struct {
     size_t count, cap;
 } revoked_parser_t;
 
+/* Room for one more key (the list doubles, up to RUMOR_REVOKED_MAX). */
+static rumor_err_t revoked_grow(revoked_parser_t *p, char *err)
+{
+    size_t cap = p->cap ? p->cap * 2 : 64;
+    if (cap > RUMOR_REVOKED_MAX) cap = RUMOR_REVOKED_MAX;
+    void *keys = realloc(p->keys, cap * sizeof *p->keys);
+    if (!keys) return rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", p->name);
+    p->keys = keys;
+    p->cap = cap;
+    return RUMOR_OK;
+}
+
 static rumor_err_t revoked_line(revoked_parser_t *p, const char *s, size_t n, char *err)
 {
     p->line_no++;
@@ -871,14 +883,7 @@ static rumor_err_t revoked_line(revoked_parser_t *p, const char *s, size_t n, ch
     if (p->count == RUMOR_REVOKED_MAX)
         return rumor_fail(err, RUMOR_EFORMAT, "%s:%zu: more than %d revoked keys", p->name, p->line_no,
                           RUMOR_REVOKED_MAX);
-    if (p->count == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 64;
-        if (cap > RUMOR_REVOKED_MAX) cap = RUMOR_REVOKED_MAX;
-        void *keys = realloc(p->keys, cap * sizeof *p->keys);
-        if (!keys) return rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", p->name);
-        p->keys = keys;
-        p->cap = cap;
-    }
+    if (p->count == p->cap && revoked_grow(p, err) != RUMOR_OK) return RUMOR_ENOMEM;
     char zerr[RUMOR_ERR_LEN];
     size_t got;
     if (rumor_z85_decode(p->keys[p->count], RUMOR_KEY_LEN, &got, s + a, k - a, zerr) != RUMOR_OK)
@@ -995,16 +1000,9 @@ rumor_err_t rumor_revoked_reload(rumor_revoked_t **out, const char *path, const 
     /* Unreadable, or lines that are not keys: nothing the last list refused is let in, and
      * every key the new file could say (up to where it could be read) is refused too. */
     for (size_t i = 0; last && i < last->count && p.count < RUMOR_REVOKED_MAX; i++) {
-        if (p.count == p.cap) {
-            size_t cap = p.cap ? p.cap * 2 : 64;
-            if (cap > RUMOR_REVOKED_MAX) cap = RUMOR_REVOKED_MAX;
-            void *keys = realloc(p.keys, cap * sizeof *p.keys);
-            if (!keys) {
-                free(p.keys);
-                return rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
-            }
-            p.keys = keys;
-            p.cap = cap;
+        if (p.count == p.cap && revoked_grow(&p, err) != RUMOR_OK) {
+            free(p.keys);
+            return RUMOR_ENOMEM;
         }
         memcpy(p.keys[p.count++], last->keys[i], RUMOR_KEY_LEN);
     }

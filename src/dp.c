@@ -196,6 +196,21 @@ rumor_err_t rumor_priv_gradient(rumor_priv_t *dp, rumor_model_t *m, int b, doubl
     return rc == RUMOR_OK ? rumor_priv_finish(dp, m, err) : rc;
 }
 
+rumor_err_t rumor_priv_step(rumor_priv_t *dp, rumor_model_t *m, size_t *idx, rumor_priv_load_cb load, void *arg,
+                            size_t *bn, double *loss_sum, char err[RUMOR_ERR_LEN])
+{
+    const size_t n = rumor_priv_sample(dp, idx), slice = (size_t)rumor_model_max_batch(m);
+    *bn = n;
+    rumor_priv_begin(dp);
+    for (size_t at = 0; at < n; at += slice) {
+        const size_t k = n - at < slice ? n - at : slice;
+        load(arg, idx + at, k);
+        rumor_err_t rc = rumor_priv_accumulate(dp, m, (int)k, loss_sum, err);
+        if (rc != RUMOR_OK) return rc;
+    }
+    return rumor_priv_finish(dp, m, err);
+}
+
 double rumor_priv_rate(const rumor_priv_t *dp) { return dp->q; }
 
 bool rumor_priv_is_seeded(const rumor_priv_t *dp) { return rumor_noise_is_seeded(dp->ns); }

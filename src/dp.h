@@ -73,6 +73,14 @@ void rumor_priv_begin(rumor_priv_t *dp);
 rumor_err_t rumor_priv_accumulate(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum,
                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 rumor_err_t rumor_priv_finish(rumor_priv_t *dp, rumor_model_t *m, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* A whole step as a driver takes it: sample the batch (positions into idx, room for n_own; the
+ * count in *bn), then begin, accumulate slice by slice of at most m's max batch (the staging
+ * buffers' size, so a large draw needs no cap), each slice first put in m's input buffer by
+ * load(arg, idx + at, k) (which may rewrite those k entries, e.g. positions into sample
+ * indices), and finish. */
+typedef void (*rumor_priv_load_cb)(void *arg, size_t *idx, size_t k);
+rumor_err_t rumor_priv_step(rumor_priv_t *dp, rumor_model_t *m, size_t *idx, rumor_priv_load_cb load, void *arg,
+                            size_t *bn, double *loss_sum, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* The three for a batch of b samples already in m's input buffer. */
 rumor_err_t rumor_priv_gradient(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum,
                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;

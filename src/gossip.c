@@ -326,11 +326,6 @@ static bool plausible_ss(const rumor_gossip_t *g, size_t c, double ss, size_t n)
     return ss <= bound * bound * (double)n;
 }
 
-static bool plausible(const rumor_gossip_t *g, size_t c, const void *v, size_t n)
-{
-    return plausible_ss(g, c, sumsq(v, n), n);
-}
-
 /* sgp: the most weight one message, or this peer after a round, can plausibly hold. The
  * weights of a swarm sum to its member count: more than the members this peer knows of (twice
  * over, and some: views lag) is made up. Capping our own weight there too means a neighbour
@@ -1059,8 +1054,9 @@ static bool copy_apply(rumor_gossip_t *g, copy_t *e, size_t k, int codec, uint64
     const size_t off = k * g->chunk_params, n = chunk_len(g, k);
     if (codec == RUMOR_CODEC_F32) {
         if (copy_valid(g, e, k) && e->ver[k] >= ver) return drop(g, RUMOR_GOSSIP_DROP_DUPLICATE);
-        if (!all_finite(payload, n)) return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
-        if (!plausible(g, k, payload, n)) return drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
+        const double ss = sumsq(payload, n); /* one read: finite exactly when every value is */
+        if (!isfinite(ss)) return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
+        if (!plausible_ss(g, k, ss, n)) return drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
         memcpy(e->x + off, payload, n * sizeof(float));
     } else {
         if (!copy_valid(g, e, k) || e->ver[k] + 1 != ver) {
@@ -1069,14 +1065,16 @@ static bool copy_apply(rumor_gossip_t *g, copy_t *e, size_t k, int codec, uint64
             return drop(g, RUMOR_GOSSIP_DROP_COPY);
         }
         /* Validated whole before anything is added; a sum that overflows spoils the chunk. */
-        if (rumor_codec_decode_add((rumor_proto_codec_t)codec, payload, len, n, 1.0f, e->x + off, NULL) != RUMOR_OK ||
-            !all_finite((const uint8_t *)(e->x + off), n)) {
+        const bool decoded =
+            rumor_codec_decode_add((rumor_proto_codec_t)codec, payload, len, n, 1.0f, e->x + off, NULL) == RUMOR_OK;
+        const double ss = decoded ? sumsq(e->x + off, n) : NAN;
+        if (!isfinite(ss)) {
             copy_set_valid(g, e, k, false);
             return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
         }
         /* The copy a delta made must be as plausible as a keyframe would be; it cannot be
          * undone, so the chunk of the copy waits for a keyframe. */
-        if (!plausible(g, k, e->x + off, n)) {
+        if (!plausible_ss(g, k, ss, n)) {
             copy_set_valid(g, e, k, false);
             return drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
         }
@@ -1203,11 +1201,11 @@ static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_L
 }
 
 /* Secure mixing: the id of the set of senders whose masks cancel at one receiver in one round
- * (FNV-1a 64 of the round, the receiver and the senders' keys in rank order). Only peers that
- * agree on it unmask together; it is an agreement check, not a secret. */
-/* The senders' keys and the runs (boot ids) this peer knows them in: two senders that know
- * each other's runs differently make masks that do not cancel, and their mix ids differ, so the
- * receiver leaves those chunks unmixed instead of adding noise. */
+ * (FNV-1a 64 of the round, the receiver, and the senders' keys in rank order, each with the
+ * run (boot id) this peer knows it in). Only peers that agree on it unmask together; it is an
+ * agreement check, not a secret. Two senders that know each other's runs differently make
+ * masks that do not cancel: their mix ids differ, so the receiver leaves those chunks unmixed
+ * instead of adding noise. */
 static uint64_t mix_id(const rumor_gossip_t *g, uint64_t round, uint32_t receiver, const uint32_t *in, size_t n_in)
 {
     uint8_t r[8];

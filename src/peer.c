@@ -848,22 +848,20 @@ static rumor_err_t late_join(peer_t *p, float *x, char err[RUMOR_ERR_LEN])
     return RUMOR_OK;
 }
 
+/* A slice of a DP-SGD batch (rumor_priv_step): shard positions to sample indices, then into
+ * the model's input buffer. */
+static void private_load_cb(void *arg, size_t *idx, size_t k)
+{
+    peer_t *p = arg;
+    for (size_t j = 0; j < k && p->own; j++) idx[j] = p->own[idx[j]];
+    rumor_train_load_batch(p->m, &p->train, idx, k, p->mean, p->std, p->sx, p->sy);
+}
+
 /* One DP-SGD step: a Poisson-sampled batch (secret, from the DP state's noise source; its size
- * in *bn, 0 possible), fed to the private gradient in slices of the model's max batch (the
- * staging buffers' size), so a large draw needs no cap. The gradient is left in the model's. */
+ * in *bn, 0 possible). The gradient is left in the model's. */
 static rumor_err_t private_step(peer_t *p, size_t *bn, double *loss, char err[RUMOR_ERR_LEN])
 {
-    const size_t n = rumor_priv_sample(p->dp, p->perm), slice = (size_t)rumor_model_max_batch(p->m);
-    for (size_t j = 0; j < n && p->own; j++) p->perm[j] = p->own[p->perm[j]]; /* positions to samples */
-    rumor_priv_begin(p->dp);
-    for (size_t at = 0; at < n; at += slice) {
-        const size_t k = n - at < slice ? n - at : slice;
-        rumor_train_load_batch(p->m, &p->train, p->perm + at, k, p->mean, p->std, p->sx, p->sy);
-        rumor_err_t rc = rumor_priv_accumulate(p->dp, p->m, (int)k, loss, err);
-        if (rc != RUMOR_OK) return rc;
-    }
-    *bn = n;
-    return rumor_priv_finish(p->dp, p->m, err);
+    return rumor_priv_step(p->dp, p->m, p->perm, private_load_cb, p, bn, loss, err);
 }
 
 static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])

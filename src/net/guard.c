@@ -23,6 +23,7 @@ typedef struct {
 struct rumor_guard {
     uint64_t limit, peak;
     int count;
+    int top; /* entries at or past it are all free: scans stop there (every message is looked up) */
     watch_t w[GUARD_MAX];
 };
 
@@ -42,9 +43,9 @@ static bool bytes_read(int fd, uint64_t *out)
 
 static watch_t *find(rumor_guard_t *g, int fd)
 {
-    for (int i = 0; i < GUARD_MAX; i++)
+    for (int i = 0; i < g->top; i++)
         if (g->w[i].fd == fd) return &g->w[i];
-    return NULL;
+    return fd < 0 && g->top < GUARD_MAX ? &g->w[g->top++] : NULL; /* a free entry: extend */
 }
 
 static void ends(int fd, struct sockaddr_storage e[2], socklen_t len[2])
@@ -129,7 +130,7 @@ void rumor_guard_delivered(rumor_guard_t *g, int fd, uint64_t now_ms)
 int rumor_guard_check(rumor_guard_t *g, uint64_t now_ms)
 {
     int cuts = 0;
-    for (int i = 0; i < GUARD_MAX && g->count > 0; i++) {
+    for (int i = 0; i < g->top && g->count > 0; i++) {
         watch_t *w = &g->w[i];
         uint64_t got;
         if (w->fd < 0) continue;

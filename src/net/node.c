@@ -245,6 +245,9 @@ static const char *drop_name(int i, char buf[48])
 
 static bool same_key(const uint8_t *a, const uint8_t *b) { return memcmp(a, b, RUMOR_KEY_LEN) == 0; }
 
+/* Milliseconds from now to a deadline, 0 once it has passed (never a wrapped difference). */
+static uint64_t until(uint64_t deadline, uint64_t now) { return deadline > now ? deadline - now : 0; }
+
 /* ---- sockets ---- */
 
 static int set_curve_keys(rumor_node_t *n, void *s)
@@ -1820,6 +1823,38 @@ static bool all_bootstraps_refused(rumor_node_t *n, char *why, size_t len)
     return true;
 }
 
+/* SIGHUP: read the revocation list again (rumor_revoked_reload: never more permissive than
+ * the list in force, and said loudly when the file is broken or unreadable). */
+static void reload_revocations(rumor_node_t *n)
+{
+    rumor_revoked_t *fresh = NULL;
+    char rerr[RUMOR_ERR_LEN];
+    size_t bad = 0;
+    const rumor_err_t rrc =
+        n->cfg.revoked_path ? rumor_revoked_reload(&fresh, n->cfg.revoked_path, n->revoked, &bad, rerr) : RUMOR_OK;
+    if (fresh) {
+        rumor_revoked_destroy(&n->revoked);
+        n->revoked = fresh;
+        memset(n->certs, 0, CERT_CACHE * sizeof *n->certs); /* checked against the old list */
+        /* Admitted peers now revoked are admitted no more. */
+        for (int i = 0; i < MAX_CONNS; i++)
+            if (n->conns[i].used && rumor_revoked_has(n->revoked, n->conns[i].key))
+                n->conns[i].admitted = n->conns[i].knocked = false;
+    }
+    if (rrc == RUMOR_OK && fresh) {
+        rumor_log(RUMOR_LOG_INFO, "revocation list reloaded: %zu keys", rumor_revoked_count(n->revoked));
+    } else if (rrc == RUMOR_EFORMAT) {
+        /* Never silently: a broken file must not leave a newly revoked key admitted. */
+        rumor_log(RUMOR_LOG_ERROR, "revocation list %s is broken (%zu lines are not keys; first: %s): refusing "
+                  "the %zu keys of the previous list and of every line that could be read; fix the file and "
+                  "send SIGHUP again", n->cfg.revoked_path, bad, rerr, rumor_revoked_count(n->revoked));
+    } else if (rrc != RUMOR_OK) {
+        rumor_log(RUMOR_LOG_ERROR, "revocation list cannot be read: %s: still refusing the %zu keys of the "
+                  "previous list and whatever was read", rerr, rumor_revoked_count(n->revoked));
+    }
+    n->revoke_errors += rrc != RUMOR_OK;
+}
+
 rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
 {
     /* stop_requested was cleared when the node was made: a stop asked for between then and
@@ -1842,32 +1877,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
     while (!stop_requested) {
         if (reload_requested) {
             reload_requested = 0;
-            rumor_revoked_t *fresh = NULL;
-            char rerr[RUMOR_ERR_LEN];
-            size_t bad = 0;
-            const rumor_err_t rrc =
-                n->cfg.revoked_path ? rumor_revoked_reload(&fresh, n->cfg.revoked_path, n->revoked, &bad, rerr) : RUMOR_OK;
-            if (fresh) {
-                rumor_revoked_destroy(&n->revoked);
-                n->revoked = fresh;
-                memset(n->certs, 0, CERT_CACHE * sizeof *n->certs); /* checked against the old list */
-                /* Admitted peers now revoked are admitted no more. */
-                for (int i = 0; i < MAX_CONNS; i++)
-                    if (n->conns[i].used && rumor_revoked_has(n->revoked, n->conns[i].key))
-                        n->conns[i].admitted = n->conns[i].knocked = false;
-            }
-            if (rrc == RUMOR_OK && fresh) {
-                rumor_log(RUMOR_LOG_INFO, "revocation list reloaded: %zu keys", rumor_revoked_count(n->revoked));
-            } else if (rrc == RUMOR_EFORMAT) {
-                /* Never silently: a broken file must not leave a newly revoked key admitted. */
-                rumor_log(RUMOR_LOG_ERROR, "revocation list %s is broken (%zu lines are not keys; first: %s): refusing "
-                          "the %zu keys of the previous list and of every line that could be read; fix the file and "
-                          "send SIGHUP again", n->cfg.revoked_path, bad, rerr, rumor_revoked_count(n->revoked));
-            } else if (rrc != RUMOR_OK) {
-                rumor_log(RUMOR_LOG_ERROR, "revocation list cannot be read: %s: still refusing the %zu keys of the "
-                          "previous list and whatever was read", rerr, rumor_revoked_count(n->revoked));
-            }
-            n->revoke_errors += rrc != RUMOR_OK;
+            reload_revocations(n);
         }
         int ni = 0, np = 0;
         bool sending_capped = false;
@@ -1926,11 +1936,10 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         }
         uint64_t wait = rumor_memb_next_deadline(n->memb, now_ms());
         if (wait > n->tick_ms) wait = n->tick_ms;
-        if (next_knock != UINT64_MAX && next_knock - now < wait) wait = next_knock > now ? next_knock - now : 0;
+        if (next_knock != UINT64_MAX && until(next_knock, now) < wait) wait = until(next_knock, now);
         if (sending_capped) wait = 1; /* libzmq frees chunks without waking us: look again soon */
         /* A message that never ends wakes nobody: the guard looks on its own schedule. */
-        if (rumor_guard_count(n->guard) > 0 && n->guard_next - now < wait)
-            wait = n->guard_next > now ? n->guard_next - now : 0;
+        if (rumor_guard_count(n->guard) > 0 && until(n->guard_next, now) < wait) wait = until(n->guard_next, now);
         if (zmq_poll(items, ni, (long)wait) < 0 && errno != EINTR) {
             rc = rumor_fail(err, RUMOR_EIO, "poll: %s", zmq_strerror(errno));
             break;
