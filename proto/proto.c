@@ -85,6 +85,7 @@ enum {
     K_BASE,
     K_NEED,
     K_BOOT,
+    K_DONE,
     K_COUNT
 };
 static const char *const msg_keys[K_COUNT] = {
@@ -97,6 +98,7 @@ static const char *const msg_keys[K_COUNT] = {
     [K_CHUNKS] = "chunks", [K_OFF] = "off", [K_N] = "n", [K_HASH] = "hash",
     [K_WHY] = "why", [K_MIX] = "mix", [K_VER] = "ver", [K_LIN] = "lin",
     [K_BASE] = "base", [K_NEED] = "need", [K_BOOT] = "boot",
+    [K_DONE] = "done",
 };
 
 enum { P_K, P_A, P_INC, P_S, P_CERT, P_BOOT, P_COUNT };
@@ -672,7 +674,11 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
         if ((why = field_uint(&f, s[K_CAPS], UINT64_MAX, &h->caps)) != R_NONE) return why;
         if ((why = field_u32(&f, s[K_INC], &h->inc)) != R_NONE) return why;
         if ((why = field_uint(&f, s[K_BOOT], UINT64_MAX, &h->boot)) != R_NONE) return why;
-        return h->boot == 0 ? RUMOR_PROTO_REJECT_VALUE : R_NONE;
+        if (h->boot == 0) return RUMOR_PROTO_REJECT_VALUE;
+        h->done = 0;
+        if (s[K_DONE] == ABSENT) return R_NONE;
+        if ((why = field_uint(&f, s[K_DONE], UINT64_MAX, &h->done)) != R_NONE) return why;
+        return h->done == 0 ? RUMOR_PROTO_REJECT_VALUE : R_NONE;
     }
     case RUMOR_MSG_PEERS:
         return field_peers(&f, s[K_PEERS], true, RUMOR_PROTO_MAX_PEERS, out->u.peers.peers,
@@ -866,7 +872,7 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
 
     size_t fields = 3;
     switch (msg->type) {
-    case RUMOR_MSG_HELLO: fields += 6; break;
+    case RUMOR_MSG_HELLO: fields += 6 + (msg->u.hello.done != 0); break;
     case RUMOR_MSG_PEERS: fields += 1; break;
     case RUMOR_MSG_PING: fields += 1 + (msg->u.ping.upd_count > 0); break;
     case RUMOR_MSG_PING_REQ: fields += 2 + (msg->u.ping_req.upd_count > 0); break;
@@ -899,6 +905,7 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         pack_u64(&pk, "caps", h->caps);
         pack_u64(&pk, "inc", h->inc);
         pack_u64(&pk, "boot", h->boot);
+        if (h->done) pack_u64(&pk, "done", h->done);
         break;
     }
     case RUMOR_MSG_PEERS:

@@ -132,6 +132,8 @@ typedef struct {
     uint32_t inc;                       /* the sender's incarnation */
     uint64_t boot;                      /* the sender's boot id, random per run, nonzero
                                            (required from version 2) */
+    uint64_t done;                      /* "done": the sender finished training at this round
+                                           and only answers pulls now; 0 = not sent */
 } rumor_msg_hello_t;
 
 typedef struct {

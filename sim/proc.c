@@ -25,6 +25,7 @@ bool rumor_sim_stop_requested(void) { return stop_requested != 0; }
 typedef struct {
     pid_t pid;          /* 0: not running */
     bool started, killed_by_us, done;
+    bool released;      /* told to end its linger (every peer finished) */
     int exit_code;      /* when done: the exit status, or 128 + signal */
     char addr[256];     /* rumor://... once it printed it */
     char dir[600];
@@ -164,7 +165,7 @@ static rumor_err_t spawn(peer_t *p, const rumor_sim_config_t *c, const char *exe
     if (pid < 0) return rumor_fail(err, RUMOR_EIO, "fork: %s", strerror(errno));
     p->pid = pid;
     p->started = true;
-    p->done = p->killed_by_us = false;
+    p->done = p->killed_by_us = p->released = false;
     p->addr[0] = 0;
     return RUMOR_OK;
 }
@@ -305,11 +306,12 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, cha
         }
         const double el = now_s() - t0;
         rumor_sim_status_read(c->out, c->peers, alive, c->rounds, el, &st);
+        bool fired_now = false;
         for (int k = 0; k < c->n_events; k++) {
             const rumor_sim_event_t *e = &c->events[k];
             if (fired[k]) continue;
             if ((e->at_round >= 0 && st.round_min >= e->at_round) || (e->at_round < 0 && el >= e->at_s)) {
-                fired[k] = true;
+                fired[k] = fired_now = true;
                 apply_event(e, peers, c, exe, threads);
             }
         }
@@ -319,6 +321,14 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, cha
         bool pending = false;
         for (int k = 0; k < c->n_events; k++)
             pending |= !fired[k] && c->events[k].kind == RUMOR_SIM_RESTART && c->events[k].at_round < 0;
+        /* Every live peer finished and stays only to answer late peers (--linger): with no
+         * restart to come, nobody will ask. */
+        if (running > 0 && !pending && !fired_now && st.round_min >= c->rounds)
+            for (int i = 0; i < c->peers; i++)
+                if (peers[i].pid && !peers[i].released) {
+                    kill(peers[i].pid, SIGTERM);
+                    peers[i].released = true;
+                }
         if (running == 0 && !pending) {
             for (int k = 0; k < c->n_events; k++)
                 if (!fired[k])

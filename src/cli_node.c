@@ -59,6 +59,7 @@ int cmd_node(int argc, char **argv)
     float dp_budget = 0.0f, consensus_step = 0.0f;
     long warmup = 0, limit = 0;
     int local_steps = 1, min_peers = 0;
+    float linger = 30.0f;
     float round_timeout = 10.0f, outer_lr = 0.7f, outer_mom = 0.9f, slowdown = 1.0f, emu_latency = 0.0f,
           emu_bandwidth = 0.0f, emu_loss = 0.0f;
     bool nesterov = false, init_seed_set = false, t_data = false, t_model = false, t_algo = false, t_rounds = false,
@@ -89,6 +90,7 @@ int cmd_node(int argc, char **argv)
         {"--local-steps", OPT_INT, &local_steps, &ls_set, "minibatch steps between gossip rounds (default 1)"},
         {"--run-dir", OPT_STR, &pc.run_dir, &t_dir, "metrics, checkpoints and the model go here"},
         {"--resume", OPT_FLAG, &pc.resume, NULL, "continue from the run folder's checkpoint"},
+        {"--linger", OPT_FLOAT, &linger, NULL, "seconds to stay reachable after training, answering late peers with the final model (default 30; 0: leave at once)"},
         {"--no-late-join", OPT_FLAG, &no_late_join, NULL, "start from this peer's own initial model even if the swarm is running"},
         {"--eval-every", OPT_INT, &pc.eval_every, NULL, "rounds between test evaluations (default 10; 0: end only)"},
         {"--checkpoint-every", OPT_INT, &pc.checkpoint_every, NULL, "rounds between checkpoints (default: every minute, at the end and on stop)"},
@@ -204,6 +206,11 @@ int cmd_node(int argc, char **argv)
             return 2;
         }
         pc.slowdown = slowdown;
+        if (!(linger >= 0.0f && linger <= 86400.0f)) {
+            cli_error("--linger %g: expected 0..86400 seconds", (double)linger);
+            return 2;
+        }
+        pc.linger_ms = (uint64_t)(linger * 1000.0f);
         if (!(dp_budget >= 0.0f && dp_budget <= 1e6f) || (dp_budget > 0.0f && !dp)) {
             cli_error("--dp-budget %g: expected epsilon > 0, with --dp", (double)dp_budget);
             return 2;

@@ -140,6 +140,7 @@ struct rumor_gossip {
     int cur_snap;              /* the latest snapshot (the round in flight's, when one is) */
     bool have_snap;            /* cur_snap holds one */
     uint64_t ahead;            /* lowest round seen beyond the window since the last finish; 0: none */
+    uint64_t forced;           /* rumor_gossip_adopt during a round: go on from here at its finish */
     /* view */
     view_entry_t *view;
     size_t view_count;
@@ -1173,7 +1174,7 @@ static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_L
         if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
             note_delay(g, (double)(now - g->prev_started));
     } else if (c->round >= g->round + SLOTS) {
-        if (g->ahead == 0 || c->round < g->ahead) g->ahead = c->round;
+        if (c->round <= RUMOR_GOSSIP_ROUND_MAX && (g->ahead == 0 || c->round < g->ahead)) g->ahead = c->round;
     } else {
         s = slot_for(g, c->round);
     }
@@ -1540,7 +1541,8 @@ static void finish_round(rumor_gossip_t *g, float *x)
     /* Next round; skip ahead when the neighbours are further on. */
     uint64_t next = g->round + 1;
     if (g->ahead > next) next = g->ahead;
-    g->ahead = 0;
+    if (g->forced > next) next = g->forced;
+    g->ahead = g->forced = 0;
     for (int i = 0; i < SLOTS; i++)
         if (g->slots[i].live && (g->slots[i].round < next || g->slots[i].round >= next + SLOTS))
             slot_reset(g, &g->slots[i]); /* outside the new window: it would block a slot */
@@ -1716,6 +1718,8 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
             if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
                 note_delay(g, (double)(now - g->prev_started)); /* how late: the deadline learns */
             return drop(g, RUMOR_GOSSIP_DROP_STALE);
+        } else if (c->round > RUMOR_GOSSIP_ROUND_MAX) {
+            return drop(g, RUMOR_GOSSIP_DROP_AHEAD); /* no round number ever wraps */
         } else if (c->round >= g->round + SLOTS) {
             /* The lowest round seen ahead: one peer with an inflated counter cannot drag us. */
             if (g->ahead == 0 || c->round < g->ahead) g->ahead = c->round;
@@ -1910,9 +1914,15 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
         g->cver = 0;
     }
     for (size_t c = 0; c < g->chunks; c++) g->w[c] = 1.0; /* a newcomer brings its own unit of mass */
+    own_scale(g);
+    if (g->inflight) {
+        /* The round in flight finishes first (it mixes little: the neighbours are ahead), and
+         * the engine goes on from `round` at that finish. */
+        g->forced = round;
+        return;
+    }
     g->round = round;
     g->ahead = 0;
-    own_scale(g);
     /* Accumulators of rounds before the new one are stale now (dpsgd, diloco); push-sum's
      * go into the first round. */
     for (int i = 0; i < SLOTS; i++) {

@@ -178,6 +178,7 @@
 #define RUMOR_GOSSIP_PLAUSIBLE_FLOOR 0.1   /* ... plus this (a range of ours near zero) */
 #define RUMOR_GOSSIP_SGP_WEIGHT_SLACK 16.0 /* sgp: a weight may be 2 x members known + this */
 #define RUMOR_GOSSIP_SGP_AHEAD 1024        /* sgp: rounds further ahead of ours are dropped */
+#define RUMOR_GOSSIP_ROUND_MAX (UINT64_C(1) << 62) /* rounds beyond are dropped: none ever wraps */
 #define RUMOR_GOSSIP_SENDER_ROUNDS 4       /* sgp: records one sender holds in a round's slot */
 
 typedef enum { RUMOR_ALGO_DPSGD, RUMOR_ALGO_SGP, RUMOR_ALGO_DILOCO } rumor_algo_kind_t;
@@ -409,9 +410,10 @@ rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double
 /* Whether a whole model x (params floats) from elsewhere (a late join's pull) is finite and, chunk
  * by chunk, of a plausible scale against this peer's latest snapshot (the test chunks get). */
 bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x);
-/* Start over from another peer's model (late join): x is taken as this peer's parameters
- * (and diloco's theta, with the momentum cleared), the round jumps to `round`, weights
- * reset to 1. Only before the first step. */
+/* Start over from the swarm's model (a late join, a resumed or fallen-behind peer): x is
+ * taken as this peer's parameters (and diloco's theta, with the momentum cleared), weights
+ * reset to 1, and the round jumps to `round`: at once, or, with a round in flight (dpsgd
+ * between gossip points), when that round finishes. The caller puts x in its parameters. */
 void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round);
 
 #endif

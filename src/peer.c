@@ -27,6 +27,10 @@
 #define MAX_VIEW 256
 #define MASK_POOL 16 /* masked send buffers kept for reuse */
 #define LATE_JOIN_ROUNDS 4 /* a neighbour this many rounds in means the swarm is running */
+#define RESYNC_ASKS 3      /* members asked for their model, one after another, in one resync */
+#define RESYNC_AHEAD 4     /* a member this many rounds ahead of ours: we have fallen behind */
+#define RESYNC_EVERY 10.0  /* seconds: asked again at most this often */
+#define RESYNC_AGREE 0.5   /* two pulled models confirm each other within this relative distance */
 
 typedef struct {
     const rumor_peer_config_t *cfg;
@@ -41,9 +45,17 @@ typedef struct {
     uint64_t bytes_out;
     uint8_t view_keys[MAX_VIEW][32]; /* the tick's scratch: admitted members */
     uint64_t view_boots[MAX_VIEW];   /* ... and the boot ids of their runs (secure mixing) */
-    /* Late join (under mu): the trainer wants a neighbour's model, the tick asks for it, the
-     * chunk callback assembles and verifies it. */
-    enum { PULL_NONE, PULL_WANTED, PULL_ASKED, PULL_DONE } pull_state;
+    /* Members (under mu, from the tick): admitted ones, and how many of them said they
+     * finished (PROTOCOL.md "Finishing"); the gossip view is the others. */
+    int n_members, n_done;
+    /* Pulls (under mu): the trainer wants a member's model, the tick asks one it has not asked
+     * in this resync (a finished one when pull_want_done), the chunk callback assembles and
+     * verifies the answer. PULL_NOBODY: no member left to ask. */
+    enum { PULL_NONE, PULL_WANTED, PULL_ASKED, PULL_DONE, PULL_NOBODY } pull_state;
+    uint8_t pull_asked[RESYNC_ASKS][32];
+    int n_asked;
+    bool pull_want_done;
+    uint64_t pull_done;       /* the member asked had finished, at this round (0: training) */
     uint8_t pull_peer[32];
     float *pull_buf;
     uint64_t *pull_bits;
@@ -51,7 +63,15 @@ typedef struct {
     uint64_t pull_round;
     uint8_t pull_hash[RUMOR_HASH_LEN];
     bool pull_ok;
+    /* Once training is over (lingering): the final model is what pulls get (under mu). */
+    bool finished;
+    const float *final_x;
+    uint64_t final_round;
+    uint8_t final_hash[RUMOR_HASH_LEN];
     /* trainer's */
+    float *ans[RESYNC_ASKS];  /* pulled models kept while a resync looks for two that agree */
+    double last_resync;
+    bool swarm_over;          /* the swarm finished without us: this peer ends where it is */
     rumor_dataset_t train, test;
     float mean, std;
     size_t *own, n_own, *perm;
@@ -114,6 +134,7 @@ typedef struct send_ctx {
     uint64_t due;             /* emulated network: when it may leave */
     uint8_t *masked;          /* --secure-mix: this send's masked chunks (they differ per receiver) */
     size_t *masked_off;
+    bool final;               /* the final model, not a snapshot lent by the engine */
 } send_ctx_t;
 
 static void send_ctx_free(send_ctx_t *c)
@@ -146,7 +167,7 @@ static void release_cb(void *arg)
     send_ctx_t *c = arg;
     peer_t *p = c->p;
     pthread_mutex_lock(&p->mu);
-    rumor_gossip_release(p->g, &c->s, true);
+    if (!c->final) rumor_gossip_release(p->g, &c->s, true);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     send_ctx_free(c);
@@ -191,6 +212,21 @@ static void pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint6
     if (!c) return;
     c->p = p;
     pthread_mutex_lock(&p->mu);
+    if (p->finished) {
+        /* Lingering after training: the final model, hashed once, never changing. */
+        const size_t P = rumor_model_param_count(p->m);
+        const uint64_t round = p->final_round;
+        uint8_t h[RUMOR_HASH_LEN];
+        memcpy(h, p->final_hash, sizeof h);
+        c->final = true;
+        pthread_mutex_unlock(&p->mu);
+        if (rumor_node_send_model(node, peer, layout, round, 1.0, NULL, p->final_x, P, RUMOR_GOSSIP_CHUNK_DEFAULT, h,
+                                  release_cb, c) != RUMOR_OK)
+            send_ctx_free(c);
+        else
+            rumor_log(RUMOR_LOG_DEBUG, "sent our final model (round %" PRIu64 ") to a late peer", round);
+        return;
+    }
     rumor_gossip_lend(p->g, &c->s);
     pthread_mutex_unlock(&p->mu);
     uint8_t h[RUMOR_HASH_LEN]; /* the snapshot cannot change while lent */
@@ -457,6 +493,37 @@ static void retry_sends(peer_t *p, rumor_node_t *node, uint64_t now)
     p->n_retry = kept;
 }
 
+/* Ask one member for its model (under mu): one not asked yet in this resync, finished ones
+ * only when the trainer wants the swarm's final model, chosen by the clock so that peers
+ * spread their asks. */
+static void pull_ask(peer_t *p, rumor_node_t *node, uint64_t now)
+{
+    const int members = rumor_node_peer_count(node);
+    int cand[MAX_VIEW], nc = 0;
+    for (int i = 0; i < members && nc < MAX_VIEW; i++) {
+        if (!rumor_node_peer_admitted(node, i)) continue;
+        if (p->pull_want_done && !rumor_node_peer_done(node, i)) continue;
+        const uint8_t *key = rumor_node_peer_key(node, i);
+        bool asked = false;
+        for (int a = 0; a < p->n_asked && !asked; a++) asked = memcmp(p->pull_asked[a], key, 32) == 0;
+        if (!asked) cand[nc++] = i;
+    }
+    if (nc == 0 || p->n_asked == RESYNC_ASKS) {
+        p->pull_state = PULL_NOBODY;
+        pthread_cond_broadcast(&p->cv);
+        return;
+    }
+    const int i = cand[now % (uint64_t)nc];
+    memcpy(p->pull_peer, rumor_node_peer_key(node, i), 32);
+    p->pull_done = rumor_node_peer_done(node, i);
+    /* Refused for now (its connection is on the way): asked again at a later tick. */
+    if (rumor_node_pull(node, p->pull_peer, rumor_model_layout_id(p->m)) != RUMOR_OK) return;
+    memcpy(p->pull_asked[p->n_asked++], p->pull_peer, 32);
+    p->pull_got = 0;
+    memset(p->pull_bits, 0, (p->pull_chunks + 63) / 64 * sizeof *p->pull_bits);
+    p->pull_state = PULL_ASKED;
+}
+
 static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
 {
     peer_t *p = arg;
@@ -464,21 +531,30 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
     /* The gossip view: members whose hello we verified, the ones models can go to. A member
      * learnt from gossip whose hello is still on its way joins at a later tick; until then
      * peers would disagree on the graph and wait for models that cannot be sent. */
+    /* A member that finished training sends no more models: nobody waits for it. */
     const int members = rumor_node_peer_count(node);
-    int n = 0;
-    for (int i = 0; i < members && n < MAX_VIEW; i++)
-        if (rumor_node_peer_admitted(node, i)) {
-            p->view_boots[n] = rumor_node_peer_boot(node, i);
-            memcpy(keys[n++], rumor_node_peer_key(node, i), 32);
+    int n = 0, admitted = 0, done = 0;
+    for (int i = 0; i < members && n < MAX_VIEW; i++) {
+        if (!rumor_node_peer_admitted(node, i)) continue;
+        admitted++;
+        if (rumor_node_peer_done(node, i)) {
+            done++;
+            continue;
         }
-    pthread_mutex_lock(&p->mu);
-    if (p->pull_state == PULL_WANTED && n > 0) {
-        /* Ask one neighbour, chosen by the clock so that joiners spread their asks. */
-        const int k = (int)(now % (uint64_t)n);
-        memcpy(p->pull_peer, keys[k], 32);
-        /* Not admitted yet (its hello is on the way): ask again at a later tick. */
-        if (rumor_node_pull(node, keys[k], rumor_model_layout_id(p->m)) == RUMOR_OK) p->pull_state = PULL_ASKED;
+        p->view_boots[n] = rumor_node_peer_boot(node, i);
+        memcpy(keys[n++], rumor_node_peer_key(node, i), 32);
     }
+    pthread_mutex_lock(&p->mu);
+    p->n_members = admitted;
+    p->n_done = done;
+    if (p->pull_state == PULL_ASKED) {
+        /* The member asked left (or was found dead): no answer will come, ask another. */
+        bool there = false;
+        for (int i = 0; i < members && !there; i++)
+            there = rumor_node_peer_admitted(node, i) && memcmp(rumor_node_peer_key(node, i), p->pull_peer, 32) == 0;
+        if (!there) p->pull_state = PULL_WANTED;
+    }
+    if (p->pull_state == PULL_WANTED) pull_ask(p, node, now);
     pthread_mutex_unlock(&p->mu);
     send_ctx_t *batch[64];
     retry_sends(p, node, now);
@@ -794,57 +870,124 @@ static rumor_err_t gossip_point_any(peer_t *p, float *x, bool *done, char err[RU
     return *done ? device_push(p, err) : RUMOR_OK;
 }
 
-/* Joining a running swarm: take a neighbour's current model (its hash checked) and its
- * round instead of starting from our own initial parameters. A neighbour only a few rounds
- * in (the swarm is starting too), no answer within the wait, or a hash that does not match:
- * start as we are. */
-static rumor_err_t late_join(peer_t *p, float *x, char err[RUMOR_ERR_LEN])
+/* Ask one more member for its model (see pull_ask); true when a whole answer whose hash
+ * matches is in pull_buf, with its round and whether that member had finished. *nobody: no
+ * member is left to ask. */
+static bool ask_one(peer_t *p, bool want_done, uint64_t *round, uint64_t *done, bool *nobody)
 {
-    const size_t P = rumor_model_param_count(p->m);
     pthread_mutex_lock(&p->mu);
-    const int view = p->view_count;
-    p->pull_chunks = (P + RUMOR_GOSSIP_CHUNK_DEFAULT - 1) / RUMOR_GOSSIP_CHUNK_DEFAULT;
-    p->pull_buf = malloc(P * sizeof *p->pull_buf);
-    p->pull_bits = calloc((p->pull_chunks + 63) / 64, sizeof *p->pull_bits);
-    if (!p->pull_buf || !p->pull_bits) {
-        pthread_mutex_unlock(&p->mu);
-        return rumor_fail(err, RUMOR_ENOMEM, "out of memory for a pulled model");
-    }
-    if (view == 0) {
-        pthread_mutex_unlock(&p->mu);
-        return RUMOR_OK;
-    }
-    p->pull_got = 0;
+    p->pull_want_done = want_done;
     p->pull_state = PULL_WANTED;
     pthread_mutex_unlock(&p->mu);
     rumor_node_wake(p->node);
     const uint64_t until = mono_ms() + (p->cfg->round_timeout_ms > 5000 ? p->cfg->round_timeout_ms : 5000);
     pthread_mutex_lock(&p->mu);
-    while (p->pull_state != PULL_DONE && !atomic_load(&p->stop) && mono_ms() < until) {
+    while (p->pull_state != PULL_DONE && p->pull_state != PULL_NOBODY && !atomic_load(&p->stop) && mono_ms() < until) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50 * 1000000L;
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&p->cv, &p->mu, &ts);
     }
-    const bool got = p->pull_state == PULL_DONE && p->pull_got == p->pull_chunks;
-    /* The hash says the model came whole, not that it is sane: one neighbour must not hand a
-     * joiner a model that makes its loss non-finite. */
-    const bool take = got && p->pull_ok && p->pull_round >= LATE_JOIN_ROUNDS;
-    if (take && !rumor_gossip_plausible(p->g, p->pull_buf)) {
-        rumor_log(RUMOR_LOG_WARN, "a neighbour's model is not finite or out of all scale with ours: starting from our own");
-    } else if (take) {
-        memcpy(x, p->pull_buf, P * sizeof *x);
-        rumor_gossip_adopt(p->g, x, p->pull_round);
-        rumor_log(RUMOR_LOG_INFO, "joined a running swarm at round %" PRIu64 ": took a neighbour's model (hash verified)",
-                  p->pull_round);
-    } else if (got && !p->pull_ok) {
-        rumor_log(RUMOR_LOG_WARN, "a neighbour's model did not match its hash: starting from our own");
-    } else if (!got) {
-        rumor_log(RUMOR_LOG_INFO, "no neighbour sent its model in time: starting from our own");
-    }
+    const bool ok = p->pull_state == PULL_DONE && p->pull_got == p->pull_chunks && p->pull_ok;
+    if (p->pull_state == PULL_DONE && !p->pull_ok)
+        rumor_log(RUMOR_LOG_WARN, "a member's model did not match its hash: not taken");
+    *nobody = p->pull_state == PULL_NOBODY;
+    *round = p->pull_round;
+    *done = p->pull_done;
     p->pull_state = PULL_NONE; /* late chunks are ignored from now on */
     pthread_mutex_unlock(&p->mu);
+    return ok;
+}
+
+/* Whether two models confirm each other: within RESYNC_AGREE of the larger one's norm. Two
+ * honest members of one swarm are far closer than that (their consensus distance). */
+static bool models_agree(const float *a, const float *b, size_t n)
+{
+    double d = 0.0, na = 0.0, nb = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double u = a[i], v = b[i];
+        d += (u - v) * (u - v), na += u * u, nb += v * v;
+    }
+    return d <= RESYNC_AGREE * RESYNC_AGREE * (na > nb ? na : nb);
+}
+
+typedef enum {
+    RESYNC_JOIN,     /* a fresh peer: take the swarm's model if it is running */
+    RESYNC_BEHIND,   /* a resumed peer: take the swarm's model if it has moved on */
+    RESYNC_FINISHED, /* every member finished: take the swarm's final model and end */
+} resync_why_t;
+
+/* Fall into step with the swarm: ask up to RESYNC_ASKS members for their models and take one
+ * only when two of them confirm each other (their mean, at the lower of their rounds): one
+ * member alone can never hand this peer a model. Models are checked whole (hash), finite and
+ * of a plausible scale against ours. Otherwise this peer keeps its own. *took: it did. */
+static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int *answered, char err[RUMOR_ERR_LEN])
+{
+    const size_t P = rumor_model_param_count(p->m);
+    *took = false;
+    *answered = 0;
+    pthread_mutex_lock(&p->mu);
+    if (!p->pull_buf) {
+        p->pull_chunks = (P + RUMOR_GOSSIP_CHUNK_DEFAULT - 1) / RUMOR_GOSSIP_CHUNK_DEFAULT;
+        p->pull_buf = malloc(P * sizeof *p->pull_buf);
+        p->pull_bits = calloc((p->pull_chunks + 63) / 64, sizeof *p->pull_bits);
+    }
+    p->n_asked = 0;
+    const uint64_t own = rumor_gossip_round(p->g);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < RESYNC_ASKS; i++)
+        if (!p->ans[i]) p->ans[i] = malloc(P * sizeof *p->ans[i]);
+    if (!p->pull_buf || !p->pull_bits || !p->ans[RESYNC_ASKS - 1])
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory for pulled models");
+    p->last_resync = rumor_now();
+    uint64_t rounds[RESYNC_ASKS];
+    int n = 0, a = -1, b = -1, answers = 0;
+    for (int ask = 0; ask < RESYNC_ASKS && a < 0 && !atomic_load(&p->stop); ask++) {
+        uint64_t r, done;
+        bool nobody;
+        if (!ask_one(p, why == RESYNC_FINISHED, &r, &done, &nobody)) {
+            if (nobody) break;
+            continue;
+        }
+        answers++;
+        pthread_mutex_lock(&p->mu);
+        const bool sane = rumor_gossip_plausible(p->g, p->pull_buf);
+        pthread_mutex_unlock(&p->mu);
+        if (!sane) {
+            rumor_log(RUMOR_LOG_WARN, "a member's model is not finite or out of all scale with ours: not taken");
+            continue;
+        }
+        if (why == RESYNC_JOIN && r < LATE_JOIN_ROUNDS) break; /* the swarm is starting together */
+        if (why == RESYNC_FINISHED ? !done : why == RESYNC_JOIN ? false : r < own + RESYNC_AHEAD) continue;
+        memcpy(p->ans[n], p->pull_buf, P * sizeof *x);
+        rounds[n] = r;
+        for (int k = 0; k < n && a < 0; k++)
+            if (models_agree(p->ans[k], p->ans[n], P)) a = k, b = n;
+        n++;
+    }
+    *answered = answers;
+    if (a < 0) {
+        if (why == RESYNC_JOIN && answers > 0 && n > 0)
+            rumor_log(RUMOR_LOG_INFO, "no two members' models confirmed each other: starting from our own");
+        else if (why == RESYNC_JOIN && answers == 0)
+            rumor_log(RUMOR_LOG_INFO, "no member sent its model in time: starting from our own");
+        else if (why == RESYNC_BEHIND && n > 0)
+            rumor_log(RUMOR_LOG_INFO, "a member is ahead of us but no second one confirmed its model: keeping our own");
+        return RUMOR_OK;
+    }
+    for (size_t i = 0; i < P; i++) x[i] = 0.5f * (p->ans[a][i] + p->ans[b][i]);
+    const uint64_t r = rounds[a] < rounds[b] ? rounds[a] : rounds[b];
+    pthread_mutex_lock(&p->mu);
+    rumor_gossip_adopt(p->g, x, why == RESYNC_FINISHED ? own : r);
+    pthread_mutex_unlock(&p->mu);
+    *took = true;
+    if (why == RESYNC_FINISHED)
+        rumor_log(RUMOR_LOG_INFO, "the swarm finished (round %" PRIu64 "): took the mean of two members' final models, "
+                  "which confirm each other (hashes verified)", r);
+    else
+        rumor_log(RUMOR_LOG_INFO, "%s the swarm at round %" PRIu64 ": took the mean of two members' models, which "
+                  "confirm each other (hashes verified)", why == RESYNC_JOIN ? "joined" : "fell back into step with", r);
     return RUMOR_OK;
 }
 
@@ -864,6 +1007,48 @@ static rumor_err_t private_step(peer_t *p, size_t *bn, double *loss, char err[RU
     return rumor_priv_step(p->dp, p->m, p->perm, private_load_cb, p, bn, loss, err);
 }
 
+/* Whether every member finished training (and there is one): the swarm is over. */
+static bool swarm_done(peer_t *p)
+{
+    pthread_mutex_lock(&p->mu);
+    const bool over = p->n_members > 0 && p->n_done == p->n_members;
+    pthread_mutex_unlock(&p->mu);
+    return over;
+}
+
+/* The swarm finished without us (we were behind, or down): take its final model when two
+ * members confirm it, else keep ours; either way this peer ends here, as finished
+ * (p->swarm_over). Only when no finished member answers at all (they have left) does it go
+ * on training alone. */
+static rumor_err_t finish_with_swarm(peer_t *p, float *x, char err[RUMOR_ERR_LEN])
+{
+    bool took = false;
+    rumor_err_t rc;
+    if (p->cfg->secure_mix) {
+        rumor_log(RUMOR_LOG_INFO, "every member finished; under secure mixing no model is lent in the clear: this "
+                  "peer ends with its own (round %ld)", p->k);
+    } else {
+        int answered;
+        if ((rc = resync(p, p->hx ? p->hx : x, RESYNC_FINISHED, &took, &answered, err)) != RUMOR_OK) return rc;
+        if (!took && answered == 0) {
+            rumor_log(RUMOR_LOG_INFO, "every member finished and none answered: training on alone");
+            return RUMOR_OK;
+        }
+        if (!took)
+            rumor_log(RUMOR_LOG_INFO, "every member finished, and no two of their final models confirmed each other: "
+                      "this peer ends with its own (round %ld)", p->k);
+        if (took && p->hx && (rc = device_push(p, err)) != RUMOR_OK) return rc;
+    }
+    p->swarm_over = true;
+    if (!took) return RUMOR_OK;
+    p->k = p->cfg->rounds;
+    if ((rc = evaluate(p, err)) != RUMOR_OK) return rc;
+    fprintf(p->metrics, "{\"t\":%.3f,\"round\":%ld,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f,\"swarm_final\":true}\n",
+            rumor_now() - p->t0, p->k, rumor_optim_steps(p->o), p->test_loss, p->test_acc);
+    fflush(p->metrics);
+    return RUMOR_OK;
+}
+
 static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
 {
     const rumor_peer_config_t *c = p->cfg;
@@ -874,15 +1059,18 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
     const long total = c->rounds * H;
     long cur_epoch = -1;
     double last_ckpt = rumor_now();
+    long last_ckpt_k = p->k;
 
-    /* Wait for the swarm, so that round 0 is a round with neighbours. */
+    /* Wait for the swarm, so that round 0 is a round with neighbours; a resumed peer only for
+     * two members (or one, in a swarm of two) to ask where the swarm is. */
     bool said = false;
     const double wait_from = rumor_now();
+    const int need = c->resume ? (c->min_peers - 1 < 2 ? c->min_peers - 1 : 2) : c->min_peers - 1;
     for (;;) {
         pthread_mutex_lock(&p->mu);
-        const int view = p->view_count;
+        const int view = p->n_members;
         pthread_mutex_unlock(&p->mu);
-        if (view + 1 >= c->min_peers || atomic_load(&p->stop)) break;
+        if (view >= need || atomic_load(&p->stop)) break;
         if (!said && rumor_now() - wait_from > 2.0) {
             rumor_log(RUMOR_LOG_INFO, "waiting for %d peers before training (%d in view)", c->min_peers - 1, view);
             said = true;
@@ -897,9 +1085,16 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    if (p->k == 0 && !c->resume && c->late_join && !c->secure_mix && !atomic_load(&p->stop)) {
-        if ((rc = late_join(p, p->hx ? p->hx : x, err)) != RUMOR_OK) return rc;
-        if (p->hx && (rc = device_push(p, err)) != RUMOR_OK) return rc; /* the model it may have taken */
+    /* A fresh peer joining a running swarm, or a resumed one: the swarm's model, if two members
+     * confirm it (secure mixing never lends a model in the clear: such a peer keeps its own
+     * and catches up through gossip). */
+    const bool fresh = p->k == 0 && !c->resume;
+    if (!atomic_load(&p->stop) && !c->secure_mix && ((fresh && c->late_join) || c->resume) && !swarm_done(p)) {
+        bool took;
+        int answered;
+        if ((rc = resync(p, p->hx ? p->hx : x, fresh ? RESYNC_JOIN : RESYNC_BEHIND, &took, &answered, err)) != RUMOR_OK)
+            return rc;
+        if (took && p->hx && (rc = device_push(p, err)) != RUMOR_OK) return rc;
     }
     if (p->k == 0 && !atomic_load(&p->stop)) {
         if ((rc = evaluate(p, err)) != RUMOR_OK) return rc;
@@ -908,6 +1103,10 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         fflush(p->metrics);
     }
     while (p->k < c->rounds && !atomic_load(&p->stop)) {
+        if (swarm_done(p) && rumor_now() - p->last_resync >= RESYNC_EVERY) {
+            if ((rc = finish_with_swarm(p, x, err)) != RUMOR_OK) return rc;
+            if (p->swarm_over) break;
+        }
         double loss_sum = 0.0;
         long count = 0;
         float lr = 0.0f;
@@ -987,13 +1186,15 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         fflush(p->metrics);
         /* Every N rounds when asked; otherwise once a minute, so that a killed peer loses at
          * most a minute of work whatever its round time. */
-        const bool due = c->checkpoint_every > 0 ? p->k % c->checkpoint_every == 0 : rumor_now() - last_ckpt >= 60.0;
+        const bool due = c->checkpoint_every > 0 ? p->k - last_ckpt_k >= c->checkpoint_every
+                                                 : rumor_now() - last_ckpt >= 60.0;
         if (due && p->k < c->rounds) {
             if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
             last_ckpt = rumor_now();
+            last_ckpt_k = p->k;
         }
     }
-    p->interrupted = p->k < c->rounds && !p->budget_spent;
+    p->interrupted = p->k < c->rounds && !p->budget_spent && !p->swarm_over;
     if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
     if (!p->interrupted) {
         rumor_ckpt_info_t info = {.input_mean = p->mean, .input_std = p->std, .seed = c->seed};
@@ -1002,10 +1203,50 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
     return RUMOR_OK;
 }
 
+/* Training is over: say so to every member, and stay --linger seconds (or until stopped) to
+ * answer late peers' pulls with the final model. */
+static void linger(peer_t *p)
+{
+    const float *x = p->hx ? p->hx : rumor_model_params(p->m);
+    const size_t P = rumor_model_param_count(p->m);
+    char err[RUMOR_ERR_LEN];
+    if (p->hx) { /* the mirror is behind by the steps since the last gossip point, if any */
+        p->be->ops->download(p->be, p->hx, rumor_model_params(p->m), P * sizeof(float));
+        if (p->be->ops->sync(p->be, err) != RUMOR_OK) {
+            rumor_log(RUMOR_LOG_WARN, "%s: not lingering", err);
+            return;
+        }
+    }
+    uint8_t h[RUMOR_HASH_LEN];
+    rumor_hash(h, x, P * sizeof *x);
+    pthread_mutex_lock(&p->mu);
+    p->final_x = x;
+    p->final_round = rumor_gossip_round(p->g);
+    memcpy(p->final_hash, h, sizeof h);
+    p->finished = true;
+    const uint64_t round = p->final_round;
+    pthread_mutex_unlock(&p->mu);
+    rumor_node_set_done(p->node, round ? round : 1);
+    if (p->cfg->linger_ms == 0) return;
+    rumor_log(RUMOR_LOG_INFO, "training done; staying %.0f s to answer late peers with the final model (--linger)",
+              (double)p->cfg->linger_ms / 1000.0);
+    const uint64_t until = mono_ms() + p->cfg->linger_ms;
+    pthread_mutex_lock(&p->mu);
+    while (!atomic_load(&p->stop) && mono_ms() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
 static void *trainer_main(void *arg)
 {
     peer_t *p = arg;
     p->trc = train_loop(p, p->terr);
+    if (p->trc == RUMOR_OK && !p->interrupted && !p->swarm_over && !atomic_load(&p->stop)) linger(p);
     atomic_store(&p->trainer_done, true);
     rumor_node_request_stop();
     rumor_node_wake(p->node);
@@ -1246,6 +1487,7 @@ out:
     free(p.own);
     free(p.pull_buf);
     free(p.pull_bits);
+    for (int i = 0; i < RESYNC_ASKS; i++) free(p.ans[i]);
     rumor_poison_fini(&p.poison);
     for (int k = 0; k < 2; k++) {
         free(p.enc[k]);

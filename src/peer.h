@@ -17,10 +17,17 @@
  * weights, DiLoCo's outer parameters and momentum), model.safetensors (the exported model
  * at the end), command.txt (the command line, to rerun the peer by hand).
  *
- * Late join: a fresh peer (not resuming) with neighbours asks one of them for its model
- * (`pull`) before training; the answer carries the model's BLAKE2b hash and the neighbour's
- * round. When that round is 4 or more (fewer: the swarm is starting together) and the hash matches, the peer adopts both, so it joins
- * the swarm's model instead of pulling it back towards a random start.
+ * Falling into step (resync): a fresh peer joining a running swarm, or a resumed one, asks up
+ * to three members for their models (`pull`; each answer carries the model's BLAKE2b hash and
+ * the member's round) and takes one only when two confirm each other: their mean, at the
+ * lower of their rounds. A fresh peer does so only when the swarm is 4 or more rounds in
+ * (fewer: it is starting together); a resumed one only when the swarm is 4 or more rounds
+ * ahead of its checkpoint. One member alone never hands a peer a model.
+ *
+ * Finishing: a peer done with its rounds tells every member (node.h rumor_node_set_done),
+ * leaves their gossip views and stays linger_ms answering pulls with its final model. A peer
+ * that finds every member finished takes two confirming final models' mean, or keeps its own,
+ * and ends (p->swarm_over): status 0, as finished.
  */
 #ifndef RUMOR_PEER_H
 #define RUMOR_PEER_H
@@ -61,6 +68,7 @@ typedef struct {
     int checkpoint_every;        /* rounds between checkpoints; 0: every minute (and at the end, on stop) */
     bool resume;                 /* continue from run_dir/checkpoint.safetensors */
     bool late_join;              /* a fresh peer first takes a neighbour's model if the swarm runs */
+    uint64_t linger_ms;          /* after training, stay this long to answer late peers' pulls */
     int min_peers;               /* start training once the view holds min_peers - 1 others */
     uint64_t round_timeout_ms;
     double slowdown;             /* >= 1: compute this many times slower (a straggler, for experiments) */

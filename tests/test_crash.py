@@ -163,7 +163,7 @@ def main():
         assert run("swarm", "init", swarm).returncode == 0
         key = make_peer(tmp, swarm, "solo")
         node = ["node", "--key", key + ".key", "--cert", key + ".cert", "--swarm", os.path.join(swarm, "authority.pub"),
-                "--listen", "tcp://127.0.0.1:0", "--data", DATA, "--limit", "3000", "--model", "mlp:512,256",
+                "--listen", "tcp://127.0.0.1:0", "--linger", "0", "--data", DATA, "--limit", "3000", "--model", "mlp:512,256",
                 "--local-steps", "2", "--checkpoint-every", "1", "--eval-every", "1000"]
         rd = os.path.join(tmp, "node")
         rounds = 600  # enough that the kills below never see the run end (a fast machine included)

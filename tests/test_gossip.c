@@ -522,6 +522,52 @@ static void test_known_answers(void)
     swarm_fini(&s);
 }
 
+/* Round numbers never wrap: a claim beyond RUMOR_GOSSIP_ROUND_MAX is dropped and moves
+ * nothing; one of RUMOR_GOSSIP_ROUND_MAX is a jump like any other, and rounds go on from it. */
+static void test_round_cap(void)
+{
+    swarm_t s;
+    swarm_init(&s, 2, "complete", "dpsgd", 8, 8, 1, 500);
+    uint64_t now = 0;
+    const uint64_t claims[] = {UINT64_MAX, RUMOR_GOSSIP_ROUND_MAX + 1, RUMOR_GOSSIP_ROUND_MAX};
+    const uint64_t want[] = {1, 3, RUMOR_GOSSIP_ROUND_MAX}; /* two rounds an iteration */
+    for (int k = 0; k < 3; k++) {
+        CHECK(rumor_gossip_step(s.g[0], s.x[0], now) == RUMOR_GOSSIP_DONE);
+        rumor_gossip_send_t m;
+        while (rumor_gossip_next_send(s.g[0], &m)) rumor_gossip_release(s.g[0], &m, true);
+        rumor_gossip_chunk_t h = {.round = claims[k], .layout = 0x1234, .w = 0.5, .chunk = 0, .chunks = 1, .off = 0,
+                                  .n = 8};
+        (void)rumor_gossip_on_chunk(s.g[0], s.key[1], &h, s.x[1], 32, now + 1);
+        now += 600;
+        CHECK(rumor_gossip_step(s.g[0], s.x[0], now) == RUMOR_GOSSIP_DONE);
+        CHECK_MSG(rumor_gossip_round(s.g[0]) == want[k], "claim %d: round %llu", k,
+                  (unsigned long long)rumor_gossip_round(s.g[0]));
+        while (rumor_gossip_next_send(s.g[0], &m)) rumor_gossip_release(s.g[0], &m, true);
+        now += 600;
+    }
+    swarm_fini(&s);
+}
+
+/* Adopting the swarm's model between gossip points (a round in flight): the round in flight
+ * finishes first, then the engine goes on from the adopted round, from the adopted model. */
+static void test_adopt_in_flight(void)
+{
+    swarm_t s;
+    swarm_init(&s, 2, "complete", "dpsgd", 8, 8, 1, 100);
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 0) == RUMOR_GOSSIP_DONE); /* round 0 in flight */
+    rumor_gossip_send_t m;
+    while (rumor_gossip_next_send(s.g[0], &m)) rumor_gossip_release(s.g[0], &m, true);
+    float model[8];
+    for (int j = 0; j < 8; j++) model[j] = 7.0f + (float)j;
+    rumor_gossip_adopt(s.g[0], model, 50);
+    CHECK(rumor_gossip_round(s.g[0]) == 0);
+    memcpy(s.x[0], model, sizeof model); /* the caller's parameters */
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 200) == RUMOR_GOSSIP_DONE); /* 0 ends alone, 50 begins */
+    CHECK(rumor_gossip_round(s.g[0]) == 50);
+    for (int j = 0; j < 8; j++) CHECK_NEAR(s.x[0][j], model[j], 1e-6); /* alone: nothing moved it */
+    swarm_fini(&s);
+}
+
 /* More senders in one round than the cap are dropped, not stored. */
 static void test_sender_cap(void)
 {
@@ -1438,6 +1484,8 @@ int main(void)
     test_sender_cap();
     test_nonfinite_positions();
     test_one_round_ahead();
+    test_round_cap();
+    test_adopt_in_flight();
     test_hostile_huge("dpsgd");
     test_hostile_huge("sgp");
     test_hostile_huge("diloco:1");

@@ -279,7 +279,7 @@ static bool msg_eq(const rumor_msg_t *a, const rumor_msg_t *b)
         const rumor_msg_hello_t *x = &a->u.hello, *y = &b->u.hello;
         return x->cert_len == y->cert_len && memcmp(x->cert, y->cert, x->cert_len) == 0 &&
                strcmp(x->addr, y->addr) == 0 && x->layout == y->layout && x->caps == y->caps &&
-               x->inc == y->inc && x->boot == y->boot;
+               x->inc == y->inc && x->boot == y->boot && x->done == y->done;
     }
     case RUMOR_MSG_PEERS:
         return peers_eq(a->u.peers.peers, a->u.peers.count, b->u.peers.peers, b->u.peers.count);
@@ -517,6 +517,10 @@ static void test_roundtrip(void)
     roundtrip(m, NULL, 0);
     sample_hello(m, RUMOR_PROTO_CERT_MAX);
     strcpy(m->u.hello.addr, "tcp://[::1]:1");
+    roundtrip(m, NULL, 0);
+    m->u.hello.done = 211; /* a finished sender (optional) */
+    roundtrip(m, NULL, 0);
+    m->u.hello.done = UINT64_MAX;
     roundtrip(m, NULL, 0);
 
     /* peers: empty, and the maximum with the longest addresses. */
@@ -1091,6 +1095,25 @@ static void test_reject_fields(void)
                      variant == 0   ? RUMOR_PROTO_REJECT_VALUE
                      : variant == 2 ? RUMOR_PROTO_REJECT_NONE
                                     : RUMOR_PROTO_REJECT_WRONG_TYPE);
+    }
+    /* done (optional): a nonzero uint. */
+    for (int variant = 0; variant < 3; variant++) {
+        bb->n = 0;
+        bb_head(bb, 7, "hello", 1);
+        bb_str(bb, "cert");
+        bb_bin(bb, cert, 5);
+        kv_str(bb, "addr", "tcp://1.2.3.4:5");
+        kv_uint(bb, "layout", 0);
+        kv_uint(bb, "caps", 0);
+        kv_uint(bb, "inc", 1);
+        kv_uint(bb, "boot", 1);
+        if (variant == 0) kv_uint(bb, "done", 0);
+        if (variant == 1) kv_str(bb, "done", "1");
+        if (variant == 2) kv_uint(bb, "done", 7);
+        CHECK_REJECT(bb, NULL, 0,
+                     variant == 0   ? RUMOR_PROTO_REJECT_VALUE
+                     : variant == 1 ? RUMOR_PROTO_REJECT_WRONG_TYPE
+                                    : RUMOR_PROTO_REJECT_NONE);
     }
     /* An address of 256 bytes: over the field cap though under the generic str cap. */
     char addr256[257];

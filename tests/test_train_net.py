@@ -23,10 +23,11 @@ PROCS = []
 
 
 def start(tmp, swarm, key, run_dir, extra, bootstrap=None):
+    """A training node; it leaves as soon as it finishes unless extra gives --linger."""
     args = [RUMOR, "node", "--key", key + ".key", "--cert", key + ".cert",
             "--swarm", os.path.join(swarm, "authority.pub"), "--listen", "tcp://127.0.0.1:0",
             "--period", "200", "--suspect", "1000", "--run-dir", run_dir, "--threads", "1",
-            "--data", DATA, *extra]
+            "--data", DATA, *([] if "--linger" in extra else ["--linger", "0"]), *extra]
     if bootstrap:
         args += ["--bootstrap", bootstrap]
     log = open(key + ".log", "a")
@@ -126,7 +127,7 @@ def main():
             size = max(norm(f) for f in fin)
             check(pair < 0.3 * size, "%s: final models agree: max pairwise distance %.3f, norm %.3f" % (algo, pair, size))
         if algo == "sgp":
-            ws = [m[-1]["w"] for m in ms]
+            ws = [[l for l in m if "w" in l][-1]["w"] for m in ms]
             check(all(0 < w < 4 for w in ws), "sgp: push-sum weights stay positive and bounded: %s" % ws)
             check(all(all(math.isfinite(l.get("loss", 0)) for l in m) for m in ms), "sgp: no loss is NaN")
 
@@ -158,15 +159,25 @@ def main():
                        capture_output=True, text=True, timeout=30)
     check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and "--resume" in r.stderr
           and r.stderr.count("\n") == 1, "a new run over a checkpoint is refused: %s" % r.stderr.strip())
-    pb2, _ = start(tmp, swarm, keys[5], rb, common + ["--rank", "1", "--rounds", "600", "--resume"], bootstrap=aa)
-    code = wait_exit(pb2, 60)
-    check(code == 0, "the resumed peer finishes (exit %s)" % code)
+    # Resumed, it falls into step with the other peer, which has gone on meanwhile: its round
+    # number jumps to the other's, and it mixes with it again.
+    pb2, _ = start(tmp, swarm, keys[5], rb, common + ["--rank", "1", "--rounds", "100000", "--resume"], bootstrap=aa)
+    after = []
+    end = time.time() + 30
+    while time.time() < end and not any(l.get("neighbours") == 1 for l in after[5:]):
+        time.sleep(0.2)
+        try:
+            after = metrics(rb)[len(before):]
+        except (OSError, ValueError):
+            pass
+    pb2.send_signal(signal.SIGTERM)
+    check(wait_exit(pb2, 20) == 130, "the resumed peer runs until stopped")
     after = metrics(rb)[len(before):]
-    check(len(after) > 0 and after[0]["round"] == last + 1 and after[-1]["round"] == 600,
-          "it went on from round %d to 600 (%s..%s)" % (last, after[0]["round"] if after else None,
-                                                       after[-1]["round"] if after else None))
+    check(len(after) > 5 and after[0]["round"] == last + 1 and after[-1]["round"] == last + len(after),
+          "it went on from round %d, one round at a time (%s..%s)"
+          % (last, after[0]["round"] if after else None, after[-1]["round"] if after else None))
     check(after and after[0]["step"] > before[-1]["step"], "with its optimizer's step count")
-    check(after and after[-1]["neighbours"] == 1, "and mixes with the other peer again")
+    check(any(l.get("neighbours") == 1 for l in after[5:]), "and mixes with the other peer again")
     pa.send_signal(signal.SIGTERM)
     check(wait_exit(pa, 20) == 130, "the long-running peer stops on SIGTERM too")
 
@@ -199,12 +210,71 @@ def main():
     first = metrics(rc3)[0] if ok else {}
     with open(keys[2] + ".log") as f:
         log = f.read()
-    check("joined a running swarm at round" in log, "the new peer says it joined a running swarm")
+    check("joined the swarm at round" in log and "two members' models, which confirm each other" in log,
+          "the new peer says it joined a running swarm, with a model two members confirm")
     check(first.get("test_acc", 0) > 0.5,
           "and starts from the swarm's model: test accuracy %s before its first step" % first.get("test_acc"))
     for q in (q0, q1, q2):
         q.send_signal(signal.SIGTERM)
     check([wait_exit(q, 20) for q in (q0, q1, q2)] == [130, 130, 130], "all three stop on SIGTERM")
+
+    # 4. Back after the swarm finished: finished peers linger (--linger) to answer pulls; a peer
+    #    that resumes from its checkpoint then takes the mean of two members' final models and
+    #    ends with them, status 0. With one member only, nobody confirms a model: it ends with
+    #    its own.
+    def until_round(run_dir, rounds, seconds):
+        end = time.time() + seconds
+        while time.time() < end:
+            try:
+                m = metrics(run_dir)
+                if m and m[-1]["round"] >= rounds:
+                    return True
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        return False
+
+    common = ["--model", "logreg", "--partition", "iid", "--limit", "3000", "--batch", "32", "--lr", "0.05",
+              "--topology", "complete", "--eval-every", "0", "--round-timeout", "0.5", "--rounds", "200",
+              "--checkpoint-every", "10", "--linger", "30"]
+    for members in (2, 1):
+        n = members + 1
+        dirs = [os.path.join(tmp, "fin%d-%d" % (n, i)) for i in range(n)]
+        extra = ["--of", str(n), "--min-peers", str(n)]
+        f0, a = start(tmp, swarm, keys[0], dirs[0], common + extra + ["--rank", "0"])
+        fs = [f0] + [start(tmp, swarm, keys[i], dirs[i], common + extra + ["--rank", str(i)], bootstrap=a)[0]
+                     for i in range(1, n)]
+        last = fs[-1]
+        check(until_round(dirs[-1], 40, 30), "%d peers: the last one trains 40 rounds" % n)
+        last.kill()
+        last.wait()
+        check(all(until_round(d, 200, 60) for d in dirs[:-1]), "%d peers: the others finish 200 rounds" % n)
+        before = metrics(dirs[-1])[-1]["round"]
+        back, _ = start(tmp, swarm, keys[n - 1], dirs[-1], common + extra + ["--rank", str(n - 1), "--resume"],
+                        bootstrap=a)
+        code = wait_exit(back, 45)
+        with open(keys[n - 1] + ".log") as f:
+            log = f.read()
+        mine = tensors(os.path.join(dirs[-1], "model.safetensors")) if code == 0 else None
+        fin = [tensors(os.path.join(d, "model.safetensors")) for d in dirs[:-1]]
+        if members == 2:
+            check(code == 0 and "the swarm finished" in log,
+                  "back after the swarm finished (from round %d): it takes the final model and ends (exit %s)"
+                  % (before, code))
+            mean = {k: [0.5 * (u + v) for u, v in zip(fin[0][k], fin[1][k])] for k in fin[0]}
+            gap = max(abs(x - y) for k in mean for x, y in zip(mean[k], mine[k])) if mine else None
+            check(gap is not None and gap < 1e-6, "its model is the mean of the two final models (max gap %s)" % gap)
+            last_line = metrics(dirs[-1])[-1]
+            check(last_line["round"] == 200 and last_line.get("swarm_final"),
+                  "and its metrics end at round 200: %s" % last_line)
+        else:
+            check(code == 0 and "no two of their final models confirmed each other" in log,
+                  "with one member only, it ends with its own model (exit %s)" % code)
+            check(mine is not None and dist(mine, fin[0]) > 1e-3,
+                  "one member alone does not hand it a model (distance %s)" % (dist(mine, fin[0]) if mine else None))
+        for q in fs[:-1]:
+            q.send_signal(signal.SIGTERM)
+        check([wait_exit(q, 20) for q in fs[:-1]] == [0] * members, "lingering peers end on SIGTERM with status 0")
     return 1 if FAILS else 0
 
 

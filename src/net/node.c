@@ -147,6 +147,8 @@ typedef struct {
     uint64_t expires_at;             /* its certificate's, unix seconds */
     uint64_t last_seen;
     uint64_t last_pull;              /* when we last answered its pull */
+    uint64_t done;                   /* its hello said it finished at this round; 0: training */
+    uint64_t done_boot;              /* ... in the run of this boot id (a new run trains again) */
 } conn_t;
 
 struct rumor_node {
@@ -157,6 +159,8 @@ struct rumor_node {
     uint64_t guard_next;             /* when the guard checks next */
     int udp;                         /* admission datagrams: knocks in, answers out */
     uint64_t boot_id;                /* this run's, in knocks and answers */
+    _Atomic uint64_t done_round;     /* we finished training at this round (trainer's); 0: not */
+    uint64_t done_sent;              /* the done_round our members have been told of */
     double knock_tokens;
     uint64_t knock_refill_ms, knocks_in, knocks_out, stale_knocks;
     uint64_t revoke_errors;          /* reloads of a broken or unreadable revocation list */
@@ -329,6 +333,7 @@ static void fill_hello(rumor_node_t *n, rumor_msg_t *m)
     snprintf(m->u.hello.addr, sizeof m->u.hello.addr, "%s", n->self_addr);
     m->u.hello.inc = rumor_memb_incarnation(n->memb);
     m->u.hello.boot = n->boot_id;
+    m->u.hello.done = atomic_load(&n->done_round);
 }
 
 static void knock_send(rumor_node_t *n, peer_t *p, uint64_t now)
@@ -745,6 +750,12 @@ static void handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, co
     c->expires_at = cert.expires_at;
     c->last_seen = now;
     snprintf(c->addr, sizeof c->addr, "%s", w->u.hello.addr);
+    if (w->u.hello.done) {
+        if (!c->done) rumor_log(RUMOR_LOG_INFO, "%s finished training at round %" PRIu64, id, w->u.hello.done);
+        c->done = w->u.hello.done, c->done_boot = w->u.hello.boot;
+    } else if (w->u.hello.boot != c->done_boot) {
+        c->done = 0; /* a new run of that member: it trains again */
+    }
     memb_from_wire(&n->mmsg, w);
     rumor_memb_recv(n->memb, c->key, c->addr, &n->mmsg, now);
 }
@@ -1423,6 +1434,34 @@ uint64_t rumor_node_peer_boot(rumor_node_t *n, int i)
 
 uint64_t rumor_node_boot(const rumor_node_t *n) { return n->boot_id; }
 
+uint64_t rumor_node_peer_done(rumor_node_t *n, int i)
+{
+    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+    const conn_t *c = e ? find_conn(n, e->key, false, now_ms()) : NULL;
+    return c ? c->done : 0;
+}
+
+void rumor_node_set_done(rumor_node_t *n, uint64_t round)
+{
+    atomic_store(&n->done_round, round ? round : 1);
+    rumor_node_wake(n);
+}
+
+/* Tell every member we hold a connection to that we finished (node thread). */
+static void announce_done(rumor_node_t *n)
+{
+    const uint64_t d = atomic_load(&n->done_round);
+    if (d == n->done_sent) return;
+    n->done_sent = d;
+    rumor_msg_t hello;
+    for (int i = 0; i < MAX_PEERS; i++) {
+        peer_t *p = &n->peers[i];
+        if (!p->used || !p->dealer) continue;
+        fill_hello(n, &hello);
+        (void)send_msg(n, p, &hello);
+    }
+}
+
 /* Queue as many chunks as the peer's socket takes without blocking. */
 static void pump(rumor_node_t *n, peer_t *p)
 {
@@ -1974,6 +2013,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             n->guard_next = now + GUARD_CHECK_MS;
         }
         if (n->tick_cb) n->tick_cb(n->tick_arg, n, now);
+        announce_done(n);
         rumor_memb_tick(n->memb, now);
         run_actions(n, now);
         check_reachable(n, now);

@@ -171,6 +171,12 @@ bool rumor_node_peer_admitted(rumor_node_t *self, int i);
 uint64_t rumor_node_peer_boot(rumor_node_t *self, int i);
 /* This node's boot id: random, new at every start. */
 uint64_t rumor_node_boot(const rumor_node_t *self);
+/* The round at which the i-th member of the view said it finished training (its hello's
+ * `done`, PROTOCOL.md "Finishing"); 0 while it trains. Call from the node's thread. */
+uint64_t rumor_node_peer_done(rumor_node_t *self, int i);
+/* Say that this node finished training at `round`: every member is told at once (a fresh
+ * hello) and every later hello says it. Any thread. */
+void rumor_node_set_done(rumor_node_t *self, uint64_t round);
 
 /* `rumor status`: ask the node at control endpoint for its status, JSON or text, into out. */
 rumor_err_t rumor_node_query_status(const char *control, bool json, char *out, size_t cap,
