@@ -45,10 +45,11 @@
  * bytes, the peer index big-endian in the first four, so sorted keys give rank = index.
  *
  * Churn. A killed peer stops: its phase in progress is lost, its messages in flight are
- * dropped, and messages for it are dropped on arrival. A restarted peer continues from its
- * state at the kill (model, optimizer, engine), as a peer resumed from a checkpoint taken at
- * that moment: a phase cut by the kill starts again, a peer killed at its gossip point
- * returns to it. "N%" picks that share of all peers (rounded, at least one) among the live
+ * dropped, and messages for it are dropped on arrival. When the run restarts peers, each keeps
+ * a checkpoint every CKPT_EVERY rounds (in memory: parameters, optimizer, the engine's round
+ * and weights, DiLoCo's outer state, DP steps), as `rumor sim` has its nodes write one; a
+ * restarted peer goes on from its last one with a new engine and its metrics cut back to it,
+ * losing the rounds since, as a restarted node does. "N%" picks that share of all peers (rounded, at least one) among the live
  * ones (kill) or the killed ones (restart), from a seeded stream.
  *
  * Sharing. The datasets are loaded once. Each peer keeps its shard normalised as floats (the
@@ -177,6 +178,23 @@ static event_t heap_pop(heap_t *h)
 
 typedef enum { P_COMPUTING, P_WAITING, P_FINISHED, P_DEAD, P_JOINING } pstate_t;
 
+#define CKPT_EVERY 10 /* rounds between a peer's checkpoints when the run restarts peers (as proc's) */
+
+/* What a peer's checkpoint file would hold (src/peer.c save_checkpoint), kept in memory: a
+ * restarted peer goes on from here, as a restarted node goes on from its file. */
+typedef struct {
+    bool has;
+    long k;
+    uint64_t round;          /* the engine's */
+    double *w;               /* its push-sum weights, per chunk */
+    float *x;                /* parameters */
+    float *opt;              /* optimizer state buffers, one after another */
+    long steps;
+    float *theta, *mom;      /* diloco */
+    uint64_t dp_steps;
+    size_t mbytes;           /* metrics written up to it */
+} vckpt_t;
+
 typedef struct {
     rumor_model_t *m;        /* max_batch = the training batch */
     rumor_optim_t *o;
@@ -214,6 +232,11 @@ typedef struct {
     float lr;
     char *mbuf;              /* metrics lines not yet written to the file */
     size_t mlen, mcap;
+    size_t mflushed;         /* bytes of metrics in the file */
+    rumor_gossip_config_t gc;/* its engine's configuration: a restart makes a new engine */
+    vckpt_t ckpt;
+    rumor_gossip_t **old_g;  /* engines of earlier lives, kept until their sends are released */
+    int n_old_g, restarts;
     /* its local phase as a job for the second core (see ensure_phase) */
     int job;                 /* JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE */
     rumor_err_t job_rc;
@@ -225,6 +248,7 @@ enum { JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 typedef struct {
     int from, to;
     uint32_t from_inc;       /* the sender's incarnation at send time: a kill drops the message */
+    rumor_gossip_t *g;       /* the engine that lent it (a restart makes a new one) */
     int next_free;
     rumor_gossip_send_t s;   /* params points into the sender's snapshot until released */
 } msg_t;
@@ -296,6 +320,7 @@ typedef struct {
     uint64_t progress_us;    /* the last local phase or round that ended */
     uint64_t done_check_us;  /* when the loop next looks whether the run is over */
     int n_round_ev, next_round_ev;
+    bool restarts;           /* some event restarts peers: they keep checkpoints */
     /* run */
     uint64_t now_us, end_us;
     uint64_t events;
@@ -362,6 +387,7 @@ static rumor_err_t metrics_flush(sim_t *s, int i)
     if (!f) return fail(s, RUMOR_EIO, "%s: %s", path, strerror(errno));
     const bool ok = fwrite(p->mbuf, 1, p->mlen, f) == p->mlen;
     if (fclose(f) != 0 || !ok) return fail(s, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    p->mflushed += p->mlen;
     p->mlen = 0;
     return RUMOR_OK;
 }
@@ -815,6 +841,83 @@ static rumor_err_t schedule_phase(sim_t *s, int i)
 
 static rumor_err_t try_gossip(sim_t *s, int i);
 
+/* Peer i's checkpoint, in memory: what its file would hold. */
+static rumor_err_t ckpt_save(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    vckpt_t *ck = &p->ckpt;
+    const size_t P = rumor_model_param_count(p->m), nc = rumor_gossip_chunk_count(p->g);
+    const int ns = rumor_optim_state_count(p->o);
+    const bool diloco = p->gc.algo.kind == RUMOR_ALGO_DILOCO;
+    if (!ck->x) {
+        ck->x = malloc(P * sizeof *ck->x);
+        ck->w = malloc(nc * sizeof *ck->w);
+        ck->opt = ns ? malloc((size_t)ns * P * sizeof *ck->opt) : NULL;
+        ck->theta = diloco ? malloc(P * sizeof *ck->theta) : NULL;
+        ck->mom = diloco ? malloc(P * sizeof *ck->mom) : NULL;
+        if (!ck->x || !ck->w || (ns && !ck->opt) || (diloco && (!ck->theta || !ck->mom)))
+            return fail(s, RUMOR_ENOMEM, "out of memory for peer %d's checkpoint", i);
+    }
+    memcpy(ck->x, rumor_model_params(p->m), P * sizeof *ck->x);
+    memcpy(ck->w, rumor_gossip_weights(p->g), nc * sizeof *ck->w);
+    for (int k = 0; k < ns; k++) memcpy(ck->opt + (size_t)k * P, rumor_optim_state(p->o, k), P * sizeof *ck->opt);
+    if (diloco) {
+        memcpy(ck->theta, rumor_gossip_outer(p->g), P * sizeof *ck->theta);
+        memcpy(ck->mom, rumor_gossip_momentum(p->g), P * sizeof *ck->mom);
+    }
+    ck->steps = rumor_optim_steps(p->o);
+    ck->dp_steps = p->dp ? rumor_priv_steps(p->dp) : 0;
+    ck->k = p->k;
+    ck->round = rumor_gossip_round(p->g);
+    ck->mbytes = p->mflushed + p->mlen;
+    ck->has = true;
+    return RUMOR_OK;
+}
+
+/* Restarted: back to the checkpoint, with a new engine (its old one stays until the sends it
+ * lent are released) and the metrics cut back to the checkpoint's round. */
+static rumor_err_t ckpt_restore(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    const vckpt_t *ck = &p->ckpt;
+    const size_t P = rumor_model_param_count(p->m);
+    char err[RUMOR_ERR_LEN];
+    rumor_gossip_t **og = realloc(p->old_g, (size_t)(p->n_old_g + 1) * sizeof *og);
+    if (!og) return fail(s, RUMOR_ENOMEM, "out of memory");
+    p->old_g = og;
+    p->old_g[p->n_old_g++] = p->g;
+    p->g = NULL;
+    float *x = rumor_model_params(p->m);
+    memcpy(x, ck->x, P * sizeof *x);
+    if (p->gc.lineage) p->gc.lineage = (p->gc.lineage * 0x9e3779b97f4a7c15ull + (uint64_t)++p->restarts) | 1;
+    if (!(p->g = rumor_gossip_new(&p->gc, s->topo, x, err))) return fail(s, RUMOR_ENOMEM, "%s", err);
+    if (rumor_gossip_restore(p->g, ck->round, ck->w, rumor_gossip_chunk_count(p->g), err) != RUMOR_OK)
+        return fail(s, RUMOR_EINVAL, "peer %d: %s", i, err);
+    if (ck->theta) {
+        memcpy(rumor_gossip_outer(p->g), ck->theta, P * sizeof(float));
+        memcpy(rumor_gossip_momentum(p->g), ck->mom, P * sizeof(float));
+    }
+    for (int k = 0; k < rumor_optim_state_count(p->o); k++)
+        memcpy(rumor_optim_state(p->o, k), ck->opt + (size_t)k * P, P * sizeof(float));
+    rumor_optim_set_steps(p->o, ck->steps);
+    if (p->dp) rumor_priv_restore(p->dp, ck->dp_steps);
+    p->cur_epoch = -1;
+    p->budget_spent = false;
+    p->loss_sum = 0.0, p->loss_count = 0;
+    p->coded_set[0] = p->coded_set[1] = false;
+    p->view_dirty = true;
+    p->k = ck->k;
+    if (ck->mbytes >= p->mflushed) {
+        p->mlen = ck->mbytes - p->mflushed;
+    } else {
+        char path[1100];
+        metrics_path(s, i, path, sizeof path);
+        if (truncate(path, (off_t)ck->mbytes) != 0) return fail(s, RUMOR_EIO, "%s: %s", path, strerror(errno));
+        p->mflushed = ck->mbytes, p->mlen = 0;
+    }
+    return RUMOR_OK;
+}
+
 static void kill_peer(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
@@ -842,9 +945,13 @@ static rumor_err_t restart_peer(sim_t *s, int i)
     p->inc++;
     s->alive[i] = true;
     s->n_alive++;
+    p->state = p->before_kill;
+    if (p->state != P_FINISHED && p->ckpt.has) {
+        if (ckpt_restore(s, i) != RUMOR_OK) return s->rc;
+        p->state = P_COMPUTING; /* the round after its checkpoint */
+    }
     s->at_round[p->k]++;
     if (p->k < s->round_min) s->round_min = p->k;
-    p->state = p->before_kill;
     if (p->state != P_FINISHED && memb_start(s, i, rumor_memb_incarnation(p->memb) + 1) != RUMOR_OK) return s->rc;
     if (p->state == P_COMPUTING) return schedule_phase(s, i); /* the phase cut by the kill, again */
     if (p->state == P_WAITING) return try_gossip(s, i);
@@ -964,7 +1071,7 @@ static rumor_err_t send_all(sim_t *s, int i)
             m.params = p->coded[k];
             bytes = p->coded_bytes[k];
         }
-        msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->s = m;
+        msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->g = p->g, msg->s = m;
         const uint64_t depart = p->link_free_us > s->now_us ? p->link_free_us : s->now_us;
         const uint64_t xfer = c->bandwidth_mbps > 0 ? (uint64_t)llround((double)bytes * 8.0 / c->bandwidth_mbps) : 0;
         p->link_free_us = depart + xfer;
@@ -1008,6 +1115,7 @@ static rumor_err_t round_done(sim_t *s, int i)
                     p->loss_sum / (double)(p->loss_count ? p->loss_count : 1), (double)p->lr, st.consensus, st.w,
                     p->view_peers, st.last_peers, st.last_missing, p->bytes_out, st.bytes_in, tail) != RUMOR_OK)
         return s->rc;
+    if (s->restarts && !last && p->k % CKPT_EVERY == 0 && ckpt_save(s, i) != RUMOR_OK) return s->rc;
     if (last) {
         p->state = P_FINISHED; /* and out of the others' views: it says bye */
         rumor_memb_leave(p->memb, s->now_us / 1000);
@@ -1093,7 +1201,7 @@ static rumor_err_t arrive(sim_t *s, int id)
         if (masking) rumor_secmix_send_fini(&snd);
     }
     /* It left the sender either way: a loss on the wire is not a refusal. */
-    rumor_gossip_release(pf->g, m, true);
+    rumor_gossip_release(msg->g, m, true);
     msg->next_free = s->free_msg;
     s->free_msg = id;
     if (deliver && try_gossip(s, to) != RUMOR_OK) return s->rc;
@@ -1267,6 +1375,7 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
             rumor_poison_init(&p->poison, rumor_model_param_count(p->m)) != RUMOR_OK)
             return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         memcpy(gc.self, p->key, RUMOR_GOSSIP_KEY_LEN);
+        p->gc = gc;
         if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return RUMOR_ENOMEM;
         if (!(p->vkeys = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vkeys)) ||
             !(p->vboots = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vboots)))
@@ -1291,6 +1400,7 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     for (int e = 0; e < c->n_events; e++) {
         const rumor_sim_event_t *ev = &c->events[e];
+        s->restarts |= ev->kind == RUMOR_SIM_RESTART;
         if (ev->peer >= s->n) return rumor_fail(err, RUMOR_EINVAL, "event %d: no peer %d of %d", e + 1, ev->peer, s->n);
         if (ev->at_round >= 0) {
             int k = s->n_round_ev++;
@@ -1331,6 +1441,13 @@ static void teardown(sim_t *s)
         for (int i = 0; i < s->n; i++) {
             vpeer_t *p = &s->p[i];
             rumor_gossip_destroy(&p->g);
+            for (int k = 0; k < p->n_old_g; k++) rumor_gossip_destroy(&p->old_g[k]);
+            free(p->old_g);
+            free(p->ckpt.w);
+            free(p->ckpt.x);
+            free(p->ckpt.opt);
+            free(p->ckpt.theta);
+            free(p->ckpt.mom);
             rumor_memb_destroy(&p->memb);
             free(p->vkeys);
             free(p->vboots);
@@ -1422,6 +1539,7 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ER
         if (metrics_put(&s, i, "{\"t\":%.6f,\"round\":0,\"step\":0,\"test_loss\":%.6f,\"test_acc\":%.4f}\n", 0.0,
                         s.test_loss, s.test_acc) != RUMOR_OK)
             break;
+        if (s.restarts && ckpt_save(&s, i) != RUMOR_OK) break; /* killed before its first: it starts over */
     }
     for (int i = 0; i < s.n && s.rc == RUMOR_OK; i++) (void)memb_start(&s, i, 1);
     (void)round_churn(&s);

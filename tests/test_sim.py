@@ -188,6 +188,24 @@ def main():
               "the kill is noticed by failed probes and suspicion: %s s after it" % detect)
         check(any(l.get("missing", 0) > 0 for l in full), "rounds wait for the dead peer until then")
 
+    # 4b'. A restarted peer goes on from its last checkpoint (every 10 rounds), as a node does:
+    #      killed at round 65, it comes back at round 60, with the optimizer's steps of round 60,
+    #      and its metrics cut back to that round (no round twice in the file).
+    run = os.path.join(tmp, "virtual-restart")
+    r = sim("--mode", "virtual", "--peers", "8", "--rounds", "120", "--eval-every", "0",
+            "--event", "kill peer 3 at round 65", "--event", "restart peer 3 at round 90", "--out", run, "--no-plots",
+            *small)
+    check(r.returncode == 0, "virtual run with a restart finishes (exit %d) %s" % (r.returncode, r.stderr.strip()[-300:]))
+    if r.returncode == 0:
+        m3 = [l for l in metrics(run, 3)]
+        rounds = [l["round"] for l in m3]
+        gap = m3[61]["t"] - m3[60]["t"] if len(m3) > 61 else 0
+        slow = max(l["t"] for l in metrics(run, 0) if l["round"] <= 90) - max(l["t"] for l in metrics(run, 0) if l["round"] <= 65)
+        check(rounds == list(range(121)), "the restarted peer's metrics hold each round once, 0..120")
+        check(len(m3) > 61 and m3[61]["step"] == m3[60]["step"] + 2 and gap >= 0.5 * slow,
+              "it went on from its round-60 checkpoint after the restart (steps %s -> %s, %.2f s later)"
+              % (m3[60]["step"] if len(m3) > 60 else None, m3[61]["step"] if len(m3) > 61 else None, gap))
+
     # 4c. A Byzantine peer (virtual mode, 16 peers): one peer sends -10 times its model every
     #     round. Plain D-PSGD is dragged away; --robust clip stays near the attack-free run.
     #     -1000 times is out of all proportion to the receivers' own models: even plain D-PSGD
