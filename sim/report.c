@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,10 @@ static void read_peer(const char *out, int i, peer_state_t *s)
     snprintf(path, sizeof path, "%s/peer-%03d/metrics.jsonl", out, i);
     FILE *f = fopen(path, "r");
     if (!f) return;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && sb.st_size < s->offset) {
+        memset(s, 0, sizeof *s); /* cut back (a resumed node trims its metrics): read it again */
+    }
     if (fseek(f, s->offset, SEEK_SET) != 0) {
         fclose(f);
         return;
