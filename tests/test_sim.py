@@ -117,6 +117,28 @@ def main():
         others = [metrics(run, i)[-1]["round"] for i in range(3)]
         check(others == [1500, 1500, 1500], "the other peers finished too: %s" % others)
 
+    # 2b. The shipped churn scenario, as shipped (8 peers, mlp, 200 rounds): what its first
+    #     line promises. Peer 3 crashes at round 60 and comes back at round 110; it falls back
+    #     into step with a model two members confirm, or takes the swarm's final one, and every
+    #     peer finishes, peer 3 ending within the swarm's consensus.
+    run = os.path.join(tmp, "churn-shipped")
+    shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sim", "scenarios", "churn.ini")
+    r = sim(shipped, "--out", run, "--no-plots", timeout=600)
+    check(r.returncode == 0, "sim/scenarios/churn.ini as shipped finishes (exit %d) %s"
+          % (r.returncode, r.stderr.strip()[-300:]))
+    if r.returncode == 0:
+        ends = [metrics(run, i)[-1]["round"] for i in range(8)]
+        check(ends == [200] * 8, "every peer finishes its 200 rounds: %s" % ends)
+        log = open(os.path.join(run, "peer-003", "node.log")).read()
+        check("fell back into step" in log or "the swarm finished" in log,
+              "the restarted peer took a model two members confirm")
+        fin = [tensors(os.path.join(run, "peer-%03d" % i, "model.safetensors")) for i in range(8)]
+        others = [fin[i] for i in range(8) if i != 3]
+        mean = {k: [sum(v) / len(others) for v in zip(*(o[k] for o in others))] for k in fin[0]}
+        spread = max(dist(o, mean) for o in others)
+        check(dist(fin[3], mean) <= 2 * spread + 1e-6, "and ends within the swarm's consensus: %.4f from the others' "
+              "mean, which are up to %.4f from it" % (dist(fin[3], mean), spread))
+
     # 3. Ctrl-C: the swarm stops cleanly and the summary is complete.
     run = os.path.join(tmp, "interrupted")
     p = subprocess.Popen([RUMOR, "sim", "--data", DATA, "--peers", "3", "--rounds", "1000000", "--out", run, "--no-plots",
