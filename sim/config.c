@@ -8,6 +8,7 @@
 #include "gossip.h"
 #include "model.h"
 #include "optim.h"
+#include "rng.h"
 #include "topology.h"
 
 #include <ctype.h>
@@ -67,6 +68,16 @@ static bool parse_double(const char *v, double lo, double hi, double *out)
     if (*end || !isfinite(x) || x < lo || x > hi) return false;
     *out = x;
     return true;
+}
+
+/* A decimal unsigned 64-bit integer, digits only. */
+static bool parse_u64(const char *v, unsigned long long *out)
+{
+    if (!(*v >= '0' && *v <= '9')) return false;
+    char *end;
+    errno = 0;
+    *out = strtoull(v, &end, 10);
+    return !*end && !errno;
 }
 
 static bool copy(char *dst, size_t cap, const char *v)
@@ -189,12 +200,14 @@ rumor_err_t rumor_sim_set(rumor_sim_config_t *c, const char *key, const char *v,
     DBL("dp-budget", dp_budget, 0, 1e6)
     DBL("consensus-step", consensus_step, 0, 1)
     STR("out", out)
-    if (strcmp(key, "seed") == 0) {
-        char *end;
-        errno = 0;
-        unsigned long long s = (*v >= '0' && *v <= '9') ? strtoull(v, &end, 10) : 0;
-        if (!(*v >= '0' && *v <= '9') || *end || errno) return rumor_fail(err, RUMOR_EINVAL, "seed %s: expected an integer", v);
-        c->seed = s;
+    LONG("soak", soak, 0, 100000)
+    if (strcmp(key, "faults") == 0 || strcmp(key, "seed") == 0) {
+        const bool faults = key[0] == 'f';
+        unsigned long long u;
+        if (!parse_u64(v, &u) || (faults && u == 0))
+            return rumor_fail(err, RUMOR_EINVAL, "%s %s: expected %s", key, v, faults ? "a seed, 1 or more" : "an integer");
+        if (faults) c->faults = u;
+        else c->seed = u;
         return RUMOR_OK;
     }
     if (strcmp(key, "event") == 0) return parse_event(c, v, err);
@@ -306,6 +319,57 @@ rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]
     return RUMOR_OK;
 }
 
+#define FAULT_STREAM 0x6661756c7473ULL /* "faults" */
+
+void rumor_sim_faults(rumor_sim_config_t *c, uint64_t seed)
+{
+    rumor_rng_t rng;
+    rumor_rng_init2(&rng, seed, FAULT_STREAM, 0);
+    const int n = c->peers, down_max = n / 4 > 1 ? n / 4 : 1;
+    const long R = c->rounds;
+    c->faults = seed;
+    /* Kills: each peer down for 1..20 rounds, back at least 20 rounds before the end. */
+    struct {
+        int peer;
+        long from, to;
+    } ep[8];
+    int n_ep = 0;
+    const int want = 1 + (int)rumor_rng_below(&rng, 4);
+    for (int tries = 0; R >= 50 && n > 1 && n_ep < want && tries < 64 && c->n_events + 2 <= RUMOR_SIM_MAX_EVENTS; tries++) {
+        const int p = (int)rumor_rng_below(&rng, (uint64_t)n);
+        const long from = 5 + (long)rumor_rng_below(&rng, (uint64_t)(R - 45));
+        const long to = from + 1 + (long)rumor_rng_below(&rng, 20);
+        bool ok = p != c->byzantine;
+        for (int k = 0; k < n_ep && ok; k++) ok = ep[k].peer != p || ep[k].to + 5 < from || to + 5 < ep[k].from;
+        for (long r = from; r < to && ok; r++) { /* at most a quarter down at any round */
+            int down = 1;
+            for (int k = 0; k < n_ep; k++) down += ep[k].from <= r && r < ep[k].to;
+            ok = down <= down_max;
+        }
+        if (!ok) continue;
+        ep[n_ep].peer = p, ep[n_ep].from = from, ep[n_ep].to = to;
+        n_ep++;
+        c->events[c->n_events++] = (rumor_sim_event_t){.kind = RUMOR_SIM_KILL, .peer = p, .at_round = from};
+        c->events[c->n_events++] = (rumor_sim_event_t){.kind = RUMOR_SIM_RESTART, .peer = p, .at_round = to};
+    }
+    if (c->straggler < 0 && n > 1 && rumor_rng_below(&rng, 2)) {
+        c->straggler = (int)rumor_rng_below(&rng, (uint64_t)n);
+        c->slowdown = 1.5 + 2.5 * rumor_rng_uniform(&rng);
+    }
+    if (c->loss == 0 && rumor_rng_below(&rng, 2)) {
+        c->loss = 0.05 * rumor_rng_uniform(&rng);
+        c->net_given = true;
+    }
+    if (strcmp(c->mode, "virtual") == 0 && n > 1 && R >= 30 && c->n_parts < RUMOR_SIM_MAX_PARTS &&
+        rumor_rng_below(&rng, 2)) {
+        const int size = 1 + (int)rumor_rng_below(&rng, (uint64_t)(n / 2 > 1 ? n / 2 : 1));
+        const int lo = (int)rumor_rng_below(&rng, (uint64_t)(n - size + 1));
+        const long from = 5 + (long)rumor_rng_below(&rng, (uint64_t)(R - 25));
+        c->parts[c->n_parts++] = (rumor_sim_part_t){.from = from, .to = from + 1 + (long)rumor_rng_below(&rng, 3),
+                                                       .lo = lo, .hi = lo + size};
+    }
+}
+
 /* A JSON string (the values here are specs and paths: escape quotes and backslashes). */
 static void json_str(char *buf, size_t cap, size_t *len, const char *key, const char *v, bool comma)
 {
@@ -352,7 +416,14 @@ void rumor_sim_config_json(const rumor_sim_config_t *c, char *buf, size_t cap)
     k = snprintf(buf + len, cap - len, ",\"dp_budget\":%.9g,\"secure_mix\":%s,\"consensus_step\":%.9g", c->dp_budget,
                  c->secure_mix ? "true" : "false", c->consensus_step);
     if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
-    k = snprintf(buf + len, cap - len, ",\"events\":[");
+    k = snprintf(buf + len, cap - len, ",\"faults\":%llu,\"partitions\":[", (unsigned long long)c->faults);
+    if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
+    for (int i = 0; i < c->n_parts && len < cap; i++) {
+        k = snprintf(buf + len, cap - len, "%s\"peers %d..%d from round %ld to %ld\"", i ? "," : "", c->parts[i].lo,
+                     c->parts[i].hi - 1, c->parts[i].from, c->parts[i].to);
+        if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
+    }
+    k = snprintf(buf + len, cap - len, "],\"events\":[");
     if (k > 0) len += (size_t)k < cap - len ? (size_t)k : 0;
     for (int i = 0; i < c->n_events && len < cap; i++) {
         const rumor_sim_event_t *e = &c->events[i];

@@ -3,6 +3,7 @@
 
 #include "config.h"
 #include "fileio.h"
+#include "safetensors.h"
 
 #include <errno.h>
 #include <math.h>
@@ -184,9 +185,59 @@ static int num(char *buf, size_t cap, const char *key, double v, bool comma)
     return snprintf(buf, cap, "%s\"%s\":%.6g", comma ? "," : "", key, v);
 }
 
-rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, bool interrupted,
+/* The spread of the peers' final models, sqrt(mean_i |x_i - mean|^2), from their
+ * model.safetensors (proc mode); NAN when one is missing or they differ in shape. */
+static double files_spread(const rumor_sim_config_t *c)
+{
+    rumor_st_file_t **f = calloc((size_t)c->peers, sizeof *f);
+    double spread = NAN;
+    if (!f) return NAN;
+    int n = 0;
+    for (; n < c->peers; n++) {
+        char path[700], e2[RUMOR_ERR_LEN];
+        snprintf(path, sizeof path, "%s/peer-%03d/model.safetensors", c->out, n);
+        if (!(f[n] = rumor_st_open(path, e2))) break;
+    }
+    if (n == c->peers && n > 0) {
+        double ss = 0.0;
+        bool ok = true;
+        for (size_t t = 0; t < rumor_st_count(f[0]) && ok; t++) {
+            const rumor_st_tensor_t *t0 = rumor_st_at(f[0], t);
+            if (strcmp(t0->dtype, "F32") != 0) continue;
+            const rumor_st_tensor_t **ts = calloc((size_t)n, sizeof *ts);
+            if (!ts) break;
+            const uint64_t bytes = t0->end - t0->begin;
+            for (int i = 0; i < n && ok; i++) {
+                ts[i] = rumor_st_find(f[i], t0->name);
+                ok = ts[i] && ts[i]->end - ts[i]->begin == bytes && strcmp(ts[i]->dtype, "F32") == 0;
+            }
+            for (uint64_t k = 0; ok && k < bytes / 4; k++) {
+                double mean = 0.0;
+                for (int i = 0; i < n; i++) {
+                    float x;
+                    memcpy(&x, (const uint8_t *)ts[i]->data + 4 * k, 4);
+                    mean += x;
+                }
+                mean /= n;
+                for (int i = 0; i < n; i++) {
+                    float x;
+                    memcpy(&x, (const uint8_t *)ts[i]->data + 4 * k, 4);
+                    ss += ((double)x - mean) * ((double)x - mean);
+                }
+            }
+            free(ts);
+        }
+        if (ok) spread = sqrt(ss / n);
+    }
+    for (int i = 0; i < c->peers; i++) rumor_st_destroy(&f[i]);
+    free(f);
+    return spread;
+}
+
+rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, bool interrupted, double spread,
                                     char err[RUMOR_ERR_LEN])
 {
+    if (isnan(spread) && strcmp(c->mode, "proc") == 0 && c->peers <= 256) spread = files_spread(c);
     /* Read every peer's file from the start (the status cache may be behind). */
     double acc_sum = 0, acc_min = NAN, acc_max = NAN, cons = 0, bytes = 0, eps_max = NAN;
     long round_min = -1, round_max = 0;
@@ -219,6 +270,7 @@ rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, 
     len += (size_t)num(text + len, sizeof text - len, "final_test_acc_min", acc_min, true);
     len += (size_t)num(text + len, sizeof text - len, "final_test_acc_max", acc_max, true);
     len += (size_t)num(text + len, sizeof text - len, "consensus", n ? cons / n : NAN, true);
+    if (!isnan(spread)) len += (size_t)num(text + len, sizeof text - len, "model_spread", spread, true);
     len += (size_t)snprintf(text + len, sizeof text - len, ",\"bytes_total\":%.0f", bytes);
     if (!isnan(eps_max)) len += (size_t)num(text + len, sizeof text - len, "epsilon_max", eps_max, true);
     /* Virtual mode draws DP batches and noise from --seed so that a run replays: anyone with

@@ -14,7 +14,8 @@
  *
  * The run folder (the contract tools/plot and the tests read):
  *   OUT/summary.json      {"mode", "peers", "rounds", "final_test_acc_mean",
- *                          "final_test_acc_min", "final_test_acc_max", "consensus",
+ *                          "final_test_acc_min", "final_test_acc_max", "consensus" (the mean of
+ *                          the peers' last consensus), "model_spread" (of the final models),
  *                          "bytes_total", "wall_s", "interrupted", "config": {...}}
  *                         (virtual mode: "wall_s" is virtual seconds; real time is printed)
  *                         with --dp also "epsilon_max" and "dp_noise": "seeded: ..." in
@@ -38,6 +39,7 @@
 
 #define RUMOR_SIM_MAX_PEERS 4096
 #define RUMOR_SIM_MAX_EVENTS 64
+#define RUMOR_SIM_MAX_PARTS 4
 
 typedef enum { RUMOR_SIM_KILL, RUMOR_SIM_RESTART } rumor_sim_event_kind_t;
 
@@ -49,6 +51,13 @@ typedef struct {
     double at_s;        /* at this time (s since the start), or */
     long at_round;      /* at this round (the slowest live peer's), when >= 0 */
 } rumor_sim_event_t;
+
+/* A partition (virtual mode): peers [lo, hi) and the others hear nothing of each other while
+ * the slowest live peer's round is in [from, to). */
+typedef struct {
+    long from, to;
+    int lo, hi;
+} rumor_sim_part_t;
 
 typedef struct {
     char mode[16];          /* proc | virtual */
@@ -88,6 +97,10 @@ typedef struct {
     double dp_budget;       /* epsilon at which a peer stops training; 0: none */
     bool secure_mix;        /* neighbourhood masked averaging on every peer (secmix.h) */
     double consensus_step;  /* codec topk: CHOCO's gamma; 0: the engine's default */
+    rumor_sim_part_t parts[RUMOR_SIM_MAX_PARTS]; /* virtual mode */
+    int n_parts;
+    uint64_t faults;        /* --faults SEED: the random faults it drew (rumor_sim_faults); 0: none */
+    int soak;               /* --soak N: N seeds of faults, each checked against a fault-free run */
     char out[512];          /* run folder; "" = runs/<timestamp> */
     bool plots;             /* draw plots at the end (tools/plot) */
     bool quiet;
@@ -100,6 +113,15 @@ rumor_err_t rumor_sim_set(rumor_sim_config_t *c, const char *key, const char *va
                           char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* Read a scenario file: `key = value` lines, `#` comments, `event = kill peer 3 at 40s`. */
 rumor_err_t rumor_sim_load(rumor_sim_config_t *c, const char *path, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Random faults from `seed` (nonzero), added to c: kills and restarts at rounds (at most a
+ * quarter of the peers down at once, each for at most 20 rounds, every one back 20 rounds
+ * before the end), maybe a straggler (slowdown 1.5..4) and message loss (up to 5%), and in
+ * virtual mode a partition of up to half the peers for 1..3 rounds. The same seed and
+ * settings give the same faults. */
+void rumor_sim_faults(rumor_sim_config_t *c, uint64_t seed);
+/* --soak: c->soak seeds of faults, each run checked against the fault-free one (sim/soak.c):
+ * 0 when every invariant held, 1 when one did not, 2 on an error (err). */
+int rumor_sim_soak(const rumor_sim_config_t *c, const char *rumor_exe, char err[RUMOR_ERR_LEN]);
 /* Check the whole configuration (ranges, specs that parse). */
 rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* The configuration as one JSON object (for summary.json), into buf. */
@@ -133,8 +155,10 @@ void rumor_sim_status_read(const char *out, int peers, const bool *alive, long r
 /* Draw the status: an updating block on a TTY, a plain line otherwise (call it often; it
  * rate-limits itself). final: the last one. */
 void rumor_sim_status_print(const rumor_sim_config_t *c, const rumor_sim_status_t *st, bool tty, bool final);
-/* Write OUT/summary.json atomically from the peers' metrics. */
-rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, bool interrupted,
+/* Write OUT/summary.json atomically from the peers' metrics. spread: the spread of the final
+ * models, sqrt(mean_i |x_i - mean|^2), when the caller knows it (virtual mode), else NAN (proc
+ * mode reads it from the peers' model.safetensors): "model_spread". */
+rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, bool interrupted, double spread,
                                     char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* Draw OUT/plots with tools/plot; a warning (not an error) when gnuplot is missing. */
 void rumor_sim_plot(const char *out);

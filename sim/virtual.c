@@ -237,6 +237,8 @@ typedef struct {
     vckpt_t ckpt;
     rumor_gossip_t **old_g;  /* engines of earlier lives, kept until their sends are released */
     int n_old_g, restarts;
+    uint64_t join_from_us;   /* when it began to join (at the start, or its restart) */
+    int want_view;           /* members it waits for before it trains */
     /* its local phase as a job for the second core (see ensure_phase) */
     int job;                 /* JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE */
     rumor_err_t job_rc;
@@ -640,7 +642,7 @@ static rumor_err_t maybe_start(sim_t *s, int i)
     if (p->state != P_JOINING) return RUMOR_OK;
     const int have = rumor_memb_view_count(p->memb);
     const bool quiet = have > 0 && s->now_us >= p->view_changed_us + JOIN_QUIET * s->mcfg.period_ms * 1000ULL;
-    if (have < s->want_view && !quiet && s->now_us < JOIN_WAIT_US) return RUMOR_OK;
+    if (have < p->want_view && !quiet && s->now_us < p->join_from_us + JOIN_WAIT_US) return RUMOR_OK;
     view_set(p);
     return schedule_phase(s, i);
 }
@@ -800,7 +802,18 @@ static rumor_err_t memb_tick(sim_t *s, int i)
     return memb_schedule(s, i);
 }
 
-/* A membership message reaches its receiver (unless lost, or either side is gone). */
+/* Whether a partition stands between peers a and b now (at the slowest live peer's round). */
+static bool cut(const sim_t *s, int a, int b)
+{
+    for (int k = 0; k < s->c->n_parts; k++) {
+        const rumor_sim_part_t *pt = &s->c->parts[k];
+        if (s->round_min >= pt->from && s->round_min < pt->to && (a >= pt->lo && a < pt->hi) != (b >= pt->lo && b < pt->hi))
+            return true;
+    }
+    return false;
+}
+
+/* A membership message reaches its receiver (unless lost, cut off, or either side is gone). */
 static rumor_err_t memb_arrive(sim_t *s, int id)
 {
     mmsg_t *mm = s->mm[id];
@@ -810,7 +823,7 @@ static rumor_err_t memb_arrive(sim_t *s, int id)
     int to = mm->to;
     vpeer_t *pf = &s->p[from], *pt = &s->p[to];
     const bool lost = s->c->loss > 0 && rumor_rng_uniform(&s->mloss_rng) < s->c->loss;
-    if (!lost && pf->inc == mm->from_inc && pt->state != P_DEAD && pt->state != P_FINISHED)
+    if (!lost && pf->inc == mm->from_inc && pt->state != P_DEAD && pt->state != P_FINISHED && !cut(s, from, to))
         memb_unpack(s->mscratch, mm->data);
     else
         to = -1;
@@ -840,6 +853,7 @@ static rumor_err_t schedule_phase(sim_t *s, int i)
 }
 
 static rumor_err_t try_gossip(sim_t *s, int i);
+static bool finish_with_swarm(sim_t *s, int i);
 
 /* Peer i's checkpoint, in memory: what its file would hold. */
 static rumor_err_t ckpt_save(sim_t *s, int i)
@@ -947,12 +961,17 @@ static rumor_err_t restart_peer(sim_t *s, int i)
     s->n_alive++;
     p->state = p->before_kill;
     if (p->state != P_FINISHED && p->ckpt.has) {
+        /* Back to its checkpoint; like a resumed node it trains once two members are in its
+         * view (or its view has stopped growing), not alone on an empty one. */
         if (ckpt_restore(s, i) != RUMOR_OK) return s->rc;
-        p->state = P_COMPUTING; /* the round after its checkpoint */
+        p->state = P_JOINING;
+        p->join_from_us = s->now_us;
+        p->want_view = s->n - 1 < 2 ? s->n - 1 : 2;
     }
     s->at_round[p->k]++;
     if (p->k < s->round_min) s->round_min = p->k;
     if (p->state != P_FINISHED && memb_start(s, i, rumor_memb_incarnation(p->memb) + 1) != RUMOR_OK) return s->rc;
+    if (p->state == P_JOINING) return maybe_start(s, i);
     if (p->state == P_COMPUTING) return schedule_phase(s, i); /* the phase cut by the kill, again */
     if (p->state == P_WAITING) return try_gossip(s, i);
     return RUMOR_OK;
@@ -1116,6 +1135,7 @@ static rumor_err_t round_done(sim_t *s, int i)
                     p->view_peers, st.last_peers, st.last_missing, p->bytes_out, st.bytes_in, tail) != RUMOR_OK)
         return s->rc;
     if (s->restarts && !last && p->k % CKPT_EVERY == 0 && ckpt_save(s, i) != RUMOR_OK) return s->rc;
+    if (!last && p->view_peers <= 1 && finish_with_swarm(s, i)) return s->rc == RUMOR_OK ? round_churn(s) : s->rc;
     if (last) {
         p->state = P_FINISHED; /* and out of the others' views: it says bye */
         rumor_memb_leave(p->memb, s->now_us / 1000);
@@ -1124,6 +1144,44 @@ static rumor_err_t round_done(sim_t *s, int i)
         return s->rc;
     }
     return round_churn(s);
+}
+
+/* Every other member left its view, and some finished: as a node does (src/peer.c), peer i
+ * takes the mean of two finished peers' final models when they confirm each other, or keeps
+ * its own, and ends. (A node asks members that linger; here finished peers answer, the lowest
+ * indices first.) true when it ended. */
+static bool finish_with_swarm(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    const size_t P = rumor_model_param_count(p->m);
+    int a = -1, b = -1, done = 0;
+    for (int j = 0; j < s->n && b < 0; j++) {
+        if (j == i || s->p[j].state != P_FINISHED) continue;
+        done++;
+        for (int k = 0; k < j && b < 0; k++)
+            if (k != i && s->p[k].state == P_FINISHED &&
+                rumor_models_agree(rumor_model_params(s->p[k].m), rumor_model_params(s->p[j].m), P, RUMOR_MODELS_AGREE))
+                a = k, b = j;
+    }
+    if (done == 0) return false; /* alone for another reason (a partition, deaths): it trains on */
+    if (b >= 0) {
+        float *x = rumor_model_params(p->m);
+        const float *xa = rumor_model_params(s->p[a].m), *xb = rumor_model_params(s->p[b].m);
+        for (size_t q = 0; q < P; q++) x[q] = 0.5f * (xa[q] + xb[q]);
+        s->at_round[p->k]--;
+        p->k = s->c->rounds;
+        s->at_round[p->k]++;
+        round_min_advance(s);
+        if (evaluate(s, i) != RUMOR_OK) return true;
+        if (metrics_put(s, i, "{\"t\":%.6f,\"round\":%ld,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f,"
+                        "\"swarm_final\":true}\n", (double)s->now_us / 1e6, p->k, rumor_optim_steps(p->o), s->test_loss,
+                        s->test_acc) != RUMOR_OK)
+            return true;
+    }
+    p->state = P_FINISHED;
+    rumor_memb_leave(p->memb, s->now_us / 1000);
+    (void)memb_drain(s, i);
+    return true;
 }
 
 /* Peer i is at its gossip point: step the engine, hand its sends to the network, and on
@@ -1154,7 +1212,7 @@ static rumor_err_t arrive(sim_t *s, int id)
     const int from = msg->from, to = msg->to;
     vpeer_t *pf = &s->p[from], *pt = &s->p[to];
     const bool lost = s->c->loss > 0 && rumor_rng_uniform(&s->loss_rng) < s->c->loss;
-    const bool deliver = !lost && pf->inc == msg->from_inc && running(pt);
+    const bool deliver = !lost && pf->inc == msg->from_inc && running(pt) && !cut(s, from, to);
     const rumor_gossip_send_t *m = &msg->s;
     if (deliver) {
         const uint32_t chunks = (uint32_t)((m->count + m->chunk_params - 1) / m->chunk_params);
@@ -1297,7 +1355,7 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     if (!(s->p = calloc((size_t)s->n, sizeof *s->p)) || !(s->alive = calloc((size_t)s->n, sizeof *s->alive)) ||
         !(s->act = malloc(sizeof *s->act)) || !(s->mscratch = calloc(1, sizeof *s->mscratch)) || !(s->at_round = calloc((size_t)c->rounds + 1, sizeof *s->at_round)))
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %d peers", s->n);
-    for (int i = 0; i < s->n; i++) key_of(s->p[i].key, i);
+    for (int i = 0; i < s->n; i++) key_of(s->p[i].key, i), s->p[i].want_view = s->want_view;
     if (c->secure_mix) {
         /* Mask keys from the seed: the run stays deterministic. */
         if (!(s->masked = malloc(RUMOR_GOSSIP_CHUNK_DEFAULT * sizeof(uint32_t))))
@@ -1430,6 +1488,23 @@ static void worker_stop(sim_t *s)
     s->worker_on = false;
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+}
+
+/* The spread of the final models, sqrt(mean_i |x_i - mean|^2) (summary.json "model_spread"). */
+static double models_spread(const sim_t *s)
+{
+    const size_t P = rumor_model_param_count(s->p[0].m);
+    double ss = 0.0;
+    for (size_t q = 0; q < P; q++) {
+        double mean = 0.0;
+        for (int i = 0; i < s->n; i++) mean += rumor_model_params(s->p[i].m)[q];
+        mean /= s->n;
+        for (int i = 0; i < s->n; i++) {
+            const double d = rumor_model_params(s->p[i].m)[q] - mean;
+            ss += d * d;
+        }
+    }
+    return sqrt(ss / s->n);
 }
 
 static void teardown(sim_t *s)
@@ -1627,7 +1702,8 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ER
         if ((rc = frc) != RUMOR_OK) goto out;
     }
     show_status(&s, t0, true);
-    if ((rc = rumor_sim_write_summary(c, (double)s.end_us / 1e6, interrupted, err)) != RUMOR_OK) goto out;
+    if ((rc = rumor_sim_write_summary(c, (double)s.end_us / 1e6, interrupted, models_spread(&s), err)) != RUMOR_OK)
+        goto out;
     if (!c->quiet)
         rumor_log(RUMOR_LOG_INFO, "virtual run: %.3f s of virtual time in %.1f s real, %" PRIu64
                   " events, local phases computed %" PRIu64 " here and %" PRIu64 " on a second thread%s",

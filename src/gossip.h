@@ -410,6 +410,10 @@ rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double
 /* Whether a whole model x (params floats) from elsewhere (a late join's pull) is finite and, chunk
  * by chunk, of a plausible scale against this peer's latest snapshot (the test chunks get). */
 bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x);
+/* Whether two whole models confirm each other: |a - b| <= rel * max(|a|, |b|). Two honest
+ * members of one swarm differ by their consensus distance, a few percent. */
+bool rumor_models_agree(const float *a, const float *b, size_t n, double rel);
+#define RUMOR_MODELS_AGREE 0.5 /* the rel a pulled model's confirmation uses (peer.c, virtual.c) */
 /* Start over from the swarm's model (a late join, a resumed or fallen-behind peer): x is
  * taken as this peer's parameters (and diloco's theta, with the momentum cleared), weights
  * reset to 1, and the round jumps to `round`: at once, or, with a round in flight (dpsgd

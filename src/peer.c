@@ -30,7 +30,6 @@
 #define RESYNC_ASKS 3      /* members asked for their model, one after another, in one resync */
 #define RESYNC_AHEAD 4     /* a member this many rounds ahead of ours: we have fallen behind */
 #define RESYNC_EVERY 10.0  /* seconds: asked again at most this often */
-#define RESYNC_AGREE 0.5   /* two pulled models confirm each other within this relative distance */
 
 typedef struct {
     const rumor_peer_config_t *cfg;
@@ -56,6 +55,8 @@ typedef struct {
     int n_asked;
     bool pull_want_done;
     uint64_t pull_done;       /* the member asked had finished, at this round (0: training) */
+    uint64_t pull_asked_ms;   /* when it was asked (again) */
+    int pull_resends;
     uint8_t pull_peer[32];
     float *pull_buf;
     uint64_t *pull_bits;
@@ -519,6 +520,8 @@ static void pull_ask(peer_t *p, rumor_node_t *node, uint64_t now)
     /* Refused for now (its connection is on the way): asked again at a later tick. */
     if (rumor_node_pull(node, p->pull_peer, rumor_model_layout_id(p->m)) != RUMOR_OK) return;
     memcpy(p->pull_asked[p->n_asked++], p->pull_peer, 32);
+    p->pull_asked_ms = now;
+    p->pull_resends = 0;
     p->pull_got = 0;
     memset(p->pull_bits, 0, (p->pull_chunks + 63) / 64 * sizeof *p->pull_bits);
     p->pull_state = PULL_ASKED;
@@ -552,7 +555,15 @@ static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
         bool there = false;
         for (int i = 0; i < members && !there; i++)
             there = rumor_node_peer_admitted(node, i) && memcmp(rumor_node_peer_key(node, i), p->pull_peer, 32) == 0;
-        if (!there) p->pull_state = PULL_WANTED;
+        if (!there) {
+            p->pull_state = PULL_WANTED;
+        } else if (p->pull_got == 0 && now - p->pull_asked_ms >= 1000 && p->pull_resends < 4) {
+            /* Nothing yet: it may not have had our hello when the ask came (a pull from a key
+             * without one is dropped), so ask again; it answers one pull in 2 s at most. */
+            p->pull_asked_ms = now;
+            p->pull_resends++;
+            (void)rumor_node_pull(node, p->pull_peer, rumor_model_layout_id(p->m));
+        }
     }
     if (p->pull_state == PULL_WANTED) pull_ask(p, node, now);
     pthread_mutex_unlock(&p->mu);
@@ -900,18 +911,6 @@ static bool ask_one(peer_t *p, bool want_done, uint64_t *round, uint64_t *done, 
     return ok;
 }
 
-/* Whether two models confirm each other: within RESYNC_AGREE of the larger one's norm. Two
- * honest members of one swarm are far closer than that (their consensus distance). */
-static bool models_agree(const float *a, const float *b, size_t n)
-{
-    double d = 0.0, na = 0.0, nb = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const double u = a[i], v = b[i];
-        d += (u - v) * (u - v), na += u * u, nb += v * v;
-    }
-    return d <= RESYNC_AGREE * RESYNC_AGREE * (na > nb ? na : nb);
-}
-
 typedef enum {
     RESYNC_JOIN,     /* a fresh peer: take the swarm's model if it is running */
     RESYNC_BEHIND,   /* a resumed peer: take the swarm's model if it has moved on */
@@ -963,7 +962,7 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
         memcpy(p->ans[n], p->pull_buf, P * sizeof *x);
         rounds[n] = r;
         for (int k = 0; k < n && a < 0; k++)
-            if (models_agree(p->ans[k], p->ans[n], P)) a = k, b = n;
+            if (rumor_models_agree(p->ans[k], p->ans[n], P, RUMOR_MODELS_AGREE)) a = k, b = n;
         n++;
     }
     *answered = answers;
