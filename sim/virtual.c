@@ -717,6 +717,10 @@ static rumor_err_t memb_drain(sim_t *s, int i)
     rumor_memb_action_t *a = s->act;
     while (rumor_memb_next_action(p->memb, a)) {
         if (a->kind != RUMOR_MEMB_ACT_SEND) {
+            /* A peer waiting at its gossip point looks again: a neighbour that left is not
+             * waited for (gossip.c, round_ready). */
+            if (p->state == P_WAITING && !p->view_dirty && heap_push(&s->q, s->now_us + 1, EV_RETRY, i, p->inc) != RUMOR_OK)
+                return fail(s, RUMOR_ENOMEM, "out of memory for events");
             p->view_dirty = true;
             p->view_changed_us = s->now_us;
             continue;
@@ -765,7 +769,8 @@ static rumor_err_t memb_schedule(sim_t *s, int i)
 }
 
 /* A fresh membership for peer i (at start, and at a restart: a node that restarts remembers
- * nobody and comes back under a higher incarnation), joining through peer 0. */
+ * nobody and comes back under a higher incarnation), joining through peer 0 at the start
+ * and through the first peer still running at a restart. */
 static rumor_err_t memb_start(sim_t *s, int i, uint32_t inc)
 {
     vpeer_t *p = &s->p[i];
@@ -777,7 +782,12 @@ static rumor_err_t memb_start(sim_t *s, int i, uint32_t inc)
     mc.seed = rumor_rng_next(&r);
     addr_of(i, addr);
     if (!(p->memb = rumor_memb_new(&mc, p->key, addr, inc, err))) return fail(s, RUMOR_EINVAL, "%s", err);
-    const int boot = i == 0 ? (s->n > 1 ? 1 : -1) : 0;
+    int boot = i == 0 ? (s->n > 1 ? 1 : -1) : 0;
+    if (inc > 1) { /* a restart joins through a peer that runs, as `rumor sim` restarts a node */
+        boot = -1;
+        for (int j = 0; j < s->n && boot < 0; j++)
+            if (j != i && s->p[j].state != P_DEAD && s->p[j].state != P_FINISHED) boot = j;
+    }
     if (s->seeded && inc == 1) {
         for (int j = 0; j < s->n; j++) {
             addr_of(j, addr);

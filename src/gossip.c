@@ -1353,6 +1353,14 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     g->st.deadline_ms = g->wait_ms;
 }
 
+static int view_cmp(const void *a, const void *b) { return memcmp(a, b, RUMOR_GOSSIP_KEY_LEN); }
+
+/* Whether key is in the view (sorted by key). */
+static bool in_view(const rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+{
+    return g->view_count && bsearch(key, g->view, g->view_count, sizeof *g->view, view_cmp) != NULL;
+}
+
 static bool round_ready(rumor_gossip_t *g, uint64_t now)
 {
     if (g->cfg.algo.kind == RUMOR_ALGO_SGP) {
@@ -1367,8 +1375,10 @@ static bool round_ready(rumor_gossip_t *g, uint64_t now)
     if (g->ahead >= g->round + SLOTS) return true; /* the neighbours have moved on */
     slot_t *s = slot_find(g, g->round);
     if (!s || now >= s->started + g->wait_ms) return true;
+    /* A neighbour that left the view since the round began (it finished, left, or was found
+     * dead) sends nothing more: it is not waited for. */
     for (int i = 0; i < s->n_expected; i++)
-        if (!expected_done(g, s, s->expected[i])) return false;
+        if (!expected_done(g, s, s->expected[i]) && in_view(g, s->expected[i])) return false;
     return true;
 }
 

@@ -31,6 +31,22 @@ def make_peer(tmp, swarm, name, days="30"):
     return key
 
 
+def has_dataset(data):
+    """Whether data holds an MNIST-format training set (gzip or plain)."""
+    return any(os.path.exists(os.path.join(data, n)) for n in ("train-images-idx3-ubyte.gz", "train-images-idx3-ubyte"))
+
+
+def data_test_args(argv):
+    """A test's RUMOR_BINARY and DATA_DIR arguments (RUMOR set from them); None when there is
+    no dataset there, having said so (the caller skips: 77)."""
+    global RUMOR
+    RUMOR = os.path.abspath(argv[1])
+    if not has_dataset(argv[2]):
+        print("skip: no dataset at " + argv[2])
+        return None
+    return RUMOR, argv[2]
+
+
 def tensors(path):
     """The F32 tensors of a safetensors file, as tuples of floats."""
     with open(path, "rb") as f:

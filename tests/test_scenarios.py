@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""Every scenario in sim/scenarios/ keeps what its first line says. churn.ini runs as shipped;
+the others run shortened (fewer rounds, logistic regression, 4000 samples, and in virtual
+mode where real processes are not what the scenario shows), against the run that makes the
+claim a comparison. Each scenario is a test here: a new file in sim/scenarios/ without one
+fails.
+
+usage: test_scenarios.py RUMOR_BINARY DATA_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import rumortest
+from rumortest import FAILS, check, dist, tensors
+
+RUMOR = None
+DATA = None
+SCEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sim", "scenarios")
+SMALL = ["--model", "logreg", "--limit", "4000", "--eval-every", "0", "--no-plots", "--quiet"]
+
+
+def sim(tmp, name, *args, timeout=600):
+    """Run a scenario (a file in sim/scenarios, or None for the defaults) with overrides; its summary or None."""
+    out = os.path.join(tmp, name)
+    head = [os.path.join(SCEN, args[0])] if args and args[0].endswith(".ini") else []
+    rest = list(args[1:]) if head else list(args)
+    r = subprocess.run([RUMOR, "sim", *head, *rest, "--data", DATA, "--out", out], capture_output=True, text=True,
+                       timeout=timeout)
+    try:
+        with open(os.path.join(out, "summary.json")) as f:
+            got = json.load(f)
+    except (OSError, ValueError):
+        got = None
+    check(r.returncode == 0 and got is not None, "%s runs (exit %d) %s" % (name, r.returncode, r.stderr.strip()[-300:]))
+    return got, out
+
+
+def metrics(out, i):
+    with open(os.path.join(out, "peer-%03d" % i, "metrics.jsonl")) as f:
+        return [json.loads(l) for l in f if l.strip().endswith("}")]
+
+
+def byzantine(tmp):
+    short = ["--rounds", "40", *SMALL]
+    free, _ = sim(tmp, "byz-free", "byzantine.ini", "--byzantine", "-1", *short)
+    plain, _ = sim(tmp, "byz-none", "byzantine.ini", "--robust", "none", *short)
+    clip, _ = sim(tmp, "byz-clip", "byzantine.ini", *short)
+    if free and plain and clip:
+        a, p, c = free["final_test_acc_mean"], plain["final_test_acc_mean"], clip["final_test_acc_mean"]
+        check(p < a - 0.2 and c > a - 0.05,
+              "byzantine.ini: robust none is dragged away (%.3f), clip stays near the attack-free run (%.3f against "
+              "%.3f)" % (p, c, a))
+
+
+def churn(tmp):
+    got, out = sim(tmp, "churn", "churn.ini", "--no-plots", "--quiet")
+    if not got:
+        return
+    ends = [metrics(out, i)[-1]["round"] for i in range(8)]
+    check(ends == [200] * 8, "churn.ini: every peer finishes its 200 rounds: %s" % ends)
+    log = open(os.path.join(out, "peer-003", "node.log")).read()
+    check("fell back into step" in log or "the swarm finished" in log,
+          "churn.ini: the restarted peer took a model two members confirm")
+    fin = [tensors(os.path.join(out, "peer-%03d" % i, "model.safetensors")) for i in range(8)]
+    others = [fin[i] for i in range(8) if i != 3]
+    mean = {k: [sum(v) / len(others) for v in zip(*(o[k] for o in others))] for k in fin[0]}
+    spread = max(dist(o, mean) for o in others)
+    check(dist(fin[3], mean) <= 2 * spread + 1e-6, "churn.ini: the restarted peer ends within the swarm's consensus: "
+          "%.4f from the others' mean, which are up to %.4f from it" % (dist(fin[3], mean), spread))
+
+
+def diloco(tmp):
+    # 12 rounds of 16 inner steps against 192 rounds of one step: the same steps.
+    dl, _ = sim(tmp, "diloco", "diloco.ini", "--mode", "virtual", "--rounds", "12", *SMALL)
+    dp, _ = sim(tmp, "diloco-dpsgd", "diloco.ini", "--mode", "virtual", "--algo", "dpsgd", "--local-steps", "1",
+                "--rounds", "192", *SMALL)
+    if dl and dp:
+        ratio = dp["bytes_total"] / dl["bytes_total"]
+        check(ratio > 12 and dl["final_test_acc_mean"] > dp["final_test_acc_mean"] - 0.03,
+              "diloco.ini: %.1fx fewer bytes than D-PSGD at equal steps, accuracy %.3f against %.3f"
+              % (ratio, dl["final_test_acc_mean"], dp["final_test_acc_mean"]))
+
+
+def label_skew(tmp):
+    # Momentum in the mixed update (diloco:1, the scenario) against momentum in each peer.
+    short = ["--rounds", "300", "--warmup", "20", *SMALL]
+    dl, _ = sim(tmp, "skew-diloco1", "label-skew.ini", *short)
+    dp, _ = sim(tmp, "skew-dpsgd", "label-skew.ini", "--algo", "dpsgd", "--momentum", "0.9", "--lr", "0.05", *short)
+    if dl and dp:
+        check(dl["final_test_acc_mean"] > dp["final_test_acc_mean"] - 0.005,
+              "label-skew.ini: diloco:1 %.3f, at least D-PSGD with momentum in each peer %.3f"
+              % (dl["final_test_acc_mean"], dp["final_test_acc_mean"]))
+
+
+def privacy(tmp):
+    # As shipped (16 peers, logreg, all the data, 100 rounds): epsilon 4, a little accuracy lost.
+    dp, _ = sim(tmp, "privacy", "privacy.ini", "--no-plots", "--quiet", "--eval-every", "0")
+    plain, _ = sim(tmp, "privacy-off", "privacy.ini", "--dp=", "--no-plots", "--quiet", "--eval-every", "0")
+    if dp and plain:
+        a, b, e = dp["final_test_acc_mean"], plain["final_test_acc_mean"], dp.get("epsilon_max", 0)
+        check(3.9 < e < 4.1 and b - 0.04 < a < b,
+              "privacy.ini: epsilon %.3g, test accuracy %.3f against %.3f without privacy" % (e, a, b))
+
+
+def secure(tmp):
+    short = ["--peers", "4", "--rounds", "40", "--topology", "complete", *SMALL]
+    sm, out = sim(tmp, "secure", "secure.ini", *short)
+    plain, _ = sim(tmp, "secure-off", "secure.ini", "--secure-mix=no", *short)
+    if sm and plain:
+        unmixed = [metrics(out, i)[-1].get("unmixed") for i in range(4)]
+        ratio = sm["bytes_total"] / plain["bytes_total"]
+        check(unmixed == [0] * 4 and 0.9 < ratio < 1.1 and sm["final_test_acc_mean"] > plain["final_test_acc_mean"] - 0.03,
+              "secure.ini: masks cancel (chunks unmixed %s), %.2fx the bytes of plain D-PSGD, accuracy %.3f against %.3f"
+              % (unmixed, ratio, sm["final_test_acc_mean"], plain["final_test_acc_mean"]))
+
+
+def straggler(tmp):
+    # Real nodes (4, mlp, 30 rounds): the fast peers' time for rounds 1..30 with peer 2 4x
+    # slower, against none slower.
+    short = ["--peers", "4", "--rounds", "30", "--limit", "4000", "--eval-every", "0", "--no-plots", "--quiet"]
+    for algo, most in (("dpsgd", 4.5), ("sgp", 2.0)):
+        took = {}
+        for what, extra in (("slow", []), ("none", ["--straggler", "-1"])):
+            got, out = sim(tmp, "straggler-%s-%s" % (what, algo), "straggler.ini", "--algo", algo, *extra, *short)
+            if got:
+                ts = []
+                for i in (0, 1, 3):
+                    m = metrics(out, i)
+                    t = {l["round"]: l["t"] for l in m if "loss" in l}
+                    if 1 in t and 30 in t:
+                        ts.append(t[30] - t[1])
+                took[what] = sorted(ts)[len(ts) // 2] if ts else None
+        if took.get("slow") and took.get("none"):
+            check(took["slow"] < most * took["none"],
+                  "straggler.ini (%s): the fast peers take %.2fx as long with a 4x slower neighbour (at most %.1fx)"
+                  % (algo, took["slow"] / took["none"], most))
+
+
+def thousand(tmp):
+    got, _ = sim(tmp, "thousand", "thousand.ini", "--peers", "256", "--rounds", "20", "--no-plots", "--quiet",
+                 "--eval-every", "0")
+    if got:
+        check(got["final_test_acc_min"] > 0.6, "thousand.ini (256 peers, 20 rounds): every peer learns, worst %.3f"
+              % got["final_test_acc_min"])
+
+
+def topk(tmp):
+    tk, _ = sim(tmp, "topk", "topk.ini", *SMALL)
+    f32, _ = sim(tmp, "topk-f32", "topk.ini", "--codec", "f32", "--rounds", "300", *SMALL)
+    if tk and f32:
+        ratio = f32["bytes_total"] / tk["bytes_total"]
+        check(ratio > 25 and tk["final_test_acc_mean"] > f32["final_test_acc_mean"] - 0.025,
+              "topk.ini: 450 rounds send %.0fx fewer bytes than 300 of float32, accuracy %.3f against %.3f"
+              % (ratio, tk["final_test_acc_mean"], f32["final_test_acc_mean"]))
+
+
+TESTS = {"byzantine.ini": byzantine, "churn.ini": churn, "diloco.ini": diloco, "label-skew.ini": label_skew,
+         "privacy.ini": privacy, "secure.ini": secure, "straggler.ini": straggler, "thousand.ini": thousand,
+         "topk.ini": topk}
+
+
+def main():
+    global RUMOR, DATA
+    args = rumortest.data_test_args(sys.argv)
+    if not args:
+        return 77
+    RUMOR, DATA = args
+    shipped = sorted(f for f in os.listdir(SCEN) if f.endswith(".ini"))
+    check(shipped == sorted(TESTS), "every shipped scenario has its test: %s" % sorted(set(shipped) ^ set(TESTS)))
+    tmp = tempfile.mkdtemp(prefix="rumor-test-scenarios-")
+    for name in shipped:
+        if name in TESTS:
+            TESTS[name](tmp)
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    rc = main()
+    print("%d failed" % len(FAILS))
+    sys.exit(rc)
