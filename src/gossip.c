@@ -1353,12 +1353,10 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     g->st.deadline_ms = g->wait_ms;
 }
 
-static int view_cmp(const void *a, const void *b) { return memcmp(a, b, RUMOR_GOSSIP_KEY_LEN); }
-
 /* Whether key is in the view (sorted by key). */
 static bool in_view(const rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
 {
-    return g->view_count && bsearch(key, g->view, g->view_count, sizeof *g->view, view_cmp) != NULL;
+    return g->view_count && bsearch(key, g->view, g->view_count, sizeof *g->view, key_cmp) != NULL;
 }
 
 static bool round_ready(rumor_gossip_t *g, uint64_t now)

@@ -806,6 +806,17 @@ static rumor_err_t evaluate(peer_t *p, char err[RUMOR_ERR_LEN])
     return rumor_train_evaluate(p->m, &p->test, p->mean, p->std, &p->test_loss, &p->test_acc, err);
 }
 
+/* Wait on p->cv (p->mu held) for a wake-up or at most ms milliseconds. */
+static void wait_cv(peer_t *p, uint64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+}
+
 /* One gossip point: returns false when stopped while waiting. */
 static bool gossip_point(peer_t *p, float *x)
 {
@@ -819,13 +830,7 @@ static bool gossip_point(peer_t *p, float *x)
         }
         uint64_t until = rumor_gossip_deadline(p->g);
         if (until > now + 100) until = now + 100; /* look at the stop flag now and then */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        const uint64_t wait = until > now ? until - now : 1;
-        ts.tv_sec += (time_t)(wait / 1000);
-        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        wait_cv(p, until > now ? until - now : 1);
     }
     pthread_mutex_unlock(&p->mu);
     rumor_node_wake(p->node); /* the new snapshot's sends */
@@ -893,13 +898,8 @@ static bool ask_one(peer_t *p, bool want_done, uint64_t *round, uint64_t *done, 
     rumor_node_wake(p->node);
     const uint64_t until = mono_ms() + (p->cfg->round_timeout_ms > 5000 ? p->cfg->round_timeout_ms : 5000);
     pthread_mutex_lock(&p->mu);
-    while (p->pull_state != PULL_DONE && p->pull_state != PULL_NOBODY && !atomic_load(&p->stop) && mono_ms() < until) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-    }
+    while (p->pull_state != PULL_DONE && p->pull_state != PULL_NOBODY && !atomic_load(&p->stop) && mono_ms() < until)
+        wait_cv(p, 50);
     const bool ok = p->pull_state == PULL_DONE && p->pull_got == p->pull_chunks && p->pull_ok;
     if (p->pull_state == PULL_DONE && !p->pull_ok)
         rumor_log(RUMOR_LOG_WARN, "a member's model did not match its hash: not taken");
@@ -1231,13 +1231,7 @@ static void linger(peer_t *p)
               (double)p->cfg->linger_ms / 1000.0);
     const uint64_t until = mono_ms() + p->cfg->linger_ms;
     pthread_mutex_lock(&p->mu);
-    while (!atomic_load(&p->stop) && mono_ms() < until) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-    }
+    while (!atomic_load(&p->stop) && mono_ms() < until) wait_cv(p, 100);
     pthread_mutex_unlock(&p->mu);
 }
 

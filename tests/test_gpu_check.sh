@@ -5,15 +5,7 @@
 # passes with a skip. Also how it tells a GPU is visible (a stub nvidia-smi, a stub device node).
 set -u
 gpu_check=$1
-tmp=$(mktemp -d /tmp/rumor-test-gpu-check-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-checks=0
-
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
+. "$(dirname "$0")/cli_lib.sh" # tmp, counters, fail, finish
 
 # decide WANT_RC PATTERN DIR INPUTS...: the verdict exits WANT_RC and prints a line matching
 # PATTERN (grep -E).
@@ -163,5 +155,4 @@ whole 1 '^- FAIL: bench mix .* fraction 0.3 misses' "$tmp/nvidia0" 0 25.0 0.3 no
 whole 1 '^- FAIL: compute-sanitizer synccheck reported' "$tmp/nvidia0" 0 25.0 0.6 synccheck
 whole 1 "^- FAIL: the CUDA test's result is 'FAIL'" "$tmp/nvidia0" 1 25.0 0.6 none
 
-echo "$checks checks, $fails failed"
-[ "$fails" -eq 0 ]
+finish

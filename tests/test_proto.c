@@ -1074,47 +1074,31 @@ static void test_reject_fields(void)
         kv_uint(bb, "boot", 1);
         CHECK_REJECT(bb, NULL, 0, hellos[i].want);
     }
-    /* boot: 0 is no boot id; it is a uint, not a str or a negative int. */
-    for (int variant = 0; variant < 4; variant++) {
-        bb->n = 0;
-        bb_head(bb, 6, "hello", 1);
-        bb_str(bb, "cert");
-        bb_bin(bb, cert, 5);
-        kv_str(bb, "addr", "tcp://1.2.3.4:5");
-        kv_uint(bb, "layout", 0);
-        kv_uint(bb, "caps", 0);
-        kv_uint(bb, "inc", 1);
-        if (variant == 0) kv_uint(bb, "boot", 0);
-        if (variant == 1) kv_str(bb, "boot", "1");
-        if (variant == 2) kv_uint(bb, "boot", UINT64_MAX);
-        if (variant == 3) {
-            bb_str(bb, "boot");
-            bb_bin(bb, cert, 8);
+    /* boot (required) and done (optional): a nonzero uint, not 0, a str or a bin. */
+    for (int field = 0; field < 2; field++)
+        for (int variant = 0; variant < 4; variant++) {
+            const char *key = field ? "done" : "boot";
+            bb->n = 0;
+            bb_head(bb, 6 + field, "hello", 1);
+            bb_str(bb, "cert");
+            bb_bin(bb, cert, 5);
+            kv_str(bb, "addr", "tcp://1.2.3.4:5");
+            kv_uint(bb, "layout", 0);
+            kv_uint(bb, "caps", 0);
+            kv_uint(bb, "inc", 1);
+            if (field) kv_uint(bb, "boot", 1);
+            if (variant == 0) kv_uint(bb, key, 0);
+            if (variant == 1) kv_str(bb, key, "1");
+            if (variant == 2) kv_uint(bb, key, UINT64_MAX);
+            if (variant == 3) {
+                bb_str(bb, key);
+                bb_bin(bb, cert, 8);
+            }
+            CHECK_REJECT(bb, NULL, 0,
+                         variant == 0   ? RUMOR_PROTO_REJECT_VALUE
+                         : variant == 2 ? RUMOR_PROTO_REJECT_NONE
+                                        : RUMOR_PROTO_REJECT_WRONG_TYPE);
         }
-        CHECK_REJECT(bb, NULL, 0,
-                     variant == 0   ? RUMOR_PROTO_REJECT_VALUE
-                     : variant == 2 ? RUMOR_PROTO_REJECT_NONE
-                                    : RUMOR_PROTO_REJECT_WRONG_TYPE);
-    }
-    /* done (optional): a nonzero uint. */
-    for (int variant = 0; variant < 3; variant++) {
-        bb->n = 0;
-        bb_head(bb, 7, "hello", 1);
-        bb_str(bb, "cert");
-        bb_bin(bb, cert, 5);
-        kv_str(bb, "addr", "tcp://1.2.3.4:5");
-        kv_uint(bb, "layout", 0);
-        kv_uint(bb, "caps", 0);
-        kv_uint(bb, "inc", 1);
-        kv_uint(bb, "boot", 1);
-        if (variant == 0) kv_uint(bb, "done", 0);
-        if (variant == 1) kv_str(bb, "done", "1");
-        if (variant == 2) kv_uint(bb, "done", 7);
-        CHECK_REJECT(bb, NULL, 0,
-                     variant == 0   ? RUMOR_PROTO_REJECT_VALUE
-                     : variant == 1 ? RUMOR_PROTO_REJECT_WRONG_TYPE
-                                    : RUMOR_PROTO_REJECT_NONE);
-    }
     /* An address of 256 bytes: over the field cap though under the generic str cap. */
     char addr256[257];
     memset(addr256, '1', 256);
