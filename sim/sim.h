@@ -53,7 +53,8 @@ typedef struct {
 } rumor_sim_event_t;
 
 /* A partition (virtual mode): peers [lo, hi) and the others hear nothing of each other while
- * the slowest live peer's round is in [from, to). */
+ * the furthest peer's round is in [from, to) (the slowest may be a straggler that trains few
+ * rounds and keeps up by jumping: by it a partition of one round could last the run). */
 typedef struct {
     long from, to;
     int lo, hi;

@@ -208,6 +208,7 @@ typedef struct {
     pstate_t state, before_kill;
     uint32_t inc;            /* incarnation: bumped by kill and restart, stale events are skipped */
     long k;                  /* gossip rounds done */
+    long sched_k;            /* the round its schedule is at in its phase (rumor_gossip_schedule_round) */
     uint64_t retry_ms;       /* deadline of the pending retry event (0: none) */
     uint64_t link_free_us;   /* when the uplink is free again */
     uint64_t bytes_out;
@@ -239,6 +240,7 @@ typedef struct {
     int n_old_g, restarts;
     uint64_t join_from_us;   /* when it began to join (at the start, or its restart) */
     int want_view;           /* members it waits for before it trains */
+    bool resumed;            /* restarted from its checkpoint: it resyncs before it trains */
     /* its local phase as a job for the second core (see ensure_phase) */
     int job;                 /* JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE */
     rumor_err_t job_rc;
@@ -317,6 +319,7 @@ typedef struct {
     int n_alive;
     long *at_round;          /* live peers per rounds done, 0..rounds */
     long round_min;          /* the slowest live peer's rounds done */
+    long round_top;          /* the furthest peer's rounds done (partitions) */
     int *round_ev;           /* churn events at a round, by (round, index) */
     int churn_pending;       /* churn events at a time not yet fired */
     uint64_t progress_us;    /* the last local phase or round that ended */
@@ -489,7 +492,7 @@ static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
         if (!isfinite(bl))
             return rumor_fail(err, RUMOR_EINVAL, "peer %d: training diverged at round %ld (loss %g): lower --lr", i,
                               p->k, bl);
-        p->lr = rumor_schedule_lr(&s->sched, s->opt.lr, step, s->total_steps, p->spe);
+        p->lr = rumor_schedule_lr(&s->sched, s->opt.lr, p->sched_k * s->H + h, s->total_steps, p->spe);
         rumor_optim_step(p->o, x, rumor_model_grads(p->m), p->lr);
         p->loss_sum += bl;
         p->loss_count += (long)bn;
@@ -633,6 +636,56 @@ static void view_set(vpeer_t *p)
 static void addr_of(int i, char addr[RUMOR_MEMB_ADDR_LEN]) { snprintf(addr, RUMOR_MEMB_ADDR_LEN, "sim:%d", i); }
 
 static rumor_err_t schedule_phase(sim_t *s, int i);
+static bool cut(const sim_t *s, int a, int b);
+static void round_min_advance(sim_t *s);
+
+/* Peer i, restarted from its checkpoint, falls into step with the swarm as a resumed node does
+ * (src/peer.c, resync): it asks members of its view, one after another and at most
+ * RUMOR_RESYNC_ASKS (one that is gone or cut off uses an ask), for their latest snapshot. When
+ * two that are ahead of it confirm each other, it takes their mean, at the lower of their rounds,
+ * and that round as its own; otherwise it keeps its checkpoint. */
+static rumor_err_t resync(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
+    const size_t P = rumor_model_param_count(p->m);
+    const uint64_t own = rumor_gossip_round(p->g);
+    rumor_gossip_send_t got[RUMOR_RESYNC_ASKS];
+    rumor_gossip_t *lent[RUMOR_RESYNC_ASKS];
+    int n = 0, a = -1, b = -1;
+    for (int v = 1, asks = 0; v < p->view_peers && asks < RUMOR_RESYNC_ASKS && a < 0; v++, asks++) {
+        const int j = index_of(s, p->vkeys[v]);
+        if (j < 0 || !running(&s->p[j]) || cut(s, i, j)) continue; /* no answer */
+        lent[n] = s->p[j].g;
+        rumor_gossip_lend(lent[n], &got[n]);
+        if (!rumor_gossip_plausible(p->g, got[n].params) || got[n].round < own + RUMOR_RESYNC_AHEAD) {
+            rumor_gossip_release(lent[n], &got[n], false);
+            continue;
+        }
+        for (int k = 0; k < n && a < 0; k++)
+            if (rumor_models_agree(got[k].params, got[n].params, P, RUMOR_MODELS_AGREE)) a = k, b = n;
+        n++;
+    }
+    rumor_err_t rc = RUMOR_OK;
+    if (a >= 0) {
+        float *x = rumor_model_params(p->m);
+        for (size_t q = 0; q < P; q++) x[q] = 0.5f * (got[a].params[q] + got[b].params[q]);
+        const uint64_t r = got[a].round < got[b].round ? got[a].round : got[b].round;
+        rumor_gossip_adopt(p->g, x, r);
+        if ((long)r > p->k) {
+            s->at_round[p->k]--;
+            p->k = (long)r < s->c->rounds ? (long)r : s->c->rounds - 1;
+            s->at_round[p->k]++;
+            if (p->k > s->round_top) s->round_top = p->k;
+            round_min_advance(s);
+        }
+        if ((rc = evaluate(s, i)) == RUMOR_OK)
+            rc = metrics_put(s, i, "{\"t\":%.6f,\"round\":%ld,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f,"
+                             "\"resync\":true}\n", (double)s->now_us / 1e6, p->k, rumor_optim_steps(p->o), s->test_loss,
+                             s->test_acc);
+    }
+    for (int k = 0; k < n; k++) rumor_gossip_release(lent[k], &got[k], false);
+    return rc;
+}
 
 /* A joining peer trains once its view holds every other peer, or has not grown for
  * JOIN_QUIET periods (peers that already left, or messages lost), or after JOIN_WAIT. */
@@ -644,6 +697,10 @@ static rumor_err_t maybe_start(sim_t *s, int i)
     const bool quiet = have > 0 && s->now_us >= p->view_changed_us + JOIN_QUIET * s->mcfg.period_ms * 1000ULL;
     if (have < p->want_view && !quiet && s->now_us < p->join_from_us + JOIN_WAIT_US) return RUMOR_OK;
     view_set(p);
+    if (p->resumed) {
+        p->resumed = false;
+        if (resync(s, i) != RUMOR_OK) return s->rc;
+    }
     return schedule_phase(s, i);
 }
 
@@ -817,7 +874,7 @@ static bool cut(const sim_t *s, int a, int b)
 {
     for (int k = 0; k < s->c->n_parts; k++) {
         const rumor_sim_part_t *pt = &s->c->parts[k];
-        if (s->round_min >= pt->from && s->round_min < pt->to && (a >= pt->lo && a < pt->hi) != (b >= pt->lo && b < pt->hi))
+        if (s->round_top >= pt->from && s->round_top < pt->to && (a >= pt->lo && a < pt->hi) != (b >= pt->lo && b < pt->hi))
             return true;
     }
     return false;
@@ -856,6 +913,7 @@ static rumor_err_t schedule_phase(sim_t *s, int i)
     const double slow = i == s->c->straggler && s->c->slowdown > 0 ? s->c->slowdown : 1.0;
     const uint64_t dur = (uint64_t)llround((double)s->H * (double)s->step_us * slow);
     p->state = P_COMPUTING;
+    p->sched_k = rumor_gossip_schedule_round(p->g, p->k); /* here: the phase may run on the other core */
     if (heap_push(&s->q, s->now_us + (dur ? dur : 1), EV_PHASE, i, p->inc) != RUMOR_OK)
         return fail(s, RUMOR_ENOMEM, "out of memory for events");
     queue_phase(s, i);
@@ -977,6 +1035,7 @@ static rumor_err_t restart_peer(sim_t *s, int i)
         p->state = P_JOINING;
         p->join_from_us = s->now_us;
         p->want_view = s->n - 1 < 2 ? s->n - 1 : 2;
+        p->resumed = !s->c->secure_mix; /* secure mixing lends no model in the clear */
     }
     s->at_round[p->k]++;
     if (p->k < s->round_min) s->round_min = p->k;
@@ -1111,6 +1170,14 @@ static rumor_err_t send_all(sim_t *s, int i)
     return RUMOR_OK;
 }
 
+/* Peers that finished, which peer i heard say so (their bye; none across a partition). */
+static int finished_seen(const sim_t *s, int i)
+{
+    int n = 0;
+    for (int j = 0; j < s->n; j++) n += j != i && s->p[j].state == P_FINISHED && !cut(s, i, j);
+    return n;
+}
+
 /* Peer i finished a round: its metrics line, an evaluation when due, the next phase. */
 static rumor_err_t round_done(sim_t *s, int i)
 {
@@ -1119,6 +1186,7 @@ static rumor_err_t round_done(sim_t *s, int i)
     s->at_round[p->k]--;
     p->k++;
     s->at_round[p->k]++;
+    if (p->k > s->round_top) s->round_top = p->k;
     round_min_advance(s);
     if (s->now_us > s->end_us) s->end_us = s->now_us;
     rumor_gossip_stats_t st;
@@ -1145,7 +1213,8 @@ static rumor_err_t round_done(sim_t *s, int i)
                     p->view_peers, st.last_peers, st.last_missing, p->bytes_out, st.bytes_in, tail) != RUMOR_OK)
         return s->rc;
     if (s->restarts && !last && p->k % CKPT_EVERY == 0 && ckpt_save(s, i) != RUMOR_OK) return s->rc;
-    if (!last && p->view_peers <= 1 && finish_with_swarm(s, i)) return s->rc == RUMOR_OK ? round_churn(s) : s->rc;
+    if (!last && (p->view_peers <= 1 || (!c->secure_mix && finished_seen(s, i) >= 2)) && finish_with_swarm(s, i))
+        return s->rc == RUMOR_OK ? round_churn(s) : s->rc;
     if (last) {
         p->state = P_FINISHED; /* and out of the others' views: it says bye */
         rumor_memb_leave(p->memb, s->now_us / 1000);

@@ -1353,6 +1353,16 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     g->st.deadline_ms = g->wait_ms;
 }
 
+/* Whether the sender key has sent a model of a round after slot s's (it has moved on). */
+static bool moved_on(rumor_gossip_t *g, const slot_t *s, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+{
+    for (int i = 0; i < SLOTS; i++) {
+        slot_t *o = &g->slots[i];
+        if (o->live && o->round > s->round && find_sender(o, key, o->round)) return true;
+    }
+    return false;
+}
+
 /* Whether key is in the view (sorted by key). */
 static bool in_view(const rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
 {
@@ -1374,9 +1384,11 @@ static bool round_ready(rumor_gossip_t *g, uint64_t now)
     slot_t *s = slot_find(g, g->round);
     if (!s || now >= s->started + g->wait_ms) return true;
     /* A neighbour that left the view since the round began (it finished, left, or was found
-     * dead) sends nothing more: it is not waited for. */
+     * dead) sends nothing more: it is not waited for. Nor is one whose model of a later round
+     * came: a sender's messages arrive in order, so the rest of this round's was lost. */
     for (int i = 0; i < s->n_expected; i++)
-        if (!expected_done(g, s, s->expected[i]) && in_view(g, s->expected[i])) return false;
+        if (!expected_done(g, s, s->expected[i]) && in_view(g, s->expected[i]) && !moved_on(g, s, s->expected[i]))
+            return false;
     return true;
 }
 
@@ -1872,6 +1884,13 @@ void rumor_gossip_mass(const rumor_gossip_t *g, double *z, double *wt)
 
 void rumor_gossip_stats(const rumor_gossip_t *g, rumor_gossip_stats_t *st) { *st = g->st; }
 uint64_t rumor_gossip_round(const rumor_gossip_t *g) { return g->round; }
+
+long rumor_gossip_schedule_round(const rumor_gossip_t *g, long k)
+{
+    /* Rounds the swarm has done: the engine's round, and the one in flight (dpsgd, sgp). */
+    const uint64_t swarm = g->round + (g->inflight ? 1 : 0), most = (uint64_t)k + RUMOR_SCHEDULE_AHEAD;
+    return swarm <= (uint64_t)k ? k : (long)(swarm < most ? swarm : most);
+}
 size_t rumor_gossip_chunk_count(const rumor_gossip_t *g) { return g->chunks; }
 const double *rumor_gossip_weights(const rumor_gossip_t *g) { return g->w; }
 float *rumor_gossip_outer(rumor_gossip_t *g) { return g->theta; }

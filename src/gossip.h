@@ -414,6 +414,15 @@ bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x);
  * members of one swarm differ by their consensus distance, a few percent. */
 bool rumor_models_agree(const float *a, const float *b, size_t n, double rel);
 #define RUMOR_MODELS_AGREE 0.5 /* the rel a pulled model's confirmation uses (peer.c, virtual.c) */
+#define RUMOR_RESYNC_ASKS 3     /* members asked for their model, one after another, in one resync */
+#define RUMOR_RESYNC_AHEAD 4    /* a member this many rounds ahead of ours: we have fallen behind */
+/* The round a peer's learning-rate schedule is at, given the k rounds it trained: the swarm's
+ * (this engine's round, which jumps forward when the peer falls behind: peers that waited out
+ * a dead neighbour keep the swarm's schedule, and end with it), but at most
+ * RUMOR_SCHEDULE_AHEAD rounds past k, so a neighbour's claim of a far round cannot take a
+ * peer's learning rate to the end of its schedule. */
+long rumor_gossip_schedule_round(const rumor_gossip_t *g, long k);
+#define RUMOR_SCHEDULE_AHEAD 16
 /* Start over from the swarm's model (a late join, a resumed or fallen-behind peer): x is
  * taken as this peer's parameters (and diloco's theta, with the momentum cleared), weights
  * reset to 1, and the round jumps to `round`: at once, or, with a round in flight (dpsgd

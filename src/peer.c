@@ -27,8 +27,6 @@
 #define MAX_VIEW 256
 #define MASK_POOL 16 /* masked send buffers kept for reuse */
 #define LATE_JOIN_ROUNDS 4 /* a neighbour this many rounds in means the swarm is running */
-#define RESYNC_ASKS 3      /* members asked for their model, one after another, in one resync */
-#define RESYNC_AHEAD 4     /* a member this many rounds ahead of ours: we have fallen behind */
 #define RESYNC_EVERY 10.0  /* seconds: asked again at most this often */
 
 typedef struct {
@@ -51,7 +49,7 @@ typedef struct {
      * in this resync (a finished one when pull_want_done), the chunk callback assembles and
      * verifies the answer. PULL_NOBODY: no member left to ask. */
     enum { PULL_NONE, PULL_WANTED, PULL_ASKED, PULL_DONE, PULL_NOBODY } pull_state;
-    uint8_t pull_asked[RESYNC_ASKS][32];
+    uint8_t pull_asked[RUMOR_RESYNC_ASKS][32];
     int n_asked;
     bool pull_want_done;
     uint64_t pull_done;       /* the member asked had finished, at this round (0: training) */
@@ -70,7 +68,7 @@ typedef struct {
     uint64_t final_round;
     uint8_t final_hash[RUMOR_HASH_LEN];
     /* trainer's */
-    float *ans[RESYNC_ASKS];  /* pulled models kept while a resync looks for two that agree */
+    float *ans[RUMOR_RESYNC_ASKS];  /* pulled models kept while a resync looks for two that agree */
     double last_resync;
     bool swarm_over;          /* the swarm finished without us: this peer ends where it is */
     rumor_dataset_t train, test;
@@ -509,7 +507,7 @@ static void pull_ask(peer_t *p, rumor_node_t *node, uint64_t now)
         for (int a = 0; a < p->n_asked && !asked; a++) asked = memcmp(p->pull_asked[a], key, 32) == 0;
         if (!asked) cand[nc++] = i;
     }
-    if (nc == 0 || p->n_asked == RESYNC_ASKS) {
+    if (nc == 0 || p->n_asked == RUMOR_RESYNC_ASKS) {
         p->pull_state = PULL_NOBODY;
         pthread_cond_broadcast(&p->cv);
         return;
@@ -917,7 +915,7 @@ typedef enum {
     RESYNC_FINISHED, /* every member finished: take the swarm's final model and end */
 } resync_why_t;
 
-/* Fall into step with the swarm: ask up to RESYNC_ASKS members for their models and take one
+/* Fall into step with the swarm: ask up to RUMOR_RESYNC_ASKS members for their models and take one
  * only when two of them confirm each other (their mean, at the lower of their rounds): one
  * member alone can never hand this peer a model. Models are checked whole (hash), finite and
  * of a plausible scale against ours. Otherwise this peer keeps its own. *took: it did. */
@@ -935,14 +933,14 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
     p->n_asked = 0;
     const uint64_t own = rumor_gossip_round(p->g);
     pthread_mutex_unlock(&p->mu);
-    for (int i = 0; i < RESYNC_ASKS; i++)
+    for (int i = 0; i < RUMOR_RESYNC_ASKS; i++)
         if (!p->ans[i]) p->ans[i] = malloc(P * sizeof *p->ans[i]);
-    if (!p->pull_buf || !p->pull_bits || !p->ans[RESYNC_ASKS - 1])
+    if (!p->pull_buf || !p->pull_bits || !p->ans[RUMOR_RESYNC_ASKS - 1])
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for pulled models");
     p->last_resync = rumor_now();
-    uint64_t rounds[RESYNC_ASKS];
+    uint64_t rounds[RUMOR_RESYNC_ASKS];
     int n = 0, a = -1, b = -1, answers = 0;
-    for (int ask = 0; ask < RESYNC_ASKS && a < 0 && !atomic_load(&p->stop); ask++) {
+    for (int ask = 0; ask < RUMOR_RESYNC_ASKS && a < 0 && !atomic_load(&p->stop); ask++) {
         uint64_t r, done;
         bool nobody;
         if (!ask_one(p, why == RESYNC_FINISHED, &r, &done, &nobody)) {
@@ -958,7 +956,7 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
             continue;
         }
         if (why == RESYNC_JOIN && r < LATE_JOIN_ROUNDS) break; /* the swarm is starting together */
-        if (why == RESYNC_FINISHED ? !done : why == RESYNC_JOIN ? false : r < own + RESYNC_AHEAD) continue;
+        if (why == RESYNC_FINISHED ? !done : why == RESYNC_JOIN ? false : r < own + RUMOR_RESYNC_AHEAD) continue;
         memcpy(p->ans[n], p->pull_buf, P * sizeof *x);
         rounds[n] = r;
         for (int k = 0; k < n && a < 0; k++)
@@ -981,6 +979,9 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
     rumor_gossip_adopt(p->g, x, why == RESYNC_FINISHED ? own : r);
     pthread_mutex_unlock(&p->mu);
     *took = true;
+    /* Into step with the swarm: its round too, so this peer ends with it (and its schedule is
+     * the swarm's). Two confirming members vouch for the round as for the model. */
+    if (why != RESYNC_FINISHED && (long)r > p->k) p->k = (long)r < p->cfg->rounds ? (long)r : p->cfg->rounds - 1;
     if (why == RESYNC_FINISHED)
         rumor_log(RUMOR_LOG_INFO, "the swarm finished (round %" PRIu64 "): took the mean of two members' final models, "
                   "which confirm each other (hashes verified)", r);
@@ -1006,11 +1007,14 @@ static rumor_err_t private_step(peer_t *p, size_t *bn, double *loss, char err[RU
     return rumor_priv_step(p->dp, p->m, p->perm, private_load_cb, p, bn, loss, err);
 }
 
-/* Whether every member finished training (and there is one): the swarm is over. */
+/* Whether the swarm is over for this peer: every member finished (and there is one), or, out
+ * of secure mixing, two did. Two members vouch for the end as they vouch for a pulled model;
+ * a peer behind them would otherwise train on, with fewer neighbours each round and a
+ * learning rate of its own, into a model of its own. */
 static bool swarm_done(peer_t *p)
 {
     pthread_mutex_lock(&p->mu);
-    const bool over = p->n_members > 0 && p->n_done == p->n_members;
+    const bool over = p->n_members > 0 && (p->n_done == p->n_members || (!p->cfg->secure_mix && p->n_done >= 2));
     pthread_mutex_unlock(&p->mu);
     return over;
 }
@@ -1088,6 +1092,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
      * confirm it (secure mixing never lends a model in the clear: such a peer keeps its own
      * and catches up through gossip). */
     const bool fresh = p->k == 0 && !c->resume;
+    const long k0 = p->k;
     if (!atomic_load(&p->stop) && !c->secure_mix && ((fresh && c->late_join) || c->resume) && !swarm_done(p)) {
         bool took;
         int answered;
@@ -1095,10 +1100,12 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             return rc;
         if (took && p->hx && (rc = device_push(p, err)) != RUMOR_OK) return rc;
     }
-    if (p->k == 0 && !atomic_load(&p->stop)) {
+    /* The model it starts from: the initial one, or the swarm's it fell into step with. */
+    if ((p->k == 0 || p->k != k0) && !atomic_load(&p->stop)) {
         if ((rc = evaluate(p, err)) != RUMOR_OK) return rc;
-        fprintf(p->metrics, "{\"t\":%.3f,\"round\":0,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f}\n",
-                rumor_now() - p->t0, rumor_optim_steps(p->o), p->test_loss, p->test_acc);
+        fprintf(p->metrics, "{\"t\":%.3f,\"round\":%ld,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f%s}\n",
+                rumor_now() - p->t0, p->k, rumor_optim_steps(p->o), p->test_loss, p->test_acc,
+                p->k != k0 ? ",\"resync\":true" : "");
         fflush(p->metrics);
     }
     while (p->k < c->rounds && !atomic_load(&p->stop)) {
@@ -1109,6 +1116,9 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         double loss_sum = 0.0;
         long count = 0;
         float lr = 0.0f;
+        pthread_mutex_lock(&p->mu);
+        const long kr = rumor_gossip_schedule_round(p->g, p->k);
+        pthread_mutex_unlock(&p->mu);
         const double work0 = rumor_now();
         for (long h = 0; h < H; h++) {
             const long step = rumor_optim_steps(p->o);
@@ -1133,7 +1143,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             }
             if (!isfinite(bl))
                 return rumor_fail(err, RUMOR_EINVAL, "training diverged at round %ld (loss %g): lower --lr", p->k, bl);
-            lr = rumor_schedule_lr(&c->sched, c->opt.lr, step, total, spe);
+            lr = rumor_schedule_lr(&c->sched, c->opt.lr, kr * H + h, total, spe);
             rumor_optim_step(p->o, x, rumor_model_grads(p->m), lr);
             loss_sum += bl;
             count += (long)bn;
@@ -1480,7 +1490,7 @@ out:
     free(p.own);
     free(p.pull_buf);
     free(p.pull_bits);
-    for (int i = 0; i < RESYNC_ASKS; i++) free(p.ans[i]);
+    for (int i = 0; i < RUMOR_RESYNC_ASKS; i++) free(p.ans[i]);
     rumor_poison_fini(&p.poison);
     for (int k = 0; k < 2; k++) {
         free(p.enc[k]);

@@ -92,10 +92,12 @@ def main():
     size = max(norm(f) for f in fin)
     check(pair < 0.2 * size, "the final models agree: max pairwise distance %.3f, norm %.3f" % (pair, size))
 
-    # 2. Churn: peer 3 crashes at round 40, the others go on; it comes back at round 100 and
-    #    resumes from its last checkpoint (every 10 rounds), its round counter going on from
-    #    there. (Rounds, not seconds: on a loaded machine a peer may still be loading its data
-    #    a few seconds in.)
+    # 2. Churn: peer 3 crashes at round 40, the others go on; it comes back at round 100,
+    #    resumes from its last checkpoint (every 10 rounds) and falls into step with the swarm:
+    #    the mean of two members' models that confirm each other, at their round, which its
+    #    metrics go on from (or, if no two confirm, its own, at the checkpoint's round).
+    #    (Rounds, not seconds: on a loaded machine a peer may still be loading its data a few
+    #    seconds in.)
     run = os.path.join(tmp, "churn")
     scen = os.path.join(tmp, "churn.ini")
     with open(scen, "w") as f:
@@ -106,12 +108,20 @@ def main():
     if os.path.exists(os.path.join(run, "summary.json")):
         lines = metrics(run, 3)
         m3 = [l["round"] for l in lines]
-        # The restarted process starts its clock again; its first round follows the last
-        # checkpoint (every 10 rounds), which may be the very round it was killed at.
+        # The restarted process starts its clock again. Its first line is the swarm's model it
+        # took, at the swarm's round, with the optimizer's steps of its checkpoint (20 a
+        # checkpoint); or, without two confirming members, the round after the checkpoint,
+        # which may be the very round it was killed at.
         back = [k for k in range(1, len(lines)) if lines[k]["t"] < lines[k - 1]["t"]]
-        ok = len(back) == 1 and (m3[back[0]] - 1) % 10 == 0 and 1 < m3[back[0]] <= m3[back[0] - 1] + 1
-        check(ok, "peer 3 resumed from a checkpoint: round %s after %s" % (
-            m3[back[0]] if back else None, m3[back[0] - 1] if back else None))
+        first = lines[back[0]] if back else {}
+        if first.get("resync"):
+            ok = len(back) == 1 and first["round"] > m3[back[0] - 1] and first["step"] % 20 == 0
+        else:
+            ok = len(back) == 1 and (m3[back[0]] - 1) % 10 == 0 and 1 < m3[back[0]] <= m3[back[0] - 1] + 1
+        check(ok, "peer 3 resumed from a checkpoint%s: round %s after %s (step %s)" % (
+            " and took the swarm's model" if first.get("resync") else "", first.get("round"),
+            m3[back[0] - 1] if back else None, first.get("step")))
+        check(m3 == sorted(m3) and len(set(m3)) == len(m3), "its metrics hold each round once")
         check(bool(m3) and m3[-1] == 1500, "and finished its 1500 rounds")
         others = [metrics(run, i)[-1]["round"] for i in range(3)]
         check(others == [1500, 1500, 1500], "the other peers finished too: %s" % others)
@@ -188,8 +198,9 @@ def main():
         check(any(l.get("missing", 0) > 0 for l in full), "rounds wait for the dead peer until then")
 
     # 4b'. A restarted peer goes on from its last checkpoint (every 10 rounds), as a node does:
-    #      killed at round 65, it comes back at round 60, with the optimizer's steps of round 60,
-    #      and its metrics cut back to that round (no round twice in the file).
+    #      killed at round 65, it comes back with the optimizer's steps of round 60, its metrics
+    #      cut back to that round, and falls into step with the swarm (the mean of two members'
+    #      models, at their round): no round twice in the file.
     run = os.path.join(tmp, "virtual-restart")
     r = sim("--mode", "virtual", "--peers", "8", "--rounds", "120", "--eval-every", "0",
             "--event", "kill peer 3 at round 65", "--event", "restart peer 3 at round 90", "--out", run, "--no-plots",
@@ -200,11 +211,13 @@ def main():
         rounds = [l["round"] for l in m3]
         gap = m3[61]["t"] - m3[60]["t"] if len(m3) > 61 else 0
         slow = max(l["t"] for l in metrics(run, 0) if l["round"] <= 90) - max(l["t"] for l in metrics(run, 0) if l["round"] <= 65)
-        check(rounds[:62] == list(range(62)) and rounds == sorted(set(rounds)) and rounds[-1] == 120,
+        check(rounds[:61] == list(range(61)) and rounds == sorted(set(rounds)) and rounds[-1] == 120,
               "the restarted peer's metrics hold each round once, up to 120")
-        check(len(m3) > 61 and m3[61]["step"] == m3[60]["step"] + 2 and gap >= 0.5 * slow,
-              "it went on from its round-60 checkpoint after the restart (steps %s -> %s, %.2f s later)"
-              % (m3[60]["step"] if len(m3) > 60 else None, m3[61]["step"] if len(m3) > 61 else None, gap))
+        check(len(m3) > 61 and m3[61].get("resync") and m3[61]["step"] == m3[60]["step"] and m3[61]["round"] >= 85
+              and gap >= 0.5 * slow,
+              "it went on from its round-60 checkpoint (steps %s -> %s, %.2f s later), into the swarm's round %s"
+              % (m3[60]["step"] if len(m3) > 60 else None, m3[61]["step"] if len(m3) > 61 else None, gap,
+                 m3[61]["round"] if len(m3) > 61 else None))
 
     # 4b''. Faults at random, many times: a fault-free run, then 24 seeds of kills, restarts,
     #       stragglers, loss and partitions, each checked against it (virtual mode, iid). A
@@ -221,16 +234,13 @@ def main():
         if "FAILED [" in l:
             for name in l.split("FAILED [", 1)[1].split("]", 1)[0].split():
                 bad[name] = bad.get(name, 0) + 1
-    # What holds on every seed: no run fails and every peer finishes. Two invariants do not
-    # hold yet (docs/decisions.md, "Faults at random"; open): the final models' spread (peers
-    # that fell behind end apart, 0.04 to 4 against the fault-free 0.008), and, on a seed whose
-    # kills leave membership views of 2 to 4 peers for good (seed 18), accuracy within a point.
+    # Every invariant holds on these seeds here: no run fails, every peer finishes, the final
+    # models' spread within twice the fault-free run's, accuracy within a point. One seed may
+    # miss the spread or the accuracy on another CPU, whose float sums differ.
     check(len(lines) == 24 and not {k: v for k, v in bad.items() if k not in ("consensus", "accuracy")}
-          and bad.get("accuracy", 0) <= 2,
-          "soak: on 24 seeds no run fails, every peer finishes, accuracy within a point on 22 or more "
-          "(failures: %s) %s" % (bad, r.stderr.strip()[-300:] if len(lines) != 24 else ""))
-    print("soak: the final models' spread is more than twice the fault-free run's on %d of 24 seeds, "
-          "accuracy more than a point below on %d" % (bad.get("consensus", 0), bad.get("accuracy", 0)))
+          and bad.get("consensus", 0) + bad.get("accuracy", 0) <= 1,
+          "soak: on 24 seeds every invariant holds (failures: %s) %s"
+          % (bad, r.stderr.strip()[-300:] if len(lines) != 24 else ""))
     check(took < 120, "and take under two minutes (%.0f s)" % took)
     cfgs = []
     for k in range(1, 25):
@@ -264,7 +274,8 @@ def main():
                         ("clip", ("--byzantine", "3", "--attack", "scale:-10", "--robust", "clip")),
                         ("huge", ("--byzantine", "3", "--attack", "scale:-1000"))):
         run = os.path.join(tmp, "byz-" + name)
-        r = sim("--mode", "virtual", "--peers", "16", "--rounds", "40", "--out", run, "--no-plots", *extra, *small)
+        r = sim("--mode", "virtual", "--peers", "16", "--rounds", "40", "--out", run, "--no-plots", *extra, *small,
+                "--schedule", "cosine")  # (a constant rate leaves the final accuracy some points noisy)
         try:
             with open(os.path.join(run, "summary.json")) as f:
                 acc[name] = json.load(f)["final_test_acc_mean"]
