@@ -8,10 +8,12 @@
 #include <time.h>
 #include <unistd.h>
 
+static atomic_bool stop_flag; /* SIGINT/SIGTERM: the run stops, and says what it did */
+
 static void sim_stop_cb(int sig)
 {
     (void)sig;
-    rumor_sim_request_stop();
+    atomic_store(&stop_flag, true);
 }
 
 static void sim_help(void)
@@ -156,15 +158,16 @@ int cmd_sim(int argc, char **argv)
     }
     exe[n] = 0;
     if (c.soak) {
-        const int st = rumor_sim_soak(&c, exe, err);
+        const int st = rumor_sim_soak(&c, exe, &stop_flag, err);
         if (st == 2) cli_error("%s", err);
-        return rumor_sim_stop_requested() ? 130 : st;
+        return atomic_load(&stop_flag) ? 130 : st;
     }
-    rumor_err_t rc = strcmp(c.mode, "virtual") == 0 ? rumor_sim_run_virtual(&c, err) : rumor_sim_run_proc(&c, exe, err);
+    rumor_err_t rc = strcmp(c.mode, "virtual") == 0 ? rumor_sim_run_virtual(&c, &stop_flag, err)
+                                                       : rumor_sim_run_proc(&c, exe, &stop_flag, err);
     if (rc != RUMOR_OK) {
         cli_error("%s", err);
         return cli_exit_code(rc);
     }
     printf("results: %s/summary.json%s\n", c.out, c.plots ? ", plots in plots/" : "");
-    return rumor_sim_stop_requested() ? 130 : 0;
+    return atomic_load(&stop_flag) ? 130 : 0;
 }

@@ -304,8 +304,8 @@ rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]
         return rumor_fail(err, rc, "%s", e2);
     rumor_codec_t cd;
     if ((rc = rumor_codec_parse(&cd, c->codec, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
-    rumor_priv_config_t pv;
-    if (c->dp[0] && (rc = rumor_priv_parse(&pv, c->dp, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
+    rumor_dp_config_t pv;
+    if (c->dp[0] && (rc = rumor_dp_parse(&pv, c->dp, e2)) != RUMOR_OK) return rumor_fail(err, rc, "%s", e2);
     if (c->dp_budget > 0 && !c->dp[0]) return rumor_fail(err, RUMOR_EINVAL, "--dp-budget needs --dp");
     if ((rb.clip || rb.trim) && algo.kind == RUMOR_ALGO_SGP)
         return rumor_fail(err, RUMOR_EINVAL, "--robust needs dpsgd or diloco (push-sum weights are not clipped or trimmed)");

@@ -17,10 +17,6 @@
 
 #define MAX_ARGS 96
 
-static volatile sig_atomic_t stop_requested;
-
-void rumor_sim_request_stop(void) { stop_requested = 1; }
-bool rumor_sim_stop_requested(void) { return stop_requested != 0; }
 
 typedef struct {
     pid_t pid;          /* 0: not running */
@@ -31,13 +27,6 @@ typedef struct {
     char dir[600];
     int restarts;
 } peer_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Start a command with its output appended to log; its pid, or -1. A peer ignores SIGINT:
  * Ctrl-C reaches the sim, which stops the peers itself. */
@@ -231,7 +220,8 @@ static void apply_event(const rumor_sim_event_t *e, peer_t *peers, const rumor_s
     }
 }
 
-rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, char err[RUMOR_ERR_LEN])
+rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, const atomic_bool *stop,
+                               char err[RUMOR_ERR_LEN])
 {
     rumor_err_t rc = RUMOR_OK;
     peer_t *peers = calloc((size_t)c->peers, sizeof *peers);
@@ -277,10 +267,10 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, cha
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const int threads = c->threads > 0 ? c->threads : (int)(cores / c->peers > 1 ? cores / c->peers : 1);
 
-    const double t0 = now_s();
+    const double t0 = rumor_now();
     if ((rc = spawn(&peers[0], c, exe, 0, NULL, threads, false, err)) != RUMOR_OK) goto out;
     /* The others bootstrap through peer 0 once it says where it listens. */
-    while (!peers[0].addr[0] && now_s() - t0 < 60 && !stop_requested) {
+    while (!peers[0].addr[0] && rumor_now() - t0 < 60 && !rumor_asked(stop)) {
         find_addr(&peers[0]);
         reap(peers, 1);
         if (peers[0].done) break;
@@ -291,7 +281,7 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, cha
         rc = rumor_fail(err, RUMOR_EIO, "peer 0 did not start (see %s/node.log)", peers[0].dir);
         goto stop;
     }
-    for (int i = 1; i < c->peers && !stop_requested; i++)
+    for (int i = 1; i < c->peers && !rumor_asked(stop); i++)
         if ((rc = spawn(&peers[i], c, exe, i, peers[0].addr, threads, false, err)) != RUMOR_OK) goto stop;
 
     const bool tty = isatty(STDERR_FILENO);
@@ -304,7 +294,7 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, cha
             running += alive[i];
             if (alive[i]) find_addr(&peers[i]);
         }
-        const double el = now_s() - t0;
+        const double el = rumor_now() - t0;
         rumor_sim_status_read(c->out, c->peers, alive, c->rounds, el, &st);
         bool fired_now = false;
         for (int k = 0; k < c->n_events; k++) {
@@ -335,7 +325,7 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, cha
                     rumor_log(RUMOR_LOG_WARN, "scenario: event %d never happened (the peers finished first)", k + 1);
             break;
         }
-        if (stop_requested) break;
+        if (rumor_asked(stop)) break;
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -343,12 +333,12 @@ stop:
     /* Stop whoever still runs: SIGTERM (they checkpoint and leave), SIGKILL after 30 s. */
     for (int i = 0; i < c->peers; i++)
         if (peers[i].pid) kill(peers[i].pid, SIGTERM);
-    for (double until = now_s() + 30;;) {
+    for (double until = rumor_now() + 30;;) {
         reap(peers, c->peers);
         int running = 0;
         for (int i = 0; i < c->peers; i++) running += peers[i].pid != 0;
         if (!running) break;
-        if (now_s() > until) {
+        if (rumor_now() > until) {
             for (int i = 0; i < c->peers; i++)
                 if (peers[i].pid) kill(peers[i].pid, SIGKILL);
         }
@@ -356,14 +346,14 @@ stop:
         nanosleep(&ts, NULL);
     }
     {
-        const double wall = now_s() - t0;
+        const double wall = rumor_now() - t0;
         rumor_sim_status_read(c->out, c->peers, NULL, c->rounds, wall, &st);
         rumor_sim_status_print(c, &st, isatty(STDERR_FILENO), true);
         char e2[RUMOR_ERR_LEN];
-        if (rumor_sim_write_summary(c, wall, stop_requested != 0, NAN, e2) != RUMOR_OK && rc == RUMOR_OK)
+        if (rumor_sim_write_summary(c, wall, rumor_asked(stop), NAN, e2) != RUMOR_OK && rc == RUMOR_OK)
             rc = rumor_fail(err, RUMOR_EIO, "%s", e2);
         /* A peer that failed by itself (not killed by the scenario, not stopped by us). */
-        for (int i = 0; i < c->peers && rc == RUMOR_OK && !stop_requested; i++)
+        for (int i = 0; i < c->peers && rc == RUMOR_OK && !rumor_asked(stop); i++)
             if (peers[i].done && peers[i].exit_code != 0 && !peers[i].killed_by_us)
                 rc = rumor_fail(err, RUMOR_EIO, "peer %d failed with exit status %d (see %s/node.log)", i,
                                 peers[i].exit_code, peers[i].dir);

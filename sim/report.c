@@ -286,7 +286,7 @@ rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, 
     if (len >= sizeof text) return rumor_fail(err, RUMOR_EINVAL, "summary too long");
     char path[700];
     snprintf(path, sizeof path, "%s/summary.json", c->out);
-    return rumor_write_file_atomic(path, text, len, 0644, err);
+    return rumor_write_atomic(path, &(rumor_piece_t){text, len}, 1, 0644, true, err);
 }
 
 void rumor_sim_plot(const char *out)

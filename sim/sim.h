@@ -121,20 +121,20 @@ rumor_err_t rumor_sim_load(rumor_sim_config_t *c, const char *path, char err[RUM
  * settings give the same faults. */
 void rumor_sim_faults(rumor_sim_config_t *c, uint64_t seed);
 /* --soak: c->soak seeds of faults, each run checked against the fault-free one (sim/soak.c):
- * 0 when every invariant held, 1 when one did not, 2 on an error (err). */
-int rumor_sim_soak(const rumor_sim_config_t *c, const char *rumor_exe, char err[RUMOR_ERR_LEN]);
+ * 0 when every invariant held, 1 when one did not, 2 on an error (err). Stops at *stop. */
+int rumor_sim_soak(const rumor_sim_config_t *c, const char *rumor_exe, const atomic_bool *stop,
+                   char err[RUMOR_ERR_LEN]);
 /* Check the whole configuration (ranges, specs that parse). */
 rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* The configuration as one JSON object (for summary.json), into buf. */
 void rumor_sim_config_json(const rumor_sim_config_t *c, char *buf, size_t cap);
 
-/* Run the configured swarm; the run folder is c->out (created). Stops early on
- * rumor_sim_request_stop() (SIGINT) and still writes summary.json. */
-rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *rumor_exe,
+/* Run the configured swarm; the run folder is c->out (created). Stops early once *stop is
+ * set (the CLI's SIGINT; NULL: never) and still writes summary.json. */
+rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *rumor_exe, const atomic_bool *stop,
                                char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-void rumor_sim_request_stop(void);
-bool rumor_sim_stop_requested(void);
+rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool *stop,
+                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* ---- shared by both modes (sim/report.c) ---- */
 

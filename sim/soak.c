@@ -53,9 +53,11 @@ static bool read_outcome(const char *out, outcome_t *o)
 }
 
 /* One run of c (its own out); RUMOR_OK or the run's error in err. */
-static rumor_err_t run_one(const rumor_sim_config_t *c, const char *exe, char err[RUMOR_ERR_LEN])
+static rumor_err_t run_one(const rumor_sim_config_t *c, const char *exe, const atomic_bool *stop,
+                           char err[RUMOR_ERR_LEN])
 {
-    return strcmp(c->mode, "virtual") == 0 ? rumor_sim_run_virtual(c, err) : rumor_sim_run_proc(c, exe, err);
+    return strcmp(c->mode, "virtual") == 0 ? rumor_sim_run_virtual(c, stop, err)
+                                            : rumor_sim_run_proc(c, exe, stop, err);
 }
 
 /* The faults a seed drew, in a few words. */
@@ -113,7 +115,7 @@ static void check(const rumor_sim_config_t *c, const outcome_t *base, char *bad,
                  base->consensus);
 }
 
-int rumor_sim_soak(const rumor_sim_config_t *c, const char *exe, char err[RUMOR_ERR_LEN])
+int rumor_sim_soak(const rumor_sim_config_t *c, const char *exe, const atomic_bool *stop, char err[RUMOR_ERR_LEN])
 {
     const double t0 = rumor_now();
     rumor_sim_config_t *base = malloc(sizeof *base), *run = malloc(sizeof *run);
@@ -130,28 +132,28 @@ int rumor_sim_soak(const rumor_sim_config_t *c, const char *exe, char err[RUMOR_
     base->quiet = true;
     snprintf(base->out, sizeof base->out, "%.490s/fault-free", c->out);
     outcome_t ref;
-    if (run_one(base, exe, err) != RUMOR_OK || !read_outcome(base->out, &ref)) {
+    if (run_one(base, exe, stop, err) != RUMOR_OK || !read_outcome(base->out, &ref)) {
         free(base);
         free(run);
         return 2;
     }
     fprintf(stderr, "fault-free: accuracy %.4f, consensus %.4g (%.1f s)\n", ref.acc, ref.consensus, rumor_now() - t0);
     int passed = 0, failed = 0, first_failed = 0;
-    for (int seed = 1; seed <= c->soak && !rumor_sim_stop_requested(); seed++) {
+    for (int seed = 1; seed <= c->soak && !rumor_asked(stop); seed++) {
         *run = *base;
         snprintf(run->out, sizeof run->out, "%.490s/seed-%d", c->out, seed);
         rumor_sim_faults(run, (uint64_t)seed);
         char what[400], why[600], bad[64], e2[RUMOR_ERR_LEN];
         describe(run, base, what, sizeof what);
         const double t1 = rumor_now();
-        if (rumor_sim_check(run, e2) != RUMOR_OK || run_one(run, exe, e2) != RUMOR_OK) {
+        if (rumor_sim_check(run, e2) != RUMOR_OK || run_one(run, exe, stop, e2) != RUMOR_OK) {
             snprintf(bad, sizeof bad, "run");
             snprintf(why, sizeof why, "the run failed: %s", e2);
         } else {
             check(run, &ref, bad, sizeof bad, why, sizeof why);
         }
         const bool ok = !bad[0];
-        if (rumor_sim_stop_requested()) break;
+        if (rumor_asked(stop)) break;
         fprintf(stderr, "seed %d: %s%s%s (%s; %s; %.1f s)\n", seed, ok ? "ok" : "FAILED [", bad, ok ? "" : "]", what,
                 why, rumor_now() - t1);
         if (ok) {

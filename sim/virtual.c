@@ -86,6 +86,7 @@
 #include "rng.h"
 #include "topology.h"
 #include "train.h"
+#include "trainer.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -199,12 +200,9 @@ typedef struct {
     rumor_model_t *m;        /* max_batch = the training batch */
     rumor_optim_t *o;
     rumor_gossip_t *g;
-    uint8_t key[RUMOR_GOSSIP_KEY_LEN];
+    uint8_t key[RUMOR_KEY_LEN];
     size_t n_own;            /* samples in this peer's shard */
-    float *fx;               /* the shard, normalised: n_own x (rows * cols) */
-    uint8_t *fy;             /* its labels */
-    size_t *perm;            /* the epoch's order: positions in the shard */
-    long spe, cur_epoch;     /* steps per epoch; the epoch perm holds */
+    rumor_trainer_t *tr;     /* its local steps, over its shard (NULL: it owns none) */
     pstate_t state, before_kill;
     uint32_t inc;            /* incarnation: bumped by kill and restart, stale events are skipped */
     long k;                  /* gossip rounds done */
@@ -213,13 +211,13 @@ typedef struct {
     uint64_t link_free_us;   /* when the uplink is free again */
     uint64_t bytes_out;
     rumor_memb_t *memb;      /* its membership state machine */
-    uint8_t (*vkeys)[RUMOR_GOSSIP_KEY_LEN]; /* its engine's view: itself and its members */
+    uint8_t (*vkeys)[RUMOR_KEY_LEN]; /* its engine's view: itself and its members */
     uint64_t *vboots;                       /* ... and their boot ids (vboot) */
     bool view_dirty;         /* the membership view changed since the engine got it */
     int view_peers;          /* members in that view (with itself) */
     uint64_t mtick_us;       /* when its pending membership tick fires (0: none) */
     uint64_t view_changed_us;/* the last change of its membership view */
-    rumor_priv_t *dp;        /* DP-SGD (--dp), for peers that own samples */
+    rumor_dp_t *dp;        /* DP-SGD (--dp), for peers that own samples */
     bool budget_spent;       /* its privacy budget is spent: it stops at the end of the round */
     float *coded[2];         /* --codec: each snapshot as its receivers decode it */
     uint64_t coded_round[2];
@@ -283,7 +281,6 @@ typedef struct {
     uint64_t step_us, latency_us;
     rumor_dataset_t train, test;
     float mean, std;
-    size_t feat;             /* floats per image */
     rumor_backend_t *be;
     rumor_topology_t *topo;
     vpeer_t *p;
@@ -357,9 +354,9 @@ static rumor_err_t fail(sim_t *s, rumor_err_t rc, const char *fmt, ...)
     return rc;
 }
 
-static void key_of(uint8_t key[RUMOR_GOSSIP_KEY_LEN], int i)
+static void key_of(uint8_t key[RUMOR_KEY_LEN], int i)
 {
-    memset(key, 0, RUMOR_GOSSIP_KEY_LEN);
+    memset(key, 0, RUMOR_KEY_LEN);
     key[0] = (uint8_t)((uint32_t)i >> 24);
     key[1] = (uint8_t)((uint32_t)i >> 16);
     key[2] = (uint8_t)((uint32_t)i >> 8);
@@ -367,10 +364,10 @@ static void key_of(uint8_t key[RUMOR_GOSSIP_KEY_LEN], int i)
     key[31] = 0x76; /* 'v': not all zero */
 }
 
-static int index_of(const sim_t *s, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+static int index_of(const sim_t *s, const uint8_t key[RUMOR_KEY_LEN])
 {
     const uint32_t i = (uint32_t)key[0] << 24 | (uint32_t)key[1] << 16 | (uint32_t)key[2] << 8 | key[3];
-    return i < (uint32_t)s->n && memcmp(s->p[i].key, key, RUMOR_GOSSIP_KEY_LEN) == 0 ? (int)i : -1;
+    return i < (uint32_t)s->n && memcmp(s->p[i].key, key, RUMOR_KEY_LEN) == 0 ? (int)i : -1;
 }
 
 // ---- files ----
@@ -428,75 +425,22 @@ static rumor_err_t metrics_put(sim_t *s, int i, const char *fmt, ...)
 
 // ---- training and evaluation ----
 
-/* Samples at[0..n) of the peer's shard (positions in it) into its model's input buffers. */
-static void load_slice(const sim_t *s, vpeer_t *p, const size_t *at, size_t n)
-{
-    float *in = rumor_model_input_buf(p->m);
-    uint8_t *lab = rumor_model_label_buf(p->m);
-    for (size_t j = 0; j < n; j++) {
-        memcpy(in + j * s->feat, p->fx + at[j] * s->feat, s->feat * sizeof *in);
-        lab[j] = p->fy[at[j]];
-    }
-}
-
-/* load_slice for a DP-SGD batch (rumor_priv_step). */
-typedef struct {
-    const sim_t *s;
-    vpeer_t *p;
-} slice_arg_t;
-
-static void slice_cb(void *arg, size_t *idx, size_t k)
-{
-    const slice_arg_t *a = arg;
-    load_slice(a->s, a->p, idx, k);
-}
-
-/* The local steps of one phase, exactly as src/peer.c takes them. A peer that owns no
- * samples (possible under strong label skew on many peers) takes none and only gossips. */
+/* The local steps of one phase, taken as a node takes them (src/trainer.c). A peer that owns
+ * no samples (possible under strong label skew on many peers) takes none and only gossips. */
 static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
 {
     vpeer_t *p = &s->p[i];
-    const int B = s->c->batch;
-    float *x = rumor_model_params(p->m);
     p->loss_sum = 0.0;
     p->loss_count = 0;
-    for (long h = 0; h < s->H && p->n_own > 0 && !p->budget_spent; h++) {
-        const long step = rumor_optim_steps(p->o);
-        double bl = 0.0;
-        char e2[RUMOR_ERR_LEN];
-        size_t bn;
-        if (p->dp) {
-            if (rumor_priv_over_budget(p->dp)) {
-                p->budget_spent = true;
-                break;
-            }
-            /* As src/peer.c: a Poisson-sampled batch, here from the peer's seeded stream (see
-             * setup). */
-            slice_arg_t sa = {.s = s, .p = p};
-            if (rumor_priv_step(p->dp, p->m, p->perm, slice_cb, &sa, &bn, &bl, e2) != RUMOR_OK)
-                return rumor_fail(err, RUMOR_EINVAL, "peer %d: %s", i, e2);
-        } else {
-            const long epoch = step / p->spe, pos = step % p->spe;
-            if (epoch != p->cur_epoch) {
-                /* src/peer.c shuffles the shard's sample indices; shuffling their positions
-                 * with the same stream picks the same samples in the same order. */
-                rumor_train_epoch_order(p->perm, NULL, p->n_own, s->c->seed, epoch);
-                p->cur_epoch = epoch;
-            }
-            const size_t start = (size_t)pos * (size_t)B;
-            bn = p->n_own - start < (size_t)B ? p->n_own - start : (size_t)B;
-            load_slice(s, p, p->perm + start, bn);
-            if (rumor_model_run(p->m, (int)bn, true, &bl, NULL, e2) != RUMOR_OK)
-                return rumor_fail(err, RUMOR_EINVAL, "peer %d: %s", i, e2);
-        }
-        if (!isfinite(bl))
-            return rumor_fail(err, RUMOR_EINVAL, "peer %d: training diverged at round %ld (loss %g): lower --lr", i,
-                              p->k, bl);
-        p->lr = rumor_schedule_lr(&s->sched, s->opt.lr, p->sched_k * s->H + h, s->total_steps, p->spe);
-        rumor_optim_step(p->o, x, rumor_model_grads(p->m), p->lr);
-        p->loss_sum += bl;
-        p->loss_count += (long)bn;
-    }
+    if (!p->tr || p->budget_spent) return RUMOR_OK;
+    rumor_trainer_stats_t ts;
+    char e2[RUMOR_ERR_LEN];
+    if (rumor_trainer_steps(p->tr, s->H, p->sched_k * s->H, &ts, e2) != RUMOR_OK)
+        return rumor_fail(err, rumor_last_error(), "peer %d: %s", i, e2);
+    p->budget_spent = ts.budget_spent;
+    p->loss_sum = ts.loss_sum;
+    p->loss_count = ts.samples;
+    if (ts.steps) p->lr = ts.lr;
     return RUMOR_OK;
 }
 
@@ -611,9 +555,9 @@ static bool running(const vpeer_t *p) { return p->state == P_COMPUTING || p->sta
 /* A virtual peer's boot id (the run secure-mixing masks are bound to): from its key, so every
  * peer knows every other's, and a run replays exactly. Like the rest of virtual mode's
  * randomness it is seeded: virtual secure mixing shows the arithmetic, and protects nothing. */
-static uint64_t vboot(const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+static uint64_t vboot(const uint8_t key[RUMOR_KEY_LEN])
 {
-    return rumor_fnv1a(RUMOR_FNV_BASIS, key, RUMOR_GOSSIP_KEY_LEN) | 1u;
+    return rumor_fnv1a(RUMOR_FNV_BASIS, key, RUMOR_KEY_LEN) | 1u;
 }
 
 /* The engine's view: the peer and the members of its membership view. */
@@ -621,12 +565,12 @@ static void view_set(vpeer_t *p)
 {
     int m = 0;
     p->vboots[m] = vboot(p->key);
-    memcpy(p->vkeys[m++], p->key, RUMOR_GOSSIP_KEY_LEN);
+    memcpy(p->vkeys[m++], p->key, RUMOR_KEY_LEN);
     for (int k = 0; k < rumor_memb_view_count(p->memb); k++) {
         p->vboots[m] = vboot(rumor_memb_view_at(p->memb, k)->key);
-        memcpy(p->vkeys[m++], rumor_memb_view_at(p->memb, k)->key, RUMOR_GOSSIP_KEY_LEN);
+        memcpy(p->vkeys[m++], rumor_memb_view_at(p->memb, k)->key, RUMOR_KEY_LEN);
     }
-    rumor_gossip_set_view_boots(p->g, (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])p->vkeys, p->vboots, (size_t)m);
+    rumor_gossip_set_view_boots(p->g, (const uint8_t(*)[RUMOR_KEY_LEN])p->vkeys, p->vboots, (size_t)m);
     p->view_peers = m;
     p->view_dirty = false;
 }
@@ -838,7 +782,7 @@ static rumor_err_t memb_start(sim_t *s, int i, uint32_t inc)
     rumor_rng_init2(&r, s->c->seed, MEMB_STREAM + (uint64_t)i + 1, inc);
     mc.seed = rumor_rng_next(&r);
     addr_of(i, addr);
-    if (!(p->memb = rumor_memb_new(&mc, p->key, addr, inc, err))) return fail(s, RUMOR_EINVAL, "%s", err);
+    if (!(p->memb = rumor_memb_new(&mc, p->key, addr, inc, err))) return fail(s, rumor_last_error(), "%s", err);
     int boot = i == 0 ? (s->n > 1 ? 1 : -1) : 0;
     if (inc > 1) { /* a restart joins through a peer that runs, as `rumor sim` restarts a node */
         boot = -1;
@@ -948,7 +892,7 @@ static rumor_err_t ckpt_save(sim_t *s, int i)
         memcpy(ck->mom, rumor_gossip_momentum(p->g), P * sizeof *ck->mom);
     }
     ck->steps = rumor_optim_steps(p->o);
-    ck->dp_steps = p->dp ? rumor_priv_steps(p->dp) : 0;
+    ck->dp_steps = p->dp ? rumor_dp_steps(p->dp) : 0;
     ck->k = p->k;
     ck->round = rumor_gossip_round(p->g);
     ck->mbytes = p->mflushed + p->mlen;
@@ -972,7 +916,7 @@ static rumor_err_t ckpt_restore(sim_t *s, int i)
     float *x = rumor_model_params(p->m);
     memcpy(x, ck->x, P * sizeof *x);
     if (p->gc.lineage) p->gc.lineage = (p->gc.lineage * 0x9e3779b97f4a7c15ull + (uint64_t)++p->restarts) | 1;
-    if (!(p->g = rumor_gossip_new(&p->gc, s->topo, x, err))) return fail(s, RUMOR_ENOMEM, "%s", err);
+    if (!(p->g = rumor_gossip_new(&p->gc, s->topo, x, err))) return fail(s, rumor_last_error(), "%s", err);
     if (rumor_gossip_restore(p->g, ck->round, ck->w, rumor_gossip_chunk_count(p->g), err) != RUMOR_OK)
         return fail(s, RUMOR_EINVAL, "peer %d: %s", i, err);
     if (ck->theta) {
@@ -982,8 +926,7 @@ static rumor_err_t ckpt_restore(sim_t *s, int i)
     for (int k = 0; k < rumor_optim_state_count(p->o); k++)
         memcpy(rumor_optim_state(p->o, k), ck->opt + (size_t)k * P, P * sizeof(float));
     rumor_optim_set_steps(p->o, ck->steps);
-    if (p->dp) rumor_priv_restore(p->dp, ck->dp_steps);
-    p->cur_epoch = -1;
+    if (p->dp) rumor_dp_restore(p->dp, ck->dp_steps);
     p->budget_spent = false;
     p->loss_sum = 0.0, p->loss_count = 0;
     p->coded_set[0] = p->coded_set[1] = false;
@@ -1135,7 +1078,7 @@ static rumor_err_t send_all(sim_t *s, int i)
         uint64_t bytes = (uint64_t)m.count * sizeof(float);
         if (m.choco) {
             /* A delta of the public copy (its encoded bytes), or a keyframe. */
-            if (m.enc) bytes = m.enc_off[(m.count + m.chunk_params - 1) / m.chunk_params];
+            if (m.enc) bytes = m.enc_off[rumor_chunks(m.count, m.chunk_params)];
         } else if (s->codec.id != RUMOR_CODEC_F32 && m.snap >= 0 && m.snap < 2) {
             /* The receivers get what the codec lets through: encoded and decoded once a
              * snapshot, with the bytes the encoding takes. */
@@ -1198,7 +1141,7 @@ static rumor_err_t round_done(sim_t *s, int i)
     if (eval) snprintf(tail, sizeof tail, ",\"test_loss\":%.6f,\"test_acc\":%.4f", s->test_loss, s->test_acc);
     if (p->dp) {
         const size_t tl = strlen(tail);
-        snprintf(tail + tl, sizeof tail - tl, ",\"epsilon\":%.6g", rumor_priv_epsilon(p->dp));
+        snprintf(tail + tl, sizeof tail - tl, ",\"epsilon\":%.6g", rumor_dp_epsilon(p->dp));
     }
     if (st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]) { /* chunks out of scale with ours (gossip.h), so far */
         const size_t tl = strlen(tail);
@@ -1294,7 +1237,7 @@ static rumor_err_t arrive(sim_t *s, int id)
     const bool deliver = !lost && pf->inc == msg->from_inc && running(pt) && !cut(s, from, to);
     const rumor_gossip_send_t *m = &msg->s;
     if (deliver) {
-        const uint32_t chunks = (uint32_t)((m->count + m->chunk_params - 1) / m->chunk_params);
+        const uint32_t chunks = (uint32_t)rumor_chunks(m->count, m->chunk_params);
         const uint64_t now_ms = s->now_us / 1000;
         rumor_secmix_send_t snd;
         bool masking = false;
@@ -1379,11 +1322,10 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     if ((rc = rumor_data_load_dir(&s->train, &s->test, c->data, err)) != RUMOR_OK) return rc;
     rumor_data_stats(&s->train, &s->mean, &s->std);
     if (c->limit > 0 && (size_t)c->limit < s->train.count) s->train.count = (size_t)c->limit;
-    s->feat = s->train.rows * s->train.cols;
 
-    if (!(s->be = rumor_backend_new("cpu", 1, err))) return RUMOR_EINVAL;
+    if (!(s->be = rumor_backend_new("cpu", 1, err))) return rumor_last_error();
     if (!s->be->ops->host_memory) return rumor_fail(err, RUMOR_ENOTSUP, "virtual mode needs host memory");
-    if (!(s->topo = rumor_topology_new(c->topology, c->seed, err))) return RUMOR_EINVAL;
+    if (!(s->topo = rumor_topology_new(c->topology, c->seed, err))) return rumor_last_error();
     if ((rc = rumor_topology_check(s->topo, (size_t)s->n, err)) != RUMOR_OK) return rc;
     const rumor_model_input_t in = {1, (int)s->train.rows, (int)s->train.cols, RUMOR_DATA_CLASSES};
 
@@ -1393,7 +1335,7 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     if (s->n > EVAL_SUBSET_ABOVE && s->n_eval > EVAL_SUBSET) s->n_eval = EVAL_SUBSET;
     if (s->n_eval == 0) return rumor_fail(err, RUMOR_EFORMAT, "%s: the test set is empty", c->data);
     s->eval_batch = spec.kind == RUMOR_MODEL_CNN && s->n_eval > EVAL_BATCH_CNN ? EVAL_BATCH_CNN : s->n_eval;
-    if (!(s->em = rumor_model_new(&spec, in, s->be, (int)s->eval_batch, err))) return RUMOR_EINVAL;
+    if (!(s->em = rumor_model_new(&spec, in, s->be, (int)s->eval_batch, err))) return rumor_last_error();
     {
         size_t *idx = malloc(s->n_eval * sizeof *idx);
         if (!idx) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
@@ -1462,20 +1404,11 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
                                           err)) != RUMOR_OK)
             return rc;
         empty += p->n_own == 0;
-        if (p->n_own) {
-            p->fx = malloc(p->n_own * s->feat * sizeof *p->fx);
-            p->fy = malloc(p->n_own);
-            if (p->fx && p->fy) rumor_data_gather(&s->train, own, p->n_own, s->mean, s->std, p->fx, p->fy);
+        if (!(p->m = rumor_model_new(&spec, in, s->be, c->batch, err))) {
+            free(own);
+            return rumor_last_error();
         }
-        free(own);
-        if (p->n_own && (!p->fx || !p->fy)) return rumor_fail(err, RUMOR_ENOMEM, "out of memory for peer %d's data", i);
-        p->spe = (long)((p->n_own + (size_t)c->batch - 1) / (size_t)c->batch);
-        if (p->spe < 1) p->spe = 1;
-        p->cur_epoch = -1;
-        if (p->n_own && !(p->perm = malloc(p->n_own * sizeof *p->perm)))
-            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        if (!(p->m = rumor_model_new(&spec, in, s->be, c->batch, err))) return RUMOR_EINVAL;
-        if (!(p->o = rumor_optim_new(&s->opt, s->be, rumor_model_param_count(p->m), err))) return RUMOR_ENOMEM;
+        if (!(p->o = rumor_optim_new(&s->opt, s->be, rumor_model_param_count(p->m), err))) return rumor_last_error();
         /* The same initial parameters everywhere, as `rumor node` (--init-seed = --seed). */
         if ((rc = rumor_model_init(p->m, c->seed)) != RUMOR_OK)
             return rumor_fail(err, rc, "peer %d: cannot initialise the model", i);
@@ -1483,7 +1416,7 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
                                     .layout = rumor_model_layout_id(p->m), .robust = s->robust,
                                     .chunk_params = rumor_codec_chunk_params(&s->codec), .secure_mix = c->secure_mix,
                                     .boot = vboot(p->key)};
-        if (c->secure_mix && !(p->sm = rumor_secmix_new(p->mkey, gc.boot, gc.layout, err))) return RUMOR_EINVAL;
+        if (c->secure_mix && !(p->sm = rumor_secmix_new(p->mkey, gc.boot, gc.layout, err))) return rumor_last_error();
         if (s->codec.id == RUMOR_CODEC_TOPK) {
             /* Compressed gossip (CHOCO-SGD); a lineage per peer from the seed: deterministic. */
             gc.choco = s->codec;
@@ -1499,21 +1432,31 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
                 return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         }
         if (c->dp[0] && p->n_own > 0) {
-            rumor_priv_config_t pv;
-            if ((rc = rumor_priv_parse(&pv, c->dp, err)) != RUMOR_OK) return rc;
+            rumor_dp_config_t pv;
+            if ((rc = rumor_dp_parse(&pv, c->dp, err)) != RUMOR_OK) return rc;
             pv.budget = c->dp_budget;
             /* Seeded, so that the simulation replays exactly; its noise protects nothing and
              * the summary says so (a real node's comes from libsodium: src/peer.c). */
             rumor_noise_t *ns = rumor_noise_new_seeded(c->seed, 0xd9, (uint64_t)i, err);
             if (!ns) return RUMOR_ENOMEM;
-            if (!(p->dp = rumor_priv_new(&pv, p->m, p->n_own, c->batch, &ns, err))) return RUMOR_EINVAL;
+            if (!(p->dp = rumor_dp_new(&pv, p->m, p->n_own, c->batch, &ns, err))) return rumor_last_error();
         }
+        if (p->n_own) {
+            /* Its shard, normalised once and held by its trainer (the data set goes below). */
+            const rumor_trainer_config_t tc = {.data = &s->train, .own = own, .n = p->n_own, .mean = s->mean,
+                                               .std = s->std, .cache = true, .batch = c->batch, .seed = c->seed,
+                                               .sched = s->sched, .lr = s->opt.lr, .total_steps = s->total_steps,
+                                               .dp = p->dp};
+            p->tr = rumor_trainer_new(&tc, p->m, p->o, err);
+        }
+        free(own);
+        if (p->n_own && !p->tr) return rumor_fail(err, rumor_last_error(), "peer %d: %.200s", i, err);
         if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE &&
             rumor_poison_init(&p->poison, rumor_model_param_count(p->m)) != RUMOR_OK)
             return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        memcpy(gc.self, p->key, RUMOR_GOSSIP_KEY_LEN);
+        memcpy(gc.self, p->key, RUMOR_KEY_LEN);
         p->gc = gc;
-        if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return RUMOR_ENOMEM;
+        if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return rumor_last_error();
         if (!(p->vkeys = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vkeys)) ||
             !(p->vboots = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vboots)))
             return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
@@ -1608,14 +1551,12 @@ static void teardown(sim_t *s)
             rumor_poison_fini(&p->poison);
             free(p->coded[0]);
             free(p->coded[1]);
-            rumor_priv_destroy(&p->dp);
+            rumor_dp_destroy(&p->dp);
             rumor_secmix_destroy(&p->sm);
             rumor_secret_key_destroy(&p->mkey);
             rumor_optim_destroy(&p->o);
             rumor_model_destroy(&p->m);
-            free(p->fx);
-            free(p->fy);
-            free(p->perm);
+            rumor_trainer_destroy(&p->tr);
             free(p->mbuf);
         }
     }
@@ -1651,7 +1592,7 @@ static void show_status(sim_t *s, double t0, bool final)
     rumor_sim_status_print(s->c, &st, isatty(STDERR_FILENO) == 1, final);
 }
 
-rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN])
+rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool *stop, char err[RUMOR_ERR_LEN])
 {
     sim_t s = {.c = c, .n = c->peers};
     rumor_err_t rc = RUMOR_OK;
@@ -1702,7 +1643,7 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, char err[RUMOR_ER
     double last_show = rumor_now();
     const double show_every = PROGRESS_S * (s.n > PROGRESS_PEERS ? (double)s.n / PROGRESS_PEERS : 1.0);
     while (s.rc == RUMOR_OK && s.q.n > 0) {
-        if (rumor_sim_stop_requested()) {
+        if (rumor_asked(stop)) {
             interrupted = true;
             break;
         }

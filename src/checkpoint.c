@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_OUT (RUMOR_MODEL_MAX_TENSORS * 3 + RUMOR_CKPT_TENSORS)
+#define MAX_OUT (RUMOR_MODEL_MAX_TENSORS * 3 + RUMOR_CHECKPOINT_TENSORS)
 
 /* Download backend buffer to host (a no-op view on host-memory backends). */
 static float *host_view(rumor_backend_t *be, float *buf, size_t n, float **owned)
@@ -26,7 +26,7 @@ static float *host_view(rumor_backend_t *be, float *buf, size_t n, float **owned
 }
 
 rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_optim_t *o,
-                                  const rumor_ckpt_info_t *info, char err[RUMOR_ERR_LEN])
+                                  const rumor_checkpoint_info_t *info, char err[RUMOR_ERR_LEN])
 {
     rumor_backend_t *be;
     rumor_err_t rc = RUMOR_OK;
@@ -37,7 +37,7 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
     float *bufs[3];
     char names[MAX_OUT][RUMOR_ST_NAME_LEN];
     rumor_st_out_t out[MAX_OUT];
-    rumor_st_meta_t meta[16 + RUMOR_CKPT_EXTRA];
+    rumor_st_meta_t meta[16 + RUMOR_CHECKPOINT_EXTRA];
     size_t n_out = 0, n_meta = 0;
 
     be = rumor_model_backend(m);
@@ -91,7 +91,7 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
         META("seed", "%" PRIu64, info->seed);
     }
 #undef META
-    for (int i = 0; i < info->n_extra && i < RUMOR_CKPT_EXTRA; i++) meta[n_meta++] = info->extra[i];
+    for (int i = 0; i < info->n_extra && i < RUMOR_CHECKPOINT_EXTRA; i++) meta[n_meta++] = info->extra[i];
     for (size_t i = 0; i < info->n_tensors && n_out < MAX_OUT; i++) out[n_out++] = info->tensors[i];
     rc = rumor_st_write(path, out, n_out, meta, n_meta, err);
 out:
@@ -120,20 +120,20 @@ static rumor_err_t parse_float(const char *s, float *out)
     return RUMOR_OK;
 }
 
-const char *rumor_ckpt_extra(const rumor_ckpt_info_t *info, const char *key)
+const char *rumor_checkpoint_extra(const rumor_checkpoint_info_t *info, const char *key)
 {
     for (int i = 0; i < info->n_extra; i++)
         if (strcmp(info->extra[i].key, key) == 0) return info->extra[i].value;
     return NULL;
 }
 
-void rumor_ckpt_extra_add(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...)
+void rumor_checkpoint_extra_add(rumor_checkpoint_info_t *info, const char *key, const char *fmt, ...)
 {
     rumor_st_meta_t *e = NULL;
     for (int i = 0; i < info->n_extra && !e; i++)
         if (strcmp(info->extra[i].key, key) == 0) e = &info->extra[i]; /* set again: replaced */
     if (!e) {
-        if (info->n_extra == RUMOR_CKPT_EXTRA) return;
+        if (info->n_extra == RUMOR_CHECKPOINT_EXTRA) return;
         e = &info->extra[info->n_extra++];
     }
     snprintf(e->key, sizeof e->key, "%s", key);
@@ -143,9 +143,9 @@ void rumor_ckpt_extra_add(rumor_ckpt_info_t *info, const char *key, const char *
     va_end(ap);
 }
 
-bool rumor_ckpt_extra_long(const rumor_ckpt_info_t *info, const char *key, long lo, long hi, long *out)
+bool rumor_checkpoint_extra_long(const rumor_checkpoint_info_t *info, const char *key, long lo, long hi, long *out)
 {
-    const char *v = rumor_ckpt_extra(info, key);
+    const char *v = rumor_checkpoint_extra(info, key);
     if (!v || !((*v >= '0' && *v <= '9') || *v == '-')) return false;
     char *end;
     errno = 0;
@@ -172,7 +172,7 @@ static bool parse_shape3(const char *s, int *c, int *h, int *w)
 }
 
 static rumor_err_t read_meta(const rumor_st_file_t *f, const char *path, rumor_model_spec_t *spec,
-                             rumor_model_input_t *in, rumor_ckpt_info_t *info,
+                             rumor_model_input_t *in, rumor_checkpoint_info_t *info,
                              char err[RUMOR_ERR_LEN])
 {
     memset(info, 0, sizeof *info);
@@ -211,7 +211,7 @@ static rumor_err_t read_meta(const rumor_st_file_t *f, const char *path, rumor_m
         info->epoch = (int)epoch;
         info->seed = seed;
     }
-    for (size_t i = 0; i < rumor_st_meta_count(f) && info->n_extra < RUMOR_CKPT_EXTRA; i++) {
+    for (size_t i = 0; i < rumor_st_meta_count(f) && info->n_extra < RUMOR_CHECKPOINT_EXTRA; i++) {
         const rumor_st_meta_t *e = rumor_st_meta_at(f, i);
         if (strncmp(e->key, "train.", 6) == 0) info->extra[info->n_extra++] = *e;
     }
@@ -219,7 +219,7 @@ static rumor_err_t read_meta(const rumor_st_file_t *f, const char *path, rumor_m
 }
 
 rumor_err_t rumor_checkpoint_peek(const char *path, rumor_model_spec_t *spec,
-                                  rumor_model_input_t *in, rumor_ckpt_info_t *info,
+                                  rumor_model_input_t *in, rumor_checkpoint_info_t *info,
                                   char err[RUMOR_ERR_LEN])
 {
     rumor_st_file_t *f = rumor_st_open(path, err);
@@ -249,12 +249,12 @@ static const rumor_st_tensor_t *match(const rumor_st_file_t *f, const char *path
 }
 
 rumor_err_t rumor_checkpoint_load(const char *path, rumor_model_t *m, rumor_optim_t *o,
-                                  rumor_ckpt_info_t *info_out, char err[RUMOR_ERR_LEN])
+                                  rumor_checkpoint_info_t *info_out, char err[RUMOR_ERR_LEN])
 {
     rumor_backend_t *be = rumor_model_backend(m);
     rumor_model_spec_t spec;
     rumor_model_input_t in;
-    rumor_ckpt_info_t info;
+    rumor_checkpoint_info_t info;
     rumor_err_t rc = RUMOR_OK;
     const size_t n = rumor_model_param_count(m);
     const int nt = rumor_model_tensor_count(m);

@@ -20,8 +20,8 @@
 
 #include <stdbool.h>
 
-#define RUMOR_CKPT_EXTRA 32
-#define RUMOR_CKPT_TENSORS 4
+#define RUMOR_CHECKPOINT_EXTRA 32
+#define RUMOR_CHECKPOINT_TENSORS 4
 
 typedef struct {
     float input_mean, input_std;
@@ -32,35 +32,35 @@ typedef struct {
     rumor_opt_kind_t optim_kind;
     /* Further metadata whose keys start with "train." (the run's settings, owned by
      * train.c): written as given, read back when present. */
-    rumor_st_meta_t extra[RUMOR_CKPT_EXTRA];
+    rumor_st_meta_t extra[RUMOR_CHECKPOINT_EXTRA];
     int n_extra;
     /* Further tensors to save after the model's (a node's gossip state, "gossip.*"); save
-     * only, at most RUMOR_CKPT_TENSORS. Loading ignores tensors it does not ask for. */
+     * only, at most RUMOR_CHECKPOINT_TENSORS. Loading ignores tensors it does not ask for. */
     const rumor_st_out_t *tensors;
     size_t n_tensors;
-} rumor_ckpt_info_t;
+} rumor_checkpoint_info_t;
 
 /* The value of an extra entry, or NULL. */
-const char *rumor_ckpt_extra(const rumor_ckpt_info_t *info, const char *key);
+const char *rumor_checkpoint_extra(const rumor_checkpoint_info_t *info, const char *key);
 /* Add an extra entry (key, printf value), or replace the value of the entry with that key;
- * beyond RUMOR_CKPT_EXTRA entries a new one is dropped. */
-void rumor_ckpt_extra_add(rumor_ckpt_info_t *info, const char *key, const char *fmt, ...) RUMOR_PRINTF(3, 4);
+ * beyond RUMOR_CHECKPOINT_EXTRA entries a new one is dropped. */
+void rumor_checkpoint_extra_add(rumor_checkpoint_info_t *info, const char *key, const char *fmt, ...) RUMOR_PRINTF(3, 4);
 /* An extra entry that is a decimal integer in [lo, hi]: true and *out, else false. */
-bool rumor_ckpt_extra_long(const rumor_ckpt_info_t *info, const char *key, long lo, long hi, long *out);
+bool rumor_checkpoint_extra_long(const rumor_checkpoint_info_t *info, const char *key, long lo, long hi, long *out);
 
 /* Write m's parameters, and o's state when o is not NULL, with info, atomically. */
 rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_optim_t *o,
-                                  const rumor_ckpt_info_t *info,
+                                  const rumor_checkpoint_info_t *info,
                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* Read only what is needed to build the model: spec, input shape, info. */
 rumor_err_t rumor_checkpoint_peek(const char *path, rumor_model_spec_t *spec,
-                                  rumor_model_input_t *in, rumor_ckpt_info_t *info,
+                                  rumor_model_input_t *in, rumor_checkpoint_info_t *info,
                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* Load parameters into m, and optimizer state into o when o is not NULL (then the file must
  * hold state for the same optimizer). info may be NULL. Nothing is modified on failure. */
 rumor_err_t rumor_checkpoint_load(const char *path, rumor_model_t *m, rumor_optim_t *o,
-                                  rumor_ckpt_info_t *info, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+                                  rumor_checkpoint_info_t *info, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 #endif

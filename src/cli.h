@@ -55,6 +55,8 @@ int cmd_privacy(int argc, char **argv);
 
 /* Install SIGINT/SIGTERM handlers that ask the training loop to stop cleanly. */
 void cli_handle_stop_signals(void);
+/* Set by the handlers cli_handle_stop_signals installs: what `rumor train` passes as its stop. */
+extern atomic_bool cli_stop;
 /* SIGINT and SIGTERM call handler once (a clean stop); a second one ends the process. */
 void cli_on_stop_signals(void (*handler)(int));
 

@@ -348,7 +348,7 @@ static int bench_net(int argc, char **argv)
             return 2;
         }
         size_t n = (size_t)(m * 1e6);
-        if ((n + (size_t)chunk - 1) / (size_t)chunk > 65536) {
+        if (rumor_chunks(n, (size_t)chunk) > 65536) {
             cli_error("--sizes %s with --chunk %ld makes more than 65536 chunks; raise --chunk", tok, chunk);
             return 2;
         }
@@ -390,13 +390,13 @@ static const char *mix_drop_reason(const rumor_gossip_stats_t *before, const rum
 static bool mix_feed(rumor_gossip_t *g, float *const *nb, int k_count, size_t n, size_t chunk,
                      uint64_t layout, uint64_t now)
 {
-    const uint32_t chunks = (uint32_t)((n + chunk - 1) / chunk);
+    const uint32_t chunks = (uint32_t)rumor_chunks(n, chunk);
     rumor_gossip_chunk_t c = {.round = rumor_gossip_round(g), .layout = layout,
                               .w = 1.0 / (k_count + 1), .chunks = chunks};
     rumor_gossip_stats_t before; /* drops move only on a refusal: the one that moved says why */
     rumor_gossip_stats(g, &before);
     for (int k = 0; k < k_count; k++) {
-        const uint8_t key[RUMOR_GOSSIP_KEY_LEN] = {(uint8_t)(k + 1)};
+        const uint8_t key[RUMOR_KEY_LEN] = {(uint8_t)(k + 1)};
         for (uint32_t ci = 0; ci < chunks; ci++) {
             c.chunk = ci;
             c.off = (uint64_t)ci * chunk;
@@ -559,7 +559,7 @@ static int bench_mix(int argc, char **argv)
     }
     if (strcmp(device, "cpu") != 0) return bench_mix_device(device, (size_t)params, k_count, repeat, json);
     const size_t n = (size_t)params, cp = (size_t)chunk;
-    if ((n + cp - 1) / cp > RUMOR_PROTO_MAX_CHUNKS) {
+    if (rumor_chunks(n, cp) > RUMOR_PROTO_MAX_CHUNKS) {
         cli_error("--params %ld with --chunk %ld makes more than %u chunks (the wire's limit); raise --chunk",
                   params, chunk, RUMOR_PROTO_MAX_CHUNKS);
         return 2;
@@ -602,10 +602,10 @@ static int bench_mix(int argc, char **argv)
         cli_error("bench mix: %s", err);
         goto out;
     }
-    uint8_t(*view)[RUMOR_GOSSIP_KEY_LEN] = calloc((size_t)k_count, sizeof *view);
+    uint8_t(*view)[RUMOR_KEY_LEN] = calloc((size_t)k_count, sizeof *view);
     if (!view) goto nomem;
     for (int k = 0; k < k_count; k++) view[k][0] = (uint8_t)(k + 1);
-    rumor_gossip_set_view(g, (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])view, (size_t)k_count);
+    rumor_gossip_set_view(g, (const uint8_t(*)[RUMOR_KEY_LEN])view, (size_t)k_count);
     free(view);
 
     /* The engine's clock is ours to give (a pure state machine): every round completes, so
@@ -735,7 +735,7 @@ static int bench_codec(int argc, char **argv)
         }
     }
 
-    const size_t n = (size_t)params, cp = (size_t)chunk, chunks = (n + cp - 1) / cp;
+    const size_t n = (size_t)params, cp = (size_t)chunk, chunks = rumor_chunks(n, cp);
     size_t enc_len = 0; /* the largest encoding of the whole model among the codecs */
     for (int ci = 0; ci < n_codecs; ci++) {
         size_t total = 0;

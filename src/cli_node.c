@@ -12,16 +12,25 @@
 #include <string.h>
 #include <time.h>
 
+/* The process's signal state, the CLI's alone: the flags a training peer looks at every
+ * tick, and the node running without training, which a signal reaches at once. */
+static atomic_bool stop_flag, reload_flag;
+static _Atomic(rumor_node_t *) bare_node;
+
 static void stop_cb(int sig)
 {
     (void)sig;
-    rumor_node_request_stop();
+    atomic_store(&stop_flag, true);
+    rumor_node_t *n = atomic_load(&bare_node);
+    if (n) rumor_node_stop(n);
 }
 
 static void reload_cb(int sig)
 {
     (void)sig;
-    rumor_node_request_reload();
+    atomic_store(&reload_flag, true);
+    rumor_node_t *n = atomic_load(&bare_node);
+    if (n) rumor_node_reload(n);
 }
 
 /* SIGINT/SIGTERM: leave gracefully (a second one kills); SIGHUP: re-read the revocation list. */
@@ -173,7 +182,7 @@ int cmd_node(int argc, char **argv)
             rumor_schedule_parse(&tc.sched, schedule, err) != RUMOR_OK ||
             rumor_algo_parse(&pc.algo, algo, err) != RUMOR_OK || rumor_robust_parse(&pc.robust, robust, err) != RUMOR_OK ||
             rumor_attack_parse(&pc.attack, attack, err) != RUMOR_OK ||
-            (dp && rumor_priv_parse(&pc.dp, dp, err) != RUMOR_OK) || rumor_codec_parse(&pc.codec, codec, err) != RUMOR_OK) {
+            (dp && rumor_dp_parse(&pc.dp, dp, err) != RUMOR_OK) || rumor_codec_parse(&pc.codec, codec, err) != RUMOR_OK) {
             cli_error("%s", err);
             return 2;
         }
@@ -254,6 +263,8 @@ int cmd_node(int argc, char **argv)
             len += (size_t)snprintf(cmdline + len, sizeof cmdline - len, "%s%s", i ? " " : "", argv[i]);
         pc.command_line = cmdline;
         pc.node = cfg;
+        pc.stop = &stop_flag;
+        pc.reload = &reload_flag;
         install_signals();
         rumor_peer_result_t res;
         rumor_err_t rc = rumor_peer_run(&pc, &res, err);
@@ -272,13 +283,15 @@ int cmd_node(int argc, char **argv)
     rumor_node_t *node = rumor_node_new(&cfg, err);
     if (!node) {
         cli_error("%s", err);
-        return 2;
+        return cli_exit_code(rumor_last_error());
     }
+    atomic_store(&bare_node, node);
     install_signals();
     /* The one line a user (or a script) needs: how others join through this node. */
     printf("rumor: node listening, join with --bootstrap %s\n", rumor_node_address(node));
     fflush(stdout);
     rumor_err_t rc = rumor_node_run(node, err);
+    atomic_store(&bare_node, NULL);
     rumor_node_destroy(&node);
     if (rc != RUMOR_OK) {
         cli_error("%s", err);

@@ -45,7 +45,7 @@ int cmd_privacy(int argc, char **argv)
     char err[RUMOR_ERR_LEN];
     rumor_err_t rc;
     if (target_set) {
-        if ((rc = rumor_dp_noise_for(q, steps, delta, target, &sigma, err)) != RUMOR_OK) {
+        if ((rc = rumor_privacy_noise_for(q, steps, delta, target, &sigma, err)) != RUMOR_OK) {
             cli_error("%s", err);
             return cli_exit_code(rc);
         }
@@ -55,7 +55,7 @@ int cmd_privacy(int argc, char **argv)
         sigma = ceil(sigma * scale) / scale;
     }
     double eps, order;
-    if ((rc = rumor_dp_epsilon(q, sigma, steps, delta, &eps, &order, err)) != RUMOR_OK) {
+    if ((rc = rumor_privacy_epsilon(q, sigma, steps, delta, &eps, &order, err)) != RUMOR_OK) {
         cli_error("%s", err);
         return cli_exit_code(rc);
     }

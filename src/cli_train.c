@@ -108,6 +108,7 @@ int cmd_train(int argc, char **argv)
     cfg.progress = !quiet && isatty(STDERR_FILENO);
 
     cli_handle_stop_signals();
+    cfg.stop = &cli_stop;
     rumor_train_result_t res;
     rc = rumor_train_run(&cfg, &res, err);
     if (rc != RUMOR_OK) {
@@ -164,7 +165,7 @@ int cmd_eval(int argc, char **argv)
     char err[RUMOR_ERR_LEN];
     rumor_model_spec_t spec;
     rumor_model_input_t in;
-    rumor_ckpt_info_t info;
+    rumor_checkpoint_info_t info;
     rumor_dataset_t test = {0};
     rumor_backend_t *be = NULL;
     rumor_model_t *m = NULL;
@@ -178,11 +179,11 @@ int cmd_eval(int argc, char **argv)
         goto out;
     }
     if (!(be = rumor_backend_new(device, threads, err))) {
-        rc = RUMOR_EINVAL;
+        rc = rumor_last_error();
         goto out;
     }
     if (!(m = rumor_model_new(&spec, in, be, 256, err))) {
-        rc = RUMOR_EINVAL;
+        rc = rumor_last_error();
         goto out;
     }
     if ((rc = rumor_checkpoint_load(pos[0], m, NULL, NULL, err)) != RUMOR_OK) goto out;

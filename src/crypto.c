@@ -246,57 +246,6 @@ static rumor_err_t parse_key_file(uint8_t key[RUMOR_KEY_LEN], const char *buf, s
     return RUMOR_OK;
 }
 
-/* Puts data at path atomically with exactly this mode: a temp file in the same folder,
- * created O_CREAT|O_EXCL with the final mode (so a secret is never readable by others, not
- * even for an instant), written, fsynced, then moved into place and the folder fsynced.
- * Without replace the move is link(), which fails if path exists, so even a race never
- * overwrites a key; filesystems without hard links fall back to check-then-rename. */
-static rumor_err_t write_atomic(const char *path, const void *data, size_t len, mode_t mode, bool replace,
-                                char *err)
-{
-    char tmp[4096 + 32];
-    if (strlen(path) > 4096) return rumor_fail(err, RUMOR_EINVAL, "%.64s...: path too long", path);
-    if (!replace && access(path, F_OK) == 0) return rumor_fail(err, RUMOR_EIO, "%s already exists", path);
-    int fd = -1;
-    for (int attempt = 0; fd < 0; attempt++) {
-        snprintf(tmp, sizeof tmp, "%s.tmp.%08x", path, (unsigned)randombytes_random());
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-        if (fd < 0 && (errno != EEXIST || attempt == 8))
-            return rumor_fail(err, RUMOR_EIO, "%s: %s", tmp, strerror(errno));
-    }
-    rumor_err_t rc = RUMOR_OK;
-    /* The umask may have taken bits away; set exactly what was asked. */
-    if (fchmod(fd, mode) != 0 || rumor_write_all(fd, data, len) != 0 || fsync(fd) != 0) goto io_fail;
-    int closing = fd;
-    fd = -1;
-    if (close(closing) != 0) goto io_fail;
-    if (replace) {
-        if (rename(tmp, path) != 0) goto io_fail;
-    } else if (link(tmp, path) != 0) {
-        if (errno == EEXIST) {
-            rc = rumor_fail(err, RUMOR_EIO, "%s already exists", path);
-            goto out;
-        }
-        if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP && errno != EMLINK) goto io_fail;
-        if (access(path, F_OK) == 0) {
-            rc = rumor_fail(err, RUMOR_EIO, "%s already exists", path);
-            goto out;
-        }
-        if (rename(tmp, path) != 0) goto io_fail;
-    } else {
-        unlink(tmp);
-    }
-    tmp[0] = 0; /* in place: nothing to clean up */
-    rc = rumor_sync_dir(path, err);
-    goto out;
-io_fail:
-    rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
-out:
-    if (fd >= 0) close(fd);
-    if (tmp[0]) unlink(tmp);
-    return rc;
-}
-
 rumor_err_t rumor_public_key_load(uint8_t key[RUMOR_KEY_LEN], const char *arg, char err[RUMOR_ERR_LEN])
 {
     char zerr[RUMOR_ERR_LEN];
@@ -331,7 +280,7 @@ rumor_err_t rumor_public_key_save(const char *path, const uint8_t key[RUMOR_KEY_
     rumor_key_to_z85(z, key);
     int n = comment ? snprintf(text, sizeof text, "# %s\n%s\n", comment, z) : snprintf(text, sizeof text, "%s\n", z);
     if (n < 0 || (size_t)n >= sizeof text) return rumor_fail(err, RUMOR_EINVAL, "%s: comment too long", path);
-    return write_atomic(path, text, (size_t)n, 0644, replace, err);
+    return rumor_write_atomic(path, &(rumor_piece_t){text, (uint64_t)n}, 1, 0644, replace, err);
 }
 
 /* ---- secrets in sodium memory ---- */
@@ -378,7 +327,7 @@ static rumor_err_t save_secret32(const char *path, const uint8_t *secret, const 
     rumor_err_t rc = rumor_z85_encode((char *)text + clen, cap - clen, secret, RUMOR_KEY_LEN);
     assert(rc == RUMOR_OK);
     text[clen + RUMOR_KEY_Z85_LEN] = '\n';
-    rc = write_atomic(path, text, clen + RUMOR_KEY_Z85_LEN + 1, 0600, replace, err);
+    rc = rumor_write_atomic(path, &(rumor_piece_t){text, clen + RUMOR_KEY_Z85_LEN + 1}, 1, 0600, replace, err);
     secret_free(text, cap);
     return rc;
 }
@@ -794,7 +743,7 @@ rumor_err_t rumor_cert_save(const char *path, const uint8_t *cert, size_t len, b
                      "# name: %s\n# peer: %s\n# issued: %s\n# expires: %s\n# authority: %s\n%s\n",
                      c.name[0] ? c.name : "(none)", peer, issued, expires, auth, z85);
     assert(n > 0 && (size_t)n < sizeof text);
-    return write_atomic(path, text, (size_t)n, 0644, replace, err);
+    return rumor_write_atomic(path, &(rumor_piece_t){text, (uint64_t)n}, 1, 0644, replace, err);
 }
 
 rumor_err_t rumor_cert_load(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *len, const char *path,

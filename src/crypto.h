@@ -30,7 +30,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RUMOR_KEY_LEN 32      /* Curve25519 or Ed25519 public key, Curve25519 secret, Ed25519 seed */
 #define RUMOR_KEY_Z85_LEN 40  /* Z85 characters of a 32-byte key */
 #define RUMOR_SHORT_ID_LEN 8  /* characters of a node's id in logs */
 

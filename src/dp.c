@@ -12,7 +12,7 @@
 /* Buffers marked (backend) are backend memory: on a GPU the per-sample loop stays on the
  * device, and only one norm per sample and the noise cross to and from the host. */
 struct rumor_priv {
-    rumor_priv_config_t cfg;
+    rumor_dp_config_t cfg;
     rumor_backend_t *be;
     size_t n_own, P, feat, max_batch;
     double q;              /* sampling rate, min(1, batch / n_own) */
@@ -23,10 +23,10 @@ struct rumor_priv {
     float *noise;      /* (backend) the step's Gaussian noise */
     float *host_noise; /* drawn here, then uploaded (NULL when backend memory is the host's) */
     rumor_noise_t *ns; /* batches and noise */
-    rumor_dp_accountant_t acc;
+    rumor_privacy_accountant_t acc;
 };
 
-rumor_err_t rumor_priv_parse(rumor_priv_config_t *out, const char *spec, char err[RUMOR_ERR_LEN])
+rumor_err_t rumor_dp_parse(rumor_dp_config_t *out, const char *spec, char err[RUMOR_ERR_LEN])
 {
     memset(out, 0, sizeof *out);
     out->delta = 1e-5;
@@ -54,10 +54,10 @@ rumor_err_t rumor_priv_parse(rumor_priv_config_t *out, const char *spec, char er
     return RUMOR_OK;
 }
 
-rumor_priv_t *rumor_priv_new(const rumor_priv_config_t *cfg, rumor_model_t *m, size_t n_own, int batch,
+rumor_dp_t *rumor_dp_new(const rumor_dp_config_t *cfg, rumor_model_t *m, size_t n_own, int batch,
                              rumor_noise_t **noise, char err[RUMOR_ERR_LEN])
 {
-    rumor_priv_t *dp = NULL;
+    rumor_dp_t *dp = NULL;
     if (n_own == 0 || batch < 1) {
         rumor_fail(err, RUMOR_EINVAL, n_own ? "--dp: batch %d is below 1" : "--dp: this peer owns no samples", batch);
         rumor_noise_destroy(noise);
@@ -85,18 +85,18 @@ rumor_priv_t *rumor_priv_new(const rumor_priv_config_t *cfg, rumor_model_t *m, s
     if (!be->ops->host_memory) dp->host_noise = malloc(dp->P * sizeof *dp->host_noise);
     if (!dp->ns || !dp->sum || !dp->inputs || !dp->labels || !dp->noise || (!be->ops->host_memory && !dp->host_noise))
         goto nomem;
-    rumor_dp_accountant_init(&dp->acc);
+    rumor_privacy_accountant_init(&dp->acc);
     return dp;
 nomem:
     rumor_noise_destroy(noise);
-    rumor_priv_destroy(&dp);
+    rumor_dp_destroy(&dp);
     rumor_fail(err, RUMOR_ENOMEM, "out of memory for DP-SGD");
     return NULL;
 }
 
-void rumor_priv_destroy(rumor_priv_t **self_p)
+void rumor_dp_destroy(rumor_dp_t **self_p)
 {
-    rumor_priv_t *dp = *self_p;
+    rumor_dp_t *dp = *self_p;
     if (!dp) return;
     rumor_backend_t *be = dp->be;
     if (be) {
@@ -111,7 +111,7 @@ void rumor_priv_destroy(rumor_priv_t **self_p)
     *self_p = NULL;
 }
 
-size_t rumor_priv_sample(rumor_priv_t *dp, size_t *idx)
+size_t rumor_dp_sample(rumor_dp_t *dp, size_t *idx)
 {
     size_t n = 0;
     if (dp->q >= 1.0) {
@@ -127,12 +127,12 @@ size_t rumor_priv_sample(rumor_priv_t *dp, size_t *idx)
     return n;
 }
 
-void rumor_priv_begin(rumor_priv_t *dp)
+void rumor_dp_begin(rumor_dp_t *dp)
 {
     dp->be->ops->zero(dp->be, dp->sum, dp->P * sizeof *dp->sum);
 }
 
-rumor_err_t rumor_priv_accumulate(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum,
+rumor_err_t rumor_dp_accumulate(rumor_dp_t *dp, rumor_model_t *m, int b, double *loss_sum,
                                   char err[RUMOR_ERR_LEN])
 {
     if (b < 0 || (size_t)b > dp->max_batch)
@@ -162,7 +162,7 @@ rumor_err_t rumor_priv_accumulate(rumor_priv_t *dp, rumor_model_t *m, int b, dou
     return rc;
 }
 
-rumor_err_t rumor_priv_finish(rumor_priv_t *dp, rumor_model_t *m, char err[RUMOR_ERR_LEN])
+rumor_err_t rumor_dp_finish(rumor_dp_t *dp, rumor_model_t *m, char err[RUMOR_ERR_LEN])
 {
     rumor_backend_t *be = dp->be;
     const struct rumor_backend_ops *o = be->ops;
@@ -179,7 +179,7 @@ rumor_err_t rumor_priv_finish(rumor_priv_t *dp, rumor_model_t *m, char err[RUMOR
     }
     o->scale(be, g, (float)(1.0 / (dp->q * (double)dp->n_own)), P);
     rumor_err_t rc = o->sync(be, err);
-    if (rc == RUMOR_OK && dp->cfg.noise > 0.0) rc = rumor_dp_accountant_step(&dp->acc, dp->q, dp->cfg.noise, 1, err);
+    if (rc == RUMOR_OK && dp->cfg.noise > 0.0) rc = rumor_privacy_accountant_step(&dp->acc, dp->q, dp->cfg.noise, 1, err);
     else if (rc == RUMOR_OK) dp->acc.steps++;
     /* The noise is not kept: a later look at this memory must not give it away. */
     if (sd > 0.0) {
@@ -189,60 +189,60 @@ rumor_err_t rumor_priv_finish(rumor_priv_t *dp, rumor_model_t *m, char err[RUMOR
     return rc;
 }
 
-rumor_err_t rumor_priv_gradient(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum, char err[RUMOR_ERR_LEN])
+rumor_err_t rumor_dp_gradient(rumor_dp_t *dp, rumor_model_t *m, int b, double *loss_sum, char err[RUMOR_ERR_LEN])
 {
-    rumor_priv_begin(dp);
-    rumor_err_t rc = rumor_priv_accumulate(dp, m, b, loss_sum, err);
-    return rc == RUMOR_OK ? rumor_priv_finish(dp, m, err) : rc;
+    rumor_dp_begin(dp);
+    rumor_err_t rc = rumor_dp_accumulate(dp, m, b, loss_sum, err);
+    return rc == RUMOR_OK ? rumor_dp_finish(dp, m, err) : rc;
 }
 
-rumor_err_t rumor_priv_step(rumor_priv_t *dp, rumor_model_t *m, size_t *idx, rumor_priv_load_cb load, void *arg,
+rumor_err_t rumor_dp_step(rumor_dp_t *dp, rumor_model_t *m, size_t *idx, rumor_dp_load_cb load, void *arg,
                             size_t *bn, double *loss_sum, char err[RUMOR_ERR_LEN])
 {
-    const size_t n = rumor_priv_sample(dp, idx), slice = (size_t)rumor_model_max_batch(m);
+    const size_t n = rumor_dp_sample(dp, idx), slice = (size_t)rumor_model_max_batch(m);
     *bn = n;
-    rumor_priv_begin(dp);
+    rumor_dp_begin(dp);
     for (size_t at = 0; at < n; at += slice) {
         const size_t k = n - at < slice ? n - at : slice;
         load(arg, idx + at, k);
-        rumor_err_t rc = rumor_priv_accumulate(dp, m, (int)k, loss_sum, err);
+        rumor_err_t rc = rumor_dp_accumulate(dp, m, (int)k, loss_sum, err);
         if (rc != RUMOR_OK) return rc;
     }
-    return rumor_priv_finish(dp, m, err);
+    return rumor_dp_finish(dp, m, err);
 }
 
-double rumor_priv_rate(const rumor_priv_t *dp) { return dp->q; }
+double rumor_dp_rate(const rumor_dp_t *dp) { return dp->q; }
 
-bool rumor_priv_is_seeded(const rumor_priv_t *dp) { return rumor_noise_is_seeded(dp->ns); }
+bool rumor_dp_is_seeded(const rumor_dp_t *dp) { return rumor_noise_is_seeded(dp->ns); }
 
-double rumor_priv_epsilon(const rumor_priv_t *dp)
+double rumor_dp_epsilon(const rumor_dp_t *dp)
 {
     if (dp->cfg.noise <= 0.0) return dp->acc.steps ? INFINITY : 0.0;
     double eps = 0.0;
-    if (rumor_dp_accountant_epsilon(&dp->acc, dp->cfg.delta, &eps, NULL, NULL) != RUMOR_OK) return INFINITY;
+    if (rumor_privacy_accountant_epsilon(&dp->acc, dp->cfg.delta, &eps, NULL, NULL) != RUMOR_OK) return INFINITY;
     return eps;
 }
 
-bool rumor_priv_over_budget(const rumor_priv_t *dp)
+bool rumor_dp_over_budget(const rumor_dp_t *dp)
 {
     if (!(dp->cfg.budget > 0.0)) return false;
     if (dp->cfg.noise <= 0.0) return true;
-    rumor_dp_accountant_t next = dp->acc;
+    rumor_privacy_accountant_t next = dp->acc;
     double eps = 0.0;
-    if (rumor_dp_accountant_step(&next, dp->q, dp->cfg.noise, 1, NULL) != RUMOR_OK ||
-        rumor_dp_accountant_epsilon(&next, dp->cfg.delta, &eps, NULL, NULL) != RUMOR_OK)
+    if (rumor_privacy_accountant_step(&next, dp->q, dp->cfg.noise, 1, NULL) != RUMOR_OK ||
+        rumor_privacy_accountant_epsilon(&next, dp->cfg.delta, &eps, NULL, NULL) != RUMOR_OK)
         return true;
     return eps > dp->cfg.budget;
 }
 
-uint64_t rumor_priv_steps(const rumor_priv_t *dp) { return dp->acc.steps; }
+uint64_t rumor_dp_steps(const rumor_dp_t *dp) { return dp->acc.steps; }
 
-void rumor_priv_restore(rumor_priv_t *dp, uint64_t steps)
+void rumor_dp_restore(rumor_dp_t *dp, uint64_t steps)
 {
-    rumor_dp_accountant_init(&dp->acc);
+    rumor_privacy_accountant_init(&dp->acc);
     if (steps == 0) return;
     if (dp->cfg.noise > 0.0) {
-        if (rumor_dp_accountant_step(&dp->acc, dp->q, dp->cfg.noise, steps, NULL) != RUMOR_OK)
+        if (rumor_privacy_accountant_step(&dp->acc, dp->q, dp->cfg.noise, steps, NULL) != RUMOR_OK)
             dp->acc.steps = steps; /* cannot happen: the arguments were checked when parsed */
     } else {
         dp->acc.steps = steps;

@@ -22,7 +22,7 @@
  * noise), the virtual-time simulator a seeded one so that a simulation replays exactly (and
  * then protects nothing, which its summary says).
  *
- * A batch larger than the model's max batch is fed in slices (rumor_priv_accumulate): the
+ * A batch larger than the model's max batch is fed in slices (rumor_dp_accumulate): the
  * batch size has no cap, so nothing beyond q needs accounting, and a device stages each slice
  * through its usual max-batch buffers.
  *
@@ -45,56 +45,56 @@ typedef struct {
     double noise;   /* sigma >= 0 (0: clipping only, no privacy) */
     double delta;   /* in (0, 1) */
     double budget;  /* stop training before epsilon would pass it; 0: no budget */
-} rumor_priv_config_t;
+} rumor_dp_config_t;
 
 /* "clip=C,noise=S[,delta=D]" (delta 1e-5 by default; any order). EINVAL with a sentence. */
-rumor_err_t rumor_priv_parse(rumor_priv_config_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+rumor_err_t rumor_dp_parse(rumor_dp_config_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
-typedef struct rumor_priv rumor_priv_t;
+typedef struct rumor_priv rumor_dp_t;
 
 /* A DP-SGD state for model m, on m's backend (CPU or a device: the per-sample loop runs there,
  * one norm per sample comes back and the noise goes up once a step), whose peer owns n_own
  * samples and samples batches of batch samples on average. It takes *noise (the source of its
  * batches and its noise; *noise is cleared), also on failure. NULL with err. */
-rumor_priv_t *rumor_priv_new(const rumor_priv_config_t *cfg, rumor_model_t *m, size_t n_own, int batch,
+rumor_dp_t *rumor_dp_new(const rumor_dp_config_t *cfg, rumor_model_t *m, size_t n_own, int batch,
                              rumor_noise_t **noise, char err[RUMOR_ERR_LEN]);
-void rumor_priv_destroy(rumor_priv_t **self_p);
+void rumor_dp_destroy(rumor_dp_t **self_p);
 
 /* The next step's batch by Poisson sampling: the positions (ascending, below n_own) of the
  * samples drawn, in idx (room for n_own), and their count, 0 included. */
-size_t rumor_priv_sample(rumor_priv_t *dp, size_t *idx);
+size_t rumor_dp_sample(rumor_dp_t *dp, size_t *idx);
 
 /* One private step, in three calls: begin; accumulate for each slice of the batch put in m's
  * input buffer (b samples, at most m's max batch; m's input buffer is left as it was,
  * *loss_sum gets the slice's summed loss added, which is not private: it is only logged);
  * finish, which leaves the private gradient in m's grads (replacing what was there) and
  * counts one step. A batch of 0 samples is begin then finish. */
-void rumor_priv_begin(rumor_priv_t *dp);
-rumor_err_t rumor_priv_accumulate(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum,
+void rumor_dp_begin(rumor_dp_t *dp);
+rumor_err_t rumor_dp_accumulate(rumor_dp_t *dp, rumor_model_t *m, int b, double *loss_sum,
                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-rumor_err_t rumor_priv_finish(rumor_priv_t *dp, rumor_model_t *m, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+rumor_err_t rumor_dp_finish(rumor_dp_t *dp, rumor_model_t *m, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* A whole step as a driver takes it: sample the batch (positions into idx, room for n_own; the
  * count in *bn), then begin, accumulate slice by slice of at most m's max batch (the staging
  * buffers' size, so a large draw needs no cap), each slice first put in m's input buffer by
  * load(arg, idx + at, k) (which may rewrite those k entries, e.g. positions into sample
  * indices), and finish. */
-typedef void (*rumor_priv_load_cb)(void *arg, size_t *idx, size_t k);
-rumor_err_t rumor_priv_step(rumor_priv_t *dp, rumor_model_t *m, size_t *idx, rumor_priv_load_cb load, void *arg,
+typedef void (*rumor_dp_load_cb)(void *arg, size_t *idx, size_t k);
+rumor_err_t rumor_dp_step(rumor_dp_t *dp, rumor_model_t *m, size_t *idx, rumor_dp_load_cb load, void *arg,
                             size_t *bn, double *loss_sum, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* The three for a batch of b samples already in m's input buffer. */
-rumor_err_t rumor_priv_gradient(rumor_priv_t *dp, rumor_model_t *m, int b, double *loss_sum,
+rumor_err_t rumor_dp_gradient(rumor_dp_t *dp, rumor_model_t *m, int b, double *loss_sum,
                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* The sampling rate q = min(1, batch / n_own) of every step. */
-double rumor_priv_rate(const rumor_priv_t *dp);
+double rumor_dp_rate(const rumor_dp_t *dp);
 /* Whether the noise is seeded (a simulation's: it protects nothing). */
-bool rumor_priv_is_seeded(const rumor_priv_t *dp);
+bool rumor_dp_is_seeded(const rumor_dp_t *dp);
 /* epsilon spent so far (at the configured delta); 0 before any step. */
-double rumor_priv_epsilon(const rumor_priv_t *dp);
+double rumor_dp_epsilon(const rumor_dp_t *dp);
 /* Whether one more step would take epsilon past the budget (false without one). */
-bool rumor_priv_over_budget(const rumor_priv_t *dp);
+bool rumor_dp_over_budget(const rumor_dp_t *dp);
 /* Steps counted so far, and restoring them on a resume (every step at rate q). */
-uint64_t rumor_priv_steps(const rumor_priv_t *dp);
-void rumor_priv_restore(rumor_priv_t *dp, uint64_t steps);
+uint64_t rumor_dp_steps(const rumor_dp_t *dp);
+void rumor_dp_restore(rumor_dp_t *dp, uint64_t steps);
 
 #endif

@@ -71,28 +71,50 @@ void rumor_clean_stale_temps(const char *path)
     closedir(d);
 }
 
-rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t len, int mode,
-                                    char err[RUMOR_ERR_LEN])
+rumor_err_t rumor_write_atomic(const char *path, const rumor_piece_t *pieces, size_t n, int mode, bool replace,
+                               char err[RUMOR_ERR_LEN])
 {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp)
-        return rumor_fail(err, RUMOR_EINVAL, "%s: path too long", path);
-    rumor_clean_stale_temps(path);
-    const int fd = mkstemp(tmp);
+        return rumor_fail(err, RUMOR_EINVAL, "%.64s...: path too long", path);
+    if (!replace && access(path, F_OK) == 0) return rumor_fail(err, RUMOR_EIO, "%s already exists", path);
+    rumor_clean_stale_temps(path); /* what a write killed before this one left behind */
+    int fd = mkstemp(tmp); /* O_EXCL, 0600 */
     if (fd < 0) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
     (void)fcntl(fd, F_SETFD, FD_CLOEXEC); /* not inherited by a child started meanwhile */
-    if (fchmod(fd, (mode_t)mode) != 0 || rumor_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
-        const int e = errno;
-        close(fd);
+    rumor_err_t rc = RUMOR_OK;
+    if (fchmod(fd, (mode_t)mode) != 0) goto io_fail;
+    for (size_t i = 0; i < n; i++)
+        if (rumor_write_all(fd, pieces[i].data, pieces[i].len) != 0) goto io_fail;
+    if (fsync(fd) != 0) goto io_fail;
+    const int closing = fd;
+    fd = -1;
+    if (close(closing) != 0) goto io_fail;
+    if (replace) {
+        if (rename(tmp, path) != 0) goto io_fail;
+    } else if (link(tmp, path) != 0) {
+        if (errno == EEXIST) {
+            rc = rumor_fail(err, RUMOR_EIO, "%s already exists", path);
+            goto out;
+        }
+        if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP && errno != EMLINK) goto io_fail;
+        if (access(path, F_OK) == 0) {
+            rc = rumor_fail(err, RUMOR_EIO, "%s already exists", path);
+            goto out;
+        }
+        if (rename(tmp, path) != 0) goto io_fail;
+    } else {
         unlink(tmp);
-        return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(e));
     }
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
-        const int e = errno;
-        unlink(tmp);
-        return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(e));
-    }
-    return rumor_sync_dir(path, err);
+    tmp[0] = 0; /* in place: nothing to clean up */
+    rc = rumor_sync_dir(path, err);
+    goto out;
+io_fail:
+    rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+out:
+    if (fd >= 0) close(fd);
+    if (tmp[0]) unlink(tmp);
+    return rc;
 }
 
 rumor_err_t rumor_trim_lines(const char *path, const char *key, uint64_t upto, char err[RUMOR_ERR_LEN])
@@ -128,7 +150,7 @@ rumor_err_t rumor_trim_lines(const char *path, const char *key, uint64_t upto, c
         keep_len += (size_t)n;
     }
     if (ferror(f)) rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
-    else if (changed) rc = rumor_write_file_atomic(path, keep ? keep : "", keep_len, 0600, err);
+    else if (changed) rc = rumor_write_atomic(path, &(rumor_piece_t){keep ? keep : "", keep_len}, 1, 0600, true, err);
 out:
     fclose(f);
     free(line);

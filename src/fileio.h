@@ -26,10 +26,21 @@ rumor_err_t rumor_sync_dir(const char *path, char err[RUMOR_ERR_LEN]) RUMOR_MUST
  * processes writing the same path at once are not supported anyway. */
 void rumor_clean_stale_temps(const char *path);
 
-/* Write a whole small file atomically: a temporary file in the same folder, fsync, rename,
- * fsync of the folder; mode as for chmod. A crash leaves the old file or the new one. */
-rumor_err_t rumor_write_file_atomic(const char *path, const void *data, size_t len, int mode,
-                                    char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Bytes to write, one piece of a file. */
+typedef struct {
+    const void *data;
+    uint64_t len;
+} rumor_piece_t;
+
+/* Every file rumor writes whole (keys, certificates, models, checkpoints, summaries): the
+ * pieces one after another, atomically and with exactly this mode, whatever the umask. A
+ * temporary file path.tmp.XXXXXX in the same folder, created owner-only (a secret is never
+ * readable by others, not even for an instant) and close-on-exec, written, fsynced, then moved
+ * into place and the folder fsynced: a crash leaves the old file or the new one. With replace
+ * false the move is link(2), which fails if path exists ("<path> already exists"), so even a
+ * race never overwrites a key; filesystems without hard links fall back to check-then-rename. */
+rumor_err_t rumor_write_atomic(const char *path, const rumor_piece_t *pieces, size_t n, int mode, bool replace,
+                               char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* fopen(path, append ? "a" : "w") for a file only its owner may read: created 0600, and a file
  * rewritten from the start is set to 0600 too (metrics hold the training loss, which DP-SGD

@@ -23,7 +23,7 @@
 
 /* One sender's message in one round: which chunks came, and whether it went bad. */
 typedef struct {
-    uint8_t key[RUMOR_GOSSIP_KEY_LEN];
+    uint8_t key[RUMOR_KEY_LEN];
     uint64_t round;  /* the message's round (sgp may see two rounds of one sender in a slot) */
     uint32_t got;
     bool bad;        /* a chunk was rejected: ignore the rest of this message */
@@ -54,7 +54,7 @@ typedef struct {
     float *tbuf;      /* trim: RUMOR_GOSSIP_TRIM_SENDERS models, as they arrived */
     int n_trim;
     /* dpsgd, diloco: the in-neighbours this round waits for */
-    uint8_t (*expected)[RUMOR_GOSSIP_KEY_LEN];
+    uint8_t (*expected)[RUMOR_KEY_LEN];
     int n_expected;
     /* secure mixing: masked words summed mod 2^32, senders and their shares per chunk */
     uint32_t *macc;   /* vec */
@@ -70,7 +70,7 @@ typedef struct {
 } snap_t;
 
 typedef struct {
-    uint8_t peer[RUMOR_GOSSIP_KEY_LEN];
+    uint8_t peer[RUMOR_KEY_LEN];
     double share;
     uint64_t round;
     int snap;
@@ -92,7 +92,7 @@ typedef struct {
 
 /* choco: a neighbour's public copy as this peer holds it, and what this peer sent it. */
 typedef struct {
-    uint8_t key[RUMOR_GOSSIP_KEY_LEN];
+    uint8_t key[RUMOR_KEY_LEN];
     bool used;
     bool heard;          /* it sent us a piece of its copy since the entry was made */
     int n_pend;          /* its deltas held for a later round (all later ones wait behind them) */
@@ -114,7 +114,7 @@ typedef struct {
 
 /* Robust mixing: a sender's strikes and ban. */
 typedef struct {
-    uint8_t key[RUMOR_GOSSIP_KEY_LEN];
+    uint8_t key[RUMOR_KEY_LEN];
     int strikes;
     uint64_t banned_until; /* first round it is heard again; 0: not banned */
     uint64_t last;         /* round of its last strike (the least recent is forgotten first) */
@@ -122,7 +122,7 @@ typedef struct {
 
 /* A member of the view: its key (first, so entries sort by key) and its run's boot id. */
 typedef struct {
-    uint8_t key[RUMOR_GOSSIP_KEY_LEN];
+    uint8_t key[RUMOR_KEY_LEN];
     uint64_t boot;
 } view_entry_t;
 
@@ -144,7 +144,7 @@ struct rumor_gossip {
     /* view */
     view_entry_t *view;
     size_t view_count;
-    uint8_t (*members)[RUMOR_GOSSIP_KEY_LEN];
+    uint8_t (*members)[RUMOR_KEY_LEN];
     uint64_t *member_boot;         /* each member's run id as this peer knows it (0: unknown) */
     /* outbox */
     pending_t *outbox;
@@ -439,7 +439,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->P = cfg->params;
     g->vec = g->P; /* floats a round sends: the model (diloco too: its inner result) */
     g->chunk_params = cfg->chunk_params ? cfg->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
-    g->chunks = (g->vec + g->chunk_params - 1) / g->chunk_params;
+    g->chunks = rumor_chunks(g->vec, g->chunk_params);
     g->words = (g->chunks + 63) / 64;
     g->overlap = cfg->algo.kind != RUMOR_ALGO_DILOCO;
     g->wait_ms = g->cfg.round_timeout_ms;
@@ -584,26 +584,26 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     *self_p = NULL;
 }
 
-static int key_cmp(const void *a, const void *b) { return memcmp(a, b, RUMOR_GOSSIP_KEY_LEN); }
+static int key_cmp(const void *a, const void *b) { return memcmp(a, b, RUMOR_KEY_LEN); }
 
-void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_GOSSIP_KEY_LEN], size_t count)
+void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN], size_t count)
 {
     rumor_gossip_set_view_boots(g, keys, NULL, count);
 }
 
-void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_GOSSIP_KEY_LEN],
+void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN],
                                  const uint64_t *boots, size_t count)
 {
     size_t n = 0;
     for (size_t i = 0; i < count && n < RUMOR_GOSSIP_MAX_MEMBERS - 1; i++)
-        if (memcmp(keys[i], g->cfg.self, RUMOR_GOSSIP_KEY_LEN) != 0) {
-            memcpy(g->view[n].key, keys[i], RUMOR_GOSSIP_KEY_LEN);
+        if (memcmp(keys[i], g->cfg.self, RUMOR_KEY_LEN) != 0) {
+            memcpy(g->view[n].key, keys[i], RUMOR_KEY_LEN);
             g->view[n++].boot = boots ? boots[i] : 0;
         }
     qsort(g->view, n, sizeof *g->view, key_cmp); /* the key leads the entry */
     size_t u = 0;
     for (size_t i = 0; i < n; i++)
-        if (u == 0 || memcmp(g->view[u - 1].key, g->view[i].key, RUMOR_GOSSIP_KEY_LEN) != 0) g->view[u++] = g->view[i];
+        if (u == 0 || memcmp(g->view[u - 1].key, g->view[i].key, RUMOR_KEY_LEN) != 0) g->view[u++] = g->view[i];
     g->view_count = u;
 }
 
@@ -753,10 +753,10 @@ static void acc_add_pulled(float *restrict acc, const void *v, const float *rest
     }
 }
 
-static strike_t *strike_find(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+static strike_t *strike_find(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN])
 {
     for (int i = 0; i < g->n_strikes; i++)
-        if (memcmp(g->strikes[i].key, key, RUMOR_GOSSIP_KEY_LEN) == 0) return &g->strikes[i];
+        if (memcmp(g->strikes[i].key, key, RUMOR_KEY_LEN) == 0) return &g->strikes[i];
     return NULL;
 }
 
@@ -775,7 +775,7 @@ static void strike(rumor_gossip_t *g, sender_t *e)
                 if (g->strikes[i].last < k->last) k = &g->strikes[i];
         }
         memset(k, 0, sizeof *k);
-        memcpy(k->key, e->key, RUMOR_GOSSIP_KEY_LEN);
+        memcpy(k->key, e->key, RUMOR_KEY_LEN);
     }
     k->strikes++;
     k->last = g->round;
@@ -839,15 +839,15 @@ static void rebase(rumor_gossip_t *g, slot_t *s, int to)
     s->ref = to;
 }
 
-static sender_t *find_sender(slot_t *s, const uint8_t key[RUMOR_GOSSIP_KEY_LEN], uint64_t round)
+static sender_t *find_sender(slot_t *s, const uint8_t key[RUMOR_KEY_LEN], uint64_t round)
 {
     for (int i = 0; i < s->n_senders; i++)
-        if (s->senders[i].round == round && memcmp(s->senders[i].key, key, RUMOR_GOSSIP_KEY_LEN) == 0)
+        if (s->senders[i].round == round && memcmp(s->senders[i].key, key, RUMOR_KEY_LEN) == 0)
             return &s->senders[i];
     return NULL;
 }
 
-static bool expected_done(const rumor_gossip_t *g, slot_t *s, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+static bool expected_done(const rumor_gossip_t *g, slot_t *s, const uint8_t key[RUMOR_KEY_LEN])
 {
     (void)g;
     const sender_t *e = find_sender(s, key, s->round);
@@ -868,12 +868,12 @@ static void add_snapshot(rumor_gossip_t *g, slot_t *s, const float *x, const dou
     }
 }
 
-static pending_t *push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN], double share, int snap)
+static pending_t *push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], double share, int snap)
 {
     if (g->out_count == g->out_cap) return NULL; /* cannot happen: out_cap covers two rounds of every member */
     pending_t *p = &g->outbox[(g->out_head + g->out_count++) % g->out_cap];
     memset(p, 0, sizeof *p);
-    memcpy(p->peer, key, RUMOR_GOSSIP_KEY_LEN);
+    memcpy(p->peer, key, RUMOR_KEY_LEN);
     p->share = share;
     p->round = g->round;
     p->snap = snap;
@@ -935,12 +935,12 @@ static void purge_pending(rumor_gossip_t *g, int k)
 
 /* The entry of peer key; with create, a new one (evicting the one idle longest, when it has
  * been idle for 4 rounds or more). NULL when none. */
-static copy_t *copy_find(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN], bool create)
+static copy_t *copy_find(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], bool create)
 {
     copy_t *idle = NULL;
     for (int k = 0; k < RUMOR_GOSSIP_CHOCO_PEERS; k++) {
         copy_t *e = &g->copies[k];
-        if (e->used && memcmp(e->key, key, RUMOR_GOSSIP_KEY_LEN) == 0) return e;
+        if (e->used && memcmp(e->key, key, RUMOR_KEY_LEN) == 0) return e;
         if (!e->used) {
             if (!idle || idle->used) idle = e;
         } else if (e->last + 4 <= g->round && (!idle || (idle->used && e->last < idle->last))) {
@@ -951,7 +951,7 @@ static copy_t *copy_find(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_L
     copy_t *e = idle;
     if (e->used && e->n_pend > 0) purge_pending(g, (int)(e - g->copies));
     e->used = true;
-    memcpy(e->key, key, RUMOR_GOSSIP_KEY_LEN);
+    memcpy(e->key, key, RUMOR_KEY_LEN);
     e->lin = e->base = 0;
     e->heard = false;
     e->n_pend = 0;
@@ -987,7 +987,7 @@ static void choco_encode(rumor_gossip_t *g, const float *x, int sb)
     g->cver++;
 }
 
-static void push_choco_send(rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN], double share, int sb)
+static void push_choco_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], double share, int sb)
 {
     pending_t *p = push_send(g, key, share, sb);
     if (!p) return;
@@ -1140,7 +1140,7 @@ static void apply_deferred(rumor_gossip_t *g, int only)
 
 /* A piece of a neighbour's public copy: applied to the copy (a delta of a later round when
  * that round comes), then counted for the round it belongs to (readiness, deadlines). */
-static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_LEN], const rumor_gossip_chunk_t *c,
+static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], const rumor_gossip_chunk_t *c,
                         const void *payload, size_t len, size_t off, size_t n, uint64_t now)
 {
     if (c->codec != RUMOR_CODEC_F32 && c->codec != (int)g->cfg.choco.id) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
@@ -1183,7 +1183,7 @@ static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_L
     if (!se) {
         if (s->n_senders == RUMOR_GOSSIP_MAX_SENDERS) return ok;
         se = &s->senders[s->n_senders++];
-        memcpy(se->key, peer, RUMOR_GOSSIP_KEY_LEN);
+        memcpy(se->key, peer, RUMOR_KEY_LEN);
         se->round = s->round;
         se->got = 0;
         se->bad = se->complete = se->struck = false;
@@ -1212,9 +1212,9 @@ static uint64_t mix_id(const rumor_gossip_t *g, uint64_t round, uint32_t receive
     uint8_t r[8];
     for (int i = 0; i < 8; i++) r[i] = (uint8_t)(round >> (8 * i));
     uint64_t h = rumor_fnv1a(RUMOR_FNV_BASIS, r, sizeof r);
-    h = rumor_fnv1a(h, g->members[receiver], RUMOR_GOSSIP_KEY_LEN);
+    h = rumor_fnv1a(h, g->members[receiver], RUMOR_KEY_LEN);
     for (size_t k = 0; k < n_in; k++) {
-        h = rumor_fnv1a(h, g->members[in[k]], RUMOR_GOSSIP_KEY_LEN);
+        h = rumor_fnv1a(h, g->members[in[k]], RUMOR_KEY_LEN);
         for (int i = 0; i < 8; i++) r[i] = (uint8_t)(g->member_boot[in[k]] >> (8 * i));
         h = rumor_fnv1a(h, r, sizeof r);
     }
@@ -1252,14 +1252,14 @@ static void push_masked_sends(rumor_gossip_t *g, size_t n, uint32_t me, size_t n
         p->masked = true;
         p->mix = mix_id(g, g->round, to, in, n_in);
         rumor_secmix_edges_t *e = &p->edges;
-        memcpy(e->receiver, g->members[to], RUMOR_GOSSIP_KEY_LEN);
+        memcpy(e->receiver, g->members[to], RUMOR_KEY_LEN);
         e->round = g->round;
-        memcpy(e->peer[0], g->members[next], RUMOR_GOSSIP_KEY_LEN);
+        memcpy(e->peer[0], g->members[next], RUMOR_KEY_LEN);
         e->peer_boot[0] = g->member_boot[next];
         e->count = 1;
         if (prev != next) {
             e->peer_boot[e->count] = g->member_boot[prev];
-            memcpy(e->peer[e->count++], g->members[prev], RUMOR_GOSSIP_KEY_LEN);
+            memcpy(e->peer[e->count++], g->members[prev], RUMOR_KEY_LEN);
         }
     }
 }
@@ -1286,15 +1286,15 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     size_t n = 0, me = 0;
     bool placed = false;
     for (size_t i = 0; i <= g->view_count; i++) {
-        if (!placed && (i == g->view_count || memcmp(g->cfg.self, g->view[i].key, RUMOR_GOSSIP_KEY_LEN) < 0)) {
+        if (!placed && (i == g->view_count || memcmp(g->cfg.self, g->view[i].key, RUMOR_KEY_LEN) < 0)) {
             me = n;
             g->member_boot[n] = g->cfg.boot;
-            memcpy(g->members[n++], g->cfg.self, RUMOR_GOSSIP_KEY_LEN);
+            memcpy(g->members[n++], g->cfg.self, RUMOR_KEY_LEN);
             placed = true;
         }
         if (i < g->view_count) {
             g->member_boot[n] = g->view[i].boot;
-            memcpy(g->members[n++], g->view[i].key, RUMOR_GOSSIP_KEY_LEN);
+            memcpy(g->members[n++], g->view[i].key, RUMOR_KEY_LEN);
         }
     }
     slot_t *s = slot_for(g, g->round); /* never NULL: finishing freed every slot of an older round */
@@ -1326,7 +1326,7 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
         for (size_t k = 0; k < n_in && n_exp < RUMOR_GOSSIP_MAX_SENDERS; k++) {
             const strike_t *b = g->cfg.robust.clip ? strike_find(g, g->members[in[k]]) : NULL;
             if (b && b->banned_until > g->round) continue; /* banned: not waited for */
-            memcpy(s->expected[n_exp++], g->members[in[k]], RUMOR_GOSSIP_KEY_LEN);
+            memcpy(s->expected[n_exp++], g->members[in[k]], RUMOR_KEY_LEN);
         }
         if (g->cfg.secure_mix) {
             if (n_in >= 2 && n_in <= RUMOR_GOSSIP_MAX_SENDERS) {
@@ -1354,7 +1354,7 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
 }
 
 /* Whether the sender key has sent a model of a round after slot s's (it has moved on). */
-static bool moved_on(rumor_gossip_t *g, const slot_t *s, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+static bool moved_on(rumor_gossip_t *g, const slot_t *s, const uint8_t key[RUMOR_KEY_LEN])
 {
     for (int i = 0; i < SLOTS; i++) {
         slot_t *o = &g->slots[i];
@@ -1364,7 +1364,7 @@ static bool moved_on(rumor_gossip_t *g, const slot_t *s, const uint8_t key[RUMOR
 }
 
 /* Whether key is in the view (sorted by key). */
-static bool in_view(const rumor_gossip_t *g, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+static bool in_view(const rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN])
 {
     return g->view_count && bsearch(key, g->view, g->view_count, sizeof *g->view, key_cmp) != NULL;
 }
@@ -1429,10 +1429,10 @@ static void trimmed_mix(rumor_gossip_t *g, slot_t *s, const float *snap)
     }
 }
 
-static bool is_expected(const slot_t *s, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+static bool is_expected(const slot_t *s, const uint8_t key[RUMOR_KEY_LEN])
 {
     for (int i = 0; i < s->n_expected; i++)
-        if (memcmp(s->expected[i], key, RUMOR_GOSSIP_KEY_LEN) == 0) return true;
+        if (memcmp(s->expected[i], key, RUMOR_KEY_LEN) == 0) return true;
     return false;
 }
 
@@ -1624,7 +1624,7 @@ bool rumor_gossip_next_send(rumor_gossip_t *g, rumor_gossip_send_t *out)
     const pending_t *p = &g->outbox[g->out_head];
     g->out_head = (g->out_head + 1) % g->out_cap;
     g->out_count--;
-    memcpy(out->peer, p->peer, RUMOR_GOSSIP_KEY_LEN);
+    memcpy(out->peer, p->peer, RUMOR_KEY_LEN);
     out->round = p->round;
     out->share = p->share;
     out->params = g->snaps[p->snap].x;
@@ -1715,7 +1715,7 @@ static bool all_finite(const uint8_t *p, size_t n)
     return bad == 0;
 }
 
-bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_LEN], const rumor_gossip_chunk_t *c,
+bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], const rumor_gossip_chunk_t *c,
                            const void *payload, size_t len, uint64_t now)
 {
     if (c->layout != g->cfg.layout) return drop(g, RUMOR_GOSSIP_DROP_LAYOUT);
@@ -1772,7 +1772,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
         int mine = 0;
         for (int i = 0; sgp && i < s->n_senders; i++) {
             sender_t *o = &s->senders[i];
-            if (memcmp(o->key, peer, RUMOR_GOSSIP_KEY_LEN) != 0) continue;
+            if (memcmp(o->key, peer, RUMOR_KEY_LEN) != 0) continue;
             mine++;
             if (!oldest || o->round < oldest->round) oldest = o;
         }
@@ -1782,7 +1782,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KE
             if (s->n_senders == RUMOR_GOSSIP_MAX_SENDERS) return drop(g, RUMOR_GOSSIP_DROP_SENDERS);
             e = &s->senders[s->n_senders++];
         }
-        memcpy(e->key, peer, RUMOR_GOSSIP_KEY_LEN);
+        memcpy(e->key, peer, RUMOR_KEY_LEN);
         e->round = sgp ? c->round : s->round;
         e->got = 0;
         e->bad = e->complete = e->struck = false;

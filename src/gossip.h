@@ -168,7 +168,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RUMOR_GOSSIP_KEY_LEN 32
 #define RUMOR_GOSSIP_MAX_SENDERS 256   /* distinct senders accepted per round */
 #define RUMOR_GOSSIP_MAX_MEMBERS 4096  /* view + self */
 #define RUMOR_GOSSIP_CHUNK_DEFAULT (256 * 1024) /* floats: 1 MiB */
@@ -223,7 +222,7 @@ typedef struct {
     size_t params;             /* the model's n_params */
     uint64_t layout;           /* the model's layout id; incoming models must match */
     size_t chunk_params;       /* floats per chunk; 0: RUMOR_GOSSIP_CHUNK_DEFAULT */
-    uint8_t self[RUMOR_GOSSIP_KEY_LEN];
+    uint8_t self[RUMOR_KEY_LEN];
     uint64_t boot;             /* this peer's run id (secure mixing binds masks to runs; 0: unknown) */
     /* dpsgd/diloco: how long a round may wait for its models, at most (ms from the round's
      * start, i.e. when this peer sent its own). The deadline is the median plus deadline_k
@@ -258,10 +257,10 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p);
 
 /* The peers this node knows, without itself (any order, duplicates and self ignored; at most
  * RUMOR_GOSSIP_MAX_MEMBERS - 1 are used). Read at the next round's start. */
-void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_GOSSIP_KEY_LEN], size_t count);
+void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN], size_t count);
 /* The same with each peer's run id (boot id, 0: unknown) as this peer knows it: secure mixing
  * makes masks only with peers whose run it knows (secmix.h). */
-void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_GOSSIP_KEY_LEN],
+void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN],
                                  const uint64_t *boots, size_t count);
 
 typedef enum {
@@ -282,7 +281,7 @@ uint64_t rumor_gossip_deadline(const rumor_gossip_t *g);
 /* ---- the outbox: sends for the driver ---- */
 
 typedef struct {
-    uint8_t peer[RUMOR_GOSSIP_KEY_LEN];
+    uint8_t peer[RUMOR_KEY_LEN];
     uint64_t round;
     double share;           /* the message's weight is share * w[c] for chunk c */
     const float *params;    /* the snapshot; valid until rumor_gossip_release(g, snap) */
@@ -340,7 +339,7 @@ typedef struct {
 
 /* A model chunk from peer (its payload: n float32, little-endian, any alignment). Returns
  * true when accepted (mixed into an accumulator), false when dropped and counted. */
-bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_GOSSIP_KEY_LEN],
+bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN],
                            const rumor_gossip_chunk_t *c, const void *payload, size_t len,
                            uint64_t now);
 

@@ -81,9 +81,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifndef RUMOR_KEY_LEN
-#define RUMOR_KEY_LEN 32 /* a peer's Curve25519 public key (as in crypto.h) */
-#endif
 #define RUMOR_MEMB_ADDR_LEN 256 /* "tcp://HOST:PORT" and its NUL (proto: at most 255 bytes) */
 #define RUMOR_MEMB_MAX_UPD 16 /* piggybacked updates per message */
 #define RUMOR_MEMB_MAX_PEERS 64

@@ -1,6 +1,8 @@
 /* peer.c - a training peer: node, trainer thread and gossip engine (see peer.h). */
 #include "peer.h"
 
+#include "trainer.h"
+
 #include "backend.h"
 #include "checkpoint.h"
 #include "crypto.h"
@@ -73,7 +75,8 @@ typedef struct {
     bool swarm_over;          /* the swarm finished without us: this peer ends where it is */
     rumor_dataset_t train, test;
     float mean, std;
-    size_t *own, n_own, *perm;
+    size_t *own, n_own;
+    rumor_trainer_t *tr;      /* the local steps */
     rumor_backend_t *be;
     rumor_model_t *m;
     rumor_optim_t *o;
@@ -94,13 +97,11 @@ typedef struct {
     /* a Byzantine peer (--attack): what it sends instead of each snapshot, per snapshot */
     rumor_poison_t poison;
     rumor_rng_t attack_rng;
-    rumor_priv_t *dp;         /* DP-SGD, when on (trainer thread; epsilon read under mu) */
+    rumor_dp_t *dp;         /* DP-SGD, when on (trainer thread; epsilon read under mu) */
     /* Parameters on a device (the backend's memory is not host memory): the engine mixes host
-     * memory, so hx (host_alloc, page-locked) mirrors them at gossip points; sx, sy stage
-     * batches. All NULL on host-memory backends, where the engine mixes the model's buffer. */
+     * memory, so hx (host_alloc, page-locked) mirrors them at gossip points (NULL on
+     * host-memory backends, where the engine mixes the model's buffer). */
     float *hx;
-    float *sx;
-    uint8_t *sy;
     /* --codec: each snapshot encoded once (node thread), and a chunk decoded on arrival */
     uint8_t *enc[2];
     size_t *enc_off[2];
@@ -150,13 +151,6 @@ static void send_ctx_free(send_ctx_t *c)
     free(c->masked);
     free(c->masked_off);
     free(c);
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* ---- the node's side (its thread, and libzmq's for releases) ---- */
@@ -273,7 +267,7 @@ static void chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t
     }
     if (ch->has_hash)
         pull_chunk(p, peer, ch, payload, len);
-    else if (rumor_gossip_on_chunk(p->g, peer, &h, payload, len, mono_ms()))
+    else if (rumor_gossip_on_chunk(p->g, peer, &h, payload, len, rumor_now_ms()))
         pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
@@ -285,7 +279,7 @@ static bool encode_snapshot(peer_t *p, const rumor_gossip_send_t *s, const float
 {
     const int k = s->snap;
     if (p->enc_set[k] && p->enc_round[k] == s->round) return true;
-    const size_t chunks = (s->count + s->chunk_params - 1) / s->chunk_params;
+    const size_t chunks = rumor_chunks(s->count, s->chunk_params);
     size_t at = 0;
     p->enc_off[k][0] = 0;
     for (size_t c = 0; c < chunks; c++) {
@@ -323,7 +317,7 @@ static bool mask_reserve(peer_t *p, uint64_t round)
     char buf[32], err[RUMOR_ERR_LEN];
     const uint64_t upto = round + MASK_RESERVE;
     const int n = snprintf(buf, sizeof buf, "%" PRIu64 "\n", upto);
-    if (rumor_write_file_atomic(p->mask_path, buf, (size_t)n, 0600, err) != RUMOR_OK) {
+    if (rumor_write_atomic(p->mask_path, &(rumor_piece_t){buf, (uint64_t)n}, 1, 0600, true, err) != RUMOR_OK) {
         rumor_log(RUMOR_LOG_WARN, "secure mix: %s: round %" PRIu64 " not sent", err, round);
         return false;
     }
@@ -353,7 +347,7 @@ static rumor_err_t mask_floor(peer_t *p, char err[RUMOR_ERR_LEN])
 static bool mask_send(peer_t *p, send_ctx_t *c, const float *x)
 {
     const rumor_gossip_send_t *s = &c->s;
-    const size_t chunks = (s->count + s->chunk_params - 1) / s->chunk_params;
+    const size_t chunks = rumor_chunks(s->count, s->chunk_params);
     pthread_mutex_lock(&p->pool_mu);
     if (p->n_mask_pool > 0) c->masked = p->mask_pool[--p->n_mask_pool];
     pthread_mutex_unlock(&p->pool_mu);
@@ -424,7 +418,7 @@ static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t
         const rumor_node_model_ext_t ext = {.has_copy = true, .ver = s.ver, .lin = s.lin, .base = s.base,
                                             .need = s.need};
         if (s.enc) {
-            wire = s.enc_off[(s.count + s.chunk_params - 1) / s.chunk_params];
+            wire = s.enc_off[rumor_chunks(s.count, s.chunk_params)];
             rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, s.codec, &ext, s.enc,
                                          s.enc_off, s.count, s.chunk_params, release_cb, c);
         } else {
@@ -432,7 +426,7 @@ static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t
                                            s.chunk_params, &ext, release_cb, c);
         }
     } else if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 && encode_snapshot(p, &s, params)) {
-        wire = p->enc_off[s.snap][(s.count + s.chunk_params - 1) / s.chunk_params];
+        wire = p->enc_off[s.snap][rumor_chunks(s.count, s.chunk_params)];
         rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, (int)cd->id, NULL, p->enc[s.snap],
                                      p->enc_off[s.snap], s.count, s.chunk_params, release_cb, c);
     } else {
@@ -528,6 +522,8 @@ static void pull_ask(peer_t *p, rumor_node_t *node, uint64_t now)
 static void tick_cb(void *arg, rumor_node_t *node, uint64_t now)
 {
     peer_t *p = arg;
+    if (p->cfg->stop && atomic_load(p->cfg->stop)) rumor_node_stop(node);
+    if (p->cfg->reload && atomic_exchange(p->cfg->reload, false)) rumor_node_reload(node);
     uint8_t (*keys)[32] = p->view_keys;
     /* The gossip view: members whose hello we verified, the ones models can go to. A member
      * learnt from gossip whose hello is still on its way joins at a later tick; until then
@@ -690,7 +686,7 @@ static size_t status_cb(void *arg, bool json, char *buf, size_t cap)
 static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
 {
     const rumor_peer_config_t *c = p->cfg;
-    rumor_ckpt_info_t info = {.input_mean = p->mean, .input_std = p->std, .seed = c->seed};
+    rumor_checkpoint_info_t info = {.input_mean = p->mean, .input_std = p->std, .seed = c->seed};
     char buf[64];
     pthread_mutex_lock(&p->mu);
     const size_t nc = rumor_gossip_chunk_count(p->g);
@@ -713,21 +709,21 @@ static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
     }
     info.tensors = t;
     info.n_tensors = nt;
-    rumor_ckpt_extra_add(&info, "train.round", "%ld", p->k);
-    rumor_ckpt_extra_add(&info, "train.gossip_round", "%" PRIu64, ground);
+    rumor_checkpoint_extra_add(&info, "train.round", "%ld", p->k);
+    rumor_checkpoint_extra_add(&info, "train.gossip_round", "%" PRIu64, ground);
     rumor_algo_format(buf, sizeof buf, &c->algo);
-    rumor_ckpt_extra_add(&info, "train.algo", "%s", buf);
-    rumor_ckpt_extra_add(&info, "train.topology", "%s", c->topology);
-    rumor_ckpt_extra_add(&info, "train.batch", "%d", c->batch);
-    if (p->dp) rumor_ckpt_extra_add(&info, "train.dp_steps", "%" PRIu64, rumor_priv_steps(p->dp));
-    rumor_ckpt_extra_add(&info, "train.init_seed", "%" PRIu64, c->init_seed);
+    rumor_checkpoint_extra_add(&info, "train.algo", "%s", buf);
+    rumor_checkpoint_extra_add(&info, "train.topology", "%s", c->topology);
+    rumor_checkpoint_extra_add(&info, "train.batch", "%d", c->batch);
+    if (p->dp) rumor_checkpoint_extra_add(&info, "train.dp_steps", "%" PRIu64, rumor_dp_steps(p->dp));
+    rumor_checkpoint_extra_add(&info, "train.init_seed", "%" PRIu64, c->init_seed);
     if (c->partitioned) {
         rumor_partition_format(buf, sizeof buf, &c->partition);
-        rumor_ckpt_extra_add(&info, "train.partition", "%s", buf);
-        rumor_ckpt_extra_add(&info, "train.rank", "%d", c->rank);
-        rumor_ckpt_extra_add(&info, "train.peers", "%d", c->of);
+        rumor_checkpoint_extra_add(&info, "train.partition", "%s", buf);
+        rumor_checkpoint_extra_add(&info, "train.rank", "%d", c->rank);
+        rumor_checkpoint_extra_add(&info, "train.peers", "%d", c->of);
     } else {
-        rumor_ckpt_extra_add(&info, "train.partition", "none");
+        rumor_checkpoint_extra_add(&info, "train.partition", "none");
     }
     rumor_err_t rc = rumor_checkpoint_save(p->ckpt_path, p->m, p->o, &info, err);
     free(w);
@@ -737,14 +733,14 @@ static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
 static rumor_err_t load_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
 {
     const rumor_peer_config_t *c = p->cfg;
-    rumor_ckpt_info_t info;
+    rumor_checkpoint_info_t info;
     rumor_err_t rc = rumor_checkpoint_load(p->ckpt_path, p->m, p->o, &info, err);
     if (rc != RUMOR_OK) return rc;
     long k, gr, batch;
-    const char *algo = rumor_ckpt_extra(&info, "train.algo"), *topo = rumor_ckpt_extra(&info, "train.topology");
-    if (!rumor_ckpt_extra_long(&info, "train.round", 0, LONG_MAX, &k) ||
-        !rumor_ckpt_extra_long(&info, "train.gossip_round", 0, LONG_MAX, &gr) || !algo || !topo ||
-        !rumor_ckpt_extra_long(&info, "train.batch", 1, 65536, &batch))
+    const char *algo = rumor_checkpoint_extra(&info, "train.algo"), *topo = rumor_checkpoint_extra(&info, "train.topology");
+    if (!rumor_checkpoint_extra_long(&info, "train.round", 0, LONG_MAX, &k) ||
+        !rumor_checkpoint_extra_long(&info, "train.gossip_round", 0, LONG_MAX, &gr) || !algo || !topo ||
+        !rumor_checkpoint_extra_long(&info, "train.batch", 1, 65536, &batch))
         return rumor_fail(err, RUMOR_EFORMAT, "%s: not a checkpoint of rumor node (no train.round)", p->ckpt_path);
     char mine[32];
     rumor_algo_format(mine, sizeof mine, &c->algo);
@@ -771,12 +767,12 @@ static rumor_err_t load_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
     if (p->dp) {
         /* The privacy already spent is spent: a resumed peer counts on from it. */
         long steps;
-        if (!rumor_ckpt_extra_long(&info, "train.dp_steps", 0, LONG_MAX, &steps)) {
+        if (!rumor_checkpoint_extra_long(&info, "train.dp_steps", 0, LONG_MAX, &steps)) {
             rc = rumor_fail(err, RUMOR_EINVAL, "%s: written without --dp; its privacy spent is unknown", p->ckpt_path);
             goto out;
         }
-        rumor_priv_restore(p->dp, (uint64_t)steps);
-        p->epsilon = rumor_priv_epsilon(p->dp);
+        rumor_dp_restore(p->dp, (uint64_t)steps);
+        p->epsilon = rumor_dp_epsilon(p->dp);
     }
     if (c->algo.kind == RUMOR_ALGO_DILOCO) {
         const char *names[2] = {"gossip.theta", "gossip.momentum"};
@@ -821,7 +817,7 @@ static bool gossip_point(peer_t *p, float *x)
     bool done = false;
     pthread_mutex_lock(&p->mu);
     while (!atomic_load(&p->stop)) {
-        const uint64_t now = mono_ms();
+        const uint64_t now = rumor_now_ms();
         if (rumor_gossip_step(p->g, x, now) == RUMOR_GOSSIP_DONE) {
             done = true;
             break;
@@ -841,11 +837,9 @@ static rumor_err_t device_setup(peer_t *p, char err[RUMOR_ERR_LEN])
 {
     rumor_backend_t *be = p->be;
     if (be->ops->host_memory) return RUMOR_OK;
-    const size_t P = rumor_model_param_count(p->m), B = (size_t)rumor_model_max_batch(p->m);
+    const size_t P = rumor_model_param_count(p->m);
     p->hx = be->ops->host_alloc(be, P * sizeof(float));
-    p->sx = be->ops->host_alloc(be, B * p->train.rows * p->train.cols * sizeof(float));
-    p->sy = be->ops->host_alloc(be, B);
-    if (!p->hx || !p->sx || !p->sy) return rumor_fail(err, RUMOR_ENOMEM, "out of pinned host memory for the parameters");
+    if (!p->hx) return rumor_fail(err, RUMOR_ENOMEM, "out of pinned host memory for the parameters");
     be->ops->download(be, p->hx, rumor_model_params(p->m), P * sizeof(float));
     return be->ops->sync(be, err);
 }
@@ -854,8 +848,6 @@ static void device_fini(peer_t *p)
 {
     if (!p->be) return;
     if (p->hx) p->be->ops->host_free(p->be, p->hx);
-    if (p->sx) p->be->ops->host_free(p->be, p->sx);
-    if (p->sy) p->be->ops->host_free(p->be, p->sy);
 }
 
 /* Put the host mirror's parameters back on the device. */
@@ -894,9 +886,9 @@ static bool ask_one(peer_t *p, bool want_done, uint64_t *round, uint64_t *done, 
     p->pull_state = PULL_WANTED;
     pthread_mutex_unlock(&p->mu);
     rumor_node_wake(p->node);
-    const uint64_t until = mono_ms() + (p->cfg->round_timeout_ms > 5000 ? p->cfg->round_timeout_ms : 5000);
+    const uint64_t until = rumor_now_ms() + (p->cfg->round_timeout_ms > 5000 ? p->cfg->round_timeout_ms : 5000);
     pthread_mutex_lock(&p->mu);
-    while (p->pull_state != PULL_DONE && p->pull_state != PULL_NOBODY && !atomic_load(&p->stop) && mono_ms() < until)
+    while (p->pull_state != PULL_DONE && p->pull_state != PULL_NOBODY && !atomic_load(&p->stop) && rumor_now_ms() < until)
         wait_cv(p, 50);
     const bool ok = p->pull_state == PULL_DONE && p->pull_got == p->pull_chunks && p->pull_ok;
     if (p->pull_state == PULL_DONE && !p->pull_ok)
@@ -926,7 +918,7 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
     *answered = 0;
     pthread_mutex_lock(&p->mu);
     if (!p->pull_buf) {
-        p->pull_chunks = (P + RUMOR_GOSSIP_CHUNK_DEFAULT - 1) / RUMOR_GOSSIP_CHUNK_DEFAULT;
+        p->pull_chunks = rumor_chunks(P, RUMOR_GOSSIP_CHUNK_DEFAULT);
         p->pull_buf = malloc(P * sizeof *p->pull_buf);
         p->pull_bits = calloc((p->pull_chunks + 63) / 64, sizeof *p->pull_bits);
     }
@@ -991,22 +983,6 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
     return RUMOR_OK;
 }
 
-/* A slice of a DP-SGD batch (rumor_priv_step): shard positions to sample indices, then into
- * the model's input buffer. */
-static void private_load_cb(void *arg, size_t *idx, size_t k)
-{
-    peer_t *p = arg;
-    for (size_t j = 0; j < k && p->own; j++) idx[j] = p->own[idx[j]];
-    rumor_train_load_batch(p->m, &p->train, idx, k, p->mean, p->std, p->sx, p->sy);
-}
-
-/* One DP-SGD step: a Poisson-sampled batch (secret, from the DP state's noise source; its size
- * in *bn, 0 possible). The gradient is left in the model's. */
-static rumor_err_t private_step(peer_t *p, size_t *bn, double *loss, char err[RUMOR_ERR_LEN])
-{
-    return rumor_priv_step(p->dp, p->m, p->perm, private_load_cb, p, bn, loss, err);
-}
-
 /* Whether the swarm is over for this peer: every member finished (and there is one), or, out
  * of secure mixing, two did. Two members vouch for the end as they vouch for a pulled model;
  * a peer behind them would otherwise train on, with fewer neighbours each round and a
@@ -1058,9 +1034,6 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
     rumor_err_t rc = RUMOR_OK;
     float *x = rumor_model_params(p->m);
     const long H = c->algo.local_steps;
-    const long spe = (long)((p->n_own + (size_t)c->batch - 1) / (size_t)c->batch);
-    const long total = c->rounds * H;
-    long cur_epoch = -1;
     double last_ckpt = rumor_now();
     long last_ckpt_k = p->k;
 
@@ -1113,53 +1086,25 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             if ((rc = finish_with_swarm(p, x, err)) != RUMOR_OK) return rc;
             if (p->swarm_over) break;
         }
-        double loss_sum = 0.0;
-        long count = 0;
-        float lr = 0.0f;
         pthread_mutex_lock(&p->mu);
         const long kr = rumor_gossip_schedule_round(p->g, p->k);
         pthread_mutex_unlock(&p->mu);
         const double work0 = rumor_now();
-        for (long h = 0; h < H; h++) {
-            const long step = rumor_optim_steps(p->o);
-            double bl = 0.0;
-            size_t bn;
-            if (p->dp) {
-                if (rumor_priv_over_budget(p->dp)) {
-                    p->budget_spent = true;
-                    break;
-                }
-                if ((rc = private_step(p, &bn, &bl, err)) != RUMOR_OK) return rc;
-            } else {
-                const long epoch = step / spe, pos = step % spe;
-                if (epoch != cur_epoch) {
-                    rumor_train_epoch_order(p->perm, p->own, p->n_own, c->seed, epoch);
-                    cur_epoch = epoch;
-                }
-                const size_t start = (size_t)pos * (size_t)c->batch;
-                bn = p->n_own - start < (size_t)c->batch ? p->n_own - start : (size_t)c->batch;
-                rumor_train_load_batch(p->m, &p->train, p->perm + start, bn, p->mean, p->std, p->sx, p->sy);
-                if ((rc = rumor_model_run(p->m, (int)bn, true, &bl, NULL, err)) != RUMOR_OK) return rc;
-            }
-            if (!isfinite(bl))
-                return rumor_fail(err, RUMOR_EINVAL, "training diverged at round %ld (loss %g): lower --lr", p->k, bl);
-            lr = rumor_schedule_lr(&c->sched, c->opt.lr, kr * H + h, total, spe);
-            rumor_optim_step(p->o, x, rumor_model_grads(p->m), lr);
-            loss_sum += bl;
-            count += (long)bn;
-        }
+        rumor_trainer_stats_t ts;
+        if ((rc = rumor_trainer_steps(p->tr, H, kr * H, &ts, err)) != RUMOR_OK) return rc;
+        p->budget_spent = ts.budget_spent;
         if (c->slowdown > 1.0) { /* a straggler: make the local phase last slowdown times as long */
             const double extra = (rumor_now() - work0) * (c->slowdown - 1.0);
-            struct timespec ts = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
-            nanosleep(&ts, NULL);
+            struct timespec d = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
+            nanosleep(&d, NULL);
         }
         if (p->budget_spent) {
-            if (rumor_priv_steps(p->dp) == 0)
+            if (rumor_dp_steps(p->dp) == 0)
                 rumor_log(RUMOR_LOG_WARN, "--dp-budget %g is below what one private step spends at noise %g: raise "
                           "the budget or the noise (rumor privacy computes either)", c->dp.budget, c->dp.noise);
             else
                 rumor_log(RUMOR_LOG_INFO, "privacy budget spent: epsilon %.4g after %" PRIu64 " private steps (budget "
-                          "%g); this peer stops training", rumor_priv_epsilon(p->dp), rumor_priv_steps(p->dp),
+                          "%g); this peer stops training", rumor_dp_epsilon(p->dp), rumor_dp_steps(p->dp),
                           c->dp.budget);
             break;
         }
@@ -1178,11 +1123,12 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         fprintf(p->metrics,
                 "{\"t\":%.3f,\"round\":%ld,\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g,\"consensus\":%.6g,\"w\":%.6g,"
                 "\"peers\":%d,\"neighbours\":%d,\"missing\":%d,\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64,
-                rumor_now() - p->t0, p->k, rumor_optim_steps(p->o), loss_sum / (double)(count ? count : 1), (double)lr,
+                rumor_now() - p->t0, p->k, rumor_optim_steps(p->o), ts.loss_sum / (double)(ts.samples ? ts.samples : 1),
+                (double)ts.lr,
                 st.consensus, st.w, view + 1, st.last_peers, st.last_missing, out, st.bytes_in);
         if (eval) fprintf(p->metrics, ",\"test_loss\":%.6f,\"test_acc\":%.4f", p->test_loss, p->test_acc);
         if (p->dp) {
-            const double eps = rumor_priv_epsilon(p->dp);
+            const double eps = rumor_dp_epsilon(p->dp);
             pthread_mutex_lock(&p->mu);
             p->epsilon = eps;
             pthread_mutex_unlock(&p->mu);
@@ -1206,7 +1152,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
     p->interrupted = p->k < c->rounds && !p->budget_spent && !p->swarm_over;
     if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
     if (!p->interrupted) {
-        rumor_ckpt_info_t info = {.input_mean = p->mean, .input_std = p->std, .seed = c->seed};
+        rumor_checkpoint_info_t info = {.input_mean = p->mean, .input_std = p->std, .seed = c->seed};
         if ((rc = rumor_checkpoint_save(p->model_path, p->m, NULL, &info, err)) != RUMOR_OK) return rc;
     }
     return RUMOR_OK;
@@ -1239,9 +1185,9 @@ static void linger(peer_t *p)
     if (p->cfg->linger_ms == 0) return;
     rumor_log(RUMOR_LOG_INFO, "training done; staying %.0f s to answer late peers with the final model (--linger)",
               (double)p->cfg->linger_ms / 1000.0);
-    const uint64_t until = mono_ms() + p->cfg->linger_ms;
+    const uint64_t until = rumor_now_ms() + p->cfg->linger_ms;
     pthread_mutex_lock(&p->mu);
-    while (!atomic_load(&p->stop) && mono_ms() < until) wait_cv(p, 100);
+    while (!atomic_load(&p->stop) && rumor_now_ms() < until) wait_cv(p, 100);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -1251,8 +1197,7 @@ static void *trainer_main(void *arg)
     p->trc = train_loop(p, p->terr);
     if (p->trc == RUMOR_OK && !p->interrupted && !p->swarm_over && !atomic_load(&p->stop)) linger(p);
     atomic_store(&p->trainer_done, true);
-    rumor_node_request_stop();
-    rumor_node_wake(p->node);
+    rumor_node_stop(p->node);
     return NULL;
 }
 
@@ -1294,29 +1239,25 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
             goto out;
         }
     }
-    if (!(p.perm = malloc(p.n_own * sizeof *p.perm))) {
-        rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        goto out;
-    }
     p.be = c->backend_ops ? rumor_backend_open(c->backend_ops, c->threads, err)
                           : rumor_backend_new(c->device, c->threads, err);
     if (!p.be) {
-        rc = RUMOR_EINVAL;
+        rc = rumor_last_error();
         goto out;
     }
     const rumor_model_input_t in = {1, (int)p.train.rows, (int)p.train.cols, RUMOR_DATA_CLASSES};
     const int max_batch = c->batch > EVAL_BATCH ? c->batch : EVAL_BATCH;
     if (!(p.m = rumor_model_new(&c->spec, in, p.be, max_batch, err))) {
-        rc = RUMOR_EINVAL;
+        rc = rumor_last_error();
         goto out;
     }
     if (!(p.o = rumor_optim_new(&c->opt, p.be, rumor_model_param_count(p.m), err))) {
-        rc = RUMOR_ENOMEM;
+        rc = rumor_last_error();
         goto out;
     }
     if ((rc = rumor_model_init(p.m, c->init_seed)) != RUMOR_OK) goto out;
     if (!(p.topo = rumor_topology_new(c->topology, c->seed, err))) {
-        rc = RUMOR_EINVAL;
+        rc = rumor_last_error();
         goto out;
     }
     /* The engine starts from the initial parameters; a resume then restores its state. */
@@ -1334,7 +1275,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
             gc.choco_resumed = c->resume;
         } else if (c->codec.id != RUMOR_CODEC_F32) {
             const size_t P = rumor_model_param_count(p.m), cp = gc.chunk_params ? gc.chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
-            const size_t chunks = (P + cp - 1) / cp;
+            const size_t chunks = rumor_chunks(P, cp);
             for (int k = 0; k < 2; k++) {
                 p.enc[k] = malloc(chunks * rumor_codec_encoded_len(&c->codec, cp));
                 p.enc_off[k] = malloc((chunks + 1) * sizeof *p.enc_off[k]);
@@ -1357,7 +1298,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
             rumor_rng_init2(&p.attack_rng, c->seed, 0xa77ac, (uint64_t)c->rank);
         }
         if (!(p.node = rumor_node_new(&c->node, err))) {
-            rc = RUMOR_EINVAL;
+            rc = rumor_last_error();
             goto out;
         }
         /* The node's identity is the engine's "self". */
@@ -1367,7 +1308,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         gc.boot = rumor_node_boot(p.node);
         if (c->secure_mix && !(p.secmix = rumor_secmix_new(rumor_node_secret_key(p.node), rumor_node_boot(p.node),
                                                            gc.layout, err))) {
-            rc = RUMOR_ENOMEM;
+            rc = rumor_last_error();
             goto out;
         }
         /* The one line a user (or a script) needs: how others join through this peer. */
@@ -1378,7 +1319,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         }
         if ((rc = device_setup(&p, err)) != RUMOR_OK) goto out;
         if (!(p.g = rumor_gossip_new(&gc, p.topo, p.hx ? p.hx : rumor_model_params(p.m), err))) {
-            rc = RUMOR_ENOMEM;
+            rc = rumor_last_error();
             goto out;
         }
     }
@@ -1387,11 +1328,21 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
          * neither a neighbour who knows the settings nor this node's own restart redraws them. */
         rumor_noise_t *ns = rumor_noise_new_secret(err);
         if (!ns) {
-            rc = RUMOR_ENOMEM;
+            rc = rumor_last_error();
             goto out;
         }
-        if (!(p.dp = rumor_priv_new(&c->dp, p.m, p.n_own, c->batch, &ns, err))) {
-            rc = RUMOR_EINVAL;
+        if (!(p.dp = rumor_dp_new(&c->dp, p.m, p.n_own, c->batch, &ns, err))) {
+            rc = rumor_last_error();
+            goto out;
+        }
+    }
+    {
+        const rumor_trainer_config_t tc = {.data = &p.train, .own = p.own, .n = p.n_own, .mean = p.mean,
+                                           .std = p.std, .batch = c->batch, .seed = c->seed, .sched = c->sched,
+                                           .lr = c->opt.lr, .total_steps = c->rounds * c->algo.local_steps,
+                                           .dp = p.dp};
+        if (!(p.tr = rumor_trainer_new(&tc, p.m, p.o, err))) {
+            rc = rumor_last_error();
             goto out;
         }
     }
@@ -1481,12 +1432,12 @@ out:
     for (int i = 0; i < p.n_mask_pool; i++) free(p.mask_pool[i]);
     if (p.metrics) fclose(p.metrics);
     rumor_topology_destroy(&p.topo);
-    rumor_priv_destroy(&p.dp); /* its buffers are the backend's */
+    rumor_trainer_destroy(&p.tr); /* its buffers are the backend's, as the others' below */
+    rumor_dp_destroy(&p.dp);
     rumor_optim_destroy(&p.o);
     rumor_model_destroy(&p.m);
     device_fini(&p);
     rumor_backend_destroy(&p.be);
-    free(p.perm);
     free(p.own);
     free(p.pull_buf);
     free(p.pull_bits);

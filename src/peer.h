@@ -42,6 +42,7 @@
 #include "optim.h"
 #include "rumor.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 typedef struct {
@@ -74,7 +75,7 @@ typedef struct {
     double slowdown;             /* >= 1: compute this many times slower (a straggler, for experiments) */
     rumor_robust_t robust;       /* robust mixing of what neighbours send */
     rumor_attack_t attack;       /* send poisoned models instead (a Byzantine peer, for experiments) */
-    rumor_priv_config_t dp;      /* DP-SGD (dp.on) and its budget */
+    rumor_dp_config_t dp;      /* DP-SGD (dp.on) and its budget */
     rumor_codec_t codec;         /* how the models it sends are encoded (float32, fp16, bf16, int8) */
     bool secure_mix;             /* neighbourhood masked averaging (secmix.h); no pulls, no late join */
     double consensus_step;       /* --codec topk: CHOCO's gamma; 0: the engine's default */
@@ -83,6 +84,11 @@ typedef struct {
      * uplink), or is lost with probability loss. 0: off. */
     double emu_latency_ms, emu_bandwidth_mbps, emu_loss;
     const char *command_line;    /* written to run_dir/command.txt */
+    /* The caller's requests (its signal handlers set them; NULL: none): stop the peer (it
+     * leaves gracefully), and re-read the revocation list (cleared when done). The peer looks
+     * at them every node tick (100 ms at most). */
+    const atomic_bool *stop;
+    atomic_bool *reload;
 } rumor_peer_config_t;
 
 typedef struct {
@@ -91,13 +97,12 @@ typedef struct {
     bool interrupted;
 } rumor_peer_result_t;
 
-/* Run a training peer until its rounds are done or a stop is requested
- * (rumor_node_request_stop from a signal handler). Errors as rumor_node_run and
- * rumor_train_run, with err saying what and where. */
 /* Whether the gossip settings go together (rumor_gossip_check_modes, and no --attack with
  * --codec topk, whose sends are not models to poison); false with a sentence in err. */
 bool rumor_peer_gossip_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_LEN]);
 
+/* Run a training peer until its rounds are done or cfg->stop is set. Errors as rumor_node_run
+ * and rumor_train_run, with err saying what and where. */
 rumor_err_t rumor_peer_run(const rumor_peer_config_t *cfg, rumor_peer_result_t *res,
                            char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 

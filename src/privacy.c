@@ -9,9 +9,9 @@
 
 /* 1 + x / 10 is computed as a division so that 2.0, 3.0, ... come out exact and take the
  * integer formula, as in the published figures. */
-double rumor_dp_order(size_t i)
+double rumor_privacy_order(size_t i)
 {
-    assert(i < RUMOR_DP_ORDER_COUNT);
+    assert(i < RUMOR_PRIVACY_ORDER_COUNT);
     if (i < 99) return 1.0 + (double)(i + 1) / 10.0;
     if (i < 99 + 52) return (double)(12 + (i - 99));
     return i == 99 + 52 ? 128.0 : 256.0;
@@ -132,7 +132,7 @@ static double log_a_frac(double q, double sigma, double alpha)
     }
 }
 
-double rumor_dp_rdp(double q, double sigma, double alpha)
+double rumor_privacy_rdp(double q, double sigma, double alpha)
 {
     if (!(q > 0.0 && q <= 1.0) || !(sigma > 0.0) || isinf(sigma) || !(alpha > 1.0)) return NAN;
     /* So little noise that 1 / (2 sigma^2) overflows: no finite bound. */
@@ -171,32 +171,32 @@ static void convert(const double *rdp, double delta, double *eps, double *alpha)
 {
     const double log_inv_delta = -log(delta);
     double best = INFINITY, best_alpha = NAN;
-    for (size_t i = 0; i < RUMOR_DP_ORDER_COUNT; i++) {
-        const double a = rumor_dp_order(i), e = rdp[i] + log_inv_delta / (a - 1.0);
+    for (size_t i = 0; i < RUMOR_PRIVACY_ORDER_COUNT; i++) {
+        const double a = rumor_privacy_order(i), e = rdp[i] + log_inv_delta / (a - 1.0);
         if (e < best) best = e, best_alpha = a;
     }
     *eps = best;
     if (alpha) *alpha = best_alpha;
 }
 
-void rumor_dp_accountant_init(rumor_dp_accountant_t *acc)
+void rumor_privacy_accountant_init(rumor_privacy_accountant_t *acc)
 {
-    for (size_t i = 0; i < RUMOR_DP_ORDER_COUNT; i++) acc->rdp[i] = 0.0;
+    for (size_t i = 0; i < RUMOR_PRIVACY_ORDER_COUNT; i++) acc->rdp[i] = 0.0;
     acc->steps = 0;
 }
 
-rumor_err_t rumor_dp_accountant_step(rumor_dp_accountant_t *acc, double q, double sigma, uint64_t count,
+rumor_err_t rumor_privacy_accountant_step(rumor_privacy_accountant_t *acc, double q, double sigma, uint64_t count,
                                      char err[RUMOR_ERR_LEN])
 {
     rumor_err_t rc = check_rate_noise(q, sigma, err);
     if (rc != RUMOR_OK || count == 0) return rc;
-    for (size_t i = 0; i < RUMOR_DP_ORDER_COUNT; i++)
-        acc->rdp[i] += (double)count * rumor_dp_rdp(q, sigma, rumor_dp_order(i));
+    for (size_t i = 0; i < RUMOR_PRIVACY_ORDER_COUNT; i++)
+        acc->rdp[i] += (double)count * rumor_privacy_rdp(q, sigma, rumor_privacy_order(i));
     acc->steps += count;
     return RUMOR_OK;
 }
 
-rumor_err_t rumor_dp_accountant_epsilon(const rumor_dp_accountant_t *acc, double delta, double *eps, double *alpha,
+rumor_err_t rumor_privacy_accountant_epsilon(const rumor_privacy_accountant_t *acc, double delta, double *eps, double *alpha,
                                         char err[RUMOR_ERR_LEN])
 {
     rumor_err_t rc = check_delta(delta, err);
@@ -210,23 +210,23 @@ rumor_err_t rumor_dp_accountant_epsilon(const rumor_dp_accountant_t *acc, double
     return RUMOR_OK;
 }
 
-rumor_err_t rumor_dp_epsilon(double q, double sigma, uint64_t steps, double delta, double *eps, double *alpha,
+rumor_err_t rumor_privacy_epsilon(double q, double sigma, uint64_t steps, double delta, double *eps, double *alpha,
                              char err[RUMOR_ERR_LEN])
 {
     rumor_err_t rc;
     if ((rc = check_rate_noise(q, sigma, err)) != RUMOR_OK) return rc;
     if ((rc = check_delta(delta, err)) != RUMOR_OK) return rc;
     if (steps == 0) return rumor_fail(err, RUMOR_EINVAL, "steps 0: expected at least one step");
-    rumor_dp_accountant_t acc;
-    rumor_dp_accountant_init(&acc);
-    if ((rc = rumor_dp_accountant_step(&acc, q, sigma, steps, err)) != RUMOR_OK) return rc;
-    return rumor_dp_accountant_epsilon(&acc, delta, eps, alpha, err);
+    rumor_privacy_accountant_t acc;
+    rumor_privacy_accountant_init(&acc);
+    if ((rc = rumor_privacy_accountant_step(&acc, q, sigma, steps, err)) != RUMOR_OK) return rc;
+    return rumor_privacy_accountant_epsilon(&acc, delta, eps, alpha, err);
 }
 
 #define NOISE_MIN 1e-3
 #define NOISE_MAX 1e7
 
-rumor_err_t rumor_dp_noise_for(double q, uint64_t steps, double delta, double target_eps, double *sigma,
+rumor_err_t rumor_privacy_noise_for(double q, uint64_t steps, double delta, double target_eps, double *sigma,
                                char err[RUMOR_ERR_LEN])
 {
     rumor_err_t rc;
@@ -236,7 +236,7 @@ rumor_err_t rumor_dp_noise_for(double q, uint64_t steps, double delta, double ta
     if (!(target_eps > 0.0) || isinf(target_eps))
         return rumor_fail(err, RUMOR_EINVAL, "epsilon %g: expected a finite number above 0", target_eps);
     /* However much noise, the conversion leaves log(1/delta) / (alpha - 1) at the largest order. */
-    const double max_alpha = rumor_dp_order(RUMOR_DP_ORDER_COUNT - 1);
+    const double max_alpha = rumor_privacy_order(RUMOR_PRIVACY_ORDER_COUNT - 1);
     const double floor_eps = -log(delta) / (max_alpha - 1.0);
     if (target_eps <= floor_eps)
         return rumor_fail(err, RUMOR_EINVAL,
@@ -246,14 +246,14 @@ rumor_err_t rumor_dp_noise_for(double q, uint64_t steps, double delta, double ta
     /* Bracket from sigma = 1 by doubling or halving, then bisect in log sigma: epsilon falls
      * as sigma grows. hi always meets the target, lo never does. */
     double lo = 1.0, hi = 1.0, e;
-    if ((rc = rumor_dp_epsilon(q, 1.0, steps, delta, &e, NULL, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_privacy_epsilon(q, 1.0, steps, delta, &e, NULL, err)) != RUMOR_OK) return rc;
     if (e > target_eps) {
         do {
             lo = hi, hi *= 2.0;
             if (hi > NOISE_MAX)
                 return rumor_fail(err, RUMOR_EINVAL, "epsilon %g needs a noise multiplier above %g", target_eps,
                                   NOISE_MAX);
-            if ((rc = rumor_dp_epsilon(q, hi, steps, delta, &e, NULL, err)) != RUMOR_OK) return rc;
+            if ((rc = rumor_privacy_epsilon(q, hi, steps, delta, &e, NULL, err)) != RUMOR_OK) return rc;
         } while (e > target_eps);
     } else {
         do {
@@ -261,12 +261,12 @@ rumor_err_t rumor_dp_noise_for(double q, uint64_t steps, double delta, double ta
             if (lo < NOISE_MIN)
                 return rumor_fail(err, RUMOR_EINVAL, "epsilon %g is met by any noise multiplier, even %g", target_eps,
                                   NOISE_MIN);
-            if ((rc = rumor_dp_epsilon(q, lo, steps, delta, &e, NULL, err)) != RUMOR_OK) return rc;
+            if ((rc = rumor_privacy_epsilon(q, lo, steps, delta, &e, NULL, err)) != RUMOR_OK) return rc;
         } while (e <= target_eps);
     }
     while (hi - lo > 1e-9 * hi) {
         const double mid = sqrt(lo * hi);
-        if ((rc = rumor_dp_epsilon(q, mid, steps, delta, &e, NULL, err)) != RUMOR_OK) return rc;
+        if ((rc = rumor_privacy_epsilon(q, mid, steps, delta, &e, NULL, err)) != RUMOR_OK) return rc;
         if (e > target_eps) lo = mid;
         else hi = mid;
     }

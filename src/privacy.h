@@ -28,28 +28,28 @@
 #include <stdint.h>
 
 /* 99 fractional orders 1.1..10.9, 52 integers 12..63, then 128 and 256. */
-#define RUMOR_DP_ORDER_COUNT 153
+#define RUMOR_PRIVACY_ORDER_COUNT 153
 
-/* The i-th order, ascending, for i < RUMOR_DP_ORDER_COUNT. */
-double rumor_dp_order(size_t i);
+/* The i-th order, ascending, for i < RUMOR_PRIVACY_ORDER_COUNT. */
+double rumor_privacy_order(size_t i);
 
 /* RDP of one step of the sampled Gaussian mechanism at order alpha > 1, for a sampling
  * rate q in (0, 1] and a noise multiplier sigma > 0. q = 1 is the plain Gaussian mechanism,
  * alpha / (2 sigma^2). INFINITY when alpha is infinite or sigma so small that the sum cannot
  * be evaluated in doubles (no bound, never a small one); NAN for arguments out of range. */
-double rumor_dp_rdp(double q, double sigma, double alpha);
+double rumor_privacy_rdp(double q, double sigma, double alpha);
 
 /* epsilon of `steps` steps at rate q and noise sigma, for delta in (0, 1); *alpha (may be
  * NULL) is the order that gave it. *eps is INFINITY when no order gives a finite bound.
  * RUMOR_EINVAL with a sentence in err for arguments out of range. */
-rumor_err_t rumor_dp_epsilon(double q, double sigma, uint64_t steps, double delta, double *eps, double *alpha,
+rumor_err_t rumor_privacy_epsilon(double q, double sigma, uint64_t steps, double delta, double *eps, double *alpha,
                              char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* The smallest noise multiplier whose epsilon after `steps` steps at rate q is at most
  * target_eps (to a relative 1e-9 in sigma: bisection, epsilon falls as sigma grows).
  * RUMOR_EINVAL when the target is out of reach: below log(1/delta) / 255, which no noise
  * reaches with these orders, or needing a noise outside [1e-3, 1e7]. */
-rumor_err_t rumor_dp_noise_for(double q, uint64_t steps, double delta, double target_eps, double *sigma,
+rumor_err_t rumor_privacy_noise_for(double q, uint64_t steps, double delta, double target_eps, double *sigma,
                                char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* ---- accumulating accountant ---- */
@@ -57,16 +57,16 @@ rumor_err_t rumor_dp_noise_for(double q, uint64_t steps, double delta, double ta
 /* The privacy spent so far by one party, step by step, where rate and noise may change
  * between steps (a node that joins late, a schedule). Caller's storage; nothing to free. */
 typedef struct {
-    double rdp[RUMOR_DP_ORDER_COUNT]; /* sum of the steps' RDP, one per order */
+    double rdp[RUMOR_PRIVACY_ORDER_COUNT]; /* sum of the steps' RDP, one per order */
     uint64_t steps;                   /* steps counted so far */
-} rumor_dp_accountant_t;
+} rumor_privacy_accountant_t;
 
-void rumor_dp_accountant_init(rumor_dp_accountant_t *acc);
+void rumor_privacy_accountant_init(rumor_privacy_accountant_t *acc);
 /* Count `count` steps at rate q and noise sigma (count 0 counts nothing). */
-rumor_err_t rumor_dp_accountant_step(rumor_dp_accountant_t *acc, double q, double sigma, uint64_t count,
+rumor_err_t rumor_privacy_accountant_step(rumor_privacy_accountant_t *acc, double q, double sigma, uint64_t count,
                                      char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-/* epsilon of the steps counted so far, as rumor_dp_epsilon (0 before any step). */
-rumor_err_t rumor_dp_accountant_epsilon(const rumor_dp_accountant_t *acc, double delta, double *eps, double *alpha,
+/* epsilon of the steps counted so far, as rumor_privacy_epsilon (0 before any step). */
+rumor_err_t rumor_privacy_accountant_epsilon(const rumor_privacy_accountant_t *acc, double delta, double *eps, double *alpha,
                                         char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 #endif

@@ -28,8 +28,13 @@ const char *rumor_strerror(rumor_err_t err)
     return "unknown error";
 }
 
+static _Thread_local rumor_err_t last_error;
+
+rumor_err_t rumor_last_error(void) { return last_error; }
+
 rumor_err_t rumor_fail(char *err, rumor_err_t code, const char *fmt, ...)
 {
+    last_error = code;
     if (err) {
         va_list ap;
         va_start(ap, fmt);
@@ -63,6 +68,13 @@ double rumor_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t rumor_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -10,10 +10,13 @@
 #define RUMOR_RUMOR_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define RUMOR_ERR_LEN 256
+#define RUMOR_KEY_LEN 32 /* a peer's key: Curve25519 or Ed25519 public key, Curve25519 secret, Ed25519 seed */
 #define RUMOR_MUST_CHECK __attribute__((warn_unused_result))
 #define RUMOR_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define RUMOR_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -39,6 +42,9 @@ const char *rumor_strerror(rumor_err_t err);
 /* Fill err (if not NULL) with a formatted message and return code; for one-line error paths:
  *   return rumor_fail(err, RUMOR_EFORMAT, "%s: bad magic", path); */
 rumor_err_t rumor_fail(char *err, rumor_err_t code, const char *fmt, ...) RUMOR_PRINTF(3, 4);
+/* The code of this thread's last rumor_fail, as errno is for libc: what a constructor that
+ * returned NULL (with its message in err) failed with, so its caller need not guess. */
+rumor_err_t rumor_last_error(void);
 
 /* ---- logging ---- */
 typedef enum { RUMOR_LOG_ERROR = 0, RUMOR_LOG_WARN, RUMOR_LOG_INFO, RUMOR_LOG_DEBUG } rumor_log_level_t;
@@ -55,8 +61,17 @@ void rumor_log_write(rumor_log_level_t level, const char *fmt, ...) RUMOR_PRINTF
 /* Short id printed at the start of every line (a node's key prefix); NULL for none. */
 void rumor_log_set_id(const char *id);
 
+/* Whether a caller's request flag (a stop a signal handler set) is raised; NULL: never. Only
+ * the command line keeps such flags: library code is handed a pointer to them. */
+static inline bool rumor_asked(const atomic_bool *flag) { return flag && atomic_load(flag); }
+
+/* Chunks of at most `per` values that hold `count` values (per > 0). */
+static inline size_t rumor_chunks(size_t count, size_t per) { return (count + per - 1) / per; }
+
 /* Monotonic seconds, for timing and progress; never used by pure state machines. */
 double rumor_now(void);
+/* The same clock in whole milliseconds (the unit the state machines are driven in). */
+uint64_t rumor_now_ms(void);
 /* Wall-clock time in unix milliseconds: for timestamps another machine reads (knocks). */
 uint64_t rumor_unix_ms(void);
 

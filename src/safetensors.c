@@ -889,8 +889,7 @@ rumor_err_t rumor_st_write(const char *path, const rumor_st_out_t *tensors, size
     assert(meta || n_meta == 0);
     rumor_err_t rc = RUMOR_OK;
     strbuf_t sb = {0};
-    char *tmp = NULL;
-    int fd = -1;
+    rumor_piece_t *pieces = NULL;
     uint64_t *nbytes = calloc(n_tensors ? n_tensors : 1, sizeof *nbytes);
     if (!nbytes) return rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
 
@@ -907,52 +906,22 @@ rumor_err_t rumor_st_write(const char *path, const rumor_st_out_t *tensors, size
         goto out;
     }
 
-    size_t path_len = strlen(path);
-    tmp = malloc(path_len + sizeof ".tmp.XXXXXX");
-    if (!tmp) {
-        rc = rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
-        goto out;
-    }
-    memcpy(tmp, path, path_len);
-    memcpy(tmp + path_len, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    rumor_clean_stale_temps(path); /* what a write killed before this one left behind */
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
-        free(tmp);
-        tmp = NULL; /* nothing to unlink */
-        goto out;
-    }
-    /* Not inherited by a child started meanwhile (mkostemp would do this but is not POSIX). */
-    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
     /* Models and checkpoints are derived from private data (a DP model's epsilon is about what
      * its weights reveal, not an invitation to publish them): owner only, whatever the umask.
      * A user shares one with chmod or cp. */
-    if (fchmod(fd, 0600) != 0) goto io_fail;
-
     uint8_t lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (uint8_t)((uint64_t)sb.len >> (8 * i));
-    if (rumor_write_all(fd, lenbuf, sizeof lenbuf) != 0 || rumor_write_all(fd, sb.p, sb.len) != 0) goto io_fail;
-    for (size_t i = 0; i < n_tensors; i++)
-        if (rumor_write_all(fd, tensors[i].data, nbytes[i]) != 0) goto io_fail;
-    if (fsync(fd) != 0) goto io_fail;
-    int fd_closing = fd;
-    fd = -1;
-    if (close(fd_closing) != 0) goto io_fail;
-    if (rename(tmp, path) != 0) goto io_fail;
-    free(tmp);
-    tmp = NULL; /* renamed: now it is the file at path */
-    rc = rumor_sync_dir(path, err);
-    goto out;
-
-io_fail:
-    rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
-out:
-    if (fd >= 0) close(fd);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
+    pieces = malloc((n_tensors + 2) * sizeof *pieces);
+    if (!pieces) {
+        rc = rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
+        goto out;
     }
+    pieces[0] = (rumor_piece_t){lenbuf, sizeof lenbuf};
+    pieces[1] = (rumor_piece_t){sb.p, sb.len};
+    for (size_t i = 0; i < n_tensors; i++) pieces[2 + i] = (rumor_piece_t){tensors[i].data, nbytes[i]};
+    rc = rumor_write_atomic(path, pieces, n_tensors + 2, 0600, true, err);
+out:
+    free(pieces);
     free(sb.p);
     free(nbytes);
     return rc;

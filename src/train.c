@@ -1,6 +1,8 @@
 /* train.c - the training loop. */
 #include "train.h"
 
+#include "trainer.h"
+
 #include "backend.h"
 #include "checkpoint.h"
 #include "fileio.h"
@@ -18,10 +20,6 @@
 
 #define EVAL_BATCH 256
 #define SHUFFLE_STREAM 0x5eedULL
-
-static volatile sig_atomic_t stop_requested;
-
-void rumor_train_request_stop(void) { stop_requested = 1; }
 
 void rumor_train_epoch_order(size_t *perm, const size_t *own, size_t n, uint64_t seed, long epoch)
 {
@@ -91,98 +89,6 @@ out:
     return rc;
 }
 
-/* ---- batch staging for backends whose memory is not host memory ----
- *
- * Double-buffered: a batch is gathered on the host into page-locked memory and uploaded on
- * the backend's copy stream into one of two device slots while the batch before it computes;
- * taking it is one device-side copy into the model's input buffers, queued like any op. The
- * slot a put fills was last read by the take two batches back, and a step syncs, so no queued
- * work can still read it (upload_async's condition). On host-memory backends a put only
- * records the batch and take gathers it straight into the model's buffers, as before: same
- * operations, same order, same bits. */
-typedef struct {
-    rumor_backend_t *be;
-    rumor_model_t *m;
-    size_t feat;            /* floats per sample */
-    float *hx[2];           /* host_alloc: [max_batch][feat] */
-    uint8_t *hy[2];
-    float *dx[2];           /* backend memory */
-    uint8_t *dy[2];
-    size_t n[2];            /* samples in each slot */
-    int next;               /* the slot the next put fills */
-    /* host-memory backends: the batch take gathers */
-    const rumor_dataset_t *ds;
-    const size_t *idx;
-    size_t count;
-    float mean, std;
-} stage_t;
-
-static void stage_fini(stage_t *st)
-{
-    rumor_backend_t *be = st->be;
-    if (!be) return;
-    for (int k = 0; k < 2; k++) {
-        if (st->hx[k]) be->ops->host_free(be, st->hx[k]);
-        if (st->hy[k]) be->ops->host_free(be, st->hy[k]);
-        if (st->dx[k]) be->ops->free(be, st->dx[k]);
-        if (st->dy[k]) be->ops->free(be, st->dy[k]);
-    }
-    memset(st, 0, sizeof *st);
-}
-
-static rumor_err_t stage_init(stage_t *st, rumor_model_t *m, size_t feat, char err[RUMOR_ERR_LEN])
-{
-    memset(st, 0, sizeof *st);
-    st->be = rumor_model_backend(m);
-    st->m = m;
-    st->feat = feat;
-    rumor_backend_t *be = st->be;
-    if (be->ops->host_memory) return RUMOR_OK;
-    const size_t B = (size_t)rumor_model_max_batch(m);
-    for (int k = 0; k < 2; k++) {
-        st->hx[k] = be->ops->host_alloc(be, B * feat * sizeof(float));
-        st->hy[k] = be->ops->host_alloc(be, B);
-        st->dx[k] = be->ops->alloc(be, B * feat * sizeof(float));
-        st->dy[k] = be->ops->alloc(be, B);
-        if (!st->hx[k] || !st->hy[k] || !st->dx[k] || !st->dy[k]) {
-            stage_fini(st);
-            return rumor_fail(err, RUMOR_ENOMEM, "out of %s memory for batch staging", be->ops->name);
-        }
-    }
-    return RUMOR_OK;
-}
-
-/* Batch idx[0..n): on a device, gather it and start its upload into the next slot. */
-static void stage_put(stage_t *st, const rumor_dataset_t *ds, const size_t *idx, size_t n, float mean, float std)
-{
-    rumor_backend_t *be = st->be;
-    if (be->ops->host_memory) {
-        st->ds = ds, st->idx = idx, st->count = n, st->mean = mean, st->std = std;
-        return;
-    }
-    const int k = st->next;
-    rumor_data_gather(ds, idx, n, mean, std, st->hx[k], st->hy[k]);
-    be->ops->upload_async(be, st->dx[k], st->hx[k], n * st->feat * sizeof(float));
-    be->ops->upload_async(be, st->dy[k], st->hy[k], n);
-    st->n[k] = n;
-    st->next = k ^ 1;
-}
-
-/* The batch put last becomes the model's input (queued after the work before it). */
-static void stage_take(stage_t *st)
-{
-    rumor_backend_t *be = st->be;
-    if (be->ops->host_memory) {
-        rumor_data_gather(st->ds, st->idx, st->count, st->mean, st->std, rumor_model_input_buf(st->m),
-                          rumor_model_label_buf(st->m));
-        return;
-    }
-    const int k = st->next ^ 1;
-    be->ops->wait_copies(be);
-    be->ops->copy(be, rumor_model_input_buf(st->m), st->dx[k], st->n[k] * st->feat * sizeof(float));
-    be->ops->copy(be, rumor_model_label_buf(st->m), st->dy[k], st->n[k]);
-}
-
 static void format_eta(char *buf, size_t len, double s)
 {
     if (!isfinite(s) || s < 0) s = 0;
@@ -195,34 +101,34 @@ static void format_eta(char *buf, size_t len, double s)
 
 /* ---- the run's settings in checkpoint metadata ---- */
 
-static void settings_to_meta(rumor_ckpt_info_t *info, const rumor_train_config_t *c, size_t samples)
+static void settings_to_meta(rumor_checkpoint_info_t *info, const rumor_train_config_t *c, size_t samples)
 {
     char buf[64];
     info->n_extra = 0;
-    rumor_ckpt_extra_add(info, "train.batch", "%d", c->batch);
-    rumor_ckpt_extra_add(info, "train.samples", "%zu", samples);
-    rumor_ckpt_extra_add(info, "train.limit", "%zu", c->limit);
+    rumor_checkpoint_extra_add(info, "train.batch", "%d", c->batch);
+    rumor_checkpoint_extra_add(info, "train.samples", "%zu", samples);
+    rumor_checkpoint_extra_add(info, "train.limit", "%zu", c->limit);
     if (c->partitioned) {
         rumor_partition_format(buf, sizeof buf, &c->partition);
-        rumor_ckpt_extra_add(info, "train.partition", "%s", buf);
-        rumor_ckpt_extra_add(info, "train.rank", "%d", c->rank);
-        rumor_ckpt_extra_add(info, "train.peers", "%d", c->peers);
+        rumor_checkpoint_extra_add(info, "train.partition", "%s", buf);
+        rumor_checkpoint_extra_add(info, "train.rank", "%d", c->rank);
+        rumor_checkpoint_extra_add(info, "train.peers", "%d", c->peers);
     } else {
-        rumor_ckpt_extra_add(info, "train.partition", "none");
+        rumor_checkpoint_extra_add(info, "train.partition", "none");
     }
-    rumor_ckpt_extra_add(info, "train.epochs", "%d", c->epochs);
-    rumor_ckpt_extra_add(info, "train.lr", "%.9g", (double)c->opt.lr);
-    rumor_ckpt_extra_add(info, "train.momentum", "%.9g", (double)c->opt.momentum);
-    rumor_ckpt_extra_add(info, "train.nesterov", "%d", c->opt.nesterov ? 1 : 0);
-    rumor_ckpt_extra_add(info, "train.weight_decay", "%.9g", (double)c->opt.weight_decay);
+    rumor_checkpoint_extra_add(info, "train.epochs", "%d", c->epochs);
+    rumor_checkpoint_extra_add(info, "train.lr", "%.9g", (double)c->opt.lr);
+    rumor_checkpoint_extra_add(info, "train.momentum", "%.9g", (double)c->opt.momentum);
+    rumor_checkpoint_extra_add(info, "train.nesterov", "%d", c->opt.nesterov ? 1 : 0);
+    rumor_checkpoint_extra_add(info, "train.weight_decay", "%.9g", (double)c->opt.weight_decay);
     rumor_schedule_format(buf, sizeof buf, &c->sched);
-    rumor_ckpt_extra_add(info, "train.schedule", "%s", buf);
-    rumor_ckpt_extra_add(info, "train.warmup", "%ld", c->sched.warmup);
+    rumor_checkpoint_extra_add(info, "train.schedule", "%s", buf);
+    rumor_checkpoint_extra_add(info, "train.warmup", "%ld", c->sched.warmup);
 }
 
-static bool meta_float(const rumor_ckpt_info_t *info, const char *key, float *out)
+static bool meta_float(const rumor_checkpoint_info_t *info, const char *key, float *out)
 {
-    const char *v = rumor_ckpt_extra(info, key);
+    const char *v = rumor_checkpoint_extra(info, key);
     if (!v || !*v) return false;
     char *end;
     double x = strtod(v, &end);
@@ -236,7 +142,7 @@ rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train
 {
     rumor_model_spec_t spec;
     rumor_model_input_t in;
-    rumor_ckpt_info_t info;
+    rumor_checkpoint_info_t info;
     rumor_err_t rc = rumor_checkpoint_peek(c->resume_path, &spec, &in, &info, err);
     if (rc != RUMOR_OK) return rc;
     const char *path = c->resume_path;
@@ -258,22 +164,22 @@ rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train
         return MISMATCH("--optimizer", "%s", rumor_optim_kind_name(c->opt.kind),
                         rumor_optim_kind_name(info.optim_kind));
     long v;
-    if (rumor_ckpt_extra_long(&info, "train.batch", 1, 65536, &v)) {
+    if (rumor_checkpoint_extra_long(&info, "train.batch", 1, 65536, &v)) {
         if (!given->batch) c->batch = (int)v;
         else if (c->batch != v) return MISMATCH("--batch", "%ld", (long)c->batch, v);
     }
-    if (rumor_ckpt_extra_long(&info, "train.limit", 0, LONG_MAX, &v)) {
+    if (rumor_checkpoint_extra_long(&info, "train.limit", 0, LONG_MAX, &v)) {
         if (!given->limit) c->limit = (size_t)v;
         else if ((long)c->limit != v) return MISMATCH("--limit", "%ld", (long)c->limit, v);
     }
-    const char *part = rumor_ckpt_extra(&info, "train.partition");
+    const char *part = rumor_checkpoint_extra(&info, "train.partition");
     if (part) {
         char mine[64] = "none";
         if (c->partitioned) rumor_partition_format(mine, sizeof mine, &c->partition);
         long rank = 0, peers = 0;
         bool has = strcmp(part, "none") != 0;
-        if (has && (!rumor_ckpt_extra_long(&info, "train.rank", 0, 100000, &rank) ||
-                    !rumor_ckpt_extra_long(&info, "train.peers", 1, 100000, &peers)))
+        if (has && (!rumor_checkpoint_extra_long(&info, "train.rank", 0, 100000, &rank) ||
+                    !rumor_checkpoint_extra_long(&info, "train.peers", 1, 100000, &peers)))
             return rumor_fail(err, RUMOR_EFORMAT, "%s: bad train.rank/train.peers metadata", path);
         if (!given->partition) {
             c->partitioned = has;
@@ -287,7 +193,7 @@ rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train
     }
 #undef MISMATCH
     /* Hyperparameters may change on purpose (a lower rate to finish); say what that means. */
-    if (rumor_ckpt_extra_long(&info, "train.epochs", 1, 100000, &v) && !given->epochs) c->epochs = (int)v;
+    if (rumor_checkpoint_extra_long(&info, "train.epochs", 1, 100000, &v) && !given->epochs) c->epochs = (int)v;
     float f;
     bool changed = false;
     if (meta_float(&info, "train.lr", &f)) {
@@ -302,11 +208,11 @@ rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train
         if (!given->weight_decay) c->opt.weight_decay = f;
         else changed |= f != c->opt.weight_decay;
     }
-    if (rumor_ckpt_extra_long(&info, "train.nesterov", 0, 1, &v)) {
+    if (rumor_checkpoint_extra_long(&info, "train.nesterov", 0, 1, &v)) {
         if (!given->nesterov) c->opt.nesterov = v == 1;
         else changed |= c->opt.nesterov != (v == 1);
     }
-    const char *sched = rumor_ckpt_extra(&info, "train.schedule");
+    const char *sched = rumor_checkpoint_extra(&info, "train.schedule");
     if (sched) {
         char mine[64];
         rumor_schedule_format(mine, sizeof mine, &c->sched);
@@ -318,7 +224,7 @@ rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train
             changed |= strcmp(mine, sched) != 0;
         }
     }
-    if (rumor_ckpt_extra_long(&info, "train.warmup", 0, LONG_MAX, &v)) {
+    if (rumor_checkpoint_extra_long(&info, "train.warmup", 0, LONG_MAX, &v)) {
         if (!given->warmup) c->sched.warmup = v;
         else changed |= c->sched.warmup != v;
     }
@@ -332,7 +238,7 @@ typedef struct {
     const rumor_train_config_t *cfg;
     rumor_model_t *m;
     rumor_optim_t *o;
-    rumor_ckpt_info_t info;
+    rumor_checkpoint_info_t info;
     FILE *metrics;
     double t0;
     /* The epoch's and the log window's loss sums so far: a checkpoint keeps them, so that a
@@ -345,22 +251,22 @@ static rumor_err_t save_checkpoint(run_t *r, int epochs_done, char err[RUMOR_ERR
 {
     if (!r->cfg->checkpoint_path) return RUMOR_OK;
     r->info.epoch = epochs_done;
-    rumor_ckpt_info_t ck = r->info; /* the sums go in checkpoints only, not in exported models */
-    rumor_ckpt_extra_add(&ck, "train.loss_sum", "%.17g", r->loss_sum);
-    rumor_ckpt_extra_add(&ck, "train.loss_count", "%ld", r->loss_count);
-    rumor_ckpt_extra_add(&ck, "train.window_loss", "%.17g", r->window_loss);
-    rumor_ckpt_extra_add(&ck, "train.window_count", "%ld", r->window_count);
+    rumor_checkpoint_info_t ck = r->info; /* the sums go in checkpoints only, not in exported models */
+    rumor_checkpoint_extra_add(&ck, "train.loss_sum", "%.17g", r->loss_sum);
+    rumor_checkpoint_extra_add(&ck, "train.loss_count", "%ld", r->loss_count);
+    rumor_checkpoint_extra_add(&ck, "train.window_loss", "%.17g", r->window_loss);
+    rumor_checkpoint_extra_add(&ck, "train.window_count", "%ld", r->window_count);
     return rumor_checkpoint_save(r->cfg->checkpoint_path, r->m, r->o, &ck, err);
 }
 
 /* A checkpoint's loss sums, when it was written in the middle of an epoch (at an epoch's end
  * the next one starts from zero anyway). */
-static void restore_sums(run_t *r, const rumor_ckpt_info_t *resume)
+static void restore_sums(run_t *r, const rumor_checkpoint_info_t *resume)
 {
-    const char *ls = rumor_ckpt_extra(resume, "train.loss_sum"), *wl = rumor_ckpt_extra(resume, "train.window_loss");
+    const char *ls = rumor_checkpoint_extra(resume, "train.loss_sum"), *wl = rumor_checkpoint_extra(resume, "train.window_loss");
     long lc, wc;
-    if (!ls || !wl || !rumor_ckpt_extra_long(resume, "train.loss_count", 0, LONG_MAX, &lc) ||
-        !rumor_ckpt_extra_long(resume, "train.window_count", 0, LONG_MAX, &wc))
+    if (!ls || !wl || !rumor_checkpoint_extra_long(resume, "train.loss_count", 0, LONG_MAX, &lc) ||
+        !rumor_checkpoint_extra_long(resume, "train.window_count", 0, LONG_MAX, &wc))
         return;
     const double a = strtod(ls, NULL), b = strtod(wl, NULL);
     if (!isfinite(a) || !isfinite(b)) return;
@@ -373,16 +279,16 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     rumor_dataset_t train = {0}, test = {0};
     rumor_backend_t *be = NULL;
     run_t r = {.cfg = cfg};
-    size_t *perm = NULL, *own = NULL;
-    stage_t stage = {0};
+    size_t *own = NULL;
+    rumor_trainer_t *tr = NULL;
     double *epoch_rates = NULL;
     rumor_err_t rc;
     rumor_model_spec_t spec = cfg->spec;
-    rumor_ckpt_info_t resume = {0};
+    rumor_checkpoint_info_t resume = {0};
+    bool halt = false; /* stop at the end of this step: asked to, or --steps reached */
 
     memset(res, 0, sizeof *res);
     res->test_acc = res->test_loss = NAN;
-    stop_requested = 0;
     if (cfg->epochs < 1 || cfg->epochs > 100000)
         return rumor_fail(err, RUMOR_EINVAL, "--epochs %d: expected 1..100000", cfg->epochs);
     if (cfg->batch < 1 || cfg->batch > 65536)
@@ -421,17 +327,17 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     be = cfg->backend_ops ? rumor_backend_open(cfg->backend_ops, cfg->threads, err)
                           : rumor_backend_new(cfg->device, cfg->threads, err);
     if (!be) {
-        rc = RUMOR_EINVAL;
+        rc = rumor_last_error();
         goto out;
     }
     const int max_batch = cfg->batch > EVAL_BATCH ? cfg->batch : EVAL_BATCH;
     const rumor_model_input_t in = {1, (int)train.rows, (int)train.cols, RUMOR_DATA_CLASSES};
     if (!(r.m = rumor_model_new(&spec, in, be, max_batch, err))) {
-        rc = RUMOR_EINVAL;
+        rc = rumor_last_error();
         goto out;
     }
     if (!(r.o = rumor_optim_new(&cfg->opt, be, rumor_model_param_count(r.m), err))) {
-        rc = RUMOR_ENOMEM;
+        rc = rumor_last_error();
         goto out;
     }
     if (cfg->resume_path)
@@ -452,7 +358,6 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
             goto out;
         }
     }
-    const size_t feat = train.rows * train.cols;
     settings_to_meta(&r.info, cfg, n);
     const long spe = (long)((n + (size_t)cfg->batch - 1) / (size_t)cfg->batch);
     const long total = spe * cfg->epochs;
@@ -461,8 +366,8 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     if (cfg->resume_path) {
         /* The step count means something only for the same batch and the same samples. */
         long was_batch, was_samples;
-        if ((rumor_ckpt_extra_long(&resume, "train.batch", 1, 65536, &was_batch) && was_batch != cfg->batch) ||
-            (rumor_ckpt_extra_long(&resume, "train.samples", 0, LONG_MAX, &was_samples) && (size_t)was_samples != n) ||
+        if ((rumor_checkpoint_extra_long(&resume, "train.batch", 1, 65536, &was_batch) && was_batch != cfg->batch) ||
+            (rumor_checkpoint_extra_long(&resume, "train.samples", 0, LONG_MAX, &was_samples) && (size_t)was_samples != n) ||
             step / spe > resume.epoch || resume.epoch > step / spe + 1) {
             rc = rumor_fail(err, RUMOR_EINVAL,
                             "%s: the checkpoint's step %ld does not fit batch %d over %zu samples: resume with the batch, --limit and --partition it was made with",
@@ -475,13 +380,18 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
                         cfg->resume_path, step, total, cfg->epochs);
         goto out;
     }
-    perm = malloc(n * sizeof *perm);
     epoch_rates = calloc((size_t)cfg->epochs, sizeof *epoch_rates);
-    if (!perm || !epoch_rates) {
+    if (!epoch_rates) {
         rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = stage_init(&stage, r.m, feat, err)) != RUMOR_OK) goto out;
+    const rumor_trainer_config_t trc = {.data = &train, .own = own, .n = n, .mean = mean, .std = std,
+                                        .batch = cfg->batch, .seed = cfg->seed, .sched = cfg->sched,
+                                        .lr = cfg->opt.lr, .total_steps = total};
+    if (!(tr = rumor_trainer_new(&trc, r.m, r.o, err))) {
+        rc = rumor_last_error();
+        goto out;
+    }
     if (cfg->metrics_path && cfg->resume_path &&
         (rc = rumor_trim_lines(cfg->metrics_path, "step", (uint64_t)step, err)) != RUMOR_OK)
         goto out;
@@ -500,7 +410,6 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     double last_draw = 0.0, last_plain = r.t0;
 
     for (int epoch = (int)(step / spe); epoch < cfg->epochs; epoch++) {
-        rumor_train_epoch_order(perm, own, n, cfg->seed, epoch);
         long first = step - (long)epoch * spe;
         r.loss_sum = r.window_loss = 0.0;
         r.loss_count = r.window_count = 0;
@@ -508,39 +417,21 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         const long counted_before = r.loss_count; /* samples of this epoch done before a resume */
         const double te0 = rumor_now();
         double t_excluded = 0.0;
-        bool staged = false; /* the batch of step s is already put */
         for (long s = first; s < spe; s++) {
             if (cfg->max_steps > 0 && step >= cfg->max_steps) {
-                stop_requested = 1;
+                halt = true;
                 break;
             }
-            const size_t start = (size_t)s * (size_t)cfg->batch;
-            const size_t bn = n - start < (size_t)cfg->batch ? n - start : (size_t)cfg->batch;
-            if (!staged) stage_put(&stage, &train, perm + start, bn, mean, std);
-            stage_take(&stage);
-            double bl = 0.0;
-            long hits = 0;
-            if ((rc = rumor_model_queue(r.m, (int)bn, true, &bl, &hits, err)) != RUMOR_OK) goto out;
-            float lr = rumor_schedule_lr(&cfg->sched, cfg->opt.lr, step, total, spe);
-            rumor_optim_step(r.o, rumor_model_params(r.m), rumor_model_grads(r.m), lr);
-            /* The next batch is gathered (and on a device uploaded) while this one computes. */
-            staged = s + 1 < spe && !(cfg->max_steps > 0 && step + 1 >= cfg->max_steps);
-            if (staged) {
-                const size_t next = start + (size_t)cfg->batch;
-                stage_put(&stage, &train, perm + next, n - next < (size_t)cfg->batch ? n - next : (size_t)cfg->batch,
-                          mean, std);
-            }
-            if ((rc = be->ops->sync(be, err)) != RUMOR_OK) goto out;
-            if (!isfinite(bl)) {
-                rc = rumor_fail(err, RUMOR_EINVAL, "training diverged at step %ld (loss %g): lower --lr",
-                                step, bl);
-                goto out;
-            }
+            rumor_trainer_stats_t ts;
+            if ((rc = rumor_trainer_steps(tr, 1, step, &ts, err)) != RUMOR_OK) goto out;
+            const double bl = ts.loss_sum;
+            const long bn = ts.samples;
+            const float lr = ts.lr;
             step++;
             r.loss_sum += bl;
-            r.loss_count += (long)bn;
+            r.loss_count += bn;
             r.window_loss += bl;
-            r.window_count += (long)bn;
+            r.window_count += bn;
 
             const double now = rumor_now();
             if (cfg->log_every > 0 && r.metrics && step % cfg->log_every == 0) {
@@ -576,7 +467,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
                 if ((rc = save_checkpoint(&r, epoch, err)) != RUMOR_OK) goto out;
                 t_excluded += rumor_now() - tc;
             }
-            if (stop_requested) break;
+            if ((halt = halt || rumor_asked(cfg->stop))) break;
         }
         const double epoch_s = rumor_now() - te0 - t_excluded;
         res->train_seconds += epoch_s;
@@ -585,7 +476,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
             res->train_loss = r.loss_sum / (double)r.loss_count;
         }
         if (isatty_progress) fprintf(stderr, "\r\033[K");
-        if (stop_requested && step < (long)(epoch + 1) * spe) {
+        if ((halt = halt || rumor_asked(cfg->stop)) && step < (long)(epoch + 1) * spe) {
             res->interrupted = true;
             if ((rc = save_checkpoint(&r, epoch, err)) != RUMOR_OK) goto out;
             break;
@@ -611,7 +502,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
             fflush(stdout);
         }
         if ((rc = save_checkpoint(&r, epoch + 1, err)) != RUMOR_OK) goto out;
-        if (stop_requested) {
+        if ((halt = halt || rumor_asked(cfg->stop))) {
             res->interrupted = epoch + 1 < cfg->epochs;
             break;
         }
@@ -625,9 +516,8 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         rc = rumor_checkpoint_save(cfg->save_path, r.m, NULL, &r.info, err);
 out:
     if (r.metrics) fclose(r.metrics);
-    free(perm);
     free(own);
-    stage_fini(&stage);
+    rumor_trainer_destroy(&tr);
     free(epoch_rates);
     rumor_optim_destroy(&r.o);
     rumor_model_destroy(&r.m);

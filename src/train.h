@@ -8,8 +8,8 @@
  * the epoch's order and continues at that step, reaching the same parameters bit for bit as
  * an uninterrupted run with the same threads.
  *
- * Stopping: rumor_train_request_stop() (async-signal-safe) makes the loop finish its step,
- * write the checkpoint (when configured) and return with result.interrupted set.
+ * Stopping: cfg->stop set (the CLI's signal handler) makes the loop finish its step, write
+ * the checkpoint (when configured) and return with result.interrupted set.
  */
 #ifndef RUMOR_TRAIN_H
 #define RUMOR_TRAIN_H
@@ -48,6 +48,7 @@ typedef struct {
     bool progress;            /* live progress line on stderr (a TTY) */
     bool print_epochs;        /* a line per epoch on stdout */
     bool eval;                /* test accuracy after every epoch */
+    const atomic_bool *stop;  /* the caller's stop request; NULL: none */
 } rumor_train_config_t;
 
 typedef struct {
@@ -83,8 +84,6 @@ rumor_err_t rumor_train_config_resume(rumor_train_config_t *cfg, const rumor_tra
  * "training diverged ..."). */
 rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_t *res,
                             char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-
-void rumor_train_request_stop(void);
 
 /* The order of epoch `epoch` (a shuffle seeded by (seed, epoch)): own[0..n) shuffled into
  * perm, or the positions 0..n-1 when own is NULL. `rumor train`, `rumor node` and the virtual

@@ -476,7 +476,7 @@ static void train_case(const char *spec, rumor_opt_kind_t kind, const char *tmpd
         snprintf(a, sizeof a, "%s/dev.safetensors", tmpdir);
         snprintf(b, sizeof b, "%s/cpu.safetensors", tmpdir);
         snprintf(c, sizeof c, "%s/dev2.safetensors", tmpdir);
-        rumor_ckpt_info_t info = {.input_mean = 0.25f, .input_std = 0.5f, .epoch = 1, .seed = 11};
+        rumor_checkpoint_info_t info = {.input_mean = 0.25f, .input_std = 0.5f, .epoch = 1, .seed = 11};
         CHECK_RC(rumor_checkpoint_save(a, md, od, &info, err));
         rumor_model_t *m2 = model_on(cp, spec, B);
         rumor_optim_t *o2 = rumor_optim_new(&oc, cp, P, err);

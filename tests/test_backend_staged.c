@@ -109,7 +109,7 @@ static void node_both(bool dp)
         snprintf(model[i], sizeof model[i], "%s/model.safetensors", run[i]);
         pc.run_dir = run[i];
         pc.min_peers = 1;
-        if (dp && rumor_priv_parse(&pc.dp, "clip=1,noise=1.1", err) != RUMOR_OK) abort();
+        if (dp && rumor_dp_parse(&pc.dp, "clip=1,noise=1.1", err) != RUMOR_OK) abort();
         rumor_peer_result_t res;
         CHECK_RC(rumor_peer_run(&pc, &res, err));
         if (err[0]) fprintf(stderr, "node %d: %s\n", i, err);
@@ -150,35 +150,35 @@ static void priv_both(void)
     for (int i = 0; i < N; i++) y[i] = (uint8_t)((i * 3) % 10);
     rumor_model_spec_t spec;
     if (rumor_model_spec_parse(&spec, "mlp:32", err) != RUMOR_OK) abort();
-    rumor_priv_config_t cfg;
-    if (rumor_priv_parse(&cfg, "clip=0.5,noise=1.3", err) != RUMOR_OK) abort();
+    rumor_dp_config_t cfg;
+    if (rumor_dp_parse(&cfg, "clip=0.5,noise=1.3", err) != RUMOR_OK) abort();
     size_t P = 0;
     for (int k = 0; k < 2; k++) {
         rumor_backend_t *be = k ? rumor_backend_open(&rumor_test_staged_ops, 1, err) : rumor_backend_new("cpu", 1, err);
         rumor_model_t *m = be ? rumor_model_new(&spec, (rumor_model_input_t){1, 4, 4, 10}, be, MAXB, err) : NULL;
         rumor_noise_t *ns = rumor_noise_new_seeded(11, 0xd9, 0, err);
-        rumor_priv_t *dp = m ? rumor_priv_new(&cfg, m, 100, 10, &ns, err) : NULL;
+        rumor_dp_t *dp = m ? rumor_dp_new(&cfg, m, 100, 10, &ns, err) : NULL;
         CHECK_MSG(dp != NULL, "%s", err);
         if (dp && rumor_model_init(m, 4) == RUMOR_OK) {
             P = rumor_model_param_count(m);
             g[k] = malloc(2 * P * sizeof *g[k]);
             double loss = 0.0;
-            rumor_priv_begin(dp);
+            rumor_dp_begin(dp);
             for (int at = 0; at < N; at += MAXB) {
                 const int b = N - at < MAXB ? N - at : MAXB;
                 be->ops->upload(be, rumor_model_input_buf(m), x + at * FEAT, (size_t)b * FEAT * sizeof *x);
                 be->ops->upload(be, rumor_model_label_buf(m), y + at, (size_t)b);
-                CHECK_RC(rumor_priv_accumulate(dp, m, b, &loss, err));
+                CHECK_RC(rumor_dp_accumulate(dp, m, b, &loss, err));
             }
-            CHECK_RC(rumor_priv_finish(dp, m, err));
+            CHECK_RC(rumor_dp_finish(dp, m, err));
             be->ops->download(be, g[k], rumor_model_grads(m), P * sizeof *g[k]);
-            rumor_priv_begin(dp);
-            CHECK_RC(rumor_priv_finish(dp, m, err));
+            rumor_dp_begin(dp);
+            CHECK_RC(rumor_dp_finish(dp, m, err));
             be->ops->download(be, g[k] + P, rumor_model_grads(m), P * sizeof *g[k]);
             CHECK_RC(be->ops->sync(be, err));
-            CHECK(rumor_priv_steps(dp) == 2 && loss > 0.0);
+            CHECK(rumor_dp_steps(dp) == 2 && loss > 0.0);
         }
-        rumor_priv_destroy(&dp);
+        rumor_dp_destroy(&dp);
         rumor_model_destroy(&m);
         rumor_backend_destroy(&be);
     }

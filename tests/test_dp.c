@@ -26,14 +26,14 @@
 static void test_parse(void)
 {
     char err[RUMOR_ERR_LEN];
-    rumor_priv_config_t c;
-    CHECK_RC(rumor_priv_parse(&c, "clip=1.0,noise=1.1,delta=1e-5", err));
+    rumor_dp_config_t c;
+    CHECK_RC(rumor_dp_parse(&c, "clip=1.0,noise=1.1,delta=1e-5", err));
     CHECK(c.on && c.clip == 1.0 && c.noise == 1.1 && c.delta == 1e-5);
-    CHECK_RC(rumor_priv_parse(&c, "noise=0.5,clip=2", err));
+    CHECK_RC(rumor_dp_parse(&c, "noise=0.5,clip=2", err));
     CHECK(c.clip == 2.0 && c.noise == 0.5 && c.delta == 1e-5);
     const char *bad[] = {"clip=1", "noise=1", "clip=0,noise=1", "clip=1,noise=-1", "clip=1,noise=1,delta=1",
                          "clip=1,noise=x", "clip=1,noise=1,frob=2", "clip", ""};
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK(rumor_priv_parse(&c, bad[i], err) == RUMOR_EINVAL);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK(rumor_dp_parse(&c, bad[i], err) == RUMOR_EINVAL);
 }
 
 /* Logistic regression's per-sample gradient of the cross-entropy: dW[k][j] = x_j (p_k - y_k),
@@ -97,34 +97,34 @@ static void test_closed_form(void)
         for (size_t k = 0; k < P; k++) want[k] += f * gi[k] / B;
     }
     CHECK(clipped == 1);
-    rumor_priv_config_t cfg;
-    CHECK_RC(rumor_priv_parse(&cfg, "clip=1.5,noise=0", err));
+    rumor_dp_config_t cfg;
+    CHECK_RC(rumor_dp_parse(&cfg, "clip=1.5,noise=0", err));
     rumor_noise_t *ns = rumor_noise_new_seeded(9, 0, 0, err);
-    rumor_priv_t *dp = rumor_priv_new(&cfg, m, 600, B, &ns, err);
-    CHECK(dp != NULL && ns == NULL && rumor_priv_is_seeded(dp) && rumor_priv_rate(dp) == (double)B / 600.0);
+    rumor_dp_t *dp = rumor_dp_new(&cfg, m, 600, B, &ns, err);
+    CHECK(dp != NULL && ns == NULL && rumor_dp_is_seeded(dp) && rumor_dp_rate(dp) == (double)B / 600.0);
     float *inb = rumor_model_input_buf(m);
     uint8_t *lab = rumor_model_label_buf(m);
     memcpy(inb, x, sizeof x);
     memcpy(lab, y, sizeof y);
     double loss = 0.0;
-    CHECK_RC(rumor_priv_gradient(dp, m, B, &loss, err));
+    CHECK_RC(rumor_dp_gradient(dp, m, B, &loss, err));
     const float *g = rumor_model_grads(m);
     double maxerr = 0.0;
     for (size_t k = 0; k < P; k++) maxerr = fmax(maxerr, fabs(g[k] - want[k]));
     CHECK_MSG(maxerr < 1e-5, "DP gradient against the closed form: max error %g", maxerr);
     CHECK(memcmp(inb, x, sizeof x) == 0 && memcmp(lab, y, sizeof y) == 0); /* the batch is left as it was */
     CHECK(loss > 0.0 && isfinite(loss));
-    CHECK(rumor_priv_steps(dp) == 1 && isinf(rumor_priv_epsilon(dp))); /* no noise: no privacy */
+    CHECK(rumor_dp_steps(dp) == 1 && isinf(rumor_dp_epsilon(dp))); /* no noise: no privacy */
 
     /* The noise: g(noise) - g(no noise) is N(0, (sigma C / b)^2) in every coordinate. */
-    rumor_priv_destroy(&dp);
-    CHECK_RC(rumor_priv_parse(&cfg, "clip=1.5,noise=2.0,delta=1e-5", err));
+    rumor_dp_destroy(&dp);
+    CHECK_RC(rumor_dp_parse(&cfg, "clip=1.5,noise=2.0,delta=1e-5", err));
     ns = rumor_noise_new_seeded(9, 0, 0, err);
-    dp = rumor_priv_new(&cfg, m, 600, B, &ns, err);
+    dp = rumor_dp_new(&cfg, m, 600, B, &ns, err);
     double s1 = 0.0, s2 = 0.0;
     long cnt = 0;
     for (int rep = 0; rep < 40; rep++) {
-        CHECK_RC(rumor_priv_gradient(dp, m, B, &loss, err));
+        CHECK_RC(rumor_dp_gradient(dp, m, B, &loss, err));
         for (size_t k = 0; k < P; k++) {
             if (k >= W->offset + W->count && (k < bias->offset || k >= bias->offset + bias->count)) continue;
             const double d = (double)g[k] - want[k];
@@ -136,34 +136,34 @@ static void test_closed_form(void)
     CHECK_MSG(fabs(sd / want_sd - 1.0) < 0.06, "noise sd %g against %g (%ld draws)", sd, want_sd, cnt);
     /* Accounting: 40 steps at q = 6/600, sigma 2, as the accountant computes it directly. */
     double eps = 0.0;
-    CHECK_RC(rumor_dp_epsilon(6.0 / 600.0, 2.0, 40, 1e-5, &eps, NULL, err));
-    CHECK(rumor_priv_steps(dp) == 40);
-    CHECK_NEAR(rumor_priv_epsilon(dp), eps, 1e-9);
-    rumor_priv_restore(dp, 40);
-    CHECK_NEAR(rumor_priv_epsilon(dp), eps, 1e-9);
+    CHECK_RC(rumor_privacy_epsilon(6.0 / 600.0, 2.0, 40, 1e-5, &eps, NULL, err));
+    CHECK(rumor_dp_steps(dp) == 40);
+    CHECK_NEAR(rumor_dp_epsilon(dp), eps, 1e-9);
+    rumor_dp_restore(dp, 40);
+    CHECK_NEAR(rumor_dp_epsilon(dp), eps, 1e-9);
     /* An empty batch is a step of noise alone, over the expected batch size: g is
      * N(0, (sigma C / b)^2) around 0, and it counts as a step. */
     s1 = s2 = 0.0;
     cnt = 0;
     for (int rep = 0; rep < 40; rep++) {
-        rumor_priv_begin(dp);
-        CHECK_RC(rumor_priv_finish(dp, m, err));
+        rumor_dp_begin(dp);
+        CHECK_RC(rumor_dp_finish(dp, m, err));
         for (size_t k = 0; k < P; k++) s1 += g[k], s2 += (double)g[k] * g[k], cnt++;
     }
-    CHECK(rumor_priv_steps(dp) == 80);
+    CHECK(rumor_dp_steps(dp) == 80);
     const double sd0 = sqrt(s2 / (double)cnt);
     CHECK_MSG(fabs(sd0 / want_sd - 1.0) < 0.1 && fabs(s1 / (double)cnt) < 4.0 * want_sd / sqrt((double)cnt),
               "noise alone: sd %g against %g, mean %g", sd0, want_sd, s1 / (double)cnt);
     /* A budget: the step that would pass it is refused, the one below is not. */
-    rumor_priv_destroy(&dp);
+    rumor_dp_destroy(&dp);
     cfg.budget = eps;
     ns = rumor_noise_new_seeded(9, 0, 0, err);
-    dp = rumor_priv_new(&cfg, m, 600, B, &ns, err);
-    rumor_priv_restore(dp, 39);
-    CHECK(!rumor_priv_over_budget(dp));
-    rumor_priv_restore(dp, 40);
-    CHECK(rumor_priv_over_budget(dp));
-    rumor_priv_destroy(&dp);
+    dp = rumor_dp_new(&cfg, m, 600, B, &ns, err);
+    rumor_dp_restore(dp, 39);
+    CHECK(!rumor_dp_over_budget(dp));
+    rumor_dp_restore(dp, 40);
+    CHECK(rumor_dp_over_budget(dp));
+    rumor_dp_destroy(&dp);
     free(gi);
     free(want);
     rumor_model_destroy(&m);
@@ -248,11 +248,11 @@ static void test_sampling(void)
     rumor_model_spec_t spec;
     CHECK_RC(rumor_model_spec_parse(&spec, "logreg", err));
     rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 2, 2, CLASSES}, be, B, err);
-    rumor_priv_config_t cfg;
-    CHECK_RC(rumor_priv_parse(&cfg, "clip=1,noise=1", err));
+    rumor_dp_config_t cfg;
+    CHECK_RC(rumor_dp_parse(&cfg, "clip=1,noise=1", err));
     enum { N = 600, BATCH = 30, T = 20000 };
     rumor_noise_t *ns = rumor_noise_new_secret(err);
-    rumor_priv_t *dp = m ? rumor_priv_new(&cfg, m, N, BATCH, &ns, err) : NULL;
+    rumor_dp_t *dp = m ? rumor_dp_new(&cfg, m, N, BATCH, &ns, err) : NULL;
     CHECK(dp != NULL);
     if (!dp) goto out;
     size_t *idx = malloc(N * sizeof *idx), *idx2 = malloc(N * sizeof *idx2);
@@ -260,7 +260,7 @@ static void test_sampling(void)
     double s1 = 0.0, s2 = 0.0;
     bool ordered = true;
     for (int t = 0; t < T; t++) {
-        const size_t b = rumor_priv_sample(dp, idx);
+        const size_t b = rumor_dp_sample(dp, idx);
         s1 += (double)b, s2 += (double)b * (double)b;
         for (size_t j = 0; j < b; j++) {
             ordered &= idx[j] < N && (j == 0 || idx[j] > idx[j - 1]);
@@ -280,28 +280,28 @@ static void test_sampling(void)
     /* Membership is secret: another state with the same settings draws another batch (the
      * same one has probability (q^2 + (1 - q)^2)^600 < 1e-25). */
     ns = rumor_noise_new_secret(err);
-    rumor_priv_t *dp2 = rumor_priv_new(&cfg, m, N, BATCH, &ns, err);
-    const size_t b1 = rumor_priv_sample(dp, idx), b2 = dp2 ? rumor_priv_sample(dp2, idx2) : 0;
+    rumor_dp_t *dp2 = rumor_dp_new(&cfg, m, N, BATCH, &ns, err);
+    const size_t b1 = rumor_dp_sample(dp, idx), b2 = dp2 ? rumor_dp_sample(dp2, idx2) : 0;
     CHECK(dp2 && (b1 != b2 || memcmp(idx, idx2, b1 * sizeof *idx) != 0));
-    rumor_priv_destroy(&dp2);
+    rumor_dp_destroy(&dp2);
     /* Seeded states replay. */
-    rumor_priv_destroy(&dp);
+    rumor_dp_destroy(&dp);
     ns = rumor_noise_new_seeded(3, 0xd9, 1, err);
-    dp = rumor_priv_new(&cfg, m, N, BATCH, &ns, err);
+    dp = rumor_dp_new(&cfg, m, N, BATCH, &ns, err);
     ns = rumor_noise_new_seeded(3, 0xd9, 1, err);
-    dp2 = rumor_priv_new(&cfg, m, N, BATCH, &ns, err);
-    CHECK(dp && dp2 && rumor_priv_sample(dp, idx) == rumor_priv_sample(dp2, idx2));
+    dp2 = rumor_dp_new(&cfg, m, N, BATCH, &ns, err);
+    CHECK(dp && dp2 && rumor_dp_sample(dp, idx) == rumor_dp_sample(dp2, idx2));
     /* A batch as large as the data: every sample, every step. */
-    rumor_priv_destroy(&dp);
+    rumor_dp_destroy(&dp);
     ns = rumor_noise_new_secret(err);
-    dp = rumor_priv_new(&cfg, m, 20, 64, &ns, err);
-    CHECK(dp && rumor_priv_rate(dp) == 1.0 && rumor_priv_sample(dp, idx) == 20 && idx[19] == 19);
-    rumor_priv_destroy(&dp2);
+    dp = rumor_dp_new(&cfg, m, 20, 64, &ns, err);
+    CHECK(dp && rumor_dp_rate(dp) == 1.0 && rumor_dp_sample(dp, idx) == 20 && idx[19] == 19);
+    rumor_dp_destroy(&dp2);
     free(idx);
     free(idx2);
     free(hits);
 out:
-    rumor_priv_destroy(&dp);
+    rumor_dp_destroy(&dp);
     rumor_model_destroy(&m);
     rumor_backend_destroy(&be);
 }
@@ -343,7 +343,7 @@ static bool node_run(const char *name, const char *dp, uint8_t **model, long *le
     pc.data_dir = RUMOR_DEFAULT_DATA;
     pc.limit = 640;
     if (rumor_model_spec_parse(&pc.spec, "logreg", err) != RUMOR_OK || rumor_algo_parse(&pc.algo, "dpsgd", err) != RUMOR_OK ||
-        (dp && rumor_priv_parse(&pc.dp, dp, err) != RUMOR_OK))
+        (dp && rumor_dp_parse(&pc.dp, dp, err) != RUMOR_OK))
         abort();
     pc.algo.local_steps = 3;
     pc.device = "cpu";

@@ -19,7 +19,7 @@ typedef struct {
     rumor_topology_t *topo;
     rumor_gossip_t *g[MAXN];
     float *x[MAXN];
-    uint8_t key[MAXN][RUMOR_GOSSIP_KEY_LEN];
+    uint8_t key[MAXN][RUMOR_KEY_LEN];
     bool dead[MAXN];
     /* secure mixing: real key pairs (the keys above are their public halves) */
     rumor_secret_key_t *sk[MAXN];
@@ -33,9 +33,9 @@ typedef struct {
     uint64_t choco_bytes, choco_dense;  /* compressed gossip: bytes delivered, and as float32 */
 } swarm_t;
 
-static void key_of(uint8_t key[RUMOR_GOSSIP_KEY_LEN], int i)
+static void key_of(uint8_t key[RUMOR_KEY_LEN], int i)
 {
-    memset(key, 0, RUMOR_GOSSIP_KEY_LEN);
+    memset(key, 0, RUMOR_KEY_LEN);
     key[0] = (uint8_t)i; /* sorted keys give rank i */
     key[31] = 0xa5;
 }
@@ -57,10 +57,10 @@ static void swarm_init(swarm_t *s, int n, const char *topo, const char *algo, si
         rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = chunk,
                                      .round_timeout_ms = round_timeout};
         CHECK_RC(rumor_algo_parse(&cfg.algo, algo, err));
-        memcpy(cfg.self, s->key[i], RUMOR_GOSSIP_KEY_LEN);
+        memcpy(cfg.self, s->key[i], RUMOR_KEY_LEN);
         s->g[i] = rumor_gossip_new(&cfg, s->topo, s->x[i], err);
         CHECK(s->g[i] != NULL);
-        rumor_gossip_set_view(s->g[i], (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])s->key, (size_t)n); /* self is ignored */
+        rumor_gossip_set_view(s->g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s->key, (size_t)n); /* self is ignored */
     }
 }
 
@@ -75,10 +75,10 @@ static void swarm_fini(swarm_t *s)
     rumor_topology_destroy(&s->topo);
 }
 
-static int find(const swarm_t *s, const uint8_t key[RUMOR_GOSSIP_KEY_LEN])
+static int find(const swarm_t *s, const uint8_t key[RUMOR_KEY_LEN])
 {
     for (int i = 0; i < s->n; i++)
-        if (memcmp(s->key[i], key, RUMOR_GOSSIP_KEY_LEN) == 0) return i;
+        if (memcmp(s->key[i], key, RUMOR_KEY_LEN) == 0) return i;
     return -1;
 }
 
@@ -87,7 +87,7 @@ static void deliver(swarm_t *s, int from, const rumor_gossip_send_t *m, uint64_t
 {
     const int to = find(s, m->peer);
     CHECK(to >= 0 && to != from);
-    const uint32_t chunks = (uint32_t)((m->count + m->chunk_params - 1) / m->chunk_params);
+    const uint32_t chunks = (uint32_t)rumor_chunks(m->count, m->chunk_params);
     if (to >= 0 && !s->dead[to] && !s->dead[from])
         for (uint32_t c = 0; c < chunks; c++) {
             const size_t off = (size_t)c * m->chunk_params;
@@ -255,7 +255,7 @@ static void test_push_sum(const char *topo, int n)
     const size_t P = 300, chunk = 64;
     swarm_t s;
     swarm_init(&s, n, topo, "sgp", P, chunk, 9, 1000);
-    const size_t chunks = (P + chunk - 1) / chunk;
+    const size_t chunks = rumor_chunks(P, chunk);
     double *z0 = calloc(P, sizeof *z0), *z = calloc(P, sizeof *z), *wt = calloc(chunks, sizeof *wt);
     for (int i = 0; i < n; i++)
         for (size_t j = 0; j < P; j++) z0[j] += s.x[i][j];
@@ -301,7 +301,7 @@ static void test_push_sum(const char *topo, int n)
                     failed++;
                     continue;
                 }
-                const uint32_t nc = (uint32_t)((m.count + m.chunk_params - 1) / m.chunk_params);
+                const uint32_t nc = (uint32_t)rumor_chunks(m.count, m.chunk_params);
                 for (uint32_t c = 0; c < nc && nf < cap; c++) {
                     flight_t *f = &fl[nf++];
                     const size_t off = (size_t)c * m.chunk_params;
@@ -477,7 +477,7 @@ static void test_known_answers(void)
             b = h, b.chunk = 2, b.off = 8, b.n = 2;
             CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &b, m.params + 8, 8, 6));
             float inf[4] = {1, INFINITY, 3, 4};
-            uint8_t other[RUMOR_GOSSIP_KEY_LEN];
+            uint8_t other[RUMOR_KEY_LEN];
             key_of(other, 77);
             b = h;
             CHECK(!rumor_gossip_on_chunk(s.g[0], other, &b, inf, 16, 6));
@@ -581,7 +581,7 @@ static void test_sender_cap(void)
     rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = 0.5, .chunk = 0, .chunks = 1, .off = 0, .n = 8};
     int ok = 0;
     for (int k = 0; k < RUMOR_GOSSIP_MAX_SENDERS + 10; k++) {
-        uint8_t key[RUMOR_GOSSIP_KEY_LEN] = {0};
+        uint8_t key[RUMOR_KEY_LEN] = {0};
         key[1] = (uint8_t)k, key[2] = (uint8_t)(k >> 8), key[3] = 1;
         ok += rumor_gossip_on_chunk(s.g[0], key, &h, v, sizeof v, 0);
     }
@@ -644,14 +644,14 @@ static void test_nonfinite_positions(void)
     for (int pos = 0; pos < 100; pos++) {
         for (int j = 0; j < 100; j++) v[j] = (float)j * 1e30f; /* large but finite */
         v[pos] = pos % 3 == 0 ? NAN : pos % 3 == 1 ? INFINITY : -INFINITY;
-        uint8_t key[RUMOR_GOSSIP_KEY_LEN] = {0};
+        uint8_t key[RUMOR_KEY_LEN] = {0};
         key[1] = (uint8_t)pos, key[2] = 9;
         rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = 0.5, .chunk = 0, .chunks = 1, .off = 0, .n = 100};
         caught += !rumor_gossip_on_chunk(s.g[0], key, &h, v, sizeof v, 0);
     }
     CHECK(caught == 100);
     for (int j = 0; j < 100; j++) v[j] = -(float)j * 3e36f; /* up to -3e38: finite, but implausible */
-    uint8_t key[RUMOR_GOSSIP_KEY_LEN] = {7};
+    uint8_t key[RUMOR_KEY_LEN] = {7};
     rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = 0.5, .chunk = 0, .chunks = 1, .off = 0, .n = 100};
     CHECK(!rumor_gossip_on_chunk(s.g[0], key, &h, v, sizeof v, 0));
     rumor_gossip_stats_t st;
@@ -859,7 +859,7 @@ static void test_sgp_sender_records(void)
     float v[8];
     for (int j = 0; j < 8; j++) v[j] = s.x[1][j];
     rumor_gossip_chunk_t h = {.round = 0, .layout = 0x1234, .w = 0.01, .chunk = 0, .chunks = 1, .off = 0, .n = 8};
-    uint8_t hostile[RUMOR_GOSSIP_KEY_LEN];
+    uint8_t hostile[RUMOR_KEY_LEN];
     key_of(hostile, 9);
     for (int r = 0; r < RUMOR_GOSSIP_MAX_SENDERS; r++) {
         h.round = (uint64_t)r;
@@ -871,7 +871,7 @@ static void test_sgp_sender_records(void)
     CHECK(rumor_gossip_on_chunk(s.g[0], s.key[1], &h, v, sizeof v, 0)); /* the honest one */
     int ok = 0;
     for (int k = 0; k < 250; k++) {
-        uint8_t key[RUMOR_GOSSIP_KEY_LEN] = {0};
+        uint8_t key[RUMOR_KEY_LEN] = {0};
         key[1] = (uint8_t)k, key[2] = 7;
         ok += rumor_gossip_on_chunk(s.g[0], key, &h, v, sizeof v, 0);
     }
@@ -960,20 +960,20 @@ static void test_robust_clip(void)
     CHECK(rumor_robust_parse(&rb, "trim", err) == RUMOR_EINVAL);
     CHECK_RC(rumor_robust_parse(&rb, "clip", err));
     rumor_topology_t *topo = rumor_topology_new("complete", 1, err);
-    uint8_t keys[5][RUMOR_GOSSIP_KEY_LEN];
+    uint8_t keys[5][RUMOR_KEY_LEN];
     for (int i = 0; i < 5; i++) key_of(keys[i], i);
     float x[4] = {0, 0, 0, 0};
     rumor_gossip_config_t cfg = {.params = 4, .layout = 7, .chunk_params = 2, .round_timeout_ms = 1000};
     CHECK_RC(rumor_algo_parse(&cfg.algo, "sgp", err));
     cfg.robust = rb;
-    memcpy(cfg.self, keys[0], RUMOR_GOSSIP_KEY_LEN);
+    memcpy(cfg.self, keys[0], RUMOR_KEY_LEN);
     CHECK(rumor_gossip_new(&cfg, topo, x, err) == NULL); /* push-sum weights are not clipped */
     CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
     CHECK_RC(rumor_robust_parse(&cfg.robust, "clip", err));
     rumor_gossip_t *g = rumor_gossip_new(&cfg, topo, x, err);
     CHECK(g != NULL);
     if (!g) return;
-    rumor_gossip_set_view(g, (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])keys, 5);
+    rumor_gossip_set_view(g, (const uint8_t(*)[RUMOR_KEY_LEN])keys, 5);
     /* Each round the neighbours send the peer's own snapshot plus these offsets. */
     const float d[4][4] = {{1, 0, 0, 0}, {0, 2, 0, 0}, {0, 0, 3, 0}, {0, 0, 0, 1000}};
     rumor_gossip_stats_t st;
@@ -1026,17 +1026,17 @@ static void test_robust_trim(void)
     CHECK(rumor_robust_parse(&rb, "trim:0", err) == RUMOR_EINVAL);
     CHECK(rumor_robust_parse(&rb, "trim:9", err) == RUMOR_EINVAL);
     rumor_topology_t *topo = rumor_topology_new("complete", 1, err);
-    uint8_t keys[5][RUMOR_GOSSIP_KEY_LEN];
+    uint8_t keys[5][RUMOR_KEY_LEN];
     for (int i = 0; i < 5; i++) key_of(keys[i], i);
     float x[4] = {0, 0, 0, 0};
     rumor_gossip_config_t cfg = {.params = 4, .layout = 7, .chunk_params = 2, .round_timeout_ms = 1000};
     CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
     CHECK_RC(rumor_robust_parse(&cfg.robust, "trim:1", err));
-    memcpy(cfg.self, keys[0], RUMOR_GOSSIP_KEY_LEN);
+    memcpy(cfg.self, keys[0], RUMOR_KEY_LEN);
     rumor_gossip_t *g = rumor_gossip_new(&cfg, topo, x, err);
     CHECK(g != NULL);
     if (!g) return;
-    rumor_gossip_set_view(g, (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])keys, 5);
+    rumor_gossip_set_view(g, (const uint8_t(*)[RUMOR_KEY_LEN])keys, 5);
     CHECK(rumor_gossip_step(g, x, 0) == RUMOR_GOSSIP_DONE);
     rumor_gossip_send_t m;
     while (rumor_gossip_next_send(g, &m)) rumor_gossip_release(g, &m, true);
@@ -1087,19 +1087,19 @@ static void secure_init(swarm_t *s, int n, const char *topo, size_t P, size_t ch
     }
     qsort(s->sk, (size_t)n, sizeof s->sk[0], sk_cmp); /* rank i keeps key i's place */
     for (int i = 0; i < n; i++) {
-        memcpy(s->key[i], rumor_secret_key_public(s->sk[i]), RUMOR_GOSSIP_KEY_LEN);
+        memcpy(s->key[i], rumor_secret_key_public(s->sk[i]), RUMOR_KEY_LEN);
         s->boot[i] = 0x5000 + (uint64_t)i;
         CHECK((s->sm[i] = rumor_secmix_new(s->sk[i], s->boot[i], 0x1234, err)) != NULL);
         rumor_gossip_destroy(&s->g[i]);
         rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = chunk, .round_timeout_ms = 1000,
                                      .secure_mix = true, .boot = s->boot[i]};
         CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
-        memcpy(cfg.self, s->key[i], RUMOR_GOSSIP_KEY_LEN);
+        memcpy(cfg.self, s->key[i], RUMOR_KEY_LEN);
         s->g[i] = rumor_gossip_new(&cfg, s->topo, s->x[i], err);
         CHECK(s->g[i] != NULL);
     }
     for (int i = 0; i < n; i++)
-        rumor_gossip_set_view_boots(s->g[i], (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])s->key, s->boot, (size_t)n);
+        rumor_gossip_set_view_boots(s->g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s->key, s->boot, (size_t)n);
     s->lose_from = -1;
 }
 
@@ -1169,7 +1169,7 @@ static void test_secure_mix(const char *topo, int n)
     uint64_t stale[MAXN];
     memcpy(stale, sec.boot, sizeof stale);
     stale[2] ^= 0xdead;
-    rumor_gossip_set_view_boots(sec.g[0], (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])sec.key, stale, (size_t)n);
+    rumor_gossip_set_view_boots(sec.g[0], (const uint8_t(*)[RUMOR_KEY_LEN])sec.key, stale, (size_t)n);
     uint64_t unmixed_before = 0;
     for (int i = 0; i < n; i++) {
         rumor_gossip_stats(sec.g[i], &st);
@@ -1245,9 +1245,9 @@ static void choco_peer(swarm_t *s, int i, double fraction, double gamma, uint64_
                                  .choco = {.id = RUMOR_CODEC_TOPK, .fraction = fraction}, .choco_gamma = gamma,
                                  .lineage = lineage};
     CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
-    memcpy(cfg.self, s->key[i], RUMOR_GOSSIP_KEY_LEN);
+    memcpy(cfg.self, s->key[i], RUMOR_KEY_LEN);
     CHECK((s->g[i] = rumor_gossip_new(&cfg, s->topo, s->x[i], err)) != NULL);
-    rumor_gossip_set_view(s->g[i], (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])s->key, (size_t)s->n);
+    rumor_gossip_set_view(s->g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s->key, (size_t)s->n);
 }
 
 static double max_abs_diff(const double *a, const double *b, size_t n)
@@ -1343,7 +1343,7 @@ static void test_choco_ahead(void)
     enum { P = 64 };
     char err[RUMOR_ERR_LEN];
     rumor_topology_t *topo = rumor_topology_new("complete", 7, err);
-    uint8_t key[2][RUMOR_GOSSIP_KEY_LEN] = {{1}, {2}};
+    uint8_t key[2][RUMOR_KEY_LEN] = {{1}, {2}};
     float x0[P], xi[P], xj[P];
     for (int k = 0; k < P; k++) x0[k] = (float)sin(k);
     memcpy(xi, x0, sizeof xi);
@@ -1354,9 +1354,9 @@ static void test_choco_ahead(void)
                                      .choco = {.id = RUMOR_CODEC_TOPK, .fraction = 0.25}, .choco_gamma = 0.2,
                                      .lineage = 10 + (uint64_t)i};
         CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
-        memcpy(cfg.self, key[i], RUMOR_GOSSIP_KEY_LEN);
+        memcpy(cfg.self, key[i], RUMOR_KEY_LEN);
         CHECK((g[i] = rumor_gossip_new(&cfg, topo, x0, err)) != NULL);
-        rumor_gossip_set_view(g[i], (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])key, 2);
+        rumor_gossip_set_view(g[i], (const uint8_t(*)[RUMOR_KEY_LEN])key, 2);
     }
     for (int r = 0; r < 60; r++) {
         for (int k = 0; k < P; k++) xj[k] += 0.01f * (float)cos(k * r + 1);
@@ -1423,7 +1423,7 @@ static void test_choco_implausible(void)
     enum { P = 64 };
     char err[RUMOR_ERR_LEN];
     rumor_topology_t *topo = rumor_topology_new("complete", 7, err);
-    uint8_t key[3][RUMOR_GOSSIP_KEY_LEN] = {{1}, {2}, {3}};
+    uint8_t key[3][RUMOR_KEY_LEN] = {{1}, {2}, {3}};
     float x0[P], big[P];
     for (int k = 0; k < P; k++) x0[k] = (float)sin(k), big[k] = 1e30f;
     rumor_gossip_t *g[2];
@@ -1432,9 +1432,9 @@ static void test_choco_implausible(void)
                                      .choco = {.id = RUMOR_CODEC_TOPK, .fraction = 0.25}, .choco_gamma = 0.2,
                                      .lineage = 10 + (uint64_t)i};
         CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
-        memcpy(cfg.self, key[i], RUMOR_GOSSIP_KEY_LEN);
+        memcpy(cfg.self, key[i], RUMOR_KEY_LEN);
         CHECK((g[i] = rumor_gossip_new(&cfg, topo, x0, err)) != NULL);
-        rumor_gossip_set_view(g[i], (const uint8_t(*)[RUMOR_GOSSIP_KEY_LEN])key, 3);
+        rumor_gossip_set_view(g[i], (const uint8_t(*)[RUMOR_KEY_LEN])key, 3);
     }
     /* Peer 1's first send tells the base every fresh copy starts from (our x0's hash). */
     CHECK(rumor_gossip_step(g[1], x0, 0) == RUMOR_GOSSIP_DONE);

@@ -1,8 +1,111 @@
-/* test_node.c - a model between two real nodes in one process, over CURVE on loopback:
- * it arrives bit for bit, in chunks whose last one is short, and the receiver's memory stays
- * within the model plus a bounded margin. */
+/* test_node.c - two real nodes in one process, over CURVE on loopback: a model between them
+ * arrives bit for bit, in chunks whose last one is short, and the receiver's memory stays
+ * within the model plus a bounded margin; and each node stops on its own. */
 #include "check.h"
+#include "crypto.h"
 #include "net/bench.h"
+#include "net/node.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    rumor_node_t *node;
+    rumor_err_t rc;
+    char err[RUMOR_ERR_LEN];
+    atomic_bool ended;
+} runner_t;
+
+static void *run_node(void *arg)
+{
+    runner_t *r = arg;
+    r->rc = rumor_node_run(r->node, r->err);
+    atomic_store(&r->ended, true);
+    return NULL;
+}
+
+static void identity(const char *dir, const char *name, rumor_authority_t *auth)
+{
+    char path[600], err[RUMOR_ERR_LEN];
+    rumor_secret_key_t *k = rumor_secret_key_generate(err);
+    CHECK(k != NULL);
+    if (!k) return;
+    uint8_t cert[RUMOR_CERT_MAX_LEN];
+    size_t len = 0;
+    const uint64_t now = (uint64_t)time(NULL);
+    snprintf(path, sizeof path, "%s/%s.key", dir, name);
+    CHECK_RC(rumor_secret_key_save(k, path, true, err));
+    CHECK_RC(rumor_cert_issue(cert, &len, auth, rumor_secret_key_public(k), name, now - 60, now + 3600, err));
+    snprintf(path, sizeof path, "%s/%s.cert", dir, name);
+    CHECK_RC(rumor_cert_save(path, cert, len, true, err));
+    rumor_secret_key_destroy(&k);
+}
+
+/* Whether r's loop ended within ms milliseconds. */
+static bool ends_within(runner_t *r, int ms)
+{
+    for (int t = 0; t < ms && !atomic_load(&r->ended); t += 10) usleep(10000);
+    return atomic_load(&r->ended);
+}
+
+/* Two nodes of one swarm in one process: stopping one leaves the other running. */
+static void test_independent_stop(void)
+{
+    char dir[] = "/tmp/rumor-test-node-XXXXXX", swarm[600], k[2][600], c[2][600], err[RUMOR_ERR_LEN];
+    CHECK(mkdtemp(dir) != NULL);
+    rumor_authority_t *auth = rumor_authority_generate(err);
+    CHECK(auth != NULL);
+    if (!auth) return;
+    snprintf(swarm, sizeof swarm, "%s/authority.pub", dir);
+    CHECK_RC(rumor_public_key_save(swarm, rumor_authority_public(auth), NULL, true, err));
+    const char *names[2] = {"a", "b"};
+    for (int i = 0; i < 2; i++) {
+        identity(dir, names[i], auth);
+        snprintf(k[i], sizeof k[i], "%s/%s.key", dir, names[i]);
+        snprintf(c[i], sizeof c[i], "%s/%s.cert", dir, names[i]);
+    }
+    runner_t r[2] = {0};
+    rumor_node_config_t cb = {.listen = "tcp://127.0.0.1:0", .key_path = k[1], .cert_path = c[1], .swarm = swarm,
+                              .memb = rumor_memb_defaults()};
+    r[1].node = rumor_node_new(&cb, err);
+    CHECK_MSG(r[1].node != NULL, "%s", err);
+    if (r[1].node) {
+        rumor_node_config_t ca = {.listen = "tcp://127.0.0.1:0", .key_path = k[0], .cert_path = c[0],
+                                  .swarm = swarm, .memb = rumor_memb_defaults(), .n_bootstraps = 1,
+                                  .join_timeout_ms = 10000};
+        ca.bootstraps[0] = rumor_node_address(r[1].node);
+        r[0].node = rumor_node_new(&ca, err);
+        CHECK_MSG(r[0].node != NULL, "%s", err);
+    }
+    pthread_t th[2];
+    bool started[2] = {false, false};
+    for (int i = 0; i < 2 && r[0].node && r[1].node; i++)
+        started[i] = pthread_create(&th[i], NULL, run_node, &r[i]) == 0;
+    if (started[0] && started[1]) {
+        usleep(300 * 1000);
+        rumor_node_stop(r[0].node);
+        CHECK_MSG(ends_within(&r[0], 5000), "node a did not stop within 5 s");
+        CHECK_MSG(!ends_within(&r[1], 500), "node b stopped with node a");
+        rumor_node_stop(r[1].node);
+        CHECK_MSG(ends_within(&r[1], 5000), "node b did not stop within 5 s");
+        CHECK_MSG(r[0].rc == RUMOR_OK && r[1].rc == RUMOR_OK, "%s / %s", r[0].err, r[1].err);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (started[i]) {
+            if (!atomic_load(&r[i].ended)) rumor_node_stop(r[i].node);
+            pthread_join(th[i], NULL);
+        }
+        rumor_node_destroy(&r[i].node);
+    }
+    rumor_authority_destroy(&auth);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
 
 int main(void)
 {
@@ -20,5 +123,6 @@ int main(void)
 #else
     CHECK_MSG(r.peak_kb < (long)(1000003 * 4 / 1024) + 16 * 1024, "peak %ld kB", r.peak_kb);
 #endif
+    test_independent_stop();
     return check_done();
 }

@@ -87,7 +87,7 @@ static void test_logreg_accuracy(void)
     /* The exported file evaluates to the same accuracy. */
     rumor_model_spec_t spec;
     rumor_model_input_t in;
-    rumor_ckpt_info_t info;
+    rumor_checkpoint_info_t info;
     CHECK_RC(rumor_checkpoint_peek(c.save_path, &spec, &in, &info, err));
     CHECK(strcmp(spec.canonical, "logreg") == 0 && in.h == 28 && in.classes == 10 && !info.has_optim);
     CHECK_NEAR(info.input_mean, 0.2860, 1e-3);

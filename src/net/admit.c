@@ -180,13 +180,6 @@ int rumor_admit_connect(const char *endpoint, char err[RUMOR_ERR_LEN])
     return fd;
 }
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 rumor_err_t rumor_admit_ping(const char *key_path, const char *cert_path, const char *swarm, const char *address,
                              uint64_t timeout_ms, uint8_t *status, rumor_cert_t *cert, double *rtt_ms,
                              char err[RUMOR_ERR_LEN])
@@ -203,13 +196,13 @@ rumor_err_t rumor_admit_ping(const char *key_path, const char *cert_path, const 
     if (rc == RUMOR_OK && (fd = rumor_admit_connect(addr.endpoint, err)) < 0) rc = RUMOR_EIO;
     if (rc != RUMOR_OK) goto out;
     const size_t len = rumor_admit_knock(dgram, key, addr.key, rumor_random_u64(), rumor_unix_ms(), own, own_len, nonce);
-    const double start = mono_ms();
+    const double start = rumor_now() * 1e3;
     double sent = start, gap = 250.0, next = start;
     bool refused = false, wrong = false;
     uint8_t real_key[RUMOR_KEY_LEN];
     rc = RUMOR_ETIMEDOUT;
     for (;;) {
-        double now = mono_ms();
+        double now = rumor_now() * 1e3;
         if (now >= start + (double)timeout_ms) break;
         if (now >= next) {
             if (send(fd, dgram, len, 0) < 0 && errno == ECONNREFUSED) refused = true;
@@ -236,7 +229,7 @@ rumor_err_t rumor_admit_ping(const char *key_path, const char *cert_path, const 
             continue;
         }
         if (m.kind != RUMOR_ADMIT_ANSWER || memcmp(m.from, addr.key, RUMOR_KEY_LEN) != 0) continue;
-        *rtt_ms = mono_ms() - sent;
+        *rtt_ms = rumor_now() * 1e3 - sent;
         *status = m.status;
         memset(cert, 0, sizeof *cert);
         rc = RUMOR_OK;

@@ -146,14 +146,14 @@ static rumor_err_t bench_nodes(size_t n, size_t chunk, int repeat, double *mbps,
     rumor_node_config_t cfg_b = {.listen = "tcp://127.0.0.1:0", .key_path = kb, .cert_path = cb, .swarm = swarm,
                                  .memb = rumor_memb_defaults()};
     if (!(p->b = rumor_node_new(&cfg_b, err))) {
-        rc = RUMOR_EIO;
+        rc = rumor_last_error();
         goto out;
     }
     rumor_node_config_t cfg_a = {.listen = "tcp://127.0.0.1:0", .key_path = ka, .cert_path = ca, .swarm = swarm,
                                  .memb = rumor_memb_defaults(), .n_bootstraps = 1, .join_timeout_ms = 10000};
     cfg_a.bootstraps[0] = rumor_node_address(p->b);
     if (!(p->a = rumor_node_new(&cfg_a, err))) {
-        rc = RUMOR_EIO;
+        rc = rumor_last_error();
         goto out;
     }
     p->params = params;
@@ -180,7 +180,8 @@ static rumor_err_t bench_nodes(size_t n, size_t chunk, int repeat, double *mbps,
     started_a = started_b && pthread_create(&ta, NULL, run_node, &ra) == 0;
     const double deadline = rumor_now() + 30.0 + (double)n * sizeof(float) * p->rounds / 50e6;
     while (!atomic_load(&p->done) && rumor_now() < deadline) usleep(1000);
-    rumor_node_request_stop();
+    rumor_node_stop(p->a);
+    rumor_node_stop(p->b);
     if (started_a) pthread_join(ta, NULL);
     if (started_b) pthread_join(tb, NULL);
     if (!atomic_load(&p->done)) {

@@ -196,6 +196,7 @@ struct rumor_node {
     void *pull_arg;
     uint64_t tick_ms;                /* longest sleep between ticks */
     int wake[2];                     /* a pipe: another thread's byte ends our poll early */
+    atomic_bool stop, reload;        /* asked for by rumor_node_stop, rumor_node_reload */
     /* Scratch space for the loop (large; per node, so two nodes can share a process). */
     rumor_memb_action_t act;
     rumor_memb_msg_t mmsg;
@@ -209,17 +210,6 @@ struct rumor_node {
     bool joined; /* once in a swarm, an empty view later is churn, not a failed join */
 };
 
-static volatile sig_atomic_t stop_requested, reload_requested;
-
-void rumor_node_request_stop(void) { stop_requested = 1; }
-void rumor_node_request_reload(void) { reload_requested = 1; }
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static uint64_t unix_now(void) { return (uint64_t)time(NULL); }
 
@@ -1185,7 +1175,7 @@ static void handle_zap(rumor_node_t *n)
     if (count == 7 && zmq_msg_size(&f[5]) == 5 && memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
         zmq_msg_size(&f[6]) == RUMOR_KEY_LEN) {
         const uint8_t *key = zmq_msg_data(&f[6]);
-        const conn_t *c = find_conn(n, key, false, now_ms());
+        const conn_t *c = find_conn(n, key, false, rumor_now_ms());
         if (n->revoked && rumor_revoked_has(n->revoked, key)) {
             n->drops[DROP_CERT_FIRST + RUMOR_CERT_REVOKED]++;
             text = "revoked";
@@ -1382,9 +1372,9 @@ rumor_err_t rumor_node_pull(rumor_node_t *n, const uint8_t peer[32], uint64_t la
     for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
         if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
     if (v < 0) return RUMOR_EINVAL;
-    const conn_t *c = find_conn(n, peer, false, now_ms());
+    const conn_t *c = find_conn(n, peer, false, rumor_now_ms());
     if (!c || !c->admitted) return RUMOR_EAUTH;
-    peer_t *p = get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, now_ms());
+    peer_t *p = get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
     if (!p) return RUMOR_EINVAL;
     rumor_msg_t m;
     memset(&m, 0, sizeof m);
@@ -1398,6 +1388,18 @@ void rumor_node_wake(rumor_node_t *n)
     const char b = 1;
     ssize_t k = write(n->wake[1], &b, 1); /* a full pipe already wakes the loop */
     (void)k;
+}
+
+void rumor_node_stop(rumor_node_t *n)
+{
+    atomic_store(&n->stop, true);
+    rumor_node_wake(n);
+}
+
+void rumor_node_reload(rumor_node_t *n)
+{
+    atomic_store(&n->reload, true);
+    rumor_node_wake(n);
 }
 
 void rumor_node_on_tick(rumor_node_t *n, rumor_node_tick_cb cb, void *arg)
@@ -1420,14 +1422,14 @@ bool rumor_node_peer_admitted(rumor_node_t *n, int i)
 {
     const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
     if (!e) return false;
-    const conn_t *c = find_conn(n, e->key, false, now_ms());
+    const conn_t *c = find_conn(n, e->key, false, rumor_now_ms());
     return c && c->admitted && (!c->expires_at || unix_now() < c->expires_at);
 }
 
 uint64_t rumor_node_peer_boot(rumor_node_t *n, int i)
 {
     const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
-    const conn_t *c = e ? find_conn(n, e->key, false, now_ms()) : NULL;
+    const conn_t *c = e ? find_conn(n, e->key, false, rumor_now_ms()) : NULL;
     if (c && c->knocked && c->boot) return c->boot;
     return e ? e->boot : 0; /* from its hello, or second hand (membership.h) */
 }
@@ -1437,7 +1439,7 @@ uint64_t rumor_node_boot(const rumor_node_t *n) { return n->boot_id; }
 uint64_t rumor_node_peer_done(rumor_node_t *n, int i)
 {
     const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
-    const conn_t *c = e ? find_conn(n, e->key, false, now_ms()) : NULL;
+    const conn_t *c = e ? find_conn(n, e->key, false, rumor_now_ms()) : NULL;
     return c ? c->done : 0;
 }
 
@@ -1543,7 +1545,7 @@ rumor_err_t rumor_node_send_encoded(rumor_node_t *n, const uint8_t peer[32], uin
                                     const uint8_t *enc, const size_t *enc_off, size_t count, size_t chunk_params,
                                     void (*release)(void *), void *arg)
 {
-    const size_t chunks = chunk_params ? (count + chunk_params - 1) / chunk_params : 0;
+    const size_t chunks = chunk_params ? rumor_chunks(count, chunk_params) : 0;
     if (codec <= RUMOR_CODEC_F32 || codec > RUMOR_CODEC_LAST || !enc || !enc_off || chunks == 0 ||
         chunks > RUMOR_PROTO_MAX_CHUNKS)
         return RUMOR_EINVAL;
@@ -1569,16 +1571,16 @@ static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t 
         if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
     if (v < 0 || count == 0 || chunk_params == 0 ||
         (codec == RUMOR_CODEC_F32 && chunk_params * sizeof(float) > RUMOR_PROTO_MAX_PAYLOAD) ||
-        (count + chunk_params - 1) / chunk_params > RUMOR_PROTO_MAX_CHUNKS || count > RUMOR_PROTO_MAX_PARAMS ||
+        rumor_chunks(count, chunk_params) > RUMOR_PROTO_MAX_CHUNKS || count > RUMOR_PROTO_MAX_PARAMS ||
         !(w > 0.0 && w <= RUMOR_PROTO_MAX_WEIGHT))
         return RUMOR_EINVAL;
-    for (size_t c = 0; chunk_w && c < (count + chunk_params - 1) / chunk_params; c++)
+    for (size_t c = 0; chunk_w && c < rumor_chunks(count, chunk_params); c++)
         if (!(w * chunk_w[c] > 0.0 && w * chunk_w[c] <= RUMOR_PROTO_MAX_WEIGHT)) return RUMOR_EINVAL;
     /* Parameters go only to a key whose own hello we verified (gossip alone is not enough),
      * and whose certificate is still valid. */
-    const conn_t *c = find_conn(n, peer, false, now_ms());
+    const conn_t *c = find_conn(n, peer, false, rumor_now_ms());
     if (!c || !c->admitted || (c->expires_at && unix_now() >= c->expires_at)) return RUMOR_EAUTH;
-    peer_t *p = get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, now_ms());
+    peer_t *p = get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
     if (!p) return RUMOR_EINVAL;
     if (p->send.out || !p->dealer) return RUMOR_ECLOSED;
     outgoing_t *o = malloc(sizeof *o);
@@ -1587,7 +1589,7 @@ static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t 
     o->release = release;
     o->arg = arg;
     p->send = (sending_t){.out = o, .params = params, .n = count, .chunk_params = chunk_params, .next = 0,
-                          .chunks = (uint32_t)((count + chunk_params - 1) / chunk_params), .layout = layout,
+                          .chunks = (uint32_t)rumor_chunks(count, chunk_params), .layout = layout,
                           .round = round, .w = w, .chunk_w = chunk_w, .has_hash = hash != NULL, .codec = codec,
                           .enc = enc, .enc_off = enc_off};
     if (ext) p->send.ext = *ext;
@@ -1612,9 +1614,9 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     }
     n->cfg = *cfg;
     n->udp = -1;
-    stop_requested = 0;
-    reload_requested = 0;
-    n->start_ms = now_ms();
+    atomic_init(&n->stop, false);
+    atomic_init(&n->reload, false);
+    n->start_ms = rumor_now_ms();
     n->wake[0] = n->wake[1] = -1;
     n->tick_ms = 100;
     if (pipe(n->wake) != 0) {
@@ -1657,7 +1659,7 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     do n->boot_id = rumor_random_u64(); /* nonzero: 0 means none on the wire */
     while (n->boot_id == 0);
     n->knock_tokens = KNOCK_RATE;
-    n->knock_refill_ms = now_ms();
+    n->knock_refill_ms = rumor_now_ms();
     {
         /* A DEALER, its monitor and its connection per peer: more descriptors than the
          * usual soft limit of 1024 allows at MAX_PEERS. */
@@ -1896,9 +1898,9 @@ static void reload_revocations(rumor_node_t *n)
 
 rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
 {
-    /* stop_requested was cleared when the node was made: a stop asked for between then and
-     * now (a trainer that failed at once, a Ctrl-C during set-up) still stops the loop. */
-    uint64_t now = now_ms();
+    /* A stop asked for between the node's making and now (a trainer that failed at once, a
+     * Ctrl-C during set-up) still stops the loop. */
+    uint64_t now = rumor_now_ms();
     for (int b = 0; b < n->n_boot; b++) {
         if (same_key(n->boot[b].key, rumor_secret_key_public(n->key))) continue; /* ourselves */
         rumor_memb_join(n->memb, n->boot[b].key, n->boot[b].endpoint, now);
@@ -1913,9 +1915,8 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         int dealer, monitor, knock;
     } polled[MAX_PEERS];
     rumor_err_t rc = RUMOR_OK;
-    while (!stop_requested) {
-        if (reload_requested) {
-            reload_requested = 0;
+    while (!atomic_load(&n->stop)) {
+        if (atomic_exchange(&n->reload, false)) {
             reload_revocations(n);
         }
         int ni = 0, np = 0;
@@ -1973,7 +1974,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             }
             np++;
         }
-        uint64_t wait = rumor_memb_next_deadline(n->memb, now_ms());
+        uint64_t wait = rumor_memb_next_deadline(n->memb, rumor_now_ms());
         if (wait > n->tick_ms) wait = n->tick_ms;
         if (next_knock != UINT64_MAX && until(next_knock, now) < wait) wait = until(next_knock, now);
         if (sending_capped) wait = 1; /* libzmq frees chunks without waking us: look again soon */
@@ -1983,7 +1984,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             rc = rumor_fail(err, RUMOR_EIO, "poll: %s", zmq_strerror(errno));
             break;
         }
-        now = now_ms();
+        now = rumor_now_ms();
         /* Knocks before ZAP requests: a knock and the handshake it clears may arrive together. */
         if (items[udp_item].revents & ZMQ_POLLIN) handle_udp(n, now);
         if (items[mon_item].revents & ZMQ_POLLIN) handle_router_monitor(n, now);
@@ -2030,8 +2031,8 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         }
     }
     /* Leave: bye to everyone, and give the bytes a moment to go out. */
-    rumor_memb_leave(n->memb, now_ms());
-    run_actions(n, now_ms());
+    rumor_memb_leave(n->memb, rumor_now_ms());
+    run_actions(n, rumor_now_ms());
     for (int i = 0; i < MAX_PEERS; i++)
         if (n->peers[i].used) set_int(n->peers[i].dealer, ZMQ_LINGER, 500);
     return rc;

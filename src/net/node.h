@@ -74,9 +74,11 @@ const rumor_secret_key_t *rumor_node_secret_key(const rumor_node_t *self);
  * key, or silence); err says which and what to try. */
 rumor_err_t rumor_node_run(rumor_node_t *self, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
-/* Async-signal-safe requests for the running loop. */
-void rumor_node_request_stop(void);
-void rumor_node_request_reload(void);
+/* Ask this node's loop, from any thread or a signal handler (an atomic store and a write
+ * to its wake pipe), to stop (leaving gracefully), or to re-read its revocation list. Only
+ * this node: two nodes in one process stop independently. */
+void rumor_node_stop(rumor_node_t *self);
+void rumor_node_reload(rumor_node_t *self);
 
 /* ---- models (how the gossip engine uses the node) ----
  *

@@ -1,0 +1,221 @@
+/* trainer.c - local steps (see trainer.h). */
+#include "trainer.h"
+
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Batches for backends whose memory is not host memory are double-buffered: a batch is
+ * gathered on the host into page-locked memory and uploaded on the backend's copy stream into
+ * one of two device slots while the step before it computes; taking it is one device-side
+ * copy into the model's input buffers, queued like any op. The slot a put fills was last read
+ * by the take two batches back, and every step syncs, so no queued work can still read it
+ * (upload_async's condition). On host-memory backends a batch is gathered straight into the
+ * model's buffers when taken: same operations, same order, same bits. */
+struct rumor_trainer {
+    rumor_trainer_config_t cfg;
+    rumor_model_t *m;
+    rumor_optim_t *o;
+    rumor_backend_t *be;
+    size_t feat;             /* floats per sample */
+    long spe;                /* steps per epoch */
+    size_t *order[2];        /* two epochs' orders (positions), the current and the next */
+    long order_epoch[2];
+    size_t *idx;             /* a batch's sample indices (positions through own) */
+    size_t *scratch;         /* DP-SGD's draw: room for n positions */
+    float *fx;               /* cache: the shard, normalised, by position */
+    uint8_t *fy;
+    float *hx[2];            /* device staging: host_alloc [max_batch][feat] */
+    uint8_t *hy[2];
+    float *dx[2];            /* backend memory */
+    uint8_t *dy[2];
+    size_t sn[2];            /* samples in each slot */
+    int next;                /* the slot the next put fills */
+    long staged;             /* the step whose batch the last put holds (-1: none) */
+};
+
+rumor_trainer_t *rumor_trainer_new(const rumor_trainer_config_t *cfg, rumor_model_t *m, rumor_optim_t *o,
+                                   char err[RUMOR_ERR_LEN])
+{
+    rumor_trainer_t *t = calloc(1, sizeof *t);
+    if (!t) {
+        rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    t->cfg = *cfg;
+    t->m = m;
+    t->o = o;
+    t->be = rumor_model_backend(m);
+    t->feat = cfg->data->rows * cfg->data->cols;
+    const size_t n = cfg->n, B = (size_t)rumor_model_max_batch(m);
+    t->spe = (long)rumor_chunks(n, (size_t)cfg->batch);
+    t->order_epoch[0] = t->order_epoch[1] = -1;
+    t->staged = -1;
+    bool ok = n > 0 && cfg->batch > 0;
+    for (int k = 0; k < 2 && ok; k++) ok = (t->order[k] = malloc(n * sizeof *t->order[k])) != NULL;
+    ok = ok && (t->idx = malloc(B * sizeof *t->idx)) && (!cfg->dp || (t->scratch = malloc(n * sizeof *t->scratch)));
+    if (ok && cfg->cache) {
+        size_t *all = malloc(n * sizeof *all);
+        ok = all && (t->fx = malloc(n * t->feat * sizeof *t->fx)) && (t->fy = malloc(n));
+        for (size_t j = 0; ok && j < n; j++) all[j] = cfg->own ? cfg->own[j] : j;
+        if (ok) rumor_data_gather(cfg->data, all, n, cfg->mean, cfg->std, t->fx, t->fy);
+        free(all);
+    }
+    rumor_backend_t *be = t->be;
+    for (int k = 0; k < 2 && ok && !be->ops->host_memory; k++) {
+        ok = (t->hx[k] = be->ops->host_alloc(be, B * t->feat * sizeof(float))) &&
+             (t->hy[k] = be->ops->host_alloc(be, B)) && (t->dx[k] = be->ops->alloc(be, B * t->feat * sizeof(float))) &&
+             (t->dy[k] = be->ops->alloc(be, B));
+    }
+    if (!ok) {
+        rumor_trainer_destroy(&t);
+        rumor_fail(err, n > 0 && cfg->batch > 0 ? RUMOR_ENOMEM : RUMOR_EINVAL,
+                   n > 0 && cfg->batch > 0 ? "out of memory for the training data of %zu samples"
+                                           : "nothing to train on (%zu samples)", n);
+        return NULL;
+    }
+    return t;
+}
+
+void rumor_trainer_destroy(rumor_trainer_t **self_p)
+{
+    rumor_trainer_t *t = *self_p;
+    if (!t) return;
+    rumor_backend_t *be = t->be;
+    for (int k = 0; k < 2; k++) {
+        free(t->order[k]);
+        if (t->hx[k]) be->ops->host_free(be, t->hx[k]);
+        if (t->hy[k]) be->ops->host_free(be, t->hy[k]);
+        if (t->dx[k]) be->ops->free(be, t->dx[k]);
+        if (t->dy[k]) be->ops->free(be, t->dy[k]);
+    }
+    free(t->idx);
+    free(t->scratch);
+    free(t->fx);
+    free(t->fy);
+    free(t);
+    *self_p = NULL;
+}
+
+long rumor_trainer_steps_per_epoch(const rumor_trainer_t *self) { return self->spe; }
+
+/* Epoch e's order of positions. */
+static const size_t *order(rumor_trainer_t *t, long epoch)
+{
+    for (int k = 0; k < 2; k++)
+        if (t->order_epoch[k] == epoch) return t->order[k];
+    const int k = t->order_epoch[0] < t->order_epoch[1] ? 0 : 1; /* the older one */
+    rumor_train_epoch_order(t->order[k], NULL, t->cfg.n, t->cfg.seed, epoch);
+    t->order_epoch[k] = epoch;
+    return t->order[k];
+}
+
+/* Samples at positions pos[0..k) into x and y (normalised). */
+static void gather(const rumor_trainer_t *t, const size_t *pos, size_t k, float *x, uint8_t *y)
+{
+    if (t->fx) {
+        for (size_t j = 0; j < k; j++) {
+            memcpy(x + j * t->feat, t->fx + pos[j] * t->feat, t->feat * sizeof *x);
+            y[j] = t->fy[pos[j]];
+        }
+        return;
+    }
+    size_t *idx = t->idx;
+    for (size_t j = 0; j < k; j++) idx[j] = t->cfg.own ? t->cfg.own[pos[j]] : pos[j];
+    rumor_data_gather(t->cfg.data, idx, k, t->cfg.mean, t->cfg.std, x, y);
+}
+
+/* The positions of step `step`'s batch, and its size. */
+static const size_t *batch_of(rumor_trainer_t *t, long step, size_t *bn)
+{
+    const size_t start = (size_t)(step % t->spe) * (size_t)t->cfg.batch;
+    *bn = t->cfg.n - start < (size_t)t->cfg.batch ? t->cfg.n - start : (size_t)t->cfg.batch;
+    return order(t, step / t->spe) + start;
+}
+
+/* On a device: gather step's batch and start its upload into the next slot. */
+static void put(rumor_trainer_t *t, long step)
+{
+    t->staged = step;
+    rumor_backend_t *be = t->be;
+    if (be->ops->host_memory) return;
+    size_t bn;
+    const size_t *pos = batch_of(t, step, &bn);
+    const int k = t->next;
+    gather(t, pos, bn, t->hx[k], t->hy[k]);
+    be->ops->upload_async(be, t->dx[k], t->hx[k], bn * t->feat * sizeof(float));
+    be->ops->upload_async(be, t->dy[k], t->hy[k], bn);
+    t->sn[k] = bn;
+    t->next = k ^ 1;
+}
+
+/* Step's batch becomes the model's input (queued after the work before it); its size. */
+static size_t take(rumor_trainer_t *t, long step)
+{
+    rumor_backend_t *be = t->be;
+    if (t->staged != step) put(t, step);
+    t->staged = -1;
+    if (be->ops->host_memory) {
+        size_t bn;
+        const size_t *pos = batch_of(t, step, &bn);
+        gather(t, pos, bn, rumor_model_input_buf(t->m), rumor_model_label_buf(t->m));
+        return bn;
+    }
+    const int k = t->next ^ 1;
+    be->ops->wait_copies(be);
+    be->ops->copy(be, rumor_model_input_buf(t->m), t->dx[k], t->sn[k] * t->feat * sizeof(float));
+    be->ops->copy(be, rumor_model_label_buf(t->m), t->dy[k], t->sn[k]);
+    return t->sn[k];
+}
+
+/* A slice of a DP-SGD batch: positions into the model's input buffer. */
+static void dp_load(void *arg, size_t *pos, size_t k)
+{
+    rumor_trainer_t *t = arg;
+    rumor_backend_t *be = t->be;
+    if (be->ops->host_memory) {
+        gather(t, pos, k, rumor_model_input_buf(t->m), rumor_model_label_buf(t->m));
+        return;
+    }
+    gather(t, pos, k, t->hx[0], t->hy[0]);
+    be->ops->upload(be, rumor_model_input_buf(t->m), t->hx[0], k * t->feat * sizeof(float));
+    be->ops->upload(be, rumor_model_label_buf(t->m), t->hy[0], k);
+}
+
+rumor_err_t rumor_trainer_steps(rumor_trainer_t *t, long n, long at, rumor_trainer_stats_t *st,
+                                char err[RUMOR_ERR_LEN])
+{
+    memset(st, 0, sizeof *st);
+    rumor_err_t rc;
+    float *x = rumor_model_params(t->m);
+    for (long i = 0; i < n; i++) {
+        const long step = rumor_optim_steps(t->o);
+        double bl = 0.0;
+        size_t bn;
+        if (t->cfg.dp) {
+            if (rumor_dp_over_budget(t->cfg.dp)) {
+                st->budget_spent = true;
+                break;
+            }
+            if ((rc = rumor_dp_step(t->cfg.dp, t->m, t->scratch, dp_load, t, &bn, &bl, err)) != RUMOR_OK) return rc;
+            st->lr = rumor_schedule_lr(&t->cfg.sched, t->cfg.lr, at + i, t->cfg.total_steps, t->spe);
+            rumor_optim_step(t->o, x, rumor_model_grads(t->m), st->lr);
+        } else {
+            bn = take(t, step);
+            long hits = 0; /* rumor_model_queue adds to both by the sync */
+            if ((rc = rumor_model_queue(t->m, (int)bn, true, &bl, &hits, err)) != RUMOR_OK) return rc;
+            st->lr = rumor_schedule_lr(&t->cfg.sched, t->cfg.lr, at + i, t->cfg.total_steps, t->spe);
+            rumor_optim_step(t->o, x, rumor_model_grads(t->m), st->lr);
+            put(t, step + 1); /* the next batch, gathered (and uploaded) while this one computes */
+            if ((rc = t->be->ops->sync(t->be, err)) != RUMOR_OK) return rc;
+        }
+        if (!isfinite(bl))
+            return rumor_fail(err, RUMOR_EINVAL, "training diverged at step %ld (loss %g): lower --lr", step, bl);
+        st->loss_sum += bl;
+        st->samples += (long)bn;
+        st->steps++;
+    }
+    return RUMOR_OK;
+}

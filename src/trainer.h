@@ -1,0 +1,66 @@
+/*
+ * trainer.h - local steps: the one place rumor trains a model on its own samples.
+ *
+ * `rumor train`, a training node and every virtual peer take their minibatch steps here: the
+ * shard and its epoch order, the batch gathered (on a device, staged while the step before
+ * it computes), the plain or DP-SGD step, the learning-rate schedule and the divergence
+ * check. What a caller adds is when to stop, and what to do between steps (gossip, metrics).
+ *
+ * Epoch e's order is a shuffle of the shard's positions seeded by (seed, e) (see
+ * rumor_train_epoch_order); step s of the optimizer takes the batch at position s mod the
+ * steps per epoch of that order. So a run depends on its configuration only, and a peer's
+ * steps are the same in `rumor node` and in virtual mode.
+ */
+#ifndef RUMOR_TRAINER_H
+#define RUMOR_TRAINER_H
+
+#include "data.h"
+#include "dp.h"
+#include "model.h"
+#include "optim.h"
+#include "rumor.h"
+
+#include <stdbool.h>
+
+typedef struct {
+    const rumor_dataset_t *data;
+    const size_t *own;       /* the samples of data this trainer owns, n of them; NULL: all */
+    size_t n;
+    float mean, std;         /* inputs are normalised (x - mean) / std */
+    bool cache;              /* hold the shard normalised in memory, gathered once (virtual
+                                mode, where each step is cheap and many peers share a core);
+                                data and own are then read by rumor_trainer_new only */
+    int batch;
+    uint64_t seed;           /* of the epochs' order */
+    rumor_schedule_t sched;
+    float lr;                /* the schedule's base rate */
+    long total_steps;        /* the schedule's length */
+    rumor_dp_t *dp;          /* DP-SGD's step instead of the plain one; NULL: plain (not owned) */
+} rumor_trainer_config_t;
+
+typedef struct rumor_trainer rumor_trainer_t;
+
+/* A trainer of model m with optimizer o over cfg's shard (cfg->n > 0). NULL with err (and
+ * rumor_last_error) when out of memory. */
+rumor_trainer_t *rumor_trainer_new(const rumor_trainer_config_t *cfg, rumor_model_t *m, rumor_optim_t *o,
+                                   char err[RUMOR_ERR_LEN]);
+void rumor_trainer_destroy(rumor_trainer_t **self_p);
+
+typedef struct {
+    double loss_sum;         /* summed over the samples of the steps taken */
+    long samples;
+    long steps;              /* taken: fewer than asked when the privacy budget ran out */
+    float lr;                /* of the last step */
+    bool budget_spent;       /* DP-SGD: the budget allows no further step */
+} rumor_trainer_stats_t;
+
+/* Take up to n steps, the first at position `at` of the schedule (the next at at + 1, ...).
+ * Stops early, with st->budget_spent, when a DP-SGD budget allows no further step. Errors:
+ * divergence (EINVAL, "training diverged at step S (loss L): lower --lr"), a backend's. */
+rumor_err_t rumor_trainer_steps(rumor_trainer_t *self, long n, long at, rumor_trainer_stats_t *st,
+                                char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* The steps of one epoch over the shard. */
+long rumor_trainer_steps_per_epoch(const rumor_trainer_t *self);
+
+#endif
