@@ -401,26 +401,36 @@ static rumor_err_t metrics_flush_all(sim_t *s)
     return RUMOR_OK;
 }
 
-static rumor_err_t metrics_put(sim_t *s, int i, const char *fmt, ...) RUMOR_PRINTF(3, 4);
-static rumor_err_t metrics_put(sim_t *s, int i, const char *fmt, ...)
+/* Peer i's metrics line l, into its buffer (written out now and then, see metrics_flush). */
+static rumor_err_t metrics_put(sim_t *s, int i, const rumor_metrics_line_t *l)
 {
     vpeer_t *p = &s->p[i];
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= sizeof line) return fail(s, RUMOR_EINVAL, "metrics line too long");
-    if (p->mlen + (size_t)k > p->mcap) {
+    char line[512];
+    const size_t k = rumor_metrics_line(line, sizeof line, l);
+    if (p->mlen + k > p->mcap) {
         size_t cap = p->mcap ? 2 * p->mcap : 1024;
-        while (cap < p->mlen + (size_t)k) cap *= 2;
+        while (cap < p->mlen + k) cap *= 2;
         char *b = realloc(p->mbuf, cap);
         if (!b) return fail(s, RUMOR_ENOMEM, "out of memory for metrics");
         p->mbuf = b, p->mcap = cap;
     }
-    memcpy(p->mbuf + p->mlen, line, (size_t)k);
-    p->mlen += (size_t)k;
+    memcpy(p->mbuf + p->mlen, line, k);
+    p->mlen += k;
     return p->mlen >= METRICS_FLUSH ? metrics_flush(s, i) : RUMOR_OK;
+}
+
+static rumor_err_t evaluate(sim_t *s, int i);
+
+/* A metrics line about peer i's model alone, evaluated now: the one it starts from, or one
+ * it took from the swarm (flag "resync", "swarm_final"). */
+static rumor_err_t model_line(sim_t *s, int i, const char *flag)
+{
+    if (evaluate(s, i) != RUMOR_OK) return s->rc;
+    const vpeer_t *p = &s->p[i];
+    const rumor_metrics_line_t l = {.t = (double)s->now_us / 1e6, .t_decimals = 6, .round = p->k,
+                                    .step = rumor_optim_steps(p->o), .evaluated = true, .test_loss = s->test_loss,
+                                    .test_acc = s->test_acc, .flag = flag};
+    return metrics_put(s, i, &l);
 }
 
 // ---- training and evaluation ----
@@ -622,10 +632,7 @@ static rumor_err_t resync(sim_t *s, int i)
             if (p->k > s->round_top) s->round_top = p->k;
             round_min_advance(s);
         }
-        if ((rc = evaluate(s, i)) == RUMOR_OK)
-            rc = metrics_put(s, i, "{\"t\":%.6f,\"round\":%ld,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f,"
-                             "\"resync\":true}\n", (double)s->now_us / 1e6, p->k, rumor_optim_steps(p->o), s->test_loss,
-                             s->test_acc);
+        rc = model_line(s, i, "resync");
     }
     for (int k = 0; k < n; k++) rumor_gossip_release(lent[k], &got[k], false);
     return rc;
@@ -1136,24 +1143,18 @@ static rumor_err_t round_done(sim_t *s, int i)
     rumor_gossip_stats(p->g, &st);
     const bool eval = p->k == c->rounds || p->budget_spent || (c->eval_every > 0 && p->k % c->eval_every == 0);
     if (eval && evaluate(s, i) != RUMOR_OK) return s->rc;
-    char tail[192] = "";
     const bool last = p->k >= c->rounds || p->budget_spent;
-    if (eval) snprintf(tail, sizeof tail, ",\"test_loss\":%.6f,\"test_acc\":%.4f", s->test_loss, s->test_acc);
-    if (p->dp) {
-        const size_t tl = strlen(tail);
-        snprintf(tail + tl, sizeof tail - tl, ",\"epsilon\":%.6g", rumor_dp_epsilon(p->dp));
-    }
-    if (st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]) { /* chunks out of scale with ours (gossip.h), so far */
-        const size_t tl = strlen(tail);
-        snprintf(tail + tl, sizeof tail - tl, ",\"implausible\":%" PRIu64, st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]);
-    }
-    if (metrics_put(s, i,
-                    "{\"t\":%.6f,\"round\":%ld,\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g,\"consensus\":%.6g,\"w\":%.6g,"
-                    "\"peers\":%d,\"neighbours\":%d,\"missing\":%d,\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
-                    "%s}\n",
-                    (double)s->now_us / 1e6, p->k, rumor_optim_steps(p->o),
-                    p->loss_sum / (double)(p->loss_count ? p->loss_count : 1), (double)p->lr, st.consensus, st.w,
-                    p->view_peers, st.last_peers, st.last_missing, p->bytes_out, st.bytes_in, tail) != RUMOR_OK)
+    const rumor_metrics_line_t ml = {.t = (double)s->now_us / 1e6, .t_decimals = 6, .round = p->k,
+                                     .step = rumor_optim_steps(p->o), .trained = true,
+                                     .loss = p->loss_sum / (double)(p->loss_count ? p->loss_count : 1), .lr = p->lr,
+                                     .consensus = st.consensus, .w = st.w, .peers = p->view_peers,
+                                     .neighbours = st.last_peers, .missing = st.last_missing,
+                                     .bytes_out = p->bytes_out, .bytes_in = st.bytes_in, .evaluated = eval,
+                                     .test_loss = s->test_loss, .test_acc = s->test_acc, .private = p->dp != NULL,
+                                     .epsilon = p->dp ? rumor_dp_epsilon(p->dp) : 0.0,
+                                     .secure_mix = c->secure_mix, .unmixed = st.chunks_unmixed,
+                                     .implausible = st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]};
+    if (metrics_put(s, i, &ml) != RUMOR_OK)
         return s->rc;
     if (s->restarts && !last && p->k % CKPT_EVERY == 0 && ckpt_save(s, i) != RUMOR_OK) return s->rc;
     if (!last && (p->view_peers <= 1 || (!c->secure_mix && finished_seen(s, i) >= 2)) && finish_with_swarm(s, i))
@@ -1194,11 +1195,7 @@ static bool finish_with_swarm(sim_t *s, int i)
         p->k = s->c->rounds;
         s->at_round[p->k]++;
         round_min_advance(s);
-        if (evaluate(s, i) != RUMOR_OK) return true;
-        if (metrics_put(s, i, "{\"t\":%.6f,\"round\":%ld,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f,"
-                        "\"swarm_final\":true}\n", (double)s->now_us / 1e6, p->k, rumor_optim_steps(p->o), s->test_loss,
-                        s->test_acc) != RUMOR_OK)
-            return true;
+        if (model_line(s, i, "swarm_final") != RUMOR_OK) return true;
     }
     p->state = P_FINISHED;
     rumor_memb_leave(p->memb, s->now_us / 1000);
@@ -1630,10 +1627,7 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool
 
     /* Round 0: every peer evaluated at its start; it joins, and trains once in the swarm. */
     for (int i = 0; i < s.n && s.rc == RUMOR_OK; i++) {
-        if (evaluate(&s, i) != RUMOR_OK) break;
-        if (metrics_put(&s, i, "{\"t\":%.6f,\"round\":0,\"step\":0,\"test_loss\":%.6f,\"test_acc\":%.4f}\n", 0.0,
-                        s.test_loss, s.test_acc) != RUMOR_OK)
-            break;
+        if (model_line(&s, i, NULL) != RUMOR_OK) break;
         if (s.restarts && ckpt_save(&s, i) != RUMOR_OK) break; /* killed before its first: it starts over */
     }
     for (int i = 0; i < s.n && s.rc == RUMOR_OK; i++) (void)memb_start(&s, i, 1);

@@ -983,6 +983,26 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
     return RUMOR_OK;
 }
 
+static void metrics_write(peer_t *p, const rumor_metrics_line_t *l)
+{
+    char line[512];
+    fwrite(line, 1, rumor_metrics_line(line, sizeof line, l), p->metrics);
+    fflush(p->metrics);
+}
+
+/* A metrics line about the model alone, evaluated now: the one it starts from, or one it took
+ * from the swarm (flag "resync", "swarm_final"). */
+static rumor_err_t model_line(peer_t *p, const char *flag, char err[RUMOR_ERR_LEN])
+{
+    rumor_err_t rc = evaluate(p, err);
+    if (rc != RUMOR_OK) return rc;
+    const rumor_metrics_line_t l = {.t = rumor_now() - p->t0, .t_decimals = 3, .round = p->k,
+                                    .step = rumor_optim_steps(p->o), .evaluated = true, .test_loss = p->test_loss,
+                                    .test_acc = p->test_acc, .flag = flag};
+    metrics_write(p, &l);
+    return RUMOR_OK;
+}
+
 /* Whether the swarm is over for this peer: every member finished (and there is one), or, out
  * of secure mixing, two did. Two members vouch for the end as they vouch for a pulled model;
  * a peer behind them would otherwise train on, with fewer neighbours each round and a
@@ -1021,11 +1041,7 @@ static rumor_err_t finish_with_swarm(peer_t *p, float *x, char err[RUMOR_ERR_LEN
     p->swarm_over = true;
     if (!took) return RUMOR_OK;
     p->k = p->cfg->rounds;
-    if ((rc = evaluate(p, err)) != RUMOR_OK) return rc;
-    fprintf(p->metrics, "{\"t\":%.3f,\"round\":%ld,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f,\"swarm_final\":true}\n",
-            rumor_now() - p->t0, p->k, rumor_optim_steps(p->o), p->test_loss, p->test_acc);
-    fflush(p->metrics);
-    return RUMOR_OK;
+    return model_line(p, "swarm_final", err);
 }
 
 static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
@@ -1074,13 +1090,9 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         if (took && p->hx && (rc = device_push(p, err)) != RUMOR_OK) return rc;
     }
     /* The model it starts from: the initial one, or the swarm's it fell into step with. */
-    if ((p->k == 0 || p->k != k0) && !atomic_load(&p->stop)) {
-        if ((rc = evaluate(p, err)) != RUMOR_OK) return rc;
-        fprintf(p->metrics, "{\"t\":%.3f,\"round\":%ld,\"step\":%ld,\"test_loss\":%.6f,\"test_acc\":%.4f%s}\n",
-                rumor_now() - p->t0, p->k, rumor_optim_steps(p->o), p->test_loss, p->test_acc,
-                p->k != k0 ? ",\"resync\":true" : "");
-        fflush(p->metrics);
-    }
+    if ((p->k == 0 || p->k != k0) && !atomic_load(&p->stop) &&
+        (rc = model_line(p, p->k != k0 ? "resync" : NULL, err)) != RUMOR_OK)
+        return rc;
     while (p->k < c->rounds && !atomic_load(&p->stop)) {
         if (swarm_done(p) && rumor_now() - p->last_resync >= RESYNC_EVERY) {
             if ((rc = finish_with_swarm(p, x, err)) != RUMOR_OK) return rc;
@@ -1120,25 +1132,22 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         pthread_mutex_unlock(&p->mu);
         const bool eval = p->k == c->rounds || (c->eval_every > 0 && p->k % c->eval_every == 0);
         if (eval && (rc = evaluate(p, err)) != RUMOR_OK) return rc;
-        fprintf(p->metrics,
-                "{\"t\":%.3f,\"round\":%ld,\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g,\"consensus\":%.6g,\"w\":%.6g,"
-                "\"peers\":%d,\"neighbours\":%d,\"missing\":%d,\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64,
-                rumor_now() - p->t0, p->k, rumor_optim_steps(p->o), ts.loss_sum / (double)(ts.samples ? ts.samples : 1),
-                (double)ts.lr,
-                st.consensus, st.w, view + 1, st.last_peers, st.last_missing, out, st.bytes_in);
-        if (eval) fprintf(p->metrics, ",\"test_loss\":%.6f,\"test_acc\":%.4f", p->test_loss, p->test_acc);
+        rumor_metrics_line_t ml = {.t = rumor_now() - p->t0, .t_decimals = 3, .round = p->k,
+                                   .step = rumor_optim_steps(p->o), .trained = true,
+                                   .loss = ts.loss_sum / (double)(ts.samples ? ts.samples : 1), .lr = ts.lr,
+                                   .consensus = st.consensus, .w = st.w, .peers = view + 1,
+                                   .neighbours = st.last_peers, .missing = st.last_missing, .bytes_out = out,
+                                   .bytes_in = st.bytes_in, .evaluated = eval, .test_loss = p->test_loss,
+                                   .test_acc = p->test_acc, .private = p->dp != NULL, .secure_mix = c->secure_mix,
+                                   .unmixed = st.chunks_unmixed,
+                                   .implausible = st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]};
         if (p->dp) {
-            const double eps = rumor_dp_epsilon(p->dp);
+            ml.epsilon = rumor_dp_epsilon(p->dp);
             pthread_mutex_lock(&p->mu);
-            p->epsilon = eps;
+            p->epsilon = ml.epsilon;
             pthread_mutex_unlock(&p->mu);
-            fprintf(p->metrics, ",\"epsilon\":%.6g", eps);
         }
-        if (c->secure_mix) fprintf(p->metrics, ",\"unmixed\":%" PRIu64, st.chunks_unmixed);
-        if (st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]) /* chunks out of scale with ours (gossip.h), so far */
-            fprintf(p->metrics, ",\"implausible\":%" PRIu64, st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]);
-        fprintf(p->metrics, "}\n");
-        fflush(p->metrics);
+        metrics_write(p, &ml);
         /* Every N rounds when asked; otherwise once a minute, so that a killed peer loses at
          * most a minute of work whatever its round time. */
         const bool due = c->checkpoint_every > 0 ? p->k - last_ckpt_k >= c->checkpoint_every

@@ -10,8 +10,10 @@
 #define RUMOR_RUMOR_H
 
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
+#ifndef __cplusplus /* the CUDA backend's C++ includes this header too */
+#include <stdatomic.h>
+#endif
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,7 +65,9 @@ void rumor_log_set_id(const char *id);
 
 /* Whether a caller's request flag (a stop a signal handler set) is raised; NULL: never. Only
  * the command line keeps such flags: library code is handed a pointer to them. */
+#ifndef __cplusplus
 static inline bool rumor_asked(const atomic_bool *flag) { return flag && atomic_load(flag); }
+#endif
 
 /* Chunks of at most `per` values that hold `count` values (per > 0). */
 static inline size_t rumor_chunks(size_t count, size_t per) { return (count + per - 1) / per; }

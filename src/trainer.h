@@ -63,4 +63,30 @@ rumor_err_t rumor_trainer_steps(rumor_trainer_t *self, long n, long at, rumor_tr
 /* The steps of one epoch over the shard. */
 long rumor_trainer_steps_per_epoch(const rumor_trainer_t *self);
 
+/* ---- a peer's metrics: one line a round, as a node and virtual mode both write it ---- */
+
+typedef struct {
+    double t;                /* seconds since the start */
+    int t_decimals;          /* 3 (a node's wall clock), 6 (virtual time, in microseconds) */
+    long round, step;
+    bool trained;            /* a round's line: loss .. bytes_in below; else a line about the
+                                model alone (round 0, one taken from the swarm) */
+    double loss;             /* mean over the round's samples */
+    float lr;
+    double consensus, w;
+    int peers, neighbours, missing;
+    uint64_t bytes_out, bytes_in;
+    bool evaluated;
+    double test_loss, test_acc;
+    bool private;            /* DP-SGD: epsilon */
+    double epsilon;
+    bool secure_mix;         /* its chunks that could not be unmasked, so far */
+    uint64_t unmixed;
+    uint64_t implausible;    /* chunks out of scale with ours, so far (written when not 0) */
+    const char *flag;        /* "resync", "swarm_final": written as true; NULL: none */
+} rumor_metrics_line_t;
+
+/* The JSON line for l, with its newline, into buf (cap bytes, 512 is enough); its length. */
+size_t rumor_metrics_line(char *buf, size_t cap, const rumor_metrics_line_t *l);
+
 #endif
