@@ -145,7 +145,6 @@ static int bench_train_device(const char *device, const char *data, char **specs
                  * algorithms: three epochs, the median counts. */
                 cfg.epochs = epochs > 0 ? epochs : (side == 0 ? 3 : 1);
                 cfg.eval = false;
-                cfg.print_epochs = false;
                 cfg.log_every = 0;
                 rumor_train_result_t res;
                 rumor_err_t rc = rumor_train_run(&cfg, &res, err);
@@ -249,7 +248,6 @@ static int bench_train(int argc, char **argv)
             cfg.opt.momentum = momentum;
             cfg.epochs = epochs > 0 ? epochs : (cfg.spec.kind == RUMOR_MODEL_CNN ? 1 : 3);
             cfg.eval = false;
-            cfg.print_epochs = false;
             cfg.log_every = 0;
 
             rumor_backend_t *be = rumor_backend_new("cpu", threads[ti], err);

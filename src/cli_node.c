@@ -33,6 +33,13 @@ static void reload_cb(int sig)
     if (n) rumor_node_reload(n);
 }
 
+/* The one line a user (or a script: rumor sim) needs: how others join through this node. */
+static void say_listening(const char *address)
+{
+    printf("rumor: node listening, join with --bootstrap %s\n", address);
+    fflush(stdout);
+}
+
 /* SIGINT/SIGTERM: leave gracefully (a second one kills); SIGHUP: re-read the revocation list. */
 static void install_signals(void)
 {
@@ -264,6 +271,7 @@ int cmd_node(int argc, char **argv)
         pc.command_line = cmdline;
         pc.node = cfg;
         pc.stop = &stop_flag;
+        pc.listening = say_listening;
         pc.reload = &reload_flag;
         install_signals();
         rumor_peer_result_t res;
@@ -287,9 +295,7 @@ int cmd_node(int argc, char **argv)
     }
     atomic_store(&bare_node, node);
     install_signals();
-    /* The one line a user (or a script) needs: how others join through this node. */
-    printf("rumor: node listening, join with --bootstrap %s\n", rumor_node_address(node));
-    fflush(stdout);
+    say_listening(rumor_node_address(node));
     rumor_err_t rc = rumor_node_run(node, err);
     atomic_store(&bare_node, NULL);
     rumor_node_destroy(&node);

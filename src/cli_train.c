@@ -7,9 +7,59 @@
 #include "model.h"
 #include "train.h"
 
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+/* What `rumor train` shows: on a terminal a live bar on stderr, redrawn at most ten times a
+ * second; otherwise a line every 10 s; and a line per epoch on stdout. */
+typedef struct {
+    bool tty;
+    double last_draw, last_plain;
+} progress_t;
+
+static void format_eta(char *buf, size_t len, double s)
+{
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void show_progress(void *arg, const rumor_train_progress_t *p)
+{
+    progress_t *g = arg;
+    if (p->epoch_end) {
+        if (g->tty) fprintf(stderr, "\r\033[K");
+        printf("epoch %d/%d loss %.4f", p->epoch, p->epochs, p->loss);
+        if (p->evaluated) printf(" test_acc %.4f", p->test_acc);
+        printf(" %.2fs %.0f samples/s\n", p->epoch_s, p->samples_per_s);
+        fflush(stdout);
+        return;
+    }
+    const double now = rumor_now();
+    char eta[32];
+    if (g->tty && now - g->last_draw > 0.1) {
+        char bar[21];
+        const int filled = (int)(p->epoch_done * 20);
+        for (int i = 0; i < 20; i++) bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
+        bar[20] = 0;
+        format_eta(eta, sizeof eta, p->eta_s);
+        fprintf(stderr, "\r\033[Kepoch %d/%d [%s] step %ld/%ld loss %.4f %.0f samples/s ETA %s", p->epoch, p->epochs,
+                bar, p->step, p->total, p->loss, p->samples_per_s, eta);
+        fflush(stderr);
+        g->last_draw = now;
+    } else if (!g->tty && now - g->last_plain >= 10.0) {
+        format_eta(eta, sizeof eta, p->eta_s);
+        fprintf(stderr, "epoch %d/%d step %ld/%ld loss %.4f %.0f samples/s ETA %s\n", p->epoch, p->epochs, p->step,
+                p->total, p->loss, p->samples_per_s, eta);
+        g->last_plain = now;
+    }
+}
 
 int cmd_train(int argc, char **argv)
 {
@@ -104,8 +154,8 @@ int cmd_train(int argc, char **argv)
             return 2;
         }
     cfg.eval = !no_eval;
-    cfg.print_epochs = !quiet;
-    cfg.progress = !quiet && isatty(STDERR_FILENO);
+    progress_t pg = {.tty = isatty(STDERR_FILENO), .last_plain = rumor_now()};
+    if (!quiet) cfg.progress = show_progress, cfg.progress_arg = &pg;
 
     cli_handle_stop_signals();
     cfg.stop = &cli_stop;

@@ -1320,9 +1320,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
             rc = rumor_last_error();
             goto out;
         }
-        /* The one line a user (or a script) needs: how others join through this peer. */
-        printf("rumor: node listening, join with --bootstrap %s\n", rumor_node_address(p.node));
-        fflush(stdout);
+        if (c->listening) c->listening(rumor_node_address(p.node));
         if (c->resume) {
             if ((rc = rumor_checkpoint_load(p.ckpt_path, p.m, NULL, NULL, err)) != RUMOR_OK) goto out;
         }

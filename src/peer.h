@@ -89,6 +89,9 @@ typedef struct {
      * at them every node tick (100 ms at most). */
     const atomic_bool *stop;
     atomic_bool *reload;
+    /* Told the node's address (rumor://KEY@HOST:PORT) once it listens: how others join
+     * through it. NULL: nobody (library code prints nothing). */
+    void (*listening)(const char *address);
 } rumor_peer_config_t;
 
 typedef struct {

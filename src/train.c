@@ -41,7 +41,6 @@ void rumor_train_config_defaults(rumor_train_config_t *c)
     c->opt = rumor_optim_defaults();
     c->sched.kind = RUMOR_SCHED_CONSTANT;
     c->log_every = 100;
-    c->print_epochs = true;
     c->eval = true;
 }
 
@@ -87,16 +86,6 @@ out:
     free(sx);
     free(sy);
     return rc;
-}
-
-static void format_eta(char *buf, size_t len, double s)
-{
-    if (!isfinite(s) || s < 0) s = 0;
-    long t = (long)(s + 0.5);
-    if (t >= 3600)
-        snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-    else
-        snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
 }
 
 /* ---- the run's settings in checkpoint metadata ---- */
@@ -404,10 +393,8 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     }
 
     const double flops = rumor_model_flops(r.m, true);
-    const int isatty_progress = cfg->progress;
     r.t0 = rumor_now();
     int n_rates = 0;
-    double last_draw = 0.0, last_plain = r.t0;
 
     for (int epoch = (int)(step / spe); epoch < cfg->epochs; epoch++) {
         long first = step - (long)epoch * spe;
@@ -440,27 +427,15 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
                 fflush(r.metrics);
                 r.window_loss = 0.0, r.window_count = 0;
             }
-            const double done_frac = (double)(s + 1 - first) / (double)(spe - first);
-            const double elapsed = now - te0 - t_excluded;
-            const double rate = (double)(r.loss_count - counted_before) / (elapsed > 0 ? elapsed : 1e-9);
-            const double eta = (double)(total - step) * (double)cfg->batch / rate;
-            char eta_s[32];
-            if (isatty_progress && now - last_draw > 0.1) {
-                char bar[21];
-                int filled = (int)(done_frac * 20);
-                for (int i = 0; i < 20; i++) bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
-                bar[20] = 0;
-                format_eta(eta_s, sizeof eta_s, eta);
-                fprintf(stderr, "\r\033[Kepoch %d/%d [%s] step %ld/%ld loss %.4f %.0f samples/s ETA %s",
-                        epoch + 1, cfg->epochs, bar, step, total, r.loss_sum / (double)r.loss_count, rate,
-                        eta_s);
-                fflush(stderr);
-                last_draw = now;
-            } else if (!isatty_progress && cfg->print_epochs && now - last_plain >= 10.0) {
-                format_eta(eta_s, sizeof eta_s, eta);
-                fprintf(stderr, "epoch %d/%d step %ld/%ld loss %.4f %.0f samples/s ETA %s\n", epoch + 1,
-                        cfg->epochs, step, total, r.loss_sum / (double)r.loss_count, rate, eta_s);
-                last_plain = now;
+            if (cfg->progress) {
+                const double elapsed = now - te0 - t_excluded;
+                const double rate = (double)(r.loss_count - counted_before) / (elapsed > 0 ? elapsed : 1e-9);
+                const rumor_train_progress_t pr = {.epoch = epoch + 1, .epochs = cfg->epochs, .step = step,
+                                                   .total = total,
+                                                   .epoch_done = (double)(s + 1 - first) / (double)(spe - first),
+                                                   .loss = r.loss_sum / (double)r.loss_count, .samples_per_s = rate,
+                                                   .eta_s = (double)(total - step) * (double)cfg->batch / rate};
+                cfg->progress(cfg->progress_arg, &pr);
             }
             if (cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0 && s + 1 < spe) {
                 const double tc = rumor_now();
@@ -475,7 +450,6 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
             epoch_rates[n_rates++] = (double)(r.loss_count - counted_before) / epoch_s;
             res->train_loss = r.loss_sum / (double)r.loss_count;
         }
-        if (isatty_progress) fprintf(stderr, "\r\033[K");
         if ((halt = halt || rumor_asked(cfg->stop)) && step < (long)(epoch + 1) * spe) {
             res->interrupted = true;
             if ((rc = save_checkpoint(&r, epoch, err)) != RUMOR_OK) goto out;
@@ -495,11 +469,12 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
             fprintf(r.metrics, ",\"samples_per_s\":%.1f}\n", rate);
             fflush(r.metrics);
         }
-        if (cfg->print_epochs) {
-            printf("epoch %d/%d loss %.4f", epoch + 1, cfg->epochs, res->train_loss);
-            if (cfg->eval) printf(" test_acc %.4f", res->test_acc);
-            printf(" %.2fs %.0f samples/s\n", epoch_s, rate);
-            fflush(stdout);
+        if (cfg->progress) {
+            const rumor_train_progress_t pr = {.epoch = epoch + 1, .epochs = cfg->epochs, .step = step,
+                                               .total = total, .epoch_done = 1.0, .loss = res->train_loss,
+                                               .samples_per_s = rate, .epoch_end = true, .epoch_s = epoch_s,
+                                               .evaluated = cfg->eval, .test_acc = res->test_acc};
+            cfg->progress(cfg->progress_arg, &pr);
         }
         if ((rc = save_checkpoint(&r, epoch + 1, err)) != RUMOR_OK) goto out;
         if ((halt = halt || rumor_asked(cfg->stop))) {

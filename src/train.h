@@ -22,6 +22,19 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+/* Where a run is (rumor_train_config_t.progress). */
+typedef struct rumor_train_progress {
+    int epoch, epochs;        /* 1-based */
+    long step, total;         /* steps done, and in the whole run */
+    double epoch_done;        /* fraction of this epoch's steps */
+    double loss;              /* mean over this epoch so far */
+    double samples_per_s, eta_s;
+    bool epoch_end;           /* the epoch is over: its time, and its test accuracy if evaluated */
+    double epoch_s;
+    bool evaluated;
+    double test_acc;
+} rumor_train_progress_t;
+
 typedef struct {
     const char *data_dir;
     rumor_model_spec_t spec;
@@ -45,8 +58,10 @@ typedef struct {
     const char *resume_path;
     long max_steps;           /* stop, as if interrupted, once this many steps are done; 0: off */
     int log_every;            /* steps between metric lines; 0: per epoch only */
-    bool progress;            /* live progress line on stderr (a TTY) */
-    bool print_epochs;        /* a line per epoch on stdout */
+    /* Told after every step and at the end of every epoch (NULL: nobody); library code
+     * prints nothing, the CLI draws what it is told. */
+    void (*progress)(void *arg, const struct rumor_train_progress *p);
+    void *progress_arg;
     bool eval;                /* test accuracy after every epoch */
     const atomic_bool *stop;  /* the caller's stop request; NULL: none */
 } rumor_train_config_t;

@@ -36,7 +36,6 @@ static void train_both(const char *model, rumor_opt_kind_t opt, int batch)
         rumor_train_config_defaults(&c);
         c.data_dir = RUMOR_DEFAULT_DATA;
         c.threads = 1;
-        c.print_epochs = false;
         c.log_every = 0;
         c.seed = 9;
         c.epochs = 2;

@@ -61,7 +61,6 @@ static rumor_train_config_t base(const char *model)
     rumor_train_config_defaults(&c);
     c.data_dir = RUMOR_DEFAULT_DATA;
     c.threads = 1;
-    c.print_epochs = false;
     c.log_every = 0;
     c.seed = 42;
     if (rumor_model_spec_parse(&c.spec, model, err) != RUMOR_OK) abort();
@@ -159,7 +158,6 @@ static void test_resume(const char *model, rumor_opt_kind_t kind, bool nesterov,
     rumor_train_config_defaults(&b2);
     b2.data_dir = RUMOR_DEFAULT_DATA;
     b2.threads = 1;
-    b2.print_epochs = false;
     b2.log_every = 0;
     b2.eval = false;
     b2.resume_path = path("ckpt.safetensors");
