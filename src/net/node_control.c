@@ -1,0 +1,183 @@
+/* node_control.c - the control socket (node_impl.h): what `rumor status` shows. */
+#include "net/node_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static const char *drop_name(int i, char buf[48])
+{
+    if (i < RUMOR_PROTO_REJECT_COUNT) return rumor_proto_reject_name((rumor_proto_reject_t)i);
+    if (i == DROP_NO_HELLO) return "no-hello";
+    if (i >= DROP_CERT_FIRST && i < DROP_FRAMES) {
+        snprintf(buf, 48, "cert-%s", rumor_cert_reject_name((rumor_cert_reject_t)(i - DROP_CERT_FIRST)));
+        return buf;
+    }
+    switch (i) {
+    case DROP_FRAMES: return "bad-frames";
+    case DROP_NO_USER_ID: return "no-user-id";
+    case DROP_SEND_FULL: return "send-queue-full";
+    case DROP_UNEXPECTED: return "unexpected";
+    case DROP_NOT_ADMITTED: return "not-admitted";
+    case DROP_ADMIT_MALFORMED: return "admit-malformed";
+    case DROP_ADMIT_UNSEALED: return "admit-unsealed";
+    case DROP_ADMIT_RATE: return "admit-rate";
+    case DROP_HELD: return "held-too-much";
+    case DROP_CONNS: return "too-many-connections";
+    case DROP_ENTRY_CERT: return "entry-cert";
+    }
+    return "other";
+}
+
+/* ---- status ---- */
+
+typedef struct {
+    char *buf;
+    size_t cap, len;
+} out_t;
+
+static void out(out_t *o, const char *fmt, ...) RUMOR_PRINTF(2, 3);
+static void out(out_t *o, const char *fmt, ...)
+{
+    if (o->len >= o->cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+    va_end(ap);
+    if (k > 0) o->len += (size_t)k;
+    if (o->len >= o->cap) o->len = o->cap - 1;
+}
+
+static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
+{
+    char nb[48];
+    const rumor_memb_stats_t ms = rumor_memb_stats(n->memb);
+    int nv = rumor_memb_view_count(n->memb);
+    char z85[RUMOR_KEY_Z85_LEN + 1];
+    if (json) {
+        rumor_key_to_z85(z85, rumor_secret_key_public(n->key));
+        out(o, "{\"id\":\"%s\",\"key\":\"%s\",\"address\":\"%s\",\"incarnation\":%" PRIu32
+               ",\"uptime_s\":%.1f,\"reachable\":%s,\"peers\":%d,\"passive\":%d,\"view\":[",
+            n->id, z85, n->address, rumor_memb_incarnation(n->memb), (double)(now - n->start_ms) / 1000.0,
+            n->last_pinged ? "true" : "false", nv, rumor_memb_passive_count(n->memb));
+        for (int i = 0; i < nv; i++) {
+            const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+            char id[RUMOR_SHORT_ID_LEN + 1];
+            rumor_key_to_z85(z85, e->key);
+            rumor_key_short_id(id, e->key);
+            out(o, "%s{\"id\":\"%s\",\"key\":\"%s\",\"addr\":\"%s\",\"state\":\"%s\",\"inc\":%" PRIu32
+                   ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 "}",
+                i ? "," : "", id, z85, e->addr, rumor_memb_state_name(e->state), e->inc, e->rtt_ms,
+                now - e->last_seen_ms);
+        }
+        out(o, "],\"counters\":{\"msgs_in\":%" PRIu64 ",\"msgs_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
+               ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64
+               ",\"suspicions\":%" PRIu64 ",\"deaths\":%" PRIu64 ",\"refutations\":%" PRIu64
+               ",\"knocks_in\":%" PRIu64 ",\"knocks_out\":%" PRIu64 ",\"stale_knocks\":%" PRIu64
+               ",\"connections\":%d,\"held_peak\":%" PRIu64 ",\"revocation_errors\":%" PRIu64 "},\"rejected\":{",
+            n->msgs_in, n->msgs_out, n->bytes_in, n->bytes_out, ms.pings_sent, ms.acks_received, ms.suspicions,
+            ms.deaths, ms.refutations, n->knocks_in, n->knocks_out, n->stale_knocks, rumor_guard_count(n->guard),
+            rumor_guard_peak(n->guard), n->revoke_errors);
+        bool first = true;
+        for (int i = 1; i < DROP_COUNT; i++)
+            if (n->drops[i]) {
+                out(o, "%s\"%s\":%" PRIu64, first ? "" : ",", drop_name(i, nb), n->drops[i]);
+                first = false;
+            }
+        if (ms.dropped_input) {
+            out(o, "%s\"membership\":%" PRIu64, first ? "" : ",", ms.dropped_input);
+            first = false;
+        }
+        /* claims beyond the incarnation step; reservoir members that never answered */
+        if (ms.refused_claims) {
+            out(o, "%s\"membership-claim\":%" PRIu64, first ? "" : ",", ms.refused_claims);
+            first = false;
+        }
+        if (ms.forgotten) out(o, "%s\"membership-silent\":%" PRIu64, first ? "" : ",", ms.forgotten);
+        out(o, "}");
+        if (n->status_cb) {
+            out(o, ",\"train\":");
+            if (o->len < o->cap) o->len += n->status_cb(n->status_arg, true, o->buf + o->len, o->cap - o->len);
+        }
+        out(o, "}\n");
+        return;
+    }
+    out(o, "node %s at %s, incarnation %" PRIu32 ", up %.0f s\n", n->id, n->address,
+        rumor_memb_incarnation(n->memb), (double)(now - n->start_ms) / 1000.0);
+    out(o, "%d peers in view, %d in reserve; %s\n", nv, rumor_memb_passive_count(n->memb),
+        n->last_pinged ? "reachable (peers probe this node)" : "not yet probed by any peer");
+    if (nv) out(o, "  %-8s  %-28s  %-7s  %7s  %9s\n", "peer", "address", "state", "rtt ms", "seen ms");
+    for (int i = 0; i < nv; i++) {
+        const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+        char id[RUMOR_SHORT_ID_LEN + 1];
+        rumor_key_short_id(id, e->key);
+        out(o, "  %-8s  %-28s  %-7s  %7" PRIu32 "  %9" PRIu64 "\n", id, e->addr, rumor_memb_state_name(e->state),
+            e->rtt_ms, now - e->last_seen_ms);
+    }
+    out(o, "messages in %" PRIu64 " (%" PRIu64 " bytes), out %" PRIu64 " (%" PRIu64 " bytes)\n", n->msgs_in,
+        n->bytes_in, n->msgs_out, n->bytes_out);
+    for (int i = 1; i < DROP_COUNT; i++)
+        if (n->drops[i]) out(o, "rejected %s: %" PRIu64 "\n", drop_name(i, nb), n->drops[i]);
+    if (n->status_cb && o->len < o->cap) o->len += n->status_cb(n->status_arg, false, o->buf + o->len, o->cap - o->len);
+}
+
+void node_handle_control(rumor_node_t *n, uint64_t now)
+{
+    char req[32];
+    int len = zmq_recv(n->control, req, sizeof req - 1, ZMQ_DONTWAIT);
+    if (len < 0) return;
+    int more = 0;
+    size_t sz = sizeof more;
+    zmq_getsockopt(n->control, ZMQ_RCVMORE, &more, &sz);
+    while (more) {
+        zmq_msg_t x;
+        zmq_msg_init(&x);
+        zmq_msg_recv(&x, n->control, 0);
+        more = zmq_msg_more(&x);
+        zmq_msg_close(&x);
+    }
+    req[len < (int)sizeof req ? len : (int)sizeof req - 1] = 0;
+    out_t o = {n->status_buf, sizeof n->status_buf, 0};
+    status_text(n, strcmp(req, "status json") == 0, &o, now);
+    zmq_send(n->control, n->status_buf, o.len, 0);
+}
+
+rumor_err_t rumor_node_query_status(const char *control, bool json, char *outbuf, size_t cap,
+                                    char err[RUMOR_ERR_LEN])
+{
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_REQ);
+    rumor_err_t rc = RUMOR_OK;
+    node_set_int(s, ZMQ_LINGER, 0);
+    node_set_int(s, ZMQ_RCVTIMEO, 3000);
+    node_set_int(s, ZMQ_SNDTIMEO, 3000);
+    if (zmq_connect(s, control) != 0) {
+        rc = rumor_fail(err, RUMOR_EINVAL, "%s: %s (expected ipc://PATH)", control, zmq_strerror(errno));
+        goto out;
+    }
+    const char *req = json ? "status json" : "status";
+    if (zmq_send(s, req, strlen(req), 0) < 0) {
+        rc = rumor_fail(err, RUMOR_ETIMEDOUT, "%s: no node answers (%s)", control, zmq_strerror(errno));
+        goto out;
+    }
+    int len = zmq_recv(s, outbuf, cap - 1, 0);
+    if (len < 0) {
+        rc = rumor_fail(err, RUMOR_ETIMEDOUT, "%s: no node answered within 3 s; is it running?", control);
+        goto out;
+    }
+    outbuf[(size_t)len < cap - 1 ? (size_t)len : cap - 1] = 0;
+out:
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return rc;
+}

@@ -1,0 +1,253 @@
+/*
+ * node_impl.h - the ZeroMQ node's inside, shared by its files (not an interface): node.c
+ * (sockets, the poll loop, the node's life), node_admit.c (admission: knocks, the ZAP
+ * handler, hellos, membership entries' certificates, revocations), node_control.c (the
+ * control socket: `rumor status`) and node_models.c (models in and out for the engine).
+ */
+#ifndef RUMOR_NODE_IMPL_H
+#define RUMOR_NODE_IMPL_H
+
+#include "net/node.h"
+
+#include "crypto.h"
+#include "net/admit.h"
+#include "net/guard.h"
+#include "proto.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#define MAX_PEERS 256        /* DEALERs: view, bootstraps and a few transient targets */
+#define MAX_CONNS 1024       /* keys we have heard from (admitted or refused) */
+#define SEND_HWM 64          /* messages queued per peer before sends are dropped */
+#define RECV_HWM 8           /* whole messages of one connection libzmq queues for us; with two
+                                more in transit, what the guard lets a connection hold (guard.h) */
+#define MAX_INFLIGHT 4       /* model chunks queued per peer: the rest of SEND_HWM stays free
+                                for pings and acks, so a model in transit never starves them */
+#define MAX_MSG_SIZE (RUMOR_PROTO_MAX_HEADER + RUMOR_PROTO_MAX_PAYLOAD + 64)
+/* What one connection may make libzmq hold (guard.h): its queue of whole messages, one being
+ * read, one more of slack; each frame at most MAX_MSG_SIZE, and no honest message has more
+ * than two frames. Anything beyond is a message that never ends: the connection is cut. */
+#define GUARD_LIMIT ((uint64_t)(RECV_HWM + 2) * MAX_MSG_SIZE)
+#define PULL_INTERVAL_MS 2000 /* one answered pull per peer per interval */
+#define BATCH 64             /* messages taken from one socket per loop, for fairness */
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define KNOCK_RETRY_MS 250   /* a knock unanswered is sent again, at doubling intervals */
+#define KNOCK_RETRY_MAX_MS 2000
+#define KNOCK_RATE 500.0     /* admission datagrams read per second at most (each costs an X25519
+                                and an Ed25519 verification); the rest are dropped and counted */
+#define KNOCK_SOURCE_RATE 20.0 /* ... and from one address (hashed into KNOCK_SOURCES buckets), so
+                                  one sender cannot spend the node's budget on its own */
+#define KNOCK_SOURCES 256
+
+_Static_assert(RUMOR_CERT_MAX_LEN <= RUMOR_MEMB_CERT_MAX, "membership must hold a whole certificate");
+
+#define CERT_CACHE 512            /* membership entries' certificates checked, by key */
+#define CERT_BAD_RECHECK_MS 60000 /* a refused one is checked again after this long */
+
+/* A certificate checked for a membership entry: a ping's updates name the same members
+ * again and again, and each check costs an Ed25519 verification. */
+typedef struct {
+    bool used, ok;
+    uint8_t key[RUMOR_KEY_LEN];
+    uint8_t cert[RUMOR_CERT_MAX_LEN];
+    size_t cert_len;
+    uint64_t expires_at; /* unix seconds, when ok */
+    uint64_t checked_ms, used_ms;
+} cert_seen_t;
+
+/* A token bucket (admission datagrams from one source). */
+typedef struct {
+    double tokens;
+    uint64_t refill_ms; /* 0: never used (full) */
+} bucket_t;
+
+/* Why something from the network was dropped, for `rumor status`. */
+enum {
+    DROP_NO_HELLO = RUMOR_PROTO_REJECT_COUNT, /* after the proto reasons */
+    DROP_CERT_FIRST,                            /* + rumor_cert_reject_t */
+    DROP_FRAMES = DROP_CERT_FIRST + 16,         /* not 2 or 3 frames */
+    DROP_NO_USER_ID,
+    DROP_SEND_FULL,
+    DROP_UNEXPECTED,                            /* a type that this node does not take here */
+    DROP_NOT_ADMITTED,                          /* a CURVE handshake from a key that never knocked */
+    DROP_ADMIT_MALFORMED,                       /* an admission datagram of the wrong shape */
+    DROP_ADMIT_UNSEALED,                        /* one that does not open with our key */
+    DROP_ADMIT_RATE,                            /* over KNOCK_RATE */
+    DROP_HELD,                                  /* a connection held more than GUARD_LIMIT: cut */
+    DROP_CONNS,                                 /* a connection beyond GUARD_MAX: cut */
+    DROP_ENTRY_CERT,                            /* a membership entry without a valid certificate */
+    DROP_COUNT
+};
+
+/* A model being sent: chunks reference the caller's buffer; the last one released by libzmq
+ * (from its I/O thread, hence the atomic count) hands the buffer back. */
+typedef struct {
+    atomic_int refs;
+    void (*release)(void *);
+    void *arg;
+} outgoing_t;
+
+typedef struct {
+    outgoing_t *out;                 /* NULL when nothing is in flight to this peer */
+    const float *params;
+    size_t n, chunk_params;
+    uint32_t next, chunks;
+    uint64_t layout, round;
+    double w;
+    const double *chunk_w;           /* per-chunk factors of w, or NULL */
+    bool has_hash;                   /* an answer to a pull: every chunk carries the hash */
+    uint8_t hash[RUMOR_PROTO_HASH_LEN];
+    rumor_proto_codec_t codec;       /* f32: chunks point into params; else into enc */
+    const uint8_t *enc;              /* encoded chunks, back to back */
+    const size_t *enc_off;           /* chunks + 1 byte offsets into enc */
+    rumor_node_model_ext_t ext;      /* mix id, copy version: what every chunk carries */
+} sending_t;
+
+typedef struct {
+    bool used;
+    uint8_t key[RUMOR_KEY_LEN];
+    char addr[RUMOR_MEMB_ADDR_LEN];  /* zmq endpoint we connect to */
+    sending_t send;
+    void *dealer;
+    uint64_t last_used;
+    bool refused;                    /* it refused us (knock answer, or a bye to our hello) */
+    char refusal[128];
+    void *monitor;                   /* the DEALER's connection events */
+    int conn_refused, handshake_failed, handshakes;
+    bool auth_failed;                /* its ZAP handler refused our handshake: knock again */
+    /* Admission: we knock (from a UDP socket connected to it) before and while we dial. */
+    bool knocking;
+    int knock_fd;
+    uint8_t knock[RUMOR_ADMIT_MAX];  /* the datagram, resent unchanged until answered */
+    size_t knock_len;
+    uint8_t knock_nonce[RUMOR_ADMIT_NONCE_LEN];
+    uint64_t knock_next, knock_gap, knock_since;
+    uint64_t retry_at;               /* knock again then (after a refusal or a failure); 0: no */
+    int fails;                       /* refused handshakes since the last one that passed */
+    bool answered;                   /* it admitted us, and its own certificate passed */
+    bool unreachable;                /* the knock met an ICMP port-unreachable */
+    bool wrong_key;                  /* the node there has another key: real_key */
+    uint8_t real_key[RUMOR_KEY_LEN];
+} peer_t;
+
+typedef struct {
+    bool used;
+    bool knocked;                    /* its certificate passed in a knock: the ZAP handler lets it in */
+    bool admitted;                   /* its certificate passed in a hello on its connection */
+    uint64_t boot;                   /* its boot id from its last knock (a restart changes it) */
+    uint64_t knock_ms;               /* when its newest knock was sealed (its clock): older ones
+                                        are replays, and change nothing */
+    uint8_t key[RUMOR_KEY_LEN];
+    char addr[RUMOR_MEMB_ADDR_LEN];  /* from its hello */
+    uint64_t expires_at;             /* its certificate's, unix seconds */
+    uint64_t last_seen;
+    uint64_t last_pull;              /* when we last answered its pull */
+    uint64_t done;                   /* its hello said it finished at this round; 0: training */
+    uint64_t done_boot;              /* ... in the run of this boot id (a new run trains again) */
+} conn_t;
+
+struct rumor_node {
+    rumor_node_config_t cfg;
+    void *ctx, *router, *zap, *control;
+    void *router_mon;                /* the ROUTER's connection events, for the guard */
+    rumor_guard_t *guard;            /* what each connection makes libzmq hold (guard.h) */
+    uint64_t guard_next;             /* when the guard checks next */
+    int udp;                         /* admission datagrams: knocks in, answers out */
+    uint64_t boot_id;                /* this run's, in knocks and answers */
+    _Atomic uint64_t done_round;     /* we finished training at this round (trainer's); 0: not */
+    uint64_t done_sent;              /* the done_round our members have been told of */
+    double knock_tokens;
+    uint64_t knock_refill_ms, knocks_in, knocks_out, stale_knocks;
+    uint64_t revoke_errors;          /* reloads of a broken or unreadable revocation list */
+    bucket_t knock_src[KNOCK_SOURCES];
+    unsigned mon_seq;
+    rumor_secret_key_t *key;
+    uint8_t authority[RUMOR_KEY_LEN];
+    uint8_t cert[RUMOR_CERT_MAX_LEN];
+    size_t cert_len;
+    rumor_revoked_t *revoked;
+    rumor_memb_t *memb;
+    cert_seen_t *certs;              /* CERT_CACHE */
+    char self_addr[RUMOR_MEMB_ADDR_LEN];   /* tcp://IP:PORT, advertised */
+    char address[RUMOR_ADDR_LEN];          /* rumor://KEY@HOST:PORT */
+    char id[RUMOR_SHORT_ID_LEN + 1];
+    char control_path[512];
+    rumor_addr_t boot[RUMOR_NODE_MAX_BOOTSTRAPS];
+    int n_boot;
+    peer_t peers[MAX_PEERS];
+    conn_t conns[MAX_CONNS];
+    uint32_t seq;
+    uint64_t start_ms;
+    uint64_t msgs_in, msgs_out, bytes_in, bytes_out;
+    uint64_t drops[DROP_COUNT];
+    uint8_t *buf; /* frame 1 encoding buffer */
+    rumor_node_chunk_cb chunk_cb;
+    void *chunk_arg;
+    rumor_node_tick_cb tick_cb;
+    void *tick_arg;
+    rumor_node_status_cb status_cb;
+    void *status_arg;
+    rumor_node_pull_cb pull_cb;
+    void *pull_arg;
+    uint64_t tick_ms;                /* longest sleep between ticks */
+    int wake[2];                     /* a pipe: another thread's byte ends our poll early */
+    atomic_bool stop, reload;        /* asked for by rumor_node_stop, rumor_node_reload */
+    /* Scratch space for the loop (large; per node, so two nodes can share a process). */
+    rumor_memb_action_t act;
+    rumor_memb_msg_t mmsg;
+    rumor_msg_t wmsg, wmsg2;
+    char status_buf[256 * 1024];
+    int refusals_logged;             /* refusals are counted always, logged a bounded number of times */
+    /* Reachability: a ping that reached us through our ROUTER proves our advertised address
+     * works; in a swarm where nobody pings us, it probably does not. */
+    uint64_t joined_at, last_pinged;
+    bool warned_unreachable;
+    bool joined; /* once in a swarm, an empty view later is churn, not a failed join */
+};
+
+static inline uint64_t unix_now(void) { return (uint64_t)time(NULL); }
+
+
+static inline bool same_key(const uint8_t *a, const uint8_t *b) { return memcmp(a, b, RUMOR_KEY_LEN) == 0; }
+
+/* Milliseconds from now to a deadline, 0 once it has passed (never a wrapped difference). */
+static inline uint64_t until(uint64_t deadline, uint64_t now) { return deadline > now ? deadline - now : 0; }
+
+/* node.c: sockets, peers, membership on the wire */
+void node_set_int(void *s, int opt, int v);
+void node_outgoing_unref(outgoing_t *o);
+void node_close_dealer(peer_t *p);
+void node_stop_knocking(peer_t *p);
+peer_t *node_find_peer(rumor_node_t *n, const uint8_t *key);
+void node_fill_hello(rumor_node_t *n, rumor_msg_t *m);
+bool node_open_dealer(rumor_node_t *n, peer_t *p);
+peer_t *node_get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uint64_t now);
+rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg);
+void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why);
+bool node_memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w);
+
+/* node_admit.c: admission */
+void node_knock_send(rumor_node_t *n, peer_t *p, uint64_t now);
+void node_knock_start(rumor_node_t *n, peer_t *p, uint64_t now);
+void node_vet_entries(rumor_node_t *n, rumor_memb_msg_t *m, uint64_t now);
+conn_t *node_find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint64_t now);
+void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, const rumor_msg_t *w,
+                       uint64_t now);
+void node_handle_knock_answer(rumor_node_t *n, peer_t *p, uint64_t now);
+void node_handle_udp(rumor_node_t *n, uint64_t now);
+void node_handle_zap(rumor_node_t *n);
+void node_reload_revocations(rumor_node_t *n);
+
+/* node_control.c: the control socket */
+void node_handle_control(rumor_node_t *n, uint64_t now);
+
+/* node_models.c: models */
+void node_announce_done(rumor_node_t *n);
+void node_pump(rumor_node_t *n, peer_t *p);
+
+#endif

@@ -1,0 +1,276 @@
+/* node_models.c - models in and out for the gossip engine (node_impl.h). */
+#include "net/node_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static void chunk_free_cb(void *data, void *hint)
+{
+    (void)data;
+    node_outgoing_unref(hint);
+}
+
+/* ---- models ---- */
+
+void rumor_node_on_chunk(rumor_node_t *n, rumor_node_chunk_cb cb, void *arg)
+{
+    n->chunk_cb = cb;
+    n->chunk_arg = arg;
+}
+
+void rumor_node_on_status(rumor_node_t *n, rumor_node_status_cb cb, void *arg)
+{
+    n->status_cb = cb;
+    n->status_arg = arg;
+}
+
+void rumor_node_set_tick_ms(rumor_node_t *n, uint64_t ms) { n->tick_ms = ms ? ms : 1; }
+
+void rumor_node_on_pull(rumor_node_t *n, rumor_node_pull_cb cb, void *arg)
+{
+    n->pull_cb = cb;
+    n->pull_arg = arg;
+}
+
+rumor_err_t rumor_node_pull(rumor_node_t *n, const uint8_t peer[32], uint64_t layout)
+{
+    int v = -1;
+    for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
+        if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
+    if (v < 0) return RUMOR_EINVAL;
+    const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
+    if (!c || !c->admitted) return RUMOR_EAUTH;
+    peer_t *p = node_get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
+    if (!p) return RUMOR_EINVAL;
+    rumor_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = RUMOR_MSG_PULL;
+    m.u.pull.layout = layout;
+    return node_send_msg(n, p, &m);
+}
+
+void rumor_node_wake(rumor_node_t *n)
+{
+    const char b = 1;
+    ssize_t k = write(n->wake[1], &b, 1); /* a full pipe already wakes the loop */
+    (void)k;
+}
+
+void rumor_node_stop(rumor_node_t *n)
+{
+    atomic_store(&n->stop, true);
+    rumor_node_wake(n);
+}
+
+void rumor_node_reload(rumor_node_t *n)
+{
+    atomic_store(&n->reload, true);
+    rumor_node_wake(n);
+}
+
+void rumor_node_on_tick(rumor_node_t *n, rumor_node_tick_cb cb, void *arg)
+{
+    n->tick_cb = cb;
+    n->tick_arg = arg;
+}
+
+int rumor_node_peer_count(const rumor_node_t *n) { return rumor_memb_view_count(n->memb); }
+
+const rumor_secret_key_t *rumor_node_secret_key(const rumor_node_t *n) { return n->key; }
+
+const uint8_t *rumor_node_peer_key(const rumor_node_t *n, int i)
+{
+    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+    return e ? e->key : NULL;
+}
+
+bool rumor_node_peer_admitted(rumor_node_t *n, int i)
+{
+    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+    if (!e) return false;
+    const conn_t *c = node_find_conn(n, e->key, false, rumor_now_ms());
+    return c && c->admitted && (!c->expires_at || unix_now() < c->expires_at);
+}
+
+uint64_t rumor_node_peer_boot(rumor_node_t *n, int i)
+{
+    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+    const conn_t *c = e ? node_find_conn(n, e->key, false, rumor_now_ms()) : NULL;
+    if (c && c->knocked && c->boot) return c->boot;
+    return e ? e->boot : 0; /* from its hello, or second hand (membership.h) */
+}
+
+uint64_t rumor_node_boot(const rumor_node_t *n) { return n->boot_id; }
+
+uint64_t rumor_node_peer_done(rumor_node_t *n, int i)
+{
+    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+    const conn_t *c = e ? node_find_conn(n, e->key, false, rumor_now_ms()) : NULL;
+    return c ? c->done : 0;
+}
+
+void rumor_node_set_done(rumor_node_t *n, uint64_t round)
+{
+    atomic_store(&n->done_round, round ? round : 1);
+    rumor_node_wake(n);
+}
+
+/* Tell every member we hold a connection to that we finished (node thread). */
+void node_announce_done(rumor_node_t *n)
+{
+    const uint64_t d = atomic_load(&n->done_round);
+    if (d == n->done_sent) return;
+    n->done_sent = d;
+    rumor_msg_t hello;
+    for (int i = 0; i < MAX_PEERS; i++) {
+        peer_t *p = &n->peers[i];
+        if (!p->used || !p->dealer) continue;
+        node_fill_hello(n, &hello);
+        (void)node_send_msg(n, p, &hello);
+    }
+}
+
+/* Queue as many chunks as the peer's socket takes without blocking. */
+void node_pump(rumor_node_t *n, peer_t *p)
+{
+    sending_t *s = &p->send;
+    if (!p->dealer) return;
+    while (s->out && s->next < s->chunks) {
+        uint64_t off = (uint64_t)s->next * s->chunk_params;
+        uint64_t cnt = s->n - off < s->chunk_params ? s->n - off : s->chunk_params;
+        rumor_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = RUMOR_MSG_MODEL;
+        m.seq = ++n->seq;
+        const double w = s->chunk_w ? s->w * s->chunk_w[s->next] : s->w;
+        const uint8_t *data = s->codec == RUMOR_CODEC_F32 ? (const uint8_t *)(s->params + off) : s->enc + s->enc_off[s->next];
+        const size_t dlen = s->codec == RUMOR_CODEC_F32 ? (size_t)cnt * sizeof(float)
+                                                        : s->enc_off[s->next + 1] - s->enc_off[s->next];
+        m.u.model = (rumor_msg_model_t){.round = s->round, .w = w, .codec = s->codec,
+                                        .layout = s->layout, .chunk = s->next, .chunks = s->chunks,
+                                        .off = off, .n = cnt, .payload_len = dlen, .has_hash = s->has_hash,
+                                        .mix = s->ext.mix, .has_copy = s->ext.has_copy, .ver = s->ext.ver,
+                                        .lin = s->ext.lin, .base = s->ext.base, .need = s->ext.need};
+        if (s->has_hash) memcpy(m.u.model.hash, s->hash, sizeof m.u.model.hash);
+        size_t len;
+        if (rumor_proto_encode(&m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) {
+            s->next = s->chunks; /* cannot happen after send_model's checks; never spin on it */
+            break;
+        }
+        if (atomic_load(&s->out->refs) - 1 >= MAX_INFLIGHT) return; /* resumes as chunks go out */
+        int events = 0;
+        size_t sz = sizeof events;
+        zmq_getsockopt(p->dealer, ZMQ_EVENTS, &events, &sz);
+        if (!(events & ZMQ_POLLOUT)) return; /* full: resume when it drains */
+        zmq_msg_t payload;
+        atomic_fetch_add(&s->out->refs, 1);
+        zmq_msg_init_data(&payload, (void *)data, dlen, chunk_free_cb, s->out);
+        if (zmq_send(p->dealer, n->buf, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&payload); /* releases the reference taken above */
+            return;
+        }
+        /* After the first frame of a message the second goes too: HWM counts messages. */
+        if (zmq_msg_send(&payload, p->dealer, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&payload);
+            n->drops[DROP_SEND_FULL]++;
+        }
+        n->msgs_out++;
+        n->bytes_out += len + dlen;
+        s->next++;
+    }
+    if (s->out && s->next >= s->chunks) {
+        node_outgoing_unref(s->out); /* our own reference; libzmq holds the rest */
+        s->out = NULL;
+    }
+}
+
+static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round, double w,
+                              const double *chunk_w, const float *params, rumor_proto_codec_t codec, const uint8_t *enc,
+                              const size_t *enc_off, const rumor_node_model_ext_t *ext, size_t count,
+                              size_t chunk_params, const uint8_t *hash, void (*release)(void *), void *arg);
+
+rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
+                                  double w, const double *chunk_w, const float *params, size_t count,
+                                  size_t chunk_params, const uint8_t *hash, void (*release)(void *), void *arg)
+{
+    return send_model(n, peer, layout, round, w, chunk_w, params, RUMOR_CODEC_F32, NULL, NULL, NULL, count,
+                      chunk_params, hash, release, arg);
+}
+
+rumor_err_t rumor_node_send_model_ext(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
+                                      double w, const double *chunk_w, const float *params, size_t count,
+                                      size_t chunk_params, const rumor_node_model_ext_t *ext,
+                                      void (*release)(void *), void *arg)
+{
+    return send_model(n, peer, layout, round, w, chunk_w, params, RUMOR_CODEC_F32, NULL, NULL, ext, count,
+                      chunk_params, NULL, release, arg);
+}
+
+rumor_err_t rumor_node_send_encoded(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
+                                    double w, const double *chunk_w, int codec, const rumor_node_model_ext_t *ext,
+                                    const uint8_t *enc, const size_t *enc_off, size_t count, size_t chunk_params,
+                                    void (*release)(void *), void *arg)
+{
+    const size_t chunks = chunk_params ? rumor_chunks(count, chunk_params) : 0;
+    if (codec <= RUMOR_CODEC_F32 || codec > RUMOR_CODEC_LAST || !enc || !enc_off || chunks == 0 ||
+        chunks > RUMOR_PROTO_MAX_CHUNKS)
+        return RUMOR_EINVAL;
+    for (size_t c = 0; c < chunks; c++) {
+        const size_t nc = count - c * chunk_params < chunk_params ? count - c * chunk_params : chunk_params;
+        size_t want = 0;
+        if (enc_off[c + 1] < enc_off[c] || enc_off[c + 1] - enc_off[c] > RUMOR_PROTO_MAX_PAYLOAD ||
+            rumor_proto_payload_len((rumor_proto_codec_t)codec, nc, (enc_off[c + 1] - enc_off[c]) / 8, &want) != RUMOR_OK ||
+            want != enc_off[c + 1] - enc_off[c])
+            return RUMOR_EINVAL; /* the header must never disagree with the frame after it */
+    }
+    return send_model(n, peer, layout, round, w, chunk_w, NULL, (rumor_proto_codec_t)codec, enc, enc_off, ext, count,
+                      chunk_params, NULL, release, arg);
+}
+
+static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round, double w,
+                              const double *chunk_w, const float *params, rumor_proto_codec_t codec, const uint8_t *enc,
+                              const size_t *enc_off, const rumor_node_model_ext_t *ext, size_t count,
+                              size_t chunk_params, const uint8_t *hash, void (*release)(void *), void *arg)
+{
+    int v = -1;
+    for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
+        if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
+    if (v < 0 || count == 0 || chunk_params == 0 ||
+        (codec == RUMOR_CODEC_F32 && chunk_params * sizeof(float) > RUMOR_PROTO_MAX_PAYLOAD) ||
+        rumor_chunks(count, chunk_params) > RUMOR_PROTO_MAX_CHUNKS || count > RUMOR_PROTO_MAX_PARAMS ||
+        !(w > 0.0 && w <= RUMOR_PROTO_MAX_WEIGHT))
+        return RUMOR_EINVAL;
+    for (size_t c = 0; chunk_w && c < rumor_chunks(count, chunk_params); c++)
+        if (!(w * chunk_w[c] > 0.0 && w * chunk_w[c] <= RUMOR_PROTO_MAX_WEIGHT)) return RUMOR_EINVAL;
+    /* Parameters go only to a key whose own hello we verified (gossip alone is not enough),
+     * and whose certificate is still valid. */
+    const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
+    if (!c || !c->admitted || (c->expires_at && unix_now() >= c->expires_at)) return RUMOR_EAUTH;
+    peer_t *p = node_get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
+    if (!p) return RUMOR_EINVAL;
+    if (p->send.out || !p->dealer) return RUMOR_ECLOSED;
+    outgoing_t *o = malloc(sizeof *o);
+    if (!o) return RUMOR_ENOMEM;
+    atomic_init(&o->refs, 1);
+    o->release = release;
+    o->arg = arg;
+    p->send = (sending_t){.out = o, .params = params, .n = count, .chunk_params = chunk_params, .next = 0,
+                          .chunks = (uint32_t)rumor_chunks(count, chunk_params), .layout = layout,
+                          .round = round, .w = w, .chunk_w = chunk_w, .has_hash = hash != NULL, .codec = codec,
+                          .enc = enc, .enc_off = enc_off};
+    if (ext) p->send.ext = *ext;
+    if (hash) memcpy(p->send.hash, hash, sizeof p->send.hash);
+    node_pump(n, p);
+    return RUMOR_OK;
+}
