@@ -618,6 +618,146 @@ static bool is_wildcard(const char *host)
     return strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 || strcmp(host, "*") == 0;
 }
 
+/* Our key, the swarm's authority, our certificate (which must admit us, or every peer will
+ * refuse us: said now), the revocation list and the bootstraps. */
+static rumor_err_t load_identity(rumor_node_t *n, char err[RUMOR_ERR_LEN])
+{
+    const rumor_node_config_t *cfg = &n->cfg;
+    rumor_err_t rc;
+    if ((rc = rumor_secret_key_load(&n->key, cfg->key_path, err)) != RUMOR_OK ||
+        (rc = rumor_public_key_load(n->authority, cfg->swarm, err)) != RUMOR_OK ||
+        (rc = rumor_cert_load(n->cert, &n->cert_len, cfg->cert_path, err)) != RUMOR_OK)
+        return rc;
+    rumor_cert_t c;
+    rumor_cert_reject_t why;
+    if (rumor_cert_verify(n->cert, n->cert_len, n->authority, rumor_secret_key_public(n->key), unix_now(), &c, &why) !=
+        RUMOR_OK)
+        return rumor_fail(err, RUMOR_EAUTH, "%s: this certificate would be refused: %s%s", cfg->cert_path,
+                          rumor_cert_reject_name(why),
+                          why == RUMOR_CERT_KEY_MISMATCH ? " (it was issued for another key than --key)"
+                          : why == RUMOR_CERT_OTHER_SWARM ? " (it was issued by another authority than --swarm)"
+                                                          : "");
+    if (cfg->revoked_path && (rc = rumor_revoked_load(&n->revoked, cfg->revoked_path, err)) != RUMOR_OK) return rc;
+    for (int i = 0; i < cfg->n_bootstraps; i++) {
+        if ((rc = rumor_addr_parse(&n->boot[n->n_boot], cfg->bootstraps[i], err)) != RUMOR_OK) return rc;
+        /* The same command line on every machine names this node too: skip ourselves. */
+        if (!same_key(n->boot[n->n_boot].key, rumor_secret_key_public(n->key))) n->n_boot++;
+    }
+    return RUMOR_OK;
+}
+
+/* The ZAP handler, and the ROUTER peers connect to (CURVE server, watched by the guard). */
+static rumor_err_t open_router(rumor_node_t *n, char err[RUMOR_ERR_LEN])
+{
+    /* A DEALER, its monitor and its connection per peer: more descriptors than the usual soft
+     * limit of 1024 allows at MAX_PEERS. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 8192 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max < 8192 ? rl.rlim_max : 8192;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    n->ctx = zmq_ctx_new();
+    if (!n->ctx) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    (void)zmq_ctx_set(n->ctx, ZMQ_MAX_SOCKETS, 4 * MAX_PEERS + 64);
+    /* The ZAP handler must be bound before any CURVE server socket. */
+    n->zap = zmq_socket(n->ctx, ZMQ_REP);
+    if (!n->zap || zmq_bind(n->zap, ZAP_ENDPOINT) != 0)
+        return rumor_fail(err, RUMOR_EIO, "cannot start the ZAP handler: %s", zmq_strerror(errno));
+    node_set_int(n->zap, ZMQ_LINGER, 0);
+    n->router = zmq_socket(n->ctx, ZMQ_ROUTER);
+    set_common(n->router);
+    node_set_int(n->router, ZMQ_CURVE_SERVER, 1);
+    node_set_int(n->router, ZMQ_RCVHWM, RECV_HWM);
+    node_set_int(n->router, ZMQ_SNDHWM, 16);
+    (void)zmq_setsockopt(n->router, ZMQ_ZAP_DOMAIN, "rumor", 5);
+    /* Every connection the ROUTER accepts is watched by the guard (guard.h). */
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://monitor-router-%p", (void *)n);
+    if (!(n->guard = rumor_guard_new(GUARD_LIMIT))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    if (zmq_socket_monitor(n->router, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED) != 0 ||
+        !(n->router_mon = zmq_socket(n->ctx, ZMQ_PAIR)) || zmq_connect(n->router_mon, ep) != 0)
+        return rumor_fail(err, RUMOR_EIO, "cannot monitor the listening socket: %s", zmq_strerror(errno));
+    if (set_curve_keys(n, n->router) != 0)
+        return rumor_fail(err, RUMOR_EIO, "cannot set CURVE keys: %s", zmq_strerror(errno));
+    return RUMOR_OK;
+}
+
+/* Listen: TCP for ZeroMQ and UDP of the same number for knocks (a free TCP port may have its
+ * UDP twin taken: then another). Then the address peers are told (the configured host with
+ * the port actually bound, or --advertise): an IP literal they can dial. */
+static rumor_err_t listen_and_advertise(rumor_node_t *n, char err[RUMOR_ERR_LEN])
+{
+    const rumor_node_config_t *cfg = &n->cfg;
+    /* Port 0 asks the kernel for a free port, written as "*" for ZeroMQ. */
+    char bind_ep[RUMOR_ENDPOINT_LEN];
+    snprintf(bind_ep, sizeof bind_ep, "%s", cfg->listen);
+    size_t bl = strlen(bind_ep);
+    const bool any_port = bl > 2 && strcmp(bind_ep + bl - 2, ":0") == 0;
+    if (any_port) snprintf(bind_ep + bl - 1, sizeof bind_ep - (bl - 1), "*");
+    char last[RUMOR_ENDPOINT_LEN], bound[RUMOR_ENDPOINT_LEN];
+    const char *port = NULL;
+    for (int attempt = 0; n->udp < 0; attempt++) {
+        if (strncmp(bind_ep, "tcp://", 6) != 0 || zmq_bind(n->router, bind_ep) != 0)
+            return rumor_fail(err, RUMOR_EIO, "cannot listen on %s: %s", cfg->listen,
+                              strncmp(bind_ep, "tcp://", 6) ? "expected tcp://HOST:PORT" : zmq_strerror(errno));
+        size_t blen = sizeof last;
+        zmq_getsockopt(n->router, ZMQ_LAST_ENDPOINT, last, &blen);
+        port = strrchr(last, ':');
+        n->udp = rumor_admit_listen(cfg->listen, port ? (uint16_t)atoi(port + 1) : 0, err);
+        if (n->udp < 0) {
+            if (!any_port || attempt == 20) return rumor_last_error();
+            (void)zmq_unbind(n->router, last);
+        }
+    }
+    /* ZeroMQ reports an IPv4 host as ::ffff:a.b.c.d on a dual-stack socket, which is not what
+     * peers should be told: the configured host, with the bound port. */
+    const char *listen_colon = strrchr(cfg->listen, ':');
+    snprintf(bound, sizeof bound, "%.*s%s", (int)(listen_colon - cfg->listen), cfg->listen, port ? port : ":0");
+    const char *adv = cfg->advertise ? cfg->advertise : bound;
+    char host[RUMOR_HOST_MAX + 3];
+    const char *h = adv + 6, *colon = strrchr(adv, ':');
+    size_t hl = colon && colon > h ? (size_t)(colon - h) : 0;
+    snprintf(host, sizeof host, "%.*s", (int)(hl < sizeof host - 1 ? hl : sizeof host - 1), h);
+    if (host[0] == '[') memmove(host, host + 1, strlen(host)), host[strlen(host) - 1] = 0;
+    if (is_wildcard(host))
+        return rumor_fail(err, RUMOR_EINVAL, "listening on %s, which peers cannot dial: give --advertise tcp://IP:PORT",
+                          bound);
+    if (!rumor_proto_addr_is_valid(adv, strlen(adv)))
+        return rumor_fail(err, RUMOR_EINVAL, "advertised address %s: expected tcp://IP:PORT (an IP, not a name)", adv);
+    snprintf(n->self_addr, sizeof n->self_addr, "%.255s", adv); /* valid addresses are short */
+    return rumor_addr_format(n->address, rumor_secret_key_public(n->key), n->self_addr, err);
+}
+
+/* --control ipc://PATH: a socket only its owner may use (the status names every peer). */
+static rumor_err_t open_control(rumor_node_t *n, char err[RUMOR_ERR_LEN])
+{
+    const char *control = n->cfg.control;
+    if (strncmp(control, "ipc://", 6) != 0 || !control[6] || strlen(control) - 6 >= sizeof n->control_path)
+        return rumor_fail(err, RUMOR_EINVAL, "--control %s: expected ipc://PATH", control);
+    if (control[6] == '@') /* Linux's abstract namespace has no file, so no permissions */
+        return rumor_fail(err, RUMOR_EINVAL, "--control %s: an abstract socket (ipc://@...) is open to every local "
+                          "user; give a file path, ipc://PATH", control);
+    snprintf(n->control_path, sizeof n->control_path, "%s", control + 6);
+    n->control = zmq_socket(n->ctx, ZMQ_REP);
+    node_set_int(n->control, ZMQ_LINGER, 0);
+    /* Owner-only from the start. */
+    mode_t old = umask(0077);
+    int brc = zmq_bind(n->control, control);
+    umask(old);
+    if (brc != 0) return rumor_fail(err, RUMOR_EIO, "cannot open control socket %s: %s", control, zmq_strerror(errno));
+    /* The umask made it owner-only. No chmod by name afterwards: a path swapped for a symbolic
+     * link in between would have the link's target changed. Check instead, without following
+     * links, that what is there is our socket and nobody else may use it. */
+    struct stat st;
+    if (lstat(n->control_path, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 077) != 0) {
+        n->control_path[0] = 0; /* not ours to remove */
+        return rumor_fail(err, RUMOR_EIO, "control socket %s: not an owner-only socket of this user after binding "
+                          "(replaced by someone?)", control);
+    }
+    return RUMOR_OK;
+}
+
 rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_LEN])
 {
     rumor_node_t *n = calloc(1, sizeof *n);
@@ -636,171 +776,26 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
         rumor_fail(err, RUMOR_EIO, "pipe: %s", strerror(errno));
         goto fail;
     }
-    fcntl(n->wake[0], F_SETFL, O_NONBLOCK);
-    fcntl(n->wake[1], F_SETFL, O_NONBLOCK);
-    fcntl(n->wake[0], F_SETFD, FD_CLOEXEC);
-    fcntl(n->wake[1], F_SETFD, FD_CLOEXEC);
+    for (int k = 0; k < 2; k++) {
+        fcntl(n->wake[k], F_SETFL, O_NONBLOCK);
+        fcntl(n->wake[k], F_SETFD, FD_CLOEXEC);
+    }
     n->buf = malloc(RUMOR_PROTO_MAX_HEADER);
     n->certs = calloc(CERT_CACHE, sizeof *n->certs);
-    if (!n->buf || !n->certs) goto nomem;
-    if (rumor_secret_key_load(&n->key, cfg->key_path, err) != RUMOR_OK) goto fail;
-    if (rumor_public_key_load(n->authority, cfg->swarm, err) != RUMOR_OK) goto fail;
-    if (rumor_cert_load(n->cert, &n->cert_len, cfg->cert_path, err) != RUMOR_OK) goto fail;
-    {
-        /* Our own certificate must admit us, or every peer will refuse us: say so now. */
-        rumor_cert_t c;
-        rumor_cert_reject_t why;
-        if (rumor_cert_verify(n->cert, n->cert_len, n->authority, rumor_secret_key_public(n->key), unix_now(), &c,
-                              &why) != RUMOR_OK) {
-            rumor_fail(err, RUMOR_EAUTH, "%s: this certificate would be refused: %s%s", cfg->cert_path,
-                       rumor_cert_reject_name(why),
-                       why == RUMOR_CERT_KEY_MISMATCH ? " (it was issued for another key than --key)"
-                       : why == RUMOR_CERT_OTHER_SWARM ? " (it was issued by another authority than --swarm)"
-                                                       : "");
-            goto fail;
-        }
+    if (!n->buf || !n->certs) {
+        rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        goto fail;
     }
-    if (cfg->revoked_path && rumor_revoked_load(&n->revoked, cfg->revoked_path, err) != RUMOR_OK) goto fail;
-    for (int i = 0; i < cfg->n_bootstraps; i++) {
-        if (rumor_addr_parse(&n->boot[n->n_boot], cfg->bootstraps[i], err) != RUMOR_OK) goto fail;
-        /* The same command line on every machine names this node too: skip ourselves. */
-        if (!same_key(n->boot[n->n_boot].key, rumor_secret_key_public(n->key))) n->n_boot++;
-    }
+    if (load_identity(n, err) != RUMOR_OK) goto fail;
     rumor_key_short_id(n->id, rumor_secret_key_public(n->key));
     rumor_log_set_id(n->id);
-
     do n->boot_id = rumor_random_u64(); /* nonzero: 0 means none on the wire */
     while (n->boot_id == 0);
     n->knock_tokens = KNOCK_RATE;
     n->knock_refill_ms = rumor_now_ms();
-    {
-        /* A DEALER, its monitor and its connection per peer: more descriptors than the
-         * usual soft limit of 1024 allows at MAX_PEERS. */
-        struct rlimit rl;
-        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 8192 && rl.rlim_cur < rl.rlim_max) {
-            rl.rlim_cur = rl.rlim_max < 8192 ? rl.rlim_max : 8192;
-            (void)setrlimit(RLIMIT_NOFILE, &rl);
-        }
-    }
-    n->ctx = zmq_ctx_new();
-    if (!n->ctx) goto nomem;
-    (void)zmq_ctx_set(n->ctx, ZMQ_MAX_SOCKETS, 4 * MAX_PEERS + 64);
-    /* The ZAP handler must be bound before any CURVE server socket. */
-    n->zap = zmq_socket(n->ctx, ZMQ_REP);
-    if (!n->zap || zmq_bind(n->zap, ZAP_ENDPOINT) != 0) {
-        rumor_fail(err, RUMOR_EIO, "cannot start the ZAP handler: %s", zmq_strerror(errno));
+    if (open_router(n, err) != RUMOR_OK || listen_and_advertise(n, err) != RUMOR_OK ||
+        (cfg->control && open_control(n, err) != RUMOR_OK))
         goto fail;
-    }
-    node_set_int(n->zap, ZMQ_LINGER, 0);
-    n->router = zmq_socket(n->ctx, ZMQ_ROUTER);
-    set_common(n->router);
-    node_set_int(n->router, ZMQ_CURVE_SERVER, 1);
-    node_set_int(n->router, ZMQ_RCVHWM, RECV_HWM);
-    node_set_int(n->router, ZMQ_SNDHWM, 16);
-    (void)zmq_setsockopt(n->router, ZMQ_ZAP_DOMAIN, "rumor", 5);
-    {
-        /* Every connection the ROUTER accepts is watched by the guard (guard.h). */
-        char ep[64];
-        snprintf(ep, sizeof ep, "inproc://monitor-router-%p", (void *)n);
-        if (!(n->guard = rumor_guard_new(GUARD_LIMIT))) goto nomem;
-        if (zmq_socket_monitor(n->router, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED) != 0 ||
-            !(n->router_mon = zmq_socket(n->ctx, ZMQ_PAIR)) || zmq_connect(n->router_mon, ep) != 0) {
-            rumor_fail(err, RUMOR_EIO, "cannot monitor the listening socket: %s", zmq_strerror(errno));
-            goto fail;
-        }
-    }
-    if (set_curve_keys(n, n->router) != 0) {
-        rumor_fail(err, RUMOR_EIO, "cannot set CURVE keys: %s", zmq_strerror(errno));
-        goto fail;
-    }
-    /* Port 0 asks the kernel for a free port, written as "*" for ZeroMQ. */
-    char bind_ep[RUMOR_ENDPOINT_LEN];
-    snprintf(bind_ep, sizeof bind_ep, "%s", cfg->listen);
-    size_t bl = strlen(bind_ep);
-    const bool any_port = bl > 2 && strcmp(bind_ep + bl - 2, ":0") == 0;
-    if (any_port) snprintf(bind_ep + bl - 1, sizeof bind_ep - (bl - 1), "*");
-    char last[RUMOR_ENDPOINT_LEN], bound[RUMOR_ENDPOINT_LEN];
-    const char *port = NULL;
-    /* TCP for ZeroMQ and UDP of the same number for knocks. A free TCP port may have its UDP
-     * twin taken: then try another. */
-    for (int attempt = 0; n->udp < 0; attempt++) {
-        if (strncmp(bind_ep, "tcp://", 6) != 0 || zmq_bind(n->router, bind_ep) != 0) {
-            rumor_fail(err, RUMOR_EIO, "cannot listen on %s: %s", cfg->listen,
-                       strncmp(bind_ep, "tcp://", 6) ? "expected tcp://HOST:PORT" : zmq_strerror(errno));
-            goto fail;
-        }
-        size_t blen = sizeof last;
-        zmq_getsockopt(n->router, ZMQ_LAST_ENDPOINT, last, &blen);
-        port = strrchr(last, ':');
-        n->udp = rumor_admit_listen(cfg->listen, port ? (uint16_t)atoi(port + 1) : 0, err);
-        if (n->udp < 0) {
-            if (!any_port || attempt == 20) goto fail;
-            (void)zmq_unbind(n->router, last);
-        }
-    }
-    /* The address we listen on: the configured host with the port actually bound (ZeroMQ
-     * reports an IPv4 host as ::ffff:a.b.c.d on a dual-stack socket, which is not what peers
-     * should be told). */
-    const char *listen_colon = strrchr(cfg->listen, ':');
-    snprintf(bound, sizeof bound, "%.*s%s", (int)(listen_colon - cfg->listen), cfg->listen, port ? port : ":0");
-    const char *adv = cfg->advertise ? cfg->advertise : bound;
-    {
-        /* Peers must be able to reach what we advertise: not a wildcard, an IP literal. */
-        char host[RUMOR_HOST_MAX + 3];
-        const char *h = adv + 6, *colon = strrchr(adv, ':');
-        size_t hl = colon && colon > h ? (size_t)(colon - h) : 0;
-        snprintf(host, sizeof host, "%.*s", (int)(hl < sizeof host - 1 ? hl : sizeof host - 1), h);
-        if (host[0] == '[') memmove(host, host + 1, strlen(host)), host[strlen(host) - 1] = 0;
-        if (is_wildcard(host)) {
-            rumor_fail(err, RUMOR_EINVAL,
-                       "listening on %s, which peers cannot dial: give --advertise tcp://IP:PORT", bound);
-            goto fail;
-        }
-        if (!rumor_proto_addr_is_valid(adv, strlen(adv))) {
-            rumor_fail(err, RUMOR_EINVAL, "advertised address %s: expected tcp://IP:PORT (an IP, not a name)", adv);
-            goto fail;
-        }
-    }
-    snprintf(n->self_addr, sizeof n->self_addr, "%.255s", adv); /* valid addresses are short */
-    if (rumor_addr_format(n->address, rumor_secret_key_public(n->key), n->self_addr, err) != RUMOR_OK) goto fail;
-
-    if (cfg->control) {
-        if (strncmp(cfg->control, "ipc://", 6) != 0 || !cfg->control[6] ||
-            strlen(cfg->control) - 6 >= sizeof n->control_path) {
-            rumor_fail(err, RUMOR_EINVAL, "--control %s: expected ipc://PATH", cfg->control);
-            goto fail;
-        }
-        if (cfg->control[6] == '@') {
-            /* Linux's abstract namespace has no file, so no permissions: any local user could
-             * read the node's status. */
-            rumor_fail(err, RUMOR_EINVAL, "--control %s: an abstract socket (ipc://@...) is open to every local "
-                       "user; give a file path, ipc://PATH", cfg->control);
-            goto fail;
-        }
-        snprintf(n->control_path, sizeof n->control_path, "%s", cfg->control + 6);
-        n->control = zmq_socket(n->ctx, ZMQ_REP);
-        node_set_int(n->control, ZMQ_LINGER, 0);
-        /* Owner-only from the start: the status names every peer. */
-        mode_t old = umask(0077);
-        int brc = zmq_bind(n->control, cfg->control);
-        umask(old);
-        if (brc != 0) {
-            rumor_fail(err, RUMOR_EIO, "cannot open control socket %s: %s", cfg->control, zmq_strerror(errno));
-            goto fail;
-        }
-        /* The umask made it owner-only. No chmod by name afterwards: a path swapped for a
-         * symbolic link in between would have the link's target changed. Check instead, without
-         * following links, that what is there is our socket and nobody else may use it. */
-        struct stat st;
-        if (lstat(n->control_path, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid() ||
-            (st.st_mode & 077) != 0) {
-            rumor_fail(err, RUMOR_EIO, "control socket %s: not an owner-only socket of this user after binding "
-                       "(replaced by someone?)", cfg->control);
-            n->control_path[0] = 0; /* not ours to remove */
-            goto fail;
-        }
-    }
-
     /* A real node is among strangers: certificates on every membership entry, a dial budget
      * (membership.h), and a probe order no one can predict (libsodium, not a setting). */
     rumor_memb_config_t mc = cfg->memb;
@@ -811,8 +806,6 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     if (!n->memb) goto fail;
     rumor_memb_set_identity(n->memb, n->cert, n->cert_len, n->boot_id);
     return n;
-nomem:
-    rumor_fail(err, RUMOR_ENOMEM, "out of memory");
 fail:
     rumor_node_destroy(&n);
     return NULL;
