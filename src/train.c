@@ -262,6 +262,81 @@ static void restore_sums(run_t *r, const rumor_checkpoint_info_t *resume)
     r->loss_sum = a, r->loss_count = lc, r->window_loss = b, r->window_count = wc;
 }
 
+/* The model to train: the checkpoint's when resuming and the user names none (whose
+ * optimizer state and seed must fit), else the default. */
+static rumor_err_t resolve_model(const rumor_train_config_t *cfg, rumor_model_spec_t *spec,
+                                 rumor_checkpoint_info_t *resume, char err[RUMOR_ERR_LEN])
+{
+    if (!cfg->resume_path) return cfg->spec_set ? RUMOR_OK : rumor_model_spec_parse(spec, "mlp:256,128", err);
+    rumor_model_spec_t file_spec;
+    rumor_model_input_t file_in;
+    rumor_err_t rc = rumor_checkpoint_peek(cfg->resume_path, &file_spec, &file_in, resume, err);
+    if (rc != RUMOR_OK) return rc;
+    if (!resume->has_optim)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: an exported model, not a checkpoint (no optimizer state); write "
+                          "checkpoints with --checkpoint", cfg->resume_path);
+    if (!cfg->spec_set) *spec = file_spec;
+    if (resume->seed != cfg->seed)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: made with seed %llu, resumed with seed %llu", cfg->resume_path,
+                          (unsigned long long)resume->seed, (unsigned long long)cfg->seed);
+    return RUMOR_OK;
+}
+
+/* Where an epoch stands (epoch_steps). */
+typedef struct {
+    int epoch;
+    long first, spe, total;   /* its first step (a resumed one may start inside), per epoch, in all */
+    double te0;               /* when it began */
+    long counted_before;      /* samples of it done before a resume */
+} epoch_t;
+
+/* The steps of one epoch from ep->first, each logged, told, and checkpointed when due; stops
+ * early at --max-steps or when asked (*halt). *step counts them, *t_excluded the time spent
+ * writing checkpoints. */
+static rumor_err_t epoch_steps(run_t *r, rumor_trainer_t *tr, const epoch_t *ep, long *step, double *t_excluded,
+                               bool *halt, char err[RUMOR_ERR_LEN])
+{
+    const rumor_train_config_t *cfg = r->cfg;
+    rumor_err_t rc;
+    for (long s = ep->first; s < ep->spe; s++) {
+        if (cfg->max_steps > 0 && *step >= cfg->max_steps) {
+            *halt = true;
+            break;
+        }
+        rumor_trainer_stats_t ts;
+        if ((rc = rumor_trainer_steps(tr, 1, *step, &ts, err)) != RUMOR_OK) return rc;
+        ++*step;
+        r->loss_sum += ts.loss_sum;
+        r->loss_count += ts.samples;
+        r->window_loss += ts.loss_sum;
+        r->window_count += ts.samples;
+        const double now = rumor_now();
+        if (cfg->log_every > 0 && r->metrics && *step % cfg->log_every == 0) {
+            fprintf(r->metrics, "{\"t\":%.3f,\"epoch\":%d,\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g}\n", now - r->t0,
+                    ep->epoch + 1, *step, r->window_loss / (double)r->window_count, (double)ts.lr);
+            fflush(r->metrics);
+            r->window_loss = 0.0, r->window_count = 0;
+        }
+        if (cfg->progress) {
+            const double elapsed = now - ep->te0 - *t_excluded;
+            const double rate = (double)(r->loss_count - ep->counted_before) / (elapsed > 0 ? elapsed : 1e-9);
+            const rumor_train_progress_t pr = {.epoch = ep->epoch + 1, .epochs = cfg->epochs, .step = *step,
+                                               .total = ep->total,
+                                               .epoch_done = (double)(s + 1 - ep->first) / (double)(ep->spe - ep->first),
+                                               .loss = r->loss_sum / (double)r->loss_count, .samples_per_s = rate,
+                                               .eta_s = (double)(ep->total - *step) * (double)cfg->batch / rate};
+            cfg->progress(cfg->progress_arg, &pr);
+        }
+        if (cfg->checkpoint_every > 0 && *step % cfg->checkpoint_every == 0 && s + 1 < ep->spe) {
+            const double tc = rumor_now();
+            if ((rc = save_checkpoint(r, ep->epoch, err)) != RUMOR_OK) return rc;
+            *t_excluded += rumor_now() - tc;
+        }
+        if ((*halt = *halt || rumor_asked(cfg->stop))) break;
+    }
+    return RUMOR_OK;
+}
+
 rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_t *res,
                             char err[RUMOR_ERR_LEN])
 {
@@ -284,24 +359,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         return rumor_fail(err, RUMOR_EINVAL, "--batch %d: expected 1..65536", cfg->batch);
     if ((rc = rumor_optim_config_check(&cfg->opt, err)) != RUMOR_OK) return rc;
 
-    /* The checkpoint names the model when the user does not. */
-    if (cfg->resume_path) {
-        rumor_model_spec_t file_spec;
-        rumor_model_input_t file_in;
-        if ((rc = rumor_checkpoint_peek(cfg->resume_path, &file_spec, &file_in, &resume, err)) != RUMOR_OK)
-            return rc;
-        if (!resume.has_optim)
-            return rumor_fail(err, RUMOR_EINVAL, "%s: an exported model, not a checkpoint (no optimizer state); write checkpoints with --checkpoint",
-                              cfg->resume_path);
-        if (!cfg->spec_set) spec = file_spec;
-        if (resume.seed != cfg->seed)
-            return rumor_fail(err, RUMOR_EINVAL, "%s: made with seed %llu, resumed with seed %llu",
-                              cfg->resume_path, (unsigned long long)resume.seed,
-                              (unsigned long long)cfg->seed);
-    } else if (!cfg->spec_set) {
-        rc = rumor_model_spec_parse(&spec, "mlp:256,128", err);
-        if (rc != RUMOR_OK) return rc;
-    }
+    if ((rc = resolve_model(cfg, &spec, &resume, err)) != RUMOR_OK) return rc;
 
     if ((rc = rumor_data_load_dir(&train, cfg->eval ? &test : NULL, cfg->data_dir, err)) != RUMOR_OK)
         goto out;
@@ -404,46 +462,9 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         const long counted_before = r.loss_count; /* samples of this epoch done before a resume */
         const double te0 = rumor_now();
         double t_excluded = 0.0;
-        for (long s = first; s < spe; s++) {
-            if (cfg->max_steps > 0 && step >= cfg->max_steps) {
-                halt = true;
-                break;
-            }
-            rumor_trainer_stats_t ts;
-            if ((rc = rumor_trainer_steps(tr, 1, step, &ts, err)) != RUMOR_OK) goto out;
-            const double bl = ts.loss_sum;
-            const long bn = ts.samples;
-            const float lr = ts.lr;
-            step++;
-            r.loss_sum += bl;
-            r.loss_count += bn;
-            r.window_loss += bl;
-            r.window_count += bn;
-
-            const double now = rumor_now();
-            if (cfg->log_every > 0 && r.metrics && step % cfg->log_every == 0) {
-                fprintf(r.metrics, "{\"t\":%.3f,\"epoch\":%d,\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g}\n",
-                        now - r.t0, epoch + 1, step, r.window_loss / (double)r.window_count, (double)lr);
-                fflush(r.metrics);
-                r.window_loss = 0.0, r.window_count = 0;
-            }
-            if (cfg->progress) {
-                const double elapsed = now - te0 - t_excluded;
-                const double rate = (double)(r.loss_count - counted_before) / (elapsed > 0 ? elapsed : 1e-9);
-                const rumor_train_progress_t pr = {.epoch = epoch + 1, .epochs = cfg->epochs, .step = step,
-                                                   .total = total,
-                                                   .epoch_done = (double)(s + 1 - first) / (double)(spe - first),
-                                                   .loss = r.loss_sum / (double)r.loss_count, .samples_per_s = rate,
-                                                   .eta_s = (double)(total - step) * (double)cfg->batch / rate};
-                cfg->progress(cfg->progress_arg, &pr);
-            }
-            if (cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0 && s + 1 < spe) {
-                const double tc = rumor_now();
-                if ((rc = save_checkpoint(&r, epoch, err)) != RUMOR_OK) goto out;
-                t_excluded += rumor_now() - tc;
-            }
-            if ((halt = halt || rumor_asked(cfg->stop))) break;
-        }
+        const epoch_t ep = {.epoch = epoch, .first = first, .spe = spe, .total = total, .te0 = te0,
+                            .counted_before = counted_before};
+        if ((rc = epoch_steps(&r, tr, &ep, &step, &t_excluded, &halt, err)) != RUMOR_OK) goto out;
         const double epoch_s = rumor_now() - te0 - t_excluded;
         res->train_seconds += epoch_s;
         if (r.loss_count > 0) {
