@@ -337,6 +337,59 @@ static rumor_err_t epoch_steps(run_t *r, rumor_trainer_t *tr, const epoch_t *ep,
     return RUMOR_OK;
 }
 
+/* A resumed step count means something only for the same batch and the same samples, and
+ * within the run's epochs. */
+static rumor_err_t resume_fits(const rumor_train_config_t *cfg, const rumor_checkpoint_info_t *resume, long step,
+                               long spe, size_t n, char err[RUMOR_ERR_LEN])
+{
+    long was_batch, was_samples;
+    if ((rumor_checkpoint_extra_long(resume, "train.batch", 1, 65536, &was_batch) && was_batch != cfg->batch) ||
+        (rumor_checkpoint_extra_long(resume, "train.samples", 0, LONG_MAX, &was_samples) &&
+         (size_t)was_samples != n) ||
+        step / spe > resume->epoch || resume->epoch > step / spe + 1)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: the checkpoint's step %ld does not fit batch %d over %zu samples: "
+                          "resume with the batch, --limit and --partition it was made with",
+                          cfg->resume_path, step, cfg->batch, n);
+    if (step > spe * cfg->epochs)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: already %ld steps in, past the %ld steps of %d epochs",
+                          cfg->resume_path, step, spe * cfg->epochs, cfg->epochs);
+    return RUMOR_OK;
+}
+
+/* An epoch is over: its metrics line, and what the caller is told. */
+static void epoch_done(run_t *r, const epoch_t *ep, long step, double epoch_s, const rumor_train_result_t *res)
+{
+    const rumor_train_config_t *cfg = r->cfg;
+    const double rate =
+        r->loss_count > ep->counted_before ? (double)(r->loss_count - ep->counted_before) / epoch_s : 0.0;
+    if (r->metrics) {
+        fprintf(r->metrics, "{\"t\":%.3f,\"epoch\":%d,\"step\":%ld,\"loss\":%.6f", rumor_now() - r->t0,
+                ep->epoch + 1, step, res->train_loss);
+        if (cfg->eval) fprintf(r->metrics, ",\"test_loss\":%.6f,\"test_acc\":%.4f", res->test_loss, res->test_acc);
+        fprintf(r->metrics, ",\"samples_per_s\":%.1f}\n", rate);
+        fflush(r->metrics);
+    }
+    if (cfg->progress) {
+        const rumor_train_progress_t pr = {.epoch = ep->epoch + 1, .epochs = cfg->epochs, .step = step,
+                                           .total = ep->total, .epoch_done = 1.0, .loss = res->train_loss,
+                                           .samples_per_s = rate, .epoch_end = true, .epoch_s = epoch_s,
+                                           .evaluated = cfg->eval, .test_acc = res->test_acc};
+        cfg->progress(cfg->progress_arg, &pr);
+    }
+}
+
+/* The metrics file: a resumed run's cut back to its checkpoint's step (it would log the
+ * steps after it again), and appended to. */
+static rumor_err_t open_metrics(run_t *r, long step, char err[RUMOR_ERR_LEN])
+{
+    const rumor_train_config_t *cfg = r->cfg;
+    rumor_err_t rc;
+    if (cfg->resume_path && (rc = rumor_trim_lines(cfg->metrics_path, "step", (uint64_t)step, err)) != RUMOR_OK)
+        return rc;
+    r->metrics = rumor_fopen_private(cfg->metrics_path, cfg->resume_path != NULL);
+    return r->metrics ? RUMOR_OK : rumor_fail(err, RUMOR_EIO, "%s: %s", cfg->metrics_path, strerror(errno));
+}
+
 rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_t *res,
                             char err[RUMOR_ERR_LEN])
 {
@@ -410,23 +463,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     const long total = spe * cfg->epochs;
     long step = rumor_optim_steps(r.o);
     const long resumed_step = step;
-    if (cfg->resume_path) {
-        /* The step count means something only for the same batch and the same samples. */
-        long was_batch, was_samples;
-        if ((rumor_checkpoint_extra_long(&resume, "train.batch", 1, 65536, &was_batch) && was_batch != cfg->batch) ||
-            (rumor_checkpoint_extra_long(&resume, "train.samples", 0, LONG_MAX, &was_samples) && (size_t)was_samples != n) ||
-            step / spe > resume.epoch || resume.epoch > step / spe + 1) {
-            rc = rumor_fail(err, RUMOR_EINVAL,
-                            "%s: the checkpoint's step %ld does not fit batch %d over %zu samples: resume with the batch, --limit and --partition it was made with",
-                            cfg->resume_path, step, cfg->batch, n);
-            goto out;
-        }
-    }
-    if (step > total) {
-        rc = rumor_fail(err, RUMOR_EINVAL, "%s: already %ld steps in, past the %ld steps of %d epochs",
-                        cfg->resume_path, step, total, cfg->epochs);
-        goto out;
-    }
+    if (cfg->resume_path && (rc = resume_fits(cfg, &resume, step, spe, n, err)) != RUMOR_OK) goto out;
     epoch_rates = calloc((size_t)cfg->epochs, sizeof *epoch_rates);
     if (!epoch_rates) {
         rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
@@ -439,16 +476,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         rc = rumor_last_error();
         goto out;
     }
-    if (cfg->metrics_path && cfg->resume_path &&
-        (rc = rumor_trim_lines(cfg->metrics_path, "step", (uint64_t)step, err)) != RUMOR_OK)
-        goto out;
-    if (cfg->metrics_path) {
-        r.metrics = rumor_fopen_private(cfg->metrics_path, cfg->resume_path != NULL);
-        if (!r.metrics) {
-            rc = rumor_fail(err, RUMOR_EIO, "%s: %s", cfg->metrics_path, strerror(errno));
-            goto out;
-        }
-    }
+    if (cfg->metrics_path && (rc = open_metrics(&r, step, err)) != RUMOR_OK) goto out;
 
     const double flops = rumor_model_flops(r.m, true);
     r.t0 = rumor_now();
@@ -477,26 +505,10 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
             break;
         }
         res->epochs_done = epoch + 1;
-        if (cfg->eval) {
-            rc = rumor_train_evaluate(r.m, &test, mean, std, &res->test_loss, &res->test_acc, err);
-            if (rc != RUMOR_OK) goto out;
-        }
-        const double rate = r.loss_count > counted_before ? (double)(r.loss_count - counted_before) / epoch_s : 0.0;
-        if (r.metrics) {
-            fprintf(r.metrics, "{\"t\":%.3f,\"epoch\":%d,\"step\":%ld,\"loss\":%.6f", rumor_now() - r.t0,
-                    epoch + 1, step, res->train_loss);
-            if (cfg->eval)
-                fprintf(r.metrics, ",\"test_loss\":%.6f,\"test_acc\":%.4f", res->test_loss, res->test_acc);
-            fprintf(r.metrics, ",\"samples_per_s\":%.1f}\n", rate);
-            fflush(r.metrics);
-        }
-        if (cfg->progress) {
-            const rumor_train_progress_t pr = {.epoch = epoch + 1, .epochs = cfg->epochs, .step = step,
-                                               .total = total, .epoch_done = 1.0, .loss = res->train_loss,
-                                               .samples_per_s = rate, .epoch_end = true, .epoch_s = epoch_s,
-                                               .evaluated = cfg->eval, .test_acc = res->test_acc};
-            cfg->progress(cfg->progress_arg, &pr);
-        }
+        if (cfg->eval && (rc = rumor_train_evaluate(r.m, &test, mean, std, &res->test_loss, &res->test_acc, err)) !=
+                             RUMOR_OK)
+            goto out;
+        epoch_done(&r, &ep, step, epoch_s, res);
         if ((rc = save_checkpoint(&r, epoch + 1, err)) != RUMOR_OK) goto out;
         if ((halt = halt || rumor_asked(cfg->stop))) {
             res->interrupted = epoch + 1 < cfg->epochs;
