@@ -1212,11 +1212,183 @@ static void *trainer_main(void *arg)
 
 /* ---- setup ---- */
 
+/* The data (this peer's shard, or all of its folder), the backend, model and optimizer
+ * (initial parameters from --init-seed), and the topology. */
+static rumor_err_t setup_model(peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    const rumor_peer_config_t *c = p->cfg;
+    rumor_err_t rc;
+    if ((rc = rumor_data_load_dir(&p->train, &p->test, c->data_dir, err)) != RUMOR_OK) return rc;
+    rumor_data_stats(&p->train, &p->mean, &p->std);
+    if (c->limit && c->limit < p->train.count) p->train.count = c->limit;
+    p->n_own = p->train.count;
+    if (c->partitioned) {
+        if ((rc = rumor_partition_indices(&p->own, &p->n_own, &c->partition, p->train.labels, p->train.count, c->seed,
+                                          c->rank, c->of, err)) != RUMOR_OK)
+            return rc;
+        if (p->n_own == 0)
+            return rumor_fail(err, RUMOR_EINVAL, "peer %d of %d owns no samples under this partition", c->rank, c->of);
+    }
+    p->be = c->backend_ops ? rumor_backend_open(c->backend_ops, c->threads, err)
+                           : rumor_backend_new(c->device, c->threads, err);
+    if (!p->be) return rumor_last_error();
+    const rumor_model_input_t in = {1, (int)p->train.rows, (int)p->train.cols, RUMOR_DATA_CLASSES};
+    const int max_batch = c->batch > EVAL_BATCH ? c->batch : EVAL_BATCH;
+    if (!(p->m = rumor_model_new(&c->spec, in, p->be, max_batch, err)) ||
+        !(p->o = rumor_optim_new(&c->opt, p->be, rumor_model_param_count(p->m), err)))
+        return rumor_last_error();
+    if ((rc = rumor_model_init(p->m, c->init_seed)) != RUMOR_OK) return rc;
+    if (!(p->topo = rumor_topology_new(c->topology, c->seed, err))) return rumor_last_error();
+    return RUMOR_OK;
+}
+
+/* The send side's buffers: codec encodings of each snapshot, a decoded chunk, the attack's
+ * poisoned copies; and the engine's configuration for them into gc. */
+static rumor_err_t setup_sending(peer_t *p, rumor_gossip_config_t *gc, char err[RUMOR_ERR_LEN])
+{
+    const rumor_peer_config_t *c = p->cfg;
+    const size_t P = rumor_model_param_count(p->m);
+    *gc = (rumor_gossip_config_t){.algo = c->algo, .params = P, .layout = rumor_model_layout_id(p->m),
+                                  .round_timeout_ms = c->round_timeout_ms, .robust = c->robust,
+                                  .chunk_params = rumor_codec_chunk_params(&c->codec), .secure_mix = c->secure_mix};
+    if (c->codec.id == RUMOR_CODEC_TOPK) {
+        /* Top-k travels as compressed differences of a public copy (CHOCO-SGD), whose lineage
+         * is new at every start. */
+        gc->choco = c->codec;
+        gc->choco_gamma = c->consensus_step;
+        gc->lineage = rumor_random_u64();
+        gc->choco_resumed = c->resume;
+    } else if (c->codec.id != RUMOR_CODEC_F32) {
+        const size_t cp = gc->chunk_params ? gc->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
+        const size_t chunks = rumor_chunks(P, cp);
+        for (int k = 0; k < 2; k++) {
+            p->enc[k] = malloc(chunks * rumor_codec_encoded_len(&c->codec, cp));
+            p->enc_off[k] = malloc((chunks + 1) * sizeof *p->enc_off[k]);
+            if (!p->enc[k] || !p->enc_off[k]) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        }
+    }
+    /* Any neighbour's codec decodes here: a chunk of at most our chunk size. */
+    if (!(p->dec = malloc(RUMOR_GOSSIP_CHUNK_DEFAULT * sizeof *p->dec)))
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    if (c->attack.kind != RUMOR_ATTACK_NONE) {
+        rumor_err_t rc = rumor_poison_init(&p->poison, P);
+        if (rc != RUMOR_OK) return rumor_fail(err, rc, "out of memory");
+        rumor_rng_init2(&p->attack_rng, c->seed, 0xa77ac, (uint64_t)c->rank);
+    }
+    return RUMOR_OK;
+}
+
+/* The node (whose identity is the engine's "self"), secure mixing's keys, the engine (from
+ * the initial parameters, or the checkpoint's), DP-SGD and the trainer. */
+static rumor_err_t setup_node(peer_t *p, rumor_gossip_config_t *gc, char err[RUMOR_ERR_LEN])
+{
+    const rumor_peer_config_t *c = p->cfg;
+    rumor_err_t rc;
+    if (!(p->node = rumor_node_new(&c->node, err))) return rumor_last_error();
+    rumor_addr_t self;
+    if ((rc = rumor_addr_parse(&self, rumor_node_address(p->node), err)) != RUMOR_OK) return rc;
+    memcpy(gc->self, self.key, 32);
+    gc->boot = rumor_node_boot(p->node);
+    if (c->secure_mix &&
+        !(p->secmix = rumor_secmix_new(rumor_node_secret_key(p->node), rumor_node_boot(p->node), gc->layout, err)))
+        return rumor_last_error();
+    if (c->listening) c->listening(rumor_node_address(p->node));
+    if (c->resume && (rc = rumor_checkpoint_load(p->ckpt_path, p->m, NULL, NULL, err)) != RUMOR_OK) return rc;
+    if ((rc = device_setup(p, err)) != RUMOR_OK) return rc;
+    if (!(p->g = rumor_gossip_new(gc, p->topo, p->hx ? p->hx : rumor_model_params(p->m), err)))
+        return rumor_last_error();
+    if (c->dp.on) {
+        /* A real node's batches and noise are secret: from libsodium, never from --seed, so
+         * neither a neighbour who knows the settings nor this node's own restart redraws them. */
+        rumor_noise_t *ns = rumor_noise_new_secret(err);
+        if (!ns || !(p->dp = rumor_dp_new(&c->dp, p->m, p->n_own, c->batch, &ns, err))) return rumor_last_error();
+    }
+    const rumor_trainer_config_t tc = {.data = &p->train, .own = p->own, .n = p->n_own, .mean = p->mean,
+                                       .std = p->std, .batch = c->batch, .seed = c->seed, .sched = c->sched,
+                                       .lr = c->opt.lr, .total_steps = c->rounds * c->algo.local_steps, .dp = p->dp};
+    return (p->tr = rumor_trainer_new(&tc, p->m, p->o, err)) ? RUMOR_OK : rumor_last_error();
+}
+
+/* A resumed run's state, secure mixing's round floor, the metrics file (a resumed one cut back
+ * to the checkpoint's round) and command.txt. */
+static rumor_err_t setup_files(peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    const rumor_peer_config_t *c = p->cfg;
+    rumor_err_t rc;
+    if (c->resume && (rc = load_checkpoint(p, err)) != RUMOR_OK) return rc;
+    if (c->secure_mix) {
+        snprintf(p->mask_path, sizeof p->mask_path, "%s/secure-mix.round", c->run_dir);
+        if ((rc = mask_floor(p, err)) != RUMOR_OK) return rc;
+    }
+    if (c->resume && p->k >= c->rounds)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: already %ld rounds in; give a larger --rounds to go on", p->ckpt_path,
+                          p->k);
+    char mpath[1100];
+    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->run_dir);
+    if (c->resume && (rc = rumor_trim_lines(mpath, "round", (uint64_t)p->k, err)) != RUMOR_OK) return rc;
+    if (!(p->metrics = rumor_fopen_private(mpath, c->resume)))
+        return rumor_fail(err, RUMOR_EIO, "%s: %s", mpath, strerror(errno));
+    if (c->command_line) {
+        char cpath[1100];
+        snprintf(cpath, sizeof cpath, "%s/command.txt", c->run_dir);
+        FILE *f = fopen(cpath, "w");
+        if (f) {
+            fprintf(f, "%s\n", c->command_line);
+            fclose(f);
+        }
+    }
+    return RUMOR_OK;
+}
+
+/* Everything setup made, in the order that frees nothing still in use. */
+static void teardown(peer_t *p, bool mu_init)
+{
+    /* Sends the emulated network still held never left. */
+    for (int i = 0; i < p->n_delayed; i++) {
+        rumor_gossip_release(p->g, &p->delayed[i]->s, true);
+        free(p->delayed[i]);
+    }
+    for (int i = 0; i < p->n_retry; i++) {
+        rumor_gossip_release(p->g, &p->retry[i]->s, false);
+        send_ctx_free(p->retry[i]);
+    }
+    /* The node first: closing its sockets releases every snapshot the engine lent. */
+    rumor_secmix_destroy(&p->secmix); /* it borrows the node's key */
+    rumor_node_destroy(&p->node);
+    rumor_gossip_destroy(&p->g);
+    if (mu_init) {
+        pthread_mutex_destroy(&p->mu);
+        pthread_mutex_destroy(&p->pool_mu);
+        pthread_cond_destroy(&p->cv);
+    }
+    for (int i = 0; i < p->n_mask_pool; i++) free(p->mask_pool[i]);
+    if (p->metrics) fclose(p->metrics);
+    rumor_topology_destroy(&p->topo);
+    rumor_trainer_destroy(&p->tr); /* its buffers are the backend's, as the others' below */
+    rumor_dp_destroy(&p->dp);
+    rumor_optim_destroy(&p->o);
+    rumor_model_destroy(&p->m);
+    device_fini(p);
+    rumor_backend_destroy(&p->be);
+    free(p->own);
+    free(p->pull_buf);
+    free(p->pull_bits);
+    for (int i = 0; i < RUMOR_RESYNC_ASKS; i++) free(p->ans[i]);
+    rumor_poison_fini(&p->poison);
+    for (int k = 0; k < 2; k++) {
+        free(p->enc[k]);
+        free(p->enc_off[k]);
+    }
+    free(p->dec);
+    rumor_dataset_fini(&p->train);
+    rumor_dataset_fini(&p->test);
+}
+
 rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *res, char err[RUMOR_ERR_LEN])
 {
     peer_t p = {.cfg = c};
     rumor_err_t rc = RUMOR_OK;
-    bool started = false, mu_init = false;
+    bool mu_init = false;
     memset(res, 0, sizeof *res);
     res->test_acc = res->test_loss = NAN;
     p.test_acc = p.test_loss = NAN;
@@ -1233,151 +1405,10 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
                           p.ckpt_path);
     if (c->resume && stat(p.ckpt_path, &sb) != 0)
         return rumor_fail(err, RUMOR_EINVAL, "--resume: %s: %s", p.ckpt_path, strerror(errno));
-
-    /* Data: this peer's shard, or all of its folder. */
-    if ((rc = rumor_data_load_dir(&p.train, &p.test, c->data_dir, err)) != RUMOR_OK) goto out;
-    rumor_data_stats(&p.train, &p.mean, &p.std);
-    if (c->limit && c->limit < p.train.count) p.train.count = c->limit;
-    p.n_own = p.train.count;
-    if (c->partitioned) {
-        if ((rc = rumor_partition_indices(&p.own, &p.n_own, &c->partition, p.train.labels, p.train.count, c->seed,
-                                          c->rank, c->of, err)) != RUMOR_OK)
-            goto out;
-        if (p.n_own == 0) {
-            rc = rumor_fail(err, RUMOR_EINVAL, "peer %d of %d owns no samples under this partition", c->rank, c->of);
-            goto out;
-        }
-    }
-    p.be = c->backend_ops ? rumor_backend_open(c->backend_ops, c->threads, err)
-                          : rumor_backend_new(c->device, c->threads, err);
-    if (!p.be) {
-        rc = rumor_last_error();
+    rumor_gossip_config_t gc;
+    if ((rc = setup_model(&p, err)) != RUMOR_OK || (rc = setup_sending(&p, &gc, err)) != RUMOR_OK ||
+        (rc = setup_node(&p, &gc, err)) != RUMOR_OK || (rc = setup_files(&p, err)) != RUMOR_OK)
         goto out;
-    }
-    const rumor_model_input_t in = {1, (int)p.train.rows, (int)p.train.cols, RUMOR_DATA_CLASSES};
-    const int max_batch = c->batch > EVAL_BATCH ? c->batch : EVAL_BATCH;
-    if (!(p.m = rumor_model_new(&c->spec, in, p.be, max_batch, err))) {
-        rc = rumor_last_error();
-        goto out;
-    }
-    if (!(p.o = rumor_optim_new(&c->opt, p.be, rumor_model_param_count(p.m), err))) {
-        rc = rumor_last_error();
-        goto out;
-    }
-    if ((rc = rumor_model_init(p.m, c->init_seed)) != RUMOR_OK) goto out;
-    if (!(p.topo = rumor_topology_new(c->topology, c->seed, err))) {
-        rc = rumor_last_error();
-        goto out;
-    }
-    /* The engine starts from the initial parameters; a resume then restores its state. */
-    {
-        rumor_gossip_config_t gc = {.algo = c->algo, .params = rumor_model_param_count(p.m),
-                                    .layout = rumor_model_layout_id(p.m), .round_timeout_ms = c->round_timeout_ms,
-                                    .robust = c->robust, .chunk_params = rumor_codec_chunk_params(&c->codec),
-                                    .secure_mix = c->secure_mix};
-        if (c->codec.id == RUMOR_CODEC_TOPK) {
-            /* Top-k travels as compressed differences of a public copy (CHOCO-SGD), whose
-             * lineage is new at every start. */
-            gc.choco = c->codec;
-            gc.choco_gamma = c->consensus_step;
-            gc.lineage = rumor_random_u64();
-            gc.choco_resumed = c->resume;
-        } else if (c->codec.id != RUMOR_CODEC_F32) {
-            const size_t P = rumor_model_param_count(p.m), cp = gc.chunk_params ? gc.chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
-            const size_t chunks = rumor_chunks(P, cp);
-            for (int k = 0; k < 2; k++) {
-                p.enc[k] = malloc(chunks * rumor_codec_encoded_len(&c->codec, cp));
-                p.enc_off[k] = malloc((chunks + 1) * sizeof *p.enc_off[k]);
-                if (!p.enc[k] || !p.enc_off[k]) {
-                    rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-                    goto out;
-                }
-            }
-        }
-        /* Any neighbour's codec decodes here: a chunk of at most our chunk size. */
-        if (!(p.dec = malloc(RUMOR_GOSSIP_CHUNK_DEFAULT * sizeof *p.dec))) {
-            rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-            goto out;
-        }
-        if (c->attack.kind != RUMOR_ATTACK_NONE) {
-            if ((rc = rumor_poison_init(&p.poison, rumor_model_param_count(p.m))) != RUMOR_OK) {
-                rumor_fail(err, rc, "out of memory");
-                goto out;
-            }
-            rumor_rng_init2(&p.attack_rng, c->seed, 0xa77ac, (uint64_t)c->rank);
-        }
-        if (!(p.node = rumor_node_new(&c->node, err))) {
-            rc = rumor_last_error();
-            goto out;
-        }
-        /* The node's identity is the engine's "self". */
-        rumor_addr_t self;
-        if ((rc = rumor_addr_parse(&self, rumor_node_address(p.node), err)) != RUMOR_OK) goto out;
-        memcpy(gc.self, self.key, 32);
-        gc.boot = rumor_node_boot(p.node);
-        if (c->secure_mix && !(p.secmix = rumor_secmix_new(rumor_node_secret_key(p.node), rumor_node_boot(p.node),
-                                                           gc.layout, err))) {
-            rc = rumor_last_error();
-            goto out;
-        }
-        if (c->listening) c->listening(rumor_node_address(p.node));
-        if (c->resume) {
-            if ((rc = rumor_checkpoint_load(p.ckpt_path, p.m, NULL, NULL, err)) != RUMOR_OK) goto out;
-        }
-        if ((rc = device_setup(&p, err)) != RUMOR_OK) goto out;
-        if (!(p.g = rumor_gossip_new(&gc, p.topo, p.hx ? p.hx : rumor_model_params(p.m), err))) {
-            rc = rumor_last_error();
-            goto out;
-        }
-    }
-    if (c->dp.on) {
-        /* A real node's batches and noise are secret: from libsodium, never from --seed, so
-         * neither a neighbour who knows the settings nor this node's own restart redraws them. */
-        rumor_noise_t *ns = rumor_noise_new_secret(err);
-        if (!ns) {
-            rc = rumor_last_error();
-            goto out;
-        }
-        if (!(p.dp = rumor_dp_new(&c->dp, p.m, p.n_own, c->batch, &ns, err))) {
-            rc = rumor_last_error();
-            goto out;
-        }
-    }
-    {
-        const rumor_trainer_config_t tc = {.data = &p.train, .own = p.own, .n = p.n_own, .mean = p.mean,
-                                           .std = p.std, .batch = c->batch, .seed = c->seed, .sched = c->sched,
-                                           .lr = c->opt.lr, .total_steps = c->rounds * c->algo.local_steps,
-                                           .dp = p.dp};
-        if (!(p.tr = rumor_trainer_new(&tc, p.m, p.o, err))) {
-            rc = rumor_last_error();
-            goto out;
-        }
-    }
-    if (c->resume && (rc = load_checkpoint(&p, err)) != RUMOR_OK) goto out;
-    if (c->secure_mix) {
-        snprintf(p.mask_path, sizeof p.mask_path, "%s/secure-mix.round", c->run_dir);
-        if ((rc = mask_floor(&p, err)) != RUMOR_OK) goto out;
-    }
-    if (c->resume && p.k >= c->rounds) {
-        rc = rumor_fail(err, RUMOR_EINVAL, "%s: already %ld rounds in; give a larger --rounds to go on", p.ckpt_path, p.k);
-        goto out;
-    }
-    char mpath[1100];
-    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->run_dir);
-    if (c->resume && (rc = rumor_trim_lines(mpath, "round", (uint64_t)p.k, err)) != RUMOR_OK) goto out;
-    if (!(p.metrics = rumor_fopen_private(mpath, c->resume))) {
-        rc = rumor_fail(err, RUMOR_EIO, "%s: %s", mpath, strerror(errno));
-        goto out;
-    }
-    if (c->command_line) {
-        char cpath[1100];
-        snprintf(cpath, sizeof cpath, "%s/command.txt", c->run_dir);
-        FILE *f = fopen(cpath, "w");
-        if (f) {
-            fprintf(f, "%s\n", c->command_line);
-            fclose(f);
-        }
-    }
     pthread_mutex_init(&p.mu, NULL);
     pthread_mutex_init(&p.pool_mu, NULL);
     pthread_cond_init(&p.cv, NULL);
@@ -1397,7 +1428,6 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         rc = rumor_fail(err, RUMOR_ENOMEM, "cannot start the trainer thread");
         goto out;
     }
-    started = true;
     char nerr[RUMOR_ERR_LEN];
     rumor_err_t nrc = rumor_node_run(p.node, nerr);
     atomic_store(&p.stop, true);
@@ -1417,45 +1447,6 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
     res->test_loss = p.test_loss;
     res->interrupted = p.interrupted;
 out:
-    (void)started;
-    /* Sends the emulated network still held never left. */
-    for (int i = 0; i < p.n_delayed; i++) {
-        rumor_gossip_release(p.g, &p.delayed[i]->s, true);
-        free(p.delayed[i]);
-    }
-    for (int i = 0; i < p.n_retry; i++) {
-        rumor_gossip_release(p.g, &p.retry[i]->s, false);
-        send_ctx_free(p.retry[i]);
-    }
-    /* The node first: closing its sockets releases every snapshot the engine lent. */
-    rumor_secmix_destroy(&p.secmix); /* it borrows the node's key */
-    rumor_node_destroy(&p.node);
-    rumor_gossip_destroy(&p.g);
-    if (mu_init) {
-        pthread_mutex_destroy(&p.mu);
-        pthread_mutex_destroy(&p.pool_mu);
-        pthread_cond_destroy(&p.cv);
-    }
-    for (int i = 0; i < p.n_mask_pool; i++) free(p.mask_pool[i]);
-    if (p.metrics) fclose(p.metrics);
-    rumor_topology_destroy(&p.topo);
-    rumor_trainer_destroy(&p.tr); /* its buffers are the backend's, as the others' below */
-    rumor_dp_destroy(&p.dp);
-    rumor_optim_destroy(&p.o);
-    rumor_model_destroy(&p.m);
-    device_fini(&p);
-    rumor_backend_destroy(&p.be);
-    free(p.own);
-    free(p.pull_buf);
-    free(p.pull_bits);
-    for (int i = 0; i < RUMOR_RESYNC_ASKS; i++) free(p.ans[i]);
-    rumor_poison_fini(&p.poison);
-    for (int k = 0; k < 2; k++) {
-        free(p.enc[k]);
-        free(p.enc_off[k]);
-    }
-    free(p.dec);
-    rumor_dataset_fini(&p.train);
-    rumor_dataset_fini(&p.test);
+    teardown(&p, mu_init);
     return rc;
 }
