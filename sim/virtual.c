@@ -1287,6 +1287,106 @@ static rumor_err_t arrive(sim_t *s, int id)
 
 // ---- set-up ----
 
+/* Evaluation: on many peers, the first EVAL_SUBSET test images keep the run fast (the mean
+ * accuracy over peers is still measured on the same images for everyone). */
+static rumor_err_t setup_eval(sim_t *s, const rumor_model_spec_t *spec, rumor_model_input_t in,
+                              char err[RUMOR_ERR_LEN])
+{
+    const rumor_sim_config_t *c = s->c;
+    s->n_eval = s->test.count;
+    if (s->n > EVAL_SUBSET_ABOVE && s->n_eval > EVAL_SUBSET) s->n_eval = EVAL_SUBSET;
+    if (s->n_eval == 0) return rumor_fail(err, RUMOR_EFORMAT, "%s: the test set is empty", c->data);
+    s->eval_batch = spec->kind == RUMOR_MODEL_CNN && s->n_eval > EVAL_BATCH_CNN ? EVAL_BATCH_CNN : s->n_eval;
+    if (!(s->em = rumor_model_new(spec, in, s->be, (int)s->eval_batch, err))) return rumor_last_error();
+    {
+        size_t *idx = malloc(s->n_eval * sizeof *idx);
+        if (!idx) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        for (size_t j = 0; j < s->n_eval; j++) idx[j] = j;
+        if (s->eval_batch == s->n_eval) { /* once, straight into the model's input buffer */
+            rumor_train_load_batch(s->em, &s->test, idx, s->n_eval, s->mean, s->std, NULL, NULL);
+        } else {
+            const size_t feat = s->test.rows * s->test.cols;
+            s->evx = malloc(s->n_eval * feat * sizeof *s->evx);
+            s->evy = malloc(s->n_eval);
+            if (s->evx && s->evy) rumor_data_gather(&s->test, idx, s->n_eval, s->mean, s->std, s->evx, s->evy);
+        }
+        free(idx);
+        if (s->eval_batch != s->n_eval && (!s->evx || !s->evy)) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    }
+    return RUMOR_OK;
+}
+
+/* Peer i: its shard and trainer, model, optimizer, engine and what its sends need. */
+static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const rumor_model_spec_t *spec,
+                              const rumor_partition_t *part, rumor_model_input_t in, char err[RUMOR_ERR_LEN])
+{
+    const rumor_sim_config_t *c = s->c;
+    rumor_err_t rc;
+    vpeer_t *p = &s->p[i];
+    size_t *own = NULL;
+    if ((rc = rumor_partition_indices(&own, &p->n_own, part, s->train.labels, s->train.count, c->seed, i, s->n,
+                                      err)) != RUMOR_OK)
+        return rc;
+    if (!(p->m = rumor_model_new(spec, in, s->be, c->batch, err))) {
+        free(own);
+        return rumor_last_error();
+    }
+    if (!(p->o = rumor_optim_new(&s->opt, s->be, rumor_model_param_count(p->m), err))) return rumor_last_error();
+    /* The same initial parameters everywhere, as `rumor node` (--init-seed = --seed). */
+    if ((rc = rumor_model_init(p->m, c->seed)) != RUMOR_OK)
+        return rumor_fail(err, rc, "peer %d: cannot initialise the model", i);
+    rumor_gossip_config_t gc = {.algo = *algo, .params = rumor_model_param_count(p->m),
+                                .layout = rumor_model_layout_id(p->m), .robust = s->robust,
+                                .chunk_params = rumor_codec_chunk_params(&s->codec), .secure_mix = c->secure_mix,
+                                .boot = vboot(p->key)};
+    if (c->secure_mix && !(p->sm = rumor_secmix_new(p->mkey, gc.boot, gc.layout, err))) return rumor_last_error();
+    if (s->codec.id == RUMOR_CODEC_TOPK) {
+        /* Compressed gossip (CHOCO-SGD); a lineage per peer from the seed: deterministic. */
+        gc.choco = s->codec;
+        gc.choco_gamma = c->consensus_step;
+        rumor_rng_t lr;
+        rumor_rng_init2(&lr, c->seed, 0x11e, (uint64_t)i);
+        gc.lineage = rumor_rng_next(&lr) | 1;
+    } else if (s->codec.id != RUMOR_CODEC_F32) {
+        for (int k = 0; k < 2; k++)
+            if (!(p->coded[k] = malloc(rumor_model_param_count(p->m) * sizeof *p->coded[k])))
+                return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        if (!s->enc && !(s->enc = malloc(rumor_codec_encoded_len(&s->codec, RUMOR_GOSSIP_CHUNK_DEFAULT))))
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    }
+    if (c->dp[0] && p->n_own > 0) {
+        rumor_dp_config_t pv;
+        if ((rc = rumor_dp_parse(&pv, c->dp, err)) != RUMOR_OK) return rc;
+        pv.budget = c->dp_budget;
+        /* Seeded, so that the simulation replays exactly; its noise protects nothing and
+         * the summary says so (a real node's comes from libsodium: src/peer.c). */
+        rumor_noise_t *ns = rumor_noise_new_seeded(c->seed, 0xd9, (uint64_t)i, err);
+        if (!ns) return RUMOR_ENOMEM;
+        if (!(p->dp = rumor_dp_new(&pv, p->m, p->n_own, c->batch, &ns, err))) return rumor_last_error();
+    }
+    if (p->n_own) {
+        /* Its shard, normalised once and held by its trainer (the data set goes below). */
+        const rumor_trainer_config_t tc = {.data = &s->train, .own = own, .n = p->n_own, .mean = s->mean,
+                                           .std = s->std, .cache = true, .batch = c->batch, .seed = c->seed,
+                                           .sched = s->sched, .lr = s->opt.lr, .total_steps = s->total_steps,
+                                           .dp = p->dp};
+        p->tr = rumor_trainer_new(&tc, p->m, p->o, err);
+    }
+    free(own);
+    if (p->n_own && !p->tr) return rumor_fail(err, rumor_last_error(), "peer %d: %.200s", i, err);
+    if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE &&
+        rumor_poison_init(&p->poison, rumor_model_param_count(p->m)) != RUMOR_OK)
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    memcpy(gc.self, p->key, RUMOR_KEY_LEN);
+    p->gc = gc;
+    if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return rumor_last_error();
+    if (!(p->vkeys = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vkeys)) ||
+        !(p->vboots = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vboots)))
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    p->state = P_JOINING;
+    return RUMOR_OK;
+}
+
 static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
 {
     const rumor_sim_config_t *c = s->c;
@@ -1326,28 +1426,7 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     if ((rc = rumor_topology_check(s->topo, (size_t)s->n, err)) != RUMOR_OK) return rc;
     const rumor_model_input_t in = {1, (int)s->train.rows, (int)s->train.cols, RUMOR_DATA_CLASSES};
 
-    /* Evaluation: on many peers, the first EVAL_SUBSET test images keep the run fast (the
-     * mean accuracy over peers is still measured on the same images for everyone). */
-    s->n_eval = s->test.count;
-    if (s->n > EVAL_SUBSET_ABOVE && s->n_eval > EVAL_SUBSET) s->n_eval = EVAL_SUBSET;
-    if (s->n_eval == 0) return rumor_fail(err, RUMOR_EFORMAT, "%s: the test set is empty", c->data);
-    s->eval_batch = spec.kind == RUMOR_MODEL_CNN && s->n_eval > EVAL_BATCH_CNN ? EVAL_BATCH_CNN : s->n_eval;
-    if (!(s->em = rumor_model_new(&spec, in, s->be, (int)s->eval_batch, err))) return rumor_last_error();
-    {
-        size_t *idx = malloc(s->n_eval * sizeof *idx);
-        if (!idx) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        for (size_t j = 0; j < s->n_eval; j++) idx[j] = j;
-        if (s->eval_batch == s->n_eval) { /* once, straight into the model's input buffer */
-            rumor_train_load_batch(s->em, &s->test, idx, s->n_eval, s->mean, s->std, NULL, NULL);
-        } else {
-            const size_t feat = s->test.rows * s->test.cols;
-            s->evx = malloc(s->n_eval * feat * sizeof *s->evx);
-            s->evy = malloc(s->n_eval);
-            if (s->evx && s->evy) rumor_data_gather(&s->test, idx, s->n_eval, s->mean, s->std, s->evx, s->evy);
-        }
-        free(idx);
-        if (s->eval_batch != s->n_eval && (!s->evx || !s->evy)) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-    }
+    if ((rc = setup_eval(s, &spec, in, err)) != RUMOR_OK) return rc;
 
     /* Virtual compute time of one step. */
     double step_ms = c->step_ms;
@@ -1395,69 +1474,8 @@ static rumor_err_t setup(sim_t *s, char err[RUMOR_ERR_LEN])
     s->n_alive = s->n;
     int empty = 0;
     for (int i = 0; i < s->n; i++) {
-        vpeer_t *p = &s->p[i];
-        size_t *own = NULL;
-        if ((rc = rumor_partition_indices(&own, &p->n_own, &part, s->train.labels, s->train.count, c->seed, i, s->n,
-                                          err)) != RUMOR_OK)
-            return rc;
-        empty += p->n_own == 0;
-        if (!(p->m = rumor_model_new(&spec, in, s->be, c->batch, err))) {
-            free(own);
-            return rumor_last_error();
-        }
-        if (!(p->o = rumor_optim_new(&s->opt, s->be, rumor_model_param_count(p->m), err))) return rumor_last_error();
-        /* The same initial parameters everywhere, as `rumor node` (--init-seed = --seed). */
-        if ((rc = rumor_model_init(p->m, c->seed)) != RUMOR_OK)
-            return rumor_fail(err, rc, "peer %d: cannot initialise the model", i);
-        rumor_gossip_config_t gc = {.algo = algo, .params = rumor_model_param_count(p->m),
-                                    .layout = rumor_model_layout_id(p->m), .robust = s->robust,
-                                    .chunk_params = rumor_codec_chunk_params(&s->codec), .secure_mix = c->secure_mix,
-                                    .boot = vboot(p->key)};
-        if (c->secure_mix && !(p->sm = rumor_secmix_new(p->mkey, gc.boot, gc.layout, err))) return rumor_last_error();
-        if (s->codec.id == RUMOR_CODEC_TOPK) {
-            /* Compressed gossip (CHOCO-SGD); a lineage per peer from the seed: deterministic. */
-            gc.choco = s->codec;
-            gc.choco_gamma = c->consensus_step;
-            rumor_rng_t lr;
-            rumor_rng_init2(&lr, c->seed, 0x11e, (uint64_t)i);
-            gc.lineage = rumor_rng_next(&lr) | 1;
-        } else if (s->codec.id != RUMOR_CODEC_F32) {
-            for (int k = 0; k < 2; k++)
-                if (!(p->coded[k] = malloc(rumor_model_param_count(p->m) * sizeof *p->coded[k])))
-                    return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-            if (!s->enc && !(s->enc = malloc(rumor_codec_encoded_len(&s->codec, RUMOR_GOSSIP_CHUNK_DEFAULT))))
-                return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        }
-        if (c->dp[0] && p->n_own > 0) {
-            rumor_dp_config_t pv;
-            if ((rc = rumor_dp_parse(&pv, c->dp, err)) != RUMOR_OK) return rc;
-            pv.budget = c->dp_budget;
-            /* Seeded, so that the simulation replays exactly; its noise protects nothing and
-             * the summary says so (a real node's comes from libsodium: src/peer.c). */
-            rumor_noise_t *ns = rumor_noise_new_seeded(c->seed, 0xd9, (uint64_t)i, err);
-            if (!ns) return RUMOR_ENOMEM;
-            if (!(p->dp = rumor_dp_new(&pv, p->m, p->n_own, c->batch, &ns, err))) return rumor_last_error();
-        }
-        if (p->n_own) {
-            /* Its shard, normalised once and held by its trainer (the data set goes below). */
-            const rumor_trainer_config_t tc = {.data = &s->train, .own = own, .n = p->n_own, .mean = s->mean,
-                                               .std = s->std, .cache = true, .batch = c->batch, .seed = c->seed,
-                                               .sched = s->sched, .lr = s->opt.lr, .total_steps = s->total_steps,
-                                               .dp = p->dp};
-            p->tr = rumor_trainer_new(&tc, p->m, p->o, err);
-        }
-        free(own);
-        if (p->n_own && !p->tr) return rumor_fail(err, rumor_last_error(), "peer %d: %.200s", i, err);
-        if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE &&
-            rumor_poison_init(&p->poison, rumor_model_param_count(p->m)) != RUMOR_OK)
-            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        memcpy(gc.self, p->key, RUMOR_KEY_LEN);
-        p->gc = gc;
-        if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return rumor_last_error();
-        if (!(p->vkeys = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vkeys)) ||
-            !(p->vboots = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vboots)))
-            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        p->state = P_JOINING;
+        if ((rc = setup_peer(s, i, &algo, &spec, &part, in, err)) != RUMOR_OK) return rc;
+        empty += s->p[i].n_own == 0;
     }
     rumor_dataset_fini(&s->train); /* every sample now lives, normalised, in its peer's shard */
     if (empty && !c->quiet)
