@@ -1715,6 +1715,39 @@ static bool all_finite(const uint8_t *p, size_t n)
     return bad == 0;
 }
 
+/* The accumulator a dpsgd or diloco chunk of round c->round goes to, or NULL with *why: a
+ * stale round (a late one of the round before teaches the deadline how late), one past all
+ * rounds, or one ahead that is not the lowest seen ahead (see rumor_gossip_on_chunk). */
+static slot_t *round_slot(rumor_gossip_t *g, const rumor_gossip_chunk_t *c, uint64_t now, rumor_gossip_drop_t *why)
+{
+    if (c->round < g->round) {
+        if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
+            note_delay(g, (double)(now - g->prev_started)); /* how late: the deadline learns */
+        *why = RUMOR_GOSSIP_DROP_STALE;
+        return NULL;
+    }
+    *why = RUMOR_GOSSIP_DROP_AHEAD;
+    if (c->round > RUMOR_GOSSIP_ROUND_MAX) return NULL; /* no round number ever wraps */
+    if (c->round < g->round + SLOTS) {
+        *why = RUMOR_GOSSIP_DROP_STALE; /* (no free accumulator for it) */
+        return slot_for(g, c->round);
+    }
+    /* The lowest round seen ahead: one peer with an inflated counter cannot drag us. */
+    if (g->ahead == 0 || c->round < g->ahead) g->ahead = c->round;
+    /* While a round is in flight its slot is taken; the other one holds the model of the
+     * round we are about to jump to, evicting the next round's (we will skip it). */
+    if (!g->inflight || c->round != g->ahead) return NULL;
+    slot_t *s = slot_for(g, c->round);
+    for (int i = 0; i < SLOTS && !s; i++) {
+        slot_t *o = &g->slots[i];
+        if (o->live && o->round != g->round) {
+            slot_reset(g, o);
+            s = slot_for(g, c->round);
+        }
+    }
+    return s;
+}
+
 bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], const rumor_gossip_chunk_t *c,
                            const void *payload, size_t len, uint64_t now)
 {
@@ -1734,32 +1767,8 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN],
         if (c->round > g->round + SGP_AHEAD) return drop(g, RUMOR_GOSSIP_DROP_AHEAD);
         s = slot_for(g, g->round); /* no barrier: everything goes into the round in flight */
     } else {
-        if (c->round < g->round) {
-            if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
-                note_delay(g, (double)(now - g->prev_started)); /* how late: the deadline learns */
-            return drop(g, RUMOR_GOSSIP_DROP_STALE);
-        } else if (c->round > RUMOR_GOSSIP_ROUND_MAX) {
-            return drop(g, RUMOR_GOSSIP_DROP_AHEAD); /* no round number ever wraps */
-        } else if (c->round >= g->round + SLOTS) {
-            /* The lowest round seen ahead: one peer with an inflated counter cannot drag us. */
-            if (g->ahead == 0 || c->round < g->ahead) g->ahead = c->round;
-            /* While a round is in flight its slot is taken; the other one holds the model of
-             * the round we are about to jump to, evicting the next round's (we will skip it). */
-            s = NULL;
-            if (g->inflight && c->round == g->ahead) {
-                s = slot_for(g, c->round);
-                for (int i = 0; i < SLOTS && !s; i++) {
-                    slot_t *o = &g->slots[i];
-                    if (o->live && o->round != g->round) {
-                        slot_reset(g, o);
-                        s = slot_for(g, c->round);
-                    }
-                }
-            }
-            if (!s) return drop(g, RUMOR_GOSSIP_DROP_AHEAD);
-        } else {
-            s = slot_for(g, c->round);
-        }
+        rumor_gossip_drop_t why = RUMOR_GOSSIP_DROP_STALE;
+        if (!(s = round_slot(g, c, now, &why))) return drop(g, why);
     }
     if (!s) return drop(g, RUMOR_GOSSIP_DROP_STALE);
     sender_t *e = find_sender(s, peer, sgp ? c->round : s->round);
