@@ -23,7 +23,7 @@ secs=$3
 target=${4:-proto}
 case "$target" in
 proto) sources="proto/proto.c src/rumor.c" libs="-lmsgpackc -lm" ;;
-admit) sources="src/crypto.c src/fileio.c src/rumor.c" libs="-lsodium -lm" ;;
+admit) sources="src/crypto.c src/cert.c src/fileio.c src/rumor.c" libs="-lsodium -lm" ;;
 *) echo "run_fuzz: unknown target $target" >&2; exit 2 ;;
 esac
 out="$build/fuzz-$target"
