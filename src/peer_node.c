@@ -1,0 +1,561 @@
+/* peer_node.c - a training peer's side in the node's thread (peer_impl.h): chunks in, sends
+ * out (codec, secure mixing's masks, the emulated network), pulls, the tick, status. */
+#include "peer_impl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+void peer_send_ctx_free(send_ctx_t *c)
+{
+    if (!c) return;
+    if (c->masked) {
+        peer_t *p = c->p;
+        pthread_mutex_lock(&p->pool_mu);
+        /* At most MASK_POOL buffers and 256 MiB: large models are not worth keeping many of. */
+        if (p->n_mask_pool < MASK_POOL && (size_t)(p->n_mask_pool + 1) * c->s.count * 4 <= ((size_t)256 << 20))
+            p->mask_pool[p->n_mask_pool++] = c->masked, c->masked = NULL;
+        pthread_mutex_unlock(&p->pool_mu);
+    }
+    free(c->masked);
+    free(c->masked_off);
+    free(c);
+}
+
+
+/* ---- the node's side (its thread, and libzmq's for releases) ---- */
+
+static void release_cb(void *arg)
+{
+    send_ctx_t *c = arg;
+    peer_t *p = c->p;
+    pthread_mutex_lock(&p->mu);
+    if (!c->final) rumor_gossip_release(p->g, &c->s, true);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    peer_send_ctx_free(c);
+}
+
+/* A chunk of the model we pulled (under mu). Anything else carrying a hash is ignored: only
+ * the peer asked, only the geometry of our model, one hash and round for all chunks. */
+static void pull_chunk(peer_t *p, const uint8_t peer[32], const rumor_node_chunk_t *ch, const void *payload,
+                       size_t len)
+{
+    const size_t P = rumor_model_param_count(p->m), cp = RUMOR_GOSSIP_CHUNK_DEFAULT;
+    if (p->pull_state != PULL_ASKED || memcmp(peer, p->pull_peer, 32) != 0 || ch->layout != rumor_model_layout_id(p->m) ||
+        ch->chunks != p->pull_chunks || ch->chunk >= p->pull_chunks)
+        return;
+    const size_t off = (size_t)ch->chunk * cp, n = P - off < cp ? P - off : cp;
+    if (ch->off != off || ch->n != n || len != n * sizeof(float)) return;
+    if (p->pull_got == 0) {
+        memcpy(p->pull_hash, ch->hash, RUMOR_HASH_LEN);
+        p->pull_round = ch->round;
+    } else if (memcmp(p->pull_hash, ch->hash, RUMOR_HASH_LEN) != 0 || p->pull_round != ch->round) {
+        return;
+    }
+    const uint64_t bit = UINT64_C(1) << (ch->chunk % 64);
+    if (p->pull_bits[ch->chunk / 64] & bit) return;
+    p->pull_bits[ch->chunk / 64] |= bit;
+    memcpy(p->pull_buf + off, payload, len);
+    if (++p->pull_got < p->pull_chunks) return;
+    uint8_t h[RUMOR_HASH_LEN];
+    rumor_hash(h, p->pull_buf, P * sizeof(float));
+    p->pull_ok = rumor_hash_equal(h, p->pull_hash);
+    p->pull_state = PULL_DONE;
+    pthread_cond_broadcast(&p->cv);
+}
+
+/* A joining neighbour asks for our model: lend the latest snapshot, hash it, send it. */
+void peer_pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_t layout)
+{
+    peer_t *p = arg;
+    /* A whole model in the clear is what secure mixing hides: never lent. */
+    if (layout != rumor_model_layout_id(p->m) || p->cfg->secure_mix) return;
+    send_ctx_t *c = calloc(1, sizeof *c);
+    if (!c) return;
+    c->p = p;
+    pthread_mutex_lock(&p->mu);
+    if (p->finished) {
+        /* Lingering after training: the final model, hashed once, never changing. */
+        const size_t P = rumor_model_param_count(p->m);
+        const uint64_t round = p->final_round;
+        uint8_t h[RUMOR_HASH_LEN];
+        memcpy(h, p->final_hash, sizeof h);
+        c->final = true;
+        pthread_mutex_unlock(&p->mu);
+        if (rumor_node_send_model(node, peer, layout, round, 1.0, NULL, p->final_x, P, RUMOR_GOSSIP_CHUNK_DEFAULT, h,
+                                  release_cb, c) != RUMOR_OK)
+            peer_send_ctx_free(c);
+        else
+            rumor_log(RUMOR_LOG_DEBUG, "sent our final model (round %" PRIu64 ") to a late peer", round);
+        return;
+    }
+    rumor_gossip_lend(p->g, &c->s);
+    pthread_mutex_unlock(&p->mu);
+    uint8_t h[RUMOR_HASH_LEN]; /* the snapshot cannot change while lent */
+    rumor_hash(h, c->s.params, c->s.count * sizeof(float));
+    const rumor_gossip_send_t s = c->s;
+    rumor_err_t rc = rumor_node_send_model(node, peer, s.layout, s.round, 1.0, NULL, s.params, s.count,
+                                           s.chunk_params, h, release_cb, c);
+    if (rc != RUMOR_OK) {
+        pthread_mutex_lock(&p->mu);
+        rumor_gossip_release(p->g, &s, false);
+        pthread_mutex_unlock(&p->mu);
+        peer_send_ctx_free(c);
+    } else {
+        rumor_log(RUMOR_LOG_DEBUG, "sent our model (round %" PRIu64 ") to a joining peer", s.round);
+    }
+}
+
+void peer_chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t *ch, const void *payload,
+                     size_t len)
+{
+    peer_t *p = arg;
+    rumor_gossip_chunk_t h = {.round = ch->round, .layout = ch->layout, .w = ch->w, .chunk = ch->chunk,
+                              .chunks = ch->chunks, .off = ch->off, .n = ch->n};
+    pthread_mutex_lock(&p->mu);
+    if (ch->codec == RUMOR_CODEC_MASKED) {
+        /* Words for the engine to sum as they are. */
+        h.masked = true;
+        h.mix = ch->mix;
+    } else if (ch->has_copy && !ch->has_hash) {
+        /* A piece of a neighbour's public copy: the engine applies it to its copy. */
+        h.choco = true, h.codec = ch->codec, h.ver = ch->ver, h.lin = ch->lin, h.base = ch->base, h.need = ch->need;
+        h.wire_bytes = len;
+    } else if (ch->codec != RUMOR_CODEC_F32 && !ch->has_hash) {
+        /* Decoded into floats first (p->dec holds the largest chunk there is); a chunk of
+         * another geometry than ours is the engine's to refuse. */
+        if (!p->dec || ch->n > RUMOR_GOSSIP_CHUNK_DEFAULT ||
+            rumor_codec_decode((rumor_proto_codec_t)ch->codec, payload, len, (size_t)ch->n, p->dec, NULL) != RUMOR_OK) {
+            p->codec_drops++;
+            pthread_mutex_unlock(&p->mu);
+            return;
+        }
+        h.wire_bytes = len;
+        payload = p->dec;
+        len = (size_t)ch->n * sizeof(float);
+    }
+    if (ch->has_hash)
+        pull_chunk(p, peer, ch, payload, len);
+    else if (rumor_gossip_on_chunk(p->g, peer, &h, payload, len, rumor_now_ms()))
+        pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Encode snapshot s (its parameters x, poisoned or not) once per round, chunk by chunk, into
+ * the buffer of its snapshot index (rewritten only for a later round of that snapshot, when
+ * every send of this one is released). false when it cannot be encoded: it goes as float32. */
+static bool encode_snapshot(peer_t *p, const rumor_gossip_send_t *s, const float *x)
+{
+    const int k = s->snap;
+    if (p->enc_set[k] && p->enc_round[k] == s->round) return true;
+    const size_t chunks = rumor_chunks(s->count, s->chunk_params);
+    size_t at = 0;
+    p->enc_off[k][0] = 0;
+    for (size_t c = 0; c < chunks; c++) {
+        const size_t off = c * s->chunk_params, n = s->count - off < s->chunk_params ? s->count - off : s->chunk_params;
+        size_t len = 0;
+        if (rumor_codec_encode(&p->cfg->codec, x + off, n, p->enc[k] + at, &len, NULL) != RUMOR_OK) {
+            p->enc_set[k] = false;
+            return false;
+        }
+        at += len;
+        p->enc_off[k][c + 1] = at;
+    }
+    p->enc_round[k] = s->round;
+    p->enc_set[k] = true;
+    return true;
+}
+
+bool rumor_peer_gossip_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_LEN])
+{
+    if (cfg->codec.id == RUMOR_CODEC_TOPK && cfg->attack.kind != RUMOR_ATTACK_NONE) {
+        rumor_fail(err, RUMOR_EINVAL, "--codec topk (compressed gossip) and --attack exclude each other");
+        return false;
+    }
+    return rumor_gossip_check_modes(&cfg->algo, &cfg->robust, cfg->secure_mix, &cfg->codec, cfg->consensus_step, err) ==
+           RUMOR_OK;
+}
+
+/* Rounds reserved at a time in secure-mix.round: one fsync every MASK_RESERVE rounds. */
+#define MASK_RESERVE 64
+
+/* Whether round `round` may be masked: the file must say that it may have been, before it is. */
+static bool mask_reserve(peer_t *p, uint64_t round)
+{
+    if (round < p->mask_reserved) return true;
+    char buf[32], err[RUMOR_ERR_LEN];
+    const uint64_t upto = round + MASK_RESERVE;
+    const int n = snprintf(buf, sizeof buf, "%" PRIu64 "\n", upto);
+    if (rumor_write_atomic(p->mask_path, &(rumor_piece_t){buf, (uint64_t)n}, 1, 0600, true, err) != RUMOR_OK) {
+        rumor_log(RUMOR_LOG_WARN, "secure mix: %s: round %" PRIu64 " not sent", err, round);
+        return false;
+    }
+    p->mask_reserved = upto;
+    return true;
+}
+
+/* At start: the rounds an earlier life of this peer may have masked are never masked again,
+ * so the engine starts past them (neighbours behind it catch up, gossip.h). */
+rumor_err_t peer_mask_floor(peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    FILE *f = fopen(p->mask_path, "r");
+    if (!f) return errno == ENOENT ? RUMOR_OK : rumor_fail(err, RUMOR_EIO, "%s: %s", p->mask_path, strerror(errno));
+    unsigned long long v = 0;
+    const int got = fscanf(f, "%llu", &v);
+    fclose(f);
+    if (got != 1) return rumor_fail(err, RUMOR_EFORMAT, "%s: not a round number", p->mask_path);
+    p->mask_reserved = v; /* reserved by the earlier life: this one reserves its own from there */
+    if (rumor_gossip_round(p->g) >= v) return RUMOR_OK;
+    rumor_log(RUMOR_LOG_INFO, "secure mix: rounds up to %llu may have been masked before; starting past them", v - 1);
+    return rumor_gossip_restore(p->g, v, rumor_gossip_weights(p->g), rumor_gossip_chunk_count(p->g), err);
+}
+
+/* --secure-mix: mask every chunk of send c for its receiver into the send's own buffer. false
+ * when it cannot be (a parameter beyond the fixed-point range, a key that is not one, no
+ * memory): the send is then dropped, not sent in the clear. */
+static bool mask_send(peer_t *p, send_ctx_t *c, const float *x)
+{
+    const rumor_gossip_send_t *s = &c->s;
+    const size_t chunks = rumor_chunks(s->count, s->chunk_params);
+    pthread_mutex_lock(&p->pool_mu);
+    if (p->n_mask_pool > 0) c->masked = p->mask_pool[--p->n_mask_pool];
+    pthread_mutex_unlock(&p->pool_mu);
+    if (!c->masked) c->masked = malloc(s->count * sizeof(uint32_t));
+    c->masked_off = malloc((chunks + 1) * sizeof *c->masked_off);
+    if (!c->masked || !c->masked_off) return false;
+    char err[RUMOR_ERR_LEN];
+    rumor_secmix_send_t snd;
+    if (rumor_secmix_send_init(p->secmix, &s->edges, &snd, err) != RUMOR_OK) {
+        rumor_log(RUMOR_LOG_WARN, "%s", err);
+        return false;
+    }
+    bool ok = true;
+    c->masked_off[0] = 0;
+    for (size_t k = 0; k < chunks && ok; k++) {
+        const size_t off = k * s->chunk_params, n = s->count - off < s->chunk_params ? s->count - off : s->chunk_params;
+        ok = rumor_secmix_encode(&snd, off, x + off, n, s->share * s->w[k], c->masked + off * sizeof(uint32_t), err) ==
+             RUMOR_OK;
+        c->masked_off[k + 1] = (off + n) * sizeof(uint32_t);
+    }
+    rumor_secmix_send_fini(&snd);
+    if (!ok) rumor_log(RUMOR_LOG_WARN, "%s: round %" PRIu64 " not sent", err, s->round);
+    return ok;
+}
+
+/* The emulated network takes a send (under mu): lost (released as if sent: the network ate
+ * it), or delayed until it is due. true: the caller must not send it now. */
+static bool emulate(peer_t *p, send_ctx_t *c, uint64_t now)
+{
+    const rumor_peer_config_t *cfg = p->cfg;
+    if (cfg->emu_loss > 0 && rumor_rng_uniform(&p->emu_rng) < cfg->emu_loss) {
+        rumor_gossip_release(p->g, &c->s, true);
+        peer_send_ctx_free(c);
+        return true;
+    }
+    uint64_t start = p->uplink_free > now ? p->uplink_free : now;
+    if (cfg->emu_bandwidth_mbps > 0)
+        start += (uint64_t)((double)c->s.count * 32.0 / (cfg->emu_bandwidth_mbps * 1e3) + 0.5);
+    p->uplink_free = start;
+    c->due = start + (uint64_t)(cfg->emu_latency_ms + 0.5);
+    if (p->n_delayed == (int)RUMOR_ARRAY_LEN(p->delayed)) return false; /* full: send now */
+    p->delayed[p->n_delayed++] = c;
+    return true;
+}
+
+/* Hand send c to the node (node thread, outside mu): its bytes on the wire in *wire. */
+static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t *wire_out, bool *mask_failed_out)
+{
+    const rumor_gossip_send_t s = c->s;
+    const float *params = s.params;
+    if (p->cfg->attack.kind != RUMOR_ATTACK_NONE && !s.pulled && s.snap >= 0 && s.snap < 2) {
+        params = rumor_poison_get(&p->poison, &p->cfg->attack, s.snap, s.round, s.params, &p->attack_rng);
+    }
+    const rumor_codec_t *cd = &p->cfg->codec;
+    size_t wire = s.count * sizeof(float);
+    rumor_err_t rc;
+    bool mask_failed = false;
+    if (s.masked) {
+        rc = RUMOR_EINVAL;
+        const rumor_node_model_ext_t ext = {.mix = s.mix};
+        if (mask_reserve(p, s.round) && mask_send(p, c, params))
+            rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, RUMOR_CODEC_MASKED,
+                                         &ext, c->masked, c->masked_off, s.count, s.chunk_params, release_cb, c);
+        else
+            mask_failed = true;
+    } else if (s.choco) {
+        /* A delta of our public copy, or the copy whole (a keyframe). */
+        const rumor_node_model_ext_t ext = {.has_copy = true, .ver = s.ver, .lin = s.lin, .base = s.base,
+                                            .need = s.need};
+        if (s.enc) {
+            wire = s.enc_off[rumor_chunks(s.count, s.chunk_params)];
+            rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, s.codec, &ext, s.enc,
+                                         s.enc_off, s.count, s.chunk_params, release_cb, c);
+        } else {
+            rc = rumor_node_send_model_ext(node, s.peer, s.layout, s.round, s.share, s.w, s.params, s.count,
+                                           s.chunk_params, &ext, release_cb, c);
+        }
+    } else if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 && encode_snapshot(p, &s, params)) {
+        wire = p->enc_off[s.snap][rumor_chunks(s.count, s.chunk_params)];
+        rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, (int)cd->id, NULL, p->enc[s.snap],
+                                     p->enc_off[s.snap], s.count, s.chunk_params, release_cb, c);
+    } else {
+        rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, params, s.count,
+                                   s.chunk_params, NULL, release_cb, c);
+    }
+    *wire_out = wire;
+    *mask_failed_out = mask_failed;
+    return rc;
+}
+
+/* A compressed-gossip send the node could not take yet (its previous model to that peer is
+ * still leaving): it waits here, in order, rather than being lost, since a lost delta costs
+ * the receiver a keyframe, and a keyframe on a slow link would keep the next ones waiting
+ * too. Given up (released as not sent) after the round timeout. Node thread. */
+static bool retry_waiting_for(const peer_t *p, const uint8_t peer[32])
+{
+    for (int i = 0; i < p->n_retry; i++)
+        if (memcmp(p->retry[i]->s.peer, peer, 32) == 0) return true;
+    return false;
+}
+
+/* The bookkeeping after a send attempt: counted, or released as not sent. */
+static void send_done(peer_t *p, send_ctx_t *c, rumor_err_t rc, size_t wire, bool mask_failed)
+{
+    pthread_mutex_lock(&p->mu);
+    p->mask_fails += mask_failed;
+    if (rc != RUMOR_OK) {
+        rumor_gossip_release(p->g, &c->s, false);
+        pthread_cond_broadcast(&p->cv);
+    } else {
+        p->bytes_out += wire;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (rc != RUMOR_OK) peer_send_ctx_free(c);
+}
+
+/* Try the waiting sends again, oldest first, one per peer at a time. */
+static void retry_sends(peer_t *p, rumor_node_t *node, uint64_t now)
+{
+    int kept = 0;
+    for (int i = 0; i < p->n_retry; i++) {
+        send_ctx_t *c = p->retry[i];
+        bool behind = false; /* an older send to the same peer still waits */
+        for (int j = 0; j < kept && !behind; j++) behind = memcmp(p->retry[j]->s.peer, c->s.peer, 32) == 0;
+        if (!behind) {
+            size_t wire = 0;
+            bool mf = false;
+            const rumor_err_t rc = send_now(p, node, c, &wire, &mf);
+            if (rc != RUMOR_ECLOSED || now >= c->due) {
+                send_done(p, c, rc, wire, mf);
+                continue;
+            }
+        }
+        p->retry[kept++] = c;
+    }
+    p->n_retry = kept;
+}
+
+/* Ask one member for its model (under mu): one not asked yet in this resync, finished ones
+ * only when the trainer wants the swarm's final model, chosen by the clock so that peers
+ * spread their asks. */
+static void pull_ask(peer_t *p, rumor_node_t *node, uint64_t now)
+{
+    const int members = rumor_node_peer_count(node);
+    int cand[MAX_VIEW], nc = 0;
+    for (int i = 0; i < members && nc < MAX_VIEW; i++) {
+        if (!rumor_node_peer_admitted(node, i)) continue;
+        if (p->pull_want_done && !rumor_node_peer_done(node, i)) continue;
+        const uint8_t *key = rumor_node_peer_key(node, i);
+        bool asked = false;
+        for (int a = 0; a < p->n_asked && !asked; a++) asked = memcmp(p->pull_asked[a], key, 32) == 0;
+        if (!asked) cand[nc++] = i;
+    }
+    if (nc == 0 || p->n_asked == RUMOR_RESYNC_ASKS) {
+        p->pull_state = PULL_NOBODY;
+        pthread_cond_broadcast(&p->cv);
+        return;
+    }
+    const int i = cand[now % (uint64_t)nc];
+    memcpy(p->pull_peer, rumor_node_peer_key(node, i), 32);
+    p->pull_done = rumor_node_peer_done(node, i);
+    /* Refused for now (its connection is on the way): asked again at a later tick. */
+    if (rumor_node_pull(node, p->pull_peer, rumor_model_layout_id(p->m)) != RUMOR_OK) return;
+    memcpy(p->pull_asked[p->n_asked++], p->pull_peer, 32);
+    p->pull_asked_ms = now;
+    p->pull_resends = 0;
+    p->pull_got = 0;
+    memset(p->pull_bits, 0, (p->pull_chunks + 63) / 64 * sizeof *p->pull_bits);
+    p->pull_state = PULL_ASKED;
+}
+
+void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
+{
+    peer_t *p = arg;
+    if (p->cfg->stop && atomic_load(p->cfg->stop)) rumor_node_stop(node);
+    if (p->cfg->reload && atomic_exchange(p->cfg->reload, false)) rumor_node_reload(node);
+    uint8_t (*keys)[32] = p->view_keys;
+    /* The gossip view: members whose hello we verified, the ones models can go to. A member
+     * learnt from gossip whose hello is still on its way joins at a later tick; until then
+     * peers would disagree on the graph and wait for models that cannot be sent. */
+    /* A member that finished training sends no more models: nobody waits for it. */
+    const int members = rumor_node_peer_count(node);
+    int n = 0, admitted = 0, done = 0;
+    for (int i = 0; i < members && n < MAX_VIEW; i++) {
+        if (!rumor_node_peer_admitted(node, i)) continue;
+        admitted++;
+        if (rumor_node_peer_done(node, i)) {
+            done++;
+            continue;
+        }
+        p->view_boots[n] = rumor_node_peer_boot(node, i);
+        memcpy(keys[n++], rumor_node_peer_key(node, i), 32);
+    }
+    pthread_mutex_lock(&p->mu);
+    p->n_members = admitted;
+    p->n_done = done;
+    if (p->pull_state == PULL_ASKED) {
+        /* The member asked left (or was found dead): no answer will come, ask another. */
+        bool there = false;
+        for (int i = 0; i < members && !there; i++)
+            there = rumor_node_peer_admitted(node, i) && memcmp(rumor_node_peer_key(node, i), p->pull_peer, 32) == 0;
+        if (!there) {
+            p->pull_state = PULL_WANTED;
+        } else if (p->pull_got == 0 && now - p->pull_asked_ms >= 1000 && p->pull_resends < 4) {
+            /* Nothing yet: it may not have had our hello when the ask came (a pull from a key
+             * without one is dropped), so ask again; it answers one pull in 2 s at most. */
+            p->pull_asked_ms = now;
+            p->pull_resends++;
+            (void)rumor_node_pull(node, p->pull_peer, rumor_model_layout_id(p->m));
+        }
+    }
+    if (p->pull_state == PULL_WANTED) pull_ask(p, node, now);
+    pthread_mutex_unlock(&p->mu);
+    send_ctx_t *batch[64];
+    retry_sends(p, node, now);
+    for (;;) {
+        int nb = 0;
+        if (p->emulate) { /* due delayed sends first, in order */
+            while (nb < 64 && p->n_delayed > 0 && p->delayed[0]->due <= now) {
+                batch[nb++] = p->delayed[0];
+                memmove(p->delayed, p->delayed + 1, (size_t)--p->n_delayed * sizeof *p->delayed);
+            }
+            if (nb) goto send;
+        }
+        pthread_mutex_lock(&p->mu);
+        rumor_gossip_set_view_boots(p->g, (const uint8_t(*)[32])keys, p->view_boots, (size_t)n);
+        p->view_count = n;
+        while (nb < 64) {
+            send_ctx_t *c = calloc(1, sizeof *c);
+            if (!c) break;
+            c->p = p;
+            if (!rumor_gossip_next_send(p->g, &c->s)) {
+                peer_send_ctx_free(c);
+                break;
+            }
+            if (p->emulate && emulate(p, c, now)) continue;
+            batch[nb++] = c;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (nb == 0) break;
+    send:
+        /* Outside the lock: a send may release at once, and release takes the lock. */
+        for (int i = 0; i < nb; i++) {
+            send_ctx_t *c = batch[i];
+            const bool choco = c->s.choco && !c->s.pulled;
+            if (choco && retry_waiting_for(p, c->s.peer) && p->n_retry < (int)RUMOR_ARRAY_LEN(p->retry)) {
+                c->due = now + p->cfg->round_timeout_ms;
+                p->retry[p->n_retry++] = c; /* behind an older one to the same peer */
+                continue;
+            }
+            size_t wire = 0;
+            bool mask_failed = false;
+            const rumor_err_t rc = send_now(p, node, c, &wire, &mask_failed);
+            if (rc == RUMOR_ECLOSED && choco && p->n_retry < (int)RUMOR_ARRAY_LEN(p->retry)) {
+                c->due = now + p->cfg->round_timeout_ms;
+                p->retry[p->n_retry++] = c;
+                continue;
+            }
+            send_done(p, c, rc, wire, mask_failed);
+        }
+    }
+}
+
+/* snprintf into buf at *len, never past cap. */
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) RUMOR_PRINTF(4, 5);
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (k > 0) *len += (size_t)k < cap - *len ? (size_t)k : cap - *len - 1;
+}
+
+size_t peer_status_cb(void *arg, bool json, char *buf, size_t cap)
+{
+    peer_t *p = arg;
+    rumor_gossip_stats_t st;
+    char algo[32];
+    rumor_algo_format(algo, sizeof algo, &p->cfg->algo);
+    pthread_mutex_lock(&p->mu);
+    rumor_gossip_stats(p->g, &st);
+    const uint64_t out = p->bytes_out;
+    const uint64_t round = rumor_gossip_round(p->g);
+    const double eps = p->epsilon;
+    const uint64_t mask_fails = p->mask_fails;
+    pthread_mutex_unlock(&p->mu);
+    size_t len = 0;
+    if (json) {
+        put(buf, cap, &len,
+            "{\"algo\":\"%s\",\"topology\":\"%s\",\"round\":%" PRIu64 ",\"gossip_round\":%" PRIu64
+            ",\"rounds\":%ld,\"w\":%.6g,\"consensus\":%.6g,\"models_in\":%" PRIu64 ",\"bytes_in\":%" PRIu64
+            ",\"bytes_out\":%" PRIu64 ",\"missing\":%" PRIu64 ",\"sends\":%" PRIu64 ",\"sends_failed\":%" PRIu64
+            ",\"deadline_ms\":%" PRIu64 ",\"drops\":{",
+            algo, p->cfg->topology, st.round, round, p->cfg->rounds, st.w, st.consensus, st.models_in, st.bytes_in, out,
+            st.missing_total, st.sends, st.sends_failed, st.deadline_ms);
+        bool first = true;
+        for (int d = 0; d < RUMOR_GOSSIP_DROP_COUNT; d++)
+            if (st.drops[d]) {
+                put(buf, cap, &len, "%s\"%s\":%" PRIu64, first ? "" : ",",
+                    rumor_gossip_drop_name((rumor_gossip_drop_t)d), st.drops[d]);
+                first = false;
+            }
+        put(buf, cap, &len, "}");
+        if (p->cfg->dp.on) put(buf, cap, &len, ",\"epsilon\":%.6g,\"delta\":%g", eps, p->cfg->dp.delta);
+        if (p->cfg->robust.clip)
+            put(buf, cap, &len, ",\"clip_radius\":%.6g,\"chunks_clipped\":%" PRIu64 ",\"strikes\":%" PRIu64
+                ",\"bans\":%" PRIu64, st.clip_radius, st.chunks_clipped, st.strikes, st.bans);
+        if (p->cfg->secure_mix)
+            put(buf, cap, &len, ",\"secure_mix\":{\"chunks_unmixed\":%" PRIu64 ",\"sends_unmasked\":%" PRIu64
+                ",\"mask_failures\":%" PRIu64 "}", st.chunks_unmixed, st.sends_unmasked, mask_fails);
+        put(buf, cap, &len, "}");
+    } else {
+        put(buf, cap, &len,
+            "training: %s on %s, %" PRIu64 " rounds done of %ld, consensus %.4g, %" PRIu64
+            " models in, %.1f MB in, %.1f MB out, %" PRIu64 " neighbours left out\n",
+            algo, p->cfg->topology, st.round, p->cfg->rounds, st.consensus, st.models_in, (double)st.bytes_in / 1e6,
+            (double)out / 1e6, st.missing_total);
+        if (p->cfg->dp.on) put(buf, cap, &len, "privacy spent: epsilon %.4g at delta %g\n", eps, p->cfg->dp.delta);
+        if (p->cfg->secure_mix)
+            put(buf, cap, &len,
+                "secure mixing: %" PRIu64 " chunks left unmixed (a sender missing), %" PRIu64
+                " sends skipped (a receiver with one sender), %" PRIu64 " sends not maskable\n",
+                st.chunks_unmixed, st.sends_unmasked, mask_fails);
+        for (int d = 0; d < RUMOR_GOSSIP_DROP_COUNT; d++)
+            if (st.drops[d])
+                put(buf, cap, &len, "model chunks dropped (%s): %" PRIu64 "\n",
+                    rumor_gossip_drop_name((rumor_gossip_drop_t)d), st.drops[d]);
+    }
+    return len;
+}
