@@ -1,0 +1,271 @@
+/*
+ * virtual_impl.h - virtual mode's inside, shared by its files (not an interface): virtual.c
+ * (the event loop, files, training, gossip, the run), virtual_churn.c (the live set, membership,
+ * kills, restarts and checkpoints, partitions) and virtual_setup.c (setting up and tearing down).
+ */
+#ifndef RUMOR_VIRTUAL_IMPL_H
+#define RUMOR_VIRTUAL_IMPL_H
+
+#include "sim.h"
+#include "fileio.h"
+#include "attack.h"
+#include "backend.h"
+#include "codec.h"
+#include "data.h"
+#include "dp.h"
+#include "gossip.h"
+#include "membership.h"
+#include "model.h"
+#include "optim.h"
+#include "rng.h"
+#include "topology.h"
+#include "train.h"
+#include "trainer.h"
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LOSS_STREAM 0x7673696d6c6f7373ULL  /* "vsimloss" */
+#define CHURN_STREAM 0x7673696d6368726eULL /* "vsimchrn" */
+#define MEMB_STREAM 0x7673696d6d656d62ULL  /* "vsimmemb": membership message loss */
+#define MEMB_PERIOD_MS 500                 /* as proc mode's nodes (sim/proc.c) */
+#define MEMB_SUSPECT_MS 2000
+#define JOIN_WAIT_US 30000000ULL           /* a peer trains after this long even with a thin view */
+#define JOIN_QUIET 4                       /* ... or when its view has not changed for this many periods */
+#define NOMINAL_FLOPS 10e9                 /* virtual compute speed when step_ms is 0 */
+#define EVAL_SUBSET 2000                   /* test images evaluated on ... */
+#define EVAL_SUBSET_ABOVE 64               /* ... when the swarm has more peers than this */
+#define EVAL_BATCH_CNN 500                 /* a CNN's workspace grows fast with the batch */
+#define PROGRESS_EVENTS 256                /* events between looks at the real clock */
+#define PROGRESS_S 0.5                     /* real seconds between status displays, per ... */
+#define PROGRESS_PEERS 256                 /* ... this many peers: reading every peer's metrics
+                                              file costs time, about 4% of a 1024-peer run at
+                                              one display per 2 s */
+#define METRICS_FLUSH (64 * 1024)          /* a peer's buffered metrics go to its file beyond this */
+
+// ---- the event queue: a binary heap ordered by (time, insertion sequence) ----
+
+typedef enum { EV_PHASE, EV_RETRY, EV_ARRIVE, EV_CHURN, EV_MTICK, EV_MMSG } ev_kind_t;
+
+typedef struct {
+    uint64_t t;   /* virtual microseconds */
+    uint64_t seq; /* insertion order: equal times pop in the order they were pushed */
+    int kind;
+    int a;        /* phase, retry, mtick: the peer; arrive, mmsg: the message; churn: the event */
+    uint32_t b;   /* phase, retry, mtick: the peer's incarnation when scheduled */
+} event_t;
+
+typedef struct {
+    event_t *v;
+    size_t n, cap;
+    uint64_t seq;
+} heap_t;
+
+// ---- peers, messages, the whole simulation ----
+
+typedef enum { P_COMPUTING, P_WAITING, P_FINISHED, P_DEAD, P_JOINING } pstate_t;
+
+#define CKPT_EVERY 10 /* rounds between a peer's checkpoints when the run restarts peers (as proc's) */
+
+/* What a peer's checkpoint file would hold (src/peer.c save_checkpoint), kept in memory: a
+ * restarted peer goes on from here, as a restarted node goes on from its file. */
+typedef struct {
+    bool has;
+    long k;
+    uint64_t round;          /* the engine's */
+    double *w;               /* its push-sum weights, per chunk */
+    float *x;                /* parameters */
+    float *opt;              /* optimizer state buffers, one after another */
+    long steps;
+    float *theta, *mom;      /* diloco */
+    uint64_t dp_steps;
+    size_t mbytes;           /* metrics written up to it */
+} vckpt_t;
+
+typedef struct {
+    rumor_model_t *m;        /* max_batch = the training batch */
+    rumor_optim_t *o;
+    rumor_gossip_t *g;
+    uint8_t key[RUMOR_KEY_LEN];
+    size_t n_own;            /* samples in this peer's shard */
+    rumor_trainer_t *tr;     /* its local steps, over its shard (NULL: it owns none) */
+    pstate_t state, before_kill;
+    uint32_t inc;            /* incarnation: bumped by kill and restart, stale events are skipped */
+    long k;                  /* gossip rounds done */
+    long sched_k;            /* the round its schedule is at in its phase (rumor_gossip_schedule_round) */
+    uint64_t retry_ms;       /* deadline of the pending retry event (0: none) */
+    uint64_t link_free_us;   /* when the uplink is free again */
+    uint64_t bytes_out;
+    rumor_memb_t *memb;      /* its membership state machine */
+    uint8_t (*vkeys)[RUMOR_KEY_LEN]; /* its engine's view: itself and its members */
+    uint64_t *vboots;                       /* ... and their boot ids (vboot) */
+    bool view_dirty;         /* the membership view changed since the engine got it */
+    int view_peers;          /* members in that view (with itself) */
+    uint64_t mtick_us;       /* when its pending membership tick fires (0: none) */
+    uint64_t view_changed_us;/* the last change of its membership view */
+    rumor_dp_t *dp;        /* DP-SGD (--dp), for peers that own samples */
+    bool budget_spent;       /* its privacy budget is spent: it stops at the end of the round */
+    float *coded[2];         /* --codec: each snapshot as its receivers decode it */
+    uint64_t coded_round[2];
+    bool coded_set[2];
+    uint64_t coded_bytes[2]; /* its size on the wire */
+    rumor_poison_t poison;   /* the Byzantine peer: what it sends instead of each snapshot */
+    rumor_secret_key_t *mkey;/* --secure-mix: its X25519 key for masks (identities here are indices) */
+    rumor_secmix_t *sm;
+    double loss_sum;         /* the last phase's summed loss and sample count */
+    long loss_count;
+    float lr;
+    char *mbuf;              /* metrics lines not yet written to the file */
+    size_t mlen, mcap;
+    size_t mflushed;         /* bytes of metrics in the file */
+    rumor_gossip_config_t gc;/* its engine's configuration: a restart makes a new engine */
+    vckpt_t ckpt;
+    rumor_gossip_t **old_g;  /* engines of earlier lives, kept until their sends are released */
+    int n_old_g, restarts;
+    uint64_t join_from_us;   /* when it began to join (at the start, or its restart) */
+    int want_view;           /* members it waits for before it trains */
+    bool resumed;            /* restarted from its checkpoint: it resyncs before it trains */
+    /* its local phase as a job for the second core (see ensure_phase) */
+    int job;                 /* JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE */
+    rumor_err_t job_rc;
+    char job_err[RUMOR_ERR_LEN];
+} vpeer_t;
+
+enum { JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
+
+typedef struct {
+    int from, to;
+    uint32_t from_inc;       /* the sender's incarnation at send time: a kill drops the message */
+    rumor_gossip_t *g;       /* the engine that lent it (a restart makes a new one) */
+    int next_free;
+    rumor_gossip_send_t s;   /* params points into the sender's snapshot until released */
+} msg_t;
+
+/* A membership message in flight, packed: the fixed fields, then the strings and updates it
+ * uses (a rumor_memb_msg_t is 24 KB with all its arrays; most messages are pings and byes). */
+typedef struct {
+    int from, to;
+    uint32_t from_inc;
+    uint8_t data[];
+} mmsg_t;
+
+typedef struct {
+    rumor_memb_kind_t kind;
+    uint32_t seq, inc, ack;
+    bool has_target;
+    uint8_t target[RUMOR_KEY_LEN];
+    int n_upd, n_peers;
+} mhead_t;
+
+typedef struct {
+    const rumor_sim_config_t *c;
+    int n;
+    long H;                  /* local steps per round */
+    long total_steps;        /* for the schedule: rounds * H */
+    rumor_schedule_t sched;
+    rumor_optim_config_t opt;
+    uint64_t step_us, latency_us;
+    rumor_dataset_t train, test;
+    float mean, std;
+    rumor_backend_t *be;
+    rumor_topology_t *topo;
+    vpeer_t *p;
+    /* evaluation */
+    rumor_model_t *em;
+    size_t n_eval, eval_batch;
+    float *evx;              /* n_eval normalised test images (NULL when loaded once into em) */
+    uint8_t *evy;
+    double test_loss, test_acc;  /* of the parameters in em, when evaluated */
+    bool evaluated;
+    /* events and messages */
+    heap_t q;
+    msg_t *msgs;
+    int n_msgs, cap_msgs, free_msg;
+    rumor_rng_t loss_rng;
+    /* membership */
+    rumor_memb_config_t mcfg;
+    int want_view;           /* members a joining peer waits for */
+    bool seeded;             /* the swarm starts formed (see setup) */
+    rumor_memb_action_t *act;
+    rumor_memb_msg_t *mscratch; /* the message being delivered, unpacked */
+    mmsg_t **mm;             /* membership messages in flight, and free slots */
+    int n_mm, cap_mm, *mm_free, n_mm_free;
+    rumor_rng_t mloss_rng;
+    rumor_robust_t robust;
+    rumor_attack_t attack;
+    rumor_codec_t codec;
+    uint8_t *enc;            /* one encoded chunk, on its way to being decoded */
+    uint8_t *masked;         /* --secure-mix: one masked chunk, on its way to its receiver */
+    rumor_rng_t attack_rng;
+    /* who is there */
+    bool *alive;             /* not killed (for the status display and churn) */
+    int n_alive;
+    long *at_round;          /* live peers per rounds done, 0..rounds */
+    long round_min;          /* the slowest live peer's rounds done */
+    long round_top;          /* the furthest peer's rounds done (partitions) */
+    int *round_ev;           /* churn events at a round, by (round, index) */
+    int churn_pending;       /* churn events at a time not yet fired */
+    uint64_t progress_us;    /* the last local phase or round that ended */
+    uint64_t done_check_us;  /* when the loop next looks whether the run is over */
+    int n_round_ev, next_round_ev;
+    bool restarts;           /* some event restarts peers: they keep checkpoints */
+    /* run */
+    uint64_t now_us, end_us;
+    uint64_t events;
+    rumor_err_t rc;          /* first error inside an event handler */
+    char err[RUMOR_ERR_LEN];
+    /* A worker thread runs local phases queued at their start while this thread handles
+     * events. A phase touches only its own peer's model, optimizer and shard, and its result
+     * is needed only at its end event, so the results, and the run, are the same whichever
+     * thread computes them and when: still deterministic. */
+    pthread_t worker;
+    bool worker_on, quit;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int *queue;              /* ring of peer indices, capacity q_cap */
+    int q_head, q_count, q_cap;
+    uint64_t phases_worker, phases_main; /* who computed how many (shown at the end) */
+} sim_t;
+
+/* virtual.c */
+void virt_metrics_path(const sim_t *s, int i, char *buf, size_t len);
+int virt_index_of(const sim_t *s, const uint8_t key[RUMOR_KEY_LEN]);
+rumor_err_t virt_ensure_phase(sim_t *s, int i);
+void virt_key_of(uint8_t key[RUMOR_KEY_LEN], int i);
+rumor_err_t virt_heap_push(heap_t *h, uint64_t t, int kind, int a, uint32_t b);
+rumor_err_t virt_try_gossip(sim_t *s, int i);
+rumor_err_t virt_fail(sim_t *s, rumor_err_t rc, const char *fmt, ...) RUMOR_PRINTF(3, 4);
+rumor_err_t virt_model_line(sim_t *s, int i, const char *flag);
+bool virt_finish_with_swarm(sim_t *s, int i);
+void virt_queue_phase(sim_t *s, int i);
+
+/* virtual_churn.c */
+bool virt_running(const vpeer_t *p);
+rumor_err_t virt_memb_arrive(sim_t *s, int id);
+rumor_err_t virt_fire_churn(sim_t *s, int idx);
+bool virt_cut(const sim_t *s, int a, int b);
+rumor_err_t virt_memb_drain(sim_t *s, int i);
+rumor_err_t virt_memb_tick(sim_t *s, int i);
+rumor_err_t virt_ckpt_save(sim_t *s, int i);
+rumor_err_t virt_memb_start(sim_t *s, int i, uint32_t inc);
+void virt_view_set(vpeer_t *p);
+rumor_err_t virt_schedule_phase(sim_t *s, int i);
+rumor_err_t virt_round_churn(sim_t *s);
+uint64_t virt_vboot(const uint8_t key[RUMOR_KEY_LEN]);
+void virt_round_min_advance(sim_t *s);
+
+/* virtual_setup.c */
+double virt_models_spread(const sim_t *s);
+rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN]);
+void virt_teardown(sim_t *s);
+
+#endif

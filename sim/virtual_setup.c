@@ -1,0 +1,314 @@
+/* virtual_setup.c - setting virtual mode up and tearing it down (virtual_impl.h). */
+#include "virtual_impl.h"
+
+// ---- set-up ----
+
+/* Evaluation: on many peers, the first EVAL_SUBSET test images keep the run fast (the mean
+ * accuracy over peers is still measured on the same images for everyone). */
+static rumor_err_t setup_eval(sim_t *s, const rumor_model_spec_t *spec, rumor_model_input_t in,
+                              char err[RUMOR_ERR_LEN])
+{
+    const rumor_sim_config_t *c = s->c;
+    s->n_eval = s->test.count;
+    if (s->n > EVAL_SUBSET_ABOVE && s->n_eval > EVAL_SUBSET) s->n_eval = EVAL_SUBSET;
+    if (s->n_eval == 0) return rumor_fail(err, RUMOR_EFORMAT, "%s: the test set is empty", c->data);
+    s->eval_batch = spec->kind == RUMOR_MODEL_CNN && s->n_eval > EVAL_BATCH_CNN ? EVAL_BATCH_CNN : s->n_eval;
+    if (!(s->em = rumor_model_new(spec, in, s->be, (int)s->eval_batch, err))) return rumor_last_error();
+    {
+        size_t *idx = malloc(s->n_eval * sizeof *idx);
+        if (!idx) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        for (size_t j = 0; j < s->n_eval; j++) idx[j] = j;
+        if (s->eval_batch == s->n_eval) { /* once, straight into the model's input buffer */
+            rumor_train_load_batch(s->em, &s->test, idx, s->n_eval, s->mean, s->std, NULL, NULL);
+        } else {
+            const size_t feat = s->test.rows * s->test.cols;
+            s->evx = malloc(s->n_eval * feat * sizeof *s->evx);
+            s->evy = malloc(s->n_eval);
+            if (s->evx && s->evy) rumor_data_gather(&s->test, idx, s->n_eval, s->mean, s->std, s->evx, s->evy);
+        }
+        free(idx);
+        if (s->eval_batch != s->n_eval && (!s->evx || !s->evy)) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    }
+    return RUMOR_OK;
+}
+
+/* Peer i: its shard and trainer, model, optimizer, engine and what its sends need. */
+static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const rumor_model_spec_t *spec,
+                              const rumor_partition_t *part, rumor_model_input_t in, char err[RUMOR_ERR_LEN])
+{
+    const rumor_sim_config_t *c = s->c;
+    rumor_err_t rc;
+    vpeer_t *p = &s->p[i];
+    size_t *own = NULL;
+    if ((rc = rumor_partition_indices(&own, &p->n_own, part, s->train.labels, s->train.count, c->seed, i, s->n,
+                                      err)) != RUMOR_OK)
+        return rc;
+    if (!(p->m = rumor_model_new(spec, in, s->be, c->batch, err))) {
+        free(own);
+        return rumor_last_error();
+    }
+    if (!(p->o = rumor_optim_new(&s->opt, s->be, rumor_model_param_count(p->m), err))) return rumor_last_error();
+    /* The same initial parameters everywhere, as `rumor node` (--init-seed = --seed). */
+    if ((rc = rumor_model_init(p->m, c->seed)) != RUMOR_OK)
+        return rumor_fail(err, rc, "peer %d: cannot initialise the model", i);
+    rumor_gossip_config_t gc = {.algo = *algo, .params = rumor_model_param_count(p->m),
+                                .layout = rumor_model_layout_id(p->m), .robust = s->robust,
+                                .chunk_params = rumor_codec_chunk_params(&s->codec), .secure_mix = c->secure_mix,
+                                .boot = virt_vboot(p->key)};
+    if (c->secure_mix && !(p->sm = rumor_secmix_new(p->mkey, gc.boot, gc.layout, err))) return rumor_last_error();
+    if (s->codec.id == RUMOR_CODEC_TOPK) {
+        /* Compressed gossip (CHOCO-SGD); a lineage per peer from the seed: deterministic. */
+        gc.choco = s->codec;
+        gc.choco_gamma = c->consensus_step;
+        rumor_rng_t lr;
+        rumor_rng_init2(&lr, c->seed, 0x11e, (uint64_t)i);
+        gc.lineage = rumor_rng_next(&lr) | 1;
+    } else if (s->codec.id != RUMOR_CODEC_F32) {
+        for (int k = 0; k < 2; k++)
+            if (!(p->coded[k] = malloc(rumor_model_param_count(p->m) * sizeof *p->coded[k])))
+                return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        if (!s->enc && !(s->enc = malloc(rumor_codec_encoded_len(&s->codec, RUMOR_GOSSIP_CHUNK_DEFAULT))))
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    }
+    if (c->dp[0] && p->n_own > 0) {
+        rumor_dp_config_t pv;
+        if ((rc = rumor_dp_parse(&pv, c->dp, err)) != RUMOR_OK) return rc;
+        pv.budget = c->dp_budget;
+        /* Seeded, so that the simulation replays exactly; its noise protects nothing and
+         * the summary says so (a real node's comes from libsodium: src/peer.c). */
+        rumor_noise_t *ns = rumor_noise_new_seeded(c->seed, 0xd9, (uint64_t)i, err);
+        if (!ns) return RUMOR_ENOMEM;
+        if (!(p->dp = rumor_dp_new(&pv, p->m, p->n_own, c->batch, &ns, err))) return rumor_last_error();
+    }
+    if (p->n_own) {
+        /* Its shard, normalised once and held by its trainer (the data set goes below). */
+        const rumor_trainer_config_t tc = {.data = &s->train, .own = own, .n = p->n_own, .mean = s->mean,
+                                           .std = s->std, .cache = true, .batch = c->batch, .seed = c->seed,
+                                           .sched = s->sched, .lr = s->opt.lr, .total_steps = s->total_steps,
+                                           .dp = p->dp};
+        p->tr = rumor_trainer_new(&tc, p->m, p->o, err);
+    }
+    free(own);
+    if (p->n_own && !p->tr) return rumor_fail(err, rumor_last_error(), "peer %d: %.200s", i, err);
+    if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE &&
+        rumor_poison_init(&p->poison, rumor_model_param_count(p->m)) != RUMOR_OK)
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    memcpy(gc.self, p->key, RUMOR_KEY_LEN);
+    p->gc = gc;
+    if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return rumor_last_error();
+    if (!(p->vkeys = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vkeys)) ||
+        !(p->vboots = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vboots)))
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    p->state = P_JOINING;
+    return RUMOR_OK;
+}
+
+rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
+{
+    const rumor_sim_config_t *c = s->c;
+    rumor_err_t rc;
+    rumor_algo_t algo;
+    rumor_model_spec_t spec;
+    rumor_partition_t part;
+    if ((rc = rumor_algo_parse(&algo, c->algo, err)) != RUMOR_OK) return rc;
+    if (algo.kind != RUMOR_ALGO_DILOCO && c->local_steps >= 1) algo.local_steps = c->local_steps;
+    algo.outer_lr = c->outer_lr;
+    algo.outer_momentum = c->outer_momentum;
+    s->H = algo.local_steps;
+    s->total_steps = c->rounds * s->H;
+    if ((rc = rumor_model_spec_parse(&spec, c->model, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_partition_parse(&part, c->partition, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_robust_parse(&s->robust, c->robust, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_codec_parse(&s->codec, c->codec, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_attack_parse(&s->attack, c->byzantine >= 0 ? c->attack : "none", err)) != RUMOR_OK) return rc;
+    rumor_rng_init2(&s->attack_rng, c->seed, 0xa77ac, 0);
+    if ((rc = rumor_schedule_parse(&s->sched, c->schedule[0] ? c->schedule : "constant", err)) != RUMOR_OK) return rc;
+    s->sched.warmup = c->warmup;
+    s->opt = rumor_optim_defaults();
+    if ((rc = rumor_optim_kind_parse(&s->opt.kind, c->optimizer[0] ? c->optimizer : "sgd", err)) != RUMOR_OK) return rc;
+    s->opt.lr = c->lr;
+    s->opt.momentum = c->momentum;
+    s->opt.weight_decay = c->weight_decay;
+    if ((rc = rumor_optim_config_check(&s->opt, err)) != RUMOR_OK) return rc;
+
+    /* Data, once for all peers. */
+    if ((rc = rumor_data_load_dir(&s->train, &s->test, c->data, err)) != RUMOR_OK) return rc;
+    rumor_data_stats(&s->train, &s->mean, &s->std);
+    if (c->limit > 0 && (size_t)c->limit < s->train.count) s->train.count = (size_t)c->limit;
+
+    if (!(s->be = rumor_backend_new("cpu", 1, err))) return rumor_last_error();
+    if (!s->be->ops->host_memory) return rumor_fail(err, RUMOR_ENOTSUP, "virtual mode needs host memory");
+    if (!(s->topo = rumor_topology_new(c->topology, c->seed, err))) return rumor_last_error();
+    if ((rc = rumor_topology_check(s->topo, (size_t)s->n, err)) != RUMOR_OK) return rc;
+    const rumor_model_input_t in = {1, (int)s->train.rows, (int)s->train.cols, RUMOR_DATA_CLASSES};
+
+    if ((rc = setup_eval(s, &spec, in, err)) != RUMOR_OK) return rc;
+
+    /* Virtual compute time of one step. */
+    double step_ms = c->step_ms;
+    if (!(step_ms > 0)) step_ms = rumor_model_flops(s->em, true) * (double)c->batch / NOMINAL_FLOPS * 1e3;
+    s->step_us = (uint64_t)llround(step_ms * 1e3);
+    if (s->step_us == 0) s->step_us = 1;
+    s->latency_us = c->latency_ms > 0 ? (uint64_t)llround(c->latency_ms * 1e3) : 0;
+
+    /* Peers. */
+    s->mcfg = rumor_memb_defaults();
+    s->mcfg.period_ms = MEMB_PERIOD_MS;
+    s->mcfg.suspect_ms = MEMB_SUSPECT_MS;
+    /* Views hold the whole swarm, so that every engine computes the same topology (as in proc
+     * mode, which gives its nodes --view-size of the swarm). Beyond the default view the
+     * swarm starts formed: each view is seeded with every peer, instead of a join whose
+     * messages grow with the square of the swarm. */
+    s->seeded = s->n - 1 > s->mcfg.view_size;
+    if (s->seeded) {
+        s->mcfg.view_size = s->n - 1;
+        s->mcfg.passive_size = 16;
+    }
+    s->want_view = s->n - 1;
+    if (!(s->p = calloc((size_t)s->n, sizeof *s->p)) || !(s->alive = calloc((size_t)s->n, sizeof *s->alive)) ||
+        !(s->act = malloc(sizeof *s->act)) || !(s->mscratch = calloc(1, sizeof *s->mscratch)) || !(s->at_round = calloc((size_t)c->rounds + 1, sizeof *s->at_round)))
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %d peers", s->n);
+    for (int i = 0; i < s->n; i++) virt_key_of(s->p[i].key, i), s->p[i].want_view = s->want_view;
+    if (c->secure_mix) {
+        /* Mask keys from the seed: the run stays deterministic. */
+        if (!(s->masked = malloc(RUMOR_GOSSIP_CHUNK_DEFAULT * sizeof(uint32_t))))
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        for (int i = 0; i < s->n; i++) {
+            rumor_rng_t kr;
+            rumor_rng_init2(&kr, c->seed, 0x5ec3, (uint64_t)i);
+            uint8_t sk[32];
+            for (int b = 0; b < 32; b += 8) {
+                const uint64_t v = rumor_rng_next(&kr);
+                for (int j = 0; j < 8; j++) sk[b + j] = (uint8_t)(v >> (8 * j));
+            }
+            s->p[i].mkey = rumor_secret_key_from_bytes(sk, err);
+            memset(sk, 0, sizeof sk);
+            if (!s->p[i].mkey) return RUMOR_ENOMEM;
+        }
+    }
+    for (int i = 0; i < s->n; i++) s->alive[i] = true;
+    s->n_alive = s->n;
+    int empty = 0;
+    for (int i = 0; i < s->n; i++) {
+        if ((rc = setup_peer(s, i, &algo, &spec, &part, in, err)) != RUMOR_OK) return rc;
+        empty += s->p[i].n_own == 0;
+    }
+    rumor_dataset_fini(&s->train); /* every sample now lives, normalised, in its peer's shard */
+    if (empty && !c->quiet)
+        rumor_log(RUMOR_LOG_WARN, "%d of %d peers own no samples under %s: they only gossip", empty, s->n,
+                  c->partition);
+    if (c->dp[0] && !c->quiet)
+        rumor_log(RUMOR_LOG_WARN, "--dp in virtual mode: batches and noise are drawn from --seed so the run replays; "
+                  "they protect nothing (real nodes, and --mode proc, draw them from libsodium)");
+    s->at_round[0] = s->n;
+    s->round_min = 0;
+    rumor_rng_init2(&s->loss_rng, c->seed, LOSS_STREAM, 0);
+    rumor_rng_init2(&s->mloss_rng, c->seed, MEMB_STREAM, 0);
+    s->free_msg = -1;
+
+    /* Churn: at a time, as events; at a round, in order of (round, index). */
+    if (!(s->round_ev = malloc((size_t)(c->n_events > 0 ? c->n_events : 1) * sizeof *s->round_ev)))
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    for (int e = 0; e < c->n_events; e++) {
+        const rumor_sim_event_t *ev = &c->events[e];
+        s->restarts |= ev->kind == RUMOR_SIM_RESTART;
+        if (ev->peer >= s->n) return rumor_fail(err, RUMOR_EINVAL, "event %d: no peer %d of %d", e + 1, ev->peer, s->n);
+        if (ev->at_round >= 0) {
+            int k = s->n_round_ev++;
+            while (k > 0 && c->events[s->round_ev[k - 1]].at_round > ev->at_round) {
+                s->round_ev[k] = s->round_ev[k - 1];
+                k--;
+            }
+            s->round_ev[k] = e;
+        } else {
+            const double at = ev->at_s > 0 ? ev->at_s * 1e6 : 0.0;
+            if (virt_heap_push(&s->q, (uint64_t)llround(at), EV_CHURN, e, 0) != RUMOR_OK)
+                return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+            s->churn_pending++;
+        }
+    }
+    return RUMOR_OK;
+}
+
+static void worker_stop(sim_t *s)
+{
+    if (!s->worker_on) return;
+    pthread_mutex_lock(&s->mu);
+    s->quit = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->worker, NULL);
+    s->worker_on = false;
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+}
+
+/* The spread of the final models, sqrt(mean_i |x_i - mean|^2) (summary.json "model_spread"). */
+double virt_models_spread(const sim_t *s)
+{
+    const size_t P = rumor_model_param_count(s->p[0].m);
+    double ss = 0.0;
+    for (size_t q = 0; q < P; q++) {
+        double mean = 0.0;
+        for (int i = 0; i < s->n; i++) mean += rumor_model_params(s->p[i].m)[q];
+        mean /= s->n;
+        for (int i = 0; i < s->n; i++) {
+            const double d = rumor_model_params(s->p[i].m)[q] - mean;
+            ss += d * d;
+        }
+    }
+    return sqrt(ss / s->n);
+}
+
+void virt_teardown(sim_t *s)
+{
+    worker_stop(s);
+    free(s->queue);
+    if (s->p) {
+        /* Engines first: nothing may still point into their snapshots after this. */
+        for (int i = 0; i < s->n; i++) {
+            vpeer_t *p = &s->p[i];
+            rumor_gossip_destroy(&p->g);
+            for (int k = 0; k < p->n_old_g; k++) rumor_gossip_destroy(&p->old_g[k]);
+            free(p->old_g);
+            free(p->ckpt.w);
+            free(p->ckpt.x);
+            free(p->ckpt.opt);
+            free(p->ckpt.theta);
+            free(p->ckpt.mom);
+            rumor_memb_destroy(&p->memb);
+            free(p->vkeys);
+            free(p->vboots);
+            rumor_poison_fini(&p->poison);
+            free(p->coded[0]);
+            free(p->coded[1]);
+            rumor_dp_destroy(&p->dp);
+            rumor_secmix_destroy(&p->sm);
+            rumor_secret_key_destroy(&p->mkey);
+            rumor_optim_destroy(&p->o);
+            rumor_model_destroy(&p->m);
+            rumor_trainer_destroy(&p->tr);
+            free(p->mbuf);
+        }
+    }
+    free(s->p);
+    rumor_model_destroy(&s->em);
+    rumor_topology_destroy(&s->topo);
+    rumor_backend_destroy(&s->be);
+    rumor_dataset_fini(&s->train);
+    rumor_dataset_fini(&s->test);
+    free(s->evx);
+    free(s->evy);
+    free(s->q.v);
+    free(s->msgs);
+    free(s->alive);
+    free(s->act);
+    free(s->enc);
+    free(s->masked);
+    free(s->mscratch);
+    for (int k = 0; k < s->n_mm; k++) free(s->mm[k]);
+    free(s->mm);
+    free(s->mm_free);
+    free(s->at_round);
+    free(s->round_ev);
+}
