@@ -513,6 +513,39 @@ out:
     return rc;
 }
 
+/* One timed round: K models' chunks in (*t_feed), then the round's finish (*t_fin); checked:
+ * x is then the mean of its snapshot and the K models, at 8 random positions. */
+static bool mix_round_checked(rumor_gossip_t *g, float *x, float *const *nb, int k_count, size_t n, size_t cp,
+                              uint64_t layout, uint64_t *now, rumor_rng_t *rng, double *t_feed, double *t_fin)
+{
+    enum { CHECK = 8 };
+    size_t at[CHECK];
+    float before[CHECK];
+    for (int i = 0; i < CHECK; i++) {
+        at[i] = (size_t)rumor_rng_below(rng, n);
+        before[i] = x[at[i]];
+    }
+    const double t0 = rumor_now();
+    if (!mix_feed(g, nb, k_count, n, cp, layout, ++*now)) return false;
+    const double t1 = rumor_now();
+    if (!mix_step(g, x, ++*now)) return false;
+    *t_feed = t1 - t0;
+    *t_fin = rumor_now() - t1;
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(g, &st);
+    for (int i = 0; i < CHECK; i++) {
+        double mean = before[i];
+        for (int k = 0; k < k_count; k++) mean += nb[k][at[i]];
+        mean /= k_count + 1;
+        if (st.last_peers != k_count || st.last_missing != 0 || !(fabs(x[at[i]] - mean) < 1e-4)) {
+            cli_error("bench mix: round %" PRIu64 " mixed %d of %d models, x[%zu] = %g, expected %g", st.round,
+                      st.last_peers, k_count, at[i], (double)x[at[i]], mean);
+            return false;
+        }
+    }
+    return true;
+}
+
 static int bench_mix(int argc, char **argv)
 {
     long params = 25000000, chunk = RUMOR_GOSSIP_CHUNK_DEFAULT;
@@ -613,37 +646,11 @@ static int bench_mix(int argc, char **argv)
     for (int w = 0; w < 2; w++) /* warm-up: both accumulators and both snapshots touched */
         if (!mix_feed(g, nb, k_count, n, cp, layout, ++now) || !mix_step(g, x, ++now)) goto out;
 
-    enum { CHECK = 8 };
-    size_t at[CHECK];
-    float before[CHECK];
     for (int r = 0; r < repeat; r++) {
         /* Alternate which side goes first: both see the same machine over time. */
         for (int side = 0; side < 2; side++) {
             if ((side == 0) == (r % 2 == 0)) {
-                for (int i = 0; i < CHECK; i++) {
-                    at[i] = (size_t)rumor_rng_below(&rng, n);
-                    before[i] = x[at[i]];
-                }
-                double t0 = rumor_now();
-                if (!mix_feed(g, nb, k_count, n, cp, layout, ++now)) goto out;
-                double t1 = rumor_now();
-                if (!mix_step(g, x, ++now)) goto out;
-                double t2 = rumor_now();
-                t_mix[r] = t1 - t0;
-                t_fin[r] = t2 - t1;
-                /* It mixed for real: x is now the mean of its snapshot and the K models. */
-                rumor_gossip_stats_t st;
-                rumor_gossip_stats(g, &st);
-                for (int i = 0; i < CHECK; i++) {
-                    double mean = before[i];
-                    for (int k = 0; k < k_count; k++) mean += nb[k][at[i]];
-                    mean /= k_count + 1;
-                    if (st.last_peers != k_count || st.last_missing != 0 || !(fabs(x[at[i]] - mean) < 1e-4)) {
-                        cli_error("bench mix: round %" PRIu64 " mixed %d of %d models, x[%zu] = %g, expected %g",
-                                  st.round, st.last_peers, k_count, at[i], (double)x[at[i]], mean);
-                        goto out;
-                    }
-                }
+                if (!mix_round_checked(g, x, nb, k_count, n, cp, layout, &now, &rng, &t_mix[r], &t_fin[r])) goto out;
             } else {
                 double t0 = rumor_now();
                 for (int k = 0; k < k_count; k++) mix_copy(dst, nb[k], n * sizeof *dst);
