@@ -967,7 +967,10 @@ static void test_robust_clip(void)
     CHECK_RC(rumor_algo_parse(&cfg.algo, "sgp", err));
     cfg.robust = rb;
     memcpy(cfg.self, keys[0], RUMOR_KEY_LEN);
+    (void)rumor_fail(NULL, RUMOR_EIO, "an earlier failure"); /* so that the code below is the constructor's */
     CHECK(rumor_gossip_new(&cfg, topo, x, err) == NULL); /* push-sum weights are not clipped */
+    /* ... a setting, not memory: the code says so (a CLI exits 2 on it, not 1). */
+    CHECK_MSG(rumor_last_error() == RUMOR_EINVAL, "%s", rumor_strerror(rumor_last_error()));
     CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
     CHECK_RC(rumor_robust_parse(&cfg.robust, "clip", err));
     rumor_gossip_t *g = rumor_gossip_new(&cfg, topo, x, err);
