@@ -401,6 +401,7 @@ static rumor_err_t send_all(sim_t *s, int i)
 static int finished_seen(const sim_t *s, int i)
 {
     int n = 0;
+    if (s->n_finished < 2) return s->n_finished; /* every round of every peer asks: no scan until two */
     for (int j = 0; j < s->n; j++) n += j != i && s->p[j].state == P_FINISHED && !virt_cut(s, i, j);
     return n;
 }
@@ -438,6 +439,7 @@ static rumor_err_t round_done(sim_t *s, int i)
         return s->rc == RUMOR_OK ? virt_round_churn(s) : s->rc;
     if (last) {
         p->state = P_FINISHED; /* and out of the others' views: it says bye */
+        s->n_finished++;
         rumor_memb_leave(p->memb, s->now_us / 1000);
         if (virt_memb_drain(s, i) != RUMOR_OK) return s->rc;
     } else if (virt_schedule_phase(s, i) != RUMOR_OK) {
@@ -475,6 +477,7 @@ bool virt_finish_with_swarm(sim_t *s, int i)
         if (virt_model_line(s, i, "swarm_final") != RUMOR_OK) return true;
     }
     p->state = P_FINISHED;
+    s->n_finished++;
     rumor_memb_leave(p->memb, s->now_us / 1000);
     (void)virt_memb_drain(s, i);
     return true;

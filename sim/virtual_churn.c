@@ -400,6 +400,7 @@ static void kill_peer(sim_t *s, int i)
         p->state = P_WAITING;
     }
     p->before_kill = p->state;
+    s->n_finished -= p->state == P_FINISHED;
     p->state = P_DEAD;
     p->inc++;
     p->retry_ms = 0;
@@ -417,6 +418,7 @@ static rumor_err_t restart_peer(sim_t *s, int i)
     s->alive[i] = true;
     s->n_alive++;
     p->state = p->before_kill;
+    s->n_finished += p->state == P_FINISHED;
     if (p->state != P_FINISHED && p->ckpt.has) {
         /* Back to its checkpoint; like a resumed node it trains once two members are in its
          * view (or its view has stopped growing), not alone on an empty one. */

@@ -209,6 +209,7 @@ typedef struct {
     /* who is there */
     bool *alive;             /* not killed (for the status display and churn) */
     int n_alive;
+    int n_finished;          /* peers whose state is P_FINISHED (finished_seen looks only past 1) */
     long *at_round;          /* live peers per rounds done, 0..rounds */
     long round_min;          /* the slowest live peer's rounds done */
     long round_top;          /* the furthest peer's rounds done (partitions) */
