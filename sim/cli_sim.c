@@ -56,6 +56,7 @@ static void sim_help(void)
            "                           every peer finished, consensus at most twice the fault-free\n"
            "                           run's, on iid shards accuracy within 1 point; exit 1 if one\n"
            "                           did not hold\n"
+           "  --soak-from K            start the soak at seed K (resume a stopped one; default 1)\n"
            "  --out DIR --no-plots --quiet\n"
            "  --check                  check the settings and print them as JSON; run nothing\n");
 }
@@ -122,6 +123,10 @@ int cmd_sim(int argc, char **argv)
     }
     if (c.soak && c.faults) {
         cli_error("--soak runs seeds 1..N, --faults one seed: give one of them");
+        return 2;
+    }
+    if (c.soak_from > 1 && c.soak_from > c.soak) {
+        cli_error("--soak-from %d: the soak's seeds end at --soak %d", c.soak_from, c.soak);
         return 2;
     }
     if (c.faults) rumor_sim_faults(&c, c.faults);

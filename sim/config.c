@@ -28,6 +28,7 @@ void rumor_sim_defaults(rumor_sim_config_t *c)
     snprintf(c->model, sizeof c->model, "mlp:256,128");
     snprintf(c->partition, sizeof c->partition, "dirichlet:0.5");
     c->rounds = 300;
+    c->soak_from = 1;
     c->local_steps = 10;
     c->batch = 64;
     c->lr = 0.05f;
@@ -201,6 +202,7 @@ rumor_err_t rumor_sim_set(rumor_sim_config_t *c, const char *key, const char *v,
     DBL("consensus-step", consensus_step, 0, 1)
     STR("out", out)
     LONG("soak", soak, 0, 100000)
+    LONG("soak-from", soak_from, 1, 100000)
     if (strcmp(key, "faults") == 0 || strcmp(key, "seed") == 0) {
         const bool faults = key[0] == 'f';
         unsigned long long u;

@@ -102,6 +102,7 @@ typedef struct {
     int n_parts;
     uint64_t faults;        /* --faults SEED: the random faults it drew (rumor_sim_faults); 0: none */
     int soak;               /* --soak N: N seeds of faults, each checked against a fault-free run */
+    int soak_from;          /* --soak-from K: the first seed of the soak (default 1: resume a stopped one) */
     char out[512];          /* run folder; "" = runs/<timestamp> */
     bool plots;             /* draw plots at the end (tools/plot) */
     bool quiet;

@@ -139,7 +139,7 @@ int rumor_sim_soak(const rumor_sim_config_t *c, const char *exe, const atomic_bo
     }
     fprintf(stderr, "fault-free: accuracy %.4f, consensus %.4g (%.1f s)\n", ref.acc, ref.consensus, rumor_now() - t0);
     int passed = 0, failed = 0, first_failed = 0;
-    for (int seed = 1; seed <= c->soak && !rumor_asked(stop); seed++) {
+    for (int seed = c->soak_from; seed <= c->soak && !rumor_asked(stop); seed++) {
         *run = *base;
         snprintf(run->out, sizeof run->out, "%.490s/seed-%d", c->out, seed);
         rumor_sim_faults(run, (uint64_t)seed);
