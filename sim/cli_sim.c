@@ -21,122 +21,46 @@ static void sim_help(void)
     printf("usage: rumor sim [SCENARIO.ini] [options]\n\n"
            "A swarm on this machine: real `rumor node` processes on 127.0.0.1 (--mode proc), or one\n"
            "process with a virtual clock and an emulated network (--mode virtual). Results go to\n"
-           "runs/<timestamp>/ (or --out): every peer's metrics, summary.json, plots/.\n\n"
-           "Settings (a scenario file holds the same keys as `key = value` lines):\n"
-           "  --mode proc|virtual      (default proc)\n"
-           "  --peers N                (default 8)\n"
-           "  --model SPEC             logreg | mlp:W1,W2 | cnn (default mlp:256,128)\n"
-           "  --partition SPEC         iid | dirichlet:A | shards:K (default dirichlet:0.5)\n"
-           "  --topology SPEC          see rumor topo (default expo)\n"
-           "  --algo SPEC              dpsgd | sgp | diloco:H (default dpsgd)\n"
-           "  --rounds N               gossip rounds (default 300)\n"
-           "  --local-steps H          minibatch steps per round (default 10)\n"
-           "  --batch B --lr X --momentum M --weight-decay W --optimizer sgd|adamw\n"
-           "  --schedule constant|cosine|step:E,G --warmup STEPS\n"
-           "  --outer-lr X --outer-momentum M   diloco's outer Nesterov step (default 0.7, 0.9)\n"
-           "  --seed S --eval-every N (default 20) --limit N --data DIR --threads T\n"
-           "  --latency MS --bandwidth MBIT --loss P   the network: emulated by the nodes in proc mode\n"
-           "                           (only when given), by the clock in virtual mode\n"
-           "  --step-ms MS             virtual mode: the virtual time of one local step\n"
-           "  --straggler I --slowdown K   peer I computes K times slower\n"
-           "  --robust none|clip[:F]|trim:B   robust mixing on every peer (default none)\n"
-           "  --byzantine I --attack SPEC  peer I sends scale:K (default scale:-10) or noise:S models\n"
-           "  --dp clip=C,noise=S[,delta=D] --dp-budget EPS   DP-SGD on every peer (virtual mode:\n"
-           "                           noise from --seed, replayable, protecting nothing)\n"
-           "  --codec f32|fp16|bf16|int8|topk:F   how the models sent are encoded (default f32; topk:\n"
-           "                           compressed differences with error feedback, CHOCO-SGD)\n"
-           "  --consensus-step G       with topk: CHOCO's consensus step (default 0.05)\n"
-           "  --secure-mix             masked neighbourhood averaging on every peer (dpsgd, diloco)\n"
-           "  --event 'kill peer 3 at 40s' | 'restart peer 3 at 60s' | 'kill 25%% at round 50'\n"
-           "  --faults SEED            random faults drawn from SEED: kills and restarts (at most a\n"
-           "                           quarter of the peers down, each for at most 20 rounds), maybe a\n"
-           "                           straggler and message loss, and in virtual mode a partition;\n"
-           "                           a seed replays exactly in virtual mode\n"
-           "  --soak N                 a fault-free run, then seeds 1..N, each checked: no peer failed,\n"
-           "                           every peer finished, consensus at most twice the fault-free\n"
-           "                           run's, on iid shards accuracy within 1 point; exit 1 if one\n"
-           "                           did not hold\n"
-           "  --soak-from K            start the soak at seed K (resume a stopped one; default 1)\n"
-           "  --out DIR --no-plots --quiet\n"
-           "  --check                  check the settings and print them as JSON; run nothing\n");
+           "runs/<timestamp>/ (or --out): every peer's metrics, summary.json, plots/. The network\n"
+           "(--latency, --bandwidth, --loss) is emulated by the nodes in proc mode, only when given,\n"
+           "and by the clock in virtual mode. A scenario file holds the same settings as\n"
+           "`key = value` lines (a switch: `secure-mix = yes`); flags after it override it.\n\n");
+    rumor_settings_help(stdout, RUMOR_CMD_SIM);
 }
 
 int cmd_sim(int argc, char **argv)
 {
     rumor_sim_config_t c;
-    rumor_sim_defaults(&c);
-    bool check_only = false;
+    rumor_settings_defaults(&c, RUMOR_CMD_SIM);
     char err[RUMOR_ERR_LEN];
-    int i = 2;
-    if (i < argc && argv[i][0] != '-') {
-        if (rumor_sim_load(&c, argv[i], err) != RUMOR_OK) {
+    int first = 2;
+    if (first < argc && argv[first][0] != '-') {
+        if (rumor_settings_load(&c, argv[first], err) != RUMOR_OK) {
             cli_error("%s", err);
             return 2;
         }
-        i++;
+        first++;
     }
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            sim_help();
-            return 0;
-        }
-        if (strcmp(a, "--no-plots") == 0) {
-            c.plots = false;
-            continue;
-        }
-        if (strcmp(a, "--quiet") == 0) {
-            c.quiet = true;
-            continue;
-        }
-        if (strcmp(a, "--secure-mix") == 0) {
-            c.secure_mix = true;
-            continue;
-        }
-        if (strcmp(a, "--check") == 0) {
-            check_only = true;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            cli_error("unexpected argument '%s' (a scenario file comes first; see rumor sim --help)", a);
-            return 2;
-        }
-        const char *key = a + 2, *eq = strchr(key, '=');
-        char name[64];
-        const char *value;
-        if (eq) {
-            snprintf(name, sizeof name, "%.*s", (int)(eq - key), key);
-            value = eq + 1;
-        } else {
-            if (i + 1 >= argc) {
-                cli_error("%s needs a value", a);
-                return 2;
-            }
-            snprintf(name, sizeof name, "%s", key);
-            value = argv[++i];
-        }
-        if (rumor_sim_set(&c, name, value, err) != RUMOR_OK) {
-            if (strncmp(err, "unknown setting", 15) == 0) cli_error("unknown option --%s (see rumor sim --help)", name);
-            else cli_error("--%s", err);
-            return 2;
-        }
-    }
-    if (c.soak && c.faults) {
-        cli_error("--soak runs seeds 1..N, --faults one seed: give one of them");
+    const char *pos[1];
+    int n_pos;
+    bool help;
+    if (!rumor_settings_parse_args(&c, RUMOR_CMD_SIM, argc, argv, first, pos, 0, &n_pos, &help, err)) {
+        if (strncmp(err, "unexpected argument", 19) == 0) cli_error("%s (a scenario file comes first)", err);
+        else cli_error("%s", err);
         return 2;
     }
-    if (c.soak_from > 1 && c.soak_from > c.soak) {
-        cli_error("--soak-from %d: the soak's seeds end at --soak %d", c.soak_from, c.soak);
-        return 2;
+    if (help) {
+        sim_help();
+        return 0;
     }
     if (c.faults) rumor_sim_faults(&c, c.faults);
-    if (rumor_sim_check(&c, err) != RUMOR_OK) {
+    if (rumor_settings_check(&c, RUMOR_CMD_SIM, err) != RUMOR_OK) {
         cli_error("%s", err);
         return 2;
     }
-    if (check_only) { /* the settings, checked, as summary.json would record them */
+    if (c.check) { /* the settings, checked, as summary.json would record them */
         char json[8192];
-        rumor_sim_config_json(&c, json, sizeof json);
+        rumor_settings_json(&c, RUMOR_CMD_SIM, json, sizeof json);
         printf("%s\n", json);
         return 0;
     }

@@ -74,6 +74,30 @@ static void arg(args_t *a, const char *fmt, ...)
     a->v[a->n] = NULL;
 }
 
+/* The settings a node shares with the swarm (the table's rows of both node and sim), each
+ * where it differs from the node's own default: the emulated network only when one was asked
+ * for, the local steps not with diloco:H (whose H they are). */
+static void pass_settings(args_t *a, const rumor_sim_config_t *c)
+{
+    rumor_settings_t node;
+    rumor_settings_defaults(&node, RUMOR_CMD_NODE);
+    int n;
+    const rumor_setting_t *t = rumor_settings_table(&n);
+    for (int k = 0; k < n; k++) {
+        const rumor_setting_t *r = &t[k];
+        if ((r->where & (RUMOR_IN_NODE | RUMOR_IN_SIM)) != (RUMOR_IN_NODE | RUMOR_IN_SIM) || (r->flags & RUMOR_SET_BY_PROC))
+            continue;
+        if ((r->flags & RUMOR_SET_NET) && !c->net_given) continue;
+        if (strcmp(r->name, "local-steps") == 0 && strncmp(c->algo, "diloco:", 7) == 0) continue;
+        char v[RUMOR_SETTINGS_PATH], d[RUMOR_SETTINGS_PATH];
+        rumor_settings_format(c, r, v, sizeof v);
+        rumor_settings_format(&node, r, d, sizeof d);
+        if (strcmp(v, d) == 0) continue;
+        if (r->type == RUMOR_SET_BOOL) arg(a, "--%s%s", strcmp(v, "yes") == 0 ? "" : "no-", r->name);
+        else arg(a, "--%s", r->name), arg(a, "%s", v);
+    }
+}
+
 /* The command line of peer i, as a user would type it. */
 static void node_args(args_t *a, const rumor_sim_config_t *c, const char *exe, int i, const char *bootstrap, int threads,
                       bool resume)
@@ -90,25 +114,9 @@ static void node_args(args_t *a, const rumor_sim_config_t *c, const char *exe, i
     snprintf(ctl, sizeof ctl, "ipc://%s/peer-%03d/control", c->out, i);
     if (strlen(ctl) < 100) arg(a, "--control"), arg(a, "%s", ctl); /* the ipc path limit is 107 bytes */
     arg(a, "--run-dir"), arg(a, "%s/peer-%03d", c->out, i);
-    arg(a, "--data"), arg(a, "%s", c->data);
-    arg(a, "--partition"), arg(a, "%s", c->partition);
     arg(a, "--rank"), arg(a, "%d", i);
     arg(a, "--of"), arg(a, "%d", c->peers);
-    if (c->limit) arg(a, "--limit"), arg(a, "%ld", c->limit);
-    arg(a, "--model"), arg(a, "%s", c->model);
-    arg(a, "--algo"), arg(a, "%s", c->algo);
-    arg(a, "--topology"), arg(a, "%s", c->topology);
-    arg(a, "--rounds"), arg(a, "%ld", c->rounds);
-    if (strncmp(c->algo, "diloco:", 7) != 0) arg(a, "--local-steps"), arg(a, "%d", c->local_steps);
-    arg(a, "--batch"), arg(a, "%d", c->batch);
-    arg(a, "--lr"), arg(a, "%.9g", (double)c->lr);
-    arg(a, "--momentum"), arg(a, "%.9g", (double)c->momentum);
-    arg(a, "--weight-decay"), arg(a, "%.9g", (double)c->weight_decay);
-    arg(a, "--optimizer"), arg(a, "%s", c->optimizer);
-    arg(a, "--schedule"), arg(a, "%s", c->schedule);
-    if (c->warmup) arg(a, "--warmup"), arg(a, "%ld", c->warmup);
-    arg(a, "--seed"), arg(a, "%llu", (unsigned long long)c->seed);
-    arg(a, "--eval-every"), arg(a, "%d", c->eval_every);
+    pass_settings(a, c);
     arg(a, "--checkpoint-every"), arg(a, "%d", 10);
     arg(a, "--threads"), arg(a, "%d", threads);
     arg(a, "--min-peers"), arg(a, "%d", c->peers);
@@ -124,20 +132,7 @@ static void node_args(args_t *a, const rumor_sim_config_t *c, const char *exe, i
      * topology, as in virtual mode. */
     arg(a, "--view-size"), arg(a, "%d", c->peers - 1 < 1 ? 1 : c->peers - 1 > 200 ? 200 : c->peers - 1);
     if (i == c->straggler && c->slowdown > 1) arg(a, "--slowdown"), arg(a, "%.9g", c->slowdown);
-    if (strcmp(c->robust, "none") != 0) arg(a, "--robust"), arg(a, "%s", c->robust);
     if (i == c->byzantine) arg(a, "--attack"), arg(a, "%s", c->attack);
-    if (c->dp[0]) arg(a, "--dp"), arg(a, "%s", c->dp);
-    if (strncmp(c->algo, "diloco:", 7) == 0)
-        arg(a, "--outer-lr"), arg(a, "%.9g", c->outer_lr), arg(a, "--outer-momentum"), arg(a, "%.9g", c->outer_momentum);
-    if (strcmp(c->codec, "f32") != 0 && strcmp(c->codec, "fp32") != 0) arg(a, "--codec"), arg(a, "%s", c->codec);
-    if (c->secure_mix) arg(a, "--secure-mix");
-    if (c->consensus_step > 0) arg(a, "--consensus-step"), arg(a, "%.9g", c->consensus_step);
-    if (c->dp_budget > 0) arg(a, "--dp-budget"), arg(a, "%.9g", c->dp_budget);
-    if (c->net_given) { /* the node's own emulation of the scenario's network, on top of loopback */
-        if (c->latency_ms > 0) arg(a, "--emulate-latency"), arg(a, "%.9g", c->latency_ms);
-        if (c->bandwidth_mbps > 0) arg(a, "--emulate-bandwidth"), arg(a, "%.9g", c->bandwidth_mbps);
-        if (c->loss > 0) arg(a, "--emulate-loss"), arg(a, "%.9g", c->loss);
-    }
     if (resume) arg(a, "--resume");
 }
 

@@ -260,7 +260,7 @@ rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, 
         }
     }
     static char cfg[16384], text[20000];
-    rumor_sim_config_json(c, cfg, sizeof cfg);
+    rumor_settings_json(c, RUMOR_CMD_SIM, cfg, sizeof cfg);
     size_t len = 0;
     int k = snprintf(text, sizeof text, "{\"mode\":\"%s\",\"peers\":%d,\"rounds\":%ld,\"rounds_done_min\":%ld,"
                      "\"rounds_done_max\":%ld",

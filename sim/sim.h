@@ -33,88 +33,15 @@
 #define RUMOR_SIM_H
 
 #include "rumor.h"
+#include "settings.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RUMOR_SIM_MAX_PEERS 4096
-#define RUMOR_SIM_MAX_EVENTS 64
-#define RUMOR_SIM_MAX_PARTS 4
+/* The settings of a simulated swarm: the settings table's (settings.h), which `rumor sim`
+ * shares with `rumor train` and `rumor node`. */
+typedef rumor_settings_t rumor_sim_config_t;
 
-typedef enum { RUMOR_SIM_KILL, RUMOR_SIM_RESTART } rumor_sim_event_kind_t;
-
-/* "kill peer 3 at 40s", "restart peer 3 at 60s", "kill 25% at round 50" */
-typedef struct {
-    rumor_sim_event_kind_t kind;
-    int peer;           /* -1: a fraction of the peers (percent) */
-    int percent;
-    double at_s;        /* at this time (s since the start), or */
-    long at_round;      /* at this round (the slowest live peer's), when >= 0 */
-} rumor_sim_event_t;
-
-/* A partition (virtual mode): peers [lo, hi) and the others hear nothing of each other while
- * the furthest peer's round is in [from, to) (the slowest may be a straggler that trains few
- * rounds and keeps up by jumping: by it a partition of one round could last the run). */
-typedef struct {
-    long from, to;
-    int lo, hi;
-} rumor_sim_part_t;
-
-typedef struct {
-    char mode[16];          /* proc | virtual */
-    int peers;
-    char topology[64];
-    char algo[32];
-    char model[96];
-    char partition[32];
-    long rounds;
-    int local_steps;
-    int batch;
-    float lr, momentum, weight_decay;
-    double outer_lr, outer_momentum; /* diloco's outer Nesterov step (0.7 and 0.9 by default) */
-    char optimizer[16];
-    char schedule[32];
-    long warmup;
-    uint64_t seed;
-    int eval_every;         /* rounds between test evaluations */
-    long limit;             /* training samples used (0: all) */
-    char data[512];
-    int threads;            /* compute threads per peer (proc mode); 0: cores / peers, at least 1 */
-    /* network (virtual mode) */
-    double latency_ms, bandwidth_mbps, loss;
-    bool net_given;         /* proc mode emulates the network only when asked (latency/bandwidth/loss given) */
-    double step_ms;         /* virtual mode: virtual compute time of one local step; 0: the model's
-                               flops at a nominal 10 GFLOP/s (never measured: runs stay deterministic) */
-    /* faults */
-    rumor_sim_event_t events[RUMOR_SIM_MAX_EVENTS];
-    int n_events;
-    int straggler;          /* this peer computes `slowdown` times slower; -1: none */
-    double slowdown;
-    char robust[32];        /* robust mixing on every peer: none | clip | clip:F */
-    int byzantine;          /* this peer sends `attack` instead of its models; -1: none */
-    char attack[32];        /* scale:K | noise:S */
-    char dp[96];            /* DP-SGD on every peer: clip=C,noise=S[,delta=D]; "" = off */
-    char codec[32];         /* how every peer encodes the models it sends: f32 | fp16 | bf16 | int8 */
-    double dp_budget;       /* epsilon at which a peer stops training; 0: none */
-    bool secure_mix;        /* neighbourhood masked averaging on every peer (secmix.h) */
-    double consensus_step;  /* codec topk: CHOCO's gamma; 0: the engine's default */
-    rumor_sim_part_t parts[RUMOR_SIM_MAX_PARTS]; /* virtual mode */
-    int n_parts;
-    uint64_t faults;        /* --faults SEED: the random faults it drew (rumor_sim_faults); 0: none */
-    int soak;               /* --soak N: N seeds of faults, each checked against a fault-free run */
-    int soak_from;          /* --soak-from K: the first seed of the soak (default 1: resume a stopped one) */
-    char out[512];          /* run folder; "" = runs/<timestamp> */
-    bool plots;             /* draw plots at the end (tools/plot) */
-    bool quiet;
-} rumor_sim_config_t;
-
-void rumor_sim_defaults(rumor_sim_config_t *c);
-/* key = value, as in a scenario file or from a --flag (the flag's name without dashes).
- * EINVAL with a sentence in err. */
-rumor_err_t rumor_sim_set(rumor_sim_config_t *c, const char *key, const char *value,
-                          char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-/* Read a scenario file: `key = value` lines, `#` comments, `event = kill peer 3 at 40s`. */
-rumor_err_t rumor_sim_load(rumor_sim_config_t *c, const char *path, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* Random faults from `seed` (nonzero), added to c: kills and restarts at rounds (at most a
  * quarter of the peers down at once, each for at most 20 rounds, every one back 20 rounds
  * before the end), maybe a straggler (slowdown 1.5..4) and message loss (up to 5%), and in
@@ -125,11 +52,6 @@ void rumor_sim_faults(rumor_sim_config_t *c, uint64_t seed);
  * 0 when every invariant held, 1 when one did not, 2 on an error (err). Stops at *stop. */
 int rumor_sim_soak(const rumor_sim_config_t *c, const char *rumor_exe, const atomic_bool *stop,
                    char err[RUMOR_ERR_LEN]);
-/* Check the whole configuration (ranges, specs that parse). */
-rumor_err_t rumor_sim_check(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-/* The configuration as one JSON object (for summary.json), into buf. */
-void rumor_sim_config_json(const rumor_sim_config_t *c, char *buf, size_t cap);
-
 /* Run the configured swarm; the run folder is c->out (created). Stops early once *stop is
  * set (the CLI's SIGINT; NULL: never) and still writes summary.json. */
 rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *rumor_exe, const atomic_bool *stop,

@@ -146,7 +146,7 @@ int rumor_sim_soak(const rumor_sim_config_t *c, const char *exe, const atomic_bo
         char what[400], why[600], bad[64], e2[RUMOR_ERR_LEN];
         describe(run, base, what, sizeof what);
         const double t1 = rumor_now();
-        if (rumor_sim_check(run, e2) != RUMOR_OK || run_one(run, exe, stop, e2) != RUMOR_OK) {
+        if (rumor_settings_check(run, RUMOR_CMD_SIM, e2) != RUMOR_OK || run_one(run, exe, stop, e2) != RUMOR_OK) {
             snprintf(bad, sizeof bad, "run");
             snprintf(why, sizeof why, "the run failed: %s", e2);
         } else {

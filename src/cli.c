@@ -158,26 +158,79 @@ void cli_json_number(const char *key, double v, bool last)
     else printf("\"%s\":null%s", key, last ? "" : ",");
 }
 
-bool cli_parse_shard(const char *partition, bool rank_set, bool of_set, int rank, int of, rumor_partition_t *out,
-                     bool *partitioned)
+rumor_err_t cli_learning(const rumor_settings_t *s, rumor_model_spec_t *spec, rumor_optim_config_t *opt,
+                         rumor_schedule_t *sched, rumor_partition_t *part, bool *partitioned, char err[RUMOR_ERR_LEN])
 {
-    *partitioned = false;
-    if (!partition && !rank_set && !of_set) return true;
-    if (!partition || !rank_set || !of_set) {
-        cli_error("--partition, --rank and --of go together");
-        return false;
+    rumor_err_t rc;
+    *opt = rumor_optim_defaults();
+    if ((rc = rumor_model_spec_parse(spec, s->model, err)) != RUMOR_OK ||
+        (rc = rumor_optim_kind_parse(&opt->kind, s->optimizer, err)) != RUMOR_OK ||
+        (rc = rumor_schedule_parse(sched, s->schedule, err)) != RUMOR_OK)
+        return rc;
+    opt->lr = s->lr;
+    opt->momentum = s->momentum;
+    opt->nesterov = s->nesterov;
+    opt->weight_decay = s->weight_decay;
+    sched->warmup = s->warmup;
+    *partitioned = s->partition[0] && rumor_settings_given(s, "rank");
+    if (*partitioned && (rc = rumor_partition_parse(part, s->partition, err)) != RUMOR_OK) return rc;
+    return RUMOR_OK;
+}
+
+/* `rumor settings [--json]`: the settings table, for people (one setting a line) or tools. */
+int cmd_settings(int argc, char **argv)
+{
+    bool json = false, help = false;
+    const cli_opt_t opts[] = {
+        {"--json", OPT_FLAG, &json, NULL, "the table as JSON (name, type, where, range, defaults, help)"},
+        {"--help", OPT_FLAG, &help, NULL, "this help"},
+    };
+    int n_pos;
+    if (!cli_parse(argc, argv, 2, opts, (int)RUMOR_ARRAY_LEN(opts), NULL, 0, &n_pos)) return 2;
+    if (help) {
+        printf("usage: rumor settings [--json]\n\nEvery setting of rumor train, rumor node and rumor sim (and sim's "
+               "scenario keys):\nwhich commands take it and each one's default.\n\n");
+        cli_print_options(opts, (int)RUMOR_ARRAY_LEN(opts));
+        return 0;
     }
-    if (of < 1 || of > 100000 || rank < 0 || rank >= of) {
-        cli_error("--rank %d --of %d: expected 0 <= rank < of <= 100000", rank, of);
-        return false;
+    if (json) {
+        rumor_settings_table_json(stdout);
+        return 0;
     }
-    char err[RUMOR_ERR_LEN];
-    if (rumor_partition_parse(out, partition, err) != RUMOR_OK) {
-        cli_error("%s", err);
-        return false;
+    int n;
+    const rumor_setting_t *t = rumor_settings_table(&n);
+    printf("%-18s %-16s %-34s %s\n", "setting", "commands", "default", "what it does");
+    for (int i = 0; i < n; i++) {
+        char where[32] = "", def[160] = "";
+        size_t wl = 0, dl = 0;
+        for (int c = 0; c < RUMOR_N_CMDS; c++) {
+            if (!(t[i].where & (1u << c))) continue;
+            wl += (size_t)snprintf(where + wl, sizeof where - wl, "%s%s", wl ? "," : "", rumor_cmd_name((rumor_cmd_t)c));
+            if (dl < sizeof def)
+                dl += (size_t)snprintf(def + dl, sizeof def - dl, "%s%s %s", dl ? ", " : "",
+                                       rumor_cmd_name((rumor_cmd_t)c), t[i].def[c] ? t[i].def[c] : "-");
+        }
+        bool same = true; /* one default for every command that takes it: said once */
+        const char *d0 = NULL;
+        for (int c = 0; c < RUMOR_N_CMDS; c++) {
+            if (!(t[i].where & (1u << c))) continue;
+            const char *d = t[i].def[c] ? t[i].def[c] : "-";
+            if (d0 && strcmp(d0, d) != 0) same = false;
+            d0 = d;
+        }
+        if (same && d0) snprintf(def, sizeof def, "%s", d0);
+        printf("--%-16s %-16s %-34s %s%s%s\n", t[i].name, where, def, t[i].help, t[i].old ? "; formerly --" : "",
+               t[i].old ? t[i].old : "");
     }
-    *partitioned = true;
-    return true;
+    return 0;
+}
+
+int cli_print_settings(const rumor_settings_t *s, rumor_cmd_t cmd)
+{
+    static char json[16384];
+    rumor_settings_json(s, cmd, json, sizeof json);
+    printf("%s\n", json);
+    return 0;
 }
 
 bool cli_prepare_output(const char *path, char err[RUMOR_ERR_LEN])

@@ -6,7 +6,10 @@
 #define RUMOR_CLI_H
 
 #include "data.h"
+#include "model.h"
+#include "optim.h"
 #include "rumor.h"
+#include "settings.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,10 +39,12 @@ void cli_json_number(const char *key, double v, bool last);
 /* Create the folder an output file goes into (as mkdir -p) and check it is writable; false
  * with a sentence in err otherwise. */
 bool cli_prepare_output(const char *path, char err[RUMOR_ERR_LEN]);
-/* --partition SPEC --rank I --of N, which go together: *partitioned and *out when given.
- * false (the one error line printed) when they do not fit. */
-bool cli_parse_shard(const char *partition, bool rank_set, bool of_set, int rank, int of, rumor_partition_t *out,
-                     bool *partitioned);
+/* The model, optimizer, schedule and shard of s (checked: rumor_settings_check). */
+rumor_err_t cli_learning(const rumor_settings_t *s, rumor_model_spec_t *spec, rumor_optim_config_t *opt,
+                         rumor_schedule_t *sched, rumor_partition_t *part, bool *partitioned,
+                         char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* --check: cmd's settings as one JSON line on stdout; 0. */
+int cli_print_settings(const rumor_settings_t *s, rumor_cmd_t cmd);
 
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
@@ -52,6 +57,7 @@ int cmd_swarm(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_privacy(int argc, char **argv);
+int cmd_settings(int argc, char **argv);
 
 /* Install SIGINT/SIGTERM handlers that ask the training loop to stop cleanly. */
 void cli_handle_stop_signals(void);

@@ -61,82 +61,73 @@ static void show_progress(void *arg, const rumor_train_progress_t *p)
     }
 }
 
+/* The settings the user gave, for a resume: the rest come from the checkpoint. */
+static rumor_train_given_t train_given(const rumor_settings_t *s)
+{
+    return (rumor_train_given_t){
+        .model = rumor_settings_given(s, "model"), .seed = rumor_settings_given(s, "seed"),
+        .batch = rumor_settings_given(s, "batch"), .limit = rumor_settings_given(s, "limit"),
+        .partition = rumor_settings_given(s, "partition"), .epochs = rumor_settings_given(s, "epochs"),
+        .optimizer = rumor_settings_given(s, "optimizer"), .lr = rumor_settings_given(s, "lr"),
+        .momentum = rumor_settings_given(s, "momentum"), .nesterov = rumor_settings_given(s, "nesterov"),
+        .weight_decay = rumor_settings_given(s, "weight-decay"), .schedule = rumor_settings_given(s, "schedule"),
+        .warmup = rumor_settings_given(s, "warmup"),
+    };
+}
+
+/* s (checked) as the trainer's configuration. */
+static rumor_err_t train_config(const rumor_settings_t *s, rumor_train_config_t *cfg, char err[RUMOR_ERR_LEN])
+{
+    rumor_train_config_defaults(cfg);
+    rumor_err_t rc = cli_learning(s, &cfg->spec, &cfg->opt, &cfg->sched, &cfg->partition, &cfg->partitioned, err);
+    if (rc != RUMOR_OK) return rc;
+    cfg->spec_set = rumor_settings_given(s, "model");
+    cfg->data_dir = s->data;
+    cfg->device = s->device;
+    cfg->threads = s->threads;
+    cfg->epochs = s->epochs;
+    cfg->batch = s->batch;
+    cfg->seed = s->seed;
+    cfg->limit = (size_t)s->limit;
+    cfg->rank = s->rank;
+    cfg->peers = s->of;
+    cfg->metrics_path = s->metrics[0] ? s->metrics : NULL;
+    cfg->save_path = s->save[0] ? s->save : NULL;
+    cfg->checkpoint_path = s->checkpoint[0] ? s->checkpoint : NULL;
+    cfg->checkpoint_every = s->checkpoint_steps;
+    cfg->resume_path = !s->resume ? NULL : s->resume_from[0] ? s->resume_from : s->checkpoint;
+    cfg->max_steps = s->max_steps;
+    cfg->log_every = s->log_every;
+    cfg->eval = s->eval;
+    return RUMOR_OK;
+}
+
 int cmd_train(int argc, char **argv)
 {
-    rumor_train_config_t cfg;
-    rumor_train_config_defaults(&cfg);
-    cfg.data_dir = RUMOR_DEFAULT_DATA;
-    const char *model = "mlp:256,128", *optimizer = "sgd", *schedule = "constant";
-    long warmup = 0, limit = 0;
-    const char *partition = NULL;
-    bool rank_set = false, of_set = false;
-    rumor_train_given_t given = {0};
-    bool help = false, nesterov = false, quiet = false, no_eval = false;
-    const cli_opt_t opts[] = {
-        {"--data", OPT_STR, &cfg.data_dir, NULL, "IDX dataset folder (default " RUMOR_DEFAULT_DATA ")"},
-        {"--model", OPT_STR, &model, &cfg.spec_set, "logreg | mlp:W1,W2,... | cnn[:C1,C2] (default mlp:256,128)"},
-        {"--epochs", OPT_INT, &cfg.epochs, &given.epochs, "epochs (default 10)"},
-        {"--batch", OPT_INT, &cfg.batch, &given.batch, "minibatch size (default 64)"},
-        {"--lr", OPT_FLOAT, &cfg.opt.lr, &given.lr, "learning rate (default 0.05)"},
-        {"--momentum", OPT_FLOAT, &cfg.opt.momentum, &given.momentum, "SGD momentum (default 0.9)"},
-        {"--nesterov", OPT_FLAG, &nesterov, &given.nesterov, "Nesterov momentum"},
-        {"--weight-decay", OPT_FLOAT, &cfg.opt.weight_decay, &given.weight_decay, "weight decay (default 0)"},
-        {"--optimizer", OPT_STR, &optimizer, &given.optimizer, "sgd | adamw (default sgd)"},
-        {"--schedule", OPT_STR, &schedule, &given.schedule, "constant | step:EPOCHS,GAMMA | cosine"},
-        {"--warmup", OPT_LONG, &warmup, &given.warmup, "linear warm-up steps (default 0)"},
-        {"--threads", OPT_INT, &cfg.threads, NULL, "compute threads (default: all cores)"},
-        {"--seed", OPT_U64, &cfg.seed, &given.seed, "seed for init and sample order (default 1)"},
-        {"--limit", OPT_LONG, &limit, &given.limit, "train on the first N samples only"},
-        {"--partition", OPT_STR, &partition, &given.partition, "iid | dirichlet:ALPHA | shards:K: train on one peer's shard"},
-        {"--rank", OPT_INT, &cfg.rank, &rank_set, "with --partition: which peer (0-based)"},
-        {"--of", OPT_INT, &cfg.peers, &of_set, "with --partition: how many peers"},
-        {"--metrics", OPT_STR, &cfg.metrics_path, NULL, "JSON-lines metrics file (appended to when resuming)"},
-        {"--log-every", OPT_INT, &cfg.log_every, NULL, "steps between metric lines (default 100)"},
-        {"--save", OPT_STR, &cfg.save_path, NULL, "export the trained model (safetensors)"},
-        {"--checkpoint", OPT_STR, &cfg.checkpoint_path, NULL, "checkpoint after every epoch and on Ctrl-C"},
-        {"--checkpoint-every", OPT_LONG, &cfg.checkpoint_every, NULL, "also checkpoint every N steps"},
-        {"--max-steps", OPT_LONG, &cfg.max_steps, NULL, "stop after N steps in all, with a checkpoint"},
-        {"--resume", OPT_STR, &cfg.resume_path, NULL, "continue from a checkpoint"},
-        {"--device", OPT_STR, &cfg.device, NULL, "cpu | cuda | auto (default cpu)"},
-        {"--no-eval", OPT_FLAG, &no_eval, NULL, "skip test accuracy after each epoch"},
-        {"--quiet", OPT_FLAG, &quiet, NULL, "no progress or epoch lines"},
-        {"--help", OPT_FLAG, &help, NULL, "this help"},
-    };
-    const int n_opts = (int)RUMOR_ARRAY_LEN(opts);
-    int n_pos;
-    if (!cli_parse(argc, argv, 2, opts, n_opts, NULL, 0, &n_pos)) return 2;
-    if (help) {
-        printf("usage: rumor train [options]\n\n");
-        cli_print_options(opts, n_opts);
-        return 0;
-    }
+    static rumor_settings_t s; /* the configuration's strings point into it */
+    rumor_settings_defaults(&s, RUMOR_CMD_TRAIN);
     char err[RUMOR_ERR_LEN];
-    rumor_err_t rc;
-    if ((cfg.spec_set && (rc = rumor_model_spec_parse(&cfg.spec, model, err)) != RUMOR_OK) ||
-        (rc = rumor_optim_kind_parse(&cfg.opt.kind, optimizer, err)) != RUMOR_OK ||
-        (rc = rumor_schedule_parse(&cfg.sched, schedule, err)) != RUMOR_OK) {
+    bool help;
+    int n_pos;
+    if (!rumor_settings_parse_args(&s, RUMOR_CMD_TRAIN, argc, argv, 2, NULL, 0, &n_pos, &help, err)) {
         cli_error("%s", err);
         return 2;
     }
-    if (!cli_parse_shard(partition, rank_set, of_set, cfg.rank, cfg.peers, &cfg.partition, &cfg.partitioned))
-        return 2;
-    if (warmup < 0 || limit < 0 || cfg.log_every < 0 || cfg.checkpoint_every < 0 || cfg.max_steps < 0) {
-        cli_error("--warmup, --limit, --log-every, --checkpoint-every and --max-steps must not be negative");
+    if (help) {
+        printf("usage: rumor train [options]\n\n");
+        rumor_settings_help(stdout, RUMOR_CMD_TRAIN);
+        return 0;
+    }
+    if (rumor_settings_check(&s, RUMOR_CMD_TRAIN, err) != RUMOR_OK) {
+        cli_error("%s", err);
         return 2;
     }
-    if (cfg.threads < 0 || cfg.threads > 1024) {
-        cli_error("--threads %d: expected 1..1024 (or 0 for all cores)", cfg.threads);
-        return 2;
-    }
-    if (cfg.checkpoint_every > 0 && !cfg.checkpoint_path) {
-        cli_error("--checkpoint-every needs --checkpoint FILE");
-        return 2;
-    }
-    cfg.opt.nesterov = nesterov;
-    cfg.sched.warmup = warmup;
-    cfg.limit = (size_t)limit;
-    given.model = cfg.spec_set;
-    if (cfg.resume_path && (rc = rumor_train_config_resume(&cfg, &given, err)) != RUMOR_OK) {
+    if (s.check) return cli_print_settings(&s, RUMOR_CMD_TRAIN);
+    rumor_train_config_t cfg;
+    rumor_err_t rc = train_config(&s, &cfg, err);
+    const rumor_train_given_t given = train_given(&s);
+    if (rc == RUMOR_OK && cfg.resume_path) rc = rumor_train_config_resume(&cfg, &given, err);
+    if (rc != RUMOR_OK) {
         cli_error("%s", err);
         return cli_exit_code(rc);
     }
@@ -153,9 +144,8 @@ int cmd_train(int argc, char **argv)
             cli_error("%s", err);
             return 2;
         }
-    cfg.eval = !no_eval;
     progress_t pg = {.tty = isatty(STDERR_FILENO), .last_plain = rumor_now()};
-    if (!quiet) cfg.progress = show_progress, cfg.progress_arg = &pg;
+    if (!s.quiet) cfg.progress = show_progress, cfg.progress_arg = &pg;
 
     cli_handle_stop_signals();
     cfg.stop = &cli_stop;
@@ -173,7 +163,7 @@ int cmd_train(int argc, char **argv)
             fprintf(stderr, "rumor: stopped at step %ld (no --checkpoint, nothing saved)\n", res.steps);
         return 130;
     }
-    if (!quiet) {
+    if (!s.quiet) {
         printf("done: %d epochs, %ld steps, %.1fs training, %.0f samples/s (%.1f GFLOP/s)",
                res.epochs_done, res.steps, res.train_seconds, res.samples_per_s, res.gflops);
         if (cfg.eval) printf(", test_acc %.4f", res.test_acc);

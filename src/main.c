@@ -26,6 +26,7 @@ static void usage(FILE *f)
             "  topo     degree, spectral gap and period of a topology: topo --kind SPEC --peers N\n"
             "  sim      a whole swarm on this machine, with live progress and plots (sim --help)\n"
             "  privacy  DP-SGD's epsilon for a noise, or the noise for an epsilon (privacy --help)\n"
+            "  settings every setting of train, node and sim: where it applies, its defaults [--json]\n"
             "\n"
             "  rumor --version      version, protocol version, compiled backends\n"
             "  rumor COMMAND --help options of a command\n",
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "topo") == 0) return cmd_topo(argc, argv);
     if (strcmp(cmd, "sim") == 0) return cmd_sim(argc, argv);
     if (strcmp(cmd, "privacy") == 0) return cmd_privacy(argc, argv);
+    if (strcmp(cmd, "settings") == 0) return cmd_settings(argc, argv);
     cli_error("unknown command '%s' (try rumor --help)", cmd);
     return 2;
 }

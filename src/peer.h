@@ -100,10 +100,6 @@ typedef struct {
     bool interrupted;
 } rumor_peer_result_t;
 
-/* Whether the gossip settings go together (rumor_gossip_check_modes, and no --attack with
- * --codec topk, whose sends are not models to poison); false with a sentence in err. */
-bool rumor_peer_gossip_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_LEN]);
-
 /* Run a training peer until its rounds are done or cfg->stop is set. Errors as rumor_node_run
  * and rumor_train_run, with err saying what and where. */
 rumor_err_t rumor_peer_run(const rumor_peer_config_t *cfg, rumor_peer_result_t *res,

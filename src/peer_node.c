@@ -176,16 +176,6 @@ static bool encode_snapshot(peer_t *p, const rumor_gossip_send_t *s, const float
     return true;
 }
 
-bool rumor_peer_gossip_fits(const rumor_peer_config_t *cfg, char err[RUMOR_ERR_LEN])
-{
-    if (cfg->codec.id == RUMOR_CODEC_TOPK && cfg->attack.kind != RUMOR_ATTACK_NONE) {
-        rumor_fail(err, RUMOR_EINVAL, "--codec topk (compressed gossip) and --attack exclude each other");
-        return false;
-    }
-    return rumor_gossip_check_modes(&cfg->algo, &cfg->robust, cfg->secure_mix, &cfg->codec, cfg->consensus_step, err) ==
-           RUMOR_OK;
-}
-
 /* Rounds reserved at a time in secure-mix.round: one fsync every MASK_RESERVE rounds. */
 #define MASK_RESERVE 64
 

@@ -12,13 +12,13 @@ expect_error "unknown command" "unknown command 'frobnicate'" frobnicate
 expect_error "unknown option" "unknown option '--frobnicate'" train --frobnicate
 expect_error "missing value" '--epochs needs a value' train --epochs
 expect_error "non-integer epochs" "--epochs: 'abc' is not an integer" train --epochs abc
-expect_error "zero epochs" '--epochs 0: expected 1..100000' train --epochs 0
-expect_error "zero batch" '--batch 0: expected 1..65536' train --batch 0
-expect_error "negative lr" '--lr -1: expected a learning rate in (0, 10]' train --lr -1
+expect_error "zero epochs" '--epochs 0: expected an integer in 1..100000' train --epochs 0
+expect_error "zero batch" '--batch 0: expected an integer in 1..65536' train --batch 0
+expect_error "negative lr" '--lr -1: expected a number in (0, 10]' train --lr -1
 expect_error "nan lr" "--lr: 'nan' is not a finite number" train --lr nan
-expect_error "absurd lr" '--lr 1e+09: expected a learning rate in (0, 10]' train --lr 1e9
-expect_error "momentum >= 1" '--momentum 1.5: expected a value in [0, 1)' train --momentum 1.5
-expect_error "negative threads" '--threads -1: expected 1..1024' train --threads -1
+expect_error "absurd lr" '--lr 1e9: expected a number in (0, 10]' train --lr 1e9
+expect_error "momentum >= 1" '--momentum 1.5: expected a number in [0, 1)' train --momentum 1.5
+expect_error "negative threads" '--threads -1: expected an integer in 0..1024' train --threads -1
 expect_error "unknown model" "unknown model 'resnet'" train --model resnet
 expect_error "bad mlp width" "width '0' is not an integer in 1..65536" train --model mlp:0
 expect_error "unknown optimizer" "unknown optimizer 'lion'" train --optimizer lion
@@ -29,7 +29,8 @@ expect_error "eval missing file" 'nothing.safetensors: No such file or directory
     eval "$tmp/nothing.safetensors"
 expect_error "unknown benchmark" "unknown benchmark 'frobnicate'" bench frobnicate
 expect_error "bench without a benchmark" 'bench needs a benchmark' bench
-expect_error "checkpoint-every alone" '--checkpoint-every needs --checkpoint FILE' train --checkpoint-every 10
+expect_error "checkpoint-steps alone" '--checkpoint-steps needs --checkpoint FILE' train --checkpoint-steps 10
+expect_error "its old spelling alone" '--checkpoint-steps needs --checkpoint FILE' train --checkpoint-every 10
 expect_error "unwritable save" '/proc/rumor: cannot create folder' train --save /proc/rumor/model.safetensors
 expect_error "save onto a folder" '/tmp is a folder, not a file' train --save /tmp
 # The file exists, so the only thing wrong is the flag.
@@ -48,7 +49,7 @@ node_rule "secure mix and sgp" '--secure-mix needs dpsgd or diloco' --secure-mix
 node_rule "secure mix and a codec" 'leave --codec at f32' --secure-mix --codec int8
 node_rule "topk with sgp" '--codec topk (compressed gossip, CHOCO-SGD) needs dpsgd' \
     --codec topk:0.01 --algo sgp
-node_rule "consensus step of 2" '--consensus-step 2: expected 0 < gamma <= 1' \
+node_rule "consensus step of 2" '--consensus-step 2: expected a number in [0, 1]' \
     --codec topk:0.01 --consensus-step 2
 node_rule "topk with an attack" '--codec topk (compressed gossip) and --attack exclude each other' \
     --codec topk:0.01 --attack scale:2

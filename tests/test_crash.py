@@ -128,7 +128,7 @@ def main():
         # A stale temporary file from some earlier crash: the first write removes it.
         with open(ck + ".tmp.ABCDEF", "w") as f:
             f.write("half a checkpoint")
-        common = base + ["--checkpoint", ck, "--checkpoint-every", "1", "--metrics", met, "--save", out]
+        common = base + ["--checkpoint", ck, "--checkpoint-steps", "1", "--metrics", met, "--save", out]
         total += kill_loop(common, common + ["--resume", ck], ck, [ck, out], rng, 40, 0.0, 0.08, "train")
         r = subprocess.run([rumortest.RUMOR, *common, "--resume", ck], capture_output=True, text=True, timeout=120)
         check(r.returncode == 0, "train: the last resume finishes: %s" % r.stderr.strip()[-200:])
