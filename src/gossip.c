@@ -1,189 +1,8 @@
 /* gossip.c - the gossip engine (see gossip.h for the algorithms and the contract). */
-#include "gossip.h"
+#include "gossip_impl.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define SHARE_MAX_SGP 1048576.0 /* 2^20, the wire's limit on a weight */
-#define SLOTS 4                 /* accumulators: the round in flight and the next three */
-#define SGP_STALENESS 4         /* push-sum rounds in a row without input before a peer waits */
-#define WEIGHT_MIN 0x1p-60      /* push-sum weights never sink below this (no 0/0) */
-#define STRIKE_FAR 100.0        /* robust: a chunk this many radii away is a strike */
-#define STRIKES_BAN 3           /* robust: strikes that ban a sender ... */
-#define BAN_ROUNDS 50           /* ... for this many rounds */
-#define STRIKE_TABLE 64         /* robust: senders with strikes remembered */
-#define KF_EVERY 4              /* choco: rounds between two keyframes a neighbour asks for */
-#define PLAUSIBLE_RMS RUMOR_GOSSIP_PLAUSIBLE_RMS
-#define PLAUSIBLE_FLOOR RUMOR_GOSSIP_PLAUSIBLE_FLOOR
-#define SGP_AHEAD RUMOR_GOSSIP_SGP_AHEAD
-#define SENDER_ROUNDS RUMOR_GOSSIP_SENDER_ROUNDS
-
-/* One sender's message in one round: which chunks came, and whether it went bad. */
-typedef struct {
-    uint8_t key[RUMOR_KEY_LEN];
-    uint64_t round;  /* the message's round (sgp may see two rounds of one sender in a slot) */
-    uint32_t got;
-    bool bad;        /* a chunk was rejected: ignore the rest of this message */
-    double *cd2;     /* robust: per chunk, squared distance to the centre (-1: not delivered) */
-    float share;     /* robust: its weight in this round */
-    bool struck;     /* robust: it got its strike for this message */
-    int tidx;        /* trim: its copy in the slot's tbuf; -1: none */
-    bool complete;
-    uint64_t *bits;  /* chunk_count bits */
-    uint64_t mix;    /* secure: the mix id of its chunks */
-    bool mix_bad;    /* secure: its chunks disagreed on the mix id */
-} sender_t;
-
-/* An accumulator: the weighted sum of the snapshots of one round, per-chunk weight totals,
- * and who contributed. */
-typedef struct {
-    float *acc;       /* vec floats */
-    double *accw;     /* chunk_count */
-    uint64_t round;
-    bool live;        /* holds something for `round` */
-    uint64_t started; /* when this peer added its own snapshot (self_added) */
-    int ref;          /* acc holds sum of a_j (v_j - ref): a snapshot index, or -1 for 0 */
-    bool self_added;
-    sender_t senders[RUMOR_GOSSIP_MAX_SENDERS];
-    int n_senders;
-    uint64_t *bits;   /* RUMOR_GOSSIP_MAX_SENDERS * words */
-    double *cd2;      /* robust: RUMOR_GOSSIP_MAX_SENDERS * chunk_count distances */
-    float *tbuf;      /* trim: RUMOR_GOSSIP_TRIM_SENDERS models, as they arrived */
-    int n_trim;
-    /* dpsgd, diloco: the in-neighbours this round waits for */
-    uint8_t (*expected)[RUMOR_KEY_LEN];
-    int n_expected;
-    /* secure mixing: masked words summed mod 2^32, senders and their shares per chunk */
-    uint32_t *macc;   /* vec */
-    uint32_t *mcount; /* chunk_count */
-    double *mshare;   /* chunk_count */
-    uint64_t mix;     /* this peer's mix id for the round (begin_round) */
-} slot_t;
-
-typedef struct {
-    float *x;         /* vec floats */
-    double *w;        /* chunk_count per-chunk weights sent with it */
-    int refs;         /* sends not yet released */
-} snap_t;
-
-typedef struct {
-    uint8_t peer[RUMOR_KEY_LEN];
-    double share;
-    uint64_t round;
-    int snap;
-    bool keyframe, need; /* choco */
-    uint64_t ver;
-    bool masked;
-    uint64_t mix;
-    rumor_secmix_edges_t edges;
-} pending_t;
-
-/* choco: a delta held until its round comes. */
-typedef struct {
-    int copy;
-    uint64_t lin, round, ver;
-    uint32_t chunk;
-    int codec;
-    size_t at, len;  /* its bytes in pend_bytes */
-} pend_t;
-
-/* choco: a neighbour's public copy as this peer holds it, and what this peer sent it. */
-typedef struct {
-    uint8_t key[RUMOR_KEY_LEN];
-    bool used;
-    bool heard;          /* it sent us a piece of its copy since the entry was made */
-    int n_pend;          /* its deltas held for a later round (all later ones wait behind them) */
-    size_t pend_len;     /* their bytes */
-    uint64_t lin, base;  /* the lineage held */
-    float *x;            /* vec */
-    uint64_t *ver;       /* per chunk: deltas applied */
-    uint64_t *valid;     /* per chunk bits: the chunk follows the sender's copy */
-    size_t n_valid;
-    float share;         /* the weight of its last message */
-    uint64_t last;       /* the round it was last heard from or sent to */
-    bool kf_wanted;      /* it lacks our copy: send it whole */
-    uint64_t kf_round;   /* when it last got a keyframe it asked for (1 + round; 0: never) */
-    uint64_t kf_sent;    /* 1 + the round of the last keyframe we sent it; 0: none */
-    bool needs;          /* its last message said it lacks our copy: the edge sits out of the mix */
-    bool sent_any;       /* sent_ver is meaningful */
-    uint64_t sent_ver;   /* the version of our copy it got last */
-} copy_t;
-
-/* Robust mixing: a sender's strikes and ban. */
-typedef struct {
-    uint8_t key[RUMOR_KEY_LEN];
-    int strikes;
-    uint64_t banned_until; /* first round it is heard again; 0: not banned */
-    uint64_t last;         /* round of its last strike (the least recent is forgotten first) */
-} strike_t;
-
-/* A member of the view: its key (first, so entries sort by key) and its run's boot id. */
-typedef struct {
-    uint8_t key[RUMOR_KEY_LEN];
-    uint64_t boot;
-} view_entry_t;
-
-struct rumor_gossip {
-    rumor_gossip_config_t cfg;
-    rumor_topology_t *topo;
-    size_t P, vec, chunk_params, chunks, words;
-    bool overlap;
-    double *w;                 /* push-sum weight per chunk */
-    float *theta, *mom;        /* diloco */
-    snap_t snaps[2];
-    slot_t slots[SLOTS];
-    uint64_t round;            /* the round in flight, or the next to start */
-    bool inflight;
-    int cur_snap;              /* the latest snapshot (the round in flight's, when one is) */
-    bool have_snap;            /* cur_snap holds one */
-    uint64_t ahead;            /* lowest round seen beyond the window since the last finish; 0: none */
-    uint64_t forced;           /* rumor_gossip_adopt during a round: go on from here at its finish */
-    /* view */
-    view_entry_t *view;
-    size_t view_count;
-    uint8_t (*members)[RUMOR_KEY_LEN];
-    uint64_t *member_boot;         /* each member's run id as this peer knows it (0: unknown) */
-    /* outbox */
-    pending_t *outbox;
-    size_t out_head, out_count, out_cap;
-    /* adaptive deadline */
-    double hist[RUMOR_GOSSIP_HISTORY];
-    size_t hist_count, hist_next;
-    double rounds_ms[RUMOR_GOSSIP_HISTORY]; /* our own work between gossip points (no waits) */
-    size_t rounds_count, rounds_next;
-    uint64_t last_done;        /* when the last gossip point ended */
-    bool done_once, waiting;   /* waiting: this gossip point already had its first call */
-    uint64_t wait_ms;          /* the current round's allowed wait */
-    uint64_t prev_started;     /* when the last finished round started */
-    int quiet;                 /* sgp: rounds finished in a row with nothing received */
-    /* robust mixing */
-    double *tau;               /* clipping radius per chunk; 0 before a round finished */
-    /* plausibility: the RMS of the latest snapshot, per chunk (the receiver's own scale) */
-    double *own_rms;
-    strike_t strikes[STRIKE_TABLE];
-    int n_strikes;
-    /* secure mixing */
-    uint32_t *out_rank;        /* a round's out-neighbours, copied from the topology */
-    double *out_share;
-    bool *chunk_ok;            /* chunk_count */
-    /* compressed gossip (choco) */
-    bool choco;
-    float *xhat, *x0;          /* this peer's public copy; the initial model (copies of fresh peers start there) */
-    uint8_t *enc[2];           /* each snapshot's delta, encoded */
-    size_t *enc_off[2];
-    uint64_t cver;             /* versions of xhat: deltas applied */
-    uint64_t base, x0_base;    /* the hash of our copy's version 0; of the initial model */
-    bool all_keyframes;        /* a delta was lost on our side: every neighbour gets a keyframe */
-    copy_t *copies;            /* RUMOR_GOSSIP_CHOCO_PEERS */
-    pend_t *pend;              /* deltas of later rounds, held */
-    size_t n_pend, cap_pend;
-    uint8_t *pend_bytes;
-    size_t pend_len, cap_pend_bytes;
-    rumor_gossip_stats_t st;
-};
 
 /* ---- algorithm specs ---- */
 
@@ -269,7 +88,7 @@ const char *rumor_gossip_drop_name(rumor_gossip_drop_t d)
  * times away, so float's rounding does not matter); a sum that overflows float (a value
  * beyond about 1e19, or not finite) is redone in double, where FLT_MAX squared and summed
  * over a whole chunk stays finite. */
-static double sumsq(const void *v, size_t n)
+double gsp_sumsq(const void *v, size_t n)
 {
     const uint8_t *restrict p = v;
     float f = 0.0f;
@@ -290,15 +109,13 @@ static double sumsq(const void *v, size_t n)
     return s;
 }
 
-static size_t chunk_len(const rumor_gossip_t *g, size_t c);
-
 /* own_rms from the latest snapshot (one pass over the model). */
 static void own_scale(rumor_gossip_t *g)
 {
     const float *x = g->snaps[g->cur_snap].x;
     for (size_t c = 0; c < g->chunks; c++) {
         const size_t n = chunk_len(g, c);
-        g->own_rms[c] = sqrt(sumsq(x + c * g->chunk_params, n) / (double)n);
+        g->own_rms[c] = sqrt(gsp_sumsq(x + c * g->chunk_params, n) / (double)n);
     }
 }
 
@@ -321,7 +138,7 @@ static void snap_copy(rumor_gossip_t *g, float *restrict dst, const float *restr
 /* Whether n values of chunk c whose sum of squares is ss are of a scale this peer's own
  * parameters of that range make plausible: RMS <= PLAUSIBLE_RMS * RMS(own) + PLAUSIBLE_FLOOR
  * (false for a non-finite ss). */
-static bool plausible_ss(const rumor_gossip_t *g, size_t c, double ss, size_t n)
+bool gsp_plausible_ss(const rumor_gossip_t *g, size_t c, double ss, size_t n)
 {
     const double bound = PLAUSIBLE_RMS * g->own_rms[c] + PLAUSIBLE_FLOOR;
     return ss <= bound * bound * (double)n;
@@ -359,7 +176,7 @@ static void slot_reset(rumor_gossip_t *g, slot_t *s)
 }
 
 /* choco: a copy's base, FNV-1a 64 of its version 0 (the float32 bytes), never 0. */
-static uint64_t copy_hash(const float *x, size_t n)
+uint64_t gsp_copy_hash(const float *x, size_t n)
 {
     const uint64_t h = rumor_fnv1a(RUMOR_FNV_BASIS, x, n * sizeof *x);
     return h ? h : 1;
@@ -431,6 +248,8 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     if (!g) goto nomem;
     g->cfg = *cfg;
     g->choco = choco;
+    g->rule = choco ? &gsp_rule_choco : cfg->secure_mix ? &gsp_rule_secure : cfg->robust.trim ? &gsp_rule_trim
+            : cfg->robust.clip ? &gsp_rule_clip : &gsp_rule_plain;
     if (choco && !(g->cfg.choco_gamma > 0.0)) g->cfg.choco_gamma = RUMOR_GOSSIP_CHOCO_GAMMA;
     if (!g->cfg.round_timeout_ms) g->cfg.round_timeout_ms = 10000;
     if (!g->cfg.min_wait_ms) g->cfg.min_wait_ms = 100;
@@ -498,14 +317,12 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         if (!g->pend || !g->pend_bytes) goto nomem;
         memcpy(g->xhat, x0, g->P * sizeof *g->xhat);
         memcpy(g->x0, x0, g->P * sizeof *g->x0);
-        g->x0_base = g->base = copy_hash(x0, g->P);
+        g->x0_base = g->base = gsp_copy_hash(x0, g->P);
     }
-    if (cfg->secure_mix) {
-        g->out_rank = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_rank);
-        g->out_share = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_share);
-        g->chunk_ok = malloc(g->chunks * sizeof *g->chunk_ok);
-        if (!g->out_rank || !g->out_share || !g->chunk_ok) goto nomem;
-    }
+    g->out_rank = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_rank);
+    g->out_share = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_share);
+    if (!g->out_rank || !g->out_share) goto nomem;
+    if (cfg->secure_mix && !(g->chunk_ok = malloc(g->chunks * sizeof *g->chunk_ok))) goto nomem;
     if (cfg->robust.clip && !(g->tau = calloc(g->chunks, sizeof *g->tau))) goto nomem;
     if (!(g->own_rms = malloc(g->chunks * sizeof *g->own_rms))) goto nomem;
     if (cfg->algo.kind == RUMOR_ALGO_DILOCO) {
@@ -609,7 +426,7 @@ void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_
 
 /* ---- the deadline ---- */
 
-static void note_delay(rumor_gossip_t *g, double ms)
+void gsp_note_delay(rumor_gossip_t *g, double ms)
 {
     g->hist[g->hist_next] = ms;
     g->hist_next = (g->hist_next + 1) % RUMOR_GOSSIP_HISTORY;
@@ -660,7 +477,7 @@ static slot_t *slot_find(rumor_gossip_t *g, uint64_t round)
 
 /* The accumulator of `round`, claiming a free slot for it if needed; NULL when all hold
  * other rounds. */
-static slot_t *slot_for(rumor_gossip_t *g, uint64_t round)
+slot_t *gsp_slot_for(rumor_gossip_t *g, uint64_t round)
 {
     slot_t *s = slot_find(g, round);
     if (s) return s;
@@ -684,145 +501,6 @@ static int free_snap(const rumor_gossip_t *g)
     return g->snaps[k].refs == 0 ? k : -1;
 }
 
-static const float *ref_of(const rumor_gossip_t *g, const slot_t *s)
-{
-    return s->ref >= 0 ? g->snaps[s->ref].x : NULL;
-}
-
-/* Floats in chunk c. */
-static size_t chunk_len(const rumor_gossip_t *g, size_t c)
-{
-    const size_t off = c * g->chunk_params;
-    return g->vec - off < g->chunk_params ? g->vec - off : g->chunk_params;
-}
-
-/* The one accumulate every mixing path uses: acc += a (v - ref), or a v when ref is NULL.
- * v may be any alignment (a payload straight off the wire). Near consensus v - ref is small,
- * so float32 rounding stays far below the parameters' own precision and cannot drift the
- * average. */
-static void acc_add(float *restrict acc, const void *v, const float *restrict ref, size_t n, float a)
-{
-    const uint8_t *restrict p = v;
-    if (ref) {
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) {
-            float x;
-            memcpy(&x, p + 4 * i, 4);
-            acc[i] += a * (x - ref[i]);
-        }
-    } else {
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) {
-            float x;
-            memcpy(&x, p + 4 * i, 4);
-            acc[i] += a * x;
-        }
-    }
-}
-
-/* Robust mixing: the squared distance of chunk v (any alignment) to the centre c. */
-static double dist2(const void *v, const float *restrict c, size_t n)
-{
-    const uint8_t *restrict p = v;
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (size_t i = 0; i < n; i++) {
-        float x;
-        memcpy(&x, p + 4 * i, 4);
-        const float d = x - c[i];
-        s += (double)(d * d);
-    }
-    return s;
-}
-
-/* acc += a (c + f (v - c) - ref): v pulled towards the centre c by f in [0, 1], accumulated
- * against ref (NULL: absolute). With ref = c it is acc_add's a f (v - c). */
-static void acc_add_pulled(float *restrict acc, const void *v, const float *restrict c, const float *ref, size_t n,
-                           float a, float f)
-{
-    if (ref == c) {
-        acc_add(acc, v, c, n, a * f);
-        return;
-    }
-    const uint8_t *restrict p = v;
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float x;
-        memcpy(&x, p + 4 * i, 4);
-        acc[i] += a * (c[i] - (ref ? ref[i] : 0.0f) + f * (x - c[i]));
-    }
-}
-
-static strike_t *strike_find(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN])
-{
-    for (int i = 0; i < g->n_strikes; i++)
-        if (memcmp(g->strikes[i].key, key, RUMOR_KEY_LEN) == 0) return &g->strikes[i];
-    return NULL;
-}
-
-/* A strike against a sender (at most one per message); enough of them ban it. */
-static void strike(rumor_gossip_t *g, sender_t *e)
-{
-    if (e->struck) return;
-    e->struck = true;
-    strike_t *k = strike_find(g, e->key);
-    if (!k) {
-        if (g->n_strikes < STRIKE_TABLE) {
-            k = &g->strikes[g->n_strikes++];
-        } else { /* full: forget the one struck least recently */
-            k = &g->strikes[0];
-            for (int i = 1; i < STRIKE_TABLE; i++)
-                if (g->strikes[i].last < k->last) k = &g->strikes[i];
-        }
-        memset(k, 0, sizeof *k);
-        memcpy(k->key, e->key, RUMOR_KEY_LEN);
-    }
-    k->strikes++;
-    k->last = g->round;
-    g->st.strikes++;
-    if (k->strikes >= STRIKES_BAN) {
-        k->banned_until = g->round + BAN_ROUNDS;
-        k->strikes = 0;
-        g->st.bans++;
-    }
-}
-
-/* The next round's radii, chunk by chunk: the weighted (1 - F) quantile of this round's
- * distances of the senders that delivered the chunk (a chunk nobody sent keeps its radius).
- * Per chunk, because layers differ in scale: one radius for the whole model spread evenly
- * over the chunks would clip honest neighbours in the chunks where models differ most. */
-static void update_radius(rumor_gossip_t *g, const slot_t *s)
-{
-    double dist[RUMOR_GOSSIP_MAX_SENDERS], wt[RUMOR_GOSSIP_MAX_SENDERS];
-    double r2 = 0.0;
-    for (size_t c = 0; c < g->chunks; c++) {
-        double total = 0.0;
-        int n = 0;
-        for (int i = 0; i < s->n_senders; i++) {
-            const sender_t *e = &s->senders[i];
-            if (e->bad || e->cd2[c] < 0.0) continue;
-            dist[n] = sqrt(e->cd2[c]);
-            wt[n] = e->share;
-            total += wt[n];
-            /* insertion by distance: a neighbourhood is small */
-            for (int j = n++; j > 0 && dist[j - 1] > dist[j]; j--) {
-                double t = dist[j];
-                dist[j] = dist[j - 1], dist[j - 1] = t;
-                t = wt[j];
-                wt[j] = wt[j - 1], wt[j - 1] = t;
-            }
-        }
-        if (n > 0 && total > 0.0) {
-            const double want = (1.0 - g->cfg.robust.clip_fraction) * total;
-            double acc = 0.0;
-            int k = 0;
-            while (k < n - 1 && acc + wt[k] < want) acc += wt[k++];
-            g->tau[c] = dist[k];
-        }
-        r2 += g->tau[c] * g->tau[c];
-    }
-    g->st.clip_radius = sqrt(r2);
-}
 
 /* Move a live accumulator to the reference `to` (a snapshot, or -1 for absolute sums):
  * acc += accw[c] (from - to). */
@@ -839,7 +517,7 @@ static void rebase(rumor_gossip_t *g, slot_t *s, int to)
     s->ref = to;
 }
 
-static sender_t *find_sender(slot_t *s, const uint8_t key[RUMOR_KEY_LEN], uint64_t round)
+sender_t *gsp_find_sender(slot_t *s, const uint8_t key[RUMOR_KEY_LEN], uint64_t round)
 {
     for (int i = 0; i < s->n_senders; i++)
         if (s->senders[i].round == round && memcmp(s->senders[i].key, key, RUMOR_KEY_LEN) == 0)
@@ -850,7 +528,7 @@ static sender_t *find_sender(slot_t *s, const uint8_t key[RUMOR_KEY_LEN], uint64
 static bool expected_done(const rumor_gossip_t *g, slot_t *s, const uint8_t key[RUMOR_KEY_LEN])
 {
     (void)g;
-    const sender_t *e = find_sender(s, key, s->round);
+    const sender_t *e = gsp_find_sender(s, key, s->round);
     return e && e->complete;
 }
 
@@ -868,7 +546,7 @@ static void add_snapshot(rumor_gossip_t *g, slot_t *s, const float *x, const dou
     }
 }
 
-static pending_t *push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], double share, int snap)
+pending_t *gsp_push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], double share, int snap)
 {
     if (g->out_count == g->out_cap) return NULL; /* cannot happen: out_cap covers two rounds of every member */
     pending_t *p = &g->outbox[(g->out_head + g->out_count++) % g->out_cap];
@@ -881,388 +559,6 @@ static pending_t *push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN],
     return p;
 }
 
-/* ---- compressed gossip (choco) ---- */
-
-static bool drop(rumor_gossip_t *g, rumor_gossip_drop_t why);
-static bool all_finite(const uint8_t *p, size_t n);
-
-static bool copy_valid(const rumor_gossip_t *g, const copy_t *e, size_t c)
-{
-    (void)g;
-    return (e->valid[c / 64] >> (c % 64)) & 1u;
-}
-
-static void copy_set_valid(const rumor_gossip_t *g, copy_t *e, size_t c, bool v)
-{
-    (void)g;
-    const uint64_t bit = UINT64_C(1) << (c % 64);
-    const bool was = (e->valid[c / 64] & bit) != 0;
-    if (v && !was) e->valid[c / 64] |= bit, e->n_valid++;
-    if (!v && was) e->valid[c / 64] &= ~bit, e->n_valid--;
-}
-
-/* Hold lineage (lin, base) for e: valid at version 0 when its base is our initial model,
- * else nothing valid until keyframes come. */
-static void copy_reset(rumor_gossip_t *g, copy_t *e, uint64_t lin, uint64_t base)
-{
-    e->lin = lin, e->base = base;
-    memset(e->ver, 0, g->chunks * sizeof *e->ver);
-    memset(e->valid, 0, g->words * sizeof *e->valid);
-    e->n_valid = 0;
-    if (base == g->x0_base) {
-        memcpy(e->x, g->x0, g->vec * sizeof *e->x);
-        for (size_t c = 0; c < g->chunks; c++) copy_set_valid(g, e, c, true);
-    }
-}
-
-/* Forget the held deltas of copy slot k (its peer is evicted). */
-static void purge_pending(rumor_gossip_t *g, int k)
-{
-    size_t kept = 0, kept_len = 0;
-    for (size_t i = 0; i < g->n_pend; i++) {
-        pend_t q = g->pend[i];
-        if (q.copy == k) continue;
-        memmove(g->pend_bytes + kept_len, g->pend_bytes + q.at, q.len);
-        q.at = kept_len;
-        kept_len += q.len;
-        g->pend[kept++] = q;
-    }
-    g->n_pend = kept;
-    g->pend_len = kept_len;
-    g->copies[k].n_pend = 0;
-    g->copies[k].pend_len = 0;
-}
-
-/* The entry of peer key; with create, a new one (evicting the one idle longest, when it has
- * been idle for 4 rounds or more). NULL when none. */
-static copy_t *copy_find(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], bool create)
-{
-    copy_t *idle = NULL;
-    for (int k = 0; k < RUMOR_GOSSIP_CHOCO_PEERS; k++) {
-        copy_t *e = &g->copies[k];
-        if (e->used && memcmp(e->key, key, RUMOR_KEY_LEN) == 0) return e;
-        if (!e->used) {
-            if (!idle || idle->used) idle = e;
-        } else if (e->last + 4 <= g->round && (!idle || (idle->used && e->last < idle->last))) {
-            idle = e;
-        }
-    }
-    if (!create || !idle) return NULL;
-    copy_t *e = idle;
-    if (e->used && e->n_pend > 0) purge_pending(g, (int)(e - g->copies));
-    e->used = true;
-    memcpy(e->key, key, RUMOR_KEY_LEN);
-    e->lin = e->base = 0;
-    e->heard = false;
-    e->n_pend = 0;
-    e->pend_len = 0;
-    memset(e->valid, 0, g->words * sizeof *e->valid);
-    e->n_valid = 0;
-    e->kf_wanted = e->sent_any = e->needs = false;
-    e->kf_round = e->kf_sent = 0;
-    e->sent_ver = 0;
-    e->share = 0.0f;
-    e->last = g->round;
-    return e;
-}
-
-/* Move xhat towards x by the compressed difference, chunk by chunk, into snapshot sb's delta.
- * A chunk that cannot be encoded (x not finite) leaves xhat ahead of what receivers will see
- * in that chunk: everyone then gets a keyframe. */
-static void choco_encode(rumor_gossip_t *g, const float *x, int sb)
-{
-    size_t at = 0;
-    g->enc_off[sb][0] = 0;
-    for (size_t c = 0; c < g->chunks; c++) {
-        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
-        size_t len = 0;
-        if (rumor_codec_encode_delta(&g->cfg.choco, x + off, g->xhat + off, n, g->enc[sb] + at, &len, NULL) !=
-            RUMOR_OK) {
-            g->all_keyframes = true;
-            len = 0;
-        }
-        at += len;
-        g->enc_off[sb][c + 1] = at;
-    }
-    g->cver++;
-}
-
-static void push_choco_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], double share, int sb)
-{
-    pending_t *p = push_send(g, key, share, sb);
-    if (!p) return;
-    copy_t *e = copy_find(g, key, true);
-    p->ver = g->cver;
-    /* A neighbour we never sent to holds our copy at version 0 only if we are a fresh start (it
-     * starts its copy from its own initial model, which is ours). */
-    const bool in_step = e && (e->sent_any ? e->sent_ver + 1 == g->cver
-                                           : g->cver == 1 && g->base == g->x0_base && !g->cfg.choco_resumed);
-    /* A request is granted once every KF_EVERY rounds: a neighbour that keeps asking (a broken
-     * or hostile one) cannot make us send whole models round after round. */
-    const bool asked = e && e->kf_wanted && (e->kf_round == 0 || e->kf_round + KF_EVERY <= g->round + 1);
-    p->keyframe = !in_step || asked || g->all_keyframes;
-    /* Asked only of a neighbour heard from: one not heard from yet may well be in step. */
-    p->need = e && e->heard && e->n_valid < g->chunks;
-    if (e) {
-        e->sent_ver = g->cver;
-        e->sent_any = true;
-        e->last = g->round;
-        if (asked) e->kf_round = g->round + 1;
-        if (p->keyframe) e->kf_sent = g->round + 1;
-        if (p->keyframe) e->kf_wanted = false;
-    }
-    if (p->keyframe) g->st.keyframes++;
-}
-
-/* x += gamma sum_j w_j (xhat_j - xhat) over the expected neighbours whose copies hold the
- * chunk (acc is the scratch for the sum); returns the squared norm of the sum. */
-static double choco_mix(rumor_gossip_t *g, slot_t *s, float *x)
-{
-    float *restrict d = s->acc;
-    const float *restrict xh = g->xhat;
-    int mixed = 0;
-    memset(d, 0, g->vec * sizeof *d);
-    for (int k = 0; k < s->n_expected; k++) {
-        copy_t *e = copy_find(g, s->expected[k], false);
-        /* An edge whose other end lacks our copy sits out on both ends, or only one end would
-         * move and the average would drift. */
-        if (!e || e->n_valid == 0 || !(e->share > 0.0f) || e->needs) continue;
-        mixed++;
-        for (size_t c = 0; c < g->chunks; c++) {
-            if (!copy_valid(g, e, c)) continue;
-            const size_t off = c * g->chunk_params, n = chunk_len(g, c);
-            const float w = e->share;
-            const float *restrict v = e->x + off;
-#pragma omp simd
-            for (size_t i = 0; i < n; i++) d[off + i] += w * (v[i] - xh[off + i]);
-        }
-    }
-    const float gm = (float)g->cfg.choco_gamma;
-    double cons = 0.0;
-#pragma omp simd reduction(+ : cons)
-    for (size_t i = 0; i < g->vec; i++) {
-        cons += (double)(d[i] * d[i]);
-        x[i] += gm * d[i];
-        d[i] = 0.0f;
-    }
-    g->st.copies_mixed = (uint64_t)mixed;
-    return cons;
-}
-
-/* Apply one chunk to copy e (a keyframe or a delta at version ver); false when dropped. */
-static bool copy_apply(rumor_gossip_t *g, copy_t *e, size_t k, int codec, uint64_t ver, const void *payload, size_t len)
-{
-    const size_t off = k * g->chunk_params, n = chunk_len(g, k);
-    if (codec == RUMOR_CODEC_F32) {
-        if (copy_valid(g, e, k) && e->ver[k] >= ver) return drop(g, RUMOR_GOSSIP_DROP_DUPLICATE);
-        const double ss = sumsq(payload, n); /* one read: finite exactly when every value is */
-        if (!isfinite(ss)) return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
-        if (!plausible_ss(g, k, ss, n)) return drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
-        memcpy(e->x + off, payload, n * sizeof(float));
-    } else {
-        if (!copy_valid(g, e, k) || e->ver[k] + 1 != ver) {
-            if (copy_valid(g, e, k) && e->ver[k] >= ver) return drop(g, RUMOR_GOSSIP_DROP_DUPLICATE);
-            copy_set_valid(g, e, k, false);
-            return drop(g, RUMOR_GOSSIP_DROP_COPY);
-        }
-        /* Validated whole before anything is added; a sum that overflows spoils the chunk. */
-        const bool decoded =
-            rumor_codec_decode_add((rumor_proto_codec_t)codec, payload, len, n, 1.0f, e->x + off, NULL) == RUMOR_OK;
-        const double ss = decoded ? sumsq(e->x + off, n) : NAN;
-        if (!isfinite(ss)) {
-            copy_set_valid(g, e, k, false);
-            return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
-        }
-        /* The copy a delta made must be as plausible as a keyframe would be; it cannot be
-         * undone, so the chunk of the copy waits for a keyframe. */
-        if (!plausible_ss(g, k, ss, n)) {
-            copy_set_valid(g, e, k, false);
-            return drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
-        }
-    }
-    e->ver[k] = ver;
-    copy_set_valid(g, e, k, true);
-    return true;
-}
-
-/* A delta of a round after the one in flight waits for its round: the mix of round r must
- * see every copy at its round-r version on both ends of an edge, or the two ends use
- * different differences and the average drifts. false when the pool is full (it is then
- * applied at once: a small asymmetry for that round, nothing lost). */
-static bool defer(rumor_gossip_t *g, copy_t *e, const rumor_gossip_chunk_t *c, const void *payload, size_t len)
-{
-    /* Each neighbour its share of the pool: one running far ahead cannot crowd out the rest. */
-    const size_t quota = g->cap_pend / RUMOR_GOSSIP_CHOCO_PEERS, quota_len = g->cap_pend_bytes / RUMOR_GOSSIP_CHOCO_PEERS;
-    if (g->n_pend == g->cap_pend || g->pend_len + len > g->cap_pend_bytes || (size_t)e->n_pend >= quota ||
-        e->pend_len + len > quota_len)
-        return false;
-    e->n_pend++;
-    e->pend_len += len;
-    pend_t *q = &g->pend[g->n_pend++];
-    q->copy = (int)(e - g->copies);
-    q->lin = e->lin;
-    q->round = c->round;
-    q->ver = c->ver;
-    q->chunk = c->chunk;
-    q->codec = c->codec;
-    q->at = g->pend_len;
-    q->len = len;
-    memcpy(g->pend_bytes + g->pend_len, payload, len);
-    g->pend_len += len;
-    return true;
-}
-
-/* Apply the held deltas whose round has come (rounds <= g->round), each sender's in arrival
- * order: the first one still waiting holds back the rest of that sender's. only >= 0: apply
- * all of copy slot `only`'s, whatever their round (its pool share is full), and no other. */
-static void apply_deferred(rumor_gossip_t *g, int only)
-{
-    size_t kept = 0, kept_len = 0;
-    bool blocked[RUMOR_GOSSIP_CHOCO_PEERS] = {false};
-    for (size_t i = 0; i < g->n_pend; i++) {
-        pend_t q = g->pend[i];
-        copy_t *e = &g->copies[q.copy];
-        const bool due = only >= 0 ? q.copy == only : q.round <= g->round && !blocked[q.copy];
-        if (due) {
-            if (e->n_pend > 0) e->n_pend--, e->pend_len -= q.len;
-            if (e->used && e->lin == q.lin) (void)copy_apply(g, e, q.chunk, q.codec, q.ver, g->pend_bytes + q.at, q.len);
-            continue;
-        }
-        blocked[q.copy] = true;
-        memmove(g->pend_bytes + kept_len, g->pend_bytes + q.at, q.len);
-        q.at = kept_len;
-        kept_len += q.len;
-        g->pend[kept++] = q;
-    }
-    g->n_pend = kept;
-    g->pend_len = kept_len;
-}
-
-/* A piece of a neighbour's public copy: applied to the copy (a delta of a later round when
- * that round comes), then counted for the round it belongs to (readiness, deadlines). */
-static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], const rumor_gossip_chunk_t *c,
-                        const void *payload, size_t len, size_t off, size_t n, uint64_t now)
-{
-    if (c->codec != RUMOR_CODEC_F32 && c->codec != (int)g->cfg.choco.id) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
-    if (c->codec == RUMOR_CODEC_F32 && len != n * sizeof(float)) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
-    copy_t *e = copy_find(g, peer, true);
-    if (!e) return drop(g, RUMOR_GOSSIP_DROP_SENDERS);
-    if (!e->heard || e->lin != c->lin || e->base != c->base) copy_reset(g, e, c->lin, c->base);
-    e->heard = true;
-    /* A request sent before our last keyframe can have reached it is already answered. */
-    if (c->need && (e->kf_sent == 0 || c->round >= e->kf_sent)) e->kf_wanted = true;
-    e->needs = c->need;
-    e->last = g->round > e->last ? g->round : e->last;
-    e->share = (float)c->w;
-    bool ok = true;
-    /* Held for its round while that is within the window; a delta further ahead (or one the
-     * pool has no room for) is applied now, after this sender's held ones, in order. */
-    const bool later = c->round > g->round && c->round < g->round + SLOTS;
-    if (c->codec != RUMOR_CODEC_F32 && (later || e->n_pend > 0) && defer(g, e, c, payload, len)) {
-        /* held */
-    } else {
-        if (e->n_pend > 0) apply_deferred(g, (int)(e - g->copies));
-        ok = copy_apply(g, e, c->chunk, c->codec, c->ver, payload, len);
-    }
-    /* Delivered either way: a delta that found no copy to apply to is still this sender's
-     * message for its round, and waiting longer for it would not bring another. */
-    g->st.chunks_in++;
-    g->st.bytes_in += c->wire_bytes ? c->wire_bytes : len;
-    /* The round's bookkeeping: who delivered what, and how late. */
-    slot_t *s = NULL;
-    if (c->round < g->round) {
-        if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
-            note_delay(g, (double)(now - g->prev_started));
-    } else if (c->round >= g->round + SLOTS) {
-        if (c->round <= RUMOR_GOSSIP_ROUND_MAX && (g->ahead == 0 || c->round < g->ahead)) g->ahead = c->round;
-    } else {
-        s = slot_for(g, c->round);
-    }
-    if (!s) return ok;
-    sender_t *se = find_sender(s, peer, s->round);
-    if (!se) {
-        if (s->n_senders == RUMOR_GOSSIP_MAX_SENDERS) return ok;
-        se = &s->senders[s->n_senders++];
-        memcpy(se->key, peer, RUMOR_KEY_LEN);
-        se->round = s->round;
-        se->got = 0;
-        se->bad = se->complete = se->struck = false;
-        se->tidx = -1;
-        memset(se->bits, 0, g->words * sizeof *se->bits);
-    }
-    const uint64_t bit = UINT64_C(1) << (c->chunk % 64);
-    if (se->bits[c->chunk / 64] & bit) return ok;
-    se->bits[c->chunk / 64] |= bit;
-    if (++se->got == g->chunks) {
-        se->complete = true;
-        g->st.models_in++;
-        if (s->round == g->round) note_delay(g, s->self_added && now > s->started ? (double)(now - s->started) : 0.0);
-    }
-    return ok;
-}
-
-/* Secure mixing: the id of the set of senders whose masks cancel at one receiver in one round
- * (FNV-1a 64 of the round, the receiver, and the senders' keys in rank order, each with the
- * run (boot id) this peer knows it in). Only peers that agree on it unmask together; it is an
- * agreement check, not a secret. Two senders that know each other's runs differently make
- * masks that do not cancel: their mix ids differ, so the receiver leaves those chunks unmixed
- * instead of adding noise. */
-static uint64_t mix_id(const rumor_gossip_t *g, uint64_t round, uint32_t receiver, const uint32_t *in, size_t n_in)
-{
-    uint8_t r[8];
-    for (int i = 0; i < 8; i++) r[i] = (uint8_t)(round >> (8 * i));
-    uint64_t h = rumor_fnv1a(RUMOR_FNV_BASIS, r, sizeof r);
-    h = rumor_fnv1a(h, g->members[receiver], RUMOR_KEY_LEN);
-    for (size_t k = 0; k < n_in; k++) {
-        h = rumor_fnv1a(h, g->members[in[k]], RUMOR_KEY_LEN);
-        for (int i = 0; i < 8; i++) r[i] = (uint8_t)(g->member_boot[in[k]] >> (8 * i));
-        h = rumor_fnv1a(h, r, sizeof r);
-    }
-    return h;
-}
-
-/* Secure mixing: the sends of a round, each with its mask edges. A receiver with fewer than
- * two senders gets nothing (it would unmask its one neighbour's model). */
-static void push_masked_sends(rumor_gossip_t *g, size_t n, uint32_t me, size_t n_out, int sb)
-{
-    for (size_t k = 0; k < n_out; k++) {
-        const uint32_t to = g->out_rank[k];
-        const uint32_t *in = NULL; /* sorted by rank, i.e. by key (topology.h): the same ring at every sender */
-        size_t n_in = 0;
-        char terr[RUMOR_ERR_LEN];
-        if (rumor_topology_in(g->topo, n, g->round, to, &in, &n_in, terr) != RUMOR_OK || n_in < 2 ||
-            n_in > RUMOR_GOSSIP_MAX_SENDERS) {
-            g->st.sends_unmasked++;
-            continue;
-        }
-        size_t pos = n_in;
-        for (size_t i = 0; i < n_in; i++)
-            if (in[i] == me) pos = i;
-        if (pos == n_in) { /* we do not send to it by its own list: views disagree, nothing to mask with */
-            g->st.sends_unmasked++;
-            continue;
-        }
-        const uint32_t next = in[(pos + 1) % n_in], prev = in[(pos + n_in - 1) % n_in];
-        if (!g->cfg.boot || !g->member_boot[next] || !g->member_boot[prev]) {
-            g->st.sends_unmasked++; /* a ring neighbour's run is not known yet: no mask to share */
-            continue;
-        }
-        pending_t *p = push_send(g, g->members[to], g->out_share[k], sb);
-        if (!p) continue;
-        p->masked = true;
-        p->mix = mix_id(g, g->round, to, in, n_in);
-        rumor_secmix_edges_t *e = &p->edges;
-        memcpy(e->receiver, g->members[to], RUMOR_KEY_LEN);
-        e->round = g->round;
-        memcpy(e->peer[0], g->members[next], RUMOR_KEY_LEN);
-        e->peer_boot[0] = g->member_boot[next];
-        e->count = 1;
-        if (prev != next) {
-            e->peer_boot[e->count] = g->member_boot[prev];
-            memcpy(e->peer[e->count++], g->members[prev], RUMOR_KEY_LEN);
-        }
-    }
-}
 
 /* Start round g->round from x: snapshot, own share, sends. */
 static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
@@ -1270,7 +566,7 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     snap_t *sn = &g->snaps[sb];
     if (g->choco) {
         /* What travels is the public copy, moved towards x by this round's delta. */
-        choco_encode(g, x, sb);
+        gsp_choco_encode(g, x, sb);
         snap_copy(g, sn->x, g->xhat);
     } else {
         snap_copy(g, sn->x, x); /* diloco too: the inner result is what travels */
@@ -1297,7 +593,7 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
             memcpy(g->members[n++], g->view[i].key, RUMOR_KEY_LEN);
         }
     }
-    slot_t *s = slot_for(g, g->round); /* never NULL: finishing freed every slot of an older round */
+    slot_t *s = gsp_slot_for(g, g->round); /* never NULL: finishing freed every slot of an older round */
     double self_w = 1.0;
     const uint32_t *out = NULL, *in = NULL;
     const double *shares = NULL;
@@ -1308,38 +604,22 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
         g->st.rounds_alone++;
     }
     /* Copy before the next query overwrites the borrowed lists. */
+    if (n_out) {
+        memcpy(g->out_rank, out, n_out * sizeof *out);
+        memcpy(g->out_share, shares, n_out * sizeof *shares);
+    }
+    const gsp_rule_t *rule = g->rule;
     int n_exp = 0;
-    if (g->cfg.secure_mix) {
-        if (n_out) {
-            memcpy(g->out_rank, out, n_out * sizeof *out);
-            memcpy(g->out_share, shares, n_out * sizeof *shares);
-        }
-    } else if (g->choco) {
-        for (size_t k = 0; k < n_out; k++) push_choco_send(g, g->members[out[k]], shares[k], sb);
-        g->all_keyframes = false;
-    } else {
-        for (size_t k = 0; k < n_out; k++) push_send(g, g->members[out[k]], shares[k], sb);
-    }
     s->mix = 0;
-    if (g->cfg.algo.kind != RUMOR_ALGO_SGP && n_out > 0 &&
-        rumor_topology_in(g->topo, n, g->round, me, &in, &n_in, terr) == RUMOR_OK) {
-        for (size_t k = 0; k < n_in && n_exp < RUMOR_GOSSIP_MAX_SENDERS; k++) {
-            const strike_t *b = g->cfg.robust.clip ? strike_find(g, g->members[in[k]]) : NULL;
-            if (b && b->banned_until > g->round) continue; /* banned: not waited for */
+    const bool has_in = g->cfg.algo.kind != RUMOR_ALGO_SGP && n_out > 0 &&
+                        rumor_topology_in(g->topo, n, g->round, me, &in, &n_in, terr) == RUMOR_OK;
+    for (size_t k = 0; has_in && k < n_in && n_exp < RUMOR_GOSSIP_MAX_SENDERS; k++)
+        if (!rule->waits_for || rule->waits_for(g, g->members[in[k]]))
             memcpy(s->expected[n_exp++], g->members[in[k]], RUMOR_KEY_LEN);
-        }
-        if (g->cfg.secure_mix) {
-            if (n_in >= 2 && n_in <= RUMOR_GOSSIP_MAX_SENDERS) {
-                s->mix = mix_id(g, g->round, (uint32_t)me, in, n_in); /* in: sorted by rank */
-            } else {
-                n_exp = 0; /* one sender: nobody sends to us, and we mix nothing */
-            }
-        }
-    }
-    if (g->cfg.secure_mix) push_masked_sends(g, n, (uint32_t)me, n_out, sb);
     s->n_expected = n_exp;
+    rule->begin(g, s, &(gsp_round_t){.n = n, .me = me, .n_out = n_out, .n_in = n_in, .in = in, .has_in = has_in}, sb);
     g->st.last_out = (int)n_out;
-    g->st.last_in = n_exp;
+    g->st.last_in = s->n_expected;
     if (g->choco) {
         s->ref = sb;
     } else {
@@ -1358,7 +638,7 @@ static bool moved_on(rumor_gossip_t *g, const slot_t *s, const uint8_t key[RUMOR
 {
     for (int i = 0; i < SLOTS; i++) {
         slot_t *o = &g->slots[i];
-        if (o->live && o->round > s->round && find_sender(o, key, o->round)) return true;
+        if (o->live && o->round > s->round && gsp_find_sender(o, key, o->round)) return true;
     }
     return false;
 }
@@ -1392,109 +672,18 @@ static bool round_ready(rumor_gossip_t *g, uint64_t now)
     return true;
 }
 
-/* Trimmed mean: the accumulator gets, coordinate by coordinate, the mean of the peer's own
- * snapshot value and the neighbours' that arrived, without the B largest and B smallest (the
- * median when that would leave none), minus the snapshot: the delta form the mix expects. */
-static void trimmed_mix(rumor_gossip_t *g, slot_t *s, const float *snap)
-{
-    const int B = g->cfg.robust.trim;
-    for (size_t c = 0; c < g->chunks; c++) {
-        const float *src[RUMOR_GOSSIP_TRIM_SENDERS + 1];
-        int m = 0;
-        src[m++] = snap;
-        for (int k = 0; k < s->n_senders; k++) {
-            const sender_t *e = &s->senders[k];
-            if (e->tidx >= 0 && !e->bad && (e->bits[c / 64] & (UINT64_C(1) << (c % 64))))
-                src[m++] = s->tbuf + (size_t)e->tidx * g->vec;
-        }
-        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
-        for (size_t i = off; i < off + n; i++) {
-            float v[RUMOR_GOSSIP_TRIM_SENDERS + 1];
-            for (int k = 0; k < m; k++) {
-                float t = src[k][i];
-                int j = k;
-                for (; j > 0 && v[j - 1] > t; j--) v[j] = v[j - 1];
-                v[j] = t;
-            }
-            double sum = 0.0;
-            if (m > 2 * B) {
-                for (int k = B; k < m - B; k++) sum += v[k];
-                sum /= (double)(m - 2 * B);
-            } else {
-                sum = m % 2 ? v[m / 2] : 0.5 * ((double)v[m / 2 - 1] + v[m / 2]);
-            }
-            s->acc[i] = (float)(sum - (double)snap[i]);
-        }
-        s->accw[c] = 1.0;
-    }
-}
-
-static bool is_expected(const slot_t *s, const uint8_t key[RUMOR_KEY_LEN])
-{
-    for (int i = 0; i < s->n_expected; i++)
-        if (memcmp(s->expected[i], key, RUMOR_KEY_LEN) == 0) return true;
-    return false;
-}
-
-/* Secure mixing: unmask the chunks whose masks cancel (every expected sender delivered it,
- * all with our mix id, nobody else did) into the delta form of acc: sum - shares * snap, with
- * the shares joining accw. Other chunks stay as they are: the peer's own snapshot alone. */
-static void secure_unmask(rumor_gossip_t *g, slot_t *s, const float *snap)
-{
-    bool *ok = g->chunk_ok;
-    for (size_t c = 0; c < g->chunks; c++) ok[c] = s->n_expected >= 2 && s->mcount[c] == (uint32_t)s->n_expected;
-    for (int k = 0; k < s->n_senders; k++) {
-        const sender_t *e = &s->senders[k];
-        if (!e->mix_bad && e->mix == s->mix && is_expected(s, e->key)) continue;
-        for (size_t c = 0; c < g->chunks; c++)
-            if (e->bits[c / 64] & (UINT64_C(1) << (c % 64))) ok[c] = false;
-    }
-    for (size_t c = 0; c < g->chunks; c++) {
-        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
-        if (!ok[c]) {
-            if (s->n_expected > 0) g->st.chunks_unmixed++;
-            continue;
-        }
-        const double sh = s->mshare[c];
-        const uint32_t *restrict m = s->macc + off;
-        const float *restrict sx = snap + off;
-        float *restrict acc = s->acc + off;
-        /* The neighbourhood's mean, sum / sh, must be plausible like any chunk (the encoding's
-         * +-2048 bounds the sum, not its scale against ours); one sender cannot be told apart,
-         * so the whole chunk sits out. */
-        double ss = 0.0;
-        for (size_t i = 0; i < n; i++) {
-            const double v = rumor_secmix_value(m[i]);
-            ss += v * v;
-        }
-        if (!plausible_ss(g, c, ss / (sh * sh), n)) {
-            g->st.chunks_unmixed++;
-            g->st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]++;
-            continue;
-        }
-        for (size_t i = 0; i < n; i++) acc[i] = (float)(rumor_secmix_value(m[i]) - sh * (double)sx[i]);
-        s->accw[c] += sh;
-    }
-    memset(s->macc, 0, g->vec * sizeof *s->macc);
-    memset(s->mcount, 0, g->chunks * sizeof *s->mcount);
-    memset(s->mshare, 0, g->chunks * sizeof *s->mshare);
-}
 
 /* Mix round g->round into x and clear its accumulator. */
 static void finish_round(rumor_gossip_t *g, float *x)
 {
     slot_t *s = slot_find(g, g->round);
     const float *snap = g->snaps[g->cur_snap].x;
-    if (g->cfg.robust.trim) trimmed_mix(g, s, snap);
-    if (g->cfg.secure_mix) secure_unmask(g, s, snap);
+    if (g->rule->settle) g->rule->settle(g, s, snap);
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
     const double wcap = weight_bound(g);
-    if (g->choco) {
-        apply_deferred(g, -1);
-        cons = choco_mix(g, s, x);
-    }
-    for (size_t c = 0; c < g->chunks && !g->choco; c++) {
+    if (g->rule->mix) cons = g->rule->mix(g, s, x);
+    for (size_t c = 0; c < g->chunks && !g->rule->mix; c++) {
         const size_t off = c * g->chunk_params, n = chunk_len(g, c);
         const double tw = s->accw[c];
         /* The inverse stays double: 1/tw rounded to float is off by up to 3e-8, always the
@@ -1543,7 +732,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
     for (int i = 0; i < s->n_senders; i++) peers += s->senders[i].got > 0;
     g->quiet = peers > 0 ? 0 : g->quiet + 1;
     for (int i = 0; i < s->n_expected; i++) missing += !expected_done(g, s, s->expected[i]);
-    if (g->cfg.robust.clip) update_radius(g, s);
+    if (g->rule->after) g->rule->after(g, s);
     g->st.consensus = sqrt(cons);
     g->st.last_peers = peers;
     g->st.last_missing = missing;
@@ -1673,19 +862,19 @@ void rumor_gossip_release(rumor_gossip_t *g, const rumor_gossip_send_t *s, bool 
     if (sent || s->pulled) return;
     g->st.sends_failed++;
     if (s->choco) { /* its copy of ours misses this version: the next send is whole */
-        copy_t *e = copy_find(g, s->peer, false);
+        copy_t *e = gsp_copy_find(g, s->peer, false);
         if (e) e->sent_any = false;
     }
     /* Push-sum keeps the mass it could not give, whatever round we are in by now: the share
      * of that snapshot goes into the accumulator that is open now. */
     if (g->cfg.algo.kind != RUMOR_ALGO_SGP) return;
-    slot_t *sl = slot_for(g, g->round);
+    slot_t *sl = gsp_slot_for(g, g->round);
     if (sl) add_snapshot(g, sl, sn->x, sn->w, s->share);
 }
 
 /* ---- input ---- */
 
-static bool drop(rumor_gossip_t *g, rumor_gossip_drop_t why)
+bool gsp_drop(rumor_gossip_t *g, rumor_gossip_drop_t why)
 {
     g->st.drops[why]++;
     return false;
@@ -1693,7 +882,7 @@ static bool drop(rumor_gossip_t *g, rumor_gossip_drop_t why)
 
 /* The exponent of a float32 all ones means Inf or NaN; test the bits (no FP exceptions, any
  * alignment, vectorisable). */
-static bool all_finite(const uint8_t *p, size_t n)
+bool gsp_all_finite(const uint8_t *p, size_t n)
 {
     /* 16 independent lanes of all-ones masks: the compiler keeps them in registers and the
      * loop runs about twice as fast as one OR-reduction (measured on baseline x86-64). */
@@ -1722,7 +911,7 @@ static slot_t *round_slot(rumor_gossip_t *g, const rumor_gossip_chunk_t *c, uint
 {
     if (c->round < g->round) {
         if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
-            note_delay(g, (double)(now - g->prev_started)); /* how late: the deadline learns */
+            gsp_note_delay(g, (double)(now - g->prev_started)); /* how late: the deadline learns */
         *why = RUMOR_GOSSIP_DROP_STALE;
         return NULL;
     }
@@ -1730,19 +919,19 @@ static slot_t *round_slot(rumor_gossip_t *g, const rumor_gossip_chunk_t *c, uint
     if (c->round > RUMOR_GOSSIP_ROUND_MAX) return NULL; /* no round number ever wraps */
     if (c->round < g->round + SLOTS) {
         *why = RUMOR_GOSSIP_DROP_STALE; /* (no free accumulator for it) */
-        return slot_for(g, c->round);
+        return gsp_slot_for(g, c->round);
     }
     /* The lowest round seen ahead: one peer with an inflated counter cannot drag us. */
     if (g->ahead == 0 || c->round < g->ahead) g->ahead = c->round;
     /* While a round is in flight its slot is taken; the other one holds the model of the
      * round we are about to jump to, evicting the next round's (we will skip it). */
     if (!g->inflight || c->round != g->ahead) return NULL;
-    slot_t *s = slot_for(g, c->round);
+    slot_t *s = gsp_slot_for(g, c->round);
     for (int i = 0; i < SLOTS && !s; i++) {
         slot_t *o = &g->slots[i];
         if (o->live && o->round != g->round) {
             slot_reset(g, o);
-            s = slot_for(g, c->round);
+            s = gsp_slot_for(g, c->round);
         }
     }
     return s;
@@ -1751,27 +940,27 @@ static slot_t *round_slot(rumor_gossip_t *g, const rumor_gossip_chunk_t *c, uint
 bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], const rumor_gossip_chunk_t *c,
                            const void *payload, size_t len, uint64_t now)
 {
-    if (c->layout != g->cfg.layout) return drop(g, RUMOR_GOSSIP_DROP_LAYOUT);
-    if (c->chunks != g->chunks || c->chunk >= g->chunks) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
+    if (c->layout != g->cfg.layout) return gsp_drop(g, RUMOR_GOSSIP_DROP_LAYOUT);
+    if (c->chunks != g->chunks || c->chunk >= g->chunks) return gsp_drop(g, RUMOR_GOSSIP_DROP_SHAPE);
     const size_t off = (size_t)c->chunk * g->chunk_params;
     const size_t n = chunk_len(g, c->chunk);
-    if (c->off != off || c->n != n || (!c->choco && len != n * sizeof(float))) return drop(g, RUMOR_GOSSIP_DROP_SHAPE);
+    if (c->off != off || c->n != n || (!c->choco && len != n * sizeof(float))) return gsp_drop(g, RUMOR_GOSSIP_DROP_SHAPE);
     const bool sgp = g->cfg.algo.kind == RUMOR_ALGO_SGP;
     const double wmax = sgp ? weight_bound(g) : 1.0;
-    if (!(c->w > 0.0) || !(c->w <= wmax)) return drop(g, RUMOR_GOSSIP_DROP_WEIGHT);
-    if (c->masked != g->cfg.secure_mix || c->choco != g->choco) return drop(g, RUMOR_GOSSIP_DROP_MODE);
-    if (g->choco) return choco_chunk(g, peer, c, payload, len, off, n, now);
+    if (!(c->w > 0.0) || !(c->w <= wmax)) return gsp_drop(g, RUMOR_GOSSIP_DROP_WEIGHT);
+    if (c->masked != g->cfg.secure_mix || c->choco != g->choco) return gsp_drop(g, RUMOR_GOSSIP_DROP_MODE);
+    if (g->rule->chunk) return g->rule->chunk(g, peer, c, payload, len, off, n, now);
 
     slot_t *s;
     if (sgp) {
-        if (c->round > g->round + SGP_AHEAD) return drop(g, RUMOR_GOSSIP_DROP_AHEAD);
-        s = slot_for(g, g->round); /* no barrier: everything goes into the round in flight */
+        if (c->round > g->round + SGP_AHEAD) return gsp_drop(g, RUMOR_GOSSIP_DROP_AHEAD);
+        s = gsp_slot_for(g, g->round); /* no barrier: everything goes into the round in flight */
     } else {
         rumor_gossip_drop_t why = RUMOR_GOSSIP_DROP_STALE;
-        if (!(s = round_slot(g, c, now, &why))) return drop(g, why);
+        if (!(s = round_slot(g, c, now, &why))) return gsp_drop(g, why);
     }
-    if (!s) return drop(g, RUMOR_GOSSIP_DROP_STALE);
-    sender_t *e = find_sender(s, peer, sgp ? c->round : s->round);
+    if (!s) return gsp_drop(g, RUMOR_GOSSIP_DROP_STALE);
+    sender_t *e = gsp_find_sender(s, peer, sgp ? c->round : s->round);
     if (!e) {
         /* sgp keeps a record per (sender, round): one sender holds at most SENDER_ROUNDS of a
          * slot's records, its oldest round's record is reused past that, so made-up rounds
@@ -1788,7 +977,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN],
         if (mine >= SENDER_ROUNDS) {
             e = oldest;
         } else {
-            if (s->n_senders == RUMOR_GOSSIP_MAX_SENDERS) return drop(g, RUMOR_GOSSIP_DROP_SENDERS);
+            if (s->n_senders == RUMOR_GOSSIP_MAX_SENDERS) return gsp_drop(g, RUMOR_GOSSIP_DROP_SENDERS);
             e = &s->senders[s->n_senders++];
         }
         memcpy(e->key, peer, RUMOR_KEY_LEN);
@@ -1803,68 +992,10 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN],
             for (size_t k = 0; k < g->chunks; k++) e->cd2[k] = -1.0;
         memset(e->bits, 0, g->words * sizeof *e->bits);
     }
-    if (e->bad) return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
+    if (e->bad) return gsp_drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
     const uint64_t bit = UINT64_C(1) << (c->chunk % 64);
-    if (e->bits[c->chunk / 64] & bit) return drop(g, RUMOR_GOSSIP_DROP_DUPLICATE);
-    const bool robust = g->cfg.robust.clip;
-    if (robust) {
-        const strike_t *k = strike_find(g, peer);
-        if (k && k->banned_until > g->round) return drop(g, RUMOR_GOSSIP_DROP_BANNED);
-    }
-    if (g->cfg.secure_mix && s->self_added && (c->mix != s->mix || !is_expected(s, peer))) {
-        /* A sum mod 2^32 cannot be undone: a chunk that would spoil the round's (another set,
-         * or a sender not expected) is refused before it is added. Rounds not begun yet cannot
-         * be checked so early; at their end such a chunk leaves its chunk unmixed. */
-        return drop(g, RUMOR_GOSSIP_DROP_MODE);
-    }
-    if (g->cfg.secure_mix) {
-        /* Words, not floats: summed mod 2^32 and read only once the round's masks cancel. */
-        rumor_secmix_add(s->macc + off, payload, n);
-        s->mcount[c->chunk]++;
-        s->mshare[c->chunk] += c->w;
-        if (c->mix != e->mix) e->mix_bad = true;
-    } else {
-        /* Plain mixing reads the chunk once before adding it: its sum of squares is finite
-         * exactly when every value is (sumsq), and gives its scale. */
-        const bool plain = !robust && !g->cfg.robust.trim;
-        const double ss = plain ? sumsq(payload, n) : 0.0;
-        if (plain ? !isfinite(ss) : !all_finite(payload, n)) {
-            e->bad = true;
-            if (robust) strike(g, e);
-            return drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
-        }
-        /* Out of all proportion to our own parameters: as if it never came (robust mixing
-         * bounds every chunk its own way and sees it). */
-        if (plain && !plausible_ss(g, c->chunk, ss, n)) return drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
-    }
-    const float a = (float)c->w;
-    const float *ref = ref_of(g, s);
-    if (g->cfg.secure_mix) {
-        /* summed above; the weight joins accw when the chunk is unmasked */
-    } else if (g->cfg.robust.trim) {
-        /* Held as it came, for the trimmed mean at the round's end. */
-        if (e->tidx < 0) {
-            if (s->n_trim == RUMOR_GOSSIP_TRIM_SENDERS) return drop(g, RUMOR_GOSSIP_DROP_SENDERS);
-            e->tidx = s->n_trim++;
-        }
-        memcpy(s->tbuf + (size_t)e->tidx * g->vec + off, payload, n * sizeof(float));
-    } else if (robust) {
-        /* Self-centred clipping against our own snapshot (the round's, or the latest). */
-        const float *centre = (ref ? ref : g->snaps[g->cur_snap].x) + off;
-        const double d2 = dist2(payload, centre, n), d = sqrt(d2), tc = g->tau[c->chunk];
-        float f = 1.0f;
-        if (d > tc) {
-            f = (float)(tc / d);
-            g->st.chunks_clipped++;
-        }
-        if (tc > 0.0 && d > STRIKE_FAR * tc) strike(g, e);
-        e->cd2[c->chunk] = d2;
-        e->share = a;
-        acc_add_pulled(s->acc + off, payload, centre, ref ? ref + off : NULL, n, a, f);
-    } else {
-        acc_add(s->acc + off, payload, ref ? ref + off : NULL, n, a);
-    }
-    if (!g->cfg.secure_mix) s->accw[c->chunk] += (double)a;
+    if (e->bits[c->chunk / 64] & bit) return gsp_drop(g, RUMOR_GOSSIP_DROP_DUPLICATE);
+    if (!g->rule->add(g, s, e, c, payload, off, n)) return false;
     e->bits[c->chunk / 64] |= bit;
     g->st.chunks_in++;
     g->st.bytes_in += c->wire_bytes ? c->wire_bytes : len;
@@ -1872,10 +1003,39 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN],
         e->complete = true;
         g->st.models_in++;
         if (g->cfg.algo.kind != RUMOR_ALGO_SGP && s->round == g->round)
-            note_delay(g, s->self_added && now > s->started ? (double)(now - s->started) : 0.0);
+            gsp_note_delay(g, s->self_added && now > s->started ? (double)(now - s->started) : 0.0);
     }
     return true;
 }
+
+/* ---- plain mixing ---- */
+
+void gsp_plain_begin(rumor_gossip_t *g, slot_t *s, const gsp_round_t *r, int sb)
+{
+    (void)s;
+    for (size_t k = 0; k < r->n_out; k++) gsp_push_send(g, g->members[g->out_rank[k]], g->out_share[k], sb);
+}
+
+/* Plain mixing reads the chunk once before adding it: its sum of squares is finite exactly
+ * when every value is (sumsq), and gives its scale. A chunk out of all proportion to our own
+ * parameters counts as if it never came (robust mixing bounds every chunk its own way). */
+static bool plain_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_gossip_chunk_t *c, const void *payload,
+                      size_t off, size_t n)
+{
+    const double ss = gsp_sumsq(payload, n);
+    if (!isfinite(ss)) {
+        e->bad = true;
+        return gsp_drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
+    }
+    if (!gsp_plausible_ss(g, c->chunk, ss, n)) return gsp_drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
+    const float a = (float)c->w;
+    const float *ref = ref_of(g, s);
+    acc_add(s->acc + off, payload, ref ? ref + off : NULL, n, a);
+    s->accw[c->chunk] += (double)a;
+    return true;
+}
+
+const gsp_rule_t gsp_rule_plain = {.name = "plain", .begin = gsp_plain_begin, .add = plain_add};
 
 /* ---- state ---- */
 
@@ -1934,8 +1094,8 @@ bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x)
 {
     for (size_t c = 0; c < g->chunks; c++) {
         const size_t n = chunk_len(g, c);
-        const double ss = sumsq(x + c * g->chunk_params, n);
-        if (!isfinite(ss) || !plausible_ss(g, c, ss, n)) return false;
+        const double ss = gsp_sumsq(x + c * g->chunk_params, n);
+        if (!isfinite(ss) || !gsp_plausible_ss(g, c, ss, n)) return false;
     }
     return true;
 }
@@ -1956,7 +1116,7 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
     if (g->mom) memset(g->mom, 0, g->P * sizeof *g->mom);
     if (g->choco) { /* a public copy that starts from the adopted model: neighbours get keyframes */
         memcpy(g->xhat, x, g->P * sizeof *g->xhat);
-        g->base = copy_hash(x, g->P);
+        g->base = gsp_copy_hash(x, g->P);
         g->cver = 0;
     }
     for (size_t c = 0; c < g->chunks; c++) g->w[c] = 1.0; /* a newcomer brings its own unit of mass */

@@ -1,0 +1,206 @@
+/* gossip_robust.c - robust mixing (gossip.h): a neighbour's chunk clipped to a radius around
+ * this peer's own model (clip), or a coordinate-wise trimmed mean (trim); strikes and bans. */
+#include "gossip_impl.h"
+
+/* Robust mixing: the squared distance of chunk v (any alignment) to the centre c. */
+static double dist2(const void *v, const float *restrict c, size_t n)
+{
+    const uint8_t *restrict p = v;
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, p + 4 * i, 4);
+        const float d = x - c[i];
+        s += (double)(d * d);
+    }
+    return s;
+}
+
+/* acc += a (c + f (v - c) - ref): v pulled towards the centre c by f in [0, 1], accumulated
+ * against ref (NULL: absolute). With ref = c it is acc_add's a f (v - c). */
+static void acc_add_pulled(float *restrict acc, const void *v, const float *restrict c, const float *ref, size_t n,
+                           float a, float f)
+{
+    if (ref == c) {
+        acc_add(acc, v, c, n, a * f);
+        return;
+    }
+    const uint8_t *restrict p = v;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, p + 4 * i, 4);
+        acc[i] += a * (c[i] - (ref ? ref[i] : 0.0f) + f * (x - c[i]));
+    }
+}
+
+static strike_t *strike_find(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN])
+{
+    for (int i = 0; i < g->n_strikes; i++)
+        if (memcmp(g->strikes[i].key, key, RUMOR_KEY_LEN) == 0) return &g->strikes[i];
+    return NULL;
+}
+
+/* A strike against a sender (at most one per message); enough of them ban it. */
+static void strike(rumor_gossip_t *g, sender_t *e)
+{
+    if (e->struck) return;
+    e->struck = true;
+    strike_t *k = strike_find(g, e->key);
+    if (!k) {
+        if (g->n_strikes < STRIKE_TABLE) {
+            k = &g->strikes[g->n_strikes++];
+        } else { /* full: forget the one struck least recently */
+            k = &g->strikes[0];
+            for (int i = 1; i < STRIKE_TABLE; i++)
+                if (g->strikes[i].last < k->last) k = &g->strikes[i];
+        }
+        memset(k, 0, sizeof *k);
+        memcpy(k->key, e->key, RUMOR_KEY_LEN);
+    }
+    k->strikes++;
+    k->last = g->round;
+    g->st.strikes++;
+    if (k->strikes >= STRIKES_BAN) {
+        k->banned_until = g->round + BAN_ROUNDS;
+        k->strikes = 0;
+        g->st.bans++;
+    }
+}
+
+/* The next round's radii, chunk by chunk: the weighted (1 - F) quantile of this round's
+ * distances of the senders that delivered the chunk (a chunk nobody sent keeps its radius).
+ * Per chunk, because layers differ in scale: one radius for the whole model spread evenly
+ * over the chunks would clip honest neighbours in the chunks where models differ most. */
+static void update_radius(rumor_gossip_t *g, const slot_t *s)
+{
+    double dist[RUMOR_GOSSIP_MAX_SENDERS], wt[RUMOR_GOSSIP_MAX_SENDERS];
+    double r2 = 0.0;
+    for (size_t c = 0; c < g->chunks; c++) {
+        double total = 0.0;
+        int n = 0;
+        for (int i = 0; i < s->n_senders; i++) {
+            const sender_t *e = &s->senders[i];
+            if (e->bad || e->cd2[c] < 0.0) continue;
+            dist[n] = sqrt(e->cd2[c]);
+            wt[n] = e->share;
+            total += wt[n];
+            /* insertion by distance: a neighbourhood is small */
+            for (int j = n++; j > 0 && dist[j - 1] > dist[j]; j--) {
+                double t = dist[j];
+                dist[j] = dist[j - 1], dist[j - 1] = t;
+                t = wt[j];
+                wt[j] = wt[j - 1], wt[j - 1] = t;
+            }
+        }
+        if (n > 0 && total > 0.0) {
+            const double want = (1.0 - g->cfg.robust.clip_fraction) * total;
+            double acc = 0.0;
+            int k = 0;
+            while (k < n - 1 && acc + wt[k] < want) acc += wt[k++];
+            g->tau[c] = dist[k];
+        }
+        r2 += g->tau[c] * g->tau[c];
+    }
+    g->st.clip_radius = sqrt(r2);
+}
+
+
+/* Trimmed mean: the accumulator gets, coordinate by coordinate, the mean of the peer's own
+ * snapshot value and the neighbours' that arrived, without the B largest and B smallest (the
+ * median when that would leave none), minus the snapshot: the delta form the mix expects. */
+static void trimmed_mix(rumor_gossip_t *g, slot_t *s, const float *snap)
+{
+    const int B = g->cfg.robust.trim;
+    for (size_t c = 0; c < g->chunks; c++) {
+        const float *src[RUMOR_GOSSIP_TRIM_SENDERS + 1];
+        int m = 0;
+        src[m++] = snap;
+        for (int k = 0; k < s->n_senders; k++) {
+            const sender_t *e = &s->senders[k];
+            if (e->tidx >= 0 && !e->bad && (e->bits[c / 64] & (UINT64_C(1) << (c % 64))))
+                src[m++] = s->tbuf + (size_t)e->tidx * g->vec;
+        }
+        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
+        for (size_t i = off; i < off + n; i++) {
+            float v[RUMOR_GOSSIP_TRIM_SENDERS + 1];
+            for (int k = 0; k < m; k++) {
+                float t = src[k][i];
+                int j = k;
+                for (; j > 0 && v[j - 1] > t; j--) v[j] = v[j - 1];
+                v[j] = t;
+            }
+            double sum = 0.0;
+            if (m > 2 * B) {
+                for (int k = B; k < m - B; k++) sum += v[k];
+                sum /= (double)(m - 2 * B);
+            } else {
+                sum = m % 2 ? v[m / 2] : 0.5 * ((double)v[m / 2 - 1] + v[m / 2]);
+            }
+            s->acc[i] = (float)(sum - (double)snap[i]);
+        }
+        s->accw[c] = 1.0;
+    }
+}
+
+const strike_t *gsp_strike_find(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN]) { return strike_find(g, key); }
+
+/* A banned sender is not waited for. */
+static bool clip_waits_for(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN])
+{
+    const strike_t *b = strike_find(g, key);
+    return !(b && b->banned_until > g->round);
+}
+
+/* Self-centred clipping against our own snapshot (the round's, or the latest). */
+static bool clip_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_gossip_chunk_t *c, const void *payload,
+                     size_t off, size_t n)
+{
+    const strike_t *k = strike_find(g, e->key);
+    if (k && k->banned_until > g->round) return gsp_drop(g, RUMOR_GOSSIP_DROP_BANNED);
+    if (!gsp_all_finite(payload, n)) {
+        e->bad = true;
+        strike(g, e);
+        return gsp_drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
+    }
+    const float a = (float)c->w;
+    const float *ref = ref_of(g, s);
+    const float *centre = (ref ? ref : g->snaps[g->cur_snap].x) + off;
+    const double d2 = dist2(payload, centre, n), d = sqrt(d2), tc = g->tau[c->chunk];
+    float f = 1.0f;
+    if (d > tc) {
+        f = (float)(tc / d);
+        g->st.chunks_clipped++;
+    }
+    if (tc > 0.0 && d > STRIKE_FAR * tc) strike(g, e);
+    e->cd2[c->chunk] = d2;
+    e->share = a;
+    acc_add_pulled(s->acc + off, payload, centre, ref ? ref + off : NULL, n, a, f);
+    s->accw[c->chunk] += (double)a;
+    return true;
+}
+
+/* Held as it came, for the trimmed mean at the round's end. */
+static bool trim_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_gossip_chunk_t *c, const void *payload,
+                     size_t off, size_t n)
+{
+    if (!gsp_all_finite(payload, n)) {
+        e->bad = true;
+        return gsp_drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
+    }
+    if (e->tidx < 0) {
+        if (s->n_trim == RUMOR_GOSSIP_TRIM_SENDERS) return gsp_drop(g, RUMOR_GOSSIP_DROP_SENDERS);
+        e->tidx = s->n_trim++;
+    }
+    memcpy(s->tbuf + (size_t)e->tidx * g->vec + off, payload, n * sizeof(float));
+    s->accw[c->chunk] += (double)(float)c->w;
+    return true;
+}
+
+const gsp_rule_t gsp_rule_clip = {
+    .name = "clip", .waits_for = clip_waits_for, .begin = gsp_plain_begin, .add = clip_add, .after = update_radius,
+};
+const gsp_rule_t gsp_rule_trim = {
+    .name = "trim", .begin = gsp_plain_begin, .add = trim_add, .settle = trimmed_mix,
+};
