@@ -14,6 +14,7 @@
 #include "data.h"
 #include "dp.h"
 #include "gossip.h"
+#include "secmix.h"
 #include "membership.h"
 #include "model.h"
 #include "optim.h"

@@ -100,7 +100,7 @@
  * RUMOR_GOSSIP_TRIM_SENDERS per round in flight, four rounds (16 x 4 copies of the model;
  * models too large for that are refused). Chunks from further senders are dropped (`senders`).
  *
- * Secure mixing (`secure_mix`, dpsgd and diloco; secmix.h). A receiver learns the weighted sum
+ * Secure mixing (`secure_mix`, dpsgd and diloco; secmix.h, secmix_sum.h). A receiver learns the weighted sum
  * of its in-neighbours' models, not any one of them. For each send the engine names the
  * receiver's in-neighbours S as this peer's topology sees them, this peer's ring neighbours
  * in S (the mask edges) and a mix id, a 64-bit hash of (round, receiver, S); the driver
@@ -161,7 +161,7 @@
 
 #include "codec.h"
 #include "rumor.h"
-#include "secmix.h"
+#include "secmix_sum.h"
 #include "topology.h"
 
 #include <stdbool.h>

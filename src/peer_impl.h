@@ -16,6 +16,7 @@
 #include "fileio.h"
 #include "rng.h"
 #include "safetensors.h"
+#include "secmix.h"
 #include "topology.h"
 #include "train.h"
 #include <errno.h>

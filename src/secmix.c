@@ -177,13 +177,3 @@ rumor_err_t rumor_secmix_encode(const rumor_secmix_send_t *snd, size_t off, cons
     sodium_memzero(mask, sizeof mask);
     return RUMOR_OK;
 }
-
-void rumor_secmix_add(uint32_t *restrict acc, const uint8_t *restrict payload, size_t n)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        uint32_t w;
-        memcpy(&w, payload + 4 * i, 4);
-        acc[i] += w;
-    }
-}

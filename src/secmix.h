@@ -40,6 +40,9 @@
  * at two masks per parameter whatever |S| is), and peers that lie about their model (that is
  * robust mixing's business, which cannot see through masks).
  *
+ * The receiver's side, the fixed-point arithmetic with no keys, is secmix_sum.h, which the pure
+ * gossip engine uses without linking libsodium.
+ *
  * Invariants: one of the crypto module's files (only it includes sodium.h); the secret key is
  * borrowed and stays in its guarded memory (crypto.h), and derived keys are wiped after use; no
  * allocation after new; encode and decode are safe on any bytes and any alignment.
@@ -49,22 +52,10 @@
 
 #include "crypto.h"
 #include "rumor.h"
+#include "secmix_sum.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-#define RUMOR_SECMIX_KEY_LEN 32
-#define RUMOR_SECMIX_FRAC_BITS 20
-#define RUMOR_SECMIX_RANGE 2048.0  /* |share * x| and the sum must stay below this */
-
-/* The mask edges a sender has towards one receiver in one round (gossip.h fills it). */
-typedef struct {
-    uint8_t receiver[RUMOR_SECMIX_KEY_LEN];
-    uint64_t round;
-    int count;                                 /* 1 (|S| = 2) or 2 */
-    uint8_t peer[2][RUMOR_SECMIX_KEY_LEN];     /* the sender's ring neighbours in S */
-    uint64_t peer_boot[2];                     /* their boot ids as this sender knows them */
-} rumor_secmix_edges_t;
 
 typedef struct rumor_secmix rumor_secmix_t;
 
@@ -94,14 +85,5 @@ void rumor_secmix_send_fini(rumor_secmix_send_t *snd);
  * share * x[i] is not finite or not within (-RANGE, RANGE); out is then unspecified. */
 rumor_err_t rumor_secmix_encode(const rumor_secmix_send_t *snd, size_t off, const float *x, size_t n, double share,
                                 uint8_t *out, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-
-/* The receiver's side, pure arithmetic: acc[i] += word i of payload (mod 2^32). */
-void rumor_secmix_add(uint32_t *acc, const uint8_t *payload, size_t n);
-/* A fixed-point sum back to a real number. */
-static inline double rumor_secmix_value(uint32_t v)
-{
-    const int64_t s = v >= 0x80000000u ? (int64_t)v - 4294967296LL : (int64_t)v;
-    return (double)s * (1.0 / (double)(1u << RUMOR_SECMIX_FRAC_BITS));
-}
 
 #endif

@@ -1,0 +1,264 @@
+/* test_gossip_core.c - the gossip engine's tests that need the core library: D-PSGD's
+ * contraction against |lambda_2| from the spectral tooling (LAPACK), and secure mixing with
+ * real keys (the keyed sender side, libsodium): masked sums give plain D-PSGD's models to
+ * fixed-point precision, refusals, a hostile sender's implausible neighbourhood mean left
+ * unmixed. The rest of the engine's tests (test_gossip.c) link only the pure library. */
+#define GOSSIP_SWARM_SECURE
+#include "gossip_swarm.h"
+
+/* lr = 0 (pure gossip): every peer reaches the exact initial mean; the per-round contraction
+ * of the distance to it is |lambda_2| of the mixing matrix. */
+static void test_pure_gossip(const char *topo, int n, size_t P, size_t chunk, int first, int last)
+{
+    swarm_t s;
+    swarm_init(&s, n, topo, "dpsgd", P, chunk, 42, 1000);
+    double *mean = malloc(P * sizeof *mean), *m2 = malloc(P * sizeof *m2);
+    mean_of(&s, mean);
+    double d_first = 0, d_last = 0;
+    for (int r = 0; r <= 400; r++) {
+        CHECK(pass(&s, 1000 + (uint64_t)r));
+        if (r == first) d_first = dist_to_mean(&s, mean);
+        if (r == last) d_last = dist_to_mean(&s, mean);
+    }
+    /* Metropolis-Hastings weights are doubly stochastic: the mean moves only by float32
+     * rounding, which near consensus rounds every peer the same way: at most 3e-8 of the
+     * value per round (parameters here are about 3 +- 1); in the reference form (acc holds
+     * a_j (v_j - s_i)) it does not even do that. */
+    mean_of(&s, m2);
+    double worst = 0;
+    for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs(m2[j] - mean[j]) / fabs(mean[j]));
+    CHECK_MSG(worst < 1e-6, "%s: mean drifted by %g (relative)", topo, worst);
+    worst = 0;
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs(s.x[i][j] - mean[j]) / fabs(mean[j]));
+    CHECK_MSG(worst < 1e-5, "%s: a peer is %g (relative) from the mean after 400 rounds", topo, worst);
+
+    char err[RUMOR_ERR_LEN];
+    rumor_topology_stats_t st;
+    CHECK_RC(rumor_topology_analyze(s.topo, (size_t)n, &st, err));
+    const double measured = pow(d_last / d_first, 1.0 / (last - first));
+    if (st.contraction < 1e-9) /* complete: exact after one round */
+        CHECK_MSG(d_last < 1e-5 * d_first, "%s: %g left after a round", topo, d_last / d_first);
+    else
+    CHECK_MSG(fabs(measured - st.contraction) <= 0.1 * st.contraction, "%s: contraction %.4f, |lambda2| %.4f",
+              topo, measured, st.contraction);
+    rumor_gossip_stats_t gs;
+    rumor_gossip_stats(s.g[0], &gs);
+    CHECK(gs.round == 400 && gs.last_missing == 0 && gs.missing_total == 0);
+    CHECK(gs.drops[RUMOR_GOSSIP_DROP_STALE] == 0 && gs.drops[RUMOR_GOSSIP_DROP_AHEAD] == 0);
+    free(mean);
+    free(m2);
+    swarm_fini(&s);
+}
+
+/* ---- secure mixing ---- */
+
+static int sk_cmp(const void *a, const void *b)
+{
+    return memcmp(rumor_secret_key_public(*(rumor_secret_key_t *const *)a),
+                  rumor_secret_key_public(*(rumor_secret_key_t *const *)b), RUMOR_KEY_LEN);
+}
+
+/* The same swarm as swarm_init (same starting models for a seed), keyed with real key pairs
+ * and secure mixing on. The keys come from fixed secret bytes: the masks are a function of
+ * the keys, runs and rounds, so the swarm then runs the same way every time (fresh keys would
+ * give every run other masks, and other key ranks); the keys are not what is under test. */
+static void secure_init(swarm_t *s, int n, const char *topo, size_t P, size_t chunk, uint64_t seed)
+{
+    swarm_init(s, n, topo, "dpsgd", P, chunk, seed, 1000);
+    char err[RUMOR_ERR_LEN];
+    for (int i = 0; i < n; i++) {
+        uint8_t secret[RUMOR_KEY_LEN];
+        for (int j = 0; j < RUMOR_KEY_LEN; j++) secret[j] = (uint8_t)(0x3c ^ (31 * i + 5 * j + 1));
+        s->sk[i] = rumor_secret_key_from_bytes(secret, err);
+        CHECK_MSG(s->sk[i] != NULL, "%s", err);
+    }
+    qsort(s->sk, (size_t)n, sizeof s->sk[0], sk_cmp); /* rank i keeps key i's place */
+    for (int i = 0; i < n; i++) {
+        memcpy(s->key[i], rumor_secret_key_public(s->sk[i]), RUMOR_KEY_LEN);
+        s->boot[i] = 0x5000 + (uint64_t)i;
+        CHECK((s->sm[i] = rumor_secmix_new(s->sk[i], s->boot[i], 0x1234, err)) != NULL);
+        rumor_gossip_destroy(&s->g[i]);
+        rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = chunk, .round_timeout_ms = 1000,
+                                     .secure_mix = true, .boot = s->boot[i]};
+        CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+        memcpy(cfg.self, s->key[i], RUMOR_KEY_LEN);
+        s->g[i] = rumor_gossip_new(&cfg, s->topo, s->x[i], err);
+        CHECK(s->g[i] != NULL);
+    }
+    for (int i = 0; i < n; i++)
+        rumor_gossip_set_view_boots(s->g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s->key, s->boot, (size_t)n);
+    s->lose_from = -1;
+}
+
+/* Secure mixing gives plain D-PSGD's models to fixed-point precision, round after round; a
+ * lost chunk leaves that chunk unmixed at its receiver, and so does a sender that disagrees
+ * on the set; plain and masked chunks do not mix; a receiver with one sender gets nothing. */
+static void test_secure_mix(const char *topo, int n)
+{
+    const size_t P = 100, chunk = 32; /* chunks of 32, 32, 32, 4 */
+    swarm_t sec, pl;
+    secure_init(&sec, n, topo, P, chunk, 9);
+    swarm_init(&pl, n, topo, "dpsgd", P, chunk, 9, 1000);
+    pl.lose_from = -1;
+    double worst = 0.0;
+    for (int r = 0; r < 30; r++) {
+        for (int i = 0; i < n; i++)
+            for (size_t j = 0; j < P; j++) { /* identical local progress */
+                const float d = (float)(0.01 * sin((double)(r * 31 + i * 7) + (double)j));
+                sec.x[i][j] += d, pl.x[i][j] += d;
+            }
+        CHECK(pass(&sec, 100 + (uint64_t)r));
+        CHECK(pass(&pl, 100 + (uint64_t)r));
+        for (int i = 0; i < n; i++)
+            for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs((double)sec.x[i][j] - pl.x[i][j]));
+    }
+    CHECK_MSG(worst > 0.0 && worst < 2e-5, "%s: secure mixing is %g from plain", topo, worst);
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(sec.g[0], &st);
+    CHECK(st.chunks_unmixed == 0 && st.sends_unmasked == 0 && st.round == 29);
+    CHECK(st.bytes_in > 0 && st.drops[RUMOR_GOSSIP_DROP_MODE] == 0);
+
+    /* One round with peer 1's chunk 1 to peer 0 lost: peer 0 keeps its own values there. */
+    float before[100];
+    sec.lose_from = 1, sec.lose_to = 0, sec.lose_chunk = 1;
+    memcpy(before, sec.x[0], sizeof before);
+    CHECK(pass(&sec, 200)); /* finishes the round whose sends pass() delivered last time ... */
+    CHECK(pass(&pl, 200));
+    memcpy(before, sec.x[0], sizeof before);
+    for (int i = 0; i < n; i++) /* ... and this one finishes the round that lost the chunk */
+        CHECK(rumor_gossip_step(sec.g[i], sec.x[i], 1300) == RUMOR_GOSSIP_DONE);
+    for (size_t j = 32; j < 64; j++) CHECK(sec.x[0][j] == before[j]);
+    bool moved = false;
+    for (size_t j = 0; j < 32; j++) moved |= sec.x[0][j] != before[j];
+    CHECK(moved);
+    rumor_gossip_stats(sec.g[0], &st);
+    CHECK(st.chunks_unmixed == 1 && st.last_missing == 1);
+    for (int i = 0; i < n; i++) drain(&sec, i, 1300);
+
+    /* A sender with another mix id: every chunk it sent stays unmixed at its receiver. */
+    sec.wrong_mix = true;
+    for (int i = 0; i < n; i++) {
+        CHECK(rumor_gossip_step(sec.g[i], sec.x[i], 1400) == RUMOR_GOSSIP_DONE);
+        drain(&sec, i, 1400);
+    }
+    for (int i = 0; i < n; i++) CHECK(rumor_gossip_step(sec.g[i], sec.x[i], 1500) == RUMOR_GOSSIP_DONE);
+    uint64_t unmixed = 0;
+    for (int i = 0; i < n; i++) {
+        rumor_gossip_stats(sec.g[i], &st);
+        unmixed += st.chunks_unmixed;
+    }
+    CHECK_MSG(unmixed == 1 + 4, "%s: %llu chunks unmixed", topo, (unsigned long long)unmixed);
+
+    /* Peer 2 restarted (a new run) and peer 0 still knows its old one: where 0 and 2 share a
+     * receiver, their masks do not cancel, and their mix ids say so. The receiver leaves those
+     * chunks unmixed: no peer ever mixes noise, every parameter stays near the models (about
+     * 3 +- 1 here; noise would be up to +-2048). Peers that never met the stale view mix on. */
+    uint64_t stale[MAXN];
+    memcpy(stale, sec.boot, sizeof stale);
+    stale[2] ^= 0xdead;
+    rumor_gossip_set_view_boots(sec.g[0], (const uint8_t(*)[RUMOR_KEY_LEN])sec.key, stale, (size_t)n);
+    uint64_t unmixed_before = 0;
+    for (int i = 0; i < n; i++) {
+        rumor_gossip_stats(sec.g[i], &st);
+        unmixed_before += st.chunks_unmixed;
+    }
+    sec.refusals_ok = true;
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < n; i++) {
+            CHECK(rumor_gossip_step(sec.g[i], sec.x[i], 3000 + 2000 * (uint64_t)r) == RUMOR_GOSSIP_DONE);
+            drain(&sec, i, 3000 + 2000 * (uint64_t)r);
+        }
+    for (int i = 0; i < n; i++) CHECK(rumor_gossip_step(sec.g[i], sec.x[i], 7000) == RUMOR_GOSSIP_DONE);
+    double far = 0.0;
+    unmixed = 0;
+    for (int i = 0; i < n; i++) {
+        for (size_t j = 0; j < P; j++) far = fmax(far, fabs((double)sec.x[i][j]));
+        rumor_gossip_stats(sec.g[i], &st);
+        unmixed += st.chunks_unmixed;
+    }
+    CHECK_MSG(far < 10.0, "%s: a stale run mixed noise in (a parameter at %g)", topo, far);
+    CHECK_MSG(unmixed > unmixed_before, "%s: chunks with disagreeing runs were mixed", topo);
+
+    /* Plain into secure, masked into plain: dropped and counted. */
+    rumor_gossip_chunk_t h = {.round = rumor_gossip_round(sec.g[0]), .layout = 0x1234, .w = 0.3, .chunk = 0,
+                              .chunks = 4, .off = 0, .n = 32};
+    rumor_gossip_stats(sec.g[0], &st);
+    const uint64_t mode_drops = st.drops[RUMOR_GOSSIP_DROP_MODE];
+    CHECK(!rumor_gossip_on_chunk(sec.g[0], sec.key[1], &h, sec.x[1], 128, 1500));
+    rumor_gossip_stats(sec.g[0], &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_MODE] == mode_drops + 1);
+    h.masked = true;
+    h.round = rumor_gossip_round(pl.g[0]);
+    CHECK(!rumor_gossip_on_chunk(pl.g[0], pl.key[1], &h, pl.x[1], 128, 1500));
+    rumor_gossip_stats(pl.g[0], &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_MODE] == 1);
+    swarm_fini(&sec);
+    swarm_fini(&pl);
+}
+
+/* Two peers: each would learn the other's model, so nothing is sent and nothing mixed; and
+ * the settings secure mixing refuses. */
+static void test_secure_mix_refusals(void)
+{
+    swarm_t s;
+    secure_init(&s, 2, "complete", 40, 16, 3);
+    float before[40];
+    memcpy(before, s.x[0], sizeof before);
+    for (int r = 0; r < 3; r++) CHECK(pass(&s, 10 + (uint64_t)r));
+    CHECK(memcmp(before, s.x[0], sizeof before) == 0);
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.sends_unmasked == 3 && st.sends == 0 && st.chunks_unmixed == 0);
+    char err[RUMOR_ERR_LEN];
+    rumor_gossip_config_t cfg = {.params = 40, .layout = 1, .chunk_params = 16, .secure_mix = true};
+    CHECK_RC(rumor_algo_parse(&cfg.algo, "sgp", err));
+    CHECK(rumor_gossip_new(&cfg, s.topo, s.x[0], err) == NULL && strstr(err, "dpsgd"));
+    CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+    CHECK_RC(rumor_robust_parse(&cfg.robust, "clip", err));
+    CHECK(rumor_gossip_new(&cfg, s.topo, s.x[0], err) == NULL && strstr(err, "robust"));
+    CHECK_RC(rumor_robust_parse(&cfg.robust, "none", err));
+    cfg.chunk_params = 10;
+    CHECK(rumor_gossip_new(&cfg, s.topo, s.x[0], err) == NULL && strstr(err, "16"));
+    swarm_fini(&s);
+}
+
+/* Secure mixing: one sender's model, 100 times its own, in every masked send. A receiver
+ * cannot tell it apart, but the neighbourhood's mean it unmasks is implausible (about 34 times
+ * its own scale) in every chunk: each of the hostile peer's receivers leaves all four chunks
+ * unmixed and keeps its own model; the hostile peer, whose senders are honest, mixes. */
+static void test_secure_mix_hostile(void)
+{
+    swarm_t s;
+    secure_init(&s, 4, "complete", 100, 32, 9); /* chunks of 32, 32, 32, 4 */
+    s.hostile = 3, s.hostile_scale = 100.0f;
+    CHECK(pass(&s, 100)); /* round 0: every send delivered, peer 3's scaled */
+    float before[4][100];
+    for (int i = 0; i < 4; i++) memcpy(before[i], s.x[i], sizeof before[i]);
+    CHECK(pass(&s, 101)); /* round 0 finishes */
+    rumor_gossip_stats_t st;
+    for (int i = 0; i < 3; i++) {
+        CHECK(memcmp(before[i], s.x[i], sizeof before[i]) == 0);
+        rumor_gossip_stats(s.g[i], &st);
+        CHECK_MSG(st.chunks_unmixed == 4 && st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE] == 4, "peer %d: %llu unmixed", i,
+                  (unsigned long long)st.chunks_unmixed);
+        CHECK(loss_finite(s.x[i], 100));
+    }
+    CHECK(memcmp(before[3], s.x[3], sizeof before[3]) != 0);
+    rumor_gossip_stats(s.g[3], &st);
+    CHECK(st.chunks_unmixed == 0 && st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE] == 0);
+    swarm_fini(&s);
+}
+
+int main(void)
+{
+    test_pure_gossip("ring", 16, 257, 64, 30, 120);
+    test_pure_gossip("torus", 16, 257, 64, 5, 20);
+    test_pure_gossip("hypercube", 16, 100, 100, 3, 12);
+    test_pure_gossip("complete", 5, 70, 16, 0, 1);
+    test_secure_mix("complete", 4);
+    test_secure_mix("ring", 5);
+    test_secure_mix_refusals();
+    test_secure_mix_hostile();
+    return check_done();
+}
