@@ -364,27 +364,27 @@ static rumor_err_t send_all(sim_t *s, int i)
             /* A delta of the public copy (its encoded bytes), or a keyframe. */
             if (m.enc) bytes = m.enc_off[rumor_chunks(m.count, m.chunk_params)];
         } else if (s->codec.id != RUMOR_CODEC_F32 && m.snap >= 0 && m.snap < 2) {
-            /* The receivers get what the codec lets through: encoded and decoded once a
-             * snapshot, with the bytes the encoding takes. */
+            /* Encoded once a snapshot, as a node does (src/peer_node.c); every receiver
+             * decodes it on arrival. */
             const int k = m.snap;
             if (!p->coded_set[k] || p->coded_round[k] != m.round) {
-                p->coded_bytes[k] = 0;
-                for (size_t off = 0; off < m.count; off += m.chunk_params) {
+                size_t at = 0, c_ = 0;
+                p->coded_off[k][0] = 0;
+                for (size_t off = 0; off < m.count; off += m.chunk_params, c_++) {
                     const size_t n = m.count - off < m.chunk_params ? m.count - off : m.chunk_params;
                     size_t len = 0;
                     char e2[RUMOR_ERR_LEN];
-                    if (rumor_codec_encode(&s->codec, m.params + off, n, s->enc, &len, e2) != RUMOR_OK ||
-                        rumor_codec_decode(s->codec.id, s->enc, len, n, p->coded[k] + off, e2) != RUMOR_OK) {
+                    if (rumor_codec_encode(&s->codec, m.params + off, n, p->coded[k] + at, &len, e2) != RUMOR_OK) {
                         rumor_gossip_release(p->g, &m, false);
                         return virt_fail(s, RUMOR_EINVAL, "peer %d: %s", i, e2);
                     }
-                    p->coded_bytes[k] += len;
+                    at += len;
+                    p->coded_off[k][c_ + 1] = at;
                 }
                 p->coded_round[k] = m.round;
                 p->coded_set[k] = true;
             }
-            m.params = p->coded[k];
-            bytes = p->coded_bytes[k];
+            bytes = p->coded_off[k][rumor_chunks(m.count, m.chunk_params)];
         }
         msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->g = p->g, msg->s = m;
         const uint64_t depart = p->link_free_us > s->now_us ? p->link_free_us : s->now_us;
@@ -530,30 +530,37 @@ static rumor_err_t arrive(sim_t *s, int id)
             if (rumor_secmix_send_init(pf->sm, &e, &snd, e2) != RUMOR_OK) return virt_fail(s, RUMOR_EINVAL, "peer %d: %s", from, e2);
             masking = true;
         }
+        /* Each chunk as a node receives it: the protocol's header and its payload, through the
+         * receiver's path (wire.h). */
+        const bool coded = !m->choco && !m->masked && s->codec.id != RUMOR_CODEC_F32 && m->snap >= 0 && m->snap < 2;
         for (uint32_t k = 0; k < chunks; k++) {
             const size_t off = (size_t)k * m->chunk_params;
             const size_t n = m->count - off < m->chunk_params ? m->count - off : m->chunk_params;
-            rumor_gossip_chunk_t h = {.round = m->round, .layout = m->layout, .w = m->share * (m->w ? m->w[k] : 1.0),
-                                      .chunk = k, .chunks = chunks, .off = off, .n = n,
-                                      .wire_bytes = rumor_codec_encoded_len(&s->codec, n)};
-            const void *payload = m->params + off;
-            size_t len = n * sizeof(float);
+            rumor_msg_model_t mm = {.round = m->round, .layout = m->layout, .w = m->share * (m->w ? m->w[k] : 1.0),
+                                    .codec = RUMOR_CODEC_F32, .chunk = k, .chunks = chunks, .off = off, .n = n,
+                                    .payload = (const uint8_t *)(m->params + off), .payload_len = n * sizeof(float)};
             if (m->choco) {
-                h.choco = true, h.codec = m->codec, h.ver = m->ver, h.lin = m->lin, h.base = m->base, h.need = m->need;
-                if (m->enc) payload = m->enc + m->enc_off[k], len = m->enc_off[k + 1] - m->enc_off[k];
-                h.wire_bytes = len;
+                mm.has_copy = true, mm.ver = m->ver, mm.lin = m->lin, mm.base = m->base, mm.need = m->need;
+                if (m->enc) {
+                    mm.codec = (rumor_proto_codec_t)m->codec;
+                    mm.payload = m->enc + m->enc_off[k], mm.payload_len = m->enc_off[k + 1] - m->enc_off[k];
+                }
+            } else if (coded) {
+                mm.codec = s->codec.id;
+                mm.payload = pf->coded[m->snap] + pf->coded_off[m->snap][k];
+                mm.payload_len = pf->coded_off[m->snap][k + 1] - pf->coded_off[m->snap][k];
             }
             if (masking) {
                 char e2[RUMOR_ERR_LEN];
-                if (rumor_secmix_encode(&snd, off, m->params + off, n, h.w, s->masked, e2) != RUMOR_OK) {
+                if (rumor_secmix_encode(&snd, off, m->params + off, n, mm.w, s->masked, e2) != RUMOR_OK) {
                     rumor_log(RUMOR_LOG_WARN, "peer %d: %s: chunk %u not sent", from, e2, k);
                     continue;
                 }
-                h.masked = true;
-                h.mix = m->mix;
-                payload = s->masked;
+                mm.codec = RUMOR_CODEC_MASKED;
+                mm.mix = m->mix;
+                mm.payload = s->masked;
             }
-            (void)rumor_gossip_on_chunk(pt->g, pf->key, &h, payload, len, now_ms);
+            (void)rumor_wire_receive(&s->wire_in, pt->g, pf->key, &mm, now_ms);
         }
         if (masking) rumor_secmix_send_fini(&snd);
     }

@@ -15,6 +15,7 @@
 #include "dp.h"
 #include "gossip.h"
 #include "secmix.h"
+#include "wire.h"
 #include "membership.h"
 #include "model.h"
 #include "optim.h"
@@ -115,10 +116,10 @@ typedef struct {
     uint64_t view_changed_us;/* the last change of its membership view */
     rumor_dp_t *dp;        /* DP-SGD (--dp), for peers that own samples */
     bool budget_spent;       /* its privacy budget is spent: it stops at the end of the round */
-    float *coded[2];         /* --codec: each snapshot as its receivers decode it */
+    uint8_t *coded[2];       /* --codec: each snapshot encoded, as a node sends it */
+    size_t *coded_off[2];    /* chunk k's bytes: [coded_off[k], coded_off[k + 1]) */
     uint64_t coded_round[2];
     bool coded_set[2];
-    uint64_t coded_bytes[2]; /* its size on the wire */
     rumor_poison_t poison;   /* the Byzantine peer: what it sends instead of each snapshot */
     rumor_secret_key_t *mkey;/* --secure-mix: its X25519 key for masks (identities here are indices) */
     rumor_secmix_t *sm;
@@ -204,7 +205,7 @@ typedef struct {
     rumor_robust_t robust;
     rumor_attack_t attack;
     rumor_codec_t codec;
-    uint8_t *enc;            /* one encoded chunk, on its way to being decoded */
+    rumor_wire_in_t wire_in; /* the receivers' scratch: chunks arrive through the node's path (wire.h) */
     uint8_t *masked;         /* --secure-mix: one masked chunk, on its way to its receiver */
     rumor_rng_t attack_rng;
     /* who is there */

@@ -64,11 +64,13 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
         rumor_rng_init2(&lr, c->seed, 0x11e, (uint64_t)i);
         gc.lineage = rumor_rng_next(&lr) | 1;
     } else if (s->codec.id != RUMOR_CODEC_F32) {
-        for (int k = 0; k < 2; k++)
-            if (!(p->coded[k] = malloc(rumor_model_param_count(p->m) * sizeof *p->coded[k])))
-                return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        if (!s->enc && !(s->enc = malloc(rumor_codec_encoded_len(&s->codec, RUMOR_GOSSIP_CHUNK_DEFAULT))))
-            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        const size_t cp = gc.chunk_params ? gc.chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT; /* the engine's */
+        const size_t chunks = rumor_chunks(rumor_model_param_count(p->m), cp);
+        for (int k = 0; k < 2; k++) {
+            p->coded[k] = malloc(chunks * rumor_codec_encoded_len(&s->codec, cp));
+            p->coded_off[k] = malloc((chunks + 1) * sizeof *p->coded_off[k]);
+            if (!p->coded[k] || !p->coded_off[k]) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        }
     }
     if (c->dp[0] && p->n_own > 0) {
         rumor_dp_config_t pv;
@@ -169,6 +171,9 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
         !(s->act = malloc(sizeof *s->act)) || !(s->mscratch = calloc(1, sizeof *s->mscratch)) || !(s->at_round = calloc((size_t)c->rounds + 1, sizeof *s->at_round)))
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %d peers", s->n);
     for (int i = 0; i < s->n; i++) virt_key_of(s->p[i].key, i), s->p[i].want_view = s->want_view;
+    s->wire_in.cap = RUMOR_GOSSIP_CHUNK_DEFAULT; /* any codec decodes here, as at a node (src/peer.c) */
+    if (!(s->wire_in.dec = malloc(s->wire_in.cap * sizeof *s->wire_in.dec)))
+        return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     if (c->secure_mix) {
         /* Mask keys from the seed: the run stays deterministic. */
         if (!(s->masked = malloc(RUMOR_GOSSIP_CHUNK_DEFAULT * sizeof(uint32_t))))
@@ -280,8 +285,10 @@ void virt_teardown(sim_t *s)
             free(p->vkeys);
             free(p->vboots);
             rumor_poison_fini(&p->poison);
-            free(p->coded[0]);
-            free(p->coded[1]);
+            for (int k = 0; k < 2; k++) {
+                free(p->coded[k]);
+                free(p->coded_off[k]);
+            }
             rumor_dp_destroy(&p->dp);
             rumor_secmix_destroy(&p->sm);
             rumor_secret_key_destroy(&p->mkey);
@@ -303,7 +310,7 @@ void virt_teardown(sim_t *s)
     free(s->msgs);
     free(s->alive);
     free(s->act);
-    free(s->enc);
+    free(s->wire_in.dec);
     free(s->masked);
     free(s->mscratch);
     for (int k = 0; k < s->n_mm; k++) free(s->mm[k]);

@@ -601,7 +601,8 @@ static rumor_err_t setup_sending(peer_t *p, rumor_gossip_config_t *gc, char err[
         }
     }
     /* Any neighbour's codec decodes here: a chunk of at most our chunk size. */
-    if (!(p->dec = malloc(RUMOR_GOSSIP_CHUNK_DEFAULT * sizeof *p->dec)))
+    p->wire_in.cap = RUMOR_GOSSIP_CHUNK_DEFAULT;
+    if (!(p->wire_in.dec = malloc(p->wire_in.cap * sizeof *p->wire_in.dec)))
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     if (c->attack.kind != RUMOR_ATTACK_NONE) {
         rumor_err_t rc = rumor_poison_init(&p->poison, P);
@@ -712,7 +713,7 @@ static void teardown(peer_t *p, bool mu_init)
         free(p->enc[k]);
         free(p->enc_off[k]);
     }
-    free(p->dec);
+    free(p->wire_in.dec);
     rumor_dataset_fini(&p->train);
     rumor_dataset_fini(&p->test);
 }

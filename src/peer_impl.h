@@ -17,6 +17,7 @@
 #include "rng.h"
 #include "safetensors.h"
 #include "secmix.h"
+#include "wire.h"
 #include "topology.h"
 #include "train.h"
 #include <errno.h>
@@ -114,8 +115,7 @@ typedef struct {
     size_t *enc_off[2];
     uint64_t enc_round[2];
     bool enc_set[2];
-    float *dec;
-    uint64_t codec_drops;     /* chunks whose encoding did not decode (under mu) */
+    rumor_wire_in_t wire_in;  /* chunks in: any neighbour's codec decodes here (under mu) */
     rumor_secmix_t *secmix;   /* --secure-mix (node thread) */
     /* Masked buffers of sends released, for the next ones: a fresh 1 MiB buffer costs its page
      * faults on every send (a third of the masking time measured). Under pool_mu. */
@@ -145,8 +145,7 @@ typedef struct send_ctx {
 } send_ctx_t;
 
 /* peer_node.c: the node's side */
-void peer_chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t *ch, const void *payload,
-                     size_t len);
+void peer_chunk_cb(void *arg, const uint8_t peer[32], const rumor_msg_model_t *m);
 rumor_err_t peer_mask_floor(peer_t *p, char err[RUMOR_ERR_LEN]);
 void peer_send_ctx_free(send_ctx_t *c);
 size_t peer_status_cb(void *arg, bool json, char *buf, size_t cap);

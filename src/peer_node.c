@@ -47,9 +47,10 @@ static void release_cb(void *arg)
 
 /* A chunk of the model we pulled (under mu). Anything else carrying a hash is ignored: only
  * the peer asked, only the geometry of our model, one hash and round for all chunks. */
-static void pull_chunk(peer_t *p, const uint8_t peer[32], const rumor_node_chunk_t *ch, const void *payload,
-                       size_t len)
+static void pull_chunk(peer_t *p, const uint8_t peer[32], const rumor_msg_model_t *ch)
 {
+    const void *payload = ch->payload;
+    const size_t len = ch->payload_len;
     const size_t P = rumor_model_param_count(p->m), cp = RUMOR_GOSSIP_CHUNK_DEFAULT;
     if (p->pull_state != PULL_ASKED || memcmp(peer, p->pull_peer, 32) != 0 || ch->layout != rumor_model_layout_id(p->m) ||
         ch->chunks != p->pull_chunks || ch->chunk >= p->pull_chunks)
@@ -116,37 +117,13 @@ void peer_pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_
     }
 }
 
-void peer_chunk_cb(void *arg, const uint8_t peer[32], const rumor_node_chunk_t *ch, const void *payload,
-                     size_t len)
+void peer_chunk_cb(void *arg, const uint8_t peer[32], const rumor_msg_model_t *m)
 {
     peer_t *p = arg;
-    rumor_gossip_chunk_t h = {.round = ch->round, .layout = ch->layout, .w = ch->w, .chunk = ch->chunk,
-                              .chunks = ch->chunks, .off = ch->off, .n = ch->n};
     pthread_mutex_lock(&p->mu);
-    if (ch->codec == RUMOR_CODEC_MASKED) {
-        /* Words for the engine to sum as they are. */
-        h.masked = true;
-        h.mix = ch->mix;
-    } else if (ch->has_copy && !ch->has_hash) {
-        /* A piece of a neighbour's public copy: the engine applies it to its copy. */
-        h.choco = true, h.codec = ch->codec, h.ver = ch->ver, h.lin = ch->lin, h.base = ch->base, h.need = ch->need;
-        h.wire_bytes = len;
-    } else if (ch->codec != RUMOR_CODEC_F32 && !ch->has_hash) {
-        /* Decoded into floats first (p->dec holds the largest chunk there is); a chunk of
-         * another geometry than ours is the engine's to refuse. */
-        if (!p->dec || ch->n > RUMOR_GOSSIP_CHUNK_DEFAULT ||
-            rumor_codec_decode((rumor_proto_codec_t)ch->codec, payload, len, (size_t)ch->n, p->dec, NULL) != RUMOR_OK) {
-            p->codec_drops++;
-            pthread_mutex_unlock(&p->mu);
-            return;
-        }
-        h.wire_bytes = len;
-        payload = p->dec;
-        len = (size_t)ch->n * sizeof(float);
-    }
-    if (ch->has_hash)
-        pull_chunk(p, peer, ch, payload, len);
-    else if (rumor_gossip_on_chunk(p->g, peer, &h, payload, len, rumor_now_ms()))
+    if (m->has_hash)
+        pull_chunk(p, peer, m);
+    else if (rumor_wire_receive(&p->wire_in, p->g, peer, m, rumor_now_ms()))
         pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }

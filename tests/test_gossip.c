@@ -2,6 +2,7 @@
  * deadlines, rejections, the DiLoCo outer step, robust and
  * compressed gossip (secure mixing, and contraction against |lambda_2|: test_gossip_core.c). Links only the pure library. */
 #include "gossip_swarm.h"
+#include "wire.h"
 
 static void test_algo_parse(void)
 {
@@ -1046,8 +1047,85 @@ static void test_choco_implausible(void)
     rumor_topology_destroy(&topo);
 }
 
+/* ---- the receiver's path (wire.h) ---- */
+
+/* Every send of peer i, its chunks encoded with codec: through rumor_wire_receive as a node
+ * and virtual mode receive them (wire), or decoded at the sender and handed to the engine as
+ * floats, the way virtual mode delivered them before it took the node's path. */
+static void drain_coded(swarm_t *s, int i, const rumor_codec_t *codec, bool wire, rumor_wire_in_t *in, uint64_t now)
+{
+    rumor_gossip_send_t m;
+    uint8_t enc[4 * 64]; /* the largest encoding of a chunk of 64 */
+    float dec[64];
+    while (rumor_gossip_next_send(s->g[i], &m)) {
+        const int to = find(s, m.peer);
+        const uint32_t chunks = (uint32_t)rumor_chunks(m.count, m.chunk_params);
+        for (uint32_t c = 0; c < chunks; c++) {
+            const size_t off = (size_t)c * m.chunk_params, n = m.count - off < m.chunk_params ? m.count - off : m.chunk_params;
+            size_t len = 0;
+            char err[RUMOR_ERR_LEN];
+            CHECK(n <= 64);
+            CHECK_RC(rumor_codec_encode(codec, m.params + off, n, enc, &len, err));
+            if (wire) {
+                const rumor_msg_model_t mm = {.round = m.round, .layout = m.layout, .w = m.share * m.w[c],
+                                              .codec = codec->id, .chunk = c, .chunks = chunks, .off = off, .n = n,
+                                              .payload = enc, .payload_len = len};
+                CHECK(rumor_wire_receive(in, s->g[to], s->key[i], &mm, now));
+            } else {
+                CHECK_RC(rumor_codec_decode(codec->id, enc, len, n, dec, err));
+                const rumor_gossip_chunk_t h = {.round = m.round, .layout = m.layout, .w = m.share * m.w[c], .chunk = c,
+                                                .chunks = chunks, .off = off, .n = n, .wire_bytes = len};
+                CHECK(rumor_gossip_on_chunk(s->g[to], s->key[i], &h, dec, n * sizeof(float), now));
+            }
+        }
+        rumor_gossip_release(s->g[i], &m, true);
+    }
+}
+
+/* The node's path and the one virtual mode used to take give the same engine state, bit for
+ * bit, for the same chunks: int8 and fp16 chunks, decoded by the receiver (wire) or at the
+ * sender, leave four peers with the same models and the same bytes counted after five
+ * rounds. A payload that does not decode is refused and counted. */
+static void test_wire_receive(void)
+{
+    static const char *const specs[] = {"int8", "fp16"};
+    for (size_t k = 0; k < RUMOR_ARRAY_LEN(specs); k++) {
+        rumor_codec_t codec;
+        char err[RUMOR_ERR_LEN];
+        CHECK_RC(rumor_codec_parse(&codec, specs[k], err));
+        swarm_t a, b;
+        swarm_init(&a, 4, "complete", "dpsgd", 150, 64, 11, 1000);
+        swarm_init(&b, 4, "complete", "dpsgd", 150, 64, 11, 1000);
+        float buf[64];
+        rumor_wire_in_t in = {.dec = buf, .cap = 64};
+        for (int r = 0; r < 5; r++)
+            for (int i = 0; i < 4; i++) {
+                CHECK(rumor_gossip_step(a.g[i], a.x[i], 100 + (uint64_t)r) == rumor_gossip_step(b.g[i], b.x[i], 100 + (uint64_t)r));
+                drain_coded(&a, i, &codec, true, &in, 100 + (uint64_t)r);
+                drain_coded(&b, i, &codec, false, NULL, 100 + (uint64_t)r);
+            }
+        for (int i = 0; i < 4; i++) {
+            CHECK_MSG(memcmp(a.x[i], b.x[i], 150 * sizeof(float)) == 0, "%s: peer %d differs", specs[k], i);
+            rumor_gossip_stats_t sa, sb;
+            rumor_gossip_stats(a.g[i], &sa);
+            rumor_gossip_stats(b.g[i], &sb);
+            CHECK(sa.bytes_in == sb.bytes_in && sa.chunks_in == sb.chunks_in && sa.chunks_in > 0);
+        }
+        CHECK(in.undecodable == 0);
+        /* One byte short of its codec's length: not decoded, not handed on. */
+        uint8_t junk[4 * 64] = {0};
+        const rumor_msg_model_t bad = {.round = rumor_gossip_round(a.g[1]), .layout = 0x1234, .w = 0.25,
+                                       .codec = codec.id, .chunk = 0, .chunks = 3, .off = 0, .n = 64,
+                                       .payload = junk, .payload_len = rumor_codec_encoded_len(&codec, 64) - 1};
+        CHECK(!rumor_wire_receive(&in, a.g[1], a.key[0], &bad, 200) && in.undecodable == 1);
+        swarm_fini(&a);
+        swarm_fini(&b);
+    }
+}
+
 int main(void)
 {
+    test_wire_receive();
     test_choco();
     test_choco_ahead();
     test_choco_implausible();

@@ -312,16 +312,21 @@ def main():
         check(summ.get("dp_noise", "").startswith("seeded") and "protects nothing" in summ.get("dp_noise", ""),
               "summary.json says the noise is seeded: %s" % summ.get("dp_noise"))
 
-    # 4e. Codecs: int8 models cost a quarter of the bytes (virtual mode) and real nodes decode
-    #     them (proc mode); accuracy stays with float32's.
+    # 4e. Codecs: int8 models cost a quarter of the bytes and fp16 half (virtual mode, whose
+    #     receivers decode what the sender encoded, as a node does) and real nodes decode them
+    #     (proc mode); accuracy stays with float32's.
     got = {}
-    for mode, codec in (("virtual", "f32"), ("virtual", "int8"), ("proc", "int8")):
+    for mode, codec in (("virtual", "f32"), ("virtual", "int8"), ("virtual", "fp16"), ("proc", "int8")):
         got[(mode, codec)] = short_run(os.path.join(tmp, "codec-%s-%s" % (mode, codec)),
                                        "%s run with --codec %s" % (mode, codec), "--mode", mode, "--codec", codec, *small)
     f32, i8, p8 = got[("virtual", "f32")], got[("virtual", "int8")], got[("proc", "int8")]
     if f32 and i8 and p8:
         ratio = f32["bytes_total"] / max(1, i8["bytes_total"])
         check(3.8 < ratio < 4.1, "int8 sends %.2fx fewer bytes than float32" % ratio)
+        h16 = got[("virtual", "fp16")]
+        check(h16 is not None and 1.99 < f32["bytes_total"] / max(1, h16["bytes_total"]) < 2.01
+              and abs(h16["final_test_acc_mean"] - f32["final_test_acc_mean"]) < 0.01,
+              "fp16 sends half the bytes and learns as float32 does: %s" % (h16 and h16["final_test_acc_mean"]))
         check(abs(i8["final_test_acc_mean"] - f32["final_test_acc_mean"]) < 0.03 and p8["final_test_acc_min"] > 0.6,
               "and learns as well: %.3f against %.3f (proc mode, worst peer %.3f)"
               % (i8["final_test_acc_mean"], f32["final_test_acc_mean"], p8["final_test_acc_min"]))

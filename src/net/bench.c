@@ -69,10 +69,12 @@ static void tick_a(void *arg, rumor_node_t *node, uint64_t now)
     atomic_store(&p->sent, r + 1);
 }
 
-static void chunk_b(void *arg, const uint8_t peer[32], const rumor_node_chunk_t *c, const void *payload, size_t len)
+static void chunk_b(void *arg, const uint8_t peer[32], const rumor_msg_model_t *c)
 {
     (void)peer;
     pair_t *p = arg;
+    const void *payload = c->payload;
+    const size_t len = c->payload_len;
     if (c->off + c->n > p->n || len != c->n * sizeof(float)) return;
     memcpy(p->recv + c->off, payload, len); /* where mixing would accumulate */
     if (++p->chunks_seen == c->chunks) {

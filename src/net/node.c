@@ -590,13 +590,7 @@ static void handle_router(rumor_node_t *n, uint64_t now)
             node_vet_entries(n, mp, now);
             rumor_memb_recv(n->memb, key, c->addr, mp, now);
         } else if (wp->type == RUMOR_MSG_MODEL && n->chunk_cb) {
-            const rumor_msg_model_t *mm = &wp->u.model;
-            rumor_node_chunk_t ch = {.round = mm->round, .layout = mm->layout, .w = mm->w, .chunk = mm->chunk,
-                                     .chunks = mm->chunks, .off = mm->off, .n = mm->n, .has_hash = mm->has_hash,
-                                     .codec = (int)mm->codec, .mix = mm->mix, .has_copy = mm->has_copy,
-                                     .ver = mm->ver, .lin = mm->lin, .base = mm->base, .need = mm->need};
-            if (mm->has_hash) memcpy(ch.hash, mm->hash, sizeof ch.hash);
-            n->chunk_cb(n->chunk_arg, key, &ch, mm->payload, mm->payload_len);
+            n->chunk_cb(n->chunk_arg, key, &wp->u.model);
         } else if (wp->type == RUMOR_MSG_PULL && n->pull_cb && now - c->last_pull >= PULL_INTERVAL_MS) {
             /* At most one answer per peer per interval: a pull costs a whole model. */
             c->last_pull = now;

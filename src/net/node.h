@@ -33,6 +33,7 @@
 
 #include "crypto.h"
 #include "membership.h"
+#include "proto.h"
 #include "rumor.h"
 
 #include <stdbool.h>
@@ -87,25 +88,12 @@ void rumor_node_reload(rumor_node_t *self);
  * out as its socket drains, never more than the send high-water mark at once, so a slow peer
  * costs a bounded queue, not a copy of the model. */
 
-typedef struct {
-    uint64_t round, layout;
-    double w;              /* push-sum weight */
-    uint32_t chunk, chunks;
-    uint64_t off, n;       /* parameter range of this chunk */
-    bool has_hash;         /* an answer to our pull: a model to adopt, never to mix */
-    uint8_t hash[32];      /* BLAKE2b-256 of the whole parameter vector */
-    int codec;             /* the payload's encoding (proto.h rumor_proto_codec_t; 0: float32) */
-    uint64_t mix;          /* codec masked: the sender's mix id (secmix.h) */
-    bool has_copy;         /* a piece of the sender's public copy (compressed gossip) */
-    uint64_t ver, lin, base;
-    bool need;
-} rumor_node_chunk_t;
 
-/* Called in the node's loop for every admitted model chunk; payload (n float32, little-endian,
- * not aligned, or another codec's encoding: see chunk->codec; its length is checked against the
- * codec, its values are not) is valid only during the call. */
-typedef void (*rumor_node_chunk_cb)(void *arg, const uint8_t peer[32], const rumor_node_chunk_t *chunk,
-                                    const void *payload, size_t len);
+/* Called in the node's loop for every admitted model chunk, with the protocol's own header
+ * (proto.h): its payload (m->payload, m->payload_len: n float32, little-endian, not aligned, or
+ * another codec's encoding, see m->codec; its length is checked against the codec, its values
+ * are not) is valid only during the call. wire.h takes it from there. */
+typedef void (*rumor_node_chunk_cb)(void *arg, const uint8_t peer[32], const rumor_msg_model_t *m);
 /* Called once per loop turn, with the time: where a driver above starts sends. */
 typedef void (*rumor_node_tick_cb)(void *arg, rumor_node_t *node, uint64_t now_ms);
 void rumor_node_on_chunk(rumor_node_t *self, rumor_node_chunk_cb cb, void *arg);
