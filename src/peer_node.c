@@ -75,6 +75,17 @@ static void pull_chunk(peer_t *p, const uint8_t peer[32], const rumor_msg_model_
     pthread_cond_broadcast(&p->cv);
 }
 
+/* An answer to a pull: a whole model in float32, every chunk carrying its hash. */
+static rumor_err_t send_answer(rumor_node_t *node, const uint8_t peer[32], uint64_t layout, uint64_t round,
+                               const float *x, size_t count, size_t chunk_params, const uint8_t hash[RUMOR_HASH_LEN],
+                               send_ctx_t *c)
+{
+    rumor_node_model_t m = {.head = {.round = round, .layout = layout, .codec = RUMOR_CODEC_F32, .has_hash = true},
+                            .w = 1.0, .params = x, .count = count, .chunk_params = chunk_params};
+    memcpy(m.head.hash, hash, RUMOR_HASH_LEN);
+    return rumor_node_send(node, peer, &m, release_cb, c);
+}
+
 /* A joining neighbour asks for our model: lend the latest snapshot, hash it, send it. */
 void peer_pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_t layout)
 {
@@ -93,8 +104,7 @@ void peer_pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_
         memcpy(h, p->final_hash, sizeof h);
         c->final = true;
         pthread_mutex_unlock(&p->mu);
-        if (rumor_node_send_model(node, peer, layout, round, 1.0, NULL, p->final_x, P, RUMOR_GOSSIP_CHUNK_DEFAULT, h,
-                                  release_cb, c) != RUMOR_OK)
+        if (send_answer(node, peer, layout, round, p->final_x, P, RUMOR_GOSSIP_CHUNK_DEFAULT, h, c) != RUMOR_OK)
             peer_send_ctx_free(c);
         else
             rumor_log(RUMOR_LOG_DEBUG, "sent our final model (round %" PRIu64 ") to a late peer", round);
@@ -105,8 +115,7 @@ void peer_pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_
     uint8_t h[RUMOR_HASH_LEN]; /* the snapshot cannot change while lent */
     rumor_hash(h, c->s.params, c->s.count * sizeof(float));
     const rumor_gossip_send_t s = c->s;
-    rumor_err_t rc = rumor_node_send_model(node, peer, s.layout, s.round, 1.0, NULL, s.params, s.count,
-                                           s.chunk_params, h, release_cb, c);
+    rumor_err_t rc = send_answer(node, peer, s.layout, s.round, s.params, s.count, s.chunk_params, h, c);
     if (rc != RUMOR_OK) {
         pthread_mutex_lock(&p->mu);
         rumor_gossip_release(p->g, &s, false);
@@ -248,37 +257,30 @@ static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t
         params = rumor_poison_get(&p->poison, &p->cfg->attack, s.snap, s.round, s.params, &p->attack_rng);
     }
     const rumor_codec_t *cd = &p->cfg->codec;
+    /* One model for the node: its header, and float32 parameters or their encoding. */
+    rumor_node_model_t m = {.head = {.round = s.round, .layout = s.layout, .codec = RUMOR_CODEC_F32}, .w = s.share,
+                            .chunk_w = s.w, .params = params, .count = s.count, .chunk_params = s.chunk_params};
+    const size_t chunks = rumor_chunks(s.count, s.chunk_params);
     size_t wire = s.count * sizeof(float);
-    rumor_err_t rc;
+    rumor_err_t rc = RUMOR_EINVAL;
     bool mask_failed = false;
     if (s.masked) {
-        rc = RUMOR_EINVAL;
-        const rumor_node_model_ext_t ext = {.mix = s.mix};
-        if (mask_reserve(p, s.round) && mask_send(p, c, params))
-            rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, RUMOR_CODEC_MASKED,
-                                         &ext, c->masked, c->masked_off, s.count, s.chunk_params, release_cb, c);
-        else
-            mask_failed = true;
+        m.head.codec = RUMOR_CODEC_MASKED, m.head.mix = s.mix;
+        mask_failed = !(mask_reserve(p, s.round) && mask_send(p, c, params));
+        m.enc = c->masked, m.enc_off = c->masked_off; /* what mask_send wrote */
     } else if (s.choco) {
         /* A delta of our public copy, or the copy whole (a keyframe). */
-        const rumor_node_model_ext_t ext = {.has_copy = true, .ver = s.ver, .lin = s.lin, .base = s.base,
-                                            .need = s.need};
+        m.head.has_copy = true, m.head.ver = s.ver, m.head.lin = s.lin, m.head.base = s.base, m.head.need = s.need;
+        m.params = s.params;
         if (s.enc) {
-            wire = s.enc_off[rumor_chunks(s.count, s.chunk_params)];
-            rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, s.codec, &ext, s.enc,
-                                         s.enc_off, s.count, s.chunk_params, release_cb, c);
-        } else {
-            rc = rumor_node_send_model_ext(node, s.peer, s.layout, s.round, s.share, s.w, s.params, s.count,
-                                           s.chunk_params, &ext, release_cb, c);
+            m.head.codec = (rumor_proto_codec_t)s.codec, m.enc = s.enc, m.enc_off = s.enc_off;
+            wire = s.enc_off[chunks];
         }
     } else if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 && encode_snapshot(p, &s, params)) {
-        wire = p->enc_off[s.snap][rumor_chunks(s.count, s.chunk_params)];
-        rc = rumor_node_send_encoded(node, s.peer, s.layout, s.round, s.share, s.w, (int)cd->id, NULL, p->enc[s.snap],
-                                     p->enc_off[s.snap], s.count, s.chunk_params, release_cb, c);
-    } else {
-        rc = rumor_node_send_model(node, s.peer, s.layout, s.round, s.share, s.w, params, s.count,
-                                   s.chunk_params, NULL, release_cb, c);
+        m.head.codec = cd->id, m.enc = p->enc[s.snap], m.enc_off = p->enc_off[s.snap];
+        wire = p->enc_off[s.snap][chunks];
     }
+    if (!mask_failed) rc = rumor_node_send(node, s.peer, &m, release_cb, c);
     *wire_out = wire;
     *mask_failed_out = mask_failed;
     return rc;

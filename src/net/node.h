@@ -99,45 +99,36 @@ typedef void (*rumor_node_tick_cb)(void *arg, rumor_node_t *node, uint64_t now_m
 void rumor_node_on_chunk(rumor_node_t *self, rumor_node_chunk_cb cb, void *arg);
 void rumor_node_on_tick(rumor_node_t *self, rumor_node_tick_cb cb, void *arg);
 
-/* Queue params[0..n) for peer in chunks of chunk_params; chunk c carries the weight
- * w * chunk_w[c] (chunk_w NULL: w), the push-sum weight per chunk, and every chunk the
- * model's hash when hash is not NULL (an answer to a pull; 32 bytes, copied). Zero copy: params and
- * chunk_w must stay valid and unchanged until release(arg) runs (once, from any thread, when the last chunk is sent
- * or dropped). RUMOR_EINVAL for a peer not in the view or bad sizes/weight; RUMOR_EAUTH for a
- * peer whose own valid hello we have not seen; RUMOR_ECLOSED when a model to it is still in
- * flight. Call from the node's thread (a tick or chunk callback). */
-rumor_err_t rumor_node_send_model(rumor_node_t *self, const uint8_t peer[32], uint64_t layout,
-                                  uint64_t round, double w, const double *chunk_w, const float *params,
-                                  size_t n, size_t chunk_params, const uint8_t *hash,
-                                  void (*release)(void *arg), void *arg);
-/* Header fields some models carry (PROTOCOL.md "model"): the mix id of masked chunks, and a
- * public copy's version (compressed gossip). */
+/* A model to send: the header every chunk carries, and the parameters. head holds the
+ * protocol's fields (proto.h rumor_msg_model_t) that are the model's: round, layout, codec, and
+ * where they apply mix (masked), has_copy, ver, lin, base, need (a public copy) and has_hash,
+ * hash (an answer to a pull); the node fills chunk, chunks, off, n, w and the payload of each
+ * chunk. Chunk c carries the push-sum weight w * chunk_w[c] (chunk_w NULL: w) and parameters
+ * [c * chunk_params, ...): float32 from params (codec f32), or its encoding, enc[enc_off[c] ..
+ * enc_off[c + 1]), each of the length the codec implies (RUMOR_EINVAL otherwise: the header
+ * never disagrees with the frame after it). */
 typedef struct {
-    uint64_t mix;
-    bool has_copy;
-    uint64_t ver, lin, base;
-    bool need;
-} rumor_node_model_ext_t;
+    rumor_msg_model_t head;
+    double w;
+    const double *chunk_w;
+    const float *params;
+    const uint8_t *enc;
+    const size_t *enc_off;
+    size_t count, chunk_params;
+} rumor_node_model_t;
 
-/* rumor_node_send_model for a keyframe of a public copy: every chunk carries ext's fields. */
-rumor_err_t rumor_node_send_model_ext(rumor_node_t *self, const uint8_t peer[32], uint64_t layout, uint64_t round,
-                                      double w, const double *chunk_w, const float *params, size_t n,
-                                      size_t chunk_params, const rumor_node_model_ext_t *ext,
-                                      void (*release)(void *arg), void *arg);
-/* As rumor_node_send_model, for a model already encoded with a codec (proto.h): chunk c's
- * bytes are enc[enc_off[c] .. enc_off[c + 1]), each of the length the codec implies for its
- * parameters (RUMOR_EINVAL otherwise). enc and enc_off must stay valid until release. ext
- * (may be NULL) holds the mix id of masked chunks and a delta's copy version. */
-rumor_err_t rumor_node_send_encoded(rumor_node_t *self, const uint8_t peer[32], uint64_t layout, uint64_t round,
-                                    double w, const double *chunk_w, int codec, const rumor_node_model_ext_t *ext,
-                                    const uint8_t *enc,
-                                    const size_t *enc_off, size_t count, size_t chunk_params,
-                                    void (*release)(void *arg), void *arg);
+/* Queue model m for peer, in chunks. Zero copy: what m points to (params, chunk_w, enc,
+ * enc_off) must stay valid and unchanged until release(arg) runs (once, from any thread, when
+ * the last chunk is sent or dropped). RUMOR_EINVAL for a peer not in the view or bad sizes or
+ * weights; RUMOR_EAUTH for a peer whose own valid hello we have not seen; RUMOR_ECLOSED when a
+ * model to it is still in flight. Call from the node's thread (a tick or chunk callback). */
+rumor_err_t rumor_node_send(rumor_node_t *self, const uint8_t peer[32], const rumor_node_model_t *m,
+                            void (*release)(void *arg), void *arg);
 /* Late join: ask peer (admitted, in the view) for its current model of this layout; the
- * answer arrives as chunks with has_hash. RUMOR_EINVAL / RUMOR_EAUTH as for send_model. */
+ * answer arrives as chunks with has_hash. RUMOR_EINVAL / RUMOR_EAUTH as for rumor_node_send. */
 rumor_err_t rumor_node_pull(rumor_node_t *self, const uint8_t peer[32], uint64_t layout);
 /* A peer asks for our model (at most once per peer every 2 s reaches the callback); the
- * callback answers with rumor_node_send_model and a hash, or not at all. Node's thread. */
+ * callback answers with rumor_node_send and a hash, or not at all. Node's thread. */
 typedef void (*rumor_node_pull_cb)(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_t layout);
 void rumor_node_on_pull(rumor_node_t *self, rumor_node_pull_cb cb, void *arg);
 /* Wake the node's loop now (from any thread): its tick callback runs soon after. */

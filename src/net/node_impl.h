@@ -94,18 +94,8 @@ typedef struct {
 
 typedef struct {
     outgoing_t *out;                 /* NULL when nothing is in flight to this peer */
-    const float *params;
-    size_t n, chunk_params;
+    rumor_node_model_t m;            /* what goes (rumor_node_send) */
     uint32_t next, chunks;
-    uint64_t layout, round;
-    double w;
-    const double *chunk_w;           /* per-chunk factors of w, or NULL */
-    bool has_hash;                   /* an answer to a pull: every chunk carries the hash */
-    uint8_t hash[RUMOR_PROTO_HASH_LEN];
-    rumor_proto_codec_t codec;       /* f32: chunks point into params; else into enc */
-    const uint8_t *enc;              /* encoded chunks, back to back */
-    const size_t *enc_off;           /* chunks + 1 byte offsets into enc */
-    rumor_node_model_ext_t ext;      /* mix id, copy version: what every chunk carries */
 } sending_t;
 
 typedef struct {

@@ -147,25 +147,23 @@ void node_pump(rumor_node_t *n, peer_t *p)
     sending_t *s = &p->send;
     if (!p->dealer) return;
     while (s->out && s->next < s->chunks) {
-        uint64_t off = (uint64_t)s->next * s->chunk_params;
-        uint64_t cnt = s->n - off < s->chunk_params ? s->n - off : s->chunk_params;
+        const rumor_node_model_t *sm = &s->m;
+        const uint64_t off = (uint64_t)s->next * sm->chunk_params;
+        const uint64_t cnt = sm->count - off < sm->chunk_params ? sm->count - off : sm->chunk_params;
         rumor_msg_t m;
         memset(&m, 0, sizeof m);
         m.type = RUMOR_MSG_MODEL;
         m.seq = ++n->seq;
-        const double w = s->chunk_w ? s->w * s->chunk_w[s->next] : s->w;
-        const uint8_t *data = s->codec == RUMOR_CODEC_F32 ? (const uint8_t *)(s->params + off) : s->enc + s->enc_off[s->next];
-        const size_t dlen = s->codec == RUMOR_CODEC_F32 ? (size_t)cnt * sizeof(float)
-                                                        : s->enc_off[s->next + 1] - s->enc_off[s->next];
-        m.u.model = (rumor_msg_model_t){.round = s->round, .w = w, .codec = s->codec,
-                                        .layout = s->layout, .chunk = s->next, .chunks = s->chunks,
-                                        .off = off, .n = cnt, .payload_len = dlen, .has_hash = s->has_hash,
-                                        .mix = s->ext.mix, .has_copy = s->ext.has_copy, .ver = s->ext.ver,
-                                        .lin = s->ext.lin, .base = s->ext.base, .need = s->ext.need};
-        if (s->has_hash) memcpy(m.u.model.hash, s->hash, sizeof m.u.model.hash);
+        const bool f32 = sm->head.codec == RUMOR_CODEC_F32;
+        const uint8_t *data = f32 ? (const uint8_t *)(sm->params + off) : sm->enc + sm->enc_off[s->next];
+        const size_t dlen = f32 ? (size_t)cnt * sizeof(float) : sm->enc_off[s->next + 1] - sm->enc_off[s->next];
+        m.u.model = sm->head;
+        m.u.model.w = sm->chunk_w ? sm->w * sm->chunk_w[s->next] : sm->w;
+        m.u.model.chunk = s->next, m.u.model.chunks = s->chunks, m.u.model.off = off, m.u.model.n = cnt;
+        m.u.model.payload = NULL, m.u.model.payload_len = dlen;
         size_t len;
         if (rumor_proto_encode(&m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) {
-            s->next = s->chunks; /* cannot happen after send_model's checks; never spin on it */
+            s->next = s->chunks; /* cannot happen after rumor_node_send's checks; never spin on it */
             break;
         }
         if (atomic_load(&s->out->refs) - 1 >= MAX_INFLIGHT) return; /* resumes as chunks go out */
@@ -195,64 +193,37 @@ void node_pump(rumor_node_t *n, peer_t *p)
     }
 }
 
-static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round, double w,
-                              const double *chunk_w, const float *params, rumor_proto_codec_t codec, const uint8_t *enc,
-                              const size_t *enc_off, const rumor_node_model_ext_t *ext, size_t count,
-                              size_t chunk_params, const uint8_t *hash, void (*release)(void *), void *arg);
-
-rumor_err_t rumor_node_send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
-                                  double w, const double *chunk_w, const float *params, size_t count,
-                                  size_t chunk_params, const uint8_t *hash, void (*release)(void *), void *arg)
+/* Whether m is a model the protocol can carry: sizes, weights, and for encoded chunks the
+ * length its codec implies for each. */
+static bool model_fits(const rumor_node_model_t *m)
 {
-    return send_model(n, peer, layout, round, w, chunk_w, params, RUMOR_CODEC_F32, NULL, NULL, NULL, count,
-                      chunk_params, hash, release, arg);
-}
-
-rumor_err_t rumor_node_send_model_ext(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
-                                      double w, const double *chunk_w, const float *params, size_t count,
-                                      size_t chunk_params, const rumor_node_model_ext_t *ext,
-                                      void (*release)(void *), void *arg)
-{
-    return send_model(n, peer, layout, round, w, chunk_w, params, RUMOR_CODEC_F32, NULL, NULL, ext, count,
-                      chunk_params, NULL, release, arg);
-}
-
-rumor_err_t rumor_node_send_encoded(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round,
-                                    double w, const double *chunk_w, int codec, const rumor_node_model_ext_t *ext,
-                                    const uint8_t *enc, const size_t *enc_off, size_t count, size_t chunk_params,
-                                    void (*release)(void *), void *arg)
-{
-    const size_t chunks = chunk_params ? rumor_chunks(count, chunk_params) : 0;
-    if (codec <= RUMOR_CODEC_F32 || codec > RUMOR_CODEC_LAST || !enc || !enc_off || chunks == 0 ||
-        chunks > RUMOR_PROTO_MAX_CHUNKS)
-        return RUMOR_EINVAL;
+    const size_t count = m->count, cp = m->chunk_params;
+    const rumor_proto_codec_t codec = m->head.codec;
+    if (count == 0 || cp == 0 || count > RUMOR_PROTO_MAX_PARAMS || rumor_chunks(count, cp) > RUMOR_PROTO_MAX_CHUNKS ||
+        !(m->w > 0.0 && m->w <= RUMOR_PROTO_MAX_WEIGHT) || codec < RUMOR_CODEC_F32 || codec > RUMOR_CODEC_LAST)
+        return false;
+    const size_t chunks = rumor_chunks(count, cp);
+    for (size_t c = 0; m->chunk_w && c < chunks; c++)
+        if (!(m->w * m->chunk_w[c] > 0.0 && m->w * m->chunk_w[c] <= RUMOR_PROTO_MAX_WEIGHT)) return false;
+    if (codec == RUMOR_CODEC_F32) return m->params && cp * sizeof(float) <= RUMOR_PROTO_MAX_PAYLOAD;
+    if (!m->enc || !m->enc_off) return false;
     for (size_t c = 0; c < chunks; c++) {
-        const size_t nc = count - c * chunk_params < chunk_params ? count - c * chunk_params : chunk_params;
+        const size_t nc = count - c * cp < cp ? count - c * cp : cp, len = m->enc_off[c + 1] - m->enc_off[c];
         size_t want = 0;
-        if (enc_off[c + 1] < enc_off[c] || enc_off[c + 1] - enc_off[c] > RUMOR_PROTO_MAX_PAYLOAD ||
-            rumor_proto_payload_len((rumor_proto_codec_t)codec, nc, (enc_off[c + 1] - enc_off[c]) / 8, &want) != RUMOR_OK ||
-            want != enc_off[c + 1] - enc_off[c])
-            return RUMOR_EINVAL; /* the header must never disagree with the frame after it */
+        if (m->enc_off[c + 1] < m->enc_off[c] || len > RUMOR_PROTO_MAX_PAYLOAD ||
+            rumor_proto_payload_len(codec, nc, len / 8, &want) != RUMOR_OK || want != len)
+            return false; /* the header must never disagree with the frame after it */
     }
-    return send_model(n, peer, layout, round, w, chunk_w, NULL, (rumor_proto_codec_t)codec, enc, enc_off, ext, count,
-                      chunk_params, NULL, release, arg);
+    return true;
 }
 
-static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, uint64_t round, double w,
-                              const double *chunk_w, const float *params, rumor_proto_codec_t codec, const uint8_t *enc,
-                              const size_t *enc_off, const rumor_node_model_ext_t *ext, size_t count,
-                              size_t chunk_params, const uint8_t *hash, void (*release)(void *), void *arg)
+rumor_err_t rumor_node_send(rumor_node_t *n, const uint8_t peer[32], const rumor_node_model_t *m,
+                            void (*release)(void *), void *arg)
 {
     int v = -1;
     for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
         if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
-    if (v < 0 || count == 0 || chunk_params == 0 ||
-        (codec == RUMOR_CODEC_F32 && chunk_params * sizeof(float) > RUMOR_PROTO_MAX_PAYLOAD) ||
-        rumor_chunks(count, chunk_params) > RUMOR_PROTO_MAX_CHUNKS || count > RUMOR_PROTO_MAX_PARAMS ||
-        !(w > 0.0 && w <= RUMOR_PROTO_MAX_WEIGHT))
-        return RUMOR_EINVAL;
-    for (size_t c = 0; chunk_w && c < rumor_chunks(count, chunk_params); c++)
-        if (!(w * chunk_w[c] > 0.0 && w * chunk_w[c] <= RUMOR_PROTO_MAX_WEIGHT)) return RUMOR_EINVAL;
+    if (v < 0 || !model_fits(m)) return RUMOR_EINVAL;
     /* Parameters go only to a key whose own hello we verified (gossip alone is not enough),
      * and whose certificate is still valid. */
     const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
@@ -265,12 +236,7 @@ static rumor_err_t send_model(rumor_node_t *n, const uint8_t peer[32], uint64_t 
     atomic_init(&o->refs, 1);
     o->release = release;
     o->arg = arg;
-    p->send = (sending_t){.out = o, .params = params, .n = count, .chunk_params = chunk_params, .next = 0,
-                          .chunks = (uint32_t)rumor_chunks(count, chunk_params), .layout = layout,
-                          .round = round, .w = w, .chunk_w = chunk_w, .has_hash = hash != NULL, .codec = codec,
-                          .enc = enc, .enc_off = enc_off};
-    if (ext) p->send.ext = *ext;
-    if (hash) memcpy(p->send.hash, hash, sizeof p->send.hash);
+    p->send = (sending_t){.out = o, .m = *m, .next = 0, .chunks = (uint32_t)rumor_chunks(m->count, m->chunk_params)};
     node_pump(n, p);
     return RUMOR_OK;
 }
