@@ -505,6 +505,35 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
     return RUMOR_OK;
 }
 
+/* Secure mixing: the sender masks send m for its receiver (the masks of its edges, under the
+ * mask keys of the peers they name) into s->masked, as a node's mask_send does; *ok false
+ * when a chunk cannot be masked (a parameter beyond the fixed-point range): the send is then
+ * dropped, as a node drops it, never sent in the clear. */
+static rumor_err_t mask_model(sim_t *s, int from, const rumor_gossip_send_t *m, bool *ok)
+{
+    rumor_secmix_edges_t e = m->edges;
+    for (int k = 0; k < e.count; k++) {
+        const int j = virt_index_of(s, e.peer[k]);
+        if (j < 0) return virt_fail(s, RUMOR_EINVAL, "peer %d: a mask edge to an unknown peer", from);
+        memcpy(e.peer[k], rumor_secret_key_public(s->p[j].mkey), RUMOR_SECMIX_KEY_LEN);
+    }
+    char e2[RUMOR_ERR_LEN];
+    rumor_secmix_send_t snd;
+    if (rumor_secmix_send_init(s->p[from].sm, &e, &snd, e2) != RUMOR_OK)
+        return virt_fail(s, RUMOR_EINVAL, "peer %d: %s", from, e2);
+    const size_t chunks = rumor_chunks(m->count, m->chunk_params);
+    s->masked_off[0] = 0;
+    for (size_t k = 0; k < chunks && *ok; k++) {
+        const size_t off = k * m->chunk_params, n = m->count - off < m->chunk_params ? m->count - off : m->chunk_params;
+        *ok = rumor_secmix_encode(&snd, off, m->params + off, n, m->share * m->w[k], s->masked + off * sizeof(uint32_t),
+                                  e2) == RUMOR_OK;
+        s->masked_off[k + 1] = (off + n) * sizeof(uint32_t);
+    }
+    rumor_secmix_send_fini(&snd);
+    if (!*ok) rumor_log(RUMOR_LOG_WARN, "peer %d: %s: round %" PRIu64 " not sent", from, e2, m->round);
+    return RUMOR_OK;
+}
+
 static rumor_err_t arrive(sim_t *s, int id)
 {
     msg_t *msg = &s->msgs[id];
@@ -516,53 +545,19 @@ static rumor_err_t arrive(sim_t *s, int id)
     if (deliver) {
         const uint32_t chunks = (uint32_t)rumor_chunks(m->count, m->chunk_params);
         const uint64_t now_ms = s->now_us / 1000;
-        rumor_secmix_send_t snd;
-        bool masking = false;
-        if (m->masked) {
-            /* The masks of the sender's edges, under the mask keys of the peers they name. */
-            rumor_secmix_edges_t e = m->edges;
-            for (int k = 0; k < e.count; k++) {
-                const int j = virt_index_of(s, e.peer[k]);
-                if (j < 0) return virt_fail(s, RUMOR_EINVAL, "peer %d: a mask edge to an unknown peer", from);
-                memcpy(e.peer[k], rumor_secret_key_public(s->p[j].mkey), RUMOR_SECMIX_KEY_LEN);
-            }
-            char e2[RUMOR_ERR_LEN];
-            if (rumor_secmix_send_init(pf->sm, &e, &snd, e2) != RUMOR_OK) return virt_fail(s, RUMOR_EINVAL, "peer %d: %s", from, e2);
-            masking = true;
-        }
-        /* Each chunk as a node receives it: the protocol's header and its payload, through the
-         * receiver's path (wire.h). */
+        bool masked_ok = true;
+        if (m->masked && mask_model(s, from, m, &masked_ok) != RUMOR_OK) return s->rc;
+        /* The model as a node sends it (wire.h), chunk by chunk through the receiver's path. */
         const bool coded = !m->choco && !m->masked && s->codec.id != RUMOR_CODEC_F32 && m->snap >= 0 && m->snap < 2;
-        for (uint32_t k = 0; k < chunks; k++) {
-            const size_t off = (size_t)k * m->chunk_params;
-            const size_t n = m->count - off < m->chunk_params ? m->count - off : m->chunk_params;
-            rumor_msg_model_t mm = {.round = m->round, .layout = m->layout, .w = m->share * (m->w ? m->w[k] : 1.0),
-                                    .codec = RUMOR_CODEC_F32, .chunk = k, .chunks = chunks, .off = off, .n = n,
-                                    .payload = (const uint8_t *)(m->params + off), .payload_len = n * sizeof(float)};
-            if (m->choco) {
-                mm.has_copy = true, mm.ver = m->ver, mm.lin = m->lin, mm.base = m->base, mm.need = m->need;
-                if (m->enc) {
-                    mm.codec = (rumor_proto_codec_t)m->codec;
-                    mm.payload = m->enc + m->enc_off[k], mm.payload_len = m->enc_off[k + 1] - m->enc_off[k];
-                }
-            } else if (coded) {
-                mm.codec = s->codec.id;
-                mm.payload = pf->coded[m->snap] + pf->coded_off[m->snap][k];
-                mm.payload_len = pf->coded_off[m->snap][k + 1] - pf->coded_off[m->snap][k];
-            }
-            if (masking) {
-                char e2[RUMOR_ERR_LEN];
-                if (rumor_secmix_encode(&snd, off, m->params + off, n, mm.w, s->masked, e2) != RUMOR_OK) {
-                    rumor_log(RUMOR_LOG_WARN, "peer %d: %s: chunk %u not sent", from, e2, k);
-                    continue;
-                }
-                mm.codec = RUMOR_CODEC_MASKED;
-                mm.mix = m->mix;
-                mm.payload = s->masked;
-            }
+        const rumor_wire_model_t wm =
+            rumor_wire_model_of(m, m->params, m->masked ? RUMOR_CODEC_MASKED : coded ? s->codec.id : RUMOR_CODEC_F32,
+                                m->masked ? s->masked : coded ? pf->coded[m->snap] : NULL,
+                                m->masked ? s->masked_off : coded ? pf->coded_off[m->snap] : NULL);
+        for (uint32_t k = 0; k < chunks && masked_ok; k++) {
+            rumor_msg_model_t mm;
+            rumor_wire_chunk(&wm, k, &mm);
             (void)rumor_wire_receive(&s->wire_in, pt->g, pf->key, &mm, now_ms);
         }
-        if (masking) rumor_secmix_send_fini(&snd);
     }
     /* It left the sender either way: a loss on the wire is not a refusal. */
     rumor_gossip_release(msg->g, m, true);

@@ -206,7 +206,8 @@ typedef struct {
     rumor_attack_t attack;
     rumor_codec_t codec;
     rumor_wire_in_t wire_in; /* the receivers' scratch: chunks arrive through the node's path (wire.h) */
-    uint8_t *masked;         /* --secure-mix: one masked chunk, on its way to its receiver */
+    uint8_t *masked;         /* --secure-mix: one masked model, on its way to its receiver */
+    size_t *masked_off;      /* its chunks' bytes */
     rumor_rng_t attack_rng;
     /* who is there */
     bool *alive;             /* not killed (for the status display and churn) */

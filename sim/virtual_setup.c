@@ -176,8 +176,6 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     if (c->secure_mix) {
         /* Mask keys from the seed: the run stays deterministic. */
-        if (!(s->masked = malloc(RUMOR_GOSSIP_CHUNK_DEFAULT * sizeof(uint32_t))))
-            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         for (int i = 0; i < s->n; i++) {
             rumor_rng_t kr;
             rumor_rng_init2(&kr, c->seed, 0x5ec3, (uint64_t)i);
@@ -197,6 +195,12 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
     for (int i = 0; i < s->n; i++) {
         if ((rc = setup_peer(s, i, &algo, &spec, &part, in, err)) != RUMOR_OK) return rc;
         empty += s->p[i].n_own == 0;
+    }
+    if (c->secure_mix) { /* one masked model at a time, on its way to its receiver */
+        const size_t P = rumor_model_param_count(s->p[0].m), chunks = rumor_chunks(P, RUMOR_GOSSIP_CHUNK_DEFAULT);
+        s->masked = malloc(P * sizeof(uint32_t));
+        s->masked_off = malloc((chunks + 1) * sizeof *s->masked_off);
+        if (!s->masked || !s->masked_off) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     }
     rumor_dataset_fini(&s->train); /* every sample now lives, normalised, in its peer's shard */
     if (empty && !c->quiet)
@@ -312,6 +316,7 @@ void virt_teardown(sim_t *s)
     free(s->act);
     free(s->wire_in.dec);
     free(s->masked);
+    free(s->masked_off);
     free(s->mscratch);
     for (int k = 0; k < s->n_mm; k++) free(s->mm[k]);
     free(s->mm);

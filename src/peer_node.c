@@ -80,7 +80,7 @@ static rumor_err_t send_answer(rumor_node_t *node, const uint8_t peer[32], uint6
                                const float *x, size_t count, size_t chunk_params, const uint8_t hash[RUMOR_HASH_LEN],
                                send_ctx_t *c)
 {
-    rumor_node_model_t m = {.head = {.round = round, .layout = layout, .codec = RUMOR_CODEC_F32, .has_hash = true},
+    rumor_wire_model_t m = {.head = {.round = round, .layout = layout, .codec = RUMOR_CODEC_F32, .has_hash = true},
                             .w = 1.0, .params = x, .count = count, .chunk_params = chunk_params};
     memcpy(m.head.hash, hash, RUMOR_HASH_LEN);
     return rumor_node_send(node, peer, &m, release_cb, c);
@@ -257,28 +257,22 @@ static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t
         params = rumor_poison_get(&p->poison, &p->cfg->attack, s.snap, s.round, s.params, &p->attack_rng);
     }
     const rumor_codec_t *cd = &p->cfg->codec;
-    /* One model for the node: its header, and float32 parameters or their encoding. */
-    rumor_node_model_t m = {.head = {.round = s.round, .layout = s.layout, .codec = RUMOR_CODEC_F32}, .w = s.share,
-                            .chunk_w = s.w, .params = params, .count = s.count, .chunk_params = s.chunk_params};
     const size_t chunks = rumor_chunks(s.count, s.chunk_params);
     size_t wire = s.count * sizeof(float);
     rumor_err_t rc = RUMOR_EINVAL;
     bool mask_failed = false;
+    rumor_wire_model_t m;
     if (s.masked) {
-        m.head.codec = RUMOR_CODEC_MASKED, m.head.mix = s.mix;
         mask_failed = !(mask_reserve(p, s.round) && mask_send(p, c, params));
-        m.enc = c->masked, m.enc_off = c->masked_off; /* what mask_send wrote */
+        m = rumor_wire_model_of(&s, params, RUMOR_CODEC_MASKED, c->masked, c->masked_off);
     } else if (s.choco) {
-        /* A delta of our public copy, or the copy whole (a keyframe). */
-        m.head.has_copy = true, m.head.ver = s.ver, m.head.lin = s.lin, m.head.base = s.base, m.head.need = s.need;
-        m.params = s.params;
-        if (s.enc) {
-            m.head.codec = (rumor_proto_codec_t)s.codec, m.enc = s.enc, m.enc_off = s.enc_off;
-            wire = s.enc_off[chunks];
-        }
+        m = rumor_wire_model_of(&s, params, RUMOR_CODEC_F32, NULL, NULL);
+        if (s.enc) wire = s.enc_off[chunks];
     } else if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 && encode_snapshot(p, &s, params)) {
-        m.head.codec = cd->id, m.enc = p->enc[s.snap], m.enc_off = p->enc_off[s.snap];
+        m = rumor_wire_model_of(&s, params, cd->id, p->enc[s.snap], p->enc_off[s.snap]);
         wire = p->enc_off[s.snap][chunks];
+    } else {
+        m = rumor_wire_model_of(&s, params, RUMOR_CODEC_F32, NULL, NULL);
     }
     if (!mask_failed) rc = rumor_node_send(node, s.peer, &m, release_cb, c);
     *wire_out = wire;

@@ -3,7 +3,9 @@
  * the wire (the protocol's own header, rumor_msg_model_t, with its payload) and what the engine
  * takes.
  *
- * Inbound, a chunk as a node receives it is validated against its codec, decoded to float32
+ * Outbound, a round's send becomes one model (rumor_wire_model_of: the protocol's header and the
+ * parameters or their encoding) that the node sends in chunks (rumor_wire_chunk) and virtual
+ * mode delivers chunk by chunk the same way. Inbound, a chunk as a node receives it is validated against its codec, decoded to float32
  * where the engine mixes floats (f32, fp16, bf16, int8), passed as it is where the engine reads
  * the encoding itself (masked words, a compressed delta or keyframe of a public copy), and
  * handed to rumor_gossip_on_chunk. A node (src/peer_node.c) and virtual mode (sim/virtual.c)
@@ -20,7 +22,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A receiver's scratch: a chunk decoded to floats (cap floats; a chunk of more parameters than
+/* Outbound. A model to send: the header every chunk carries, and the parameters. head holds the
+ * protocol's fields (proto.h rumor_msg_model_t) that are the model's: round, layout, codec, and
+ * where they apply mix (masked), has_copy, ver, lin, base, need (a public copy) and has_hash,
+ * hash (an answer to a pull); rumor_wire_chunk fills chunk, chunks, off, n, w and the payload
+ * of each chunk. Chunk c carries the push-sum weight w * chunk_w[c] (chunk_w NULL: w) and parameters
+ * [c * chunk_params, ...): float32 from params (codec f32), or its encoding, enc[enc_off[c] ..
+ * enc_off[c + 1]), each of the length the codec implies (RUMOR_EINVAL otherwise: the header
+ * never disagrees with the frame after it). */
+typedef struct {
+    rumor_msg_model_t head;
+    double w;
+    const double *chunk_w;
+    const float *params;
+    const uint8_t *enc;
+    const size_t *enc_off;
+    size_t count, chunk_params;
+} rumor_wire_model_t;
+
+/* A gossip send (its snapshot, params, and where the codec has encoded it, enc and enc_off:
+ * NULL for float32) as the model that goes on the wire: round, layout, weights, and the
+ * header fields of masked sends (codec masked, mix id: enc then holds the masked words) and of
+ * public copies (compressed gossip: the copy's version, and its delta's codec when enc holds
+ * one). codec is the encoding of enc (ignored for masked and public-copy sends). */
+rumor_wire_model_t rumor_wire_model_of(const rumor_gossip_send_t *s, const float *params, rumor_proto_codec_t codec,
+                                       const uint8_t *enc, const size_t *enc_off);
+/* Chunk c of m as the protocol carries it: the header, with its payload (payload,
+ * payload_len) pointing into m's parameters or encoding. */
+void rumor_wire_chunk(const rumor_wire_model_t *m, uint32_t c, rumor_msg_model_t *out);
+
+/* Inbound. A receiver's scratch: a chunk decoded to floats (cap floats; a chunk of more parameters than
  * that is refused), and the chunks whose encoding did not decode. */
 typedef struct {
     float *dec;

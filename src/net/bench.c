@@ -61,7 +61,7 @@ static void tick_a(void *arg, rumor_node_t *node, uint64_t now)
     if (atomic_load(&p->received) < r || atomic_load(&p->in_flight)) return; /* one model at a time */
     atomic_store(&p->in_flight, 1);
     p->start[r] = rumor_now();
-    const rumor_node_model_t m = {.head = {.round = (uint64_t)r, .layout = 1, .codec = RUMOR_CODEC_F32}, .w = 1.0,
+    const rumor_wire_model_t m = {.head = {.round = (uint64_t)r, .layout = 1, .codec = RUMOR_CODEC_F32}, .w = 1.0,
                                   .params = p->params, .count = p->n, .chunk_params = p->chunk};
     if (rumor_node_send(node, rumor_node_peer_key(node, 0), &m, release_cb, p) != RUMOR_OK) {
         atomic_store(&p->in_flight, 0);

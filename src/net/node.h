@@ -34,6 +34,7 @@
 #include "crypto.h"
 #include "membership.h"
 #include "proto.h"
+#include "wire.h"
 #include "rumor.h"
 
 #include <stdbool.h>
@@ -99,30 +100,13 @@ typedef void (*rumor_node_tick_cb)(void *arg, rumor_node_t *node, uint64_t now_m
 void rumor_node_on_chunk(rumor_node_t *self, rumor_node_chunk_cb cb, void *arg);
 void rumor_node_on_tick(rumor_node_t *self, rumor_node_tick_cb cb, void *arg);
 
-/* A model to send: the header every chunk carries, and the parameters. head holds the
- * protocol's fields (proto.h rumor_msg_model_t) that are the model's: round, layout, codec, and
- * where they apply mix (masked), has_copy, ver, lin, base, need (a public copy) and has_hash,
- * hash (an answer to a pull); the node fills chunk, chunks, off, n, w and the payload of each
- * chunk. Chunk c carries the push-sum weight w * chunk_w[c] (chunk_w NULL: w) and parameters
- * [c * chunk_params, ...): float32 from params (codec f32), or its encoding, enc[enc_off[c] ..
- * enc_off[c + 1]), each of the length the codec implies (RUMOR_EINVAL otherwise: the header
- * never disagrees with the frame after it). */
-typedef struct {
-    rumor_msg_model_t head;
-    double w;
-    const double *chunk_w;
-    const float *params;
-    const uint8_t *enc;
-    const size_t *enc_off;
-    size_t count, chunk_params;
-} rumor_node_model_t;
 
-/* Queue model m for peer, in chunks. Zero copy: what m points to (params, chunk_w, enc,
+/* Queue model m (wire.h) for peer, in chunks (rumor_wire_chunk). Zero copy: what m points to (params, chunk_w, enc,
  * enc_off) must stay valid and unchanged until release(arg) runs (once, from any thread, when
  * the last chunk is sent or dropped). RUMOR_EINVAL for a peer not in the view or bad sizes or
  * weights; RUMOR_EAUTH for a peer whose own valid hello we have not seen; RUMOR_ECLOSED when a
  * model to it is still in flight. Call from the node's thread (a tick or chunk callback). */
-rumor_err_t rumor_node_send(rumor_node_t *self, const uint8_t peer[32], const rumor_node_model_t *m,
+rumor_err_t rumor_node_send(rumor_node_t *self, const uint8_t peer[32], const rumor_wire_model_t *m,
                             void (*release)(void *arg), void *arg);
 /* Late join: ask peer (admitted, in the view) for its current model of this layout; the
  * answer arrives as chunks with has_hash. RUMOR_EINVAL / RUMOR_EAUTH as for rumor_node_send. */

@@ -94,7 +94,7 @@ typedef struct {
 
 typedef struct {
     outgoing_t *out;                 /* NULL when nothing is in flight to this peer */
-    rumor_node_model_t m;            /* what goes (rumor_node_send) */
+    rumor_wire_model_t m;            /* what goes (rumor_node_send) */
     uint32_t next, chunks;
 } sending_t;
 

@@ -147,20 +147,14 @@ void node_pump(rumor_node_t *n, peer_t *p)
     sending_t *s = &p->send;
     if (!p->dealer) return;
     while (s->out && s->next < s->chunks) {
-        const rumor_node_model_t *sm = &s->m;
-        const uint64_t off = (uint64_t)s->next * sm->chunk_params;
-        const uint64_t cnt = sm->count - off < sm->chunk_params ? sm->count - off : sm->chunk_params;
         rumor_msg_t m;
         memset(&m, 0, sizeof m);
         m.type = RUMOR_MSG_MODEL;
         m.seq = ++n->seq;
-        const bool f32 = sm->head.codec == RUMOR_CODEC_F32;
-        const uint8_t *data = f32 ? (const uint8_t *)(sm->params + off) : sm->enc + sm->enc_off[s->next];
-        const size_t dlen = f32 ? (size_t)cnt * sizeof(float) : sm->enc_off[s->next + 1] - sm->enc_off[s->next];
-        m.u.model = sm->head;
-        m.u.model.w = sm->chunk_w ? sm->w * sm->chunk_w[s->next] : sm->w;
-        m.u.model.chunk = s->next, m.u.model.chunks = s->chunks, m.u.model.off = off, m.u.model.n = cnt;
-        m.u.model.payload = NULL, m.u.model.payload_len = dlen;
+        rumor_wire_chunk(&s->m, s->next, &m.u.model);
+        const uint8_t *data = m.u.model.payload; /* frame 2, zero copy; the header goes without it */
+        const size_t dlen = m.u.model.payload_len;
+        m.u.model.payload = NULL;
         size_t len;
         if (rumor_proto_encode(&m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) {
             s->next = s->chunks; /* cannot happen after rumor_node_send's checks; never spin on it */
@@ -195,7 +189,7 @@ void node_pump(rumor_node_t *n, peer_t *p)
 
 /* Whether m is a model the protocol can carry: sizes, weights, and for encoded chunks the
  * length its codec implies for each. */
-static bool model_fits(const rumor_node_model_t *m)
+static bool model_fits(const rumor_wire_model_t *m)
 {
     const size_t count = m->count, cp = m->chunk_params;
     const rumor_proto_codec_t codec = m->head.codec;
@@ -217,7 +211,7 @@ static bool model_fits(const rumor_node_model_t *m)
     return true;
 }
 
-rumor_err_t rumor_node_send(rumor_node_t *n, const uint8_t peer[32], const rumor_node_model_t *m,
+rumor_err_t rumor_node_send(rumor_node_t *n, const uint8_t peer[32], const rumor_wire_model_t *m,
                             void (*release)(void *), void *arg)
 {
     int v = -1;
