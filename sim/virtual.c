@@ -367,24 +367,12 @@ static rumor_err_t send_all(sim_t *s, int i)
             /* Encoded once a snapshot, as a node does (src/peer_node.c); every receiver
              * decodes it on arrival. */
             const int k = m.snap;
-            if (!p->coded_set[k] || p->coded_round[k] != m.round) {
-                size_t at = 0, c_ = 0;
-                p->coded_off[k][0] = 0;
-                for (size_t off = 0; off < m.count; off += m.chunk_params, c_++) {
-                    const size_t n = m.count - off < m.chunk_params ? m.count - off : m.chunk_params;
-                    size_t len = 0;
-                    char e2[RUMOR_ERR_LEN];
-                    if (rumor_codec_encode(&s->codec, m.params + off, n, p->coded[k] + at, &len, e2) != RUMOR_OK) {
-                        rumor_gossip_release(p->g, &m, false);
-                        return virt_fail(s, RUMOR_EINVAL, "peer %d: %s", i, e2);
-                    }
-                    at += len;
-                    p->coded_off[k][c_ + 1] = at;
-                }
-                p->coded_round[k] = m.round;
-                p->coded_set[k] = true;
+            char e2[RUMOR_ERR_LEN];
+            if (rumor_wire_encode_snapshot(&p->coded, &m, m.params, e2) != RUMOR_OK) {
+                rumor_gossip_release(p->g, &m, false);
+                return virt_fail(s, RUMOR_EINVAL, "peer %d: %s", i, e2);
             }
-            bytes = p->coded_off[k][rumor_chunks(m.count, m.chunk_params)];
+            bytes = p->coded.off[k][rumor_chunks(m.count, m.chunk_params)];
         }
         msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->g = p->g, msg->s = m;
         const uint64_t depart = p->link_free_us > s->now_us ? p->link_free_us : s->now_us;
@@ -521,14 +509,8 @@ static rumor_err_t mask_model(sim_t *s, int from, const rumor_gossip_send_t *m, 
     rumor_secmix_send_t snd;
     if (rumor_secmix_send_init(s->p[from].sm, &e, &snd, e2) != RUMOR_OK)
         return virt_fail(s, RUMOR_EINVAL, "peer %d: %s", from, e2);
-    const size_t chunks = rumor_chunks(m->count, m->chunk_params);
-    s->masked_off[0] = 0;
-    for (size_t k = 0; k < chunks && *ok; k++) {
-        const size_t off = k * m->chunk_params, n = m->count - off < m->chunk_params ? m->count - off : m->chunk_params;
-        *ok = rumor_secmix_encode(&snd, off, m->params + off, n, m->share * m->w[k], s->masked + off * sizeof(uint32_t),
-                                  e2) == RUMOR_OK;
-        s->masked_off[k + 1] = (off + n) * sizeof(uint32_t);
-    }
+    *ok = rumor_secmix_encode_model(&snd, m->params, m->count, m->chunk_params, m->share, m->w, s->masked,
+                                    s->masked_off, e2) == RUMOR_OK;
     rumor_secmix_send_fini(&snd);
     if (!*ok) rumor_log(RUMOR_LOG_WARN, "peer %d: %s: round %" PRIu64 " not sent", from, e2, m->round);
     return RUMOR_OK;
@@ -551,8 +533,8 @@ static rumor_err_t arrive(sim_t *s, int id)
         const bool coded = !m->choco && !m->masked && s->codec.id != RUMOR_CODEC_F32 && m->snap >= 0 && m->snap < 2;
         const rumor_wire_model_t wm =
             rumor_wire_model_of(m, m->params, m->masked ? RUMOR_CODEC_MASKED : coded ? s->codec.id : RUMOR_CODEC_F32,
-                                m->masked ? s->masked : coded ? pf->coded[m->snap] : NULL,
-                                m->masked ? s->masked_off : coded ? pf->coded_off[m->snap] : NULL);
+                                m->masked ? s->masked : coded ? pf->coded.enc[m->snap] : NULL,
+                                m->masked ? s->masked_off : coded ? pf->coded.off[m->snap] : NULL);
         for (uint32_t k = 0; k < chunks && masked_ok; k++) {
             rumor_msg_model_t mm;
             rumor_wire_chunk(&wm, k, &mm);

@@ -375,7 +375,7 @@ static rumor_err_t ckpt_restore(sim_t *s, int i)
     if (p->dp) rumor_dp_restore(p->dp, ck->dp_steps);
     p->budget_spent = false;
     p->loss_sum = 0.0, p->loss_count = 0;
-    p->coded_set[0] = p->coded_set[1] = false;
+    p->coded.set[0] = p->coded.set[1] = false;
     p->view_dirty = true;
     p->k = ck->k;
     if (ck->mbytes >= p->mflushed) {

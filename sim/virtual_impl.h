@@ -116,10 +116,7 @@ typedef struct {
     uint64_t view_changed_us;/* the last change of its membership view */
     rumor_dp_t *dp;        /* DP-SGD (--dp), for peers that own samples */
     bool budget_spent;       /* its privacy budget is spent: it stops at the end of the round */
-    uint8_t *coded[2];       /* --codec: each snapshot encoded, as a node sends it */
-    size_t *coded_off[2];    /* chunk k's bytes: [coded_off[k], coded_off[k + 1]) */
-    uint64_t coded_round[2];
-    bool coded_set[2];
+    rumor_wire_enc_t coded;  /* --codec: each snapshot encoded once a round, as a node's */
     rumor_poison_t poison;   /* the Byzantine peer: what it sends instead of each snapshot */
     rumor_secret_key_t *mkey;/* --secure-mix: its X25519 key for masks (identities here are indices) */
     rumor_secmix_t *sm;

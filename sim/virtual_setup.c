@@ -65,12 +65,8 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
         gc.lineage = rumor_rng_next(&lr) | 1;
     } else if (s->codec.id != RUMOR_CODEC_F32) {
         const size_t cp = gc.chunk_params ? gc.chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT; /* the engine's */
-        const size_t chunks = rumor_chunks(rumor_model_param_count(p->m), cp);
-        for (int k = 0; k < 2; k++) {
-            p->coded[k] = malloc(chunks * rumor_codec_encoded_len(&s->codec, cp));
-            p->coded_off[k] = malloc((chunks + 1) * sizeof *p->coded_off[k]);
-            if (!p->coded[k] || !p->coded_off[k]) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        }
+        if (rumor_wire_enc_init(&p->coded, &s->codec, rumor_model_param_count(p->m), cp) != RUMOR_OK)
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     }
     if (c->dp[0] && p->n_own > 0) {
         rumor_dp_config_t pv;
@@ -289,10 +285,7 @@ void virt_teardown(sim_t *s)
             free(p->vkeys);
             free(p->vboots);
             rumor_poison_fini(&p->poison);
-            for (int k = 0; k < 2; k++) {
-                free(p->coded[k]);
-                free(p->coded_off[k]);
-            }
+            rumor_wire_enc_fini(&p->coded);
             rumor_dp_destroy(&p->dp);
             rumor_secmix_destroy(&p->sm);
             rumor_secret_key_destroy(&p->mkey);

@@ -31,6 +31,15 @@ static void copy_reset(rumor_gossip_t *g, copy_t *e, uint64_t lin, uint64_t base
     }
 }
 
+/* Compacting the held deltas: q goes to place *kept, its bytes down to *kept_len. */
+static void pend_keep(rumor_gossip_t *g, pend_t q, size_t *kept, size_t *kept_len)
+{
+    memmove(g->pend_bytes + *kept_len, g->pend_bytes + q.at, q.len);
+    q.at = *kept_len;
+    *kept_len += q.len;
+    g->pend[(*kept)++] = q;
+}
+
 /* Forget the held deltas of copy slot k (its peer is evicted). */
 static void purge_pending(rumor_gossip_t *g, int k)
 {
@@ -38,10 +47,7 @@ static void purge_pending(rumor_gossip_t *g, int k)
     for (size_t i = 0; i < g->n_pend; i++) {
         pend_t q = g->pend[i];
         if (q.copy == k) continue;
-        memmove(g->pend_bytes + kept_len, g->pend_bytes + q.at, q.len);
-        q.at = kept_len;
-        kept_len += q.len;
-        g->pend[kept++] = q;
+        pend_keep(g, q, &kept, &kept_len);
     }
     g->n_pend = kept;
     g->pend_len = kept_len;
@@ -245,10 +251,7 @@ static void apply_deferred(rumor_gossip_t *g, int only)
             continue;
         }
         blocked[q.copy] = true;
-        memmove(g->pend_bytes + kept_len, g->pend_bytes + q.at, q.len);
-        q.at = kept_len;
-        kept_len += q.len;
-        g->pend[kept++] = q;
+        pend_keep(g, q, &kept, &kept_len);
     }
     g->n_pend = kept;
     g->pend_len = kept_len;

@@ -593,12 +593,8 @@ static rumor_err_t setup_sending(peer_t *p, rumor_gossip_config_t *gc, char err[
         gc->choco_resumed = c->resume;
     } else if (c->codec.id != RUMOR_CODEC_F32) {
         const size_t cp = gc->chunk_params ? gc->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
-        const size_t chunks = rumor_chunks(P, cp);
-        for (int k = 0; k < 2; k++) {
-            p->enc[k] = malloc(chunks * rumor_codec_encoded_len(&c->codec, cp));
-            p->enc_off[k] = malloc((chunks + 1) * sizeof *p->enc_off[k]);
-            if (!p->enc[k] || !p->enc_off[k]) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        }
+        if (rumor_wire_enc_init(&p->enc, &c->codec, P, cp) != RUMOR_OK)
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     }
     /* Any neighbour's codec decodes here: a chunk of at most our chunk size. */
     p->wire_in.cap = RUMOR_GOSSIP_CHUNK_DEFAULT;
@@ -709,10 +705,7 @@ static void teardown(peer_t *p, bool mu_init)
     free(p->pull_bits);
     for (int i = 0; i < RUMOR_RESYNC_ASKS; i++) free(p->ans[i]);
     rumor_poison_fini(&p->poison);
-    for (int k = 0; k < 2; k++) {
-        free(p->enc[k]);
-        free(p->enc_off[k]);
-    }
+    rumor_wire_enc_fini(&p->enc);
     free(p->wire_in.dec);
     rumor_dataset_fini(&p->train);
     rumor_dataset_fini(&p->test);

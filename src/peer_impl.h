@@ -111,10 +111,7 @@ typedef struct {
      * host-memory backends, where the engine mixes the model's buffer). */
     float *hx;
     /* --codec: each snapshot encoded once (node thread), and a chunk decoded on arrival */
-    uint8_t *enc[2];
-    size_t *enc_off[2];
-    uint64_t enc_round[2];
-    bool enc_set[2];
+    rumor_wire_enc_t enc;     /* --codec: each snapshot encoded once a round */
     rumor_wire_in_t wire_in;  /* chunks in: any neighbour's codec decodes here (under mu) */
     rumor_secmix_t *secmix;   /* --secure-mix (node thread) */
     /* Masked buffers of sends released, for the next ones: a fresh 1 MiB buffer costs its page

@@ -137,31 +137,6 @@ void peer_chunk_cb(void *arg, const uint8_t peer[32], const rumor_msg_model_t *m
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Encode snapshot s (its parameters x, poisoned or not) once per round, chunk by chunk, into
- * the buffer of its snapshot index (rewritten only for a later round of that snapshot, when
- * every send of this one is released). false when it cannot be encoded: it goes as float32. */
-static bool encode_snapshot(peer_t *p, const rumor_gossip_send_t *s, const float *x)
-{
-    const int k = s->snap;
-    if (p->enc_set[k] && p->enc_round[k] == s->round) return true;
-    const size_t chunks = rumor_chunks(s->count, s->chunk_params);
-    size_t at = 0;
-    p->enc_off[k][0] = 0;
-    for (size_t c = 0; c < chunks; c++) {
-        const size_t off = c * s->chunk_params, n = s->count - off < s->chunk_params ? s->count - off : s->chunk_params;
-        size_t len = 0;
-        if (rumor_codec_encode(&p->cfg->codec, x + off, n, p->enc[k] + at, &len, NULL) != RUMOR_OK) {
-            p->enc_set[k] = false;
-            return false;
-        }
-        at += len;
-        p->enc_off[k][c + 1] = at;
-    }
-    p->enc_round[k] = s->round;
-    p->enc_set[k] = true;
-    return true;
-}
-
 /* Rounds reserved at a time in secure-mix.round: one fsync every MASK_RESERVE rounds. */
 #define MASK_RESERVE 64
 
@@ -215,14 +190,8 @@ static bool mask_send(peer_t *p, send_ctx_t *c, const float *x)
         rumor_log(RUMOR_LOG_WARN, "%s", err);
         return false;
     }
-    bool ok = true;
-    c->masked_off[0] = 0;
-    for (size_t k = 0; k < chunks && ok; k++) {
-        const size_t off = k * s->chunk_params, n = s->count - off < s->chunk_params ? s->count - off : s->chunk_params;
-        ok = rumor_secmix_encode(&snd, off, x + off, n, s->share * s->w[k], c->masked + off * sizeof(uint32_t), err) ==
-             RUMOR_OK;
-        c->masked_off[k + 1] = (off + n) * sizeof(uint32_t);
-    }
+    const bool ok = rumor_secmix_encode_model(&snd, x, s->count, s->chunk_params, s->share, s->w, c->masked,
+                                              c->masked_off, err) == RUMOR_OK;
     rumor_secmix_send_fini(&snd);
     if (!ok) rumor_log(RUMOR_LOG_WARN, "%s: round %" PRIu64 " not sent", err, s->round);
     return ok;
@@ -268,9 +237,11 @@ static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t
     } else if (s.choco) {
         m = rumor_wire_model_of(&s, params, RUMOR_CODEC_F32, NULL, NULL);
         if (s.enc) wire = s.enc_off[chunks];
-    } else if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 && encode_snapshot(p, &s, params)) {
-        m = rumor_wire_model_of(&s, params, cd->id, p->enc[s.snap], p->enc_off[s.snap]);
-        wire = p->enc_off[s.snap][chunks];
+    } else if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 &&
+               rumor_wire_encode_snapshot(&p->enc, &s, params, NULL) == RUMOR_OK) {
+        /* (one that cannot be encoded goes as float32) */
+        m = rumor_wire_model_of(&s, params, cd->id, p->enc.enc[s.snap], p->enc.off[s.snap]);
+        wire = p->enc.off[s.snap][chunks];
     } else {
         m = rumor_wire_model_of(&s, params, RUMOR_CODEC_F32, NULL, NULL);
     }

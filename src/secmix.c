@@ -177,3 +177,18 @@ rumor_err_t rumor_secmix_encode(const rumor_secmix_send_t *snd, size_t off, cons
     sodium_memzero(mask, sizeof mask);
     return RUMOR_OK;
 }
+
+rumor_err_t rumor_secmix_encode_model(const rumor_secmix_send_t *snd, const float *x, size_t count, size_t chunk_params,
+                                      double share, const double *w, uint8_t *out, size_t *out_off,
+                                      char err[RUMOR_ERR_LEN])
+{
+    out_off[0] = 0;
+    for (size_t k = 0, off = 0; off < count; k++, off += chunk_params) {
+        const size_t n = count - off < chunk_params ? count - off : chunk_params;
+        const rumor_err_t rc =
+            rumor_secmix_encode(snd, off, x + off, n, w ? share * w[k] : share, out + off * sizeof(uint32_t), err);
+        if (rc != RUMOR_OK) return rc;
+        out_off[k + 1] = (off + n) * sizeof(uint32_t);
+    }
+    return RUMOR_OK;
+}

@@ -86,4 +86,11 @@ void rumor_secmix_send_fini(rumor_secmix_send_t *snd);
 rumor_err_t rumor_secmix_encode(const rumor_secmix_send_t *snd, size_t off, const float *x, size_t n, double share,
                                 uint8_t *out, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
+/* A whole model, x[0..count) in chunks of chunk_params, each masked as rumor_secmix_encode does
+ * with share * w[c] (w NULL: share): chunk c into out[out_off[c] .. out_off[c + 1]) (4 bytes a
+ * parameter). RUMOR_EINVAL with err at the first chunk that cannot be. */
+rumor_err_t rumor_secmix_encode_model(const rumor_secmix_send_t *snd, const float *x, size_t count, size_t chunk_params,
+                                      double share, const double *w, uint8_t *out, size_t *out_off,
+                                      char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
 #endif

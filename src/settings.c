@@ -428,8 +428,7 @@ static rumor_err_t parse_bool(const char *name, const char *v, bool *out, char e
 static rumor_err_t set_row(rumor_settings_t *s, const rumor_setting_t *r, const char *v, char err[RUMOR_ERR_LEN])
 {
     char *p = (char *)s + r->offset;
-    char range[64];
-    range_text(r, range, sizeof range);
+    char range[64]; /* written only for an error message */
     switch (r->type) {
     case RUMOR_SET_LIST: return r->set(s, v, err);
     case RUMOR_SET_BOOL: return parse_bool(r->name, v, (bool *)p, err);
@@ -452,8 +451,10 @@ static rumor_err_t set_row(rumor_settings_t *s, const rumor_setting_t *r, const 
         const long long x = *v && !isspace((unsigned char)*v) ? strtoll(v, &end, 10) : 0;
         if (!*v || isspace((unsigned char)*v) || *end || errno)
             return rumor_fail(err, RUMOR_EINVAL, "--%s: '%s' is not an integer", r->name, v);
-        if ((double)x < r->lo || (double)x > r->hi)
+        if ((double)x < r->lo || (double)x > r->hi) {
+            range_text(r, range, sizeof range);
             return rumor_fail(err, RUMOR_EINVAL, "--%s %s: expected an integer in %s", r->name, v, range);
+        }
         if (r->type == RUMOR_SET_INT) *(int *)p = (int)x;
         else *(long *)p = (long)x;
         return RUMOR_OK;
@@ -464,7 +465,10 @@ static rumor_err_t set_row(rumor_settings_t *s, const rumor_setting_t *r, const 
         const unsigned long long x = *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
         if (!(*v >= '0' && *v <= '9') || *end || errno)
             return rumor_fail(err, RUMOR_EINVAL, "--%s: '%s' is not a non-negative integer", r->name, v);
-        if ((double)x < r->lo) return rumor_fail(err, RUMOR_EINVAL, "--%s %s: expected an integer, %s", r->name, v, range);
+        if ((double)x < r->lo) {
+            range_text(r, range, sizeof range);
+            return rumor_fail(err, RUMOR_EINVAL, "--%s %s: expected an integer, %s", r->name, v, range);
+        }
         *(uint64_t *)p = (uint64_t)x;
         return RUMOR_OK;
     }
@@ -475,8 +479,10 @@ static rumor_err_t set_row(rumor_settings_t *s, const rumor_setting_t *r, const 
         if (!*v || isspace((unsigned char)*v) || *end || !isfinite(x))
             return rumor_fail(err, RUMOR_EINVAL, "--%s: '%s' is not a finite number", r->name, v);
         if (x < r->lo || x > r->hi || (x == r->lo && (r->flags & RUMOR_SET_OPEN_LO)) ||
-            (x == r->hi && (r->flags & RUMOR_SET_OPEN_HI)))
+            (x == r->hi && (r->flags & RUMOR_SET_OPEN_HI))) {
+            range_text(r, range, sizeof range);
             return rumor_fail(err, RUMOR_EINVAL, "--%s %s: expected a number in %s", r->name, v, range);
+        }
         if (r->type == RUMOR_SET_FLOAT) *(float *)p = (float)x;
         else *(double *)p = x;
         return RUMOR_OK;

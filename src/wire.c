@@ -1,7 +1,7 @@
 /* wire.c - a model chunk from the wire into the gossip engine (wire.h). */
 #include "wire.h"
 
-#include "codec.h"
+#include <stdlib.h>
 
 bool rumor_wire_receive(rumor_wire_in_t *in, rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN],
                         const rumor_msg_model_t *m, uint64_t now)
@@ -64,4 +64,49 @@ void rumor_wire_chunk(const rumor_wire_model_t *m, uint32_t c, rumor_msg_model_t
     } else {
         out->payload = m->enc + m->enc_off[c], out->payload_len = m->enc_off[c + 1] - m->enc_off[c];
     }
+}
+
+rumor_err_t rumor_wire_enc_init(rumor_wire_enc_t *e, const rumor_codec_t *codec, size_t count, size_t chunk_params)
+{
+    const size_t chunks = rumor_chunks(count, chunk_params);
+    *e = (rumor_wire_enc_t){.codec = *codec};
+    for (int k = 0; k < 2; k++) {
+        e->enc[k] = malloc(chunks * rumor_codec_encoded_len(codec, chunk_params));
+        e->off[k] = malloc((chunks + 1) * sizeof *e->off[k]);
+        if (!e->enc[k] || !e->off[k]) {
+            rumor_wire_enc_fini(e);
+            return RUMOR_ENOMEM;
+        }
+    }
+    return RUMOR_OK;
+}
+
+void rumor_wire_enc_fini(rumor_wire_enc_t *e)
+{
+    for (int k = 0; k < 2; k++) {
+        free(e->enc[k]);
+        free(e->off[k]);
+        e->enc[k] = NULL, e->off[k] = NULL;
+    }
+}
+
+rumor_err_t rumor_wire_encode_snapshot(rumor_wire_enc_t *e, const rumor_gossip_send_t *s, const float *x,
+                                       char err[RUMOR_ERR_LEN])
+{
+    const int k = s->snap;
+    if (e->set[k] && e->round[k] == s->round) return RUMOR_OK;
+    e->set[k] = false;
+    size_t at = 0, c = 0;
+    e->off[k][0] = 0;
+    for (size_t off = 0; off < s->count; off += s->chunk_params, c++) {
+        const size_t n = s->count - off < s->chunk_params ? s->count - off : s->chunk_params;
+        size_t len = 0;
+        const rumor_err_t rc = rumor_codec_encode(&e->codec, x + off, n, e->enc[k] + at, &len, err);
+        if (rc != RUMOR_OK) return rc;
+        at += len;
+        e->off[k][c + 1] = at;
+    }
+    e->round[k] = s->round;
+    e->set[k] = true;
+    return RUMOR_OK;
 }

@@ -15,6 +15,7 @@
 #ifndef RUMOR_WIRE_H
 #define RUMOR_WIRE_H
 
+#include "codec.h"
 #include "gossip.h"
 #include "proto.h"
 
@@ -47,6 +48,25 @@ typedef struct {
  * one). codec is the encoding of enc (ignored for masked and public-copy sends). */
 rumor_wire_model_t rumor_wire_model_of(const rumor_gossip_send_t *s, const float *params, rumor_proto_codec_t codec,
                                        const uint8_t *enc, const size_t *enc_off);
+/* A sender's codec encodings of its two snapshots, each made once per round and kept while the
+ * snapshot's sends are out: chunk c of snapshot k is enc[k][off[k][c] .. off[k][c + 1]). */
+typedef struct {
+    rumor_codec_t codec;
+    uint8_t *enc[2];
+    size_t *off[2];
+    uint64_t round[2];
+    bool set[2];
+} rumor_wire_enc_t;
+
+/* Buffers for models of count parameters in chunks of chunk_params. RUMOR_ENOMEM. */
+rumor_err_t rumor_wire_enc_init(rumor_wire_enc_t *e, const rumor_codec_t *codec, size_t count,
+                                size_t chunk_params) RUMOR_MUST_CHECK;
+void rumor_wire_enc_fini(rumor_wire_enc_t *e);
+/* Send s's snapshot, its parameters x (poisoned or not), encoded: at once when this round of
+ * it already is. RUMOR_EINVAL with err when it cannot be (a codec's range). */
+rumor_err_t rumor_wire_encode_snapshot(rumor_wire_enc_t *e, const rumor_gossip_send_t *s, const float *x,
+                                       char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
 /* Chunk c of m as the protocol carries it: the header, with its payload (payload,
  * payload_len) pointing into m's parameters or encoding. */
 void rumor_wire_chunk(const rumor_wire_model_t *m, uint32_t c, rumor_msg_model_t *out);
