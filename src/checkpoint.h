@@ -20,7 +20,7 @@
 
 #include <stdbool.h>
 
-#define RUMOR_CHECKPOINT_EXTRA 32
+#define RUMOR_CHECKPOINT_EXTRA 48
 #define RUMOR_CHECKPOINT_TENSORS 4
 
 typedef struct {

@@ -189,7 +189,8 @@ int cmd_settings(int argc, char **argv)
     if (!cli_parse(argc, argv, 2, opts, (int)RUMOR_ARRAY_LEN(opts), NULL, 0, &n_pos)) return 2;
     if (help) {
         printf("usage: rumor settings [--json]\n\nEvery setting of rumor train, rumor node and rumor sim (and sim's "
-               "scenario keys):\nwhich commands take it and each one's default.\n\n");
+               "scenario keys):\nwhich commands take it and each one's default. [recorded]: checkpoints record "
+               "it, and --resume\ntakes it back unless given; [recorded, fixed]: a resumed run must keep it.\n\n");
         cli_print_options(opts, (int)RUMOR_ARRAY_LEN(opts));
         return 0;
     }
@@ -219,8 +220,10 @@ int cmd_settings(int argc, char **argv)
             d0 = d;
         }
         if (same && d0) snprintf(def, sizeof def, "%s", d0);
-        printf("--%-16s %-16s %-34s %s%s%s\n", t[i].name, where, def, t[i].help, t[i].old ? "; formerly --" : "",
-               t[i].old ? t[i].old : "");
+        const unsigned fl = t[i].flags;
+        printf("--%-16s %-16s %-34s %s%s%s%s\n", t[i].name, where, def, t[i].help, t[i].old ? "; formerly --" : "",
+               t[i].old ? t[i].old : "",
+               (fl & RUMOR_SET_FIXED) ? " [recorded, fixed]" : (fl & RUMOR_SET_RECORD) ? " [recorded]" : "");
     }
     return 0;
 }

@@ -1,4 +1,5 @@
 /* cli_node.c - `rumor node` (join a swarm and stay in it) and `rumor status`. */
+#include "checkpoint.h"
 #include "cli.h"
 #include "config.h"
 #include "settings.h"
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The process's signal state, the CLI's alone: the flags a training peer looks at every
  * tick, and the node running without training, which a signal reaches at once. */
@@ -83,6 +85,9 @@ static rumor_err_t node_training(const rumor_settings_t *s, rumor_peer_config_t 
     pc->eval_every = s->eval_every;
     pc->checkpoint_every = s->checkpoint_every;
     pc->resume = s->resume;
+    static rumor_st_meta_t recorded[RUMOR_CHECKPOINT_EXTRA];
+    pc->settings = recorded;
+    pc->n_settings = rumor_settings_record(s, RUMOR_CMD_NODE, recorded, RUMOR_CHECKPOINT_EXTRA);
     pc->late_join = s->late_join;
     pc->linger_ms = (uint64_t)(s->linger * 1000.0);
     pc->min_peers = s->min_peers ? s->min_peers : pc->partitioned ? pc->of : 1;
@@ -151,6 +156,16 @@ int cmd_node(int argc, char **argv)
         rumor_settings_help(stdout, RUMOR_CMD_NODE);
         return 0;
     }
+    /* A resumed peer takes the settings it was made with from its checkpoint (one that is not
+     * there is the peer's to report). */
+    char ckpt[RUMOR_SETTINGS_PATH + 32];
+    snprintf(ckpt, sizeof ckpt, "%s/" RUMOR_PEER_CHECKPOINT, s.run_dir);
+    rumor_err_t rc;
+    if (s.resume && s.run_dir[0] && access(ckpt, F_OK) == 0 &&
+        (rc = rumor_settings_resume(&s, RUMOR_CMD_NODE, ckpt, err)) != RUMOR_OK) {
+        cli_error("%s", err);
+        return cli_exit_code(rc);
+    }
     if (rumor_settings_check(&s, RUMOR_CMD_NODE, err) != RUMOR_OK) {
         cli_error("%s", err);
         return 2;
@@ -183,7 +198,7 @@ int cmd_node(int argc, char **argv)
     atomic_store(&bare_node, node);
     install_signals();
     say_listening(rumor_node_address(node));
-    rumor_err_t rc = rumor_node_run(node, err);
+    rc = rumor_node_run(node, err);
     atomic_store(&bare_node, NULL);
     rumor_node_destroy(&node);
     if (rc != RUMOR_OK) {

@@ -61,27 +61,13 @@ static void show_progress(void *arg, const rumor_train_progress_t *p)
     }
 }
 
-/* The settings the user gave, for a resume: the rest come from the checkpoint. */
-static rumor_train_given_t train_given(const rumor_settings_t *s)
-{
-    return (rumor_train_given_t){
-        .model = rumor_settings_given(s, "model"), .seed = rumor_settings_given(s, "seed"),
-        .batch = rumor_settings_given(s, "batch"), .limit = rumor_settings_given(s, "limit"),
-        .partition = rumor_settings_given(s, "partition"), .epochs = rumor_settings_given(s, "epochs"),
-        .optimizer = rumor_settings_given(s, "optimizer"), .lr = rumor_settings_given(s, "lr"),
-        .momentum = rumor_settings_given(s, "momentum"), .nesterov = rumor_settings_given(s, "nesterov"),
-        .weight_decay = rumor_settings_given(s, "weight-decay"), .schedule = rumor_settings_given(s, "schedule"),
-        .warmup = rumor_settings_given(s, "warmup"),
-    };
-}
-
 /* s (checked) as the trainer's configuration. */
 static rumor_err_t train_config(const rumor_settings_t *s, rumor_train_config_t *cfg, char err[RUMOR_ERR_LEN])
 {
     rumor_train_config_defaults(cfg);
     rumor_err_t rc = cli_learning(s, &cfg->spec, &cfg->opt, &cfg->sched, &cfg->partition, &cfg->partitioned, err);
     if (rc != RUMOR_OK) return rc;
-    cfg->spec_set = rumor_settings_given(s, "model");
+    cfg->spec_set = true;
     cfg->data_dir = s->data;
     cfg->device = s->device;
     cfg->threads = s->threads;
@@ -96,6 +82,9 @@ static rumor_err_t train_config(const rumor_settings_t *s, rumor_train_config_t 
     cfg->checkpoint_path = s->checkpoint[0] ? s->checkpoint : NULL;
     cfg->checkpoint_every = s->checkpoint_steps;
     cfg->resume_path = !s->resume ? NULL : s->resume_from[0] ? s->resume_from : s->checkpoint;
+    static rumor_st_meta_t recorded[RUMOR_CHECKPOINT_EXTRA];
+    cfg->settings = recorded;
+    cfg->n_settings = rumor_settings_record(s, RUMOR_CMD_TRAIN, recorded, RUMOR_CHECKPOINT_EXTRA);
     cfg->max_steps = s->max_steps;
     cfg->log_every = s->log_every;
     cfg->eval = s->eval;
@@ -118,16 +107,20 @@ int cmd_train(int argc, char **argv)
         rumor_settings_help(stdout, RUMOR_CMD_TRAIN);
         return 0;
     }
+    /* A resumed run takes the settings it was made with from its checkpoint. */
+    const char *from = s.resume_from[0] ? s.resume_from : s.checkpoint;
+    rumor_err_t rc = RUMOR_OK;
+    if (s.resume && *from && (rc = rumor_settings_resume(&s, RUMOR_CMD_TRAIN, from, err)) != RUMOR_OK) {
+        cli_error("%s", err);
+        return cli_exit_code(rc);
+    }
     if (rumor_settings_check(&s, RUMOR_CMD_TRAIN, err) != RUMOR_OK) {
         cli_error("%s", err);
         return 2;
     }
     if (s.check) return cli_print_settings(&s, RUMOR_CMD_TRAIN);
     rumor_train_config_t cfg;
-    rumor_err_t rc = train_config(&s, &cfg, err);
-    const rumor_train_given_t given = train_given(&s);
-    if (rc == RUMOR_OK && cfg.resume_path) rc = rumor_train_config_resume(&cfg, &given, err);
-    if (rc != RUMOR_OK) {
+    if ((rc = train_config(&s, &cfg, err)) != RUMOR_OK) {
         cli_error("%s", err);
         return cli_exit_code(rc);
     }

@@ -20,7 +20,6 @@ static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
 {
     const rumor_peer_config_t *c = p->cfg;
     rumor_checkpoint_info_t info = {.input_mean = p->mean, .input_std = p->std, .seed = c->seed};
-    char buf[64];
     pthread_mutex_lock(&p->mu);
     const size_t nc = rumor_gossip_chunk_count(p->g);
     float *w = malloc(nc * sizeof *w);
@@ -42,22 +41,11 @@ static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
     }
     info.tensors = t;
     info.n_tensors = nt;
+    for (int i = 0; i < c->n_settings; i++)
+        rumor_checkpoint_extra_add(&info, c->settings[i].key, "%s", c->settings[i].value);
     rumor_checkpoint_extra_add(&info, "train.round", "%ld", p->k);
     rumor_checkpoint_extra_add(&info, "train.gossip_round", "%" PRIu64, ground);
-    rumor_algo_format(buf, sizeof buf, &c->algo);
-    rumor_checkpoint_extra_add(&info, "train.algo", "%s", buf);
-    rumor_checkpoint_extra_add(&info, "train.topology", "%s", c->topology);
-    rumor_checkpoint_extra_add(&info, "train.batch", "%d", c->batch);
     if (p->dp) rumor_checkpoint_extra_add(&info, "train.dp_steps", "%" PRIu64, rumor_dp_steps(p->dp));
-    rumor_checkpoint_extra_add(&info, "train.init_seed", "%" PRIu64, c->init_seed);
-    if (c->partitioned) {
-        rumor_partition_format(buf, sizeof buf, &c->partition);
-        rumor_checkpoint_extra_add(&info, "train.partition", "%s", buf);
-        rumor_checkpoint_extra_add(&info, "train.rank", "%d", c->rank);
-        rumor_checkpoint_extra_add(&info, "train.peers", "%d", c->of);
-    } else {
-        rumor_checkpoint_extra_add(&info, "train.partition", "none");
-    }
     rumor_err_t rc = rumor_checkpoint_save(p->ckpt_path, p->m, p->o, &info, err);
     free(w);
     return rc;
@@ -69,19 +57,12 @@ static rumor_err_t load_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
     rumor_checkpoint_info_t info;
     rumor_err_t rc = rumor_checkpoint_load(p->ckpt_path, p->m, p->o, &info, err);
     if (rc != RUMOR_OK) return rc;
-    long k, gr, batch;
-    const char *algo = rumor_checkpoint_extra(&info, "train.algo"), *topo = rumor_checkpoint_extra(&info, "train.topology");
+    /* Its settings are the caller's to compare (rumor_settings_resume); a model, optimizer or
+     * algorithm's state that does not fit is refused as it is read. */
+    long k, gr;
     if (!rumor_checkpoint_extra_long(&info, "train.round", 0, LONG_MAX, &k) ||
-        !rumor_checkpoint_extra_long(&info, "train.gossip_round", 0, LONG_MAX, &gr) || !algo || !topo ||
-        !rumor_checkpoint_extra_long(&info, "train.batch", 1, 65536, &batch))
+        !rumor_checkpoint_extra_long(&info, "train.gossip_round", 0, LONG_MAX, &gr))
         return rumor_fail(err, RUMOR_EFORMAT, "%s: not a checkpoint of rumor node (no train.round)", p->ckpt_path);
-    char mine[32];
-    rumor_algo_format(mine, sizeof mine, &c->algo);
-    if (strcmp(mine, algo) != 0 || strcmp(c->topology, topo) != 0 || batch != c->batch || info.seed != c->seed)
-        return rumor_fail(err, RUMOR_EINVAL,
-                          "%s: made with --algo %s --topology %s --batch %ld --seed %" PRIu64
-                          "; resume with the same settings",
-                          p->ckpt_path, algo, topo, batch, info.seed);
     rumor_st_file_t *f = rumor_st_open(p->ckpt_path, err);
     if (!f) return RUMOR_EFORMAT;
     const size_t nc = rumor_gossip_chunk_count(p->g), P = rumor_model_param_count(p->m);
@@ -724,7 +705,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
     if (c->batch < 1 || c->batch > 65536) return rumor_fail(err, RUMOR_EINVAL, "--batch %d: expected 1..65536", c->batch);
     if ((rc = rumor_optim_config_check(&c->opt, err)) != RUMOR_OK) return rc;
     if ((rc = rumor_make_dirs(c->run_dir, 0755, err)) != RUMOR_OK) return rc;
-    snprintf(p.ckpt_path, sizeof p.ckpt_path, "%s/checkpoint.safetensors", c->run_dir);
+    snprintf(p.ckpt_path, sizeof p.ckpt_path, "%s/" RUMOR_PEER_CHECKPOINT, c->run_dir);
     snprintf(p.model_path, sizeof p.model_path, "%s/model.safetensors", c->run_dir);
     struct stat sb;
     if (!c->resume && stat(p.ckpt_path, &sb) == 0)

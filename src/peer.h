@@ -41,6 +41,7 @@
 #include "net/node.h"
 #include "optim.h"
 #include "rumor.h"
+#include "safetensors.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -67,7 +68,11 @@ typedef struct {
     const char *run_dir;
     int eval_every;              /* rounds between test evaluations; 0: only at start and end */
     int checkpoint_every;        /* rounds between checkpoints; 0: every minute (and at the end, on stop) */
-    bool resume;                 /* continue from run_dir/checkpoint.safetensors */
+    bool resume;                 /* continue from run_dir/RUMOR_PEER_CHECKPOINT */
+    /* Metadata its checkpoints record besides its state: the settings it was made with
+     * (rumor_settings_record), so that a resume can take them back. */
+    const rumor_st_meta_t *settings;
+    int n_settings;
     bool late_join;              /* a fresh peer first takes a neighbour's model if the swarm runs */
     uint64_t linger_ms;          /* after training, stay this long to answer late peers' pulls */
     int min_peers;               /* start training once the view holds min_peers - 1 others */
@@ -93,6 +98,9 @@ typedef struct {
      * through it. NULL: nobody (library code prints nothing). */
     void (*listening)(const char *address);
 } rumor_peer_config_t;
+
+/* A training peer's checkpoint, in its run folder. */
+#define RUMOR_PEER_CHECKPOINT "checkpoint.safetensors"
 
 typedef struct {
     long rounds;                 /* gossip rounds done by this run (all, with a resume) */

@@ -3,6 +3,7 @@
 #include "settings.h"
 
 #include "attack.h"
+#include "checkpoint.h"
 #include "codec.h"
 #include "config.h"
 #include "data.h"
@@ -21,67 +22,94 @@
 
 /* ---- the values strings take: each one's own parser ---- */
 
-static rumor_err_t check_model(const char *v, char err[RUMOR_ERR_LEN])
+/* Each check accepts or refuses v; where canon is not NULL it also writes v as its parser
+ * spells it (a model's canonical spec, "step:3,0.1"), so that two spellings of one value
+ * compare equal (a resumed run's settings against its checkpoint's). */
+static rumor_err_t check_model(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
 {
     rumor_model_spec_t x;
-    return rumor_model_spec_parse(&x, v, err);
+    rumor_err_t rc = rumor_model_spec_parse(&x, v, err);
+    if (rc == RUMOR_OK && canon) snprintf(canon, cap, "%s", x.canonical);
+    return rc;
 }
-static rumor_err_t check_partition(const char *v, char err[RUMOR_ERR_LEN])
+static rumor_err_t check_partition(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
 {
     rumor_partition_t x;
-    return rumor_partition_parse(&x, v, err);
+    rumor_err_t rc = rumor_partition_parse(&x, v, err);
+    if (rc == RUMOR_OK && canon) rumor_partition_format(canon, cap, &x);
+    return rc;
 }
-static rumor_err_t check_optimizer(const char *v, char err[RUMOR_ERR_LEN])
+static rumor_err_t check_optimizer(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
 {
     rumor_opt_kind_t x;
-    return rumor_optim_kind_parse(&x, v, err);
+    rumor_err_t rc = rumor_optim_kind_parse(&x, v, err);
+    if (rc == RUMOR_OK && canon) snprintf(canon, cap, "%s", rumor_optim_kind_name(x));
+    return rc;
 }
-static rumor_err_t check_schedule(const char *v, char err[RUMOR_ERR_LEN])
+static rumor_err_t check_schedule(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
 {
     rumor_schedule_t x;
-    return rumor_schedule_parse(&x, v, err);
+    rumor_err_t rc = rumor_schedule_parse(&x, v, err);
+    if (rc == RUMOR_OK && canon) rumor_schedule_format(canon, cap, &x);
+    return rc;
 }
-static rumor_err_t check_algo(const char *v, char err[RUMOR_ERR_LEN])
+static rumor_err_t check_algo(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
 {
     rumor_algo_t x;
-    return rumor_algo_parse(&x, v, err);
+    rumor_err_t rc = rumor_algo_parse(&x, v, err);
+    if (rc == RUMOR_OK && canon) rumor_algo_format(canon, cap, &x);
+    return rc;
 }
-static rumor_err_t check_topology(const char *v, char err[RUMOR_ERR_LEN])
+static rumor_err_t check_codec(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
+{
+    rumor_codec_t x;
+    rumor_err_t rc = rumor_codec_parse(&x, v, err);
+    if (rc == RUMOR_OK && canon) rumor_codec_format(canon, cap, &x);
+    return rc;
+}
+/* The rest are spelt one way: canonical as given. */
+static rumor_err_t check_topology(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
 {
     rumor_topology_t *t = rumor_topology_new(v, 1, err);
     if (!t) return RUMOR_EINVAL;
     rumor_topology_destroy(&t);
+    if (canon) snprintf(canon, cap, "%s", v);
     return RUMOR_OK;
 }
-static rumor_err_t check_robust(const char *v, char err[RUMOR_ERR_LEN])
+static rumor_err_t check_robust(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
 {
     rumor_robust_t x;
-    return rumor_robust_parse(&x, v, err);
+    rumor_err_t rc = rumor_robust_parse(&x, v, err);
+    if (rc == RUMOR_OK && canon) snprintf(canon, cap, "%s", v);
+    return rc;
 }
-static rumor_err_t check_attack(const char *v, char err[RUMOR_ERR_LEN])
+static rumor_err_t check_attack(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
 {
     rumor_attack_t x;
-    return rumor_attack_parse(&x, v, err);
+    rumor_err_t rc = rumor_attack_parse(&x, v, err);
+    if (rc == RUMOR_OK && canon) snprintf(canon, cap, "%s", v);
+    return rc;
 }
-static rumor_err_t check_dp(const char *v, char err[RUMOR_ERR_LEN])
+static rumor_err_t check_dp(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
 {
     rumor_dp_config_t x;
-    return rumor_dp_parse(&x, v, err);
+    rumor_err_t rc = rumor_dp_parse(&x, v, err);
+    if (rc == RUMOR_OK && canon) snprintf(canon, cap, "%s", v);
+    return rc;
 }
-static rumor_err_t check_codec(const char *v, char err[RUMOR_ERR_LEN])
+static rumor_err_t check_device(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
 {
-    rumor_codec_t x;
-    return rumor_codec_parse(&x, v, err);
+    if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strcmp(v, "auto") != 0)
+        return rumor_fail(err, RUMOR_EINVAL, "unknown device '%s' (expected cpu, cuda or auto)", v);
+    if (canon) snprintf(canon, cap, "%s", v);
+    return RUMOR_OK;
 }
-static rumor_err_t check_device(const char *v, char err[RUMOR_ERR_LEN])
+static rumor_err_t check_mode(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN])
 {
-    if (strcmp(v, "cpu") == 0 || strcmp(v, "cuda") == 0 || strcmp(v, "auto") == 0) return RUMOR_OK;
-    return rumor_fail(err, RUMOR_EINVAL, "unknown device '%s' (expected cpu, cuda or auto)", v);
-}
-static rumor_err_t check_mode(const char *v, char err[RUMOR_ERR_LEN])
-{
-    if (strcmp(v, "proc") == 0 || strcmp(v, "virtual") == 0) return RUMOR_OK;
-    return rumor_fail(err, RUMOR_EINVAL, "--mode %s: expected proc or virtual", v);
+    if (strcmp(v, "proc") != 0 && strcmp(v, "virtual") != 0)
+        return rumor_fail(err, RUMOR_EINVAL, "--mode %s: expected proc or virtual", v);
+    if (canon) snprintf(canon, cap, "%s", v);
+    return RUMOR_OK;
 }
 
 static bool parse_long(const char *v, long lo, long hi, long *out)
@@ -193,39 +221,39 @@ static const rumor_setting_t table[] = {
     /* what is learnt, and how */
     {"data", NULL, RUMOR_SET_STR, T | N | S, 0, AT(data), 0, 0, NULL, NULL, D(RUMOR_DEFAULT_DATA), "data", "DIR",
      "IDX dataset folder"},
-    {"model", NULL, RUMOR_SET_STR, T | N | S, 0, AT(model), 0, 0, check_model, NULL, D("mlp:256,128"), "model", "SPEC",
+    {"model", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(model), 0, 0, check_model, NULL, D("mlp:256,128"), "model", "SPEC",
      "logreg | mlp:W1,W2,... | cnn[:C1,C2]"},
     /* train and node take the whole training set unless given a shard; a simulated swarm is
      * a set of shards. */
-    {"partition", NULL, RUMOR_SET_STR, T | N | S, 0, AT(partition), 0, 0, check_partition, NULL,
+    {"partition", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(partition), 0, 0, check_partition, NULL,
      D3(NULL, NULL, "dirichlet:0.5"), "partition", "SPEC",
      "iid | dirichlet:ALPHA | shards:K: how the training set is split among peers (train, node: this peer's "
      "shard is --rank of --of)"},
-    {"rank", NULL, RUMOR_SET_INT, T | N, 0, AT(rank), 0, 99999, NULL, NULL, D(NULL), NULL, "I",
+    {"rank", NULL, RUMOR_SET_INT, T | N, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(rank), 0, 99999, NULL, NULL, D(NULL), NULL, "I",
      "with --partition: this peer's shard (0-based)"},
-    {"of", NULL, RUMOR_SET_INT, T | N, 0, AT(of), 1, 100000, NULL, NULL, D(NULL), NULL, "N",
+    {"of", NULL, RUMOR_SET_INT, T | N, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(of), 1, 100000, NULL, NULL, D(NULL), NULL, "N",
      "with --partition: the number of shards"},
-    {"limit", NULL, RUMOR_SET_LONG, T | N | S, 0, AT(limit), 0, BIG, NULL, NULL, D(NULL), "limit", "N",
+    {"limit", NULL, RUMOR_SET_LONG, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(limit), 0, BIG, NULL, NULL, D(NULL), "limit", "N",
      "use the first N training samples only (0: all)"},
-    {"batch", NULL, RUMOR_SET_INT, T | N | S, 0, AT(batch), 1, 65536, NULL, NULL, D("64"), "batch", "N",
+    {"batch", NULL, RUMOR_SET_INT, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(batch), 1, 65536, NULL, NULL, D("64"), "batch", "N",
      "minibatch size"},
-    {"lr", NULL, RUMOR_SET_FLOAT, T | N | S, RUMOR_SET_OPEN_LO, AT(lr), 0, 10, NULL, NULL, D("0.05"), "lr", "X",
+    {"lr", NULL, RUMOR_SET_FLOAT, T | N | S, RUMOR_SET_OPEN_LO | RUMOR_SET_RECORD, AT(lr), 0, 10, NULL, NULL, D("0.05"), "lr", "X",
      "learning rate"},
-    {"momentum", NULL, RUMOR_SET_FLOAT, T | N | S, RUMOR_SET_OPEN_HI, AT(momentum), 0, 1, NULL, NULL, D("0.9"),
+    {"momentum", NULL, RUMOR_SET_FLOAT, T | N | S, RUMOR_SET_OPEN_HI | RUMOR_SET_RECORD, AT(momentum), 0, 1, NULL, NULL, D("0.9"),
      "momentum", "X", "SGD momentum"},
-    {"nesterov", NULL, RUMOR_SET_BOOL, T | N | S, 0, AT(nesterov), 0, 0, NULL, NULL, D(NULL), NULL, NULL,
+    {"nesterov", NULL, RUMOR_SET_BOOL, T | N | S, RUMOR_SET_RECORD, AT(nesterov), 0, 0, NULL, NULL, D(NULL), NULL, NULL,
      "Nesterov momentum"},
-    {"weight-decay", NULL, RUMOR_SET_FLOAT, T | N | S, 0, AT(weight_decay), 0, 1, NULL, NULL, D("0"), "weight_decay",
+    {"weight-decay", NULL, RUMOR_SET_FLOAT, T | N | S, RUMOR_SET_RECORD, AT(weight_decay), 0, 1, NULL, NULL, D("0"), "weight_decay",
      "X", "weight decay"},
-    {"optimizer", NULL, RUMOR_SET_STR, T | N | S, 0, AT(optimizer), 0, 0, check_optimizer, NULL, D("sgd"),
+    {"optimizer", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(optimizer), 0, 0, check_optimizer, NULL, D("sgd"),
      "optimizer", "NAME", "sgd | adamw"},
     /* sim's cosine: a simulated run is a whole run, whose end the schedule knows; a node is
      * often stopped and resumed by hand. */
-    {"schedule", NULL, RUMOR_SET_STR, T | N | S, 0, AT(schedule), 0, 0, check_schedule, NULL,
+    {"schedule", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD, AT(schedule), 0, 0, check_schedule, NULL,
      D3("constant", "constant", "cosine"), "schedule", "SPEC", "constant | step:EPOCHS,GAMMA | cosine (over the run)"},
-    {"warmup", NULL, RUMOR_SET_LONG, T | N | S, 0, AT(warmup), 0, BIG, NULL, NULL, D("0"), "warmup", "N",
+    {"warmup", NULL, RUMOR_SET_LONG, T | N | S, RUMOR_SET_RECORD, AT(warmup), 0, BIG, NULL, NULL, D("0"), "warmup", "N",
      "linear warm-up steps"},
-    {"seed", NULL, RUMOR_SET_U64, T | N | S, 0, AT(seed), 0, 0, NULL, NULL, D("1"), "seed", "N",
+    {"seed", NULL, RUMOR_SET_U64, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(seed), 0, 0, NULL, NULL, D("1"), "seed", "N",
      "the partition, the sample order and the initial parameters (node: unless --init-seed); the same on every peer"},
     {"init-seed", NULL, RUMOR_SET_U64, N, 0, AT(init_seed), 0, 0, NULL, NULL, D(NULL), NULL, "N",
      "the initial parameters (default: --seed)"},
@@ -234,40 +262,40 @@ static const rumor_setting_t table[] = {
     {"device", NULL, RUMOR_SET_STR, T | N, 0, AT(device), 0, 0, check_device, NULL, D("cpu"), NULL, "NAME",
      "cpu | cuda | auto"},
     /* the swarm */
-    {"algo", NULL, RUMOR_SET_STR, N | S, 0, AT(algo), 0, 0, check_algo, NULL, D("dpsgd"), "algo", "SPEC",
+    {"algo", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(algo), 0, 0, check_algo, NULL, D("dpsgd"), "algo", "SPEC",
      "dpsgd | sgp | diloco:H"},
-    {"topology", NULL, RUMOR_SET_STR, N | S, 0, AT(topology), 0, 0, check_topology, NULL, D("expo"), "topology",
+    {"topology", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(topology), 0, 0, check_topology, NULL, D("expo"), "topology",
      "NAME", "ring | torus | expo | onepeer-expo | ... (rumor topo)"},
     /* sim's longer run of 10 local steps a round is the demo the README shows (a few
      * minutes on a laptop); a node's single step a round is D-PSGD as published. */
-    {"rounds", NULL, RUMOR_SET_LONG, N | S, 0, AT(rounds), 1, 100000000, NULL, NULL, D3(NULL, "100", "300"), "rounds",
+    {"rounds", NULL, RUMOR_SET_LONG, N | S, RUMOR_SET_RECORD, AT(rounds), 1, 100000000, NULL, NULL, D3(NULL, "100", "300"), "rounds",
      "N", "gossip rounds to train"},
-    {"local-steps", NULL, RUMOR_SET_INT, N | S, 0, AT(local_steps), 1, 100000, NULL, NULL, D3(NULL, "1", "10"),
+    {"local-steps", NULL, RUMOR_SET_INT, N | S, RUMOR_SET_RECORD, AT(local_steps), 1, 100000, NULL, NULL, D3(NULL, "1", "10"),
      "local_steps", "N", "minibatch steps between gossip rounds (not with diloco:H, whose H it is)"},
     {"eval-every", NULL, RUMOR_SET_INT, N | S, 0, AT(eval_every), 0, 100000000, NULL, NULL, D3(NULL, "10", "20"),
      "eval_every", "N", "rounds between test evaluations (0: at the end only)"},
-    {"outer-lr", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_OPEN_LO, AT(outer_lr), 0, 10, NULL, NULL, D("0.7"),
+    {"outer-lr", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_OPEN_LO | RUMOR_SET_RECORD, AT(outer_lr), 0, 10, NULL, NULL, D("0.7"),
      "outer_lr", "X", "diloco's outer learning rate"},
-    {"outer-momentum", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_OPEN_HI, AT(outer_momentum), 0, 1, NULL, NULL,
+    {"outer-momentum", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_OPEN_HI | RUMOR_SET_RECORD, AT(outer_momentum), 0, 1, NULL, NULL,
      D("0.9"), "outer_momentum", "X", "diloco's outer Nesterov momentum"},
-    {"robust", NULL, RUMOR_SET_STR, N | S, 0, AT(robust), 0, 0, check_robust, NULL, D("none"), "robust", "SPEC",
+    {"robust", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD, AT(robust), 0, 0, check_robust, NULL, D("none"), "robust", "SPEC",
      "none | clip[:F] | trim:B: clip the farthest fraction F of the neighbours, or trim B high and low per "
      "coordinate"},
     /* sim's: what its --byzantine peer sends; a node attacks only when told to. */
     {"attack", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_BY_PROC, AT(attack), 0, 0, check_attack, NULL,
      D3(NULL, "none", "scale:-10"), "attack", "SPEC",
      "scale:K | noise:S: send poisoned models (a Byzantine peer, for experiments; sim: --byzantine's)"},
-    {"dp", NULL, RUMOR_SET_STR, N | S, 0, AT(dp), 0, 0, check_dp, NULL, D(NULL), "dp", "clip=C,noise=S[,delta=D]",
+    {"dp", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(dp), 0, 0, check_dp, NULL, D(NULL), "dp", "clip=C,noise=S[,delta=D]",
      "DP-SGD (per-sample clipping, Gaussian noise); logs epsilon (sim's virtual mode: noise from --seed, "
      "replayable, protecting nothing)"},
-    {"dp-budget", NULL, RUMOR_SET_DOUBLE, N | S, 0, AT(dp_budget), 0, 1e6, NULL, NULL, D(NULL), "dp_budget", "EPS",
+    {"dp-budget", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_RECORD, AT(dp_budget), 0, 1e6, NULL, NULL, D(NULL), "dp_budget", "EPS",
      "with --dp: stop training before epsilon would pass this"},
-    {"codec", NULL, RUMOR_SET_STR, N | S, 0, AT(codec), 0, 0, check_codec, NULL, D("f32"), "codec", "SPEC",
+    {"codec", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD, AT(codec), 0, 0, check_codec, NULL, D("f32"), "codec", "SPEC",
      "f32 | fp16 | bf16 | int8 | topk:F: how the models sent are encoded (topk: compressed differences, "
      "CHOCO-SGD)"},
-    {"consensus-step", NULL, RUMOR_SET_DOUBLE, N | S, 0, AT(consensus_step), 0, 1, NULL, NULL, D(NULL),
+    {"consensus-step", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_RECORD, AT(consensus_step), 0, 1, NULL, NULL, D(NULL),
      "consensus_step", "G", "with --codec topk: CHOCO's consensus step (0: 0.05)"},
-    {"secure-mix", NULL, RUMOR_SET_BOOL, N | S, 0, AT(secure_mix), 0, 0, NULL, NULL, D(NULL), "secure_mix", NULL,
+    {"secure-mix", NULL, RUMOR_SET_BOOL, N | S, RUMOR_SET_RECORD, AT(secure_mix), 0, 0, NULL, NULL, D(NULL), "secure_mix", NULL,
      "mask the models sent: a neighbour learns its neighbourhood's average, not a model (dpsgd, diloco)"},
     {"slowdown", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_BY_PROC, AT(slowdown), 1, 1000, NULL, NULL, D("1"),
      "slowdown", "K", "compute K times slower than this machine can (a straggler; sim: --straggler's)"},
@@ -280,7 +308,7 @@ static const rumor_setting_t table[] = {
     {"loss", "emulate-loss", RUMOR_SET_DOUBLE, N | S, RUMOR_SET_NET | RUMOR_SET_OPEN_HI, AT(loss), 0, 1, NULL, NULL,
      D(NULL), "loss", "P", "lose this fraction of the models sent (emulated)"},
     /* rumor train */
-    {"epochs", NULL, RUMOR_SET_INT, T, 0, AT(epochs), 1, 100000, NULL, NULL, D("10"), NULL, "N", "epochs"},
+    {"epochs", NULL, RUMOR_SET_INT, T, RUMOR_SET_RECORD, AT(epochs), 1, 100000, NULL, NULL, D("10"), NULL, "N", "epochs"},
     {"metrics", NULL, RUMOR_SET_STR, T, 0, AT(metrics), 0, 0, NULL, NULL, D(NULL), NULL, "FILE",
      "JSON-lines metrics file (appended to when resuming)"},
     {"log-every", NULL, RUMOR_SET_INT, T, 0, AT(log_every), 0, 100000000, NULL, NULL, D("100"), NULL, "N",
@@ -440,7 +468,7 @@ static rumor_err_t set_row(rumor_settings_t *s, const rumor_setting_t *r, const 
         }
         if (strlen(v) >= r->size) return rumor_fail(err, RUMOR_EINVAL, "--%s: longer than %zu bytes", r->name, r->size - 1);
         rumor_err_t rc;
-        if (r->check && (rc = r->check(v, err)) != RUMOR_OK) return rc;
+        if (r->check && (rc = r->check(v, NULL, 0, err)) != RUMOR_OK) return rc;
         memcpy(p, v, strlen(v) + 1);
         return RUMOR_OK;
     }
@@ -736,6 +764,99 @@ void rumor_settings_format(const rumor_settings_t *s, const rumor_setting_t *r, 
     }
 }
 
+/* ---- the settings a checkpoint records ---- */
+
+int rumor_settings_record(const rumor_settings_t *s, rumor_cmd_t cmd, rumor_st_meta_t *out, int cap)
+{
+    int n = 0;
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(table) && n < cap; i++) {
+        const rumor_setting_t *r = &table[i];
+        if (!(r->where & (1u << cmd)) || !(r->flags & RUMOR_SET_RECORD)) continue;
+        snprintf(out[n].key, sizeof out[n].key, "train.%s", r->name);
+        rumor_settings_format(s, r, out[n].value, sizeof out[n].value);
+        n++;
+    }
+    return n;
+}
+
+/* Row r's value in a checkpoint, as text; NULL: not recorded. Checkpoints from before the
+ * table recorded its rows used two other keys and "none" for no partition, and every
+ * checkpoint keeps the model, seed and optimizer in its own metadata too. */
+static const char *recorded(const rumor_checkpoint_info_t *info, const rumor_model_spec_t *spec,
+                            const rumor_setting_t *r, char *buf, size_t cap)
+{
+    static const struct {
+        const char *name, *key;
+    } older[] = {{"weight-decay", "train.weight_decay"}, {"of", "train.peers"}};
+    snprintf(buf, cap, "train.%s", r->name);
+    const char *v = rumor_checkpoint_extra(info, buf);
+    for (size_t i = 0; !v && i < RUMOR_ARRAY_LEN(older); i++)
+        if (strcmp(r->name, older[i].name) == 0) v = rumor_checkpoint_extra(info, older[i].key);
+    if (v) return strcmp(r->name, "partition") == 0 && strcmp(v, "none") == 0 ? "" : v;
+    if (strcmp(r->name, "model") == 0) return spec->canonical;
+    if (strcmp(r->name, "optimizer") == 0) return rumor_optim_kind_name(info->optim_kind);
+    if (strcmp(r->name, "seed") == 0) {
+        snprintf(buf, cap, "%llu", (unsigned long long)info->seed);
+        return buf;
+    }
+    return NULL;
+}
+
+/* v as row r spells it ("0.050" -> "0.05", "1" -> "yes", a model's canonical spec), into buf;
+ * false when r refuses v. */
+static bool canonical(const rumor_setting_t *r, const char *v, char *buf, size_t cap)
+{
+    char err[RUMOR_ERR_LEN];
+    if (r->type == RUMOR_SET_STR) {
+        if (!*v || !r->check) return snprintf(buf, cap, "%s", v), true;
+        return r->check(v, buf, cap, err) == RUMOR_OK;
+    }
+    rumor_settings_t *x = calloc(1, sizeof *x);
+    const bool ok = x && set_row(x, r, v, err) == RUMOR_OK;
+    if (ok) rumor_settings_format(x, r, buf, cap);
+    free(x);
+    return ok;
+}
+
+rumor_err_t rumor_settings_resume(rumor_settings_t *s, rumor_cmd_t cmd, const char *path, char err[RUMOR_ERR_LEN])
+{
+    rumor_model_spec_t spec;
+    rumor_model_input_t in;
+    rumor_checkpoint_info_t info;
+    rumor_err_t rc = rumor_checkpoint_peek(path, &spec, &in, &info, err);
+    if (rc != RUMOR_OK) return rc;
+    if (!info.has_optim)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: an exported model, not a checkpoint (no optimizer state)%s", path,
+                          cmd == RUMOR_CMD_TRAIN ? "; write checkpoints with --checkpoint" : "");
+    char changed[768] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(table); i++) {
+        const rumor_setting_t *r = &table[i];
+        if (!(r->where & (1u << cmd)) || !(r->flags & RUMOR_SET_RECORD)) continue;
+        char key[96], mine[256], a[256], b[256];
+        const char *v = recorded(&info, &spec, r, key, sizeof key);
+        rumor_settings_format(s, r, mine, sizeof mine);
+        if (!v || strcmp(mine, v) == 0) continue;
+        if (!canonical(r, v, b, sizeof b))
+            return rumor_fail(err, RUMOR_EFORMAT, "%s: the checkpoint's --%s '%.64s' is not one rumor takes", path,
+                              r->name, v);
+        if (canonical(r, mine, a, sizeof a) && strcmp(a, b) == 0) continue;
+        if (!s->given[i]) { /* not given: the checkpoint's */
+            if ((rc = set_row(s, r, v, err)) != RUMOR_OK) return rc;
+            s->given[i] = 1;
+            continue;
+        }
+        if (r->flags & RUMOR_SET_FIXED)
+            return rumor_fail(err, RUMOR_EINVAL, "%s: --%s %s differs from the checkpoint's %s (a resumed run keeps "
+                              "the settings it started with)", path, r->name, *mine ? mine : "(none)", *v ? v : "(none)");
+        if (len < sizeof changed)
+            len += (size_t)snprintf(changed + len, sizeof changed - len, "%s --%s %s (was %s)", len ? "," : "",
+                                    r->name, mine, v);
+    }
+    if (len) rumor_log(RUMOR_LOG_WARN, "resuming %s with settings other than it started with:%s", path, changed);
+    return RUMOR_OK;
+}
+
 void rumor_settings_help(FILE *f, rumor_cmd_t cmd)
 {
     rumor_settings_t d;
@@ -854,7 +975,8 @@ void rumor_settings_table_json(FILE *f)
                 json_str(buf, sizeof buf, &len, r->def[c]);
                 first = false;
             }
-        json_add(buf, sizeof buf, &len, "},\"help\":");
+        json_add(buf, sizeof buf, &len, "},\"recorded\":%s,\"fixed\":%s,\"help\":",
+                 r->flags & RUMOR_SET_RECORD ? "true" : "false", r->flags & RUMOR_SET_FIXED ? "true" : "false");
         json_str(buf, sizeof buf, &len, r->help);
         json_add(buf, sizeof buf, &len, "}");
         fputs(buf, f);

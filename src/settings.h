@@ -17,6 +17,7 @@
 #define RUMOR_SETTINGS_H
 
 #include "rumor.h"
+#include "safetensors.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -144,6 +145,8 @@ typedef enum {
 #define RUMOR_SET_BY_PROC 4u   /* proc mode sets it for each node itself (not passed on as given) */
 #define RUMOR_SET_NET 8u       /* the emulated network: proc mode passes it only when one was asked for */
 #define RUMOR_SET_OPT_VALUE 16u /* a switch that may take a value (train's old --resume FILE) */
+#define RUMOR_SET_RECORD 32u   /* checkpoints record it: a resumed run takes it from there unless given */
+#define RUMOR_SET_FIXED 64u    /* with RECORD: a resumed run may not change it (it fixes the run's course) */
 
 typedef struct {
     const char *name;        /* "local-steps": the flag --local-steps, the scenario key */
@@ -153,7 +156,8 @@ typedef struct {
     unsigned flags;          /* RUMOR_SET_* */
     size_t offset, size;     /* the value in rumor_settings_t */
     double lo, hi;           /* numbers: the range */
-    rumor_err_t (*check)(const char *v, char err[RUMOR_ERR_LEN]); /* STR: NULL accepts any text */
+    /* STR: accepts v (NULL: any text) and, where canon is not NULL, writes its canonical spelling */
+    rumor_err_t (*check)(const char *v, char *canon, size_t cap, char err[RUMOR_ERR_LEN]);
     rumor_err_t (*set)(rumor_settings_t *s, const char *v, char err[RUMOR_ERR_LEN]); /* LIST, or a STR kept otherwise */
     const char *def[RUMOR_N_CMDS]; /* each command's default, as a value; NULL: 0, "" or off */
     const char *json;        /* its key in summary.json's "config"; NULL: not recorded */
@@ -192,6 +196,16 @@ rumor_err_t rumor_settings_check(const rumor_settings_t *s, rumor_cmd_t cmd, cha
 bool rumor_settings_node_trains(const rumor_settings_t *s);
 /* Row r's value as text ("0.05", "mlp:256,128", "yes"), into buf. */
 void rumor_settings_format(const rumor_settings_t *s, const rumor_setting_t *r, char *buf, size_t cap);
+/* What a checkpoint of cmd records of s: "train.NAME" = value for every row flagged
+ * RUMOR_SET_RECORD, into out (cap at most); the count. */
+int rumor_settings_record(const rumor_settings_t *s, rumor_cmd_t cmd, rumor_st_meta_t *out, int cap);
+/* Before resuming from the checkpoint at path: every recorded setting the user did not give
+ * is taken from it (so `--resume` alone continues a run as it was started); a given one that
+ * is RUMOR_SET_FIXED must equal the checkpoint's (EINVAL, naming both); others may differ,
+ * with one warning that names them. Two spellings of a value are equal ("0.050" and
+ * "0.05"). Checkpoints from before the table are read too. */
+rumor_err_t rumor_settings_resume(rumor_settings_t *s, rumor_cmd_t cmd, const char *path,
+                                  char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* cmd's options, one per line, with their defaults: what --help prints. */
 void rumor_settings_help(FILE *f, rumor_cmd_t cmd);
 /* cmd's settings as one JSON object, into buf: what --check prints. For sim, what summary.json

@@ -88,141 +88,6 @@ out:
     return rc;
 }
 
-/* ---- the run's settings in checkpoint metadata ---- */
-
-static void settings_to_meta(rumor_checkpoint_info_t *info, const rumor_train_config_t *c, size_t samples)
-{
-    char buf[64];
-    info->n_extra = 0;
-    rumor_checkpoint_extra_add(info, "train.batch", "%d", c->batch);
-    rumor_checkpoint_extra_add(info, "train.samples", "%zu", samples);
-    rumor_checkpoint_extra_add(info, "train.limit", "%zu", c->limit);
-    if (c->partitioned) {
-        rumor_partition_format(buf, sizeof buf, &c->partition);
-        rumor_checkpoint_extra_add(info, "train.partition", "%s", buf);
-        rumor_checkpoint_extra_add(info, "train.rank", "%d", c->rank);
-        rumor_checkpoint_extra_add(info, "train.peers", "%d", c->peers);
-    } else {
-        rumor_checkpoint_extra_add(info, "train.partition", "none");
-    }
-    rumor_checkpoint_extra_add(info, "train.epochs", "%d", c->epochs);
-    rumor_checkpoint_extra_add(info, "train.lr", "%.9g", (double)c->opt.lr);
-    rumor_checkpoint_extra_add(info, "train.momentum", "%.9g", (double)c->opt.momentum);
-    rumor_checkpoint_extra_add(info, "train.nesterov", "%d", c->opt.nesterov ? 1 : 0);
-    rumor_checkpoint_extra_add(info, "train.weight_decay", "%.9g", (double)c->opt.weight_decay);
-    rumor_schedule_format(buf, sizeof buf, &c->sched);
-    rumor_checkpoint_extra_add(info, "train.schedule", "%s", buf);
-    rumor_checkpoint_extra_add(info, "train.warmup", "%ld", c->sched.warmup);
-}
-
-static bool meta_float(const rumor_checkpoint_info_t *info, const char *key, float *out)
-{
-    const char *v = rumor_checkpoint_extra(info, key);
-    if (!v || !*v) return false;
-    char *end;
-    double x = strtod(v, &end);
-    if (*end || !isfinite(x)) return false;
-    *out = (float)x;
-    return true;
-}
-
-rumor_err_t rumor_train_config_resume(rumor_train_config_t *c, const rumor_train_given_t *given,
-                                      char err[RUMOR_ERR_LEN])
-{
-    rumor_model_spec_t spec;
-    rumor_model_input_t in;
-    rumor_checkpoint_info_t info;
-    rumor_err_t rc = rumor_checkpoint_peek(c->resume_path, &spec, &in, &info, err);
-    if (rc != RUMOR_OK) return rc;
-    const char *path = c->resume_path;
-    if (!info.has_optim)
-        return rumor_fail(err, RUMOR_EINVAL,
-                          "%s: an exported model, not a checkpoint (no optimizer state); write checkpoints with --checkpoint",
-                          path);
-#define MISMATCH(what, fmt, mine, theirs)                                                        \
-    rumor_fail(err, RUMOR_EINVAL, "%s: " what " " fmt " differs from the checkpoint's " fmt       \
-               " (a resumed run keeps the settings it started with)", path, mine, theirs)
-    if (!given->model) c->spec = spec, c->spec_set = true;
-    else if (strcmp(c->spec.canonical, spec.canonical) != 0)
-        return MISMATCH("--model", "%s", c->spec.canonical, spec.canonical);
-    if (!given->seed) c->seed = info.seed;
-    else if (c->seed != info.seed)
-        return MISMATCH("--seed", "%llu", (unsigned long long)c->seed, (unsigned long long)info.seed);
-    if (!given->optimizer) c->opt.kind = info.optim_kind;
-    else if (c->opt.kind != info.optim_kind)
-        return MISMATCH("--optimizer", "%s", rumor_optim_kind_name(c->opt.kind),
-                        rumor_optim_kind_name(info.optim_kind));
-    long v;
-    if (rumor_checkpoint_extra_long(&info, "train.batch", 1, 65536, &v)) {
-        if (!given->batch) c->batch = (int)v;
-        else if (c->batch != v) return MISMATCH("--batch", "%ld", (long)c->batch, v);
-    }
-    if (rumor_checkpoint_extra_long(&info, "train.limit", 0, LONG_MAX, &v)) {
-        if (!given->limit) c->limit = (size_t)v;
-        else if ((long)c->limit != v) return MISMATCH("--limit", "%ld", (long)c->limit, v);
-    }
-    const char *part = rumor_checkpoint_extra(&info, "train.partition");
-    if (part) {
-        char mine[64] = "none";
-        if (c->partitioned) rumor_partition_format(mine, sizeof mine, &c->partition);
-        long rank = 0, peers = 0;
-        bool has = strcmp(part, "none") != 0;
-        if (has && (!rumor_checkpoint_extra_long(&info, "train.rank", 0, 100000, &rank) ||
-                    !rumor_checkpoint_extra_long(&info, "train.peers", 1, 100000, &peers)))
-            return rumor_fail(err, RUMOR_EFORMAT, "%s: bad train.rank/train.peers metadata", path);
-        if (!given->partition) {
-            c->partitioned = has;
-            if (has) {
-                if ((rc = rumor_partition_parse(&c->partition, part, err)) != RUMOR_OK) return rc;
-                c->rank = (int)rank, c->peers = (int)peers;
-            }
-        } else if (strcmp(mine, part) != 0 || (has && (c->rank != rank || c->peers != peers))) {
-            return MISMATCH("--partition", "%s", mine, part);
-        }
-    }
-#undef MISMATCH
-    /* Hyperparameters may change on purpose (a lower rate to finish); say what that means. */
-    if (rumor_checkpoint_extra_long(&info, "train.epochs", 1, 100000, &v) && !given->epochs) c->epochs = (int)v;
-    float f;
-    bool changed = false;
-    if (meta_float(&info, "train.lr", &f)) {
-        if (!given->lr) c->opt.lr = f;
-        else changed |= f != c->opt.lr;
-    }
-    if (meta_float(&info, "train.momentum", &f)) {
-        if (!given->momentum) c->opt.momentum = f;
-        else changed |= f != c->opt.momentum;
-    }
-    if (meta_float(&info, "train.weight_decay", &f)) {
-        if (!given->weight_decay) c->opt.weight_decay = f;
-        else changed |= f != c->opt.weight_decay;
-    }
-    if (rumor_checkpoint_extra_long(&info, "train.nesterov", 0, 1, &v)) {
-        if (!given->nesterov) c->opt.nesterov = v == 1;
-        else changed |= c->opt.nesterov != (v == 1);
-    }
-    const char *sched = rumor_checkpoint_extra(&info, "train.schedule");
-    if (sched) {
-        char mine[64];
-        rumor_schedule_format(mine, sizeof mine, &c->sched);
-        long warmup = c->sched.warmup;
-        if (!given->schedule) {
-            if ((rc = rumor_schedule_parse(&c->sched, sched, err)) != RUMOR_OK) return rc;
-            c->sched.warmup = warmup;
-        } else {
-            changed |= strcmp(mine, sched) != 0;
-        }
-    }
-    if (rumor_checkpoint_extra_long(&info, "train.warmup", 0, LONG_MAX, &v)) {
-        if (!given->warmup) c->sched.warmup = v;
-        else changed |= c->sched.warmup != v;
-    }
-    if (changed)
-        rumor_log(RUMOR_LOG_WARN, "resuming %s with other hyperparameters than it started with: the run "
-                  "will not match an uninterrupted one", path);
-    return RUMOR_OK;
-}
-
 typedef struct {
     const rumor_train_config_t *cfg;
     rumor_model_t *m;
@@ -458,7 +323,11 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
             goto out;
         }
     }
-    settings_to_meta(&r.info, cfg, n);
+    /* The settings it was made with, then what this run needs to know of its own steps. */
+    for (int i = 0; i < cfg->n_settings; i++)
+        rumor_checkpoint_extra_add(&r.info, cfg->settings[i].key, "%s", cfg->settings[i].value);
+    rumor_checkpoint_extra_add(&r.info, "train.batch", "%d", cfg->batch);
+    rumor_checkpoint_extra_add(&r.info, "train.samples", "%zu", n);
     const long spe = (long)((n + (size_t)cfg->batch - 1) / (size_t)cfg->batch);
     const long total = spe * cfg->epochs;
     long step = rumor_optim_steps(r.o);

@@ -18,6 +18,7 @@
 #include "model.h"
 #include "optim.h"
 #include "rumor.h"
+#include "safetensors.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -55,7 +56,11 @@ typedef struct {
     const char *save_path;    /* exported model at the end */
     const char *checkpoint_path; /* checkpoint after every epoch and on stop */
     long checkpoint_every;    /* also every N steps; 0: off */
-    const char *resume_path;
+    const char *resume_path;  /* continue the run this checkpoint holds, with these settings */
+    /* Metadata every checkpoint records besides the run's state: the settings it was made
+     * with ("train.lr" = "0.05"; rumor_settings_record), so that a resume can take them back. */
+    const rumor_st_meta_t *settings;
+    int n_settings;
     long max_steps;           /* stop, as if interrupted, once this many steps are done; 0: off */
     int log_every;            /* steps between metric lines; 0: per epoch only */
     /* Told after every step and at the end of every epoch (NULL: nobody); library code
@@ -78,21 +83,6 @@ typedef struct {
 } rumor_train_result_t;
 
 void rumor_train_config_defaults(rumor_train_config_t *cfg);
-
-/* Which settings a user gave explicitly; the rest may come from a checkpoint. */
-typedef struct {
-    bool model, seed, batch, limit, partition, epochs, optimizer, lr, momentum, nesterov,
-        weight_decay, schedule, warmup;
-} rumor_train_given_t;
-
-/* Before resuming from cfg->resume_path: every setting not given is taken from the
- * checkpoint, so `--resume FILE` alone continues the run as it was started. A given setting
- * that fixes the run's course (model, seed, batch, limit, partition, optimizer) must match
- * the checkpoint's (EINVAL otherwise); a changed learning rate, momentum, weight decay,
- * schedule or warm-up is allowed with a warning that the run no longer matches an
- * uninterrupted one. */
-rumor_err_t rumor_train_config_resume(rumor_train_config_t *cfg, const rumor_train_given_t *given,
-                                      char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* Run the configured training. Errors: bad data or files (EFORMAT/EIO, err names the file),
  * bad configuration (EINVAL), layout mismatch on resume (ELAYOUT), divergence (EINVAL,
