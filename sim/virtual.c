@@ -437,27 +437,24 @@ static rumor_err_t round_done(sim_t *s, int i)
 }
 
 /* Every other member left its view, and some finished: as a node does (src/peer.c), peer i
- * takes the mean of two finished peers' final models when they confirm each other, or keeps
- * its own, and ends. (A node asks members that linger; here finished peers answer, the lowest
- * indices first.) true when it ended. */
+ * asks up to RUMOR_RESYNC_ASKS finished peers for their final models, takes their mean when two
+ * confirm each other, or keeps its own, and ends. (A node asks members that linger; here
+ * finished peers answer, the lowest indices first.) true when it ended. */
 bool virt_finish_with_swarm(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
-    const size_t P = rumor_model_param_count(p->m);
-    int a = -1, b = -1, done = 0;
-    for (int j = 0; j < s->n && b < 0; j++) {
+    rumor_confirm_t cf;
+    rumor_confirm_init(&cf, rumor_model_param_count(p->m));
+    int done = 0;
+    for (int j = 0; j < s->n && done < RUMOR_RESYNC_ASKS && cf.a < 0; j++) {
         if (j == i || s->p[j].state != P_FINISHED) continue;
         done++;
-        for (int k = 0; k < j && b < 0; k++)
-            if (k != i && s->p[k].state == P_FINISHED &&
-                rumor_models_agree(rumor_model_params(s->p[k].m), rumor_model_params(s->p[j].m), P, RUMOR_MODELS_AGREE))
-                a = k, b = j;
+        const float *xj = rumor_model_params(s->p[j].m);
+        if (rumor_gossip_plausible(p->g, xj)) rumor_confirm_add(&cf, xj, (uint64_t)s->c->rounds);
     }
     if (done == 0) return false; /* alone for another reason (a partition, deaths): it trains on */
-    if (b >= 0) {
-        float *x = rumor_model_params(p->m);
-        const float *xa = rumor_model_params(s->p[a].m), *xb = rumor_model_params(s->p[b].m);
-        for (size_t q = 0; q < P; q++) x[q] = 0.5f * (xa[q] + xb[q]);
+    if (cf.a >= 0) {
+        (void)rumor_confirm_mean(&cf, rumor_model_params(p->m));
         s->at_round[p->k]--;
         p->k = s->c->rounds;
         s->at_round[p->k]++;

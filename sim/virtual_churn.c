@@ -46,8 +46,10 @@ static rumor_err_t resync(sim_t *s, int i)
     const uint64_t own = rumor_gossip_round(p->g);
     rumor_gossip_send_t got[RUMOR_RESYNC_ASKS];
     rumor_gossip_t *lent[RUMOR_RESYNC_ASKS];
-    int n = 0, a = -1, b = -1;
-    for (int v = 1, asks = 0; v < p->view_peers && asks < RUMOR_RESYNC_ASKS && a < 0; v++, asks++) {
+    rumor_confirm_t cf;
+    rumor_confirm_init(&cf, P);
+    int n = 0;
+    for (int v = 1, asks = 0; v < p->view_peers && asks < RUMOR_RESYNC_ASKS && cf.a < 0; v++, asks++) {
         const int j = virt_index_of(s, p->vkeys[v]);
         if (j < 0 || !virt_running(&s->p[j]) || virt_cut(s, i, j)) continue; /* no answer */
         lent[n] = s->p[j].g;
@@ -56,15 +58,13 @@ static rumor_err_t resync(sim_t *s, int i)
             rumor_gossip_release(lent[n], &got[n], false);
             continue;
         }
-        for (int k = 0; k < n && a < 0; k++)
-            if (rumor_models_agree(got[k].params, got[n].params, P, RUMOR_MODELS_AGREE)) a = k, b = n;
+        rumor_confirm_add(&cf, got[n].params, got[n].round);
         n++;
     }
     rumor_err_t rc = RUMOR_OK;
-    if (a >= 0) {
+    if (cf.a >= 0) {
         float *x = rumor_model_params(p->m);
-        for (size_t q = 0; q < P; q++) x[q] = 0.5f * (got[a].params[q] + got[b].params[q]);
-        const uint64_t r = got[a].round < got[b].round ? got[a].round : got[b].round;
+        const uint64_t r = rumor_confirm_mean(&cf, x);
         rumor_gossip_adopt(p->g, x, r);
         if ((long)r > p->k) {
             s->at_round[p->k]--;

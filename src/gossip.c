@@ -1080,16 +1080,6 @@ rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double
     return RUMOR_OK;
 }
 
-bool rumor_models_agree(const float *a, const float *b, size_t n, double rel)
-{
-    double d = 0.0, na = 0.0, nb = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const double u = a[i], v = b[i];
-        d += (u - v) * (u - v), na += u * u, nb += v * v;
-    }
-    return d <= rel * rel * (na > nb ? na : nb);
-}
-
 bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x)
 {
     for (size_t c = 0; c < g->chunks; c++) {

@@ -412,9 +412,30 @@ bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x);
 /* Whether two whole models confirm each other: |a - b| <= rel * max(|a|, |b|). Two honest
  * members of one swarm differ by their consensus distance, a few percent. */
 bool rumor_models_agree(const float *a, const float *b, size_t n, double rel);
-#define RUMOR_MODELS_AGREE 0.5 /* the rel a pulled model's confirmation uses (peer.c, virtual.c) */
+#define RUMOR_MODELS_AGREE 0.5 /* the rel a pulled model's confirmation uses */
 #define RUMOR_RESYNC_ASKS 3     /* members asked for their model, one after another, in one resync */
 #define RUMOR_RESYNC_AHEAD 4    /* a member this many rounds ahead of ours: we have fallen behind */
+
+/* Members' models, as they answer one after another, kept until two confirm each other
+ * (rumor_models_agree, RUMOR_MODELS_AGREE): a peer that falls into step with the swarm, joins
+ * it late or ends with it takes only a model two members vouch for, their mean (a node,
+ * peer.c; a virtual peer, sim/). The caller checks each answer first (plausible, far enough
+ * ahead) and keeps it alive until it is done with them. */
+typedef struct {
+    size_t params;
+    int n;                               /* answers kept */
+    int a, b;                            /* the first two that agree; -1 while none do */
+    const float *x[RUMOR_RESYNC_ASKS];
+    uint64_t round[RUMOR_RESYNC_ASKS];
+} rumor_confirm_t;
+
+void rumor_confirm_init(rumor_confirm_t *c, size_t params);
+/* Keep answer x, a model of params floats made at round: true once it and an earlier answer
+ * confirm each other. Beyond RUMOR_RESYNC_ASKS answers nothing more is kept. */
+bool rumor_confirm_add(rumor_confirm_t *c, const float *x, uint64_t round);
+/* Once two confirm each other: their mean into out (which may be one's own model), and the
+ * lower of their rounds, which they vouch for too. */
+uint64_t rumor_confirm_mean(const rumor_confirm_t *c, float *out);
 /* The round a peer's learning-rate schedule is at, given the k rounds it trained: the swarm's
  * (this engine's round, which jumps forward when the peer falls behind: peers that waited out
  * a dead neighbour keep the swarm's schedule, and end with it), but at most

@@ -244,9 +244,10 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
     if (!p->pull_buf || !p->pull_bits || !p->ans[RUMOR_RESYNC_ASKS - 1])
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for pulled models");
     p->last_resync = rumor_now();
-    uint64_t rounds[RUMOR_RESYNC_ASKS];
-    int n = 0, a = -1, b = -1, answers = 0;
-    for (int ask = 0; ask < RUMOR_RESYNC_ASKS && a < 0 && !atomic_load(&p->stop); ask++) {
+    rumor_confirm_t cf;
+    rumor_confirm_init(&cf, P);
+    int answers = 0;
+    for (int ask = 0; ask < RUMOR_RESYNC_ASKS && cf.a < 0 && !atomic_load(&p->stop); ask++) {
         uint64_t r, done;
         bool nobody;
         if (!ask_one(p, why == RESYNC_FINISHED, &r, &done, &nobody)) {
@@ -263,14 +264,12 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
         }
         if (why == RESYNC_JOIN && r < LATE_JOIN_ROUNDS) break; /* the swarm is starting together */
         if (why == RESYNC_FINISHED ? !done : why == RESYNC_JOIN ? false : r < own + RUMOR_RESYNC_AHEAD) continue;
-        memcpy(p->ans[n], p->pull_buf, P * sizeof *x);
-        rounds[n] = r;
-        for (int k = 0; k < n && a < 0; k++)
-            if (rumor_models_agree(p->ans[k], p->ans[n], P, RUMOR_MODELS_AGREE)) a = k, b = n;
-        n++;
+        memcpy(p->ans[cf.n], p->pull_buf, P * sizeof *x);
+        rumor_confirm_add(&cf, p->ans[cf.n], r);
     }
     *answered = answers;
-    if (a < 0) {
+    const int n = cf.n;
+    if (cf.a < 0) {
         if (why == RESYNC_JOIN && answers > 0 && n > 0)
             rumor_log(RUMOR_LOG_INFO, "no two members' models confirmed each other: starting from our own");
         else if (why == RESYNC_JOIN && answers == 0)
@@ -279,8 +278,7 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
             rumor_log(RUMOR_LOG_INFO, "a member is ahead of us but no second one confirmed its model: keeping our own");
         return RUMOR_OK;
     }
-    for (size_t i = 0; i < P; i++) x[i] = 0.5f * (p->ans[a][i] + p->ans[b][i]);
-    const uint64_t r = rounds[a] < rounds[b] ? rounds[a] : rounds[b];
+    const uint64_t r = rumor_confirm_mean(&cf, x);
     pthread_mutex_lock(&p->mu);
     rumor_gossip_adopt(p->g, x, why == RESYNC_FINISHED ? own : r);
     pthread_mutex_unlock(&p->mu);

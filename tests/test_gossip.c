@@ -585,6 +585,32 @@ static void test_plausible_model(void)
     swarm_fini(&s);
 }
 
+/* Answers confirm each other when |a - b| <= 0.5 max(|a|, |b|): the first two that do are
+ * kept, in order of arrival; a far answer between them changes nothing; their mean is exact
+ * (halves of sums of small binary fractions) at the lower of their rounds; beyond
+ * RUMOR_RESYNC_ASKS answers none is kept. */
+static void test_confirm(void)
+{
+    float u[4] = {1, 2, 3, 4}, far[4] = {-8, 0, 9, 1}, w[4] = {1.5f, 2.5f, 2.5f, 3.5f}, out[4], u2[4], u3[4];
+    for (int i = 0; i < 4; i++) u2[i] = 2 * u[i], u3[i] = 3 * u[i];
+    CHECK(rumor_models_agree(u, u2, 4, RUMOR_MODELS_AGREE));  /* |u - 2u| = 0.5 |2u|: the edge, taken */
+    CHECK(!rumor_models_agree(u, u3, 4, RUMOR_MODELS_AGREE)); /* |u - 3u| = 0.67 |3u| */
+
+    rumor_confirm_t c;
+    rumor_confirm_init(&c, 4);
+    CHECK(!rumor_confirm_add(&c, u, 12) && c.n == 1 && c.a < 0);
+    CHECK(!rumor_confirm_add(&c, far, 30) && c.n == 2 && c.a < 0);
+    CHECK(rumor_confirm_add(&c, w, 9) && c.a == 0 && c.b == 2);
+    CHECK(rumor_confirm_mean(&c, out) == 9);
+    for (int i = 0; i < 4; i++) CHECK(out[i] == 0.5f * (u[i] + w[i]));
+    CHECK(out[0] == 1.25f && out[3] == 3.75f);
+
+    rumor_confirm_init(&c, 4);
+    float f2[4] = {40, -3, 0, 0};
+    CHECK(!rumor_confirm_add(&c, u, 1) && !rumor_confirm_add(&c, far, 1) && !rumor_confirm_add(&c, f2, 1));
+    CHECK(!rumor_confirm_add(&c, w, 1) && c.n == RUMOR_RESYNC_ASKS && c.a < 0); /* full: u and w never meet */
+}
+
 /* Push-sum: the weights of a swarm sum to its member count, so a chunk carrying 2^20 (the
  * wire's limit) from a neighbour of a swarm of 3 is made up: dropped (`weight`), where it
  * would have made that neighbour's model the whole of the mix. Up to 2 x 3 + 16 is taken,
@@ -1146,6 +1172,7 @@ int main(void)
     test_hostile_huge("diloco:1");
     test_plausible_bound();
     test_plausible_model();
+    test_confirm();
     test_sgp_weight_bound();
     test_sgp_sender_records();
     test_diloco();
