@@ -4,6 +4,7 @@
 
 #include "config.h"
 
+#include <dlfcn.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,24 @@ rumor_backend_t *rumor_backend_open(const struct rumor_backend_ops *ops, int thr
     return be;
 }
 
+#if RUMOR_HAVE_CUDA
+/* The CUDA backend is a module of its own (gpu/meson.build), loaded the first time a device is
+ * asked for and never unloaded (the CUDA libraries keep state for the life of the process):
+ * rumor starts without the CUDA libraries, and runs on a machine that has none. NULL with why
+ * when it cannot be loaded. */
+static const struct rumor_backend_ops *cuda_ops(char why[RUMOR_ERR_LEN])
+{
+    static void *module; /* kept: reachable, so never counted as a leak */
+    if (!module && !(module = dlopen(RUMOR_CUDA_MODULE, RTLD_NOW | RTLD_LOCAL))) {
+        rumor_fail(why, RUMOR_ENOTSUP, "the CUDA backend (%s) cannot be loaded: %s", RUMOR_CUDA_MODULE, dlerror());
+        return NULL;
+    }
+    const struct rumor_backend_ops *ops = dlsym(module, "rumor_backend_cuda_ops");
+    if (!ops) rumor_fail(why, RUMOR_ENOTSUP, "%s: no rumor_backend_cuda_ops in it", RUMOR_CUDA_MODULE);
+    return ops;
+}
+#endif
+
 rumor_err_t rumor_backend_create(rumor_backend_t **be_p, const char *name, int threads,
                                  char err[RUMOR_ERR_LEN])
 {
@@ -63,7 +82,8 @@ rumor_err_t rumor_backend_create(rumor_backend_t **be_p, const char *name, int t
     if (strcmp(name, "cuda") == 0 || strcmp(name, "auto") == 0) {
 #if RUMOR_HAVE_CUDA
         char why[RUMOR_ERR_LEN] = "";
-        rumor_err_t rc = backend_open(be_p, &rumor_backend_cuda_ops, threads, why);
+        const struct rumor_backend_ops *ops = cuda_ops(why);
+        rumor_err_t rc = ops ? backend_open(be_p, ops, threads, why) : RUMOR_ENOTSUP;
         if (rc == RUMOR_OK && strcmp(name, "auto") == 0) rumor_log(RUMOR_LOG_INFO, "device auto: using cuda");
         if (rc == RUMOR_OK) return RUMOR_OK;
         /* The code is the backend's: RUMOR_ENODEV only where the machine has no GPU. */

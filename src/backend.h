@@ -167,8 +167,8 @@ const char *rumor_backend_compiled(void);
 int rumor_backend_default_threads(void);
 
 extern const struct rumor_backend_ops rumor_backend_cpu_ops;
-/* gpu/backend_cuda.cu: defined only in builds with CUDA (config.h's RUMOR_HAVE_CUDA), where
- * the registry offers it; declared always so that no header needs an #if. */
+/* gpu/backend_cuda.cu, in the module the registry loads (RUMOR_CUDA_MODULE) in builds with
+ * CUDA (config.h's RUMOR_HAVE_CUDA): reach it through rumor_backend_create. */
 extern const struct rumor_backend_ops rumor_backend_cuda_ops;
 
 /* ---- dense linear algebra for analysis (LAPACK from OpenBLAS) ---- */

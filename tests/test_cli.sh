@@ -202,4 +202,19 @@ expect_error "sim --check, a bad setting" '--peers 0: expected an integer in 1..
 checks=$((checks + 1))
 "$rumor" --version | grep -q '^backends cpu' || { echo "FAIL: --version"; fails=$((fails + 1)); }
 
+# Built with CUDA, rumor still links no CUDA library: its backend is a module loaded when a
+# device is asked for, so the program starts without them (and runs where they are absent).
+if "$rumor" --version | grep -q '^backends cpu cuda'; then
+    checks=$((checks + 1))
+    linked=$(ldd "$rumor" | grep -E 'libcud|libcublas' | tr '\n' ' ')
+    [ -z "$linked" ] || { echo "FAIL: rumor links CUDA libraries: $linked"; fails=$((fails + 1)); }
+    if [ -d "$data" ]; then
+        checks=$((checks + 1))
+        "$rumor" train --device auto --model logreg --epochs 1 --limit 300 --threads 1 --quiet --no-eval \
+            >/dev/null 2>"$tmp/err" && grep -q 'device auto: using cuda\|device auto: CUDA unusable' "$tmp/err" &&
+            ! grep -q 'cannot be loaded' "$tmp/err" ||
+            { fail "--device auto: the CUDA module did not load:"; sed 's/^/    /' "$tmp/err"; }
+    fi
+fi
+
 finish
