@@ -63,8 +63,9 @@ void rumor_data_gather(const rumor_dataset_t *ds, const size_t *idx, size_t n, f
  *                  small A, strong skew)
  *   shards:K       sort by label, cut into peers*K shards, deal K random shards to each
  *                  peer (about K classes per peer)
+ *   docs           whole documents of a text corpus (text.h); refused here
  */
-typedef enum { RUMOR_PART_IID, RUMOR_PART_DIRICHLET, RUMOR_PART_SHARDS } rumor_part_kind_t;
+typedef enum { RUMOR_PART_IID, RUMOR_PART_DIRICHLET, RUMOR_PART_SHARDS, RUMOR_PART_DOCS } rumor_part_kind_t;
 
 typedef struct {
     rumor_part_kind_t kind;

@@ -26,7 +26,7 @@
 #define STREAM_DIR_PROP 0x7061727464697202ULL  /* "partdir" + 2: a class's proportions */
 #define STREAM_SHARDS 0x7061727473686400ULL    /* "partshd" */
 
-#define PART_EXPECTED "(expected iid, dirichlet:ALPHA or shards:K)"
+#define PART_EXPECTED "(expected iid, dirichlet:ALPHA, shards:K or docs)"
 
 // ---- parsing ----
 
@@ -36,6 +36,7 @@ void rumor_partition_format(char *buf, size_t len, const rumor_partition_t *part
     case RUMOR_PART_IID: snprintf(buf, len, "iid"); break;
     case RUMOR_PART_DIRICHLET: snprintf(buf, len, "dirichlet:%.17g", part->alpha); break;
     case RUMOR_PART_SHARDS: snprintf(buf, len, "shards:%d", part->shards); break;
+    case RUMOR_PART_DOCS: snprintf(buf, len, "docs"); break;
     }
 }
 
@@ -48,6 +49,10 @@ rumor_err_t rumor_partition_parse(rumor_partition_t *out, const char *spec,
 
     if (strcmp(spec, "iid") == 0) {
         out->kind = RUMOR_PART_IID;
+        return RUMOR_OK;
+    }
+    if (strcmp(spec, "docs") == 0) {
+        out->kind = RUMOR_PART_DOCS;
         return RUMOR_OK;
     }
     if (strncmp(spec, "dirichlet:", 10) == 0) {
@@ -215,6 +220,9 @@ rumor_err_t rumor_partition_indices(size_t **idx, size_t *count, const rumor_par
                               (unsigned long long)np * (unsigned long long)part->shards, n_samples);
         n_shards = (size_t)np * (size_t)part->shards;
         break;
+    case RUMOR_PART_DOCS:
+        return rumor_fail(err, RUMOR_EINVAL, "--partition docs: whole documents, for text; labelled data takes iid, "
+                          "dirichlet:ALPHA or shards:K");
     default: return rumor_fail(err, RUMOR_EINVAL, "unknown partition kind %d", (int)part->kind);
     }
     if (n_samples == 0) return RUMOR_OK;
@@ -248,6 +256,7 @@ rumor_err_t rumor_partition_indices(size_t **idx, size_t *count, const rumor_par
     case RUMOR_PART_SHARDS:
         assign_shards(owner, labels, n_samples, np, (uint32_t)part->shards, scratch, deal, seed);
         break;
+    case RUMOR_PART_DOCS: break; /* refused above */
     }
 
     size_t n_mine = 0;

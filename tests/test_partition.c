@@ -111,8 +111,8 @@ static void test_parse(void)
     static const struct {
         const char *spec, *reason;
     } bad[] = {
-        {"", "empty partition (expected iid, dirichlet:ALPHA or shards:K)"},
-        {"foo", "unknown partition 'foo' (expected iid, dirichlet:ALPHA or shards:K)"},
+        {"", "empty partition (expected iid, dirichlet:ALPHA, shards:K or docs)"},
+        {"foo", "unknown partition 'foo' (expected iid, dirichlet:ALPHA, shards:K or docs)"},
         {"IID", "unknown partition 'IID'"},
         {"iid ", "unknown partition 'iid '"},
         {"dirichlet", "unknown partition 'dirichlet'"},
@@ -382,6 +382,14 @@ static void test_errors(void)
     CHECK(rumor_partition_indices(&idx, &count, &odd, labels, 20, 1, 0, 2, err) == RUMOR_EINVAL);
     odd = (rumor_partition_t){.kind = RUMOR_PART_SHARDS, .shards = 0};
     CHECK(rumor_partition_indices(&idx, &count, &odd, labels, 20, 1, 0, 2, NULL) == RUMOR_EINVAL);
+
+    /* docs is for text (text.h): it round-trips as a spec, and labelled data refuses it */
+    rumor_partition_t docs = parse_ok("docs");
+    char name[16];
+    rumor_partition_format(name, sizeof name, &docs);
+    CHECK(docs.kind == RUMOR_PART_DOCS && strcmp(name, "docs") == 0);
+    CHECK(rumor_partition_indices(&idx, &count, &docs, labels, 20, 1, 0, 2, err) == RUMOR_EINVAL);
+    CHECK(strstr(err, "--partition docs: whole documents, for text") != NULL);
 
     /* no samples: nothing to own */
     idx = (size_t *)&idx;
