@@ -109,6 +109,39 @@ struct rumor_backend_ops {
     void (*transpose_cb)(rumor_backend_t *be, float *dst, const float *src, int c, int b, int n,
                          bool to_bc);
 
+    /* ---- transformer (GPT-2) ----
+     * Activations are [N][C] rows, N = B*T (B sequences of T positions). Parameter gradients
+     * accumulate (+=), as everywhere; an activation gradient is overwritten unless said.
+     * Each op may be NULL in a backend that lacks it: a model that needs one refuses to be made
+     * there (model.c). */
+    /* out[n] = wte[tok[n]] + wpe[n mod T]: token and position embeddings, rows of C; every
+     * tok[n] < the vocabulary (the caller checks). */
+    void (*embed)(rumor_backend_t *be, float *out, const int32_t *tok, const float *wte, const float *wpe,
+                  int B, int T, int C);
+    /* dwte[tok[n]] += dout[n], dwpe[n mod T] += dout[n], summed in n's order (the same sums,
+     * bit for bit, every run). */
+    void (*embed_bwd)(rumor_backend_t *be, float *dwte, float *dwpe, const float *dout, const int32_t *tok,
+                      int B, int T, int C);
+    /* LayerNorm of each row of x (eps 1e-5, PyTorch's): out = (x - mean) * rstd * w + b, with
+     * each row's mean and rstd = 1 / sqrt(var + eps) kept for the backward. */
+    void (*layernorm)(rumor_backend_t *be, float *out, float *mean, float *rstd, const float *x, const float *w,
+                      const float *b, int N, int C);
+    /* Backward: dx += (a residual stream's gradient gathers both of its branches), dw += and
+     * db +=. */
+    void (*layernorm_bwd)(rumor_backend_t *be, float *dx, float *dw, float *db, const float *dout,
+                          const float *x, const float *w, const float *mean, const float *rstd, int N, int C);
+    /* Causal self-attention: qkv [B][T][3C] holds each position's query, key and value, each
+     * NH heads of C/NH; out [B][T][C] gets the heads' outputs side by side; att [B][NH][T][T]
+     * the softmax of q.k / sqrt(C/NH) over the positions up to each one (zero beyond). */
+    void (*attention)(rumor_backend_t *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+    /* Backward: dqkv [B][T][3C] overwritten; datt [B][NH][T][T] is scratch. */
+    void (*attention_bwd)(rumor_backend_t *be, float *dqkv, float *datt, const float *dout, const float *qkv,
+                          const float *att, int B, int T, int C, int NH);
+    /* y = GELU of x, tanh approximation (GPT-2's; PyTorch's approximate='tanh'); n elements. */
+    void (*gelu)(rumor_backend_t *be, float *y, const float *x, size_t n);
+    /* dx = dy * GELU'(x); dx may be dy. */
+    void (*gelu_bwd)(rumor_backend_t *be, float *dx, const float *x, const float *dy, size_t n);
+
     /* ---- loss ---- */
     /* Softmax cross-entropy over [b][k] logits with labels[b] < k. Adds the summed loss
      * (host double) and the number of correct argmax predictions to *loss_sum, *correct.

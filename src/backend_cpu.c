@@ -345,6 +345,149 @@ static void cpu_sumsq(rumor_backend_t *be, double *out, const float *x, size_t n
     *out = (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+/* ---- transformer ---- */
+
+static void cpu_embed(rumor_backend_t *be, float *out, const int32_t *tok, const float *wte, const float *wpe,
+                      int B, int T, int C)
+{
+    (void)be;
+    for (int n = 0; n < B * T; n++) {
+        const float *e = wte + (size_t)tok[n] * C, *p = wpe + (size_t)(n % T) * C;
+        float *o = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+    }
+}
+
+static void cpu_embed_bwd(rumor_backend_t *be, float *dwte, float *dwpe, const float *dout, const int32_t *tok,
+                          int B, int T, int C)
+{
+    (void)be;
+    for (int n = 0; n < B * T; n++) {
+        const float *d = dout + (size_t)n * C;
+        float *e = dwte + (size_t)tok[n] * C, *p = dwpe + (size_t)(n % T) * C;
+        for (int c = 0; c < C; c++) e[c] += d[c];
+        for (int c = 0; c < C; c++) p[c] += d[c];
+    }
+}
+
+static void cpu_layernorm(rumor_backend_t *be, float *out, float *mean, float *rstd, const float *x, const float *w,
+                          const float *b, int N, int C)
+{
+    (void)be;
+    for (int n = 0; n < N; n++) {
+        const float *xr = x + (size_t)n * C;
+        float *o = out + (size_t)n * C;
+        float m = 0.0f, v = 0.0f;
+        for (int c = 0; c < C; c++) m += xr[c];
+        m /= (float)C;
+        for (int c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
+        const float r = 1.0f / sqrtf(v / (float)C + 1e-5f);
+        for (int c = 0; c < C; c++) o[c] = (xr[c] - m) * r * w[c] + b[c];
+        mean[n] = m, rstd[n] = r;
+    }
+}
+
+static void cpu_layernorm_bwd(rumor_backend_t *be, float *dx, float *dw, float *db, const float *dout, const float *x,
+                              const float *w, const float *mean, const float *rstd, int N, int C)
+{
+    (void)be;
+    for (int n = 0; n < N; n++) {
+        const float *xr = x + (size_t)n * C, *d = dout + (size_t)n * C;
+        float *g = dx + (size_t)n * C;
+        const float m = mean[n], r = rstd[n];
+        float dmean = 0.0f, dnorm_mean = 0.0f; /* means of dnorm and of dnorm * norm */
+        for (int c = 0; c < C; c++) {
+            const float norm = (xr[c] - m) * r, dn = w[c] * d[c];
+            dmean += dn, dnorm_mean += dn * norm;
+        }
+        dmean /= (float)C, dnorm_mean /= (float)C;
+        for (int c = 0; c < C; c++) {
+            const float norm = (xr[c] - m) * r, dn = w[c] * d[c];
+            db[c] += d[c];
+            dw[c] += norm * d[c];
+            g[c] += (dn - dmean - norm * dnorm_mean) * r;
+        }
+    }
+}
+
+/* Per sequence and head: scores q.k^T from the strided rows of qkv (one sgemm), the softmax
+ * over each row's causal part (the rest set to zero, so that the product with V ignores it),
+ * then P V (a second sgemm) into the head's columns of out. */
+static void cpu_attention(rumor_backend_t *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    (void)be;
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs, *k = q + C, *v = q + 2 * C;
+            float *a = att + ((size_t)b * NH + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3, 0.0f, a, T);
+            for (int t = 0; t < T; t++) {
+                float *row = a + (size_t)t * T, mx = row[0], sum = 0.0f;
+                for (int j = 1; j <= t; j++) mx = max2(mx, row[j]);
+                for (int j = 0; j <= t; j++) sum += row[j] = expf(row[j] - mx);
+                const float inv = 1.0f / sum;
+                for (int j = 0; j <= t; j++) row[j] *= inv;
+                for (int j = t + 1; j < T; j++) row[j] = 0.0f;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, v, C3, 0.0f,
+                        out + (size_t)b * T * C + (size_t)h * hs, C);
+        }
+}
+
+static void cpu_attention_bwd(rumor_backend_t *be, float *dqkv, float *datt, const float *dout, const float *qkv,
+                              const float *att, int B, int T, int C, int NH)
+{
+    (void)be;
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const size_t at = (size_t)b * T * C3 + (size_t)h * hs;
+            const float *q = qkv + at, *k = q + C, *v = q + 2 * C, *d = dout + (size_t)b * T * C + (size_t)h * hs;
+            float *dq = dqkv + at, *dk = dq + C, *dv = dq + 2 * C;
+            const float *p = att + ((size_t)b * NH + h) * T * T;
+            float *dp = datt + ((size_t)b * NH + h) * T * T;
+            /* dP = dO V^T, dV = P^T dO */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, d, C, v, C3, 0.0f, dp, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, p, T, d, C, 0.0f, dv, C3);
+            /* dS = P (dP - rowsum(P dP)) over the causal part, zero beyond */
+            for (int t = 0; t < T; t++) {
+                const float *pr = p + (size_t)t * T;
+                float *r = dp + (size_t)t * T, dot = 0.0f;
+                for (int j = 0; j <= t; j++) dot += pr[j] * r[j];
+                for (int j = 0; j <= t; j++) r[j] = pr[j] * (r[j] - dot);
+                for (int j = t + 1; j < T; j++) r[j] = 0.0f;
+            }
+            /* dQ = dS K / sqrt(hs), dK = dS^T Q / sqrt(hs) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, dp, T, k, C3, 0.0f, dq, C3);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dp, T, q, C3, 0.0f, dk, C3);
+        }
+}
+
+#define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
+#define GELU_K 0.044715f
+
+static void cpu_gelu(rumor_backend_t *be, float *y, const float *x, size_t n)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++) {
+        const float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(GELU_S * (v + GELU_K * v * v * v)));
+    }
+}
+
+static void cpu_gelu_bwd(rumor_backend_t *be, float *dx, const float *x, const float *dy, size_t n)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++) {
+        const float v = x[i], t = tanhf(GELU_S * (v + GELU_K * v * v * v));
+        const float g = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_K * v * v);
+        dx[i] = dy[i] * g;
+    }
+}
+
 int rumor_lapack_eigvals_sym(double *w, double *a, int n)
 {
     if (n < 0) return -3;
@@ -388,6 +531,14 @@ const struct rumor_backend_ops rumor_backend_cpu_ops = {
     .pool_bias_relu = cpu_pool_bias_relu,
     .pool_bias_relu_bwd = cpu_pool_bias_relu_bwd,
     .transpose_cb = cpu_transpose_cb,
+    .embed = cpu_embed,
+    .embed_bwd = cpu_embed_bwd,
+    .layernorm = cpu_layernorm,
+    .layernorm_bwd = cpu_layernorm_bwd,
+    .attention = cpu_attention,
+    .attention_bwd = cpu_attention_bwd,
+    .gelu = cpu_gelu,
+    .gelu_bwd = cpu_gelu_bwd,
     .softmax_xent = cpu_softmax_xent,
     .sgd = cpu_sgd,
     .adamw = cpu_adamw,

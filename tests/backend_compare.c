@@ -326,6 +326,93 @@ static void test_xent(void)
     xent_case(1, 2);
 }
 
+// ---- transformer ----
+
+/* The same tokens on both backends (caller frees with both). */
+static int32_t *tokens_on(rumor_backend_t *be, const int32_t *host_tok, size_t n)
+{
+    int32_t *t = be->ops->alloc(be, n * sizeof *t);
+    be->ops->upload(be, t, host_tok, n * sizeof *t);
+    return t;
+}
+
+static void transformer_case(int B, int T, int C, int NH, int V)
+{
+    const size_t N = (size_t)B * T;
+    char what[96];
+    int32_t *tok = malloc(N * sizeof *tok);
+    for (size_t n = 0; n < N; n++) tok[n] = (int32_t)rumor_rng_below(&rng, (uint64_t)V);
+    int32_t *td = tokens_on(dv, tok, N), *tc = tokens_on(cp, tok, N);
+    /* embeddings, and their gradients onto old values */
+    pair_t wte = pair_new((size_t)V * C, 0.02), wpe = pair_new((size_t)T * C, 0.02), x = pair_new(N * C, 0.0);
+    dv->ops->embed(dv, x.d, td, wte.d, wpe.d, B, T, C);
+    cp->ops->embed(cp, x.c, tc, wte.c, wpe.c, B, T, C);
+    snprintf(what, sizeof what, "embed %d,%d,%d", B, T, C);
+    same(what, &x, 0.0, 1e-6);
+    pair_t dx = pair_new(N * C, 1.0), dwte = pair_new((size_t)V * C, 1.0), dwpe = pair_new((size_t)T * C, 1.0);
+    dv->ops->embed_bwd(dv, dwte.d, dwpe.d, dx.d, td, B, T, C);
+    cp->ops->embed_bwd(cp, dwte.c, dwpe.c, dx.c, tc, B, T, C);
+    snprintf(what, sizeof what, "embed_bwd dwte %d,%d,%d", B, T, C);
+    same(what, &dwte, 0.0, 1.0); /* the same sums in the same order */
+    snprintf(what, sizeof what, "embed_bwd dwpe %d,%d,%d", B, T, C);
+    same(what, &dwpe, 0.0, 1.0);
+    /* LayerNorm */
+    pair_t w = pair_new((size_t)C, 1.0), b = pair_new((size_t)C, 1.0), y = pair_new(N * C, 0.0);
+    pair_t mean = pair_new(N, 0.0), rstd = pair_new(N, 0.0);
+    dv->ops->layernorm(dv, y.d, mean.d, rstd.d, dx.d, w.d, b.d, (int)N, C);
+    cp->ops->layernorm(cp, y.c, mean.c, rstd.c, dx.c, w.c, b.c, (int)N, C);
+    snprintf(what, sizeof what, "layernorm %zux%d", N, C);
+    same(what, &y, 1e-5, 1e-3);
+    pair_t dy = pair_new(N * C, 1.0), dlx = pair_new(N * C, 1.0), dw = pair_new((size_t)C, 1.0), db = pair_new((size_t)C, 1.0);
+    dv->ops->layernorm_bwd(dv, dlx.d, dw.d, db.d, dy.d, dx.d, w.d, mean.d, rstd.d, (int)N, C);
+    cp->ops->layernorm_bwd(cp, dlx.c, dw.c, db.c, dy.c, dx.c, w.c, mean.c, rstd.c, (int)N, C);
+    snprintf(what, sizeof what, "layernorm_bwd dx %zux%d", N, C);
+    same(what, &dlx, 1e-4, 1e-2);
+    snprintf(what, sizeof what, "layernorm_bwd dw %zux%d", N, C);
+    same(what, &dw, 1e-4, 1.0);
+    snprintf(what, sizeof what, "layernorm_bwd db %zux%d", N, C);
+    same(what, &db, 1e-5, 1.0);
+    /* attention */
+    pair_t qkv = pair_new(N * 3 * C, 1.0), att = pair_new((size_t)B * NH * T * T, 0.0), o = pair_new(N * C, 0.0);
+    dv->ops->attention(dv, o.d, att.d, qkv.d, B, T, C, NH);
+    cp->ops->attention(cp, o.c, att.c, qkv.c, B, T, C, NH);
+    snprintf(what, sizeof what, "attention %d,%d,%d,%d", B, T, C, NH);
+    same(what, &o, 1e-4, 1e-3);
+    same(what, &att, 1e-4, 1e-6);
+    pair_t dqkv = pair_new(N * 3 * C, 1.0), datt = pair_new((size_t)B * NH * T * T, 0.0);
+    dv->ops->attention_bwd(dv, dqkv.d, datt.d, dy.d, qkv.d, att.d, B, T, C, NH);
+    cp->ops->attention_bwd(cp, dqkv.c, datt.c, dy.c, qkv.c, att.c, B, T, C, NH);
+    snprintf(what, sizeof what, "attention_bwd %d,%d,%d,%d", B, T, C, NH);
+    same(what, &dqkv, 1e-3, 1e-2);
+    /* GELU, and its backward in place */
+    pair_t g = pair_new(N * C, 0.0);
+    dv->ops->gelu(dv, g.d, qkv.d, N * C);
+    cp->ops->gelu(cp, g.c, qkv.c, N * C);
+    snprintf(what, sizeof what, "gelu %zu", N * C);
+    same(what, &g, 1e-6, 0.1);
+    dv->ops->gelu_bwd(dv, dy.d, qkv.d, dy.d, N * C);
+    cp->ops->gelu_bwd(cp, dy.c, qkv.c, dy.c, N * C);
+    snprintf(what, sizeof what, "gelu_bwd %zu", N * C);
+    same(what, &dy, 1e-5, 0.1);
+    pair_t *all[] = {&wte, &wpe, &x, &dx, &dwte, &dwpe, &w, &b, &y, &mean, &rstd, &dy, &dlx, &dw, &db, &qkv, &att, &o,
+                     &dqkv, &datt, &g};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
+    dv->ops->free(dv, td);
+    cp->ops->free(cp, tc);
+    free(tok);
+}
+
+static void test_transformer(void)
+{
+    if (!dv->ops->embed || !dv->ops->layernorm || !dv->ops->attention || !dv->ops->gelu) {
+        check_skip("%s has no transformer ops: not compared", dv->ops->name);
+        return;
+    }
+    transformer_case(2, 16, 64, 4, 300);
+    transformer_case(3, 64, 128, 4, 256); /* gpt:4,4,128,64's shapes */
+    transformer_case(1, 5, 12, 3, 7);
+}
+
 // ---- optimizers and mixing ----
 
 static void test_streams(void)
@@ -556,6 +643,7 @@ int backend_compare_all(rumor_backend_t *dev, bool exact, bool errors, const cha
     test_pool();
     test_transpose();
     test_xent();
+    test_transformer();
     test_streams();
     test_models(tmpdir);
     if (errors) test_errors();

@@ -289,6 +289,88 @@ static void st_transpose(rumor_backend_t *be, float *dst, const float *src, int 
     cpu->transpose_cb(be, dev(dst), dev(src), c, b, n, to_bc);
 }
 
+static void st_embed(rumor_backend_t *be, float *out, const int32_t *tok, const float *wte, const float *wpe, int B,
+                     int T, int C)
+{
+    const size_t n = (size_t)B * T;
+    use("embed", out, n * C * sizeof *out);
+    use("embed", tok, n * sizeof *tok);
+    use("embed", wpe, (size_t)T * C * sizeof *wpe);
+    use("embed", wte, sizeof *wte); /* the rows read depend on tok: the table's start stands for it */
+    cpu->embed(be, dev(out), dev(tok), dev(wte), dev(wpe), B, T, C);
+}
+
+static void st_embed_bwd(rumor_backend_t *be, float *dwte, float *dwpe, const float *dout, const int32_t *tok, int B,
+                         int T, int C)
+{
+    const size_t n = (size_t)B * T;
+    use("embed_bwd", dwte, sizeof *dwte);
+    use("embed_bwd", dwpe, (size_t)T * C * sizeof *dwpe);
+    use("embed_bwd", dout, n * C * sizeof *dout);
+    use("embed_bwd", tok, n * sizeof *tok);
+    cpu->embed_bwd(be, dev(dwte), dev(dwpe), dev(dout), dev(tok), B, T, C);
+}
+
+static void st_layernorm(rumor_backend_t *be, float *out, float *mean, float *rstd, const float *x, const float *w,
+                         const float *b, int N, int C)
+{
+    use("layernorm", out, extent(N, C, C));
+    use("layernorm", mean, extent(1, N, N));
+    use("layernorm", rstd, extent(1, N, N));
+    use("layernorm", x, extent(N, C, C));
+    use("layernorm", w, extent(1, C, C));
+    use("layernorm", b, extent(1, C, C));
+    cpu->layernorm(be, dev(out), dev(mean), dev(rstd), dev(x), dev(w), dev(b), N, C);
+}
+
+static void st_layernorm_bwd(rumor_backend_t *be, float *dx, float *dw, float *db, const float *dout, const float *x,
+                             const float *w, const float *mean, const float *rstd, int N, int C)
+{
+    use("layernorm_bwd", dx, extent(N, C, C));
+    use("layernorm_bwd", dw, extent(1, C, C));
+    use("layernorm_bwd", db, extent(1, C, C));
+    use("layernorm_bwd", dout, extent(N, C, C));
+    use("layernorm_bwd", x, extent(N, C, C));
+    use("layernorm_bwd", w, extent(1, C, C));
+    use("layernorm_bwd", mean, extent(1, N, N));
+    use("layernorm_bwd", rstd, extent(1, N, N));
+    cpu->layernorm_bwd(be, dev(dx), dev(dw), dev(db), dev(dout), dev(x), dev(w), dev(mean), dev(rstd), N, C);
+}
+
+static void st_attention(rumor_backend_t *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    use("attention", out, extent(B * T, C, C));
+    use("attention", att, extent(B * NH * T, T, T));
+    use("attention", qkv, extent(B * T, 3 * C, 3 * C));
+    cpu->attention(be, dev(out), dev(att), dev(qkv), B, T, C, NH);
+}
+
+static void st_attention_bwd(rumor_backend_t *be, float *dqkv, float *datt, const float *dout, const float *qkv,
+                             const float *att, int B, int T, int C, int NH)
+{
+    use("attention_bwd", dqkv, extent(B * T, 3 * C, 3 * C));
+    use("attention_bwd", datt, extent(B * NH * T, T, T));
+    use("attention_bwd", dout, extent(B * T, C, C));
+    use("attention_bwd", qkv, extent(B * T, 3 * C, 3 * C));
+    use("attention_bwd", att, extent(B * NH * T, T, T));
+    cpu->attention_bwd(be, dev(dqkv), dev(datt), dev(dout), dev(qkv), dev(att), B, T, C, NH);
+}
+
+static void st_gelu(rumor_backend_t *be, float *y, const float *x, size_t n)
+{
+    use("gelu", y, n * sizeof *y);
+    use("gelu", x, n * sizeof *x);
+    cpu->gelu(be, dev(y), dev(x), n);
+}
+
+static void st_gelu_bwd(rumor_backend_t *be, float *dx, const float *x, const float *dy, size_t n)
+{
+    use("gelu_bwd", dx, n * sizeof *dx);
+    use("gelu_bwd", x, n * sizeof *x);
+    use("gelu_bwd", dy, n * sizeof *dy);
+    cpu->gelu_bwd(be, dev(dx), dev(x), dev(dy), n);
+}
+
 static void st_xent(rumor_backend_t *be, float *dlogits, double *loss, long *correct, const float *logits,
                     const uint8_t *labels, int b, int k)
 {
@@ -373,6 +455,14 @@ const struct rumor_backend_ops rumor_test_staged_ops = {
     .pool_bias_relu = st_pool,
     .pool_bias_relu_bwd = st_pool_bwd,
     .transpose_cb = st_transpose,
+    .embed = st_embed,
+    .embed_bwd = st_embed_bwd,
+    .layernorm = st_layernorm,
+    .layernorm_bwd = st_layernorm_bwd,
+    .attention = st_attention,
+    .attention_bwd = st_attention_bwd,
+    .gelu = st_gelu,
+    .gelu_bwd = st_gelu_bwd,
     .softmax_xent = st_xent,
     .sgd = st_sgd,
     .adamw = st_adamw,
