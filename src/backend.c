@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -60,13 +61,28 @@ rumor_backend_t *rumor_backend_open(const struct rumor_backend_ops *ops, int thr
  * asked for and never unloaded (the CUDA libraries keep state for the life of the process):
  * rumor starts without the CUDA libraries, and runs on a machine that has none. NULL with why
  * when it cannot be loaded. */
+static void *open_module(char why[RUMOR_ERR_LEN])
+{
+    /* The library path first (LD_LIBRARY_PATH: a bundle of binaries and libraries), then the
+     * folder this program's build or installation put the module in. A path, not the
+     * program's RUNPATH: a sanitizer's dlopen interceptor makes itself the caller, whose
+     * RUNPATH is not the program's. */
+    void *h = dlopen(RUMOR_CUDA_MODULE, RTLD_NOW | RTLD_LOCAL);
+    if (h) return h;
+    char exe[4096], path[4096 + 64];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    const bool built = strncmp(exe, RUMOR_BUILD_ROOT "/", strlen(RUMOR_BUILD_ROOT "/")) == 0;
+    snprintf(path, sizeof path, "%s/%s", built ? RUMOR_CUDA_MODULE_BUILD_DIR : RUMOR_CUDA_MODULE_DIR, RUMOR_CUDA_MODULE);
+    if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL))) return h;
+    rumor_fail(why, RUMOR_ENOTSUP, "the CUDA backend cannot be loaded: %s", dlerror());
+    return NULL;
+}
+
 static const struct rumor_backend_ops *cuda_ops(char why[RUMOR_ERR_LEN])
 {
     static void *module; /* kept: reachable, so never counted as a leak */
-    if (!module && !(module = dlopen(RUMOR_CUDA_MODULE, RTLD_NOW | RTLD_LOCAL))) {
-        rumor_fail(why, RUMOR_ENOTSUP, "the CUDA backend (%s) cannot be loaded: %s", RUMOR_CUDA_MODULE, dlerror());
-        return NULL;
-    }
+    if (!module && !(module = open_module(why))) return NULL;
     const struct rumor_backend_ops *ops = dlsym(module, "rumor_backend_cuda_ops");
     if (!ops) rumor_fail(why, RUMOR_ENOTSUP, "%s: no rumor_backend_cuda_ops in it", RUMOR_CUDA_MODULE);
     return ops;
