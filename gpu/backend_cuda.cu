@@ -341,7 +341,7 @@ __global__ void k_transpose_cb(float *dst, const float *src, int c, int b, int n
 /* Softmax cross-entropy, one warp per row: the first maximum (as the CPU's strict >), the sum
  * of exponentials in double, the row's loss and hit, and the gradient when asked. A label out
  * of range (a broken contract) gives a NaN loss rather than a read out of bounds. */
-__global__ void k_xent(float *dlogits, double *row_loss, int *row_hit, const float *logits, const uint8_t *labels,
+__global__ void k_xent(float *dlogits, double *row_loss, int *row_hit, const float *logits, const int32_t *labels,
                        int b, int k, float inv_b)
 {
     const unsigned lane = threadIdx.x & 31u, warps = blockDim.x >> 5;
@@ -364,7 +364,7 @@ __global__ void k_xent(float *dlogits, double *row_loss, int *row_hit, const flo
         for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
         const int y = labels[i];
         if (lane == 0) {
-            row_loss[i] = y < k ? log(sum) - (double)(z[y] - zmax) : (double)NAN;
+            row_loss[i] = y >= 0 && y < k ? log(sum) - (double)(z[y] - zmax) : (double)NAN;
             row_hit[i] = at == y;
         }
         if (dlogits) {
@@ -788,7 +788,7 @@ static void cuda_transpose_cb(rumor_backend_t *be, float *dst, const float *src,
 // ---- loss ----
 
 static void cuda_softmax_xent(rumor_backend_t *be, float *dlogits, double *loss_sum, long *correct,
-                              const float *logits, const uint8_t *labels, int b, int k)
+                              const float *logits, const int32_t *labels, int b, int k)
 {
     cuda_t *c = impl(be);
     if (b <= 0 || k <= 0) return;

@@ -315,7 +315,7 @@ static rumor_err_t evaluate(sim_t *s, int i)
         const size_t b = s->n_eval - start < s->eval_batch ? s->n_eval - start : s->eval_batch;
         if (s->evx) { /* else the whole subset sits in the model's input buffer already */
             memcpy(rumor_model_input_buf(s->em), s->evx + start * feat, b * feat * sizeof(float));
-            memcpy(rumor_model_label_buf(s->em), s->evy + start, b);
+            memcpy(rumor_model_label_buf(s->em), s->evy + start, b * sizeof *s->evy);
         }
         if (rumor_model_run(s->em, (int)b, false, &loss_sum, &correct, err) != RUMOR_OK)
             return virt_fail(s, RUMOR_EINVAL, "evaluating peer %d: %s", i, err);

@@ -182,7 +182,7 @@ typedef struct {
     rumor_model_t *em;
     size_t n_eval, eval_batch;
     float *evx;              /* n_eval normalised test images (NULL when loaded once into em) */
-    uint8_t *evy;
+    int32_t *evy;
     double test_loss, test_acc;  /* of the parameters in em, when evaluated */
     bool evaluated;
     /* events and messages */

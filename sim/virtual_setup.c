@@ -23,7 +23,7 @@ static rumor_err_t setup_eval(sim_t *s, const rumor_model_spec_t *spec, rumor_mo
         } else {
             const size_t feat = s->test.rows * s->test.cols;
             s->evx = malloc(s->n_eval * feat * sizeof *s->evx);
-            s->evy = malloc(s->n_eval);
+            s->evy = malloc(s->n_eval * sizeof *s->evy);
             if (s->evx && s->evy) rumor_data_gather(&s->test, idx, s->n_eval, s->mean, s->std, s->evx, s->evy);
         }
         free(idx);

@@ -143,14 +143,15 @@ struct rumor_backend_ops {
     void (*gelu_bwd)(rumor_backend_t *be, float *dx, const float *x, const float *dy, size_t n);
 
     /* ---- loss ---- */
-    /* Softmax cross-entropy over [b][k] logits with labels[b] < k. Adds the summed loss
+    /* Softmax cross-entropy over [b][k] logits with labels[b] < k (int32: a class, or a token
+     * of a vocabulary of up to 65536). Adds the summed loss
      * (host double) and the number of correct argmax predictions to *loss_sum, *correct.
      * If dlogits is not NULL it gets (softmax - onehot) / b, the gradient of the mean loss.
      * The sums are in place once the next sync returns RUMOR_OK (an asynchronous backend
      * adds them there, so a step needs no wait in its middle): both pointers must stay valid
      * until then, and neither is read before. */
     void (*softmax_xent)(rumor_backend_t *be, float *dlogits, double *loss_sum, long *correct,
-                         const float *logits, const uint8_t *labels, int b, int k);
+                         const float *logits, const int32_t *labels, int b, int k);
 
     /* ---- optimizers and mixing (one pass over flat buffers of n floats) ----
      * Gradients accumulate (weight-gradient products run with beta = 1), and an optimizer

@@ -251,7 +251,7 @@ static void cpu_transpose_cb(rumor_backend_t *be, float *dst, const float *src, 
 }
 
 static void cpu_softmax_xent(rumor_backend_t *be, float *dlogits, double *loss_sum, long *correct,
-                             const float *logits, const uint8_t *labels, int b, int k)
+                             const float *logits, const int32_t *labels, int b, int k)
 {
     (void)be;
     double loss = 0.0;

@@ -342,7 +342,7 @@ void rumor_data_stats(const rumor_dataset_t *ds, float *mean, float *std)
 }
 
 void rumor_data_gather(const rumor_dataset_t *ds, const size_t *idx, size_t n, float mean,
-                       float std, float *x, uint8_t *y)
+                       float std, float *x, int32_t *y)
 {
     assert(ds && (n == 0 || (idx && x && y)));
     assert(std > 0.0f);

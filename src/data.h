@@ -51,7 +51,7 @@ void rumor_data_stats(const rumor_dataset_t *ds, float *mean, float *std);
 
 /* Copy samples idx[0..n) into x (n * rows * cols floats, normalised) and y (n labels). */
 void rumor_data_gather(const rumor_dataset_t *ds, const size_t *idx, size_t n, float mean,
-                       float std, float *x, uint8_t *y);
+                       float std, float *x, int32_t *y);
 
 /* ---- partitions: which samples of a shared dataset belong to peer `rank` of `peers` ----
  *

@@ -19,7 +19,7 @@ struct rumor_priv {
     uint64_t threshold;    /* a sample is drawn when a random word is below it (q < 1) */
     float *sum;        /* (backend) clipped per-sample gradients, summed */
     float *inputs;     /* (backend) the slice, kept while its samples take turns in slot 0 */
-    uint8_t *labels;   /* (backend) */
+    int32_t *labels;   /* (backend) */
     float *noise;      /* (backend) the step's Gaussian noise */
     float *host_noise; /* drawn here, then uploaded (NULL when backend memory is the host's) */
     rumor_noise_t *ns; /* batches and noise */
@@ -80,7 +80,7 @@ rumor_dp_t *rumor_dp_new(const rumor_dp_config_t *cfg, rumor_model_t *m, size_t 
     rumor_backend_t *be = dp->be;
     dp->sum = be->ops->alloc(be, dp->P * sizeof *dp->sum);
     dp->inputs = be->ops->alloc(be, B * dp->feat * sizeof *dp->inputs);
-    dp->labels = be->ops->alloc(be, B);
+    dp->labels = be->ops->alloc(be, B * sizeof *dp->labels);
     dp->noise = be->ops->alloc(be, dp->P * sizeof *dp->noise);
     if (!be->ops->host_memory) dp->host_noise = malloc(dp->P * sizeof *dp->host_noise);
     if (!dp->ns || !dp->sum || !dp->inputs || !dp->labels || !dp->noise || (!be->ops->host_memory && !dp->host_noise))
@@ -140,14 +140,14 @@ rumor_err_t rumor_dp_accumulate(rumor_dp_t *dp, rumor_model_t *m, int b, double 
     rumor_backend_t *be = dp->be;
     const struct rumor_backend_ops *o = be->ops;
     float *in = rumor_model_input_buf(m), *g = rumor_model_grads(m);
-    uint8_t *lab = rumor_model_label_buf(m);
+    int32_t *lab = rumor_model_label_buf(m);
     const size_t P = dp->P, feat = dp->feat;
     o->copy(be, dp->inputs, in, (size_t)b * feat * sizeof *in);
-    o->copy(be, dp->labels, lab, (size_t)b);
+    o->copy(be, dp->labels, lab, (size_t)b * sizeof *lab);
     rumor_err_t rc = RUMOR_OK;
     for (int i = 0; i < b && rc == RUMOR_OK; i++) {
         o->copy(be, in, dp->inputs + (size_t)i * feat, feat * sizeof *in);
-        o->copy(be, lab, dp->labels + i, 1);
+        o->copy(be, lab, dp->labels + i, sizeof *lab);
         rumor_model_zero_grads(m);
         if ((rc = rumor_model_run(m, 1, true, loss_sum, NULL, err)) != RUMOR_OK) break;
         double n2 = 0.0;
@@ -158,7 +158,7 @@ rumor_err_t rumor_dp_accumulate(rumor_dp_t *dp, rumor_model_t *m, int b, double 
     }
     /* The slice back where the caller left it. */
     o->copy(be, in, dp->inputs, (size_t)b * feat * sizeof *in);
-    o->copy(be, lab, dp->labels, (size_t)b);
+    o->copy(be, lab, dp->labels, (size_t)b * sizeof *lab);
     return rc;
 }
 

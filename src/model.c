@@ -24,7 +24,7 @@ struct rumor_model {
     uint64_t layout_id;
     float *params, *grads;
     float *x;     /* [max_batch][c*h*w] */
-    uint8_t *y;   /* [max_batch] */
+    int32_t *y;   /* [max_batch] */
     float *logits, *dlogits;
 
     /* mlp: layer l maps dims[l-1] -> dims[l]; act[0] is x, act[n_layers] the logits */
@@ -227,7 +227,7 @@ rumor_model_t *rumor_model_new(const rumor_model_spec_t *spec, rumor_model_input
     m->params = balloc(m, m->n_params * fsz, &failed);
     m->grads = balloc(m, m->n_params * fsz, &failed);
     m->x = balloc(m, B * in_feat * fsz, &failed);
-    m->y = balloc(m, B, &failed);
+    m->y = balloc(m, B * sizeof *m->y, &failed);
     m->dlogits = balloc(m, B * in.classes * fsz, &failed);
     if (spec->kind == RUMOR_MODEL_MLP) {
         m->act[0] = m->x;
@@ -352,7 +352,7 @@ double rumor_model_flops(const rumor_model_t *m, bool train)
 float *rumor_model_params(rumor_model_t *m) { return m->params; }
 float *rumor_model_grads(rumor_model_t *m) { return m->grads; }
 float *rumor_model_input_buf(rumor_model_t *m) { return m->x; }
-uint8_t *rumor_model_label_buf(rumor_model_t *m) { return m->y; }
+int32_t *rumor_model_label_buf(rumor_model_t *m) { return m->y; }
 const float *rumor_model_logits(const rumor_model_t *m) { return m->logits; }
 
 /* ---- compute ---- */

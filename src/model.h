@@ -91,7 +91,7 @@ float *rumor_model_grads(rumor_model_t *self);
 /* Backend buffers for one batch: inputs [max_batch][c*h*w], labels [max_batch]. A caller
  * fills them (directly when the backend's memory is host memory, else by upload). */
 float *rumor_model_input_buf(rumor_model_t *self);
-uint8_t *rumor_model_label_buf(rumor_model_t *self);
+int32_t *rumor_model_label_buf(rumor_model_t *self);
 /* Logits of the last forward pass, [b][classes] in backend memory. */
 const float *rumor_model_logits(const rumor_model_t *self);
 

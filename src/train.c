@@ -46,7 +46,7 @@ void rumor_train_config_defaults(rumor_train_config_t *c)
 
 /* Put samples idx[0..n) into the model's input buffers. */
 void rumor_train_load_batch(rumor_model_t *m, const rumor_dataset_t *ds, const size_t *idx, size_t n,
-                       float mean, float std, float *stage_x, uint8_t *stage_y)
+                       float mean, float std, float *stage_x, int32_t *stage_y)
 {
     rumor_backend_t *be = rumor_model_backend(m);
     if (be->ops->host_memory) {
@@ -56,7 +56,7 @@ void rumor_train_load_batch(rumor_model_t *m, const rumor_dataset_t *ds, const s
     const size_t feat = ds->rows * ds->cols;
     rumor_data_gather(ds, idx, n, mean, std, stage_x, stage_y);
     be->ops->upload(be, rumor_model_input_buf(m), stage_x, n * feat * sizeof(float));
-    be->ops->upload(be, rumor_model_label_buf(m), stage_y, n);
+    be->ops->upload(be, rumor_model_label_buf(m), stage_y, n * sizeof *stage_y);
 }
 
 rumor_err_t rumor_train_evaluate(rumor_model_t *m, const rumor_dataset_t *ds, float mean,
@@ -65,7 +65,7 @@ rumor_err_t rumor_train_evaluate(rumor_model_t *m, const rumor_dataset_t *ds, fl
     const size_t B = (size_t)rumor_model_max_batch(m), feat = ds->rows * ds->cols;
     size_t *idx = malloc(B * sizeof *idx);
     float *sx = malloc(B * feat * sizeof *sx);
-    uint8_t *sy = malloc(B);
+    int32_t *sy = malloc(B * sizeof *sy);
     double loss_sum = 0.0;
     long correct = 0;
     rumor_err_t rc = RUMOR_OK;

@@ -98,7 +98,7 @@ void rumor_train_epoch_order(size_t *perm, const size_t *own, size_t n, uint64_t
 /* Put samples idx[0..n) of ds into m's input buffers, normalised; stage_x/stage_y (max_batch
  * samples) are needed only when the backend's memory is not host memory. */
 void rumor_train_load_batch(rumor_model_t *m, const rumor_dataset_t *ds, const size_t *idx, size_t n,
-                            float mean, float std, float *stage_x, uint8_t *stage_y);
+                            float mean, float std, float *stage_x, int32_t *stage_y);
 
 /* Test loss and accuracy of m on ds (normalised with mean/std), in batches of the model's
  * max batch. */

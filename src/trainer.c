@@ -29,11 +29,11 @@ struct rumor_trainer {
     size_t *idx;             /* a batch's sample indices (positions through own) */
     size_t *scratch;         /* DP-SGD's draw: room for n positions */
     float *fx;               /* cache: the shard, normalised, by position */
-    uint8_t *fy;
+    int32_t *fy;
     float *hx[2];            /* device staging: host_alloc [max_batch][feat] */
-    uint8_t *hy[2];
+    int32_t *hy[2];
     float *dx[2];            /* backend memory */
-    uint8_t *dy[2];
+    int32_t *dy[2];
     size_t sn[2];            /* samples in each slot */
     int next;                /* the slot the next put fills */
     long staged;             /* the step whose batch the last put holds (-1: none) */
@@ -61,7 +61,7 @@ rumor_trainer_t *rumor_trainer_new(const rumor_trainer_config_t *cfg, rumor_mode
     ok = ok && (t->idx = malloc(B * sizeof *t->idx)) && (!cfg->dp || (t->scratch = malloc(n * sizeof *t->scratch)));
     if (ok && cfg->cache) {
         size_t *all = malloc(n * sizeof *all);
-        ok = all && (t->fx = malloc(n * t->feat * sizeof *t->fx)) && (t->fy = malloc(n));
+        ok = all && (t->fx = malloc(n * t->feat * sizeof *t->fx)) && (t->fy = malloc(n * sizeof *t->fy));
         for (size_t j = 0; ok && j < n; j++) all[j] = cfg->own ? cfg->own[j] : j;
         if (ok) rumor_data_gather(cfg->data, all, n, cfg->mean, cfg->std, t->fx, t->fy);
         free(all);
@@ -69,8 +69,9 @@ rumor_trainer_t *rumor_trainer_new(const rumor_trainer_config_t *cfg, rumor_mode
     rumor_backend_t *be = t->be;
     for (int k = 0; k < 2 && ok && !be->ops->host_memory; k++) {
         ok = (t->hx[k] = be->ops->host_alloc(be, B * t->feat * sizeof(float))) &&
-             (t->hy[k] = be->ops->host_alloc(be, B)) && (t->dx[k] = be->ops->alloc(be, B * t->feat * sizeof(float))) &&
-             (t->dy[k] = be->ops->alloc(be, B));
+             (t->hy[k] = be->ops->host_alloc(be, B * sizeof *t->hy[k])) &&
+             (t->dx[k] = be->ops->alloc(be, B * t->feat * sizeof(float))) &&
+             (t->dy[k] = be->ops->alloc(be, B * sizeof *t->dy[k]));
     }
     if (!ok) {
         rumor_trainer_destroy(&t);
@@ -116,7 +117,7 @@ static const size_t *order(rumor_trainer_t *t, long epoch)
 }
 
 /* Samples at positions pos[0..k) into x and y (normalised). */
-static void gather(const rumor_trainer_t *t, const size_t *pos, size_t k, float *x, uint8_t *y)
+static void gather(const rumor_trainer_t *t, const size_t *pos, size_t k, float *x, int32_t *y)
 {
     if (t->fx) {
         for (size_t j = 0; j < k; j++) {
@@ -149,7 +150,7 @@ static void put(rumor_trainer_t *t, long step)
     const int k = t->next;
     gather(t, pos, bn, t->hx[k], t->hy[k]);
     be->ops->upload_async(be, t->dx[k], t->hx[k], bn * t->feat * sizeof(float));
-    be->ops->upload_async(be, t->dy[k], t->hy[k], bn);
+    be->ops->upload_async(be, t->dy[k], t->hy[k], bn * sizeof *t->hy[k]);
     t->sn[k] = bn;
     t->next = k ^ 1;
 }
@@ -169,7 +170,7 @@ static size_t take(rumor_trainer_t *t, long step)
     const int k = t->next ^ 1;
     be->ops->wait_copies(be);
     be->ops->copy(be, rumor_model_input_buf(t->m), t->dx[k], t->sn[k] * t->feat * sizeof(float));
-    be->ops->copy(be, rumor_model_label_buf(t->m), t->dy[k], t->sn[k]);
+    be->ops->copy(be, rumor_model_label_buf(t->m), t->dy[k], t->sn[k] * sizeof *t->dy[k]);
     return t->sn[k];
 }
 
@@ -184,7 +185,7 @@ static void dp_load(void *arg, size_t *pos, size_t k)
     }
     gather(t, pos, k, t->hx[0], t->hy[0]);
     be->ops->upload(be, rumor_model_input_buf(t->m), t->hx[0], k * t->feat * sizeof(float));
-    be->ops->upload(be, rumor_model_label_buf(t->m), t->hy[0], k);
+    be->ops->upload(be, rumor_model_label_buf(t->m), t->hy[0], k * sizeof *t->hy[0]);
 }
 
 rumor_err_t rumor_trainer_steps(rumor_trainer_t *t, long n, long at, rumor_trainer_stats_t *st,

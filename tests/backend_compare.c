@@ -282,22 +282,22 @@ static void test_transpose(void)
 static void xent_case(int b, int k)
 {
     pair_t z = pair_new((size_t)b * k, 3.0), dz = pair_new((size_t)b * k, 0.0);
-    uint8_t *y = malloc((size_t)b);
+    int32_t *y = malloc((size_t)b * sizeof *y);
     for (int i = 0; i < b; i++) {
-        y[i] = (uint8_t)rumor_rng_below(&rng, (uint64_t)k);
+        y[i] = (int32_t)rumor_rng_below(&rng, (uint64_t)k);
         if (i % 4 == 0 && k > 2) { /* a tie for the maximum: the first one is the prediction */
             float *row = z.c + (size_t)i * k;
             float mx = row[0];
             for (int j = 1; j < k; j++) mx = row[j] > mx ? row[j] : mx;
             row[(i / 4) % k] = mx;
             row[k - 1] = mx;
-            if (i % 8 == 0) y[i] = (uint8_t)(k - 1); /* the label on the later of the tied */
+            if (i % 8 == 0) y[i] = k - 1; /* the label on the later of the tied */
         }
     }
     dv->ops->upload(dv, z.d, z.c, (size_t)b * k * sizeof(float));
-    uint8_t *yd = dv->ops->alloc(dv, (size_t)b), *yc = cp->ops->alloc(cp, (size_t)b);
-    dv->ops->upload(dv, yd, y, (size_t)b);
-    memcpy(yc, y, (size_t)b);
+    int32_t *yd = dv->ops->alloc(dv, (size_t)b * sizeof *yd), *yc = cp->ops->alloc(cp, (size_t)b * sizeof *yc);
+    dv->ops->upload(dv, yd, y, (size_t)b * sizeof *y);
+    memcpy(yc, y, (size_t)b * sizeof *y);
     /* Two calls before one sync: the sums accumulate (the second without a gradient). */
     double ld = 0.25, lc = 0.25;
     long rd = 3, rc = 3;
@@ -482,11 +482,11 @@ static rumor_model_t *model_on(rumor_backend_t *be, const char *spec_s, int max_
     return m;
 }
 
-static void put_batch(rumor_model_t *m, const float *x, const uint8_t *y, int b)
+static void put_batch(rumor_model_t *m, const float *x, const int32_t *y, int b)
 {
     rumor_backend_t *be = rumor_model_backend(m);
     be->ops->upload(be, rumor_model_input_buf(m), x, (size_t)b * 784 * sizeof(float));
-    be->ops->upload(be, rumor_model_label_buf(m), y, (size_t)b);
+    be->ops->upload(be, rumor_model_label_buf(m), y, (size_t)b * sizeof *y);
 }
 
 bool backend_same_file(const char *a, const char *b)
@@ -520,12 +520,12 @@ static void train_case(const char *spec, rumor_opt_kind_t kind, const char *tmpd
     CHECK_RC(rumor_model_init(md, 11));
     CHECK_RC(rumor_model_init(mc, 11));
     float *x = malloc((size_t)B * 784 * sizeof *x);
-    uint8_t y[100];
+    int32_t y[100];
     /* Three steps, the last on a partial batch (37 samples). */
     for (int step = 0; step < 3; step++) {
         const int b = step == 2 ? 37 : B;
         for (size_t i = 0; i < (size_t)b * 784; i++) x[i] = (float)rumor_rng_normal(&rng);
-        for (int i = 0; i < b; i++) y[i] = (uint8_t)rumor_rng_below(&rng, 10);
+        for (int i = 0; i < b; i++) y[i] = (int32_t)rumor_rng_below(&rng, 10);
         put_batch(md, x, y, b);
         put_batch(mc, x, y, b);
         double ld = 0, lc = 0;

@@ -372,11 +372,11 @@ static void st_gelu_bwd(rumor_backend_t *be, float *dx, const float *x, const fl
 }
 
 static void st_xent(rumor_backend_t *be, float *dlogits, double *loss, long *correct, const float *logits,
-                    const uint8_t *labels, int b, int k)
+                    const int32_t *labels, int b, int k)
 {
     use("softmax_xent", dlogits, extent(b, k, k));
     use("softmax_xent", logits, extent(b, k, k));
-    use("softmax_xent", labels, b > 0 ? (size_t)b : 0);
+    use("softmax_xent", labels, b > 0 ? (size_t)b * sizeof *labels : 0);
     int i = 0;
     while (i < n_xent && (xent[i].loss != host(loss) || xent[i].correct != host(correct))) i++;
     if (i == XENT_PENDING) { /* as many as a device holds: they land, as if a sync had come */

@@ -148,7 +148,7 @@ static void test_softmax_xent(void)
 {
     /* Zero logits: loss log(k) per sample, gradient (1/k - onehot)/b. */
     float z[2 * 4] = {0}, d[8];
-    uint8_t y[2] = {1, 3};
+    int32_t y[2] = {1, 3};
     double loss = 0;
     long right = 0;
     be->ops->softmax_xent(be, d, &loss, &right, z, y, 2, 4);
@@ -157,7 +157,7 @@ static void test_softmax_xent(void)
     CHECK_NEAR(d[0], 0.25 / 2, 1e-7);
     /* Known logits: [1, 2, 3] with label 2: loss = log(e + e^2 + e^3) - 3. */
     float z2[3] = {1, 2, 3}, d2[3];
-    uint8_t y2[1] = {2};
+    int32_t y2[1] = {2};
     loss = 0;
     right = 0;
     be->ops->softmax_xent(be, d2, &loss, &right, z2, y2, 1, 3);
@@ -168,10 +168,22 @@ static void test_softmax_xent(void)
     CHECK_NEAR(d2[2], exp(3) / s - 1, 1e-6);
     /* Large logits do not overflow. */
     float z3[2] = {1000, -1000};
-    uint8_t y3[1] = {1};
+    int32_t y3[1] = {1};
     loss = 0;
     be->ops->softmax_xent(be, NULL, &loss, &right, z3, y3, 1, 2);
     CHECK_NEAR(loss, 2000, 1e-3);
+    /* A label past a byte (a token of a 50304-word vocabulary): the loss of a uniform row is
+     * log(k), the gradient's -1 lands on that label. */
+    enum { K = 50304 };
+    float *zk = calloc(K, sizeof *zk), *dk = calloc(K, sizeof *dk);
+    int32_t yk[1] = {50000};
+    loss = 0;
+    be->ops->softmax_xent(be, dk, &loss, &right, zk, yk, 1, K);
+    CHECK_NEAR(loss, log((double)K), 1e-6);
+    CHECK_NEAR(dk[50000], 1.0 / K - 1, 1e-6);
+    CHECK_NEAR(dk[50000 - 256], 1.0 / K, 1e-9);
+    free(zk);
+    free(dk);
 }
 
 static void test_dense(void)

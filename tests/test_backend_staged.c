@@ -144,9 +144,9 @@ static void priv_both(void)
     enum { MAXB = 8, N = 13, FEAT = 16 };
     char err[RUMOR_ERR_LEN] = "";
     float x[N * FEAT], *g[2] = {NULL, NULL};
-    uint8_t y[N];
+    int32_t y[N];
     for (int i = 0; i < N * FEAT; i++) x[i] = (float)sin(0.37 * i) * (i % 5 == 0 ? 9.0f : 1.0f);
-    for (int i = 0; i < N; i++) y[i] = (uint8_t)((i * 3) % 10);
+    for (int i = 0; i < N; i++) y[i] = (int32_t)((i * 3) % 10);
     rumor_model_spec_t spec;
     if (rumor_model_spec_parse(&spec, "mlp:32", err) != RUMOR_OK) abort();
     rumor_dp_config_t cfg;
@@ -166,7 +166,7 @@ static void priv_both(void)
             for (int at = 0; at < N; at += MAXB) {
                 const int b = N - at < MAXB ? N - at : MAXB;
                 be->ops->upload(be, rumor_model_input_buf(m), x + at * FEAT, (size_t)b * FEAT * sizeof *x);
-                be->ops->upload(be, rumor_model_label_buf(m), y + at, (size_t)b);
+                be->ops->upload(be, rumor_model_label_buf(m), y + at, (size_t)b * sizeof *y);
                 CHECK_RC(rumor_dp_accumulate(dp, m, b, &loss, err));
             }
             CHECK_RC(rumor_dp_finish(dp, m, err));
@@ -235,15 +235,15 @@ static void contract_checks(void)
     /* The loss and count: NaN and LONG_MIN until sync, then the CPU backend's sums (two calls
      * into the same sums, added in call order). */
     float logits[B * K];
-    uint8_t labels[B];
+    int32_t labels[B];
     for (int i = 0; i < B * K; i++) logits[i] = (float)sin(0.7 * i);
-    for (int i = 0; i < B; i++) labels[i] = (uint8_t)(i % K);
+    for (int i = 0; i < B; i++) labels[i] = i % K;
     double loss[2] = {0.25, 0.25};
     long correct[2] = {3, 3};
     rumor_backend_t *bk[2] = {cp, be};
     for (int k = 0; k < 2; k++) {
         float *dl = bk[k]->ops->alloc(bk[k], sizeof logits);
-        uint8_t *dy = bk[k]->ops->alloc(bk[k], sizeof labels);
+        int32_t *dy = bk[k]->ops->alloc(bk[k], sizeof labels);
         bk[k]->ops->upload(bk[k], dl, logits, sizeof logits);
         bk[k]->ops->upload(bk[k], dy, labels, sizeof labels);
         bk[k]->ops->softmax_xent(bk[k], NULL, &loss[k], &correct[k], dl, dy, B, K);

@@ -420,7 +420,7 @@ static void test_stats_and_gather(void)
     /* gather: x = (p/255 - mean)/std, in the order of idx, with repeats */
     const size_t idx[3] = {1, 0, 1};
     float x[18];
-    uint8_t y[3] = {99, 99, 99};
+    int32_t y[3] = {99, 99, 99};
     const float m = 0.25f, s = 0.5f;
     rumor_data_gather(&ds, idx, 3, m, s, x, y);
     CHECK(y[0] == 8 && y[1] == 3 && y[2] == 8);
@@ -469,7 +469,7 @@ static void test_fashion_mnist(void)
     /* a gathered batch has the normalised statistics: over the whole set, mean 0 and std 1 */
     size_t idx[256];
     float x[256 * 784];
-    uint8_t y[256];
+    int32_t y[256];
     double sum = 0, sq = 0;
     for (size_t i = 0; i < 256; i++) idx[i] = i * 234;
     rumor_data_gather(&train, idx, 256, mean, std, x, y);

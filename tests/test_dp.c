@@ -80,10 +80,10 @@ static void test_closed_form(void)
     for (size_t k = 0; k < P; k++) params[k] = (float)(0.1 * sin((double)k));
     /* Sample 2 is scaled up so that its gradient is clipped; the others are not. */
     float x[B][FEAT];
-    uint8_t y[B];
+    int32_t y[B];
     for (int i = 0; i < B; i++) {
         for (int j = 0; j < FEAT; j++) x[i][j] = (float)(0.5 * cos(i * 3.0 + j)) * (i == 2 ? 40.0f : 1.0f);
-        y[i] = (uint8_t)((i * 7) % CLASSES);
+        y[i] = (int32_t)((i * 7) % CLASSES);
     }
     const double C = 1.5;
     double *gi = malloc(P * sizeof *gi), *want = calloc(P, sizeof *want);
@@ -103,7 +103,7 @@ static void test_closed_form(void)
     rumor_dp_t *dp = rumor_dp_new(&cfg, m, 600, B, &ns, err);
     CHECK(dp != NULL && ns == NULL && rumor_dp_is_seeded(dp) && rumor_dp_rate(dp) == (double)B / 600.0);
     float *inb = rumor_model_input_buf(m);
-    uint8_t *lab = rumor_model_label_buf(m);
+    int32_t *lab = rumor_model_label_buf(m);
     memcpy(inb, x, sizeof x);
     memcpy(lab, y, sizeof y);
     double loss = 0.0;

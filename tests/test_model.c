@@ -29,10 +29,10 @@ static void gradcheck(const char *spec_s, rumor_model_input_t in, int b, int per
     rumor_rng_t rng;
     rumor_rng_init(&rng, 11);
     float *x = rumor_model_input_buf(m);
-    uint8_t *y = rumor_model_label_buf(m);
+    int32_t *y = rumor_model_label_buf(m);
     const size_t feat = (size_t)in.c * in.h * in.w;
     for (size_t i = 0; i < (size_t)b * feat; i++) x[i] = (float)rumor_rng_normal(&rng);
-    for (int i = 0; i < b; i++) y[i] = (uint8_t)rumor_rng_below(&rng, (uint64_t)in.classes);
+    for (int i = 0; i < b; i++) y[i] = (int32_t)rumor_rng_below(&rng, (uint64_t)in.classes);
     /* Biases start at zero; give them values so their gradients are exercised off zero. */
     float *p = rumor_model_params(m);
     for (int t = 0; t < rumor_model_tensor_count(m); t++) {
