@@ -35,14 +35,18 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
     const int ns = o ? rumor_optim_state_count(o) : 0;
     float *owned[3] = {0};
     float *bufs[3];
-    char names[MAX_OUT][RUMOR_ST_NAME_LEN];
-    rumor_st_out_t out[MAX_OUT];
+    /* A transformer has hundreds of tensors, each saved with its optimizer's state: on the heap. */
+    char (*names)[RUMOR_ST_NAME_LEN] = malloc(MAX_OUT * sizeof *names);
+    rumor_st_out_t *outs = malloc(MAX_OUT * sizeof *outs);
     rumor_st_meta_t meta[16 + RUMOR_CHECKPOINT_EXTRA];
     size_t n_out = 0, n_meta = 0;
 
     be = rumor_model_backend(m);
-    rc = be->ops->sync(be, err);
-    if (rc != RUMOR_OK) return rc;
+    if (!names || !outs) {
+        rc = rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    if ((rc = be->ops->sync(be, err)) != RUMOR_OK) goto out;
     bufs[0] = host_view(be, rumor_model_params(m), n, &owned[0]);
     for (int s = 0; s < ns; s++) bufs[1 + s] = host_view(be, rumor_optim_state(o, s), n, &owned[1 + s]);
     for (int s = 0; s < 1 + ns; s++)
@@ -56,7 +60,7 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
     for (int s = 0; s < 1 + ns; s++)
         for (int i = 0; i < nt; i++) {
             const rumor_tensor_info_t *t = rumor_model_tensor(m, i);
-            rumor_st_out_t *e = &out[n_out];
+            rumor_st_out_t *e = &outs[n_out];
             if (s == 0)
                 snprintf(names[n_out], sizeof names[n_out], "%s", t->name);
             else
@@ -92,10 +96,12 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
     }
 #undef META
     for (int i = 0; i < info->n_extra && i < RUMOR_CHECKPOINT_EXTRA; i++) meta[n_meta++] = info->extra[i];
-    for (size_t i = 0; i < info->n_tensors && n_out < MAX_OUT; i++) out[n_out++] = info->tensors[i];
-    rc = rumor_st_write(path, out, n_out, meta, n_meta, err);
+    for (size_t i = 0; i < info->n_tensors && n_out < MAX_OUT; i++) outs[n_out++] = info->tensors[i];
+    rc = rumor_st_write(path, outs, n_out, meta, n_meta, err);
 out:
     for (int s = 0; s < 3; s++) free(owned[s]);
+    free(names);
+    free(outs);
     return rc;
 }
 

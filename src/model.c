@@ -1,5 +1,5 @@
 /* model.c - logreg, MLP and CNN over one flat parameter buffer. */
-#include "model.h"
+#include "model_impl.h"
 
 #include "rng.h"
 
@@ -9,37 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define KSIZE 5       /* convolution kernel side */
-#define ALIGN_FLOATS 16
-
-struct rumor_model {
-    rumor_model_spec_t spec;
-    rumor_model_input_t in;
-    rumor_backend_t *be;
-    int max_batch;
-    size_t n_params;
-    int n_tensors;
-    rumor_tensor_info_t t[RUMOR_MODEL_MAX_TENSORS];
-    uint64_t layout_id;
-    float *params, *grads;
-    float *x;     /* [max_batch][c*h*w] */
-    int32_t *y;   /* [max_batch] */
-    float *logits, *dlogits;
-
-    /* mlp: layer l maps dims[l-1] -> dims[l]; act[0] is x, act[n_layers] the logits */
-    int n_layers;
-    int dims[RUMOR_MODEL_MAX_LAYERS + 2];
-    float *act[RUMOR_MODEL_MAX_LAYERS + 2];
-    float *dact[RUMOR_MODEL_MAX_LAYERS + 2];
-
-    /* cnn: sizes after conv1 (h1,w1), pool1 (q1), conv2 (h2,w2), pool2 (q2) */
-    int c1, c2, h1, w1, qh1, qw1, h2, w2, qh2, qw2, feat;
-    float *xt;                 /* x as [c][b][h][w] when c > 1 */
-    float *col1, *z1, *p1;     /* z1 doubles as dz1 in backward */
-    float *col2, *z2, *p2;     /* col2 doubles as dcol2, z2 as dz2 */
-    float *flat, *dflat, *dp2, *dp1;
-};
 
 /* ---- spec parsing ---- */
 
@@ -82,6 +51,22 @@ rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
         snprintf(out->canonical, sizeof out->canonical, "logreg");
         return RUMOR_OK;
     }
+    if (strncmp(spec, "gpt:", 4) == 0) {
+        int v[4];
+        const int n = parse_widths(v, 4, spec + 4, "gpt", err);
+        if (n < 0) return RUMOR_EINVAL;
+        if (n != 4) return rumor_fail(err, RUMOR_EINVAL, "gpt: expected gpt:LAYERS,HEADS,WIDTH,CONTEXT (e.g. gpt:4,4,128,64)");
+        if (v[0] > RUMOR_GPT_MAX_LAYERS)
+            return rumor_fail(err, RUMOR_EINVAL, "gpt: %d layers, at most %d", v[0], RUMOR_GPT_MAX_LAYERS);
+        if (v[2] % v[1])
+            return rumor_fail(err, RUMOR_EINVAL, "gpt: width %d is not a multiple of %d heads", v[2], v[1]);
+        if (v[2] > 8192 || v[3] > 8192)
+            return rumor_fail(err, RUMOR_EINVAL, "gpt: width and context at most 8192");
+        out->kind = RUMOR_MODEL_GPT;
+        out->layers = v[0], out->heads = v[1], out->dim = v[2], out->ctx = v[3];
+        snprintf(out->canonical, sizeof out->canonical, "gpt:%d,%d,%d,%d", v[0], v[1], v[2], v[3]);
+        return RUMOR_OK;
+    }
     if (strcmp(spec, "mlp") == 0) spec = "mlp:256,128";
     if (strcmp(spec, "cnn") == 0) spec = "cnn:16,32";
     if (strncmp(spec, "mlp:", 4) == 0) {
@@ -100,7 +85,7 @@ rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
         out->n_hidden = 2;
     } else {
         return rumor_fail(err, RUMOR_EINVAL,
-                          "unknown model '%s' (expected logreg, mlp:W1,W2,... or cnn[:C1,C2])", spec);
+                          "unknown model '%s' (expected logreg, mlp:W1,W2,..., cnn[:C1,C2] or gpt:L,H,D,T)", spec);
     }
     size_t len = (size_t)snprintf(out->canonical, sizeof out->canonical, "%s:",
                                   out->kind == RUMOR_MODEL_CNN ? "cnn" : "mlp");
@@ -113,7 +98,7 @@ rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
 
 /* ---- layout ---- */
 
-static int add_tensor(rumor_model_t *m, const char *name, int ndim, const int *shape)
+int model_add_tensor(rumor_model_t *m, const char *name, int ndim, const int *shape)
 {
     if (m->n_tensors == RUMOR_MODEL_MAX_TENSORS) return -1;
     rumor_tensor_info_t *t = &m->t[m->n_tensors++];
@@ -133,9 +118,9 @@ static void add_linear(rumor_model_t *m, const char *prefix, int out, int in)
 {
     char name[32];
     snprintf(name, sizeof name, "%s.weight", prefix);
-    add_tensor(m, name, 2, (int[]){out, in});
+    model_add_tensor(m, name, 2, (int[]){out, in});
     snprintf(name, sizeof name, "%s.bias", prefix);
-    add_tensor(m, name, 1, (int[]){out});
+    model_add_tensor(m, name, 1, (int[]){out});
 }
 
 static uint64_t layout_hash(const rumor_model_t *m)
@@ -163,7 +148,7 @@ static float *grad(rumor_model_t *m, int i) { return m->grads + m->t[i].offset; 
 
 /* ---- construction ---- */
 
-static void *balloc(rumor_model_t *m, size_t len, int *failed)
+void *model_alloc(rumor_model_t *m, size_t len, int *failed)
 {
     void *p = m->be->ops->alloc(m->be, len);
     if (!p) *failed = 1;
@@ -190,6 +175,15 @@ rumor_model_t *rumor_model_new(const rumor_model_spec_t *spec, rumor_model_input
     const size_t B = (size_t)max_batch, fsz = sizeof(float);
     const int in_feat = in.c * in.h * in.w;
     int failed = 0;
+    if (spec->kind == RUMOR_MODEL_GPT) {
+        const rumor_err_t rc = gpt_build(m, err);
+        if (rc != RUMOR_OK) {
+            rumor_model_destroy(&m);
+            return NULL;
+        }
+        m->layout_id = layout_hash(m);
+        return m;
+    }
 
     if (spec->kind == RUMOR_MODEL_MLP) {
         m->n_layers = spec->n_hidden + 1;
@@ -216,41 +210,41 @@ rumor_model_t *rumor_model_new(const rumor_model_spec_t *spec, rumor_model_input
             return NULL;
         }
         m->feat = m->c2 * m->qh2 * m->qw2;
-        add_tensor(m, "conv1.weight", 4, (int[]){m->c1, in.c, KSIZE, KSIZE});
-        add_tensor(m, "conv1.bias", 1, (int[]){m->c1});
-        add_tensor(m, "conv2.weight", 4, (int[]){m->c2, m->c1, KSIZE, KSIZE});
-        add_tensor(m, "conv2.bias", 1, (int[]){m->c2});
+        model_add_tensor(m, "conv1.weight", 4, (int[]){m->c1, in.c, KSIZE, KSIZE});
+        model_add_tensor(m, "conv1.bias", 1, (int[]){m->c1});
+        model_add_tensor(m, "conv2.weight", 4, (int[]){m->c2, m->c1, KSIZE, KSIZE});
+        model_add_tensor(m, "conv2.bias", 1, (int[]){m->c2});
         add_linear(m, "fc1", in.classes, m->feat);
     }
     m->layout_id = layout_hash(m);
 
-    m->params = balloc(m, m->n_params * fsz, &failed);
-    m->grads = balloc(m, m->n_params * fsz, &failed);
-    m->x = balloc(m, B * in_feat * fsz, &failed);
-    m->y = balloc(m, B * sizeof *m->y, &failed);
-    m->dlogits = balloc(m, B * in.classes * fsz, &failed);
+    m->params = model_alloc(m, m->n_params * fsz, &failed);
+    m->grads = model_alloc(m, m->n_params * fsz, &failed);
+    m->x = model_alloc(m, B * in_feat * fsz, &failed);
+    m->y = model_alloc(m, B * sizeof *m->y, &failed);
+    m->dlogits = model_alloc(m, B * in.classes * fsz, &failed);
     if (spec->kind == RUMOR_MODEL_MLP) {
         m->act[0] = m->x;
         for (int l = 1; l <= m->n_layers; l++) {
-            m->act[l] = balloc(m, B * m->dims[l] * fsz, &failed);
-            m->dact[l] = l == m->n_layers ? m->dlogits : balloc(m, B * m->dims[l] * fsz, &failed);
+            m->act[l] = model_alloc(m, B * m->dims[l] * fsz, &failed);
+            m->dact[l] = l == m->n_layers ? m->dlogits : model_alloc(m, B * m->dims[l] * fsz, &failed);
         }
         m->logits = m->act[m->n_layers];
     } else {
         const size_t n1 = (size_t)m->h1 * m->w1, n2 = (size_t)m->h2 * m->w2;
         const size_t q1 = (size_t)m->qh1 * m->qw1, q2 = (size_t)m->qh2 * m->qw2;
-        if (in.c > 1) m->xt = balloc(m, B * in_feat * fsz, &failed);
-        m->col1 = balloc(m, (size_t)in.c * KSIZE * KSIZE * B * n1 * fsz, &failed);
-        m->z1 = balloc(m, (size_t)m->c1 * B * n1 * fsz, &failed);
-        m->p1 = balloc(m, (size_t)m->c1 * B * q1 * fsz, &failed);
-        m->dp1 = balloc(m, (size_t)m->c1 * B * q1 * fsz, &failed);
-        m->col2 = balloc(m, (size_t)m->c1 * KSIZE * KSIZE * B * n2 * fsz, &failed);
-        m->z2 = balloc(m, (size_t)m->c2 * B * n2 * fsz, &failed);
-        m->p2 = balloc(m, (size_t)m->c2 * B * q2 * fsz, &failed);
-        m->dp2 = balloc(m, (size_t)m->c2 * B * q2 * fsz, &failed);
-        m->flat = balloc(m, B * m->feat * fsz, &failed);
-        m->dflat = balloc(m, B * m->feat * fsz, &failed);
-        m->logits = balloc(m, B * in.classes * fsz, &failed);
+        if (in.c > 1) m->xt = model_alloc(m, B * in_feat * fsz, &failed);
+        m->col1 = model_alloc(m, (size_t)in.c * KSIZE * KSIZE * B * n1 * fsz, &failed);
+        m->z1 = model_alloc(m, (size_t)m->c1 * B * n1 * fsz, &failed);
+        m->p1 = model_alloc(m, (size_t)m->c1 * B * q1 * fsz, &failed);
+        m->dp1 = model_alloc(m, (size_t)m->c1 * B * q1 * fsz, &failed);
+        m->col2 = model_alloc(m, (size_t)m->c1 * KSIZE * KSIZE * B * n2 * fsz, &failed);
+        m->z2 = model_alloc(m, (size_t)m->c2 * B * n2 * fsz, &failed);
+        m->p2 = model_alloc(m, (size_t)m->c2 * B * q2 * fsz, &failed);
+        m->dp2 = model_alloc(m, (size_t)m->c2 * B * q2 * fsz, &failed);
+        m->flat = model_alloc(m, B * m->feat * fsz, &failed);
+        m->dflat = model_alloc(m, B * m->feat * fsz, &failed);
+        m->logits = model_alloc(m, B * in.classes * fsz, &failed);
     }
     if (failed) {
         rumor_fail(err, RUMOR_ENOMEM, "out of %s memory for model %s at batch %d", be->ops->name,
@@ -266,6 +260,12 @@ void rumor_model_destroy(rumor_model_t **self_p)
     if (!self_p || !*self_p) return;
     rumor_model_t *m = *self_p;
     rumor_backend_t *be = m->be;
+    if (m->spec.kind == RUMOR_MODEL_GPT) {
+        gpt_free(m);
+        free(m);
+        *self_p = NULL;
+        return;
+    }
     void *bufs[] = {m->params, m->grads, m->x,    m->y,    m->dlogits, m->xt,   m->col1,
                     m->z1,     m->p1,    m->dp1,  m->col2, m->z2,      m->p2,   m->dp2,
                     m->flat,   m->dflat};
@@ -288,7 +288,8 @@ rumor_err_t rumor_model_init(rumor_model_t *m, uint64_t seed)
     float *host = calloc(m->n_params, sizeof *host);
     if (!host) return RUMOR_ENOMEM;
     rumor_rng_t rng;
-    for (int i = 0; i < m->n_tensors; i++) {
+    if (m->spec.kind == RUMOR_MODEL_GPT) gpt_init(m, host, seed);
+    for (int i = 0; i < m->n_tensors && m->spec.kind != RUMOR_MODEL_GPT; i++) {
         const rumor_tensor_info_t *t = tensor(m, i);
         if (t->ndim == 1) continue; /* biases start at zero */
         /* A stream per tensor: adding a layer does not reshuffle the others' init. */
@@ -334,6 +335,7 @@ double rumor_model_flops(const rumor_model_t *m, bool train)
     /* A product of (r x k) by (k x c) costs 2rkc. Training adds the weight gradient of every
      * layer and the input gradient of every layer but the first. */
     double fwd = 0.0, bwd = 0.0;
+    if (m->spec.kind == RUMOR_MODEL_GPT) return gpt_flops(m, train);
     if (m->spec.kind == RUMOR_MODEL_MLP) {
         for (int l = 1; l <= m->n_layers; l++) {
             double f = 2.0 * m->dims[l - 1] * m->dims[l];
@@ -352,6 +354,7 @@ double rumor_model_flops(const rumor_model_t *m, bool train)
 float *rumor_model_params(rumor_model_t *m) { return m->params; }
 float *rumor_model_grads(rumor_model_t *m) { return m->grads; }
 float *rumor_model_input_buf(rumor_model_t *m) { return m->x; }
+int32_t *rumor_model_token_buf(rumor_model_t *m) { return m->tok; }
 int32_t *rumor_model_label_buf(rumor_model_t *m) { return m->y; }
 const float *rumor_model_logits(const rumor_model_t *m) { return m->logits; }
 
@@ -430,8 +433,10 @@ rumor_err_t rumor_model_queue(rumor_model_t *m, int b, bool grads, double *loss_
         return rumor_fail(err, RUMOR_EINVAL, "batch %d outside 1..%d", b, m->max_batch);
     if (m->spec.kind == RUMOR_MODEL_MLP)
         mlp_run(m, b, grads, loss_sum, correct);
-    else
+    else if (m->spec.kind == RUMOR_MODEL_CNN)
         cnn_run(m, b, grads, loss_sum, correct);
+    else
+        gpt_run(m, b, grads, loss_sum, correct);
     return RUMOR_OK;
 }
 

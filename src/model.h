@@ -4,7 +4,10 @@
  *
  * Specs: "logreg" (one linear layer), "mlp:W1,W2,..." (ReLU between layers; "mlp" alone is
  * mlp:256,128), "cnn" / "cnn:C1,C2" (conv C_in->C1 5x5, ReLU, max-pool 2, conv C1->C2 5x5,
- * ReLU, max-pool 2, fc -> classes; default 16,32).
+ * ReLU, max-pool 2, fc -> classes; default 16,32), "gpt:L,H,D,T" (GPT-2 as nanoGPT writes it:
+ * L pre-LayerNorm blocks of causal self-attention with H heads and a 4D-wide GELU MLP, width
+ * D, T positions, the output head tied to the token embedding; model_gpt.c). A gpt model's
+ * input is {1, 1, T, V}: T positions of tokens of a vocabulary of V.
  *
  * Layout: tensors in PyTorch state_dict order and names (fc1.weight [out, in], fc1.bias,
  * conv1.weight [out, in, kh, kw], ...), each at an offset aligned to 16 floats in one
@@ -29,16 +32,20 @@
 #include <stdint.h>
 
 #define RUMOR_MODEL_MAX_LAYERS 8
-#define RUMOR_MODEL_MAX_TENSORS (2 * RUMOR_MODEL_MAX_LAYERS)
+#define RUMOR_GPT_MAX_LAYERS 24
+/* gpt: two embeddings, twelve tensors a block, the final LayerNorm's two */
+#define RUMOR_MODEL_MAX_TENSORS (4 + 12 * RUMOR_GPT_MAX_LAYERS)
 #define RUMOR_MODEL_SPEC_LEN 96
+#define RUMOR_TENSOR_NAME_LEN 64
 
-typedef enum { RUMOR_MODEL_MLP, RUMOR_MODEL_CNN } rumor_model_kind_t;
+typedef enum { RUMOR_MODEL_MLP, RUMOR_MODEL_CNN, RUMOR_MODEL_GPT } rumor_model_kind_t;
 
 typedef struct {
     rumor_model_kind_t kind;
     int n_hidden;                        /* mlp: hidden layers (0 for logreg) */
     int hidden[RUMOR_MODEL_MAX_LAYERS];  /* mlp: widths; cnn: hidden[0..1] = C1, C2 */
-    char canonical[RUMOR_MODEL_SPEC_LEN]; /* "logreg", "mlp:256,128", "cnn:16,32" */
+    int layers, heads, dim, ctx;         /* gpt: L, H, D, T */
+    char canonical[RUMOR_MODEL_SPEC_LEN]; /* "logreg", "mlp:256,128", "cnn:16,32", "gpt:4,4,128,64" */
 } rumor_model_spec_t;
 
 /* Parse a spec; err says what is wrong ("unknown model 'x' (expected logreg, mlp:W1,W2,...
@@ -47,7 +54,7 @@ rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
                                    char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 typedef struct {
-    char name[32];
+    char name[RUMOR_TENSOR_NAME_LEN];
     int ndim;
     int shape[4];
     size_t offset; /* in floats */
@@ -89,16 +96,20 @@ double rumor_model_flops(const rumor_model_t *self, bool train);
 float *rumor_model_params(rumor_model_t *self);
 float *rumor_model_grads(rumor_model_t *self);
 /* Backend buffers for one batch: inputs [max_batch][c*h*w], labels [max_batch]. A caller
- * fills them (directly when the backend's memory is host memory, else by upload). */
+ * fills them (directly when the backend's memory is host memory, else by upload). A gpt model
+ * takes tokens instead of inputs, [max_batch][T], and its labels are each position's next
+ * token, [max_batch][T]; its input buffer is NULL, and a classifier's token buffer. */
 float *rumor_model_input_buf(rumor_model_t *self);
+int32_t *rumor_model_token_buf(rumor_model_t *self);
 int32_t *rumor_model_label_buf(rumor_model_t *self);
 /* Logits of the last forward pass, [b][classes] in backend memory. */
 const float *rumor_model_logits(const rumor_model_t *self);
 
 /* ---- compute ---- */
 
-/* Forward on the first b samples of the input buffer; with grads, backward too: the gradient
- * of the mean cross-entropy over the batch is *added* to grads (as in PyTorch, so several
+/* Forward on the first b samples of the input buffer (a gpt model: b sequences, each of T
+ * predictions, the loss summed and averaged over all b*T of them); with grads, backward too:
+ * the gradient of the mean cross-entropy over the batch is *added* to grads (as in PyTorch, so several
  * batches can accumulate; an optimizer step consumes and zeroes them). Adds the summed
  * loss and the count of correct predictions to *loss_sum and *correct (either may be NULL).
  * Synchronises with the backend and returns its first error. */

@@ -1,12 +1,15 @@
 /* ops_dump.c - the CPU backend's transformer ops on seeded random inputs, written to one
  * safetensors file (inputs, outputs and gradients under dout = a random R) for
- * test_ops_torch.py to recompute with PyTorch's autograd. Tokens are written as floats (small
- * integers, exact).
+ * test_ops_torch.py to recompute with PyTorch's autograd; with --gpt instead, a whole gpt
+ * model's parameters (under nanoGPT's names), one batch of tokens and targets, its loss and
+ * every parameter's gradient ("grad." + name). Tokens are written as floats (small integers,
+ * exact).
  *
- * usage: ops_dump OUT.safetensors [--backend staged]
+ * usage: ops_dump OUT.safetensors [--backend staged] [--gpt]
  */
 #include "backend.h"
 #include "backend_staged.h"
+#include "model.h"
 #include "rng.h"
 #include "safetensors.h"
 
@@ -44,20 +47,89 @@ static void keep(const char *name, const float *d, int ndim, uint64_t d0, uint64
     out[n_out++] = (rumor_st_out_t){.name = name, .ndim = ndim, .shape = {d0, d1, d2}, .data = h};
 }
 
+/* gpt:2,2,32,16 over 70 tokens, 3 sequences: the parameters as initialised, with every 1-D
+ * tensor moved off its start (biases 0, LayerNorm weights 1) so that its gradient counts. */
+static int dump_gpt(const char *path)
+{
+    enum { GB = 3, GT = 16, GV = 70 };
+    char err[RUMOR_ERR_LEN];
+    rumor_model_spec_t spec;
+    rumor_model_t *m = NULL;
+    rumor_err_t rc = rumor_model_spec_parse(&spec, "gpt:2,2,32,16", err);
+    if (rc == RUMOR_OK && !(m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, GT, GV}, be, GB, err)))
+        rc = rumor_last_error();
+    if (rc == RUMOR_OK) rc = rumor_model_init(m, 21);
+    if (rc != RUMOR_OK) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    const size_t n = rumor_model_param_count(m);
+    float *p = malloc(n * sizeof *p), *g = malloc(n * sizeof *g);
+    int32_t tok[GB * GT], tgt[GB * GT];
+    float tokf[GB * GT], tgtf[GB * GT];
+    be->ops->download(be, p, rumor_model_params(m), n * sizeof *p);
+    for (int i = 0; i < rumor_model_tensor_count(m); i++) {
+        const rumor_tensor_info_t *t = rumor_model_tensor(m, i);
+        if (t->ndim == 1)
+            for (size_t j = 0; j < t->count; j++) p[t->offset + j] += (float)(0.1 * rumor_rng_normal(&rng));
+    }
+    be->ops->upload(be, rumor_model_params(m), p, n * sizeof *p);
+    for (int i = 0; i < GB * GT; i++) {
+        tok[i] = (int32_t)rumor_rng_below(&rng, GV), tgt[i] = (int32_t)rumor_rng_below(&rng, GV);
+        tokf[i] = (float)tok[i], tgtf[i] = (float)tgt[i];
+    }
+    be->ops->upload(be, rumor_model_token_buf(m), tok, sizeof tok);
+    be->ops->upload(be, rumor_model_label_buf(m), tgt, sizeof tgt);
+    double loss = 0;
+    rc = rumor_model_run(m, GB, true, &loss, NULL, err);
+    be->ops->download(be, g, rumor_model_grads(m), n * sizeof *g);
+    const int nt = rumor_model_tensor_count(m);
+    rumor_st_out_t *o = calloc(2 * (size_t)nt + 3, sizeof *o);
+    char (*names)[RUMOR_TENSOR_NAME_LEN + 8] = calloc((size_t)nt, sizeof *names);
+    size_t k = 0;
+    for (int i = 0; i < nt; i++) {
+        const rumor_tensor_info_t *t = rumor_model_tensor(m, i);
+        snprintf(names[i], sizeof names[i], "grad.%s", t->name);
+        o[k++] = (rumor_st_out_t){.name = t->name, .ndim = t->ndim, .shape = {(uint64_t)t->shape[0], (uint64_t)t->shape[1]},
+                                  .data = p + t->offset};
+        o[k++] = (rumor_st_out_t){.name = names[i], .ndim = t->ndim, .shape = {(uint64_t)t->shape[0], (uint64_t)t->shape[1]},
+                                  .data = g + t->offset};
+    }
+    const float mean_loss = (float)(loss / (GB * GT));
+    o[k++] = (rumor_st_out_t){.name = "tok", .ndim = 2, .shape = {GB, GT}, .data = tokf};
+    o[k++] = (rumor_st_out_t){.name = "targets", .ndim = 2, .shape = {GB, GT}, .data = tgtf};
+    o[k++] = (rumor_st_out_t){.name = "loss", .ndim = 1, .shape = {1}, .data = &mean_loss};
+    const rumor_st_meta_t meta[] = {{"model", "gpt:2,2,32,16"}};
+    if (rc == RUMOR_OK) rc = rumor_st_write(path, o, k, meta, 1, err);
+    if (rc != RUMOR_OK) fprintf(stderr, "%s\n", err);
+    free(o), free(names), free(p), free(g);
+    rumor_model_destroy(&m);
+    return rc == RUMOR_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: ops_dump OUT.safetensors [--backend staged]\n");
+        fprintf(stderr, "usage: ops_dump OUT.safetensors [--backend staged] [--gpt]\n");
         return 2;
     }
     char err[RUMOR_ERR_LEN];
-    const bool staged = argc > 3 && strcmp(argv[2], "--backend") == 0 && strcmp(argv[3], "staged") == 0;
+    bool staged = false, gpt = false;
+    for (int i = 2; i < argc; i++) {
+        staged |= strcmp(argv[i], "--backend") == 0 && i + 1 < argc && strcmp(argv[i + 1], "staged") == 0;
+        gpt |= strcmp(argv[i], "--gpt") == 0;
+    }
     be = staged ? rumor_backend_open(&rumor_test_staged_ops, 1, err) : rumor_backend_new("cpu", 1, err);
     if (!be) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
     rumor_rng_init(&rng, 11);
+    if (gpt) {
+        const int rc = dump_gpt(argv[1]);
+        rumor_backend_destroy(&be);
+        return rc;
+    }
     /* embeddings */
     int32_t tok_h[N];
     float tokf[N];

@@ -29,10 +29,15 @@ static void gradcheck(const char *spec_s, rumor_model_input_t in, int b, int per
     rumor_rng_t rng;
     rumor_rng_init(&rng, 11);
     float *x = rumor_model_input_buf(m);
-    int32_t *y = rumor_model_label_buf(m);
+    int32_t *y = rumor_model_label_buf(m), *tok = rumor_model_token_buf(m);
     const size_t feat = (size_t)in.c * in.h * in.w;
-    for (size_t i = 0; i < (size_t)b * feat; i++) x[i] = (float)rumor_rng_normal(&rng);
-    for (int i = 0; i < b; i++) y[i] = (int32_t)rumor_rng_below(&rng, (uint64_t)in.classes);
+    /* a gpt model's loss is over b sequences of in.w predictions each */
+    const int count = spec.kind == RUMOR_MODEL_GPT ? b * in.w : b;
+    if (tok)
+        for (int i = 0; i < count; i++) tok[i] = (int32_t)rumor_rng_below(&rng, (uint64_t)in.classes);
+    else
+        for (size_t i = 0; i < (size_t)b * feat; i++) x[i] = (float)rumor_rng_normal(&rng);
+    for (int i = 0; i < count; i++) y[i] = (int32_t)rumor_rng_below(&rng, (uint64_t)in.classes);
     /* Biases start at zero; give them values so their gradients are exercised off zero. */
     float *p = rumor_model_params(m);
     for (int t = 0; t < rumor_model_tensor_count(m); t++) {
@@ -71,8 +76,8 @@ static void gradcheck(const char *spec_s, rumor_model_input_t in, int b, int per
             *pj = saved - h;
             CHECK_RC(rumor_model_run(m, b, false, &lm, NULL, err));
             *pj = saved;
-            double num = (lp - lm) / (2.0 * h * b), ana = g[ti->offset + j];
-            double fwd = (lp - l0) / ((double)h * b), bwd = (l0 - lm) / ((double)h * b);
+            double num = (lp - lm) / (2.0 * h * count), ana = g[ti->offset + j];
+            double fwd = (lp - l0) / ((double)h * count), bwd = (l0 - lm) / ((double)h * count);
             if (fabs(fwd - bwd) > 0.02 * fmax(1e-2, fabs(fwd) + fabs(bwd))) {
                 kinks++;
                 continue;
@@ -182,6 +187,49 @@ static void test_layout(void)
     CHECK(m == NULL && strstr(err, "cnn"));
 }
 
+/* nanoGPT's names and shapes, in its state_dict's order (the tied lm_head stored once), and the
+ * shapes a gpt model refuses. */
+static void test_gpt_layout(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_model_spec_t s;
+    CHECK_RC(rumor_model_spec_parse(&s, "gpt:4,4,128,64", err));
+    CHECK(s.kind == RUMOR_MODEL_GPT && s.layers == 4 && s.heads == 4 && s.dim == 128 && s.ctx == 64 &&
+          strcmp(s.canonical, "gpt:4,4,128,64") == 0);
+    rumor_model_t *m = rumor_model_new(&s, (rumor_model_input_t){1, 1, 64, 256}, be, 2, err);
+    CHECK_MSG(m != NULL, "%s", err);
+    if (!m) return;
+    CHECK(rumor_model_tensor_count(m) == 4 + 12 * 4);
+    const rumor_tensor_info_t *t0 = rumor_model_tensor(m, 0), *t4 = rumor_model_tensor(m, 4);
+    const rumor_tensor_info_t *last = rumor_model_tensor(m, 51), *proj = rumor_model_tensor(m, 2 + 12 + 10);
+    CHECK(strcmp(t0->name, "transformer.wte.weight") == 0 && t0->shape[0] == 256 && t0->shape[1] == 128);
+    CHECK(strcmp(t4->name, "transformer.h.0.attn.c_attn.weight") == 0 && t4->shape[0] == 384 && t4->shape[1] == 128);
+    CHECK(strcmp(proj->name, "transformer.h.1.mlp.c_proj.weight") == 0 && proj->shape[0] == 128 &&
+          proj->shape[1] == 512);
+    CHECK(strcmp(last->name, "transformer.ln_f.bias") == 0);
+    /* 12 C^2 + 13 C a block, embeddings (V + T) C, ln_f 2C: nanoGPT's count with the head tied */
+    size_t n = 0;
+    for (int i = 0; i < rumor_model_tensor_count(m); i++) n += rumor_model_tensor(m, i)->count;
+    CHECK(n == 4 * (12 * 128 * 128 + 13 * 128) + (256 + 64) * 128 + 2 * 128);
+    /* GPT-2's initialisation: LayerNorm weights 1, biases 0, residual projections narrower */
+    CHECK_RC(rumor_model_init(m, 5));
+    const float *p = rumor_model_params(m);
+    const rumor_tensor_info_t *ln = rumor_model_tensor(m, 2), *qkv = rumor_model_tensor(m, 4);
+    double sq_qkv = 0, sq_proj = 0;
+    for (size_t j = 0; j < qkv->count; j++) sq_qkv += (double)p[qkv->offset + j] * p[qkv->offset + j];
+    for (size_t j = 0; j < proj->count; j++) sq_proj += (double)p[proj->offset + j] * p[proj->offset + j];
+    CHECK(p[ln->offset] == 1.0f && p[ln->offset + 127] == 1.0f && p[rumor_model_tensor(m, 5)->offset] == 0.0f);
+    CHECK_NEAR(sqrt(sq_qkv / qkv->count), 0.02, 0.001);
+    CHECK_NEAR(sqrt(sq_proj / proj->count), 0.02 / sqrt(8.0), 0.0005);
+    rumor_model_destroy(&m);
+    const char *bad[] = {"gpt:4,3,128,64", "gpt:25,4,128,64", "gpt:4,4,128", "gpt:0,4,128,64"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK_MSG(rumor_model_spec_parse(&s, bad[i], err) == RUMOR_EINVAL, "%s accepted", bad[i]);
+    CHECK_RC(rumor_model_spec_parse(&s, "gpt:1,1,8,4", err));
+    m = rumor_model_new(&s, (rumor_model_input_t){1, 28, 28, 10}, be, 2, err);
+    CHECK(m == NULL && strstr(err, "takes windows of 4 tokens"));
+}
+
 int main(void)
 {
     char err[RUMOR_ERR_LEN];
@@ -198,6 +246,9 @@ int main(void)
     gradcheck("cnn:3,4", (rumor_model_input_t){1, 16, 16, 5}, 3, 200);
     gradcheck("cnn:2,3", (rumor_model_input_t){2, 16, 16, 4}, 2, 200);
     gradcheck("cnn:4,6", (rumor_model_input_t){1, 28, 28, 10}, 2, 60);
+    /* GPT-2: two blocks, two heads of 8, 6 positions, 23 tokens; tied head and embedding */
+    gradcheck("gpt:2,2,16,6", (rumor_model_input_t){1, 1, 6, 23}, 3, 40);
+    test_gpt_layout();
     rumor_backend_destroy(&be);
     return check_done();
 }

@@ -3,9 +3,11 @@
 contract), against PyTorch: ops_dump writes the ops' inputs, outputs and gradients under a random
 upstream gradient; PyTorch recomputes each in float64 with autograd from the same inputs:
 nn.functional.embedding plus the position table, layer_norm (eps 1e-5), causal attention as
-nanoGPT writes it, and gelu(approximate='tanh').
+nanoGPT writes it, and gelu(approximate='tanh'). Then a whole gpt model (ops_dump --gpt): its
+parameters loaded into tools/gpt_torch.py's GPT with load_state_dict(strict=True), the same batch
+gives the same loss and every parameter the same gradient (relative error at most 1e-4).
 
-usage: test_ops_torch.py OPS_DUMP
+usage: test_ops_torch.py OPS_DUMP SOURCE_DIR
 Exits 77 (skipped) without torch.
 """
 import json
@@ -86,14 +88,36 @@ def compare(t, nh):
     close("gelu_bwd", t["gelu.dx"], gx.grad, 1e-5)
 
 
+def compare_gpt(path):
+    t, meta = load(path)
+    V = t["transformer.wte.weight"].shape[0]
+    state = {k: v.float() for k, v in t.items() if k.startswith("transformer.")}
+    model = gpt_torch.from_state(state, meta["model"], V).double()
+    _, loss = model(t["tok"].long(), t["targets"].long())
+    loss.backward()
+    err = abs(loss.item() - t["loss"].item()) / loss.item()
+    check(err <= 1e-5, "gpt %s: loss %.7f, PyTorch's %.7f" % (meta["model"], t["loss"].item(), loss.item()))
+    params = dict(model.named_parameters())
+    worst, where = 0.0, ""
+    for name in state:
+        ref = params[name].grad
+        e = ((t["grad." + name] - ref).abs().max() / ref.abs().max()).item()
+        if e > worst:
+            worst, where = e, name
+    check(worst <= 1e-4, "gpt %s: every parameter's gradient within %.1e of PyTorch's (worst %s)"
+          % (meta["model"], worst, where))
+
+
 def main():
-    global torch
+    global torch, gpt_torch
     try:
         import torch
     except ImportError:
         print("skip: no torch (Debian's python3-torch)")
         return SKIP
     dump = os.path.abspath(sys.argv[1])
+    sys.path.insert(0, os.path.join(sys.argv[2], "tools"))
+    import gpt_torch
     with tempfile.TemporaryDirectory() as tmp:
         for backend in ("cpu", "staged"):
             path = os.path.join(tmp, backend + ".safetensors")
@@ -105,6 +129,12 @@ def main():
             print("-- %s backend" % backend)
             t, meta = load(path)
             compare(t, int(meta["NH"]))
+            path = os.path.join(tmp, backend + "-gpt.safetensors")
+            r = subprocess.run([dump, path, "--gpt"] + (["--backend", "staged"] if backend == "staged" else []),
+                               capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, "%s: ops_dump --gpt ran (%s)" % (backend, r.stderr.strip()))
+            if r.returncode == 0:
+                compare_gpt(path)
     print("%d failed" % len(FAILS))
     return 1 if FAILS else 0
 
