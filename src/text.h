@@ -37,7 +37,7 @@
 #define RUMOR_TEXT_VOCAB_DEFAULT 50304 /* token files: GPT-2's 50257, padded as nanoGPT pads it */
 #define RUMOR_TEXT_VOCAB_MAX 65536     /* uint16 tokens */
 
-typedef struct {
+typedef struct rumor_text {
     int vocab;
     int width;                   /* bytes a token: 1 (a corpus) or 2 (token files) */
     const uint8_t *train, *val;  /* n_train and n_val tokens of `width` bytes each */
@@ -69,7 +69,7 @@ static inline int rumor_text_token(const rumor_text_t *t, bool val, size_t i)
 }
 
 /* A peer's part of the training split, for windows of T+1 tokens. */
-typedef struct {
+typedef struct rumor_text_shard {
     size_t n_seg;
     struct rumor_text_seg {
         size_t a, b;             /* tokens [a, b) of the training split */

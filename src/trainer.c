@@ -1,6 +1,8 @@
 /* trainer.c - local steps (see trainer.h). */
 #include "trainer.h"
 
+#include "text.h"
+
 #include "train.h"
 
 #include <inttypes.h>
@@ -22,7 +24,9 @@ struct rumor_trainer {
     rumor_model_t *m;
     rumor_optim_t *o;
     rumor_backend_t *be;
-    size_t feat;             /* floats per sample */
+    size_t feat;             /* floats per sample (images) */
+    size_t xb, yn;           /* a sample's input bytes and labels: images feat floats and 1, text
+                                T tokens and T */
     long spe;                /* steps per epoch */
     size_t *order[2];        /* two epochs' orders (positions), the current and the next */
     long order_epoch[2];
@@ -30,9 +34,9 @@ struct rumor_trainer {
     size_t *scratch;         /* DP-SGD's draw: room for n positions */
     float *fx;               /* cache: the shard, normalised, by position */
     int32_t *fy;
-    float *hx[2];            /* device staging: host_alloc [max_batch][feat] */
+    void *hx[2];             /* device staging: host_alloc [max_batch] inputs */
     int32_t *hy[2];
-    float *dx[2];            /* backend memory */
+    void *dx[2];             /* backend memory */
     int32_t *dy[2];
     size_t sn[2];            /* samples in each slot */
     int next;                /* the slot the next put fills */
@@ -51,15 +55,24 @@ rumor_trainer_t *rumor_trainer_new(const rumor_trainer_config_t *cfg, rumor_mode
     t->m = m;
     t->o = o;
     t->be = rumor_model_backend(m);
-    t->feat = cfg->data->rows * cfg->data->cols;
-    const size_t n = cfg->n, B = (size_t)rumor_model_max_batch(m);
-    t->spe = (long)rumor_chunks(n, (size_t)cfg->batch);
     t->order_epoch[0] = t->order_epoch[1] = -1;
     t->staged = -1;
+    const size_t B = (size_t)rumor_model_max_batch(m);
+    if (cfg->text) { /* windows drawn by step: an "epoch" is as many tokens as the shard holds */
+        const size_t T = (size_t)cfg->shard->T, per_step = (size_t)cfg->batch * T;
+        t->xb = T * sizeof(int32_t), t->yn = T;
+        t->spe = cfg->batch > 0 && cfg->shard->tokens > per_step ? (long)(cfg->shard->tokens / per_step) : 1;
+        t->cfg.dp = NULL; /* refused by the caller: a window's DP-SGD is not written yet */
+    } else {
+        t->feat = cfg->data->rows * cfg->data->cols;
+        t->xb = t->feat * sizeof(float), t->yn = 1;
+    }
+    const size_t n = cfg->text ? cfg->shard->windows : cfg->n;
+    if (!cfg->text) t->spe = (long)rumor_chunks(n, (size_t)cfg->batch);
     bool ok = n > 0 && cfg->batch > 0;
-    for (int k = 0; k < 2 && ok; k++) ok = (t->order[k] = malloc(n * sizeof *t->order[k])) != NULL;
+    for (int k = 0; k < 2 && ok && !cfg->text; k++) ok = (t->order[k] = malloc(n * sizeof *t->order[k])) != NULL;
     ok = ok && (t->idx = malloc(B * sizeof *t->idx)) && (!cfg->dp || (t->scratch = malloc(n * sizeof *t->scratch)));
-    if (ok && cfg->cache) {
+    if (ok && cfg->cache && !cfg->text) {
         size_t *all = malloc(n * sizeof *all);
         ok = all && (t->fx = malloc(n * t->feat * sizeof *t->fx)) && (t->fy = malloc(n * sizeof *t->fy));
         for (size_t j = 0; ok && j < n; j++) all[j] = cfg->own ? cfg->own[j] : j;
@@ -68,10 +81,9 @@ rumor_trainer_t *rumor_trainer_new(const rumor_trainer_config_t *cfg, rumor_mode
     }
     rumor_backend_t *be = t->be;
     for (int k = 0; k < 2 && ok && !be->ops->host_memory; k++) {
-        ok = (t->hx[k] = be->ops->host_alloc(be, B * t->feat * sizeof(float))) &&
-             (t->hy[k] = be->ops->host_alloc(be, B * sizeof *t->hy[k])) &&
-             (t->dx[k] = be->ops->alloc(be, B * t->feat * sizeof(float))) &&
-             (t->dy[k] = be->ops->alloc(be, B * sizeof *t->dy[k]));
+        ok = (t->hx[k] = be->ops->host_alloc(be, B * t->xb)) &&
+             (t->hy[k] = be->ops->host_alloc(be, B * t->yn * sizeof *t->hy[k])) &&
+             (t->dx[k] = be->ops->alloc(be, B * t->xb)) && (t->dy[k] = be->ops->alloc(be, B * t->yn * sizeof *t->dy[k]));
     }
     if (!ok) {
         rumor_trainer_destroy(&t);
@@ -139,18 +151,35 @@ static const size_t *batch_of(rumor_trainer_t *t, long step, size_t *bn)
     return order(t, step / t->spe) + start;
 }
 
+/* The model's buffer of inputs: tokens for text, else normalised pixels. */
+static void *model_x(rumor_trainer_t *t)
+{
+    return t->cfg.text ? (void *)rumor_model_token_buf(t->m) : (void *)rumor_model_input_buf(t->m);
+}
+
+/* Step's batch into x and y: its size in samples. */
+static size_t fill(rumor_trainer_t *t, long step, void *x, int32_t *y)
+{
+    if (t->cfg.text) {
+        rumor_text_batch(t->cfg.text, t->cfg.shard, t->cfg.seed, (uint64_t)step, t->cfg.batch, x, y);
+        return (size_t)t->cfg.batch;
+    }
+    size_t bn;
+    const size_t *pos = batch_of(t, step, &bn);
+    gather(t, pos, bn, x, y);
+    return bn;
+}
+
 /* On a device: gather step's batch and start its upload into the next slot. */
 static void put(rumor_trainer_t *t, long step)
 {
     t->staged = step;
     rumor_backend_t *be = t->be;
     if (be->ops->host_memory) return;
-    size_t bn;
-    const size_t *pos = batch_of(t, step, &bn);
     const int k = t->next;
-    gather(t, pos, bn, t->hx[k], t->hy[k]);
-    be->ops->upload_async(be, t->dx[k], t->hx[k], bn * t->feat * sizeof(float));
-    be->ops->upload_async(be, t->dy[k], t->hy[k], bn * sizeof *t->hy[k]);
+    const size_t bn = fill(t, step, t->hx[k], t->hy[k]);
+    be->ops->upload_async(be, t->dx[k], t->hx[k], bn * t->xb);
+    be->ops->upload_async(be, t->dy[k], t->hy[k], bn * t->yn * sizeof *t->hy[k]);
     t->sn[k] = bn;
     t->next = k ^ 1;
 }
@@ -161,16 +190,11 @@ static size_t take(rumor_trainer_t *t, long step)
     rumor_backend_t *be = t->be;
     if (t->staged != step) put(t, step);
     t->staged = -1;
-    if (be->ops->host_memory) {
-        size_t bn;
-        const size_t *pos = batch_of(t, step, &bn);
-        gather(t, pos, bn, rumor_model_input_buf(t->m), rumor_model_label_buf(t->m));
-        return bn;
-    }
+    if (be->ops->host_memory) return fill(t, step, model_x(t), rumor_model_label_buf(t->m));
     const int k = t->next ^ 1;
     be->ops->wait_copies(be);
-    be->ops->copy(be, rumor_model_input_buf(t->m), t->dx[k], t->sn[k] * t->feat * sizeof(float));
-    be->ops->copy(be, rumor_model_label_buf(t->m), t->dy[k], t->sn[k] * sizeof *t->dy[k]);
+    be->ops->copy(be, model_x(t), t->dx[k], t->sn[k] * t->xb);
+    be->ops->copy(be, rumor_model_label_buf(t->m), t->dy[k], t->sn[k] * t->yn * sizeof *t->dy[k]);
     return t->sn[k];
 }
 
@@ -184,8 +208,21 @@ static void dp_load(void *arg, size_t *pos, size_t k)
         return;
     }
     gather(t, pos, k, t->hx[0], t->hy[0]);
-    be->ops->upload(be, rumor_model_input_buf(t->m), t->hx[0], k * t->feat * sizeof(float));
+    be->ops->upload(be, rumor_model_input_buf(t->m), t->hx[0], k * t->xb);
     be->ops->upload(be, rumor_model_label_buf(t->m), t->hy[0], k * sizeof *t->hy[0]);
+}
+
+/* Scale the gradient down to norm clip_grad when it is longer (global norm clipping, as
+ * torch.nn.utils.clip_grad_norm_ does: by clip / (norm + 1e-6)). */
+static void clip(rumor_trainer_t *t)
+{
+    rumor_backend_t *be = t->be;
+    float *g = rumor_model_grads(t->m);
+    const size_t P = rumor_model_param_count(t->m);
+    double n2 = 0.0;
+    be->ops->sumsq(be, &n2, g, P); /* a wait on a device: the norm decides the step */
+    const double norm = sqrt(n2), c = t->cfg.clip_grad;
+    if (norm > c) be->ops->scale(be, g, (float)(c / (norm + 1e-6)), P);
 }
 
 rumor_err_t rumor_trainer_steps(rumor_trainer_t *t, long n, long at, rumor_trainer_stats_t *st,
@@ -210,6 +247,7 @@ rumor_err_t rumor_trainer_steps(rumor_trainer_t *t, long n, long at, rumor_train
             bn = take(t, step);
             long hits = 0; /* rumor_model_queue adds to both by the sync */
             if ((rc = rumor_model_queue(t->m, (int)bn, true, &bl, &hits, err)) != RUMOR_OK) return rc;
+            if (t->cfg.clip_grad > 0) clip(t);
             st->lr = rumor_schedule_lr(&t->cfg.sched, t->cfg.lr, at + i, t->cfg.total_steps, t->spe);
             rumor_optim_step(t->o, x, rumor_model_grads(t->m), st->lr);
             put(t, step + 1); /* the next batch, gathered (and uploaded) while this one computes */
@@ -218,7 +256,7 @@ rumor_err_t rumor_trainer_steps(rumor_trainer_t *t, long n, long at, rumor_train
         if (!isfinite(bl))
             return rumor_fail(err, RUMOR_EINVAL, "training diverged at step %ld (loss %g): lower --lr", step, bl);
         st->loss_sum += bl;
-        st->samples += (long)bn;
+        st->samples += (long)(bn * t->yn); /* predictions: a text window makes T */
         st->steps++;
     }
     return RUMOR_OK;

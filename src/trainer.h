@@ -23,6 +23,7 @@
 #include <stdbool.h>
 
 typedef struct {
+    /* Labelled data: */
     const rumor_dataset_t *data;
     const size_t *own;       /* the samples of data this trainer owns, n of them; NULL: all */
     size_t n;
@@ -30,8 +31,13 @@ typedef struct {
     bool cache;              /* hold the shard normalised in memory, gathered once (virtual
                                 mode, where each step is cheap and many peers share a core);
                                 data and own are then read by rumor_trainer_new only */
+    /* or text (text.h): each step's batch is `batch` windows of the shard drawn by (seed, step);
+     * data, own, n, mean, std, cache and dp are then unused */
+    const struct rumor_text *text;
+    const struct rumor_text_shard *shard;
     int batch;
-    uint64_t seed;           /* of the epochs' order */
+    uint64_t seed;           /* of the epochs' order, or the windows' draw */
+    float clip_grad;         /* the gradient scaled down to this global norm when longer; 0: never */
     rumor_schedule_t sched;
     float lr;                /* the schedule's base rate */
     long total_steps;        /* the schedule's length */
@@ -48,7 +54,7 @@ void rumor_trainer_destroy(rumor_trainer_t **self_p);
 
 typedef struct {
     double loss_sum;         /* summed over the samples of the steps taken */
-    long samples;
+    long samples;            /* predictions: samples, or a text window's T tokens each */
     long steps;              /* taken: fewer than asked when the privacy budget ran out */
     float lr;                /* of the last step */
     bool budget_spent;       /* DP-SGD: the budget allows no further step */

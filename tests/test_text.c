@@ -3,8 +3,12 @@
  * validation windows. */
 #include "check.h"
 #include "config.h"
+#include "backend.h"
+#include "model.h"
+#include "optim.h"
 #include "rng.h"
 #include "text.h"
+#include "trainer.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -300,6 +304,89 @@ static void test_default_corpus(void)
     rumor_text_fini(&t);
 }
 
+/* A trainer over a shard of text and a gpt model with optimizer kind: after `steps` steps at
+ * lr, the model's parameters (caller frees), and the mean loss of the first and last steps. */
+static float *train_text(const rumor_text_t *t, const rumor_text_shard_t *s, rumor_opt_kind_t kind, float lr,
+                         float clip, int steps, double *first, double *last)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
+    rumor_model_spec_t spec;
+    CHECK_RC(rumor_model_spec_parse(&spec, "gpt:1,2,16,8", err));
+    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, 8, 256}, be, 4, err);
+    CHECK_MSG(m != NULL, "%s", err);
+    CHECK_RC(rumor_model_init(m, 1));
+    rumor_optim_config_t oc = rumor_optim_defaults();
+    oc.kind = kind, oc.lr = lr, oc.momentum = 0.0f;
+    rumor_optim_t *o = rumor_optim_new(&oc, be, rumor_model_param_count(m), err);
+    const rumor_trainer_config_t tc = {.text = t, .shard = s, .batch = 4, .seed = 3, .lr = lr,
+                                       .sched = {.kind = RUMOR_SCHED_CONSTANT}, .total_steps = steps,
+                                       .clip_grad = clip};
+    rumor_trainer_t *tr = rumor_trainer_new(&tc, m, o, err);
+    CHECK_MSG(tr != NULL, "%s", err);
+    float *out = NULL;
+    if (tr && o) {
+        rumor_trainer_stats_t st;
+        CHECK_RC(rumor_trainer_steps(tr, 1, 0, &st, err));
+        CHECK(st.samples == 4 * 8); /* predictions: T a window */
+        *first = st.loss_sum / (double)st.samples;
+        CHECK_RC(rumor_trainer_steps(tr, steps - 2, 1, &st, err));
+        CHECK_RC(rumor_trainer_steps(tr, 1, steps - 1, &st, err));
+        *last = st.loss_sum / (double)st.samples;
+        const size_t P = rumor_model_param_count(m);
+        out = malloc(P * sizeof *out);
+        memcpy(out, rumor_model_params(m), P * sizeof *out);
+    }
+    rumor_trainer_destroy(&tr);
+    rumor_optim_destroy(&o);
+    rumor_model_destroy(&m);
+    rumor_backend_destroy(&be);
+    return out;
+}
+
+/* The trainer on text: a gpt model learns a repetitive corpus (the loss falls from about
+ * log 256), two runs are the same bit for bit, and --clip-grad bounds a step: plain SGD at lr 1
+ * moves the parameters by the clipped gradient, at most the clip in norm. */
+static void test_trainer(void)
+{
+    char text[4000];
+    for (size_t i = 0; i < sizeof text; i++) text[i] = "the quick brown fox. "[i % 21];
+    put("a.txt", text, sizeof text);
+    put("b.txt", text + 5, sizeof text - 5);
+    rumor_text_t t;
+    rumor_text_shard_t s;
+    char err[RUMOR_ERR_LEN];
+    CHECK_RC(rumor_text_load(&t, dir, 0, err));
+    CHECK_RC(rumor_text_shard(&s, &t, NULL, 0, 1, 8, err));
+    double f1, l1, f2, l2;
+    float *a = train_text(&t, &s, RUMOR_OPT_ADAMW, 1e-2f, 1.0f, 150, &f1, &l1);
+    float *b = train_text(&t, &s, RUMOR_OPT_ADAMW, 1e-2f, 1.0f, 150, &f2, &l2);
+    CHECK_MSG(f1 > 5.0 && l1 < 1.0, "a repetitive text learnt: loss %.3f at the first step, %.3f at the last", f1, l1);
+    CHECK(a && b && memcmp(a, b, 4096) == 0 && l1 == l2);
+    free(a);
+    free(b);
+    /* clipping: one SGD step at lr 1 moves the parameters by the clipped gradient */
+    double f, l;
+    float *p0 = train_text(&t, &s, RUMOR_OPT_SGD, 1.0f, 0.01f, 2, &f, &l);
+    float *p1 = train_text(&t, &s, RUMOR_OPT_SGD, 1.0f, 0.01f, 3, &f, &l);
+    if (p0 && p1) {
+        double d = 0;
+        rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
+        rumor_model_spec_t spec;
+        CHECK_RC(rumor_model_spec_parse(&spec, "gpt:1,2,16,8", err));
+        rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, 8, 256}, be, 1, err);
+        for (size_t i = 0; i < rumor_model_param_count(m); i++) d += ((double)p1[i] - p0[i]) * ((double)p1[i] - p0[i]);
+        CHECK_MSG(sqrt(d) <= 0.01 * (1 + 1e-4) && sqrt(d) > 0.009, "a clipped step moved %g (clip 0.01)", sqrt(d));
+        rumor_model_destroy(&m);
+        rumor_backend_destroy(&be);
+    }
+    free(p0);
+    free(p1);
+    rumor_text_shard_fini(&s);
+    rumor_text_fini(&t);
+    clear();
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) return 1;
@@ -309,6 +396,7 @@ int main(void)
     test_shards();
     test_val_windows();
     test_default_corpus();
+    test_trainer();
     rmdir(dir);
     return check_done();
 }
