@@ -868,6 +868,9 @@ static void cuda_sumsq(rumor_backend_t *be, double *out, const float *x, size_t 
         *out = *c->scalar_host;
 }
 
+/* What the loader checks before it takes the table (backend.c). */
+extern "C" const unsigned rumor_backend_cuda_abi[2] = {RUMOR_BACKEND_ABI, sizeof(struct rumor_backend_ops)};
+
 extern "C" const struct rumor_backend_ops rumor_backend_cuda_ops = {
     .name = "cuda",
     .host_memory = false,

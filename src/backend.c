@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,22 +70,36 @@ static void *open_module(char why[RUMOR_ERR_LEN])
      * RUNPATH is not the program's. */
     void *h = dlopen(RUMOR_CUDA_MODULE, RTLD_NOW | RTLD_LOCAL);
     if (h) return h;
+    char first[RUMOR_ERR_LEN];
+    snprintf(first, sizeof first, "%s", dlerror());
     char exe[4096], path[4096 + 64];
     const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     const bool built = strncmp(exe, RUMOR_BUILD_ROOT "/", strlen(RUMOR_BUILD_ROOT "/")) == 0;
     snprintf(path, sizeof path, "%s/%s", built ? RUMOR_CUDA_MODULE_BUILD_DIR : RUMOR_CUDA_MODULE_DIR, RUMOR_CUDA_MODULE);
     if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL))) return h;
-    rumor_fail(why, RUMOR_ENOTSUP, "the CUDA backend cannot be loaded: %s", dlerror());
+    /* The first failure says more when the library path found one that would not load. */
+    const bool found = !strstr(first, "cannot open shared object file");
+    rumor_fail(why, RUMOR_ENOTSUP, "the CUDA backend cannot be loaded: %s", found ? first : dlerror());
     return NULL;
 }
 
 static const struct rumor_backend_ops *cuda_ops(char why[RUMOR_ERR_LEN])
 {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     static void *module; /* kept: reachable, so never counted as a leak */
-    if (!module && !(module = open_module(why))) return NULL;
-    const struct rumor_backend_ops *ops = dlsym(module, "rumor_backend_cuda_ops");
-    if (!ops) rumor_fail(why, RUMOR_ENOTSUP, "%s: no rumor_backend_cuda_ops in it", RUMOR_CUDA_MODULE);
+    pthread_mutex_lock(&mu);
+    if (!module) module = open_module(why);
+    void *m = module;
+    pthread_mutex_unlock(&mu);
+    if (!m) return NULL;
+    const unsigned *abi = dlsym(m, "rumor_backend_cuda_abi");
+    const struct rumor_backend_ops *ops = dlsym(m, "rumor_backend_cuda_ops");
+    if (!abi || !ops || abi[0] != RUMOR_BACKEND_ABI || abi[1] != sizeof *ops) {
+        rumor_fail(why, RUMOR_ENOTSUP, "%s was built for another rumor (its ops table differs): rebuild it",
+                   RUMOR_CUDA_MODULE);
+        return NULL;
+    }
     return ops;
 }
 #endif

@@ -34,6 +34,10 @@
 
 typedef struct rumor_backend rumor_backend_t;
 
+/* The ops table's shape: a module built against another (gpu/, loaded at run time) is refused.
+ * Bump it when the table changes. */
+#define RUMOR_BACKEND_ABI 2
+
 struct rumor_backend_ops {
     const char *name;
     bool host_memory;

@@ -5,6 +5,7 @@
 #include "config.h"
 #include "data.h"
 #include "model.h"
+#include "source.h"
 #include "train.h"
 
 #include <math.h>
@@ -36,8 +37,9 @@ static void show_progress(void *arg, const rumor_train_progress_t *p)
     if (p->epoch_end) {
         if (g->tty) fprintf(stderr, "\r\033[K");
         printf("epoch %d/%d loss %.4f", p->epoch, p->epochs, p->loss);
-        if (p->evaluated) printf(" test_acc %.4f", p->test_acc);
-        printf(" %.2fs %.0f samples/s\n", p->epoch_s, p->samples_per_s);
+        if (p->evaluated && p->text) printf(" val_loss %.4f", p->test_loss);
+        else if (p->evaluated) printf(" test_acc %.4f", p->test_acc);
+        printf(" %.2fs %.0f %s/s\n", p->epoch_s, p->samples_per_s, p->text ? "tokens" : "samples");
         fflush(stdout);
         return;
     }
@@ -49,14 +51,14 @@ static void show_progress(void *arg, const rumor_train_progress_t *p)
         for (int i = 0; i < 20; i++) bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
         bar[20] = 0;
         format_eta(eta, sizeof eta, p->eta_s);
-        fprintf(stderr, "\r\033[Kepoch %d/%d [%s] step %ld/%ld loss %.4f %.0f samples/s ETA %s", p->epoch, p->epochs,
-                bar, p->step, p->total, p->loss, p->samples_per_s, eta);
+        fprintf(stderr, "\r\033[Kepoch %d/%d [%s] step %ld/%ld loss %.4f %.0f %s/s ETA %s", p->epoch, p->epochs,
+                bar, p->step, p->total, p->loss, p->samples_per_s, p->text ? "tokens" : "samples", eta);
         fflush(stderr);
         g->last_draw = now;
     } else if (!g->tty && now - g->last_plain >= 10.0) {
         format_eta(eta, sizeof eta, p->eta_s);
-        fprintf(stderr, "epoch %d/%d step %ld/%ld loss %.4f %.0f samples/s ETA %s\n", p->epoch, p->epochs, p->step,
-                p->total, p->loss, p->samples_per_s, eta);
+        fprintf(stderr, "epoch %d/%d step %ld/%ld loss %.4f %.0f %s/s ETA %s\n", p->epoch, p->epochs, p->step,
+                p->total, p->loss, p->samples_per_s, p->text ? "tokens" : "samples", eta);
         g->last_plain = now;
     }
 }
@@ -72,6 +74,9 @@ static rumor_err_t train_config(const rumor_settings_t *s, rumor_train_config_t 
     cfg->device = s->device;
     cfg->threads = s->threads;
     cfg->epochs = s->epochs;
+    cfg->steps = s->steps;
+    cfg->clip_grad = s->clip_grad;
+    cfg->vocab = s->vocab;
     cfg->batch = s->batch;
     cfg->seed = s->seed;
     cfg->limit = (size_t)s->limit;
@@ -107,13 +112,16 @@ int cmd_train(int argc, char **argv)
         rumor_settings_help(stdout, RUMOR_CMD_TRAIN);
         return 0;
     }
-    /* A resumed run takes the settings it was made with from its checkpoint. */
+    /* A resumed run takes the settings it was made with from its checkpoint; a model's family
+     * has defaults of its own (before and after: the checkpoint may name the model). */
     const char *from = s.resume_from[0] ? s.resume_from : s.checkpoint;
     rumor_err_t rc = RUMOR_OK;
+    rumor_settings_family(&s, RUMOR_CMD_TRAIN);
     if (s.resume && *from && (rc = rumor_settings_resume(&s, RUMOR_CMD_TRAIN, from, err)) != RUMOR_OK) {
         cli_error("%s", err);
         return cli_exit_code(rc);
     }
+    rumor_settings_family(&s, RUMOR_CMD_TRAIN);
     if (rumor_settings_check(&s, RUMOR_CMD_TRAIN, err) != RUMOR_OK) {
         cli_error("%s", err);
         return 2;
@@ -157,9 +165,10 @@ int cmd_train(int argc, char **argv)
         return 130;
     }
     if (!s.quiet) {
-        printf("done: %d epochs, %ld steps, %.1fs training, %.0f samples/s (%.1f GFLOP/s)",
-               res.epochs_done, res.steps, res.train_seconds, res.samples_per_s, res.gflops);
-        if (cfg.eval) printf(", test_acc %.4f", res.test_acc);
+        printf("done: %d epochs, %ld steps, %.1fs training, %.0f %s/s (%.1f GFLOP/s)", res.epochs_done, res.steps,
+               res.train_seconds, res.samples_per_s, res.text ? "tokens" : "samples", res.gflops);
+        if (cfg.eval && res.text) printf(", val_loss %.4f", res.test_loss);
+        else if (cfg.eval) printf(", test_acc %.4f", res.test_acc);
         printf("\n");
         if (cfg.save_path) printf("saved %s\n", cfg.save_path);
     }
@@ -168,11 +177,12 @@ int cmd_train(int argc, char **argv)
 
 int cmd_eval(int argc, char **argv)
 {
-    const char *data_dir = RUMOR_DEFAULT_DATA, *device = "cpu";
+    const char *data_dir = NULL, *device = "cpu";
     int threads = 0;
     bool help = false, json = false;
     const cli_opt_t opts[] = {
-        {"--data", OPT_STR, &data_dir, NULL, "IDX dataset folder (default " RUMOR_DEFAULT_DATA ")"},
+        {"--data", OPT_STR, &data_dir, NULL,
+         "the data (default " RUMOR_DEFAULT_DATA "; for gpt models " RUMOR_DEFAULT_TEXT ")"},
         {"--device", OPT_STR, &device, NULL, "cpu | cuda | auto (default cpu)"},
         {"--threads", OPT_INT, &threads, NULL, "compute threads (default: all cores)"},
         {"--json", OPT_FLAG, &json, NULL, "print one JSON object"},
@@ -183,7 +193,8 @@ int cmd_eval(int argc, char **argv)
     int n_pos;
     if (!cli_parse(argc, argv, 2, opts, n_opts, pos, 1, &n_pos)) return 2;
     if (help) {
-        printf("usage: rumor eval MODEL.safetensors [options]\n\n");
+        printf("usage: rumor eval MODEL.safetensors [options]\n\nA classifier's test accuracy and loss, or a gpt "
+               "model's validation loss (nats per token over each document's last tenth).\n\n");
         cli_print_options(opts, n_opts);
         return 0;
     }
@@ -199,42 +210,54 @@ int cmd_eval(int argc, char **argv)
     rumor_model_spec_t spec;
     rumor_model_input_t in;
     rumor_checkpoint_info_t info;
-    rumor_dataset_t test = {0};
+    rumor_source_t src = {0};
     rumor_backend_t *be = NULL;
     rumor_model_t *m = NULL;
     double loss = 0, acc = 0;
+    bool text = false;
     rumor_err_t rc = rumor_checkpoint_peek(pos[0], &spec, &in, &info, err);
     if (rc != RUMOR_OK) goto out;
-    if ((rc = rumor_data_load_dir(NULL, &test, data_dir, err)) != RUMOR_OK) goto out;
-    if ((int)test.rows != in.h || (int)test.cols != in.w || in.c != 1 || in.classes != RUMOR_DATA_CLASSES) {
-        rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: model takes %dx%dx%d inputs, %s has %zux%zu images",
-                        pos[0], in.c, in.h, in.w, data_dir, test.rows, test.cols);
+    text = spec.kind == RUMOR_MODEL_GPT;
+    if (!data_dir) data_dir = text ? RUMOR_DEFAULT_TEXT : RUMOR_DEFAULT_DATA;
+    /* token files: the model's vocabulary; a corpus has its 256 */
+    const rumor_source_config_t sc = {.dir = data_dir, .spec = &spec, .vocab = text && in.classes != 256 ? in.classes : 0,
+                                      .eval = true};
+    if ((rc = rumor_source_load(&src, &sc, err)) != RUMOR_OK) goto out;
+    const rumor_model_input_t want = rumor_source_input(&src, &spec);
+    if (want.c != in.c || want.h != in.h || want.w != in.w || want.classes != in.classes) {
+        rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: model takes %dx%dx%d inputs of %d classes, %s has %dx%dx%d of %d",
+                        pos[0], in.c, in.h, in.w, in.classes, data_dir, want.c, want.h, want.w, want.classes);
         goto out;
     }
     if (!(be = rumor_backend_new(device, threads, err))) {
         rc = rumor_last_error();
         goto out;
     }
-    if (!(m = rumor_model_new(&spec, in, be, 256, err))) {
+    if (!(m = rumor_model_new(&spec, in, be, text ? 32 : 256, err))) {
         rc = rumor_last_error();
         goto out;
     }
     if ((rc = rumor_checkpoint_load(pos[0], m, NULL, NULL, err)) != RUMOR_OK) goto out;
-    rc = rumor_train_evaluate(m, &test, info.input_mean, info.input_std, &loss, &acc, err);
-out:
+    src.mean = info.input_mean, src.std = info.input_std; /* the model's own normalisation */
+    rc = rumor_source_evaluate(&src, m, &loss, &acc, err);
+out:;
+    const size_t count = text ? src.n_val * (size_t)spec.ctx : src.test.count;
     rumor_model_destroy(&m);
     rumor_backend_destroy(&be);
-    size_t count = test.count;
-    rumor_dataset_fini(&test);
+    rumor_source_fini(&src);
     if (rc != RUMOR_OK) {
         cli_error("%s", err);
         return cli_exit_code(rc);
     }
-    if (json)
-        printf("{\"model\":\"%s\",\"samples\":%zu,\"test_loss\":%.6f,\"test_acc\":%.4f}\n",
-               spec.canonical, count, loss, acc);
+    if (json && text)
+        printf("{\"model\":\"%s\",\"tokens\":%zu,\"val_loss\":%.6f,\"val_acc\":%.4f}\n", spec.canonical, count, loss, acc);
+    else if (json)
+        printf("{\"model\":\"%s\",\"samples\":%zu,\"test_loss\":%.6f,\"test_acc\":%.4f}\n", spec.canonical, count, loss,
+               acc);
+    else if (text)
+        printf("%s: %s, val_loss %.4f nats per token (%.4f bits per byte), next-token accuracy %.4f over %zu tokens\n",
+               pos[0], spec.canonical, loss, loss / log(2.0), acc, count);
     else
-        printf("%s: %s, test_acc %.4f, test_loss %.4f on %zu samples\n", pos[0], spec.canonical, acc,
-               loss, count);
+        printf("%s: %s, test_acc %.4f, test_loss %.4f on %zu samples\n", pos[0], spec.canonical, acc, loss, count);
     return 0;
 }

@@ -41,11 +41,13 @@ static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
     }
     info.tensors = t;
     info.n_tensors = nt;
-    for (int i = 0; i < c->n_settings; i++)
-        rumor_checkpoint_extra_add(&info, c->settings[i].key, "%s", c->settings[i].value);
+    /* Its state first (a full list drops what comes last, and without these it cannot resume),
+     * then the settings it was made with. */
     rumor_checkpoint_extra_add(&info, "train.round", "%ld", p->k);
     rumor_checkpoint_extra_add(&info, "train.gossip_round", "%" PRIu64, ground);
     if (p->dp) rumor_checkpoint_extra_add(&info, "train.dp_steps", "%" PRIu64, rumor_dp_steps(p->dp));
+    for (int i = 0; i < c->n_settings; i++)
+        rumor_checkpoint_extra_add(&info, c->settings[i].key, "%s", c->settings[i].value);
     rumor_err_t rc = rumor_checkpoint_save(p->ckpt_path, p->m, p->o, &info, err);
     free(w);
     return rc;

@@ -219,10 +219,12 @@ static rumor_err_t set_resume_from(rumor_settings_t *s, const char *v, char err[
 /* Where a command's default differs from another's, the reason is beside it. */
 static const rumor_setting_t table[] = {
     /* what is learnt, and how */
-    {"data", NULL, RUMOR_SET_STR, T | N | S, 0, AT(data), 0, 0, NULL, NULL, D(RUMOR_DEFAULT_DATA), "data", "DIR",
-     "IDX dataset folder"},
+    {"data", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD, AT(data), 0, 0, NULL, NULL, D(RUMOR_DEFAULT_DATA), "data", "DIR",
+     "IDX dataset folder; for gpt models .txt documents or train.bin/val.bin (default " RUMOR_DEFAULT_TEXT ")"},
     {"model", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(model), 0, 0, check_model, NULL, D("mlp:256,128"), "model", "SPEC",
-     "logreg | mlp:W1,W2,... | cnn[:C1,C2]"},
+     "logreg | mlp:W1,W2,... | cnn[:C1,C2] | gpt:LAYERS,HEADS,WIDTH,CONTEXT"},
+    {"vocab", NULL, RUMOR_SET_INT, T, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(vocab), 0, 65536, NULL, NULL, D(NULL), NULL, "N",
+     "gpt on train.bin/val.bin: the tokens' vocabulary (0: 50304)"},
     /* train and node take the whole training set unless given a shard; a simulated swarm is
      * a set of shards. */
     {"partition", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(partition), 0, 0, check_partition, NULL,
@@ -309,6 +311,10 @@ static const rumor_setting_t table[] = {
      D(NULL), "loss", "P", "lose this fraction of the models sent (emulated)"},
     /* rumor train */
     {"epochs", NULL, RUMOR_SET_INT, T, RUMOR_SET_RECORD, AT(epochs), 1, 100000, NULL, NULL, D("10"), NULL, "N", "epochs"},
+    {"steps", NULL, RUMOR_SET_LONG, T, RUMOR_SET_RECORD, AT(steps), 0, 1e12, NULL, NULL, D(NULL), NULL, "N",
+     "the run's length in steps, which the schedule spans (0: --epochs; gpt: 2000)"},
+    {"clip-grad", NULL, RUMOR_SET_FLOAT, T, RUMOR_SET_RECORD, AT(clip_grad), 0, 1e6, NULL, NULL, D(NULL), NULL, "NORM",
+     "scale the gradient down to this global norm when longer (0: never; gpt: 1)"},
     {"metrics", NULL, RUMOR_SET_STR, T, 0, AT(metrics), 0, 0, NULL, NULL, D(NULL), NULL, "FILE",
      "JSON-lines metrics file (appended to when resuming)"},
     {"log-every", NULL, RUMOR_SET_INT, T, 0, AT(log_every), 0, 100000000, NULL, NULL, D("100"), NULL, "N",
@@ -403,6 +409,15 @@ static const rumor_setting_t table[] = {
 #undef S
 
 _Static_assert(RUMOR_ARRAY_LEN(table) <= sizeof(((rumor_settings_t *)0)->given), "one given flag per row");
+
+/* Defaults of a language model (--model gpt:...), where they differ from the table's: nanoGPT's
+ * recipe for its character-level Shakespeare on a CPU (AdamW at 1e-3, 100 warm-up steps, a
+ * cosine schedule over 2000 steps of 12 windows, gradients clipped to norm 1), on the default
+ * corpus. Each row's help names its gpt default. */
+static const struct {
+    const char *name, *value;
+} lm_defaults[] = {{"data", RUMOR_DEFAULT_TEXT}, {"optimizer", "adamw"}, {"lr", "1e-3"}, {"warmup", "100"},
+                   {"schedule", "cosine"}, {"batch", "12"}, {"steps", "2000"}, {"clip-grad", "1"}};
 
 const rumor_setting_t *rumor_settings_table(int *n)
 {
@@ -649,6 +664,17 @@ rumor_err_t rumor_settings_load(rumor_settings_t *s, const char *path, char err[
     return rc;
 }
 
+void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd)
+{
+    rumor_model_spec_t spec;
+    char err[RUMOR_ERR_LEN];
+    if (rumor_model_spec_parse(&spec, s->model, err) != RUMOR_OK || spec.kind != RUMOR_MODEL_GPT) return;
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(lm_defaults); i++) {
+        const rumor_setting_t *r = rumor_settings_find(cmd, lm_defaults[i].name);
+        if (r && !s->given[r - table] && set_row(s, r, lm_defaults[i].value, err) != RUMOR_OK) abort(); /* a bug */
+    }
+}
+
 bool rumor_settings_node_trains(const rumor_settings_t *s)
 {
     static const char *const rows[] = {"data", "model", "algo", "rounds", "run-dir", "partition", "resume"};
@@ -773,7 +799,10 @@ int rumor_settings_record(const rumor_settings_t *s, rumor_cmd_t cmd, rumor_st_m
         const rumor_setting_t *r = &table[i];
         if (!(r->where & (1u << cmd)) || !(r->flags & RUMOR_SET_RECORD)) continue;
         snprintf(out[n].key, sizeof out[n].key, "train.%s", r->name);
-        rumor_settings_format(s, r, out[n].value, sizeof out[n].value);
+        if (r->type == RUMOR_SET_DOUBLE) /* every bit: a resumed run takes it back */
+            snprintf(out[n].value, sizeof out[n].value, "%.17g", *(const double *)((const char *)s + r->offset));
+        else
+            rumor_settings_format(s, r, out[n].value, sizeof out[n].value);
         n++;
     }
     return n;
@@ -835,12 +864,11 @@ rumor_err_t rumor_settings_resume(rumor_settings_t *s, rumor_cmd_t cmd, const ch
         if (!(r->where & (1u << cmd)) || !(r->flags & RUMOR_SET_RECORD)) continue;
         char key[96], mine[256], a[256], b[256];
         const char *v = recorded(&info, &spec, r, key, sizeof key);
+        if (!v) continue;
         rumor_settings_format(s, r, mine, sizeof mine);
-        if (!v || strcmp(mine, v) == 0) continue;
-        if (!canonical(r, v, b, sizeof b))
-            return rumor_fail(err, RUMOR_EFORMAT, "%s: the checkpoint's --%s '%.64s' is not one rumor takes", path,
-                              r->name, v);
-        if (canonical(r, mine, a, sizeof a) && strcmp(a, b) == 0) continue;
+        const bool ok = canonical(r, v, b, sizeof b); /* a value no flag takes: an unpartitioned run's --of 0 */
+        if (strcmp(mine, v) == 0 || (ok && canonical(r, mine, a, sizeof a) && strcmp(a, b) == 0)) continue;
+        if (!ok && !s->given[i]) continue; /* nothing to take back */
         if (!s->given[i]) { /* not given: the checkpoint's */
             if ((rc = set_row(s, r, v, err)) != RUMOR_OK) return rc;
             s->given[i] = 1;
@@ -854,6 +882,10 @@ rumor_err_t rumor_settings_resume(rumor_settings_t *s, rumor_cmd_t cmd, const ch
                                     r->name, mine, v);
     }
     if (len) rumor_log(RUMOR_LOG_WARN, "resuming %s with settings other than it started with:%s", path, changed);
+    /* A shard's rank and count go with its partition, also where they equal the defaults (peer
+     * 0's --rank 0): as given, by the checkpoint. */
+    const rumor_setting_t *rank = rumor_settings_find(cmd, "rank"), *of = rumor_settings_find(cmd, "of");
+    if (s->partition[0] && rank && of) s->given[rank - table] = s->given[of - table] = 1;
     return RUMOR_OK;
 }
 

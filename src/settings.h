@@ -90,6 +90,9 @@ typedef struct rumor_settings {
     double latency_ms, bandwidth_mbps, loss; /* the emulated network (node: emulate-*) */
     /* rumor train */
     int epochs;
+    long steps;             /* the run's length; 0: --epochs */
+    float clip_grad;
+    int vocab;              /* token files' vocabulary; 0: the default */
     char metrics[RUMOR_SETTINGS_PATH], save[RUMOR_SETTINGS_PATH], checkpoint[RUMOR_SETTINGS_PATH];
     char resume_from[RUMOR_SETTINGS_PATH]; /* --resume FILE (or --checkpoint's, with --resume) */
     long checkpoint_steps, max_steps;
@@ -191,6 +194,10 @@ rumor_err_t rumor_settings_load(rumor_settings_t *s, const char *path, char err[
  * cannot join). EINVAL with one sentence in err. */
 rumor_err_t rumor_settings_check(const rumor_settings_t *s, rumor_cmd_t cmd, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
+/* The defaults of the model's family, for every setting of cmd not given: a gpt model's are
+ * nanoGPT's recipe on the default corpus. Call it after the command line (and again after a
+ * resume took the model from a checkpoint). */
+void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd);
 /* Whether a node trains: any of --data, --model, --algo, --rounds, --run-dir, --partition,
  * --resume given (else it only keeps the swarm's membership). */
 bool rumor_settings_node_trains(const rumor_settings_t *s);

@@ -30,6 +30,8 @@ static bool exists(const char *dir, const char *name)
     return stat(path, &sb) == 0;
 }
 
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 /* The .txt files of dir, sorted: *names (malloc'd strings) and *n. */
 static rumor_err_t list_docs(const char *dir, char ***names, size_t *n, char err[RUMOR_ERR_LEN])
 {
@@ -61,13 +63,7 @@ static rumor_err_t list_docs(const char *dir, char ***names, size_t *n, char err
         ++*n;
     }
     closedir(d);
-    if (rc == RUMOR_OK)
-        for (size_t i = 1; i < *n; i++) /* insertion sort: names arrive in no order, and are few */
-            for (size_t j = i; j > 0 && strcmp((*names)[j - 1], (*names)[j]) > 0; j--) {
-                char *x = (*names)[j];
-                (*names)[j] = (*names)[j - 1];
-                (*names)[j - 1] = x;
-            }
+    if (rc == RUMOR_OK && *n > 1) qsort(*names, *n, sizeof **names, by_name);
     return rc;
 }
 
@@ -253,30 +249,38 @@ static rumor_err_t add_seg(rumor_text_shard_t *s, size_t a, size_t b)
     return RUMOR_OK;
 }
 
+typedef struct {
+    size_t len, doc;
+} doc_len_t;
+
+/* Longest first, ties by the document's place: the same order everywhere. */
+static int longest_first(const void *a, const void *b)
+{
+    const doc_len_t *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? 1 : -1;
+    return x->doc < y->doc ? -1 : x->doc > y->doc;
+}
+
 /* docs: document d's peer, largest training part first to the peer with the fewest tokens. */
 static rumor_err_t docs_owner(const rumor_text_t *t, int peers, int *owner, char err[RUMOR_ERR_LEN])
 {
-    size_t *order = malloc(t->n_docs * sizeof *order), *load = calloc((size_t)peers, sizeof *load);
-    if (!order || !load) {
-        free(order);
+    size_t *load = calloc((size_t)peers, sizeof *load);
+    doc_len_t *by = malloc(t->n_docs * sizeof *by);
+    if (!load || !by) {
         free(load);
+        free(by);
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     }
-#define LEN(d) (t->train_at[(d) + 1] - t->train_at[(d)])
-    for (size_t i = 0; i < t->n_docs; i++) { /* insertion sort, longest first, ties by index */
-        size_t j = i;
-        for (; j > 0 && LEN(order[j - 1]) < LEN(i); j--) order[j] = order[j - 1];
-        order[j] = i;
-    }
+    for (size_t i = 0; i < t->n_docs; i++) by[i] = (doc_len_t){t->train_at[i + 1] - t->train_at[i], i};
+    qsort(by, t->n_docs, sizeof *by, longest_first);
     for (size_t i = 0; i < t->n_docs; i++) {
         int best = 0;
         for (int p = 1; p < peers; p++)
             if (load[p] < load[best]) best = p;
-        owner[order[i]] = best;
-        load[best] += LEN(order[i]);
+        owner[by[i].doc] = best;
+        load[best] += by[i].len;
     }
-#undef LEN
-    free(order);
+    free(by);
     free(load);
     return RUMOR_OK;
 }

@@ -7,8 +7,9 @@
  * taken in the byte order of their names; other files in the folder are ignored.
  *
  * Token files are nanoGPT's: a folder with train.bin and val.bin, uint16 little-endian tokens,
- * each below the vocabulary (--vocab, default 50304). They are mapped, not read, so a corpus
- * of many gigabytes costs no memory up front; each is one document.
+ * each below the vocabulary (--vocab, default 50304). They are mapped, not read into memory
+ * (loading reads every token once, to check it), so peers on one machine share the pages; each
+ * file is one document.
  *
  * Training samples are windows of T+1 tokens inside one document's training part (inside a
  * segment of a shard): x its first T tokens, y its last T. Validation reads each validation

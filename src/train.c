@@ -1,6 +1,7 @@
 /* train.c - the training loop. */
 #include "train.h"
 
+#include "source.h"
 #include "trainer.h"
 
 #include "backend.h"
@@ -99,6 +100,8 @@ typedef struct {
      * run resumed in the middle logs the very numbers a run never stopped would. */
     double loss_sum, window_loss;
     long loss_count, window_count;
+    int epochs;               /* the run's: --epochs, or enough for --steps */
+    bool text;                /* a language model: its figures are per token, on validation text */
 } run_t;
 
 static rumor_err_t save_checkpoint(run_t *r, int epochs_done, char err[RUMOR_ERR_LEN])
@@ -151,6 +154,7 @@ static rumor_err_t resolve_model(const rumor_train_config_t *cfg, rumor_model_sp
 typedef struct {
     int epoch;
     long first, spe, total;   /* its first step (a resumed one may start inside), per epoch, in all */
+    long end;                 /* its steps end here: spe, or fewer in a run of --steps */
     double te0;               /* when it began */
     long counted_before;      /* samples of it done before a resume */
 } epoch_t;
@@ -163,7 +167,7 @@ static rumor_err_t epoch_steps(run_t *r, rumor_trainer_t *tr, const epoch_t *ep,
 {
     const rumor_train_config_t *cfg = r->cfg;
     rumor_err_t rc;
-    for (long s = ep->first; s < ep->spe; s++) {
+    for (long s = ep->first; s < ep->end; s++) {
         if (cfg->max_steps > 0 && *step >= cfg->max_steps) {
             *halt = true;
             break;
@@ -185,14 +189,17 @@ static rumor_err_t epoch_steps(run_t *r, rumor_trainer_t *tr, const epoch_t *ep,
         if (cfg->progress) {
             const double elapsed = now - ep->te0 - *t_excluded;
             const double rate = (double)(r->loss_count - ep->counted_before) / (elapsed > 0 ? elapsed : 1e-9);
-            const rumor_train_progress_t pr = {.epoch = ep->epoch + 1, .epochs = cfg->epochs, .step = *step,
+            const rumor_train_progress_t pr = {.epoch = ep->epoch + 1, .epochs = r->epochs, .step = *step,
                                                .total = ep->total,
-                                               .epoch_done = (double)(s + 1 - ep->first) / (double)(ep->spe - ep->first),
+                                               .epoch_done = (double)(s + 1 - ep->first) / (double)(ep->end - ep->first),
                                                .loss = r->loss_sum / (double)r->loss_count, .samples_per_s = rate,
-                                               .eta_s = (double)(ep->total - *step) * (double)cfg->batch / rate};
+                                               .text = r->text,
+                                               /* remaining steps at the predictions a step made so far */
+                                               .eta_s = (double)(ep->total - *step) * (double)(r->loss_count - ep->counted_before) /
+                                                        (double)(s + 1 - ep->first) / rate};
             cfg->progress(cfg->progress_arg, &pr);
         }
-        if (cfg->checkpoint_every > 0 && *step % cfg->checkpoint_every == 0 && s + 1 < ep->spe) {
+        if (cfg->checkpoint_every > 0 && *step % cfg->checkpoint_every == 0 && s + 1 < ep->end) {
             const double tc = rumor_now();
             if ((rc = save_checkpoint(r, ep->epoch, err)) != RUMOR_OK) return rc;
             *t_excluded += rumor_now() - tc;
@@ -205,7 +212,7 @@ static rumor_err_t epoch_steps(run_t *r, rumor_trainer_t *tr, const epoch_t *ep,
 /* A resumed step count means something only for the same batch and the same samples, and
  * within the run's epochs. */
 static rumor_err_t resume_fits(const rumor_train_config_t *cfg, const rumor_checkpoint_info_t *resume, long step,
-                               long spe, size_t n, char err[RUMOR_ERR_LEN])
+                               long spe, long total, size_t n, char err[RUMOR_ERR_LEN])
 {
     long was_batch, was_samples;
     if ((rumor_checkpoint_extra_long(resume, "train.batch", 1, 65536, &was_batch) && was_batch != cfg->batch) ||
@@ -215,9 +222,9 @@ static rumor_err_t resume_fits(const rumor_train_config_t *cfg, const rumor_chec
         return rumor_fail(err, RUMOR_EINVAL, "%s: the checkpoint's step %ld does not fit batch %d over %zu samples: "
                           "resume with the batch, --limit and --partition it was made with",
                           cfg->resume_path, step, cfg->batch, n);
-    if (step > spe * cfg->epochs)
-        return rumor_fail(err, RUMOR_EINVAL, "%s: already %ld steps in, past the %ld steps of %d epochs",
-                          cfg->resume_path, step, spe * cfg->epochs, cfg->epochs);
+    if (step > total)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: already %ld steps in, past the run's %ld steps", cfg->resume_path,
+                          step, total);
     return RUMOR_OK;
 }
 
@@ -230,15 +237,18 @@ static void epoch_done(run_t *r, const epoch_t *ep, long step, double epoch_s, c
     if (r->metrics) {
         fprintf(r->metrics, "{\"t\":%.3f,\"epoch\":%d,\"step\":%ld,\"loss\":%.6f", rumor_now() - r->t0,
                 ep->epoch + 1, step, res->train_loss);
-        if (cfg->eval) fprintf(r->metrics, ",\"test_loss\":%.6f,\"test_acc\":%.4f", res->test_loss, res->test_acc);
-        fprintf(r->metrics, ",\"samples_per_s\":%.1f}\n", rate);
+        if (cfg->eval)
+            fprintf(r->metrics, r->text ? ",\"val_loss\":%.6f,\"val_acc\":%.4f" : ",\"test_loss\":%.6f,\"test_acc\":%.4f",
+                    res->test_loss, res->test_acc);
+        fprintf(r->metrics, r->text ? ",\"tokens_per_s\":%.1f}\n" : ",\"samples_per_s\":%.1f}\n", rate);
         fflush(r->metrics);
     }
     if (cfg->progress) {
-        const rumor_train_progress_t pr = {.epoch = ep->epoch + 1, .epochs = cfg->epochs, .step = step,
+        const rumor_train_progress_t pr = {.epoch = ep->epoch + 1, .epochs = r->epochs, .step = step,
                                            .total = ep->total, .epoch_done = 1.0, .loss = res->train_loss,
                                            .samples_per_s = rate, .epoch_end = true, .epoch_s = epoch_s,
-                                           .evaluated = cfg->eval, .test_acc = res->test_acc};
+                                           .evaluated = cfg->eval, .test_acc = res->test_acc, .text = r->text,
+                                           .test_loss = res->test_loss};
         cfg->progress(cfg->progress_arg, &pr);
     }
 }
@@ -258,16 +268,15 @@ static rumor_err_t open_metrics(run_t *r, long step, char err[RUMOR_ERR_LEN])
 rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_t *res,
                             char err[RUMOR_ERR_LEN])
 {
-    rumor_dataset_t train = {0}, test = {0};
+    rumor_source_t src = {0};
     rumor_backend_t *be = NULL;
     run_t r = {.cfg = cfg};
-    size_t *own = NULL;
     rumor_trainer_t *tr = NULL;
     double *epoch_rates = NULL;
     rumor_err_t rc;
     rumor_model_spec_t spec = cfg->spec;
     rumor_checkpoint_info_t resume = {0};
-    bool halt = false; /* stop at the end of this step: asked to, or --steps reached */
+    bool halt = false; /* stop at the end of this step: asked to, or --max-steps reached */
 
     memset(res, 0, sizeof *res);
     res->test_acc = res->test_loss = NAN;
@@ -275,18 +284,19 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         return rumor_fail(err, RUMOR_EINVAL, "--epochs %d: expected 1..100000", cfg->epochs);
     if (cfg->batch < 1 || cfg->batch > 65536)
         return rumor_fail(err, RUMOR_EINVAL, "--batch %d: expected 1..65536", cfg->batch);
+    if (cfg->steps < 0) return rumor_fail(err, RUMOR_EINVAL, "--steps %ld: expected 0 or more", cfg->steps);
     if ((rc = rumor_optim_config_check(&cfg->opt, err)) != RUMOR_OK) return rc;
 
     if ((rc = resolve_model(cfg, &spec, &resume, err)) != RUMOR_OK) return rc;
 
-    if ((rc = rumor_data_load_dir(&train, cfg->eval ? &test : NULL, cfg->data_dir, err)) != RUMOR_OK)
-        goto out;
-    float mean, std;
-    rumor_data_stats(&train, &mean, &std);
-    if (cfg->limit && cfg->limit < train.count) train.count = cfg->limit;
-    if (cfg->resume_path) mean = resume.input_mean, std = resume.input_std;
-    r.info.input_mean = mean;
-    r.info.input_std = std;
+    /* What it learns from: all of the training split, or one peer's shard. */
+    const rumor_source_config_t sc = {.dir = cfg->data_dir, .spec = &spec, .vocab = cfg->vocab, .limit = cfg->limit,
+                                      .partition = cfg->partitioned ? &cfg->partition : NULL, .rank = cfg->rank,
+                                      .peers = cfg->peers, .seed = cfg->seed, .eval = cfg->eval};
+    if ((rc = rumor_source_load(&src, &sc, err)) != RUMOR_OK) goto out;
+    r.text = res->text = src.text;
+    r.info.input_mean = cfg->resume_path ? resume.input_mean : src.text ? 0.0f : src.mean;
+    r.info.input_std = cfg->resume_path ? resume.input_std : src.text ? 1.0f : src.std;
     r.info.seed = cfg->seed;
 
     be = cfg->backend_ops ? rumor_backend_open(cfg->backend_ops, cfg->threads, err)
@@ -295,9 +305,9 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         rc = rumor_last_error();
         goto out;
     }
-    const int max_batch = cfg->batch > EVAL_BATCH ? cfg->batch : EVAL_BATCH;
-    const rumor_model_input_t in = {1, (int)train.rows, (int)train.cols, RUMOR_DATA_CLASSES};
-    if (!(r.m = rumor_model_new(&spec, in, be, max_batch, err))) {
+    /* Images are evaluated in batches of EVAL_BATCH; text in the training batch's windows. */
+    const int max_batch = src.text || cfg->batch > EVAL_BATCH ? cfg->batch : EVAL_BATCH;
+    if (!(r.m = rumor_model_new(&spec, rumor_source_input(&src, &spec), be, max_batch, err))) {
         rc = rumor_last_error();
         goto out;
     }
@@ -311,38 +321,30 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         rc = rumor_model_init(r.m, cfg->seed);
     if (rc != RUMOR_OK) goto out;
 
-    /* The samples this run trains on: all of them, or one peer's shard. */
-    size_t n = train.count;
-    if (cfg->partitioned) {
-        rc = rumor_partition_indices(&own, &n, &cfg->partition, train.labels, train.count, cfg->seed,
-                                     cfg->rank, cfg->peers, err);
-        if (rc != RUMOR_OK) goto out;
-        if (n == 0) {
-            rc = rumor_fail(err, RUMOR_EINVAL, "peer %d of %d owns no samples under this partition",
-                            cfg->rank, cfg->peers);
-            goto out;
-        }
+    rumor_trainer_config_t trc = {.batch = cfg->batch, .seed = cfg->seed, .sched = cfg->sched, .lr = cfg->opt.lr,
+                                  .clip_grad = cfg->clip_grad};
+    rumor_source_trainer(&src, &trc);
+    /* An epoch is a pass over the shard's samples (text: as many tokens as it holds); the run is
+     * --steps long, or --epochs of them. */
+    const long per_epoch = rumor_trainer_epoch_steps(&trc);
+    const long total = cfg->steps > 0 ? cfg->steps : per_epoch * cfg->epochs;
+    trc.total_steps = total;
+    r.epochs = (int)((total + per_epoch - 1) / per_epoch);
+    if (!(tr = rumor_trainer_new(&trc, r.m, r.o, err))) {
+        rc = rumor_last_error();
+        goto out;
     }
     /* The settings it was made with, then what this run needs to know of its own steps. */
     for (int i = 0; i < cfg->n_settings; i++)
         rumor_checkpoint_extra_add(&r.info, cfg->settings[i].key, "%s", cfg->settings[i].value);
     rumor_checkpoint_extra_add(&r.info, "train.batch", "%d", cfg->batch);
-    rumor_checkpoint_extra_add(&r.info, "train.samples", "%zu", n);
-    const long spe = (long)((n + (size_t)cfg->batch - 1) / (size_t)cfg->batch);
-    const long total = spe * cfg->epochs;
+    rumor_checkpoint_extra_add(&r.info, "train.samples", "%zu", src.n);
     long step = rumor_optim_steps(r.o);
     const long resumed_step = step;
-    if (cfg->resume_path && (rc = resume_fits(cfg, &resume, step, spe, n, err)) != RUMOR_OK) goto out;
-    epoch_rates = calloc((size_t)cfg->epochs, sizeof *epoch_rates);
+    if (cfg->resume_path && (rc = resume_fits(cfg, &resume, step, per_epoch, total, src.n, err)) != RUMOR_OK) goto out;
+    epoch_rates = calloc((size_t)r.epochs, sizeof *epoch_rates);
     if (!epoch_rates) {
         rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        goto out;
-    }
-    const rumor_trainer_config_t trc = {.data = &train, .own = own, .n = n, .mean = mean, .std = std,
-                                        .batch = cfg->batch, .seed = cfg->seed, .sched = cfg->sched,
-                                        .lr = cfg->opt.lr, .total_steps = total};
-    if (!(tr = rumor_trainer_new(&trc, r.m, r.o, err))) {
-        rc = rumor_last_error();
         goto out;
     }
     if (cfg->metrics_path && (rc = open_metrics(&r, step, err)) != RUMOR_OK) goto out;
@@ -351,15 +353,16 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     r.t0 = rumor_now();
     int n_rates = 0;
 
-    for (int epoch = (int)(step / spe); epoch < cfg->epochs; epoch++) {
-        long first = step - (long)epoch * spe;
+    for (int epoch = (int)(step / per_epoch); epoch < r.epochs; epoch++) {
+        long first = step - (long)epoch * per_epoch;
+        const long end = total - (long)epoch * per_epoch < per_epoch ? total - (long)epoch * per_epoch : per_epoch;
         r.loss_sum = r.window_loss = 0.0;
         r.loss_count = r.window_count = 0;
         if (cfg->resume_path && first > 0 && step == resumed_step) restore_sums(&r, &resume);
         const long counted_before = r.loss_count; /* samples of this epoch done before a resume */
         const double te0 = rumor_now();
         double t_excluded = 0.0;
-        const epoch_t ep = {.epoch = epoch, .first = first, .spe = spe, .total = total, .te0 = te0,
+        const epoch_t ep = {.epoch = epoch, .first = first, .spe = per_epoch, .end = end, .total = total, .te0 = te0,
                             .counted_before = counted_before};
         if ((rc = epoch_steps(&r, tr, &ep, &step, &t_excluded, &halt, err)) != RUMOR_OK) goto out;
         const double epoch_s = rumor_now() - te0 - t_excluded;
@@ -368,38 +371,36 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
             epoch_rates[n_rates++] = (double)(r.loss_count - counted_before) / epoch_s;
             res->train_loss = r.loss_sum / (double)r.loss_count;
         }
-        if ((halt = halt || rumor_asked(cfg->stop)) && step < (long)(epoch + 1) * spe) {
+        if ((halt = halt || rumor_asked(cfg->stop)) && step < (long)epoch * per_epoch + end) {
             res->interrupted = true;
             if ((rc = save_checkpoint(&r, epoch, err)) != RUMOR_OK) goto out;
             break;
         }
         res->epochs_done = epoch + 1;
-        if (cfg->eval && (rc = rumor_train_evaluate(r.m, &test, mean, std, &res->test_loss, &res->test_acc, err)) !=
-                             RUMOR_OK)
+        if (cfg->eval && (rc = rumor_source_evaluate(&src, r.m, &res->test_loss, &res->test_acc, err)) != RUMOR_OK)
             goto out;
         epoch_done(&r, &ep, step, epoch_s, res);
         if ((rc = save_checkpoint(&r, epoch + 1, err)) != RUMOR_OK) goto out;
         if ((halt = halt || rumor_asked(cfg->stop))) {
-            res->interrupted = epoch + 1 < cfg->epochs;
+            res->interrupted = epoch + 1 < r.epochs;
             break;
         }
     }
     res->steps = step;
     if (n_rates > 0) {
         res->samples_per_s = rumor_median(epoch_rates, (size_t)n_rates);
-        res->gflops = res->samples_per_s * flops * 1e-9;
+        /* flops are per sample; a text rate is in tokens, T a sample */
+        res->gflops = res->samples_per_s * flops * 1e-9 / (src.text ? spec.ctx : 1);
     }
     if (cfg->save_path && !res->interrupted)
         rc = rumor_checkpoint_save(cfg->save_path, r.m, NULL, &r.info, err);
 out:
     if (r.metrics) fclose(r.metrics);
-    free(own);
     rumor_trainer_destroy(&tr);
     free(epoch_rates);
     rumor_optim_destroy(&r.o);
     rumor_model_destroy(&r.m);
     rumor_backend_destroy(&be);
-    rumor_dataset_fini(&train);
-    rumor_dataset_fini(&test);
+    rumor_source_fini(&src);
     return rc;
 }

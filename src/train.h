@@ -34,6 +34,8 @@ typedef struct rumor_train_progress {
     double epoch_s;
     bool evaluated;
     double test_acc;
+    bool text;                /* a language model: rates in tokens, evaluation on validation text */
+    double test_loss;
 } rumor_train_progress_t;
 
 typedef struct {
@@ -44,11 +46,14 @@ typedef struct {
     const struct rumor_backend_ops *backend_ops; /* not NULL: this backend instead (tests) */
     int threads;              /* <= 0: all cores */
     int epochs;
+    long steps;               /* the run's length in steps, which the schedule spans; 0: --epochs */
     int batch;
     uint64_t seed;
     rumor_optim_config_t opt;
     rumor_schedule_t sched;
     size_t limit;             /* use the first `limit` training samples; 0: all */
+    int vocab;                /* token files' vocabulary (text.h); 0: the default */
+    float clip_grad;          /* global gradient norm clipping; 0: none */
     bool partitioned;         /* train on one peer's shard of the (limited) training set */
     rumor_partition_t partition;
     int rank, peers;
@@ -80,6 +85,7 @@ typedef struct {
     double samples_per_s;  /* median over epochs trained in this run */
     double gflops;         /* achieved, from the model's flop count */
     bool interrupted;
+    bool text;             /* a language model: samples_per_s counts tokens, test_* is validation */
 } rumor_train_result_t;
 
 void rumor_train_config_defaults(rumor_train_config_t *cfg);

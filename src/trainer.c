@@ -58,17 +58,16 @@ rumor_trainer_t *rumor_trainer_new(const rumor_trainer_config_t *cfg, rumor_mode
     t->order_epoch[0] = t->order_epoch[1] = -1;
     t->staged = -1;
     const size_t B = (size_t)rumor_model_max_batch(m);
-    if (cfg->text) { /* windows drawn by step: an "epoch" is as many tokens as the shard holds */
-        const size_t T = (size_t)cfg->shard->T, per_step = (size_t)cfg->batch * T;
+    t->spe = rumor_trainer_epoch_steps(cfg);
+    if (cfg->text) {
+        const size_t T = (size_t)cfg->shard->T;
         t->xb = T * sizeof(int32_t), t->yn = T;
-        t->spe = cfg->batch > 0 && cfg->shard->tokens > per_step ? (long)(cfg->shard->tokens / per_step) : 1;
         t->cfg.dp = NULL; /* refused by the caller: a window's DP-SGD is not written yet */
     } else {
         t->feat = cfg->data->rows * cfg->data->cols;
         t->xb = t->feat * sizeof(float), t->yn = 1;
     }
     const size_t n = cfg->text ? cfg->shard->windows : cfg->n;
-    if (!cfg->text) t->spe = (long)rumor_chunks(n, (size_t)cfg->batch);
     bool ok = n > 0 && cfg->batch > 0;
     for (int k = 0; k < 2 && ok && !cfg->text; k++) ok = (t->order[k] = malloc(n * sizeof *t->order[k])) != NULL;
     ok = ok && (t->idx = malloc(B * sizeof *t->idx)) && (!cfg->dp || (t->scratch = malloc(n * sizeof *t->scratch)));
@@ -116,6 +115,14 @@ void rumor_trainer_destroy(rumor_trainer_t **self_p)
 }
 
 long rumor_trainer_steps_per_epoch(const rumor_trainer_t *self) { return self->spe; }
+
+long rumor_trainer_epoch_steps(const rumor_trainer_config_t *cfg)
+{
+    if (cfg->batch < 1) return 1;
+    if (!cfg->text) return cfg->n ? (long)rumor_chunks(cfg->n, (size_t)cfg->batch) : 1;
+    const size_t per_step = (size_t)cfg->batch * (size_t)cfg->shard->T;
+    return cfg->shard->tokens > per_step ? (long)(cfg->shard->tokens / per_step) : 1;
+}
 
 /* Epoch e's order of positions. */
 static const size_t *order(rumor_trainer_t *t, long epoch)

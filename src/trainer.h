@@ -66,8 +66,10 @@ typedef struct {
 rumor_err_t rumor_trainer_steps(rumor_trainer_t *self, long n, long at, rumor_trainer_stats_t *st,
                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
-/* The steps of one epoch over the shard. */
+/* The steps of one epoch over the shard (text: as many tokens as the shard holds, at least one
+ * step), of a trainer or of a configuration before there is one. */
 long rumor_trainer_steps_per_epoch(const rumor_trainer_t *self);
+long rumor_trainer_epoch_steps(const rumor_trainer_config_t *cfg);
 
 /* ---- a peer's metrics: one line a round, as a node and virtual mode both write it ---- */
 

@@ -108,6 +108,15 @@ def train_part(tmp, data):
     check(r.returncode == 0 and not r.stderr, "train: another spelling of the same value is the same value (%s)"
           % r.stderr.strip())
 
+    # Peer 0's shard: --rank 0 is also the default, and still goes with the checkpoint's shard.
+    ck0 = os.path.join(tmp, "ck0.safetensors")
+    r0 = [a if a != "1" or args[i - 1] != "--rank" else "0" for i, a in enumerate(args)]
+    r = run(*r0, "--checkpoint", ck0, "--max-steps", "2")
+    r = run("train", "--resume", ck0, "--check")
+    shown = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(shown.get("partition") == "iid" and shown.get("rank") == 0 and shown.get("of") == 3,
+          "train: peer 0's shard resumed with --resume alone (%s)" % (shown or r.stderr.strip()))
+
     for name, path in (("its own checkpoint", ck), ("a checkpoint from before the table", legacy)):
         out = os.path.join(tmp, "out.safetensors")
         r = run("train", "--resume", path, "--data", data, "--save", out, "--threads", "1", "--quiet", "--no-eval")
