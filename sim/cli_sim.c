@@ -54,6 +54,7 @@ int cmd_sim(int argc, char **argv)
         return 0;
     }
     if (c.faults) rumor_sim_faults(&c, c.faults);
+    rumor_settings_family(&c, RUMOR_CMD_SIM);
     if (rumor_settings_check(&c, RUMOR_CMD_SIM, err) != RUMOR_OK) {
         cli_error("%s", err);
         return 2;

@@ -19,7 +19,8 @@ typedef struct {
     long offset;
     long round;
     double loss, acc, consensus, bytes_out, t, epsilon;
-    bool has_loss, has_acc, has_eps;
+    bool has_loss, has_acc, has_eps, has_val;
+    double val;           /* a language model's last validation loss */
 } peer_state_t;
 
 static peer_state_t *states;
@@ -62,6 +63,7 @@ static void read_peer(const char *out, int i, peer_state_t *s)
         if (field(line, "round", &v)) s->round = (long)v;
         if (field(line, "loss", &v)) s->loss = v, s->has_loss = true;
         if (field(line, "test_acc", &v)) s->acc = v, s->has_acc = true;
+        if (field(line, "val_loss", &v)) s->val = v, s->has_val = true;
         if (field(line, "consensus", &v)) s->consensus = v;
         if (field(line, "bytes_out", &v)) s->bytes_out = v;
         if (field(line, "t", &v)) s->t = v;
@@ -239,9 +241,9 @@ rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, 
 {
     if (isnan(spread) && strcmp(c->mode, "proc") == 0 && c->peers <= 256) spread = files_spread(c);
     /* Read every peer's file from the start (the status cache may be behind). */
-    double acc_sum = 0, acc_min = NAN, acc_max = NAN, cons = 0, bytes = 0, eps_max = NAN;
+    double acc_sum = 0, acc_min = NAN, acc_max = NAN, cons = 0, bytes = 0, eps_max = NAN, val_sum = 0, val_max = NAN;
     long round_min = -1, round_max = 0;
-    int n_acc = 0, n = 0;
+    int n_acc = 0, n = 0, n_val = 0;
     for (int i = 0; i < c->peers; i++) {
         peer_state_t s = {0};
         read_peer(c->out, i, &s);
@@ -258,6 +260,11 @@ rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, 
             if (n_acc == 0 || s.acc > acc_max) acc_max = s.acc;
             n_acc++;
         }
+        if (s.has_val) {
+            val_sum += s.val;
+            if (n_val == 0 || s.val > val_max) val_max = s.val;
+            n_val++;
+        }
     }
     static char cfg[16384], text[20000];
     rumor_settings_json(c, RUMOR_CMD_SIM, cfg, sizeof cfg);
@@ -269,6 +276,10 @@ rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, 
     len += (size_t)num(text + len, sizeof text - len, "final_test_acc_mean", n_acc ? acc_sum / n_acc : NAN, true);
     len += (size_t)num(text + len, sizeof text - len, "final_test_acc_min", acc_min, true);
     len += (size_t)num(text + len, sizeof text - len, "final_test_acc_max", acc_max, true);
+    if (n_val) { /* a language model: the mean and the worst peer's validation loss */
+        len += (size_t)num(text + len, sizeof text - len, "final_val_loss_mean", val_sum / n_val, true);
+        len += (size_t)num(text + len, sizeof text - len, "final_val_loss_max", val_max, true);
+    }
     len += (size_t)num(text + len, sizeof text - len, "consensus", n ? cons / n : NAN, true);
     if (!isnan(spread)) len += (size_t)num(text + len, sizeof text - len, "model_spread", spread, true);
     len += (size_t)snprintf(text + len, sizeof text - len, ",\"bytes_total\":%.0f", bytes);

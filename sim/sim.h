@@ -14,7 +14,8 @@
  *
  * The run folder (the contract tools/plot and the tests read):
  *   OUT/summary.json      {"mode", "peers", "rounds", "final_test_acc_mean",
- *                          "final_test_acc_min", "final_test_acc_max", "consensus" (the mean of
+ *                          "final_test_acc_min", "final_test_acc_max" (a language model:
+ *                          "final_val_loss_mean", "final_val_loss_max"), "consensus" (the mean of
  *                          the peers' last consensus), "model_spread" (of the final models),
  *                          "bytes_total", "wall_s", "interrupted", "config": {...}}
  *                         (virtual mode: "wall_s" is virtual seconds; real time is printed)

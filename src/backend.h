@@ -200,6 +200,11 @@ RUMOR_MUST_CHECK rumor_err_t rumor_backend_create(rumor_backend_t **be_p, const 
 rumor_backend_t *rumor_backend_open(const struct rumor_backend_ops *ops, int threads,
                                     char err[RUMOR_ERR_LEN]);
 void rumor_backend_destroy(rumor_backend_t **be_p);
+/* OpenBLAS picks its kernels when it loads, by the CPU's model: a release older than the CPU
+ * takes it for a Prescott and runs sgemm on SSE3 (Debian 12's OpenBLAS 0.3.21 on a Xeon of
+ * family 6 model 207, at half the speed). The OPENBLAS_CORETYPE its features call for
+ * ("SkylakeX", "Haswell") in that case; NULL when OpenBLAS chose itself or was told. */
+const char *rumor_backend_cpu_better_core(void);
 /* Space-separated names of the compiled backends, e.g. "cpu" or "cpu cuda". */
 const char *rumor_backend_compiled(void);
 int rumor_backend_default_threads(void);

@@ -24,6 +24,21 @@ void dsyev_(const char *jobz, const char *uplo, const int *n, double *a, const i
 /* max without libm's NaN rules (fmaxf is a call on x86-64): on a tie it keeps a. */
 static inline float max2(float a, float b) { return b > a ? b : a; }
 
+const char *rumor_backend_cpu_better_core(void)
+{
+#if defined(__x86_64__)
+    if (getenv("OPENBLAS_CORETYPE")) return NULL; /* told: as told */
+    const char *core = openblas_get_corename();
+    if (!core || strcmp(core, "Prescott") != 0) return NULL; /* its pick, unless its fallback */
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+    return NULL;
+}
+
 static rumor_err_t cpu_open(rumor_backend_t *be, int threads, char err[RUMOR_ERR_LEN])
 {
     (void)err;
@@ -469,12 +484,22 @@ static void cpu_attention_bwd(rumor_backend_t *be, float *dqkv, float *datt, con
 #define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_K 0.044715f
 
+/* GELU's tanh form as a sigmoid: 0.5 (1 + tanh u) = 1 / (1 + e^-2u), one expf where libm's
+ * tanhf costs an expm1f and more (GELU was half of a gpt step with tanhf), and exact in
+ * relative terms on both sides, where 1 + tanh u cancels for negative u. e^-2u is capped
+ * below float's overflow, so that a * s below stays finite. */
+static inline float gelu_a(float v)
+{
+    const float m = -2.0f * GELU_S * (v + GELU_K * v * v * v);
+    return expf(m < 88.0f ? m : 88.0f);
+}
+
 static void cpu_gelu(rumor_backend_t *be, float *y, const float *x, size_t n)
 {
     (void)be;
     for (size_t i = 0; i < n; i++) {
         const float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanhf(GELU_S * (v + GELU_K * v * v * v)));
+        y[i] = v / (1.0f + gelu_a(v));
     }
 }
 
@@ -482,8 +507,9 @@ static void cpu_gelu_bwd(rumor_backend_t *be, float *dx, const float *x, const f
 {
     (void)be;
     for (size_t i = 0; i < n; i++) {
-        const float v = x[i], t = tanhf(GELU_S * (v + GELU_K * v * v * v));
-        const float g = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_K * v * v);
+        /* s = sigmoid(2u), 1 - s = a s; d/dv [v s] = s + v s (1 - s) 2 u' */
+        const float v = x[i], a = gelu_a(v), s = 1.0f / (1.0f + a);
+        const float g = s + v * s * (a * s) * 2.0f * GELU_S * (1.0f + 3.0f * GELU_K * v * v);
         dx[i] = dy[i] * g;
     }
 }

@@ -85,6 +85,8 @@ static rumor_err_t node_training(const rumor_settings_t *s, rumor_peer_config_t 
     pc->eval_every = s->eval_every;
     pc->checkpoint_every = s->checkpoint_every;
     pc->resume = s->resume;
+    pc->vocab = s->vocab;
+    pc->clip_grad = s->clip_grad;
     static rumor_st_meta_t recorded[RUMOR_CHECKPOINT_EXTRA];
     pc->settings = recorded;
     pc->n_settings = rumor_settings_record(s, RUMOR_CMD_NODE, recorded, RUMOR_CHECKPOINT_EXTRA);
@@ -131,7 +133,10 @@ static int run_peer(const rumor_settings_t *s, const rumor_node_config_t *cfg, i
         fprintf(stderr, "rumor: stopped after round %ld; continue with --resume\n", res.rounds);
         return 130;
     }
-    printf("done: %ld rounds, test_acc %.4f, model in %s/model.safetensors\n", res.rounds, res.test_acc, pc.run_dir);
+    if (pc.spec.kind == RUMOR_MODEL_GPT)
+        printf("done: %ld rounds, val_loss %.4f, model in %s/model.safetensors\n", res.rounds, res.test_loss, pc.run_dir);
+    else
+        printf("done: %ld rounds, test_acc %.4f, model in %s/model.safetensors\n", res.rounds, res.test_acc, pc.run_dir);
     return 0;
 }
 
@@ -161,11 +166,13 @@ int cmd_node(int argc, char **argv)
     char ckpt[RUMOR_SETTINGS_PATH + 32];
     snprintf(ckpt, sizeof ckpt, "%s/" RUMOR_PEER_CHECKPOINT, s.run_dir);
     rumor_err_t rc;
+    rumor_settings_family(&s, RUMOR_CMD_NODE); /* before and after: the checkpoint may name the model */
     if (s.resume && s.run_dir[0] && access(ckpt, F_OK) == 0 &&
         (rc = rumor_settings_resume(&s, RUMOR_CMD_NODE, ckpt, err)) != RUMOR_OK) {
         cli_error("%s", err);
         return cli_exit_code(rc);
     }
+    rumor_settings_family(&s, RUMOR_CMD_NODE);
     if (rumor_settings_check(&s, RUMOR_CMD_NODE, err) != RUMOR_OK) {
         cli_error("%s", err);
         return 2;

@@ -5,7 +5,9 @@
 #include "proto.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *f)
 {
@@ -35,6 +37,10 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* OpenBLAS chose its kernels before main: where it took this CPU for an older one, start
+     * once more with the kernels the CPU's features call for (if exec fails, go on as is). */
+    const char *core = rumor_backend_cpu_better_core();
+    if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0) execv("/proc/self/exe", argv);
     if (argc < 2) {
         cli_error("no command given (try rumor --help)");
         return 2;

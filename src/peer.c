@@ -19,7 +19,7 @@
 static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
 {
     const rumor_peer_config_t *c = p->cfg;
-    rumor_checkpoint_info_t info = {.input_mean = p->mean, .input_std = p->std, .seed = c->seed};
+    rumor_checkpoint_info_t info = {.input_mean = p->src.mean, .input_std = p->src.std, .seed = c->seed};
     pthread_mutex_lock(&p->mu);
     const size_t nc = rumor_gossip_chunk_count(p->g);
     float *w = malloc(nc * sizeof *w);
@@ -113,7 +113,7 @@ out:
 
 static rumor_err_t evaluate(peer_t *p, char err[RUMOR_ERR_LEN])
 {
-    return rumor_train_evaluate(p->m, &p->test, p->mean, p->std, &p->test_loss, &p->test_acc, err);
+    return rumor_source_evaluate(&p->src, p->m, &p->test_loss, &p->test_acc, err);
 }
 
 /* Wait on p->cv (p->mu held) for a wake-up or at most ms milliseconds. */
@@ -311,7 +311,8 @@ static rumor_err_t model_line(peer_t *p, const char *flag, char err[RUMOR_ERR_LE
     rumor_err_t rc = evaluate(p, err);
     if (rc != RUMOR_OK) return rc;
     const rumor_metrics_line_t l = {.t = rumor_now() - p->t0, .t_decimals = 3, .round = p->k,
-                                    .step = rumor_optim_steps(p->o), .evaluated = true, .test_loss = p->test_loss,
+                                    .step = rumor_optim_steps(p->o), .evaluated = true, .text = p->src.text,
+                                    .test_loss = p->test_loss,
                                     .test_acc = p->test_acc, .flag = flag};
     metrics_write(p, &l);
     return RUMOR_OK;
@@ -451,7 +452,8 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
                                    .loss = ts.loss_sum / (double)(ts.samples ? ts.samples : 1), .lr = ts.lr,
                                    .consensus = st.consensus, .w = st.w, .peers = view + 1,
                                    .neighbours = st.last_peers, .missing = st.last_missing, .bytes_out = out,
-                                   .bytes_in = st.bytes_in, .evaluated = eval, .test_loss = p->test_loss,
+                                   .bytes_in = st.bytes_in, .evaluated = eval, .text = p->src.text,
+                                   .test_loss = p->test_loss,
                                    .test_acc = p->test_acc, .private = p->dp != NULL, .secure_mix = c->secure_mix,
                                    .unmixed = st.chunks_unmixed,
                                    .implausible = st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]};
@@ -475,7 +477,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
     p->interrupted = p->k < c->rounds && !p->budget_spent && !p->swarm_over;
     if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
     if (!p->interrupted) {
-        rumor_checkpoint_info_t info = {.input_mean = p->mean, .input_std = p->std, .seed = c->seed};
+        rumor_checkpoint_info_t info = {.input_mean = p->src.mean, .input_std = p->src.std, .seed = c->seed};
         if ((rc = rumor_checkpoint_save(p->model_path, p->m, NULL, &info, err)) != RUMOR_OK) return rc;
     }
     return RUMOR_OK;
@@ -532,23 +534,18 @@ static rumor_err_t setup_model(peer_t *p, char err[RUMOR_ERR_LEN])
 {
     const rumor_peer_config_t *c = p->cfg;
     rumor_err_t rc;
-    if ((rc = rumor_data_load_dir(&p->train, &p->test, c->data_dir, err)) != RUMOR_OK) return rc;
-    rumor_data_stats(&p->train, &p->mean, &p->std);
-    if (c->limit && c->limit < p->train.count) p->train.count = c->limit;
-    p->n_own = p->train.count;
-    if (c->partitioned) {
-        if ((rc = rumor_partition_indices(&p->own, &p->n_own, &c->partition, p->train.labels, p->train.count, c->seed,
-                                          c->rank, c->of, err)) != RUMOR_OK)
-            return rc;
-        if (p->n_own == 0)
-            return rumor_fail(err, RUMOR_EINVAL, "peer %d of %d owns no samples under this partition", c->rank, c->of);
-    }
+    const rumor_source_config_t sc = {.dir = c->data_dir, .spec = &c->spec, .vocab = c->vocab, .limit = c->limit,
+                                      .partition = c->partitioned ? &c->partition : NULL, .rank = c->rank,
+                                      .peers = c->of, .seed = c->seed, .eval = true};
+    if ((rc = rumor_source_load(&p->src, &sc, err)) != RUMOR_OK) return rc;
+    if (p->src.text && c->dp.on)
+        return rumor_fail(err, RUMOR_EINVAL, "--dp with a gpt model: DP-SGD over text windows is not written yet");
     p->be = c->backend_ops ? rumor_backend_open(c->backend_ops, c->threads, err)
                            : rumor_backend_new(c->device, c->threads, err);
     if (!p->be) return rumor_last_error();
-    const rumor_model_input_t in = {1, (int)p->train.rows, (int)p->train.cols, RUMOR_DATA_CLASSES};
-    const int max_batch = c->batch > EVAL_BATCH ? c->batch : EVAL_BATCH;
-    if (!(p->m = rumor_model_new(&c->spec, in, p->be, max_batch, err)) ||
+    /* Images are evaluated in batches of EVAL_BATCH; text in the training batch's windows. */
+    const int max_batch = p->src.text || c->batch > EVAL_BATCH ? c->batch : EVAL_BATCH;
+    if (!(p->m = rumor_model_new(&c->spec, rumor_source_input(&p->src, &c->spec), p->be, max_batch, err)) ||
         !(p->o = rumor_optim_new(&c->opt, p->be, rumor_model_param_count(p->m), err)))
         return rumor_last_error();
     if ((rc = rumor_model_init(p->m, c->init_seed)) != RUMOR_OK) return rc;
@@ -612,11 +609,12 @@ static rumor_err_t setup_node(peer_t *p, rumor_gossip_config_t *gc, char err[RUM
         /* A real node's batches and noise are secret: from libsodium, never from --seed, so
          * neither a neighbour who knows the settings nor this node's own restart redraws them. */
         rumor_noise_t *ns = rumor_noise_new_secret(err);
-        if (!ns || !(p->dp = rumor_dp_new(&c->dp, p->m, p->n_own, c->batch, &ns, err))) return rumor_last_error();
+        if (!ns || !(p->dp = rumor_dp_new(&c->dp, p->m, p->src.n, c->batch, &ns, err))) return rumor_last_error();
     }
-    const rumor_trainer_config_t tc = {.data = &p->train, .own = p->own, .n = p->n_own, .mean = p->mean,
-                                       .std = p->std, .batch = c->batch, .seed = c->seed, .sched = c->sched,
-                                       .lr = c->opt.lr, .total_steps = c->rounds * c->algo.local_steps, .dp = p->dp};
+    rumor_trainer_config_t tc = {.batch = c->batch, .seed = c->seed, .sched = c->sched, .lr = c->opt.lr,
+                                 .total_steps = c->rounds * c->algo.local_steps, .dp = p->dp,
+                                 .clip_grad = c->clip_grad};
+    rumor_source_trainer(&p->src, &tc);
     return (p->tr = rumor_trainer_new(&tc, p->m, p->o, err)) ? RUMOR_OK : rumor_last_error();
 }
 
@@ -681,15 +679,13 @@ static void teardown(peer_t *p, bool mu_init)
     rumor_model_destroy(&p->m);
     device_fini(p);
     rumor_backend_destroy(&p->be);
-    free(p->own);
     free(p->pull_buf);
     free(p->pull_bits);
     for (int i = 0; i < RUMOR_RESYNC_ASKS; i++) free(p->ans[i]);
     rumor_poison_fini(&p->poison);
     rumor_wire_enc_fini(&p->enc);
     free(p->wire_in.dec);
-    rumor_dataset_fini(&p->train);
-    rumor_dataset_fini(&p->test);
+    rumor_source_fini(&p->src);
 }
 
 rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *res, char err[RUMOR_ERR_LEN])

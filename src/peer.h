@@ -54,6 +54,8 @@ typedef struct {
     int rank, of;
     size_t limit;                /* first N training samples only; 0: all */
     rumor_model_spec_t spec;
+    int vocab;                   /* gpt on token files: their vocabulary; 0: the default */
+    float clip_grad;             /* global gradient norm clipping; 0: none */
     const char *device;
     const struct rumor_backend_ops *backend_ops; /* not NULL: this backend instead (tests) */
     int threads;

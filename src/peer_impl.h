@@ -19,6 +19,7 @@
 #include "secmix.h"
 #include "wire.h"
 #include "topology.h"
+#include "source.h"
 #include "train.h"
 #include <errno.h>
 #include <stdarg.h>
@@ -81,9 +82,7 @@ typedef struct {
     float *ans[RUMOR_RESYNC_ASKS];  /* pulled models kept while a resync looks for two that agree */
     double last_resync;
     bool swarm_over;          /* the swarm finished without us: this peer ends where it is */
-    rumor_dataset_t train, test;
-    float mean, std;
-    size_t *own, n_own;
+    rumor_source_t src;          /* what it trains on and is judged by */
     rumor_trainer_t *tr;      /* the local steps */
     rumor_backend_t *be;
     rumor_model_t *m;

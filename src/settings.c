@@ -223,14 +223,14 @@ static const rumor_setting_t table[] = {
      "IDX dataset folder; for gpt models .txt documents or train.bin/val.bin (default " RUMOR_DEFAULT_TEXT ")"},
     {"model", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(model), 0, 0, check_model, NULL, D("mlp:256,128"), "model", "SPEC",
      "logreg | mlp:W1,W2,... | cnn[:C1,C2] | gpt:LAYERS,HEADS,WIDTH,CONTEXT"},
-    {"vocab", NULL, RUMOR_SET_INT, T, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(vocab), 0, 65536, NULL, NULL, D(NULL), NULL, "N",
+    {"vocab", NULL, RUMOR_SET_INT, T | N, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(vocab), 0, 65536, NULL, NULL, D(NULL), NULL, "N",
      "gpt on train.bin/val.bin: the tokens' vocabulary (0: 50304)"},
     /* train and node take the whole training set unless given a shard; a simulated swarm is
      * a set of shards. */
     {"partition", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(partition), 0, 0, check_partition, NULL,
      D3(NULL, NULL, "dirichlet:0.5"), "partition", "SPEC",
-     "iid | dirichlet:ALPHA | shards:K: how the training set is split among peers (train, node: this peer's "
-     "shard is --rank of --of)"},
+     "iid | dirichlet:ALPHA | shards:K | docs (text: whole documents; sim's default for gpt): how the training "
+     "set is split among peers (train, node: this peer's shard is --rank of --of)"},
     {"rank", NULL, RUMOR_SET_INT, T | N, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(rank), 0, 99999, NULL, NULL, D(NULL), NULL, "I",
      "with --partition: this peer's shard (0-based)"},
     {"of", NULL, RUMOR_SET_INT, T | N, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(of), 1, 100000, NULL, NULL, D(NULL), NULL, "N",
@@ -238,9 +238,9 @@ static const rumor_setting_t table[] = {
     {"limit", NULL, RUMOR_SET_LONG, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(limit), 0, BIG, NULL, NULL, D(NULL), "limit", "N",
      "use the first N training samples only (0: all)"},
     {"batch", NULL, RUMOR_SET_INT, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(batch), 1, 65536, NULL, NULL, D("64"), "batch", "N",
-     "minibatch size"},
+     "minibatch size (gpt: 12 windows)"},
     {"lr", NULL, RUMOR_SET_FLOAT, T | N | S, RUMOR_SET_OPEN_LO | RUMOR_SET_RECORD, AT(lr), 0, 10, NULL, NULL, D("0.05"), "lr", "X",
-     "learning rate"},
+     "learning rate (gpt: 1e-3)"},
     {"momentum", NULL, RUMOR_SET_FLOAT, T | N | S, RUMOR_SET_OPEN_HI | RUMOR_SET_RECORD, AT(momentum), 0, 1, NULL, NULL, D("0.9"),
      "momentum", "X", "SGD momentum"},
     {"nesterov", NULL, RUMOR_SET_BOOL, T | N | S, RUMOR_SET_RECORD, AT(nesterov), 0, 0, NULL, NULL, D(NULL), NULL, NULL,
@@ -248,13 +248,14 @@ static const rumor_setting_t table[] = {
     {"weight-decay", NULL, RUMOR_SET_FLOAT, T | N | S, RUMOR_SET_RECORD, AT(weight_decay), 0, 1, NULL, NULL, D("0"), "weight_decay",
      "X", "weight decay"},
     {"optimizer", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(optimizer), 0, 0, check_optimizer, NULL, D("sgd"),
-     "optimizer", "NAME", "sgd | adamw"},
+     "optimizer", "NAME", "sgd | adamw (gpt: adamw)"},
     /* sim's cosine: a simulated run is a whole run, whose end the schedule knows; a node is
      * often stopped and resumed by hand. */
     {"schedule", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD, AT(schedule), 0, 0, check_schedule, NULL,
-     D3("constant", "constant", "cosine"), "schedule", "SPEC", "constant | step:EPOCHS,GAMMA | cosine (over the run)"},
+     D3("constant", "constant", "cosine"), "schedule", "SPEC",
+     "constant | step:EPOCHS,GAMMA | cosine (over the run; gpt: cosine)"},
     {"warmup", NULL, RUMOR_SET_LONG, T | N | S, RUMOR_SET_RECORD, AT(warmup), 0, BIG, NULL, NULL, D("0"), "warmup", "N",
-     "linear warm-up steps"},
+     "linear warm-up steps (gpt: 100)"},
     {"seed", NULL, RUMOR_SET_U64, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(seed), 0, 0, NULL, NULL, D("1"), "seed", "N",
      "the partition, the sample order and the initial parameters (node: unless --init-seed); the same on every peer"},
     {"init-seed", NULL, RUMOR_SET_U64, N, 0, AT(init_seed), 0, 0, NULL, NULL, D(NULL), NULL, "N",
@@ -313,7 +314,7 @@ static const rumor_setting_t table[] = {
     {"epochs", NULL, RUMOR_SET_INT, T, RUMOR_SET_RECORD, AT(epochs), 1, 100000, NULL, NULL, D("10"), NULL, "N", "epochs"},
     {"steps", NULL, RUMOR_SET_LONG, T, RUMOR_SET_RECORD, AT(steps), 0, 1e12, NULL, NULL, D(NULL), NULL, "N",
      "the run's length in steps, which the schedule spans (0: --epochs; gpt: 2000)"},
-    {"clip-grad", NULL, RUMOR_SET_FLOAT, T, RUMOR_SET_RECORD, AT(clip_grad), 0, 1e6, NULL, NULL, D(NULL), NULL, "NORM",
+    {"clip-grad", NULL, RUMOR_SET_FLOAT, T | N, RUMOR_SET_RECORD, AT(clip_grad), 0, 1e6, NULL, NULL, D(NULL), NULL, "NORM",
      "scale the gradient down to this global norm when longer (0: never; gpt: 1)"},
     {"metrics", NULL, RUMOR_SET_STR, T, 0, AT(metrics), 0, 0, NULL, NULL, D(NULL), NULL, "FILE",
      "JSON-lines metrics file (appended to when resuming)"},
@@ -404,20 +405,27 @@ static const rumor_setting_t table[] = {
      "check the settings and print them as JSON; run nothing"},
 };
 
-#undef T
-#undef N
-#undef S
-
-_Static_assert(RUMOR_ARRAY_LEN(table) <= sizeof(((rumor_settings_t *)0)->given), "one given flag per row");
-
 /* Defaults of a language model (--model gpt:...), where they differ from the table's: nanoGPT's
  * recipe for its character-level Shakespeare on a CPU (AdamW at 1e-3, 100 warm-up steps, a
  * cosine schedule over 2000 steps of 12 windows, gradients clipped to norm 1), on the default
  * corpus. Each row's help names its gpt default. */
 static const struct {
     const char *name, *value;
-} lm_defaults[] = {{"data", RUMOR_DEFAULT_TEXT}, {"optimizer", "adamw"}, {"lr", "1e-3"}, {"warmup", "100"},
-                   {"schedule", "cosine"}, {"batch", "12"}, {"steps", "2000"}, {"clip-grad", "1"}};
+    unsigned where; /* the commands it is a default of */
+} lm_defaults[] = {{"data", RUMOR_DEFAULT_TEXT, T | N | S}, {"optimizer", "adamw", T | N | S},
+                   {"lr", "1e-3", T | N | S},          {"warmup", "100", T | N | S},
+                   {"schedule", "cosine", T | N | S},  {"batch", "12", T | N | S},
+                   {"steps", "2000", T},               {"clip-grad", "1", T | N},
+                   /* a simulated swarm of a corpus's voices: each peer whole documents */
+                   {"partition", "docs", S}};
+
+#undef T
+#undef N
+#undef S
+
+_Static_assert(RUMOR_ARRAY_LEN(table) <= sizeof(((rumor_settings_t *)0)->given), "one given flag per row");
+
+
 
 const rumor_setting_t *rumor_settings_table(int *n)
 {
@@ -671,7 +679,9 @@ void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd)
     if (rumor_model_spec_parse(&spec, s->model, err) != RUMOR_OK || spec.kind != RUMOR_MODEL_GPT) return;
     for (size_t i = 0; i < RUMOR_ARRAY_LEN(lm_defaults); i++) {
         const rumor_setting_t *r = rumor_settings_find(cmd, lm_defaults[i].name);
-        if (r && !s->given[r - table] && set_row(s, r, lm_defaults[i].value, err) != RUMOR_OK) abort(); /* a bug */
+        if (r && (lm_defaults[i].where & (1u << cmd)) && !s->given[r - table] &&
+            set_row(s, r, lm_defaults[i].value, err) != RUMOR_OK)
+            abort(); /* a default the table refuses: a bug */
     }
 }
 
@@ -709,6 +719,11 @@ static rumor_err_t check_gossip(const rumor_settings_t *s, rumor_cmd_t cmd, char
 
 static rumor_err_t check_sim(const rumor_settings_t *c, char err[RUMOR_ERR_LEN])
 {
+    rumor_model_spec_t spec;
+    if (strcmp(c->mode, "virtual") == 0 && rumor_model_spec_parse(&spec, c->model, err) == RUMOR_OK &&
+        spec.kind == RUMOR_MODEL_GPT)
+        return rumor_fail(err, RUMOR_EINVAL, "--mode virtual with a gpt model is not written yet; --mode proc runs "
+                          "the swarm as real nodes");
     if (strcmp(c->mode, "proc") == 0 && c->peers > 256)
         return rumor_fail(err, RUMOR_EINVAL, "--peers %d: proc mode runs at most 256 processes (try --mode virtual)",
                           c->peers);

@@ -292,7 +292,9 @@ size_t rumor_metrics_line(char *buf, size_t cap, const rumor_metrics_line_t *l)
                 "\"missing\":%d,\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64,
                 l->loss, (double)l->lr, l->consensus, l->w, l->peers, l->neighbours, l->missing, l->bytes_out,
                 l->bytes_in);
-    if (l->evaluated) put_str(buf, cap, &len, ",\"test_loss\":%.6f,\"test_acc\":%.4f", l->test_loss, l->test_acc);
+    if (l->evaluated)
+        put_str(buf, cap, &len, l->text ? ",\"val_loss\":%.6f,\"val_acc\":%.4f" : ",\"test_loss\":%.6f,\"test_acc\":%.4f",
+                l->test_loss, l->test_acc);
     if (l->private) put_str(buf, cap, &len, ",\"epsilon\":%.6g", l->epsilon);
     if (l->secure_mix) put_str(buf, cap, &len, ",\"unmixed\":%" PRIu64, l->unmixed);
     if (l->implausible) put_str(buf, cap, &len, ",\"implausible\":%" PRIu64, l->implausible);

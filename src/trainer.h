@@ -85,6 +85,7 @@ typedef struct {
     int peers, neighbours, missing;
     uint64_t bytes_out, bytes_in;
     bool evaluated;
+    bool text;               /* a language model: its evaluation is val_loss, val_acc */
     double test_loss, test_acc;
     bool private;            /* DP-SGD: epsilon */
     double epsilon;

@@ -2,8 +2,9 @@
 """rumor train on text, end to end, on a small corpus this test writes: a gpt model learns it (the
 validation loss falls far below a uniform guess's log 256), `rumor eval` reports the validation
 loss the run ended with, a run stopped and resumed ends with the very bytes of one never stopped,
-and the exported model, loaded into tools/gpt_torch.py's PyTorch GPT with
-load_state_dict(strict=True), gives the same validation loss (within 1e-4).
+two real nodes (rumor sim --mode proc) learn it together, and the exported model, loaded into
+tools/gpt_torch.py's PyTorch GPT with load_state_dict(strict=True), gives the same validation
+loss (within 1e-4).
 
 usage: test_lm.py RUMOR SOURCE_DIR
 Exits 77 (skipped) without torch.
@@ -95,6 +96,16 @@ def main():
         same = r.returncode == 0 and open(out, "rb").read() == open(ref, "rb").read()
         check(same, "resumed with nothing else given, the model is the run's never stopped (%s)"
               % r.stderr.strip()[-300:])
+
+        # A swarm of two real nodes on the same text, whole documents each (proc mode).
+        out_dir = os.path.join(tmp, "sim")
+        r = run("sim", "--mode", "proc", "--model", "gpt:2,2,32,32", "--data", data, "--peers", "2", "--rounds", "20",
+                "--local-steps", "5", "--eval-every", "10", "--no-plots", "--quiet", "--out", out_dir)
+        summary = json.load(open(os.path.join(out_dir, "summary.json"))) if r.returncode == 0 else {}
+        check(summary.get("rounds_done_min") == 20 and summary.get("config", {}).get("partition") == "docs"
+              and summary.get("final_val_loss_max", 9) < 3.5 < math.log(256),
+              "two gpt nodes train together over real sockets: worst validation loss %s after 20 rounds (%s)"
+              % (summary.get("final_val_loss_max"), r.stderr.strip()[-200:]))
 
         torch_loss = val_loss_torch(ref, data, 32)
         check(abs(torch_loss - ev.get("val_loss", 0)) <= 1e-4,
