@@ -17,14 +17,9 @@ import subprocess
 import sys
 import tempfile
 
+from rumortest import FAILS, check
+
 SKIP = 77
-FAILS = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
 
 
 def run(*args):

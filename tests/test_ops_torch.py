@@ -10,37 +10,21 @@ gives the same loss and every parameter the same gradient (relative error at mos
 usage: test_ops_torch.py OPS_DUMP SOURCE_DIR
 Exits 77 (skipped) without torch.
 """
-import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
+from rumortest import FAILS, check
+
 SKIP = 77
-FAILS = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
 
 
 def load(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    out = {}
-    for name, t in head.items():
-        if name == "__metadata__":
-            continue
-        b, e = t["data_offsets"]
-        vals = struct.unpack("<%df" % ((e - b) // 4), raw[8 + n + b:8 + n + e])
-        out[name] = torch.tensor(vals, dtype=torch.float64).reshape(t["shape"])
-    return out, head["__metadata__"]
+    """A dump's tensors in float64, and its metadata."""
+    tensors, meta = gpt_torch.read_safetensors(path)
+    return {k: v.double() for k, v in tensors.items()}, meta
 
 
 def close(name, ours, ref, tol):
