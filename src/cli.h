@@ -48,6 +48,7 @@ int cli_print_settings(const rumor_settings_t *s, rumor_cmd_t cmd);
 
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_node(int argc, char **argv);
 int cmd_status(int argc, char **argv);

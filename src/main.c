@@ -18,7 +18,8 @@ static void usage(FILE *f)
             "\n"
             "commands:\n"
             "  train    train a model on one machine (the centralized baseline)\n"
-            "  eval     test accuracy of a saved model\n"
+            "  eval     test accuracy of a saved model (a gpt model: its validation loss)\n"
+            "  sample   text from a gpt model: sample MODEL --prompt TEXT --tokens N\n"
             "  bench    benchmarks: bench train|net|mix (against PyTorch, raw CurveZMQ, memcpy)\n"
             "  keygen   make a peer identity: keygen -o PATH writes PATH.key and PATH.pub\n"
             "  swarm    a swarm authority: swarm init DIR, swarm admit -a DIR -o CERT PUBKEY\n"
@@ -57,6 +58,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "train") == 0) return cmd_train(argc, argv);
     if (strcmp(cmd, "eval") == 0) return cmd_eval(argc, argv);
+    if (strcmp(cmd, "sample") == 0) return cmd_sample(argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
     if (strcmp(cmd, "node") == 0) return cmd_node(argc, argv);
     if (strcmp(cmd, "status") == 0) return cmd_status(argc, argv);

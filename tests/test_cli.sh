@@ -98,6 +98,8 @@ if [ -d "$data" ]; then
     printf 'not a model at all' >"$tmp/junk.safetensors"
     expect_error "junk model" 'junk.safetensors: header length 8029109312199880558 is over the limit' \
         eval "$tmp/junk.safetensors"
+    expect_error "sample from a classifier" 'a logreg model classifies, it does not write' sample "$tmp/ok.safetensors"
+    expect_error "sample with no model" 'sample needs a gpt model file' sample
     expect_error "resume from an export" 'ok.safetensors: an exported model, not a checkpoint' \
         train --resume "$tmp/ok.safetensors" --epochs 2 --limit 500
     checks=$((checks + 1))

@@ -102,6 +102,23 @@ def main():
               "two gpt nodes train together over real sockets: worst validation loss %s after 20 rounds (%s)"
               % (summary.get("final_val_loss_max"), r.stderr.strip()[-200:]))
 
+        # rumor sample at temperature 0 writes what PyTorch's greedy decoding writes (prompts
+        # whose continuations are not only spaces).
+        model = gpt_torch.load(ref)
+        same, made = True, ""
+        for prompt in ("qu", "the laz", "hun", "ju"):
+            r = run("sample", ref, "--prompt", prompt, "--tokens", "12", "--temperature", "0")
+            ids = list(prompt.encode())
+            with torch.no_grad():
+                for _ in range(12):
+                    logits, _ = model(torch.tensor([ids[-32:]]))
+                    ids.append(int(logits[0, -1].argmax()))
+            want = bytes(ids).decode("utf-8", "replace")
+            same &= r.returncode == 0 and r.stdout.rstrip("\n") == want
+            made += want[len(prompt):]
+        check(same and made.strip(), "rumor sample --temperature 0 writes PyTorch's greedy continuations (%r)"
+              % made.replace(" ", "_")[:60])
+
         torch_loss = val_loss_torch(ref, data, 32)
         check(abs(torch_loss - ev.get("val_loss", 0)) <= 1e-4,
               "PyTorch on the exported model: validation loss %.6f, rumor's %.6f" % (torch_loss,
