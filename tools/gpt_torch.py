@@ -73,6 +73,15 @@ class GPT(nn.Module):
         ))
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
         self.lm_head.weight = self.transformer.wte.weight  # tied, as in GPT-2
+        # GPT-2's initialisation, as nanoGPT's and rumor's: N(0, 0.02), the residual projections
+        # N(0, 0.02 / sqrt(2 n_layer)), biases 0 (LayerNorm starts at 1 and 0 by itself)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * n_layer))
+            elif name.endswith(".weight") and p.dim() == 2:
+                nn.init.normal_(p, 0.0, 0.02)
+            elif name.endswith(".bias") and "ln_" not in name:
+                nn.init.zeros_(p)
 
     def forward(self, idx, targets=None):
         B, T = idx.size()
