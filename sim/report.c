@@ -89,14 +89,14 @@ void rumor_sim_status_read(const char *out, int peers, const bool *alive, long r
                            rumor_sim_status_t *st)
 {
     memset(st, 0, sizeof *st);
-    st->acc_mean = st->acc_min = NAN;
+    st->acc_mean = st->acc_min = st->val_mean = st->val_max = NAN;
     st->loss_mean = st->loss_min = st->loss_max = NAN;
     st->elapsed_s = elapsed_s;
     st->eta_s = NAN;
     peer_state_t *s = read_all(out, peers);
     if (!s) return;
-    double loss_sum = 0, acc_sum = 0, cons_sum = 0;
-    int n_loss = 0, n_acc = 0, n_live = 0;
+    double loss_sum = 0, acc_sum = 0, cons_sum = 0, val_sum = 0;
+    int n_loss = 0, n_acc = 0, n_live = 0, n_val = 0;
     st->round_min = -1;
     for (int i = 0; i < peers; i++) {
         st->mb_sent += s[i].bytes_out / 1e6;
@@ -117,7 +117,13 @@ void rumor_sim_status_read(const char *out, int peers, const bool *alive, long r
             if (n_acc == 0 || s[i].acc < st->acc_min) st->acc_min = s[i].acc;
             n_acc++;
         }
+        if (s[i].has_val) {
+            val_sum += s[i].val;
+            if (n_val == 0 || s[i].val > st->val_max) st->val_max = s[i].val;
+            n_val++;
+        }
     }
+    if (n_val) st->val_mean = val_sum / n_val;
     if (st->round_min < 0) st->round_min = 0;
     if (n_loss) st->loss_mean = loss_sum / n_loss;
     if (n_acc) st->acc_mean = acc_sum / n_acc;
@@ -160,14 +166,16 @@ void rumor_sim_status_print(const rumor_sim_config_t *c, const rumor_sim_status_
     f4(a[0], sizeof a[0], st->loss_mean);
     f4(a[1], sizeof a[1], st->loss_min);
     f4(a[2], sizeof a[2], st->loss_max);
-    f4(a[3], sizeof a[3], st->acc_mean);
-    f4(a[4], sizeof a[4], st->acc_min);
+    /* a language model is judged by its validation loss, a classifier by its test accuracy */
+    const bool lm = !isnan(st->val_mean);
+    f4(a[3], sizeof a[3], lm ? st->val_mean : st->acc_mean);
+    f4(a[4], sizeof a[4], lm ? st->val_max : st->acc_min);
     if (tty) {
         if (drawn) fprintf(stderr, "\033[4A");
         fprintf(stderr, "\r\033[K%d peers, %s, %s, %s, %s (%s)   round %ld/%ld   %s elapsed, ETA %s\n", c->peers,
                 c->model, c->partition, c->topology, c->algo, c->mode, st->round_min, c->rounds, el, eta);
         fprintf(stderr, "\033[K  loss       mean %s   min %s   max %s\n", a[0], a[1], a[2]);
-        fprintf(stderr, "\033[K  test acc   mean %s   worst peer %s\n", a[3], a[4]);
+        fprintf(stderr, "\033[K  %s   mean %s   worst peer %s\n", lm ? "val loss" : "test acc", a[3], a[4]);
         fprintf(stderr, "\033[K  consensus  %.4g   sent %.1f MB   peers alive %d/%d\n", st->consensus, st->mb_sent,
                 st->alive, c->peers);
         fflush(stderr);
@@ -176,8 +184,9 @@ void rumor_sim_status_print(const rumor_sim_config_t *c, const rumor_sim_status_
     }
     if (!final && st->elapsed_s - last_plain < 5.0) return;
     last_plain = st->elapsed_s;
-    fprintf(stderr, "round %ld/%ld  %s elapsed  ETA %s  loss %s  test_acc mean %s worst %s  consensus %.4g  %.1f MB  alive %d/%d\n",
-            st->round_min, c->rounds, el, eta, a[0], a[3], a[4], st->consensus, st->mb_sent, st->alive, c->peers);
+    fprintf(stderr, "round %ld/%ld  %s elapsed  ETA %s  loss %s  %s mean %s worst %s  consensus %.4g  %.1f MB  alive %d/%d\n",
+            st->round_min, c->rounds, el, eta, a[0], lm ? "val_loss" : "test_acc", a[3], a[4], st->consensus,
+            st->mb_sent, st->alive, c->peers);
 }
 
 /* JSON has no NaN: a value that is not finite is written as null. */

@@ -67,6 +67,7 @@ typedef struct {
     long round_min, round_max;  /* over live peers */
     double loss_mean, loss_min, loss_max;
     double acc_mean, acc_min;   /* latest evaluated, NAN when none yet */
+    double val_mean, val_max;   /* a language model's latest validation loss, NAN when none yet */
     double consensus;           /* mean over live peers */
     double mb_sent;
     int alive;
