@@ -142,6 +142,27 @@ bool cli_parse(int argc, char **argv, int first, const cli_opt_t *opts, int n_op
     return true;
 }
 
+int cli_parse_model_file(int argc, char **argv, const cli_opt_t *opts, int n_opts, const char *usage,
+                         const char *needs, const char **file)
+{
+    const char *pos[1];
+    int n_pos;
+    bool help = false;
+    for (int i = 2; i < argc; i++) help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+    if (help) {
+        printf("%s\n\n", usage);
+        cli_print_options(opts, n_opts);
+        return 0;
+    }
+    if (!cli_parse(argc, argv, 2, opts, n_opts, pos, 1, &n_pos)) return 2;
+    if (n_pos != 1) {
+        cli_error("%s", needs);
+        return 2;
+    }
+    *file = pos[0];
+    return -1;
+}
+
 void cli_print_options(const cli_opt_t *opts, int n_opts)
 {
     static const char *kinds[] = {"", " N", " N", " N", " X", " VALUE", " X"};

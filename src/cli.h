@@ -34,6 +34,11 @@ void cli_error(const char *fmt, ...) RUMOR_PRINTF(1, 2);
 /* Exit status for an error code: 2 for bad input, files and configuration, 1 otherwise. */
 int cli_exit_code(rumor_err_t rc);
 void cli_print_options(const cli_opt_t *opts, int n_opts);
+/* A command that takes one model file and options (eval, sample): parse argv from 2, print help
+ * (usage, then the options) for --help, or one line when the file is missing (what it needs).
+ * -1: go on with *file; otherwise the exit status (0 after help, 2 after an error). */
+int cli_parse_model_file(int argc, char **argv, const cli_opt_t *opts, int n_opts, const char *usage,
+                         const char *needs, const char **file);
 /* Print `"key":v` (%.10g), or `"key":null` where v is not finite, then a comma unless last. */
 void cli_json_number(const char *key, double v, bool last);
 /* Create the folder an output file goes into (as mkdir -p) and check it is writable; false

@@ -55,20 +55,13 @@ int cmd_sample(int argc, char **argv)
         {"--threads", OPT_INT, &threads, NULL, "compute threads (default 1)"},
         {"--help", OPT_FLAG, &help, NULL, "this help"},
     };
-    const int n_opts = (int)RUMOR_ARRAY_LEN(opts);
     const char *pos[1];
-    int n_pos;
-    if (!cli_parse(argc, argv, 2, opts, n_opts, pos, 1, &n_pos)) return 2;
-    if (help) {
-        printf("usage: rumor sample MODEL.safetensors [options]\n\nText from a gpt model, printed as it is made: "
-               "bytes for a model of bytes, token ids one a line for one of token files.\n\n");
-        cli_print_options(opts, n_opts);
-        return 0;
-    }
-    if (n_pos != 1) {
-        cli_error("sample needs a gpt model file: rumor sample MODEL.safetensors");
-        return 2;
-    }
+    const int done = cli_parse_model_file(argc, argv, opts, (int)RUMOR_ARRAY_LEN(opts),
+                                          "usage: rumor sample MODEL.safetensors [options]\n\nText from a gpt model, "
+                                          "printed as it is made: bytes for a model of bytes, token ids one a line "
+                                          "for one of token files.",
+                                          "sample needs a gpt model file: rumor sample MODEL.safetensors", pos);
+    if (done >= 0) return done;
     if (tokens < 0 || tokens > 1000000) {
         cli_error("--tokens %d: expected 0..1000000", tokens);
         return 2;

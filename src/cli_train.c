@@ -188,20 +188,13 @@ int cmd_eval(int argc, char **argv)
         {"--json", OPT_FLAG, &json, NULL, "print one JSON object"},
         {"--help", OPT_FLAG, &help, NULL, "this help"},
     };
-    const int n_opts = (int)RUMOR_ARRAY_LEN(opts);
     const char *pos[1];
-    int n_pos;
-    if (!cli_parse(argc, argv, 2, opts, n_opts, pos, 1, &n_pos)) return 2;
-    if (help) {
-        printf("usage: rumor eval MODEL.safetensors [options]\n\nA classifier's test accuracy and loss, or a gpt "
-               "model's validation loss (nats per token over each document's last tenth).\n\n");
-        cli_print_options(opts, n_opts);
-        return 0;
-    }
-    if (n_pos != 1) {
-        cli_error("eval needs a model file: rumor eval MODEL.safetensors");
-        return 2;
-    }
+    const int done = cli_parse_model_file(argc, argv, opts, (int)RUMOR_ARRAY_LEN(opts),
+                                          "usage: rumor eval MODEL.safetensors [options]\n\nA classifier's test "
+                                          "accuracy and loss, or a gpt model's validation loss (nats per token over "
+                                          "each document's last tenth).",
+                                          "eval needs a model file: rumor eval MODEL.safetensors", pos);
+    if (done >= 0) return done;
     if (threads < 0 || threads > 1024) {
         cli_error("--threads %d: expected 1..1024 (or 0 for all cores)", threads);
         return 2;
