@@ -98,7 +98,7 @@ int cmd_sample(int argc, char **argv)
     if (rc == RUMOR_OK) rc = rumor_checkpoint_load(pos[0], m, NULL, NULL, err);
     const size_t cap = plen + (size_t)tokens + 1;
     if (rc == RUMOR_OK && (!(ctx = calloc(cap, sizeof *ctx)) || !(idx = malloc((size_t)V * sizeof *idx)) ||
-                           !(z = malloc((size_t)V * T * sizeof *z)) || !(p = malloc((size_t)V * sizeof *p)) ||
+                           !(z = malloc((size_t)V * sizeof *z)) || !(p = malloc((size_t)V * sizeof *p)) ||
                            !(zeros = calloc((size_t)T, sizeof *zeros))))
         rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     size_t n = 0;
@@ -109,6 +109,8 @@ int cmd_sample(int argc, char **argv)
         fwrite(prompt, 1, plen, stdout);
         fflush(stdout);
     }
+    /* The targets the loss reads go unused: zeros, once. */
+    if (rc == RUMOR_OK) be->ops->upload(be, rumor_model_label_buf(m), zeros, (size_t)T * sizeof *zeros);
     rumor_rng_t rng;
     rumor_rng_init2(&rng, seed, 0x5a3e, 0);
     int32_t window[8192] = {0};
@@ -119,10 +121,10 @@ int cmd_sample(int argc, char **argv)
         memset(window, 0, (size_t)T * sizeof *window);
         for (size_t i = 0; i < len; i++) window[i] = ctx[from + i];
         be->ops->upload(be, rumor_model_token_buf(m), window, (size_t)T * sizeof *window);
-        be->ops->upload(be, rumor_model_label_buf(m), zeros, (size_t)T * sizeof *zeros); /* unused targets */
         if ((rc = rumor_model_run(m, 1, false, NULL, NULL, err)) != RUMOR_OK) break;
-        be->ops->download(be, z, rumor_model_logits(m), (size_t)V * T * sizeof *z);
-        const int next = pick(z + (len - 1) * (size_t)V, V, temperature, top_k, &rng, p, idx);
+        /* the last position's logits only */
+        be->ops->download(be, z, rumor_model_logits(m) + (len - 1) * (size_t)V, (size_t)V * sizeof *z);
+        const int next = pick(z, V, temperature, top_k, &rng, p, idx);
         ctx[n++] = next;
         if (bytes) putchar(next);
         else printf("%d\n", next);
