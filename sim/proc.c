@@ -75,12 +75,15 @@ static void arg(args_t *a, const char *fmt, ...)
 }
 
 /* The settings a node shares with the swarm (the table's rows of both node and sim), each
- * where it differs from the node's own default: the emulated network only when one was asked
- * for, the local steps not with diloco:H (whose H they are). */
+ * where it differs from the node's own default for this model (a gpt model's family has its
+ * own), and always the model and the rounds (a node would derive its own from its --steps): the emulated
+ * network only when one was asked for, the local steps not with diloco:H (whose H they are). */
 static void pass_settings(args_t *a, const rumor_sim_config_t *c)
 {
     rumor_settings_t node;
     rumor_settings_defaults(&node, RUMOR_CMD_NODE);
+    snprintf(node.model, sizeof node.model, "%s", c->model);
+    rumor_settings_family(&node, RUMOR_CMD_NODE);
     int n;
     const rumor_setting_t *t = rumor_settings_table(&n);
     for (int k = 0; k < n; k++) {
@@ -92,7 +95,7 @@ static void pass_settings(args_t *a, const rumor_sim_config_t *c)
         char v[RUMOR_SETTINGS_PATH], d[RUMOR_SETTINGS_PATH];
         rumor_settings_format(c, r, v, sizeof v);
         rumor_settings_format(&node, r, d, sizeof d);
-        if (strcmp(v, d) == 0) continue;
+        if (strcmp(v, d) == 0 && strcmp(r->name, "rounds") != 0 && strcmp(r->name, "model") != 0) continue;
         if (r->type == RUMOR_SET_BOOL) arg(a, "--%s%s", strcmp(v, "yes") == 0 ? "" : "no-", r->name);
         else arg(a, "--%s", r->name), arg(a, "%s", v);
     }

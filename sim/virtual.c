@@ -197,7 +197,7 @@ rumor_err_t virt_model_line(sim_t *s, int i, const char *flag)
     const vpeer_t *p = &s->p[i];
     const rumor_metrics_line_t l = {.t = (double)s->now_us / 1e6, .t_decimals = 6, .round = p->k,
                                     .step = rumor_optim_steps(p->o), .evaluated = true, .test_loss = s->test_loss,
-                                    .test_acc = s->test_acc, .flag = flag};
+                                    .test_acc = s->test_acc, .text = s->src.text, .flag = flag};
     return metrics_put(s, i, &l);
 }
 
@@ -302,7 +302,7 @@ rumor_err_t virt_ensure_phase(sim_t *s, int i)
  * the same answer without computing it again. */
 static rumor_err_t evaluate(sim_t *s, int i)
 {
-    const size_t P = rumor_model_param_count(s->em), feat = s->test.rows * s->test.cols;
+    const size_t P = rumor_model_param_count(s->em), feat = s->src.test.rows * s->src.test.cols;
     float *ep = rumor_model_params(s->em);
     const float *x = rumor_model_params(s->p[i].m);
     if (s->evaluated && memcmp(ep, x, P * sizeof *ep) == 0) return RUMOR_OK;
@@ -311,6 +311,12 @@ static rumor_err_t evaluate(sim_t *s, int i)
     double loss_sum = 0.0;
     long correct = 0;
     char err[RUMOR_ERR_LEN];
+    if (s->src.text) {
+        if (rumor_source_evaluate(&s->src, s->em, &s->test_loss, &s->test_acc, err) != RUMOR_OK)
+            return virt_fail(s, RUMOR_EINVAL, "evaluating peer %d: %s", i, err);
+        s->evaluated = true;
+        return RUMOR_OK;
+    }
     for (size_t start = 0; start < s->n_eval; start += s->eval_batch) {
         const size_t b = s->n_eval - start < s->eval_batch ? s->n_eval - start : s->eval_batch;
         if (s->evx) { /* else the whole subset sits in the model's input buffer already */
@@ -416,7 +422,8 @@ static rumor_err_t round_done(sim_t *s, int i)
                                      .consensus = st.consensus, .w = st.w, .peers = p->view_peers,
                                      .neighbours = st.last_peers, .missing = st.last_missing,
                                      .bytes_out = p->bytes_out, .bytes_in = st.bytes_in, .evaluated = eval,
-                                     .test_loss = s->test_loss, .test_acc = s->test_acc, .private = p->dp != NULL,
+                                     .test_loss = s->test_loss, .test_acc = s->test_acc, .text = s->src.text,
+                                     .private = p->dp != NULL,
                                      .epsilon = p->dp ? rumor_dp_epsilon(p->dp) : 0.0,
                                      .secure_mix = c->secure_mix, .unmixed = st.chunks_unmixed,
                                      .implausible = st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]};

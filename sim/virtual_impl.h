@@ -20,6 +20,7 @@
 #include "model.h"
 #include "optim.h"
 #include "rng.h"
+#include "source.h"
 #include "topology.h"
 #include "train.h"
 #include "trainer.h"
@@ -47,6 +48,7 @@
 #define EVAL_SUBSET 2000                   /* test images evaluated on ... */
 #define EVAL_SUBSET_ABOVE 64               /* ... when the swarm has more peers than this */
 #define EVAL_BATCH_CNN 500                 /* a CNN's workspace grows fast with the batch */
+#define EVAL_WINDOWS 32                    /* text: validation windows a batch */
 #define PROGRESS_EVENTS 256                /* events between looks at the real clock */
 #define PROGRESS_S 0.5                     /* real seconds between status displays, per ... */
 #define PROGRESS_PEERS 256                 /* ... this many peers: reading every peer's metrics
@@ -98,7 +100,9 @@ typedef struct {
     rumor_optim_t *o;
     rumor_gossip_t *g;
     uint8_t key[RUMOR_KEY_LEN];
-    size_t n_own;            /* samples in this peer's shard */
+    rumor_source_shard_t shard; /* its part of the training split (images: freed once its trainer
+                                   holds it, normalised) */
+    size_t n_own;            /* samples in this peer's shard; text: its tokens */
     rumor_trainer_t *tr;     /* its local steps, over its shard (NULL: it owns none) */
     pstate_t state, before_kill;
     uint32_t inc;            /* incarnation: bumped by kill and restart, stale events are skipped */
@@ -173,8 +177,7 @@ typedef struct {
     rumor_schedule_t sched;
     rumor_optim_config_t opt;
     uint64_t step_us, latency_us;
-    rumor_dataset_t train, test;
-    float mean, std;
+    rumor_source_t src;      /* the data, loaded once for all peers */
     rumor_backend_t *be;
     rumor_topology_t *topo;
     vpeer_t *p;

@@ -4,12 +4,18 @@
 // ---- set-up ----
 
 /* Evaluation: on many peers, the first EVAL_SUBSET test images keep the run fast (the mean
- * accuracy over peers is still measured on the same images for everyone). */
+ * accuracy over peers is still measured on the same images for everyone). Text: every
+ * validation window (text.h's definition of the validation loss), EVAL_WINDOWS at a time. */
 static rumor_err_t setup_eval(sim_t *s, const rumor_model_spec_t *spec, rumor_model_input_t in,
                               char err[RUMOR_ERR_LEN])
 {
     const rumor_sim_config_t *c = s->c;
-    s->n_eval = s->test.count;
+    if (s->src.text) {
+        if (!(s->em = rumor_model_new(spec, in, s->be, EVAL_WINDOWS, err))) return rumor_last_error();
+        return RUMOR_OK;
+    }
+    const rumor_dataset_t *test = &s->src.test;
+    s->n_eval = test->count;
     if (s->n > EVAL_SUBSET_ABOVE && s->n_eval > EVAL_SUBSET) s->n_eval = EVAL_SUBSET;
     if (s->n_eval == 0) return rumor_fail(err, RUMOR_EFORMAT, "%s: the test set is empty", c->data);
     s->eval_batch = spec->kind == RUMOR_MODEL_CNN && s->n_eval > EVAL_BATCH_CNN ? EVAL_BATCH_CNN : s->n_eval;
@@ -19,12 +25,12 @@ static rumor_err_t setup_eval(sim_t *s, const rumor_model_spec_t *spec, rumor_mo
         if (!idx) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         for (size_t j = 0; j < s->n_eval; j++) idx[j] = j;
         if (s->eval_batch == s->n_eval) { /* once, straight into the model's input buffer */
-            rumor_train_load_batch(s->em, &s->test, idx, s->n_eval, s->mean, s->std, NULL, NULL);
+            rumor_train_load_batch(s->em, test, idx, s->n_eval, s->src.mean, s->src.std, NULL, NULL);
         } else {
-            const size_t feat = s->test.rows * s->test.cols;
+            const size_t feat = test->rows * test->cols;
             s->evx = malloc(s->n_eval * feat * sizeof *s->evx);
             s->evy = malloc(s->n_eval * sizeof *s->evy);
-            if (s->evx && s->evy) rumor_data_gather(&s->test, idx, s->n_eval, s->mean, s->std, s->evx, s->evy);
+            if (s->evx && s->evy) rumor_data_gather(test, idx, s->n_eval, s->src.mean, s->src.std, s->evx, s->evy);
         }
         free(idx);
         if (s->eval_batch != s->n_eval && (!s->evx || !s->evy)) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
@@ -39,14 +45,10 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
     const rumor_sim_config_t *c = s->c;
     rumor_err_t rc;
     vpeer_t *p = &s->p[i];
-    size_t *own = NULL;
-    if ((rc = rumor_partition_indices(&own, &p->n_own, part, s->train.labels, s->train.count, c->seed, i, s->n,
-                                      err)) != RUMOR_OK)
+    if ((rc = rumor_source_shard(&s->src, &p->shard, part, i, s->n, c->seed, err)) != RUMOR_OK)
         return rc;
-    if (!(p->m = rumor_model_new(spec, in, s->be, c->batch, err))) {
-        free(own);
-        return rumor_last_error();
-    }
+    p->n_own = p->shard.n;
+    if (!(p->m = rumor_model_new(spec, in, s->be, c->batch, err))) return rumor_last_error();
     if (!(p->o = rumor_optim_new(&s->opt, s->be, rumor_model_param_count(p->m), err))) return rumor_last_error();
     /* The same initial parameters everywhere, as `rumor node` (--init-seed = --seed). */
     if ((rc = rumor_model_init(p->m, c->seed)) != RUMOR_OK)
@@ -76,17 +78,16 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
          * the summary says so (a real node's comes from libsodium: src/peer.c). */
         rumor_noise_t *ns = rumor_noise_new_seeded(c->seed, 0xd9, (uint64_t)i, err);
         if (!ns) return RUMOR_ENOMEM;
-        if (!(p->dp = rumor_dp_new(&pv, p->m, p->n_own, c->batch, &ns, err))) return rumor_last_error();
+        if (!(p->dp = rumor_dp_new(&pv, p->m, p->shard.examples, c->batch, &ns, err))) return rumor_last_error();
     }
     if (p->n_own) {
-        /* Its shard, normalised once and held by its trainer (the data set goes below). */
-        const rumor_trainer_config_t tc = {.data = &s->train, .own = own, .n = p->n_own, .mean = s->mean,
-                                           .std = s->std, .cache = true, .batch = c->batch, .seed = c->seed,
-                                           .sched = s->sched, .lr = s->opt.lr, .total_steps = s->total_steps,
-                                           .dp = p->dp};
+        /* Images: its shard, normalised once and held by its trainer (the data set goes below). */
+        rumor_trainer_config_t tc = {.cache = true, .batch = c->batch, .seed = c->seed, .clip_grad = c->clip_grad,
+                                     .sched = s->sched, .lr = s->opt.lr, .total_steps = s->total_steps, .dp = p->dp};
+        rumor_source_trainer(&s->src, &p->shard, &tc);
         p->tr = rumor_trainer_new(&tc, p->m, p->o, err);
     }
-    free(own);
+    if (!s->src.text) rumor_source_shard_fini(&p->shard);
     if (p->n_own && !p->tr) return rumor_fail(err, rumor_last_error(), "peer %d: %.200s", i, err);
     if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE &&
         rumor_poison_init(&p->poison, rumor_model_param_count(p->m)) != RUMOR_OK)
@@ -130,15 +131,15 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
     if ((rc = rumor_optim_config_check(&s->opt, err)) != RUMOR_OK) return rc;
 
     /* Data, once for all peers. */
-    if ((rc = rumor_data_load_dir(&s->train, &s->test, c->data, err)) != RUMOR_OK) return rc;
-    rumor_data_stats(&s->train, &s->mean, &s->std);
-    if (c->limit > 0 && (size_t)c->limit < s->train.count) s->train.count = (size_t)c->limit;
+    const rumor_source_config_t sc = {.dir = c->data, .spec = &spec, .vocab = c->vocab,
+                                      .limit = c->limit > 0 ? (size_t)c->limit : 0, .eval = true};
+    if ((rc = rumor_source_load(&s->src, &sc, err)) != RUMOR_OK) return rc;
 
     if (!(s->be = rumor_backend_new("cpu", 1, err))) return rumor_last_error();
     if (!s->be->ops->host_memory) return rumor_fail(err, RUMOR_ENOTSUP, "virtual mode needs host memory");
     if (!(s->topo = rumor_topology_new(c->topology, c->seed, err))) return rumor_last_error();
     if ((rc = rumor_topology_check(s->topo, (size_t)s->n, err)) != RUMOR_OK) return rc;
-    const rumor_model_input_t in = {1, (int)s->train.rows, (int)s->train.cols, RUMOR_DATA_CLASSES};
+    const rumor_model_input_t in = rumor_source_input(&s->src, &spec);
 
     if ((rc = setup_eval(s, &spec, in, err)) != RUMOR_OK) return rc;
 
@@ -198,7 +199,7 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
         s->masked_off = malloc((chunks + 1) * sizeof *s->masked_off);
         if (!s->masked || !s->masked_off) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     }
-    rumor_dataset_fini(&s->train); /* every sample now lives, normalised, in its peer's shard */
+    rumor_dataset_fini(&s->src.train); /* every image now lives, normalised, in its peer's shard */
     if (empty && !c->quiet)
         rumor_log(RUMOR_LOG_WARN, "%d of %d peers own no samples under %s: they only gossip", empty, s->n,
                   c->partition);
@@ -292,6 +293,7 @@ void virt_teardown(sim_t *s)
             rumor_optim_destroy(&p->o);
             rumor_model_destroy(&p->m);
             rumor_trainer_destroy(&p->tr);
+            rumor_source_shard_fini(&p->shard);
             free(p->mbuf);
         }
     }
@@ -299,8 +301,7 @@ void virt_teardown(sim_t *s)
     rumor_model_destroy(&s->em);
     rumor_topology_destroy(&s->topo);
     rumor_backend_destroy(&s->be);
-    rumor_dataset_fini(&s->train);
-    rumor_dataset_fini(&s->test);
+    rumor_source_fini(&s->src);
     free(s->evx);
     free(s->evy);
     free(s->q.v);

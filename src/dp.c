@@ -14,11 +14,12 @@
 struct rumor_priv {
     rumor_dp_config_t cfg;
     rumor_backend_t *be;
-    size_t n_own, P, feat, max_batch;
+    size_t n_own, P, max_batch;
+    size_t xb, yn;     /* a sample's input bytes and labels (rumor_model_sample_buf) */
     double q;              /* sampling rate, min(1, batch / n_own) */
     uint64_t threshold;    /* a sample is drawn when a random word is below it (q < 1) */
     float *sum;        /* (backend) clipped per-sample gradients, summed */
-    float *inputs;     /* (backend) the slice, kept while its samples take turns in slot 0 */
+    uint8_t *inputs;   /* (backend) the slice, kept while its samples take turns in slot 0 */
     int32_t *labels;   /* (backend) */
     float *noise;      /* (backend) the step's Gaussian noise */
     float *host_noise; /* drawn here, then uploaded (NULL when backend memory is the host's) */
@@ -73,14 +74,13 @@ rumor_dp_t *rumor_dp_new(const rumor_dp_config_t *cfg, rumor_model_t *m, size_t 
     /* P(word < threshold) = threshold / 2^64, within 2^-64 of q (q < 1 here). */
     dp->threshold = dp->q < 1.0 ? (uint64_t)ldexp(dp->q, 64) : UINT64_MAX;
     dp->P = rumor_model_param_count(m);
-    const rumor_model_input_t in = rumor_model_input(m);
-    dp->feat = (size_t)in.c * (size_t)in.h * (size_t)in.w;
+    (void)rumor_model_sample_buf(m, &dp->xb, &dp->yn);
     dp->max_batch = (size_t)rumor_model_max_batch(m);
     const size_t B = dp->max_batch;
     rumor_backend_t *be = dp->be;
     dp->sum = be->ops->alloc(be, dp->P * sizeof *dp->sum);
-    dp->inputs = be->ops->alloc(be, B * dp->feat * sizeof *dp->inputs);
-    dp->labels = be->ops->alloc(be, B * sizeof *dp->labels);
+    dp->inputs = be->ops->alloc(be, B * dp->xb);
+    dp->labels = be->ops->alloc(be, B * dp->yn * sizeof *dp->labels);
     dp->noise = be->ops->alloc(be, dp->P * sizeof *dp->noise);
     if (!be->ops->host_memory) dp->host_noise = malloc(dp->P * sizeof *dp->host_noise);
     if (!dp->ns || !dp->sum || !dp->inputs || !dp->labels || !dp->noise || (!be->ops->host_memory && !dp->host_noise))
@@ -139,15 +139,17 @@ rumor_err_t rumor_dp_accumulate(rumor_dp_t *dp, rumor_model_t *m, int b, double 
         return rumor_fail(err, RUMOR_EINVAL, "DP-SGD slice of %d samples: at most %zu at a time", b, dp->max_batch);
     rumor_backend_t *be = dp->be;
     const struct rumor_backend_ops *o = be->ops;
-    float *in = rumor_model_input_buf(m), *g = rumor_model_grads(m);
+    size_t xb, yn;
+    uint8_t *in = rumor_model_sample_buf(m, &xb, &yn);
+    float *g = rumor_model_grads(m);
     int32_t *lab = rumor_model_label_buf(m);
-    const size_t P = dp->P, feat = dp->feat;
-    o->copy(be, dp->inputs, in, (size_t)b * feat * sizeof *in);
-    o->copy(be, dp->labels, lab, (size_t)b * sizeof *lab);
+    const size_t P = dp->P, lb = yn * sizeof *lab;
+    o->copy(be, dp->inputs, in, (size_t)b * xb);
+    o->copy(be, dp->labels, lab, (size_t)b * lb);
     rumor_err_t rc = RUMOR_OK;
     for (int i = 0; i < b && rc == RUMOR_OK; i++) {
-        o->copy(be, in, dp->inputs + (size_t)i * feat, feat * sizeof *in);
-        o->copy(be, lab, dp->labels + i, sizeof *lab);
+        o->copy(be, in, dp->inputs + (size_t)i * xb, xb);
+        o->copy(be, lab, dp->labels + (size_t)i * yn, lb);
         rumor_model_zero_grads(m);
         if ((rc = rumor_model_run(m, 1, true, loss_sum, NULL, err)) != RUMOR_OK) break;
         double n2 = 0.0;
@@ -157,8 +159,8 @@ rumor_err_t rumor_dp_accumulate(rumor_dp_t *dp, rumor_model_t *m, int b, double 
         o->axpy(be, dp->sum, g, f, P);
     }
     /* The slice back where the caller left it. */
-    o->copy(be, in, dp->inputs, (size_t)b * feat * sizeof *in);
-    o->copy(be, lab, dp->labels, (size_t)b * sizeof *lab);
+    o->copy(be, in, dp->inputs, (size_t)b * xb);
+    o->copy(be, lab, dp->labels, (size_t)b * lb);
     return rc;
 }
 

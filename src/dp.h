@@ -8,7 +8,9 @@
  * mean gradient by
  *     g = (sum_i clip(g_i, C) + N(0, sigma^2 C^2 I)) / (q n),   clip(g, C) = g min(1, C / |g|_2),
  * g_i the gradient of sample i alone (computed by running the model on that one sample: exact
- * for every model, at the price of one small backward pass per sample). Dividing by the
+ * for every model, at the price of one small backward pass per sample). A language model's
+ * samples are its shard's training windows of T+1 tokens, g_i the gradient of window i's mean
+ * next-token loss; windows overlap, so what is protected is a window, not a document. Dividing by the
  * expected batch size q n rather than the drawn one keeps the divisor public; an empty batch
  * is a step of noise alone. The accountant counts each step as one sampled Gaussian mechanism
  * at rate q, which is exactly what was done: its analysis (Mironov, Talwar and Zhang 2019)

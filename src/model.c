@@ -356,6 +356,16 @@ float *rumor_model_grads(rumor_model_t *m) { return m->grads; }
 float *rumor_model_input_buf(rumor_model_t *m) { return m->x; }
 int32_t *rumor_model_token_buf(rumor_model_t *m) { return m->tok; }
 int32_t *rumor_model_label_buf(rumor_model_t *m) { return m->y; }
+
+void *rumor_model_sample_buf(rumor_model_t *m, size_t *xb, size_t *yn)
+{
+    if (m->spec.kind == RUMOR_MODEL_GPT) {
+        *xb = (size_t)m->spec.ctx * sizeof *m->tok, *yn = (size_t)m->spec.ctx;
+        return m->tok;
+    }
+    *xb = (size_t)m->in.c * m->in.h * m->in.w * sizeof *m->x, *yn = 1;
+    return m->x;
+}
 const float *rumor_model_logits(const rumor_model_t *m) { return m->logits; }
 
 /* ---- compute ---- */

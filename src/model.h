@@ -102,6 +102,9 @@ float *rumor_model_grads(rumor_model_t *self);
 float *rumor_model_input_buf(rumor_model_t *self);
 int32_t *rumor_model_token_buf(rumor_model_t *self);
 int32_t *rumor_model_label_buf(rumor_model_t *self);
+/* One sample's place in those buffers: the buffer its input goes to (the input or the token
+ * buffer), its input's bytes (*xb) and its labels (*yn: 1, or a gpt model's T). */
+void *rumor_model_sample_buf(rumor_model_t *self, size_t *xb, size_t *yn);
 /* Logits of the last forward pass, [b][classes] in backend memory. */
 const float *rumor_model_logits(const rumor_model_t *self);
 

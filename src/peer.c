@@ -538,8 +538,6 @@ static rumor_err_t setup_model(peer_t *p, char err[RUMOR_ERR_LEN])
                                       .partition = c->partitioned ? &c->partition : NULL, .rank = c->rank,
                                       .peers = c->of, .seed = c->seed, .eval = true};
     if ((rc = rumor_source_load(&p->src, &sc, err)) != RUMOR_OK) return rc;
-    if (p->src.text && c->dp.on)
-        return rumor_fail(err, RUMOR_EINVAL, "--dp with a gpt model: DP-SGD over text windows is not written yet");
     p->be = c->backend_ops ? rumor_backend_open(c->backend_ops, c->threads, err)
                            : rumor_backend_new(c->device, c->threads, err);
     if (!p->be) return rumor_last_error();
@@ -609,12 +607,12 @@ static rumor_err_t setup_node(peer_t *p, rumor_gossip_config_t *gc, char err[RUM
         /* A real node's batches and noise are secret: from libsodium, never from --seed, so
          * neither a neighbour who knows the settings nor this node's own restart redraws them. */
         rumor_noise_t *ns = rumor_noise_new_secret(err);
-        if (!ns || !(p->dp = rumor_dp_new(&c->dp, p->m, p->src.n, c->batch, &ns, err))) return rumor_last_error();
+        if (!ns || !(p->dp = rumor_dp_new(&c->dp, p->m, p->src.shard.examples, c->batch, &ns, err))) return rumor_last_error();
     }
     rumor_trainer_config_t tc = {.batch = c->batch, .seed = c->seed, .sched = c->sched, .lr = c->opt.lr,
                                  .total_steps = c->rounds * c->algo.local_steps, .dp = p->dp,
                                  .clip_grad = c->clip_grad};
-    rumor_source_trainer(&p->src, &tc);
+    rumor_source_trainer(&p->src, NULL, &tc);
     return (p->tr = rumor_trainer_new(&tc, p->m, p->o, err)) ? RUMOR_OK : rumor_last_error();
 }
 

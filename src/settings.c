@@ -223,7 +223,7 @@ static const rumor_setting_t table[] = {
      "IDX dataset folder; for gpt models .txt documents or train.bin/val.bin (default " RUMOR_DEFAULT_TEXT ")"},
     {"model", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(model), 0, 0, check_model, NULL, D("mlp:256,128"), "model", "SPEC",
      "logreg | mlp:W1,W2,... | cnn[:C1,C2] | gpt:LAYERS,HEADS,WIDTH,CONTEXT"},
-    {"vocab", NULL, RUMOR_SET_INT, T | N, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(vocab), 0, 65536, NULL, NULL, D(NULL), NULL, "N",
+    {"vocab", NULL, RUMOR_SET_INT, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(vocab), 0, 65536, NULL, NULL, D(NULL), "vocab", "N",
      "gpt on train.bin/val.bin: the tokens' vocabulary (0: 50304)"},
     /* train and node take the whole training set unless given a shard; a simulated swarm is
      * a set of shards. */
@@ -312,9 +312,11 @@ static const rumor_setting_t table[] = {
      D(NULL), "loss", "P", "lose this fraction of the models sent (emulated)"},
     /* rumor train */
     {"epochs", NULL, RUMOR_SET_INT, T, RUMOR_SET_RECORD, AT(epochs), 1, 100000, NULL, NULL, D("10"), NULL, "N", "epochs"},
-    {"steps", NULL, RUMOR_SET_LONG, T, RUMOR_SET_RECORD, AT(steps), 0, 1e12, NULL, NULL, D(NULL), NULL, "N",
-     "the run's length in steps, which the schedule spans (0: --epochs; gpt: 2000)"},
-    {"clip-grad", NULL, RUMOR_SET_FLOAT, T | N, RUMOR_SET_RECORD, AT(clip_grad), 0, 1e6, NULL, NULL, D(NULL), NULL, "NORM",
+    {"steps", NULL, RUMOR_SET_LONG, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_BY_PROC, AT(steps), 0, 1e12, NULL, NULL,
+     D(NULL), "steps", "N",
+     "the run's length in steps, which the schedule spans (train: 0 runs --epochs; node, sim: --rounds of the "
+     "local steps that make it, when --rounds is not given; gpt: 2000)"},
+    {"clip-grad", NULL, RUMOR_SET_FLOAT, T | N | S, RUMOR_SET_RECORD, AT(clip_grad), 0, 1e6, NULL, NULL, D(NULL), "clip_grad", "NORM",
      "scale the gradient down to this global norm when longer (0: never; gpt: 1)"},
     {"metrics", NULL, RUMOR_SET_STR, T, 0, AT(metrics), 0, 0, NULL, NULL, D(NULL), NULL, "FILE",
      "JSON-lines metrics file (appended to when resuming)"},
@@ -415,7 +417,7 @@ static const struct {
 } lm_defaults[] = {{"data", RUMOR_DEFAULT_TEXT, T | N | S}, {"optimizer", "adamw", T | N | S},
                    {"lr", "1e-3", T | N | S},          {"warmup", "100", T | N | S},
                    {"schedule", "cosine", T | N | S},  {"batch", "12", T | N | S},
-                   {"steps", "2000", T},               {"clip-grad", "1", T | N},
+                   {"steps", "2000", T | N | S},       {"clip-grad", "1", T | N | S},
                    /* a simulated swarm of a corpus's voices: each peer whole documents */
                    {"partition", "docs", S}};
 
@@ -672,17 +674,30 @@ rumor_err_t rumor_settings_load(rumor_settings_t *s, const char *path, char err[
     return rc;
 }
 
+/* A swarm's run given in steps: the rounds whose local steps make them (at least that many). */
+static void rounds_of_steps(rumor_settings_t *s, rumor_cmd_t cmd)
+{
+    rumor_algo_t algo;
+    char err[RUMOR_ERR_LEN];
+    if (cmd == RUMOR_CMD_TRAIN || s->steps <= 0 || rumor_settings_given(s, "rounds") ||
+        rumor_algo_parse(&algo, s->algo, err) != RUMOR_OK)
+        return;
+    const long H = algo.kind == RUMOR_ALGO_DILOCO ? algo.local_steps : s->local_steps;
+    if (H >= 1) s->rounds = (s->steps + H - 1) / H;
+}
+
 void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd)
 {
     rumor_model_spec_t spec;
     char err[RUMOR_ERR_LEN];
-    if (rumor_model_spec_parse(&spec, s->model, err) != RUMOR_OK || spec.kind != RUMOR_MODEL_GPT) return;
-    for (size_t i = 0; i < RUMOR_ARRAY_LEN(lm_defaults); i++) {
-        const rumor_setting_t *r = rumor_settings_find(cmd, lm_defaults[i].name);
-        if (r && (lm_defaults[i].where & (1u << cmd)) && !s->given[r - table] &&
-            set_row(s, r, lm_defaults[i].value, err) != RUMOR_OK)
-            abort(); /* a default the table refuses: a bug */
-    }
+    if (rumor_model_spec_parse(&spec, s->model, err) == RUMOR_OK && spec.kind == RUMOR_MODEL_GPT)
+        for (size_t i = 0; i < RUMOR_ARRAY_LEN(lm_defaults); i++) {
+            const rumor_setting_t *r = rumor_settings_find(cmd, lm_defaults[i].name);
+            if (r && (lm_defaults[i].where & (1u << cmd)) && !s->given[r - table] &&
+                set_row(s, r, lm_defaults[i].value, err) != RUMOR_OK)
+                abort(); /* a default the table refuses: a bug */
+        }
+    rounds_of_steps(s, cmd);
 }
 
 bool rumor_settings_node_trains(const rumor_settings_t *s)
@@ -719,11 +734,6 @@ static rumor_err_t check_gossip(const rumor_settings_t *s, rumor_cmd_t cmd, char
 
 static rumor_err_t check_sim(const rumor_settings_t *c, char err[RUMOR_ERR_LEN])
 {
-    rumor_model_spec_t spec;
-    if (strcmp(c->mode, "virtual") == 0 && rumor_model_spec_parse(&spec, c->model, err) == RUMOR_OK &&
-        spec.kind == RUMOR_MODEL_GPT)
-        return rumor_fail(err, RUMOR_EINVAL, "--mode virtual with a gpt model is not written yet; --mode proc runs "
-                          "the swarm as real nodes");
     if (strcmp(c->mode, "proc") == 0 && c->peers > 256)
         return rumor_fail(err, RUMOR_EINVAL, "--peers %d: proc mode runs at most 256 processes (try --mode virtual)",
                           c->peers);
@@ -778,6 +788,9 @@ rumor_err_t rumor_settings_check(const rumor_settings_t *s, rumor_cmd_t cmd, cha
             return rumor_fail(err, RUMOR_EINVAL, "--rank %d --of %d: expected 0 <= rank < of", s->rank, s->of);
     }
     if (s->nesterov && s->momentum == 0.0f) return rumor_fail(err, RUMOR_EINVAL, "--nesterov needs a momentum above 0");
+    if (cmd != RUMOR_CMD_TRAIN && rumor_settings_given(s, "steps") && rumor_settings_given(s, "rounds"))
+        return rumor_fail(err, RUMOR_EINVAL, "--steps %ld and --rounds %ld both say how long the run is: give one",
+                          s->steps, s->rounds);
     switch (cmd) {
     case RUMOR_CMD_TRAIN: return check_train(s, err);
     case RUMOR_CMD_NODE:

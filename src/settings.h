@@ -195,7 +195,8 @@ rumor_err_t rumor_settings_load(rumor_settings_t *s, const char *path, char err[
 rumor_err_t rumor_settings_check(const rumor_settings_t *s, rumor_cmd_t cmd, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* The defaults of the model's family, for every setting of cmd not given: a gpt model's are
- * nanoGPT's recipe on the default corpus. Call it after the command line (and again after a
+ * nanoGPT's recipe on the default corpus; then a node's or swarm's --steps as the rounds that
+ * take them, unless --rounds is given. Call it after the command line (and again after a
  * resume took the model from a checkpoint). */
 void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd);
 /* Whether a node trains: any of --data, --model, --algo, --rounds, --run-dir, --partition,

@@ -10,12 +10,8 @@
 static rumor_err_t load_text(rumor_source_t *src, const rumor_source_config_t *cfg, char err[RUMOR_ERR_LEN])
 {
     rumor_err_t rc = rumor_text_load(&src->corpus, cfg->dir, cfg->vocab, err);
-    if (rc != RUMOR_OK) return rc;
-    const int T = cfg->spec->ctx;
-    if ((rc = rumor_text_shard(&src->shard, &src->corpus, cfg->partition, cfg->rank, cfg->peers, T, err)) != RUMOR_OK)
-        return rc;
-    src->n = src->shard.tokens;
-    if (!cfg->eval) return RUMOR_OK;
+    if (rc != RUMOR_OK || !cfg->eval) return rc;
+    const int T = src->T;
     src->n_val = rumor_text_val_windows(&src->corpus, T, NULL);
     if (src->n_val == 0)
         return rumor_fail(err, RUMOR_EINVAL, "%s: no validation window of %d tokens (each document's last tenth is "
@@ -31,14 +27,6 @@ static rumor_err_t load_images(rumor_source_t *src, const rumor_source_config_t 
     if (rc != RUMOR_OK) return rc;
     rumor_data_stats(&src->train, &src->mean, &src->std);
     if (cfg->limit && cfg->limit < src->train.count) src->train.count = cfg->limit;
-    src->n = src->train.count;
-    if (!cfg->partition) return RUMOR_OK;
-    if ((rc = rumor_partition_indices(&src->own, &src->n, cfg->partition, src->train.labels, src->train.count,
-                                      cfg->seed, cfg->rank, cfg->peers, err)) != RUMOR_OK)
-        return rc;
-    if (src->n == 0)
-        return rumor_fail(err, RUMOR_EINVAL, "peer %d of %d owns no samples under this partition", cfg->rank,
-                          cfg->peers);
     return RUMOR_OK;
 }
 
@@ -46,17 +34,45 @@ rumor_err_t rumor_source_load(rumor_source_t *src, const rumor_source_config_t *
 {
     memset(src, 0, sizeof *src);
     src->text = cfg->spec->kind == RUMOR_MODEL_GPT;
-    const rumor_err_t rc = src->text ? load_text(src, cfg, err) : load_images(src, cfg, err);
+    src->T = cfg->spec->ctx;
+    rumor_err_t rc = src->text ? load_text(src, cfg, err) : load_images(src, cfg, err);
+    if (rc == RUMOR_OK) rc = rumor_source_shard(src, &src->shard, cfg->partition, cfg->rank, cfg->peers, cfg->seed, err);
+    if (rc == RUMOR_OK && src->shard.n == 0)
+        rc = rumor_fail(err, RUMOR_EINVAL, "peer %d of %d owns no samples under this partition", cfg->rank, cfg->peers);
     if (rc != RUMOR_OK) rumor_source_fini(src);
     return rc;
+}
+
+rumor_err_t rumor_source_shard(const rumor_source_t *src, rumor_source_shard_t *sh, const rumor_partition_t *part,
+                               int rank, int peers, uint64_t seed, char err[RUMOR_ERR_LEN])
+{
+    memset(sh, 0, sizeof *sh);
+    rumor_err_t rc;
+    if (src->text) {
+        if ((rc = rumor_text_shard(&sh->text, &src->corpus, part, rank, peers, src->T, err)) != RUMOR_OK) return rc;
+        sh->n = sh->text.tokens, sh->examples = sh->text.windows;
+        return RUMOR_OK;
+    }
+    sh->n = src->train.count;
+    if (part && (rc = rumor_partition_indices(&sh->own, &sh->n, part, src->train.labels, src->train.count, seed, rank,
+                                              peers, err)) != RUMOR_OK)
+        return rc;
+    sh->examples = sh->n;
+    return RUMOR_OK;
+}
+
+void rumor_source_shard_fini(rumor_source_shard_t *sh)
+{
+    free(sh->own);
+    rumor_text_shard_fini(&sh->text);
+    memset(sh, 0, sizeof *sh);
 }
 
 void rumor_source_fini(rumor_source_t *src)
 {
     rumor_dataset_fini(&src->train);
     rumor_dataset_fini(&src->test);
-    free(src->own);
-    rumor_text_shard_fini(&src->shard);
+    rumor_source_shard_fini(&src->shard);
     rumor_text_fini(&src->corpus);
     free(src->val);
     memset(src, 0, sizeof *src);
@@ -68,13 +84,14 @@ rumor_model_input_t rumor_source_input(const rumor_source_t *src, const rumor_mo
     return (rumor_model_input_t){1, (int)src->train.rows, (int)src->train.cols, RUMOR_DATA_CLASSES};
 }
 
-void rumor_source_trainer(const rumor_source_t *src, rumor_trainer_config_t *tc)
+void rumor_source_trainer(const rumor_source_t *src, const rumor_source_shard_t *sh, rumor_trainer_config_t *tc)
 {
+    if (!sh) sh = &src->shard;
     if (src->text) {
-        tc->text = &src->corpus, tc->shard = &src->shard;
+        tc->text = &src->corpus, tc->shard = &sh->text;
         return;
     }
-    tc->data = &src->train, tc->own = src->own, tc->n = src->n, tc->mean = src->mean, tc->std = src->std;
+    tc->data = &src->train, tc->own = sh->own, tc->n = sh->n, tc->mean = src->mean, tc->std = src->std;
 }
 
 /* Validation windows in batches of the model's max batch into its token and label buffers. */
@@ -82,7 +99,7 @@ static rumor_err_t evaluate_text(const rumor_source_t *src, rumor_model_t *m, do
                                  char err[RUMOR_ERR_LEN])
 {
     rumor_backend_t *be = rumor_model_backend(m);
-    const int T = src->shard.T;
+    const int T = src->T;
     const size_t B = (size_t)rumor_model_max_batch(m);
     int32_t *x = malloc(B * T * sizeof *x), *y = malloc(B * T * sizeof *y);
     if (!x || !y) {

@@ -18,18 +18,25 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* A peer's part of the training split. */
+typedef struct {
+    size_t n;                     /* its samples; text: its tokens */
+    size_t examples;              /* DP-SGD's examples: its samples, or its windows of T+1 tokens */
+    size_t *own;                  /* images: its samples (NULL: all n) */
+    rumor_text_shard_t text;      /* text: its segments */
+} rumor_source_shard_t;
+
 typedef struct {
     bool text;
     /* images */
     rumor_dataset_t train, test;
     float mean, std;              /* of the training images (x = (p/255 - mean) / std) */
-    size_t *own;                  /* the shard's samples (NULL: all n) */
-    size_t n;                     /* samples of the shard; text: its tokens */
     /* text */
     rumor_text_t corpus;
-    rumor_text_shard_t shard;
     size_t *val;                  /* validation windows' starts, n_val of them */
     size_t n_val;
+    int T;                        /* the model's context: windows of T+1 tokens */
+    rumor_source_shard_t shard;   /* the configured peer's */
 } rumor_source_t;
 
 typedef struct {
@@ -49,10 +56,18 @@ rumor_err_t rumor_source_load(rumor_source_t *src, const rumor_source_config_t *
                               char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 void rumor_source_fini(rumor_source_t *src);
 
+/* Peer rank of peers' shard of src's training split under part (NULL: all of it), as
+ * rumor_source_load makes src->shard; for a simulated swarm that loads its data once. Errors
+ * as rumor_source_load's. */
+rumor_err_t rumor_source_shard(const rumor_source_t *src, rumor_source_shard_t *sh, const rumor_partition_t *part,
+                               int rank, int peers, uint64_t seed, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+void rumor_source_shard_fini(rumor_source_shard_t *sh);
+
 /* The input of a model that learns from src ({1, H, W, 10} for images, {1, 1, T, V} for text). */
 rumor_model_input_t rumor_source_input(const rumor_source_t *src, const rumor_model_spec_t *spec);
-/* The part of a trainer's configuration that says what it trains on. */
-void rumor_source_trainer(const rumor_source_t *src, rumor_trainer_config_t *tc);
+/* The part of a trainer's configuration that says what it trains on: shard sh of src (NULL:
+ * src->shard). src and sh must outlive the trainer (images with tc->cache: only its creation). */
+void rumor_source_trainer(const rumor_source_t *src, const rumor_source_shard_t *sh, rumor_trainer_config_t *tc);
 /* Mean loss and accuracy of m over the test set, or over the validation windows (nats per
  * token, and the share of tokens predicted). m's max batch sets the batches. */
 rumor_err_t rumor_source_evaluate(const rumor_source_t *src, rumor_model_t *m, double *loss, double *acc,

@@ -294,6 +294,7 @@ rumor_err_t rumor_text_shard(rumor_text_shard_t *s, const rumor_text_t *t, const
     if (!part) rank = 0, peers = 1;
     if (peers < 1 || rank < 0 || rank >= peers)
         return rumor_fail(err, RUMOR_EINVAL, "--rank %d --of %d: expected 0 <= rank < of", rank, peers);
+    s->rank = rank;
     rumor_err_t rc = RUMOR_OK;
     if (!part || part->kind == RUMOR_PART_IID) {
         for (size_t d = 0; d < t->n_docs && rc == RUMOR_OK; d++) {
@@ -347,13 +348,22 @@ void rumor_text_batch(const rumor_text_t *t, const rumor_text_shard_t *s, uint64
                       int32_t *x, int32_t *y)
 {
     rumor_rng_t rng;
-    rumor_rng_init2(&rng, seed, 0x7e47, step);
-    const int T = s->T;
+    rumor_rng_init2(&rng, seed, 0x7e47 ^ (uint64_t)s->rank << 16, step);
     for (int k = 0; k < b; k++) {
-        const size_t at = rumor_text_window(s, (size_t)rumor_rng_below(&rng, s->windows));
-        for (int j = 0; j < T; j++) {
-            x[(size_t)k * T + j] = rumor_text_token(t, false, at + (size_t)j);
-            y[(size_t)k * T + j] = rumor_text_token(t, false, at + (size_t)j + 1);
+        const size_t i = (size_t)rumor_rng_below(&rng, s->windows);
+        rumor_text_windows(t, s, &i, 1, x + (size_t)k * s->T, y + (size_t)k * s->T);
+    }
+}
+
+void rumor_text_windows(const rumor_text_t *t, const rumor_text_shard_t *s, const size_t *pos, size_t k, int32_t *x,
+                        int32_t *y)
+{
+    const size_t T = (size_t)s->T;
+    for (size_t w = 0; w < k; w++) {
+        const size_t at = rumor_text_window(s, pos[w]);
+        for (size_t j = 0; j < T; j++) {
+            x[w * T + j] = rumor_text_token(t, false, at + j);
+            y[w * T + j] = rumor_text_token(t, false, at + j + 1);
         }
     }
 }

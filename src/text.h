@@ -79,6 +79,7 @@ typedef struct rumor_text_shard {
     size_t tokens;               /* in all the segments */
     size_t windows;              /* starts of a window of T+1 tokens inside one segment */
     int T;
+    int rank;                    /* whose: peers draw their windows from streams of their own */
 } rumor_text_shard_t;
 
 /* Peer rank of peers' shard under part (NULL: the whole training split), for windows of T+1
@@ -92,10 +93,15 @@ void rumor_text_shard_fini(rumor_text_shard_t *s);
 /* Where window i (< s->windows) of the shard starts, in the training split. */
 size_t rumor_text_window(const rumor_text_shard_t *s, size_t i);
 
-/* A batch of b windows drawn uniformly from the shard by (seed, step), the same for the same
- * arguments: x[b][T] the inputs, y[b][T] the next tokens. */
+/* A batch of b windows drawn uniformly from the shard by (seed, the shard's rank, step), the
+ * same for the same arguments (peers of one seed draw independently): x[b][T] the inputs, y[b][T] the next tokens. */
 void rumor_text_batch(const rumor_text_t *t, const rumor_text_shard_t *s, uint64_t seed, uint64_t step, int b,
                       int32_t *x, int32_t *y);
+
+/* Windows pos[0..k) of the shard (each < s->windows): x[k][T] the inputs, y[k][T] the next
+ * tokens. DP-SGD's examples are these windows. */
+void rumor_text_windows(const rumor_text_t *t, const rumor_text_shard_t *s, const size_t *pos, size_t k, int32_t *x,
+                        int32_t *y);
 
 /* The validation windows of T+1 tokens: their count, and their starts into starts (NULL:
  * count only). */

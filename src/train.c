@@ -323,7 +323,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
 
     rumor_trainer_config_t trc = {.batch = cfg->batch, .seed = cfg->seed, .sched = cfg->sched, .lr = cfg->opt.lr,
                                   .clip_grad = cfg->clip_grad};
-    rumor_source_trainer(&src, &trc);
+    rumor_source_trainer(&src, NULL, &trc);
     /* An epoch is a pass over the shard's samples (text: as many tokens as it holds); the run is
      * --steps long, or --epochs of them. */
     const long per_epoch = rumor_trainer_epoch_steps(&trc);
@@ -338,10 +338,10 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     for (int i = 0; i < cfg->n_settings; i++)
         rumor_checkpoint_extra_add(&r.info, cfg->settings[i].key, "%s", cfg->settings[i].value);
     rumor_checkpoint_extra_add(&r.info, "train.batch", "%d", cfg->batch);
-    rumor_checkpoint_extra_add(&r.info, "train.samples", "%zu", src.n);
+    rumor_checkpoint_extra_add(&r.info, "train.samples", "%zu", src.shard.n);
     long step = rumor_optim_steps(r.o);
     const long resumed_step = step;
-    if (cfg->resume_path && (rc = resume_fits(cfg, &resume, step, per_epoch, total, src.n, err)) != RUMOR_OK) goto out;
+    if (cfg->resume_path && (rc = resume_fits(cfg, &resume, step, per_epoch, total, src.shard.n, err)) != RUMOR_OK) goto out;
     epoch_rates = calloc((size_t)r.epochs, sizeof *epoch_rates);
     if (!epoch_rates) {
         rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");

@@ -59,14 +59,8 @@ rumor_trainer_t *rumor_trainer_new(const rumor_trainer_config_t *cfg, rumor_mode
     t->staged = -1;
     const size_t B = (size_t)rumor_model_max_batch(m);
     t->spe = rumor_trainer_epoch_steps(cfg);
-    if (cfg->text) {
-        const size_t T = (size_t)cfg->shard->T;
-        t->xb = T * sizeof(int32_t), t->yn = T;
-        t->cfg.dp = NULL; /* refused by the caller: a window's DP-SGD is not written yet */
-    } else {
-        t->feat = cfg->data->rows * cfg->data->cols;
-        t->xb = t->feat * sizeof(float), t->yn = 1;
-    }
+    (void)rumor_model_sample_buf(m, &t->xb, &t->yn);
+    if (!cfg->text) t->feat = cfg->data->rows * cfg->data->cols;
     const size_t n = cfg->text ? cfg->shard->windows : cfg->n;
     bool ok = n > 0 && cfg->batch > 0;
     for (int k = 0; k < 2 && ok && !cfg->text; k++) ok = (t->order[k] = malloc(n * sizeof *t->order[k])) != NULL;
@@ -161,7 +155,8 @@ static const size_t *batch_of(rumor_trainer_t *t, long step, size_t *bn)
 /* The model's buffer of inputs: tokens for text, else normalised pixels. */
 static void *model_x(rumor_trainer_t *t)
 {
-    return t->cfg.text ? (void *)rumor_model_token_buf(t->m) : (void *)rumor_model_input_buf(t->m);
+    size_t xb, yn;
+    return rumor_model_sample_buf(t->m, &xb, &yn);
 }
 
 /* Step's batch into x and y: its size in samples. */
@@ -205,18 +200,25 @@ static size_t take(rumor_trainer_t *t, long step)
     return t->sn[k];
 }
 
+/* Samples at positions pos (text: windows of the shard) into x and y. */
+static void gather_any(const rumor_trainer_t *t, const size_t *pos, size_t k, void *x, int32_t *y)
+{
+    if (t->cfg.text) rumor_text_windows(t->cfg.text, t->cfg.shard, pos, k, x, y);
+    else gather(t, pos, k, x, y);
+}
+
 /* A slice of a DP-SGD batch: positions into the model's input buffer. */
 static void dp_load(void *arg, size_t *pos, size_t k)
 {
     rumor_trainer_t *t = arg;
     rumor_backend_t *be = t->be;
     if (be->ops->host_memory) {
-        gather(t, pos, k, rumor_model_input_buf(t->m), rumor_model_label_buf(t->m));
+        gather_any(t, pos, k, model_x(t), rumor_model_label_buf(t->m));
         return;
     }
-    gather(t, pos, k, t->hx[0], t->hy[0]);
-    be->ops->upload(be, rumor_model_input_buf(t->m), t->hx[0], k * t->xb);
-    be->ops->upload(be, rumor_model_label_buf(t->m), t->hy[0], k * sizeof *t->hy[0]);
+    gather_any(t, pos, k, t->hx[0], t->hy[0]);
+    be->ops->upload(be, model_x(t), t->hx[0], k * t->xb);
+    be->ops->upload(be, rumor_model_label_buf(t->m), t->hy[0], k * t->yn * sizeof *t->hy[0]);
 }
 
 /* Scale the gradient down to norm clip_grad when it is longer (global norm clipping, as

@@ -32,7 +32,7 @@ typedef struct {
                                 mode, where each step is cheap and many peers share a core);
                                 data and own are then read by rumor_trainer_new only */
     /* or text (text.h): each step's batch is `batch` windows of the shard drawn by (seed, step);
-     * data, own, n, mean, std, cache and dp are then unused */
+     * data, own, n, mean, std and cache are then unused, and dp's examples are the shard's windows */
     const struct rumor_text *text;
     const struct rumor_text_shard *shard;
     int batch;

@@ -1,5 +1,5 @@
 /* test_dp.c - DP-SGD's gradient against a closed form (logistic regression, per-sample
- * gradients by hand), clipping at the boundary, the noise's scale measured, the accounting;
+ * gradients by hand), and over a language model's windows (each window's own gradient), clipping at the boundary, the noise's scale measured, the accounting;
  * the secret noise source's normals tested against N(0, 1); Poisson batches against
  * Binomial(n, q); and whole runs of a real node: with --dp two runs of the same --seed differ
  * (noise and batches are secret), without it they are identical. */
@@ -163,6 +163,70 @@ static void test_closed_form(void)
     CHECK(!rumor_dp_over_budget(dp));
     rumor_dp_restore(dp, 40);
     CHECK(rumor_dp_over_budget(dp));
+    rumor_dp_destroy(&dp);
+    free(gi);
+    free(want);
+    rumor_model_destroy(&m);
+    rumor_backend_destroy(&be);
+}
+
+static int cmp_double(const void *a, const void *b);
+
+/* A language model's examples are its windows: DP-SGD's gradient on a batch of windows is the
+ * mean of each window's own gradient (its T tokens' mean loss, as the model computes it on that
+ * window alone), clipped. Half the windows are clipped. */
+static void test_windows(void)
+{
+    enum { W = 4, T = 6 };
+    char err[RUMOR_ERR_LEN];
+    rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
+    rumor_model_spec_t spec;
+    CHECK_RC(rumor_model_spec_parse(&spec, "gpt:1,2,8,6", err));
+    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, T, 256}, be, W, err);
+    CHECK(m != NULL);
+    if (!m) return;
+    CHECK_RC(rumor_model_init(m, 5));
+    const size_t P = rumor_model_param_count(m);
+    int32_t x[W][T], y[W][T];
+    for (int i = 0; i < W; i++)
+        for (int j = 0; j < T; j++) x[i][j] = (i * 37 + j * 11) % 256, y[i][j] = (i * 13 + j * 29 + 1) % 256;
+    size_t xb, yn;
+    int32_t *tok = rumor_model_sample_buf(m, &xb, &yn), *lab = rumor_model_label_buf(m);
+    CHECK(xb == T * sizeof(int32_t) && yn == T);
+    float *g = rumor_model_grads(m);
+    double *gi = malloc(W * P * sizeof *gi), norm[W], *want = calloc(P, sizeof *want);
+    for (int i = 0; i < W; i++) { /* each window alone */
+        memcpy(tok, x[i], sizeof x[i]);
+        memcpy(lab, y[i], sizeof y[i]);
+        rumor_model_zero_grads(m);
+        double l = 0.0;
+        CHECK_RC(rumor_model_run(m, 1, true, &l, NULL, err));
+        double n2 = 0.0;
+        for (size_t k = 0; k < P; k++) gi[i * P + k] = g[k], n2 += (double)g[k] * g[k];
+        norm[i] = sqrt(n2);
+    }
+    double sorted[W];
+    memcpy(sorted, norm, sizeof norm);
+    qsort(sorted, W, sizeof *sorted, cmp_double);
+    const double C = (sorted[W / 2 - 1] + sorted[W / 2]) / 2;
+    for (int i = 0; i < W; i++)
+        for (size_t k = 0; k < P; k++) want[k] += gi[i * P + k] * (norm[i] > C ? C / norm[i] : 1.0) / W;
+    char spec_dp[64];
+    snprintf(spec_dp, sizeof spec_dp, "clip=%.17g,noise=0", C);
+    rumor_dp_config_t cfg;
+    CHECK_RC(rumor_dp_parse(&cfg, spec_dp, err));
+    rumor_noise_t *ns = rumor_noise_new_seeded(9, 0, 0, err);
+    rumor_dp_t *dp = rumor_dp_new(&cfg, m, W, W, &ns, err); /* q = 1: every window */
+    CHECK(dp != NULL);
+    memcpy(tok, x, sizeof x);
+    memcpy(lab, y, sizeof y);
+    double loss = 0.0;
+    if (dp) CHECK_RC(rumor_dp_gradient(dp, m, W, &loss, err));
+    double maxerr = 0.0, scale = 0.0;
+    for (size_t k = 0; k < P; k++) maxerr = fmax(maxerr, fabs(g[k] - want[k])), scale = fmax(scale, fabs(want[k]));
+    CHECK_MSG(maxerr <= 1e-6 * scale, "DP gradient over windows: max error %g of %g", maxerr, scale);
+    CHECK(memcmp(tok, x, sizeof x) == 0 && memcmp(lab, y, sizeof y) == 0); /* the batch is left as it was */
+    CHECK(loss > 0.0 && isfinite(loss));
     rumor_dp_destroy(&dp);
     free(gi);
     free(want);
@@ -424,6 +488,7 @@ int main(void)
 {
     test_parse();
     test_closed_form();
+    test_windows();
     test_normal();
     test_sampling();
     test_node_runs();

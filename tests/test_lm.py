@@ -2,7 +2,8 @@
 """rumor train on text, end to end, on a small corpus this test writes: a gpt model learns it (the
 validation loss falls far below a uniform guess's log 256), `rumor eval` reports the validation
 loss the run ended with, a run stopped and resumed ends with the very bytes of one never stopped,
-two real nodes (rumor sim --mode proc) learn it together, and the exported model, loaded into
+two real nodes (rumor sim --mode proc) learn it together, a virtual swarm of one peer ends where
+`rumor train` ends and one of four replays byte for byte, and the exported model, loaded into
 tools/gpt_torch.py's PyTorch GPT with load_state_dict(strict=True), gives the same validation
 loss (within 1e-4).
 
@@ -87,9 +88,9 @@ def main():
         ck, out = os.path.join(tmp, "ck.safetensors"), os.path.join(tmp, "out.safetensors")
         r = run(*base, "--checkpoint", ck, "--max-steps", "70")
         check(r.returncode == 130, "stopped at step 70 with a checkpoint (exit %d)" % r.returncode)
-        r = run("train", "--resume", ck, "--save", out, "--quiet")
+        r = run("train", "--resume", ck, "--save", out, "--quiet", "--threads", "1")  # threads change the sums
         same = r.returncode == 0 and open(out, "rb").read() == open(ref, "rb").read()
-        check(same, "resumed with nothing else given, the model is the run's never stopped (%s)"
+        check(same, "resumed with nothing else given (but the same --threads), the model is the run's never stopped (%s)"
               % r.stderr.strip()[-300:])
 
         # A swarm of two real nodes on the same text, whole documents each (proc mode).
@@ -101,6 +102,28 @@ def main():
               and summary.get("final_val_loss_max", 9) < 3.5 < math.log(256),
               "two gpt nodes train together over real sockets: worst validation loss %s after 20 rounds (%s)"
               % (summary.get("final_val_loss_max"), r.stderr.strip()[-200:]))
+
+        # Virtual mode: one peer owning all the text takes the very steps of `rumor train` (the
+        # same batches, schedule and clipping); four peers on whole documents replay exactly.
+        r = run("sim", "--mode", "virtual", "--model", "gpt:2,2,32,32", "--data", data, "--peers", "1",
+                "--partition", "iid", "--rounds", "15", "--local-steps", "10", "--batch", "8", "--no-plots",
+                "--quiet", "--out", os.path.join(tmp, "v1"))
+        one = [json.loads(x) for x in open(os.path.join(tmp, "v1", "peer-000", "metrics.jsonl"))] if r.returncode == 0 else [{}]
+        check(one[-1].get("step") == 150 and abs(one[-1].get("val_loss", 0) - last.get("val_loss", 1)) < 1e-6,
+              "a virtual swarm of one peer ends at rumor train's validation loss (%s, %s; %s)"
+              % (one[-1].get("val_loss"), last.get("val_loss"), r.stderr.strip()[-200:]))
+        sums = []
+        for k in range(2):
+            out_dir = os.path.join(tmp, "v4-%d" % k)
+            r = run("sim", "--mode", "virtual", "--model", "gpt:2,2,32,32", "--data", data, "--peers", "4",
+                    "--algo", "diloco:10", "--steps", "100", "--codec", "int8", "--no-plots", "--quiet", "--out", out_dir)
+            sums.append(open(os.path.join(out_dir, "summary.json"), "rb").read() if r.returncode == 0 else b"")
+        summary = json.loads(sums[0]) if sums[0] else {}
+        check(sums[0] and sums[0] == sums[1] and summary.get("rounds") == 10
+              and summary.get("final_val_loss_max", 9) < 3.5 < math.log(256),
+              "four virtual peers on whole documents (diloco:10, int8, --steps 100 as 10 rounds) learn, worst "
+              "validation loss %s, and replay byte for byte (%s)" % (summary.get("final_val_loss_max"),
+                                                                     r.stderr.strip()[-200:]))
 
         # rumor sample at temperature 0 writes what PyTorch's greedy decoding writes (prompts
         # whose continuations are not only spaces).

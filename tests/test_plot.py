@@ -38,14 +38,16 @@ def close(a, b):
 # peer 0 reports consensus nan at round 1 (as C's printf writes it); peer 1 was restarted
 # and wrote round 3 twice (the second, loss 9, counts).
 
-def peer_lines(i, rounds, last):
+def peer_lines(i, rounds, last, lm=False):
     lines = ['{"t":%.3f,"round":0,"step":0,"test_loss":2.302585,"test_acc":0.1000}' % (0.1 * i)]
     for r in range(1, min(rounds, last) + 1):
         cons = "nan" if (i == 0 and r == 1) else ("0" if r == 20 else "%.6g" % (0.5 / r))
         line = ('{"t":%.3f,"round":%d,"step":%d,"loss":%.6f,"lr":0.05,"consensus":%s,"w":1,'
                 '"peers":3,"neighbours":2,"missing":0,"bytes_out":%d,"bytes_in":%d'
                 % (r + 0.1 * i, r, 10 * r, 2.0 / r + 0.1 * i, cons, 1000 * (i + 1) * r, 1000 * r))
-        if r % 5 == 0:
+        if r % 5 == 0 and lm:  # a language model: val_loss = 3 - 0.02 r - 0.01 i
+            line += ',"val_loss":%.6f,"val_acc":%.4f' % (3.0 - 0.02 * r - 0.01 * i, 0.2)
+        elif r % 5 == 0:
             line += ',"test_loss":%.6f,"test_acc":%.4f' % (1.0 / r, 0.5 + 0.02 * r + 0.01 * i)
         lines.append(line + "}")
         if i == 1 and r == 3:  # restarted from an earlier checkpoint: round 3 again
@@ -53,13 +55,13 @@ def peer_lines(i, rounds, last):
     return lines
 
 
-def make_run(path, peers=3, rounds=20, algo="dpsgd", topology="ring", die=None):
+def make_run(path, peers=3, rounds=20, algo="dpsgd", topology="ring", die=None, lm=False):
     os.makedirs(path)
     for i in range(peers):
         d = os.path.join(path, "peer-%03d" % i)
         os.makedirs(d)
         last = die[1] if die and die[0] == i else rounds
-        text = "\n".join(peer_lines(i, rounds, last)) + "\n"
+        text = "\n".join(peer_lines(i, rounds, last, lm)) + "\n"
         if die and die[0] == i:
             text += '{"t":13.2,"round":13,"step":1'  # killed while writing
         with open(os.path.join(d, "metrics.jsonl"), "w") as f:
@@ -86,9 +88,9 @@ def run_plot(args, env=None, python=None):
                           timeout=60, env=env)
 
 
-def check_pngs(folder, what):
+def check_pngs(folder, what, first="accuracy"):
     names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-    want = sorted(n + ".png" for n in ("accuracy_round", "accuracy_time", "accuracy_mb", "consensus", "loss"))
+    want = sorted(n + ".png" for n in (first + "_round", first + "_time", first + "_mb", "consensus", "loss"))
     check(names == want, "%s: exactly the five plots in %s (found %s)" % (what, folder, names))
     for n in want:
         p = os.path.join(folder, n)
@@ -139,6 +141,13 @@ def main():
         check(close(t, 15.05), "round 15: mean t over the peers that evaluated (%r)" % t)
         check(close(mb, 0.081), "round 15: the dead peer counts its last bytes_out (%r)" % mb)
         check(close(acc[0][1], 0.0) and close(acc[0][2], 0.1), "round 0: no bytes, accuracy 0.1")
+        lm = os.path.join(tmp, "run-lm")
+        make_run(lm, lm=True)
+        q = mod.quality(mod.Run(lm))
+        val = {r: rest for r, *rest in mod.accuracy_series(mod.Run(lm), q[0], q[4])}
+        check(q[0] == "val_loss" and mod.quality(run)[0] == "test_acc", "a language model's run is judged by val_loss")
+        check(close(val[10][2], 2.79) and close(val[10][3], 2.8),
+              "round 10: mean validation loss 2.79, worst (highest) 2.80 (%r)" % (val.get(10),))
         cons = dict(mod.consensus_series(run))
         check(close(cons.get(1), 0.5), "consensus: nan left out of the mean (%r)" % cons.get(1))
         check(20 not in cons and close(cons.get(4), 0.125), "consensus: zero means left out")
@@ -166,6 +175,9 @@ def main():
         p = run_plot([c], env=env)
         check(p.returncode == 0, "12 peers: exit %d, stderr %r" % (p.returncode, p.stderr))
         check_pngs(os.path.join(c, "plots"), "12 peers")
+        p = run_plot([lm])
+        check(p.returncode == 0, "a language model's run plots: exit %d, %s" % (p.returncode, p.stderr.strip()))
+        check_pngs(os.path.join(lm, "plots"), "a language model's run", first="val_loss")
         check(os.listdir(scratch) == [], "nothing left in TMPDIR")
 
         for py in sorted({"/usr/bin/python3", shutil.which("python3") or ""} - {""}):
