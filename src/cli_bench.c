@@ -34,6 +34,7 @@
 #include <sys/wait.h>
 
 #define MAX_LIST 8
+#define GPT_STEPS 100 /* steps a gpt model's measurement takes */
 
 /* Median GFLOP/s of an n x n x n sgemm through the backend at its thread count. */
 static double sgemm_gflops(rumor_backend_t *be, int n)
@@ -67,13 +68,13 @@ static double sgemm_gflops(rumor_backend_t *be, int n)
 
 /* Run the PyTorch reference; returns samples/s or NaN (and says why on stderr). */
 static double torch_rate(const char *script, const char *data, const char *model, int threads,
-                         int intra, int batch, int epochs, float lr, float momentum)
+                         int intra, int batch, int epochs, long steps, float lr, float momentum)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 '%s' --json --model '%s' --threads %d --intra-threads %d --batch %d "
-             "--epochs %d --lr %g --momentum %g --data '%s'",
-             script, model, threads, intra, batch, epochs, (double)lr, (double)momentum, data);
+             "--epochs %d --steps %ld --lr %g --momentum %g --data '%s'",
+             script, model, threads, intra, batch, epochs, steps, (double)lr, (double)momentum, data);
     FILE *p = popen(cmd, "r");
     if (!p) return NAN;
     char line[8192], last[8192] = "";
@@ -183,10 +184,13 @@ static int bench_train(int argc, char **argv)
     if (!script) script = RUMOR_SOURCE_DIR "/tools/bench/torch_ref.py";
     int batch = 0, epochs = 0, repeat = 3;
     float lr = 0.05f, momentum = 0.9f;
-    bool help = false, no_torch = false, json = false;
+    bool help = false, no_torch = false, json = false, data_given = false;
     const cli_opt_t opts[] = {
-        {"--data", OPT_STR, &data, NULL, "IDX dataset folder"},
-        {"--models", OPT_STR, &models, NULL, "models separated by ';' (default \"mlp:256,128;cnn\"; cnn with --device)"},
+        {"--data", OPT_STR, &data, &data_given, "IDX dataset folder (gpt models: a folder of .txt documents, "
+                                                "default " RUMOR_DEFAULT_TEXT ")"},
+        {"--models", OPT_STR, &models, NULL, "models separated by ';' (default \"mlp:256,128;cnn\"; cnn with --device); "
+                                             "gpt:L,H,D,T models train with AdamW at 1e-3, clipped to norm 1, and are "
+                                             "measured in tokens/s over 100 steps"},
         {"--threads", OPT_STR, &threads_s, NULL, "thread counts, e.g. 1,2 (default 1,2)"},
         {"--batch", OPT_INT, &batch, NULL, "minibatch (default 64; 256 with --device)"},
         {"--device", OPT_STR, &device, NULL, "cpu (against PyTorch), or cuda | auto: the device against the CPU backend on all cores"},
@@ -249,6 +253,15 @@ static int bench_train(int argc, char **argv)
             cfg.epochs = epochs > 0 ? epochs : (cfg.spec.kind == RUMOR_MODEL_CNN ? 1 : 3);
             cfg.eval = false;
             cfg.log_every = 0;
+            const bool lm = cfg.spec.kind == RUMOR_MODEL_GPT;
+            if (lm) { /* a language model's recipe, on text; a measurement is GPT_STEPS steps */
+                if (!data_given) cfg.data_dir = RUMOR_DEFAULT_TEXT;
+                cfg.opt.kind = RUMOR_OPT_ADAMW;
+                cfg.opt.lr = 1e-3f;
+                cfg.clip_grad = 1.0f;
+                cfg.epochs = 1;
+                cfg.steps = GPT_STEPS;
+            }
 
             rumor_backend_t *be = rumor_backend_new("cpu", threads[ti], err);
             if (!be) {
@@ -274,11 +287,11 @@ static int bench_train(int argc, char **argv)
                 if (no_torch) continue;
                 /* PyTorch at its best on T cores: its OpenMP pool at T, or at 1 with only
                  * OpenBLAS at T (REFERENCE.md: both at T can oversubscribe); the faster counts. */
-                double t = torch_rate(script, data, cfg.spec.canonical, threads[ti], threads[ti], batch,
-                                      cfg.epochs, lr, momentum);
+                double t = torch_rate(script, cfg.data_dir, cfg.spec.canonical, threads[ti], threads[ti], batch,
+                                      cfg.epochs, cfg.steps, cfg.opt.lr, momentum);
                 if (threads[ti] > 1) {
-                    double one = torch_rate(script, data, cfg.spec.canonical, threads[ti], 1, batch,
-                                            cfg.epochs, lr, momentum);
+                    double one = torch_rate(script, cfg.data_dir, cfg.spec.canonical, threads[ti], 1, batch,
+                                            cfg.epochs, cfg.steps, cfg.opt.lr, momentum);
                     if (one > t || isnan(t)) t = one, torch_intra = 1;
                 }
                 if (isnan(t)) {

@@ -3,6 +3,11 @@
 
 Trains the same model as rumor on Fashion-MNIST with SGD and reports training
 throughput (samples/s per epoch and the median) and optionally test accuracy.
+A gpt:L,H,D,T model (tools/gpt_torch.py) trains instead on the .txt documents of
+--data, bytes as tokens, with rumor's language-model recipe (AdamW, gradients
+clipped to norm 1, batches of windows drawn at random from each document's first
+nine tenths); an "epoch" is then --steps steps and samples/s counts tokens, as
+rumor's tokens/s does.
 
 Run it with Debian's interpreter, which carries python3-torch:
 
@@ -43,6 +48,7 @@ def parse_args(argv):
                         "--threads (1 with OpenBLAS at T avoids the oversubscription trap)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--steps", type=int, default=100, help="gpt: steps per measured epoch (default 100)")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--data", default=DEFAULT_DATA,
@@ -210,7 +216,55 @@ def evaluate(model, x, y, batch=1000):
     return correct / x.shape[0]
 
 
+def main_gpt(args):
+    """Tokens/s of a gpt model on a corpus: --epochs measurements of --steps steps each."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import gpt_torch
+    try:
+        L, H, D, T = (int(v) for v in args.model[4:].split(","))
+        names = sorted(f for f in os.listdir(args.data) if f.endswith(".txt"))
+        docs = [open(os.path.join(args.data, f), "rb").read() for f in names]
+    except (OSError, ValueError) as e:
+        print("torch_ref: %s: %s" % (args.model, e), file=sys.stderr)
+        return 1
+    train = [torch.tensor(list(d[:len(d) - len(d) // 10]), dtype=torch.long) for d in docs]
+    starts = [(i, s) for i, d in enumerate(train) for s in range(0, len(d) - T)]
+    if not starts:
+        print("torch_ref: %s: no window of %d bytes" % (args.data, T + 1), file=sys.stderr)
+        return 1
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    model = gpt_torch.GPT(L, H, D, T, 256)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    rates = []
+    for ep in range(args.epochs):
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            pick = [starts[k] for k in torch.randint(0, len(starts), (args.batch,), generator=gen).tolist()]
+            x = torch.stack([train[i][s:s + T] for i, s in pick])
+            y = torch.stack([train[i][s + 1:s + T + 1] for i, s in pick])
+            _, loss = model(x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        rates.append(args.steps * args.batch * T / (time.perf_counter() - t0))
+        if not args.json:
+            print("epoch %d: %.0f tokens/s, loss %.4f" % (ep + 1, rates[-1], loss.item()))
+    median = statistics.median(rates)
+    if args.json:
+        print(json.dumps({"impl": "pytorch", "torch_version": torch.__version__, "model": args.model,
+                          "threads": args.threads, "intra_threads": args.intra_threads, "batch": args.batch,
+                          "epochs": args.epochs, "steps": args.steps, "samples_per_s": median,
+                          "unit": "tokens"}, separators=(",", ":")), flush=True)
+    else:
+        print("median: %.0f tokens/s" % median)
+    return 0
+
+
 def main(args):
+    if args.model.startswith("gpt:"):
+        return main_gpt(args)
     try:
         kind, _ = torch_models.parse_spec(args.model)
         spec = torch_models.canonical_spec(args.model)
