@@ -19,15 +19,18 @@ from rumortest import FAILS, check, dist, tensors
 RUMOR = None
 DATA = None
 SCEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sim", "scenarios")
+CORPUS = "/usr/share/datasets/shakespeare"  # RUMOR_DEFAULT_TEXT, which tools/setup fetches
 SMALL = ["--model", "logreg", "--limit", "4000", "--eval-every", "0", "--no-plots", "--quiet"]
 
 
-def sim(tmp, name, *args, timeout=600):
-    """Run a scenario (a file in sim/scenarios, or None for the defaults) with overrides; its summary or None."""
+def sim(tmp, name, *args, timeout=600, data=True):
+    """Run a scenario (a file in sim/scenarios, or None for the defaults) with overrides; its summary or None.
+    data=False: on the model's default data (a gpt model's: the text corpus)."""
     out = os.path.join(tmp, name)
     head = [os.path.join(SCEN, args[0])] if args and args[0].endswith(".ini") else []
     rest = list(args[1:]) if head else list(args)
-    r = subprocess.run([RUMOR, "sim", *head, *rest, "--data", DATA, "--out", out], capture_output=True, text=True,
+    r = subprocess.run([RUMOR, "sim", *head, *rest, *(["--data", DATA] if data else []), "--out", out],
+                       capture_output=True, text=True,
                        timeout=timeout)
     try:
         with open(os.path.join(out, "summary.json")) as f:
@@ -117,6 +120,25 @@ def secure(tmp):
               % (unmixed, ratio, sm["final_test_acc_mean"], plain["final_test_acc_mean"]))
 
 
+def shakespeare(tmp):
+    # Four peers, a tiny gpt, 300 steps on the corpus: diloco:10 in 8 bits against per-step
+    # D-PSGD in float32; the bytes are the claim's (10 steps and 4x per send), the loss looser
+    # than the shipped run's 0.05 nats (docs/benchmarks.md), as so short a run is noisy.
+    if not os.path.isdir(CORPUS):
+        print("shakespeare.ini: not run, no corpus in %s (tools/setup fetches it)" % CORPUS)
+        return
+    short = ["--model", "gpt:1,2,32,32", "--peers", "4", "--steps", "300", "--eval-every", "0", "--no-plots", "--quiet"]
+    dl, _ = sim(tmp, "shakespeare", "shakespeare.ini", "--algo", "diloco:10", *short, data=False)
+    dp, _ = sim(tmp, "shakespeare-dpsgd", "shakespeare.ini", "--algo", "dpsgd", "--local-steps", "1", "--codec", "f32",
+                *short, data=False)
+    if dl and dp:
+        ratio = dp["bytes_total"] / dl["bytes_total"]
+        a, b = dl["final_val_loss_mean"], dp["final_val_loss_mean"]
+        check(ratio > 39 and a < b + 0.2 and b < 3.3,
+              "shakespeare.ini: diloco:10 in 8 bits sends %.1fx fewer bytes than per-step D-PSGD, validation loss %.3f "
+              "against %.3f" % (ratio, a, b))
+
+
 def straggler(tmp):
     # Real nodes (4, mlp, 30 rounds): the fast peers' time for rounds 1..30 with peer 2 4x
     # slower, against none slower.
@@ -158,7 +180,8 @@ def topk(tmp):
 
 
 TESTS = {"byzantine.ini": byzantine, "churn.ini": churn, "diloco.ini": diloco, "label-skew.ini": label_skew,
-         "privacy.ini": privacy, "secure.ini": secure, "straggler.ini": straggler, "thousand.ini": thousand,
+         "privacy.ini": privacy, "secure.ini": secure, "shakespeare.ini": shakespeare, "straggler.ini": straggler,
+         "thousand.ini": thousand,
          "topk.ini": topk}
 
 
