@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/run_fuzz.sh SOURCE_ROOT BUILD_DIR SECONDS [TARGET] - fuzz a parser of network input.
 #
-# TARGET is proto (the wire protocol decoder, the default) or admit (the admission datagrams
-# of the UDP port). Builds tests/fuzz_TARGET.c with libFuzzer, AddressSanitizer and
+# TARGET is proto (the wire protocol decoder, the default), admit (the admission datagrams
+# of the UDP port) or files (the loaders of text, token files, IDX data and safetensors). Builds tests/fuzz_TARGET.c with libFuzzer, AddressSanitizer and
 # UndefinedBehaviorSanitizer (clang, outside meson: the fuzzer runtime needs clang whatever
 # compiler meson uses) into BUILD_DIR/fuzz-TARGET/, then runs it for SECONDS on a copy of the
 # seed corpus tests/fuzz/TARGET/ (regenerate proto's with
@@ -14,7 +14,7 @@
 set -u
 
 if [ $# -ne 3 ] && [ $# -ne 4 ]; then
-    echo "usage: $0 SOURCE_ROOT BUILD_DIR SECONDS [proto|admit]" >&2
+    echo "usage: $0 SOURCE_ROOT BUILD_DIR SECONDS [proto|admit|files]" >&2
     exit 2
 fi
 src=$(cd "$1" && pwd) || exit 1
@@ -24,6 +24,7 @@ target=${4:-proto}
 case "$target" in
 proto) sources="proto/proto.c src/rumor.c" libs="-lmsgpackc -lm" ;;
 admit) sources="src/crypto.c src/cert.c src/fileio.c src/rumor.c" libs="-lsodium -lm" ;;
+files) sources="src/text.c src/data.c src/partition.c src/safetensors.c src/fileio.c src/rng.c src/rumor.c" libs="-lcjson -lz -lm" ;;
 *) echo "run_fuzz: unknown target $target" >&2; exit 2 ;;
 esac
 out="$build/fuzz-$target"
@@ -85,7 +86,17 @@ mkdir -p "$out/corpus"
 cp "$src/tests/fuzz/$target/"* "$out/corpus/"
 
 # Keys, type names and msgpack headers the mutator can splice in.
-if [ "$target" = admit ]; then
+if [ "$target" = files ]; then
+    cat >"$out/$target.dict" <<'EOF'
+"\x00\x00\x08\x03"
+"\x00\x00\x08\x01"
+"\x1f\x8b\x08"
+"{\"__metadata__\":{"
+"\"dtype\":\"F32\""
+"\"shape\":["
+"\"data_offsets\":["
+EOF
+elif [ "$target" = admit ]; then
     cat >"$out/$target.dict" <<'EOF'
 "RMA2"
 "RMA1"
