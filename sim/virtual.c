@@ -302,7 +302,7 @@ rumor_err_t virt_ensure_phase(sim_t *s, int i)
  * the same answer without computing it again. */
 static rumor_err_t evaluate(sim_t *s, int i)
 {
-    const size_t P = rumor_model_param_count(s->em), feat = s->src.test.rows * s->src.test.cols;
+    const size_t P = rumor_model_param_count(s->em), feat = rumor_data_feat(&s->src.test);
     float *ep = rumor_model_params(s->em);
     const float *x = rumor_model_params(s->p[i].m);
     if (s->evaluated && memcmp(ep, x, P * sizeof *ep) == 0) return RUMOR_OK;

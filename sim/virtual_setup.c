@@ -27,7 +27,7 @@ static rumor_err_t setup_eval(sim_t *s, const rumor_model_spec_t *spec, rumor_mo
         if (s->eval_batch == s->n_eval) { /* once, straight into the model's input buffer */
             rumor_train_load_batch(s->em, test, idx, s->n_eval, s->src.mean, s->src.std, NULL, NULL);
         } else {
-            const size_t feat = test->rows * test->cols;
+            const size_t feat = rumor_data_feat(test);
             s->evx = malloc(s->n_eval * feat * sizeof *s->evx);
             s->evy = malloc(s->n_eval * sizeof *s->evy);
             if (s->evx && s->evy) rumor_data_gather(test, idx, s->n_eval, s->src.mean, s->src.std, s->evx, s->evy);

@@ -1,5 +1,7 @@
-/* data.c - IDX loading with full header validation, pixel statistics, batch gathering. */
+/* data.c - IDX and safetensors loading with full validation, statistics, batch gathering. */
 #include "data.h"
+
+#include "safetensors.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -7,6 +9,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +234,7 @@ void rumor_dataset_fini(rumor_dataset_t *ds)
 {
     if (!ds) return;
     free(ds->pixels);
+    free(ds->values);
     free(ds->labels);
     memset(ds, 0, sizeof *ds);
 }
@@ -262,6 +266,8 @@ rumor_err_t rumor_data_load_pair(rumor_dataset_t *out, const char *images_path,
         }
     }
     out->count = idims[0];
+    out->channels = 1;
+    out->classes = RUMOR_DATA_CLASSES;
     out->rows = idims[1];
     out->cols = idims[2];
     out->pixels = pixels;
@@ -286,6 +292,127 @@ static rumor_err_t load_split(rumor_dataset_t *ds, const char *dir, const char *
     return rumor_data_load_pair(ds, ipath, lpath, err);
 }
 
+// ---- one safetensors file: train.x, train.y, test.x, test.y ----
+
+#define ST_MAX_VALUES ((uint64_t)1 << 29) /* refuse more than 2 GiB of float inputs a split */
+
+/* Label i of y (an integer tensor), into *v; false for a dtype that is not an integer. */
+static bool st_label(const rumor_st_tensor_t *y, size_t i, int64_t *v)
+{
+    static const struct {
+        const char *dtype;
+        unsigned size;
+        bool is_signed;
+    } ints[] = {{"U8", 1, false},  {"I8", 1, true},  {"U16", 2, false}, {"I16", 2, true},
+                {"U32", 4, false}, {"I32", 4, true}, {"U64", 8, false}, {"I64", 8, true}};
+    for (size_t k = 0; k < RUMOR_ARRAY_LEN(ints); k++) {
+        if (strcmp(y->dtype, ints[k].dtype) != 0) continue;
+        const uint8_t *p = (const uint8_t *)y->data + i * ints[k].size;
+        uint64_t u = 0;
+        for (unsigned b = 0; b < ints[k].size; b++) u |= (uint64_t)p[b] << (8 * b); /* little-endian */
+        if (ints[k].is_signed && ints[k].size < 8 && (u >> (8 * ints[k].size - 1)) & 1)
+            u |= ~(uint64_t)0 << (8 * ints[k].size); /* sign-extend */
+        *v = ints[k].is_signed ? (int64_t)u : u > INT64_MAX ? INT64_MAX : (int64_t)u;
+        return true;
+    }
+    return false;
+}
+
+/* One split ("train" or "test") of f into ds. */
+static rumor_err_t st_split(rumor_dataset_t *ds, const rumor_st_file_t *f, const char *path, const char *split,
+                            char err[RUMOR_ERR_LEN])
+{
+    char xn[16], yn[16];
+    snprintf(xn, sizeof xn, "%s.x", split);
+    snprintf(yn, sizeof yn, "%s.y", split);
+    const rumor_st_tensor_t *x = rumor_st_find(f, xn), *y = rumor_st_find(f, yn);
+    if (!x || !y)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: no tensor %s (labelled data holds train.x, train.y, test.x, "
+                          "test.y)", path, x ? yn : xn);
+    const bool u8 = strcmp(x->dtype, "U8") == 0;
+    if (!u8 && strcmp(x->dtype, "F32") != 0)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: %s is %s; inputs are U8 or F32", path, xn, x->dtype);
+    if (x->ndim < 2 || x->ndim > 4)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: %s has %d dimensions; expected [N, F], [N, H, W] or [N, C, H, W]",
+                          path, xn, x->ndim);
+    const uint64_t n = x->shape[0];
+    const uint64_t c = x->ndim == 4 ? x->shape[1] : 1, h = x->ndim == 2 ? 1 : x->shape[x->ndim - 2],
+                   w = x->shape[x->ndim - 1];
+    if (n == 0 || c == 0 || h == 0 || w == 0)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: %s is empty", path, xn);
+    if (c > IDX_MAX_SIDE || h > IDX_MAX_SIDE || w > IDX_MAX_SIDE * IDX_MAX_SIDE || c * h * w > ST_MAX_VALUES ||
+        n > ST_MAX_VALUES / (c * h * w))
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: %s is too large", path, xn);
+    if (y->ndim != 1 || y->shape[0] != n)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: %s should be one label per sample of %s ([%" PRIu64 "])", path, yn,
+                          xn, n);
+    const size_t count = (size_t)n, feat = (size_t)(c * h * w);
+    ds->count = count, ds->channels = (size_t)c, ds->rows = (size_t)h, ds->cols = (size_t)w;
+    ds->labels = malloc(count);
+    if (u8) ds->pixels = malloc(count * feat);
+    else ds->values = malloc(count * feat * sizeof *ds->values);
+    if (!ds->labels || (!ds->pixels && !ds->values)) return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %s", path);
+    for (size_t i = 0; i < count; i++) {
+        int64_t v = 0;
+        if (!st_label(y, i, &v))
+            return rumor_fail(err, RUMOR_EFORMAT, "%s: %s is %s; labels are integers", path, yn, y->dtype);
+        if (v < 0 || v >= RUMOR_DATA_MAX_CLASSES)
+            return rumor_fail(err, RUMOR_EFORMAT, "%s: label %" PRId64 " at index %zu of %s; labels are 0..%d", path, v,
+                              i, yn, RUMOR_DATA_MAX_CLASSES - 1);
+        ds->labels[i] = (uint8_t)v;
+        if (v >= ds->classes) ds->classes = (int)v + 1;
+    }
+    if (u8) {
+        memcpy(ds->pixels, x->data, count * feat);
+        return RUMOR_OK;
+    }
+    memcpy(ds->values, x->data, count * feat * sizeof *ds->values); /* the file's bytes are unaligned */
+    for (size_t i = 0; i < count * feat; i++)
+        if (!isfinite(ds->values[i]))
+            return rumor_fail(err, RUMOR_EFORMAT, "%s: %s has a value that is not finite at %zu", path, xn, i);
+    return RUMOR_OK;
+}
+
+static rumor_err_t load_st(rumor_dataset_t *train, rumor_dataset_t *test, const char *path, char err[RUMOR_ERR_LEN])
+{
+    rumor_st_file_t *f = rumor_st_open(path, err);
+    if (!f) return rumor_last_error();
+    rumor_dataset_t tr = {0}, te = {0};
+    rumor_err_t rc = st_split(&tr, f, path, "train", err);
+    if (rc == RUMOR_OK) rc = st_split(&te, f, path, "test", err);
+    if (rc == RUMOR_OK && (tr.channels != te.channels || tr.rows != te.rows || tr.cols != te.cols ||
+                           !tr.pixels != !te.pixels))
+        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: train.x is %s %zux%zux%zu a sample but test.x is %s %zux%zux%zu",
+                        path, tr.pixels ? "U8" : "F32", tr.channels, tr.rows, tr.cols, te.pixels ? "U8" : "F32",
+                        te.channels, te.rows, te.cols);
+    /* both splits have every class either has, or what the file says there are */
+    int classes = tr.classes > te.classes ? tr.classes : te.classes;
+    const char *said = rumor_st_meta(f, "classes");
+    if (rc == RUMOR_OK && said) {
+        char *end;
+        const long v = strtol(said, &end, 10);
+        if (*end || v < classes || v > RUMOR_DATA_MAX_CLASSES)
+            rc = rumor_fail(err, RUMOR_EFORMAT, "%s: metadata classes \"%.16s\": expected %d..%d", path, said,
+                            classes, RUMOR_DATA_MAX_CLASSES);
+        else
+            classes = (int)v;
+    }
+    if (rc == RUMOR_OK && classes < 2)
+        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: every label is 0: a classifier needs two classes or more", path);
+    tr.classes = te.classes = classes;
+    rumor_st_destroy(&f);
+    if (rc != RUMOR_OK) {
+        rumor_dataset_fini(&tr);
+        rumor_dataset_fini(&te);
+        return rc;
+    }
+    if (train) *train = tr;
+    else rumor_dataset_fini(&tr);
+    if (test) *test = te;
+    else rumor_dataset_fini(&te);
+    return RUMOR_OK;
+}
+
 rumor_err_t rumor_data_load_dir(rumor_dataset_t *train, rumor_dataset_t *test, const char *dir,
                                 char err[RUMOR_ERR_LEN])
 {
@@ -293,6 +420,7 @@ rumor_err_t rumor_data_load_dir(rumor_dataset_t *train, rumor_dataset_t *test, c
     rumor_err_t rc = RUMOR_OK;
     if (train) memset(train, 0, sizeof *train);
     if (test) memset(test, 0, sizeof *test);
+    if (ends_with(dir, ".safetensors")) return load_st(train, test, dir, err);
     if (train && (rc = load_split(train, dir, "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                   err)) != RUMOR_OK)
         goto out;
@@ -317,28 +445,34 @@ out:
 void rumor_data_stats(const rumor_dataset_t *ds, float *mean, float *std)
 {
     assert(ds && mean && std);
-    /* A histogram of the 256 byte values gives both moments exactly in two short passes,
-     * whatever the dataset size, and the variance comes from centred terms, so there is
-     * no cancellation from E[x^2] - E[x]^2. */
-    uint64_t hist[256] = {0};
-    const size_t n = ds->count * ds->rows * ds->cols;
-    for (size_t i = 0; i < n; i++) hist[ds->pixels[i]]++;
+    const size_t n = ds->count * rumor_data_feat(ds);
     if (n == 0) {
         *mean = 0.0f;
         *std = 1.0f;
         return;
     }
-    double sum = 0.0;
-    for (int v = 0; v < 256; v++) sum += (double)hist[v] * (v / 255.0);
-    const double m = sum / (double)n;
-    double ss = 0.0;
-    for (int v = 0; v < 256; v++) {
-        double d = v / 255.0 - m;
-        ss += (double)hist[v] * d * d;
+    double m = 0.0, ss = 0.0;
+    if (ds->values) { /* two passes in double: centred terms, no cancellation */
+        for (size_t i = 0; i < n; i++) m += ds->values[i];
+        m /= (double)n;
+        for (size_t i = 0; i < n; i++) ss += (ds->values[i] - m) * (ds->values[i] - m);
+    } else {
+        /* A histogram of the 256 byte values gives both moments exactly in two short passes,
+         * whatever the dataset size, and the variance comes from centred terms, so there is
+         * no cancellation from E[x^2] - E[x]^2. */
+        uint64_t hist[256] = {0};
+        for (size_t i = 0; i < n; i++) hist[ds->pixels[i]]++;
+        double sum = 0.0;
+        for (int v = 0; v < 256; v++) sum += (double)hist[v] * (v / 255.0);
+        m = sum / (double)n;
+        for (int v = 0; v < 256; v++) {
+            double d = v / 255.0 - m;
+            ss += (double)hist[v] * d * d;
+        }
     }
     const double s = sqrt(ss / (double)n);
     *mean = (float)m;
-    *std = s > 0.0 ? (float)s : 1.0f;
+    *std = s > 0.0 && isfinite(s) ? (float)s : 1.0f;
 }
 
 void rumor_data_gather(const rumor_dataset_t *ds, const size_t *idx, size_t n, float mean,
@@ -346,10 +480,21 @@ void rumor_data_gather(const rumor_dataset_t *ds, const size_t *idx, size_t n, f
 {
     assert(ds && (n == 0 || (idx && x && y)));
     assert(std > 0.0f);
+    const size_t dim = rumor_data_feat(ds);
+    if (ds->values) {
+        const float inv = 1.0f / std;
+        for (size_t i = 0; i < n; i++) {
+            assert(idx[i] < ds->count);
+            const float *v = ds->values + idx[i] * dim;
+            float *o = x + i * dim;
+            for (size_t j = 0; j < dim; j++) o[j] = (v[j] - mean) * inv;
+            y[i] = ds->labels[idx[i]];
+        }
+        return;
+    }
     /* One table per call: 256 divisions instead of one per pixel. */
     float lut[256];
     for (int v = 0; v < 256; v++) lut[v] = (float)((v / 255.0 - (double)mean) / (double)std);
-    const size_t dim = ds->rows * ds->cols;
     for (size_t i = 0; i < n; i++) {
         assert(idx[i] < ds->count);
         const uint8_t *p = ds->pixels + idx[i] * dim;

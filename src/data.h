@@ -1,7 +1,8 @@
 /*
- * data.h - MNIST-format IDX datasets (Fashion-MNIST by default) and peer partitions.
+ * data.h - labelled datasets and peer partitions: MNIST-format IDX folders (Fashion-MNIST by
+ * default), or one safetensors file of one's own.
  *
- * A folder holds the four standard files, each gzip-compressed or plain (the loader tries
+ * An IDX folder holds the four standard files, each gzip-compressed or plain (the loader tries
  * NAME then NAME.gz): train-images-idx3-ubyte, train-labels-idx1-ubyte,
  * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte. Every header field is checked before use:
  * magic (0x00000803 images, 0x00000801 labels), dimensions (non-zero, at most 4096 per side,
@@ -14,7 +15,16 @@
  * conversion costs no extra pass. Normalisation: x = (p/255 - mean) / std, with mean and std
  * of the training images (rumor_data_stats), recorded in exported models.
  *
- * Non-goals: augmentation, other formats.
+ * A safetensors file (`--data FILE.safetensors`) holds four tensors: train.x, train.y, test.x,
+ * test.y. x is uint8 (U8, scaled by 1/255 as IDX pixels are) or float32 (F32, finite), shaped
+ * [N, F] (features), [N, H, W] or [N, C, H, W] (images); y is one integer label per sample
+ * (any integer dtype), each in 0..255. Both splits have the same sample shape and dtype. The
+ * classes are the largest label + 1 (metadata "classes" may say more). From numpy:
+ *     from safetensors.numpy import save_file
+ *     save_file({"train.x": xtr, "train.y": ytr, "test.x": xte, "test.y": yte}, "my.safetensors")
+ * Models take their input shape and classes from the data and record them in exports.
+ *
+ * Non-goals: augmentation, other formats, more than 256 classes.
  */
 #ifndef RUMOR_DATA_H
 #define RUMOR_DATA_H
@@ -24,32 +34,41 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RUMOR_DATA_CLASSES 10
+#define RUMOR_DATA_CLASSES 10      /* IDX data's (MNIST's and Fashion-MNIST's) */
+#define RUMOR_DATA_MAX_CLASSES 256 /* labels are bytes */
 
 typedef struct {
     size_t count;    /* samples */
-    size_t rows;     /* image height */
-    size_t cols;     /* image width */
-    uint8_t *pixels; /* count * rows * cols, row-major per image; owned */
-    uint8_t *labels; /* count; owned; each < RUMOR_DATA_CLASSES */
+    size_t channels; /* a sample is channels x rows x cols values (IDX: 1 x rows x cols; */
+    size_t rows;     /* features of a safetensors [N, F]: 1 x 1 x F) */
+    size_t cols;
+    int classes;     /* labels are below it */
+    uint8_t *pixels; /* count * feat bytes, sample-major, scaled by 1/255; owned; or NULL ... */
+    float *values;   /* ... count * feat floats, as given; owned */
+    uint8_t *labels; /* count; owned; each < classes */
 } rumor_dataset_t;
+
+/* Values a sample: channels * rows * cols. */
+static inline size_t rumor_data_feat(const rumor_dataset_t *ds) { return ds->channels * ds->rows * ds->cols; }
 
 /* Load one images/labels pair. On success *out owns its buffers (rumor_dataset_fini).
  * On failure *out is left empty and err says which file and why. */
 rumor_err_t rumor_data_load_pair(rumor_dataset_t *out, const char *images_path,
                                  const char *labels_path, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
-/* Load DIR's training and test sets. Either output may be NULL to skip that split.
- * Both splits must have the same image size. */
+/* Load the training and test sets of path: an IDX folder, or a file whose name ends in
+ * .safetensors. Either output may be NULL to skip that split. Both splits must have the same
+ * sample shape; both get the same classes. */
 rumor_err_t rumor_data_load_dir(rumor_dataset_t *train, rumor_dataset_t *test, const char *dir,
                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 void rumor_dataset_fini(rumor_dataset_t *ds);
 
-/* Mean and standard deviation of all pixels scaled to [0, 1] (population std; 1 if zero). */
+/* Mean and standard deviation of all values (pixels scaled to [0, 1]; population std; 1 if
+ * zero). */
 void rumor_data_stats(const rumor_dataset_t *ds, float *mean, float *std);
 
-/* Copy samples idx[0..n) into x (n * rows * cols floats, normalised) and y (n labels). */
+/* Copy samples idx[0..n) into x (n * feat floats, normalised) and y (n labels). */
 void rumor_data_gather(const rumor_dataset_t *ds, const size_t *idx, size_t n, float mean,
                        float std, float *x, int32_t *y);
 
@@ -80,10 +99,11 @@ rumor_err_t rumor_partition_parse(rumor_partition_t *out, const char *spec,
  * the same partition. */
 void rumor_partition_format(char *buf, size_t len, const rumor_partition_t *part);
 
-/* The indices (ascending) of the samples owned by `rank`. *idx is malloc'd; caller frees.
- * A peer may own zero samples under extreme skew (then *count is 0 and *idx may be NULL). */
+/* The indices (ascending) of the samples owned by `rank`; labels are below `classes` (at most
+ * RUMOR_DATA_MAX_CLASSES). *idx is malloc'd; caller frees. A peer may own zero samples under
+ * extreme skew (then *count is 0 and *idx may be NULL). */
 rumor_err_t rumor_partition_indices(size_t **idx, size_t *count, const rumor_partition_t *part,
-                                    const uint8_t *labels, size_t n_samples, uint64_t seed,
+                                    const uint8_t *labels, int classes, size_t n_samples, uint64_t seed,
                                     int rank, int peers, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 #endif

@@ -111,22 +111,22 @@ static void assign_iid(uint32_t *owner, size_t n, uint32_t peers, size_t *perm, 
 }
 
 /* Samples grouped by class, ascending index within a class: by_class[start[c]..start[c+1]). */
-static void group_by_class(const uint8_t *labels, size_t n, size_t *by_class,
-                           size_t start[RUMOR_DATA_CLASSES + 1])
+static void group_by_class(const uint8_t *labels, int classes, size_t n, size_t *by_class,
+                           size_t start[RUMOR_DATA_MAX_CLASSES + 1])
 {
-    size_t fill[RUMOR_DATA_CLASSES] = {0};
-    memset(start, 0, (RUMOR_DATA_CLASSES + 1) * sizeof *start);
+    size_t fill[RUMOR_DATA_MAX_CLASSES] = {0};
+    memset(start, 0, (RUMOR_DATA_MAX_CLASSES + 1) * sizeof *start);
     for (size_t i = 0; i < n; i++) start[labels[i] + 1]++;
-    for (int c = 0; c < RUMOR_DATA_CLASSES; c++) start[c + 1] += start[c];
+    for (int c = 0; c < classes; c++) start[c + 1] += start[c];
     for (size_t i = 0; i < n; i++) by_class[start[labels[i]] + fill[labels[i]]++] = i;
 }
 
-static void assign_dirichlet(uint32_t *owner, const uint8_t *labels, size_t n, uint32_t peers,
+static void assign_dirichlet(uint32_t *owner, const uint8_t *labels, int classes, size_t n, uint32_t peers,
                              double alpha, size_t *by_class, double *prop, uint64_t seed)
 {
-    size_t start[RUMOR_DATA_CLASSES + 1];
-    group_by_class(labels, n, by_class, start);
-    for (int c = 0; c < RUMOR_DATA_CLASSES; c++) {
+    size_t start[RUMOR_DATA_MAX_CLASSES + 1];
+    group_by_class(labels, classes, n, by_class, start);
+    for (int c = 0; c < classes; c++) {
         size_t *list = by_class + start[c];
         const size_t nc = start[c + 1] - start[c];
         rumor_rng_t rng;
@@ -166,11 +166,11 @@ static void assign_dirichlet(uint32_t *owner, const uint8_t *labels, size_t n, u
     }
 }
 
-static void assign_shards(uint32_t *owner, const uint8_t *labels, size_t n, uint32_t peers,
+static void assign_shards(uint32_t *owner, const uint8_t *labels, int classes, size_t n, uint32_t peers,
                           uint32_t k, size_t *by_class, size_t *shard_of, uint64_t seed)
 {
-    size_t start[RUMOR_DATA_CLASSES + 1];
-    group_by_class(labels, n, by_class, start);
+    size_t start[RUMOR_DATA_MAX_CLASSES + 1];
+    group_by_class(labels, classes, n, by_class, start);
     /* by_class is the label-sorted order; shard s is its run [cut(s), cut(s+1)). Shards are
      * dealt by a seeded permutation: peer p gets shards perm[p*k .. p*k+k). */
     const size_t n_shards = (size_t)peers * k;
@@ -187,7 +187,7 @@ static void assign_shards(uint32_t *owner, const uint8_t *labels, size_t n, uint
 }
 
 rumor_err_t rumor_partition_indices(size_t **idx, size_t *count, const rumor_partition_t *part,
-                                    const uint8_t *labels, size_t n_samples, uint64_t seed,
+                                    const uint8_t *labels, int classes, size_t n_samples, uint64_t seed,
                                     int rank, int peers, char err[RUMOR_ERR_LEN])
 {
     assert(idx && count && part);
@@ -228,10 +228,12 @@ rumor_err_t rumor_partition_indices(size_t **idx, size_t *count, const rumor_par
     if (n_samples == 0) return RUMOR_OK;
     if (part->kind != RUMOR_PART_IID) {
         assert(labels);
+        if (classes < 1 || classes > RUMOR_DATA_MAX_CLASSES)
+            return rumor_fail(err, RUMOR_EINVAL, "%d classes: expected 1..%d", classes, RUMOR_DATA_MAX_CLASSES);
         for (size_t i = 0; i < n_samples; i++)
-            if (labels[i] >= RUMOR_DATA_CLASSES)
+            if (labels[i] >= classes)
                 return rumor_fail(err, RUMOR_EINVAL, "label %u at index %zu out of range 0..%d",
-                                  labels[i], i, RUMOR_DATA_CLASSES - 1);
+                                  labels[i], i, classes - 1);
     }
 
     rumor_err_t rc = RUMOR_OK;
@@ -251,10 +253,10 @@ rumor_err_t rumor_partition_indices(size_t **idx, size_t *count, const rumor_par
     switch (part->kind) {
     case RUMOR_PART_IID: assign_iid(owner, n_samples, np, scratch, seed); break;
     case RUMOR_PART_DIRICHLET:
-        assign_dirichlet(owner, labels, n_samples, np, part->alpha, scratch, prop, seed);
+        assign_dirichlet(owner, labels, classes, n_samples, np, part->alpha, scratch, prop, seed);
         break;
     case RUMOR_PART_SHARDS:
-        assign_shards(owner, labels, n_samples, np, (uint32_t)part->shards, scratch, deal, seed);
+        assign_shards(owner, labels, classes, n_samples, np, (uint32_t)part->shards, scratch, deal, seed);
         break;
     case RUMOR_PART_DOCS: break; /* refused above */
     }

@@ -220,7 +220,8 @@ static rumor_err_t set_resume_from(rumor_settings_t *s, const char *v, char err[
 static const rumor_setting_t table[] = {
     /* what is learnt, and how */
     {"data", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD, AT(data), 0, 0, NULL, NULL, D(RUMOR_DEFAULT_DATA), "data", "DIR",
-     "IDX dataset folder; for gpt models .txt documents or train.bin/val.bin (default " RUMOR_DEFAULT_TEXT ")"},
+     "IDX dataset folder, or a .safetensors file of train.x, train.y, test.x, test.y; for gpt models .txt "
+     "documents or train.bin/val.bin (default " RUMOR_DEFAULT_TEXT ")"},
     {"model", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(model), 0, 0, check_model, NULL, D("mlp:256,128"), "model", "SPEC",
      "logreg | mlp:W1,W2,... | cnn[:C1,C2] | gpt:LAYERS,HEADS,WIDTH,CONTEXT"},
     {"vocab", NULL, RUMOR_SET_INT, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(vocab), 0, 65536, NULL, NULL, D(NULL), "vocab", "N",

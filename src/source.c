@@ -54,8 +54,8 @@ rumor_err_t rumor_source_shard(const rumor_source_t *src, rumor_source_shard_t *
         return RUMOR_OK;
     }
     sh->n = src->train.count;
-    if (part && (rc = rumor_partition_indices(&sh->own, &sh->n, part, src->train.labels, src->train.count, seed, rank,
-                                              peers, err)) != RUMOR_OK)
+    if (part && (rc = rumor_partition_indices(&sh->own, &sh->n, part, src->train.labels, src->train.classes,
+                                              src->train.count, seed, rank, peers, err)) != RUMOR_OK)
         return rc;
     sh->examples = sh->n;
     return RUMOR_OK;
@@ -81,7 +81,8 @@ void rumor_source_fini(rumor_source_t *src)
 rumor_model_input_t rumor_source_input(const rumor_source_t *src, const rumor_model_spec_t *spec)
 {
     if (src->text) return (rumor_model_input_t){1, 1, spec->ctx, src->corpus.vocab};
-    return (rumor_model_input_t){1, (int)src->train.rows, (int)src->train.cols, RUMOR_DATA_CLASSES};
+    return (rumor_model_input_t){(int)src->train.channels, (int)src->train.rows, (int)src->train.cols,
+                                 src->train.classes};
 }
 
 void rumor_source_trainer(const rumor_source_t *src, const rumor_source_shard_t *sh, rumor_trainer_config_t *tc)

@@ -54,7 +54,7 @@ void rumor_train_load_batch(rumor_model_t *m, const rumor_dataset_t *ds, const s
         rumor_data_gather(ds, idx, n, mean, std, rumor_model_input_buf(m), rumor_model_label_buf(m));
         return;
     }
-    const size_t feat = ds->rows * ds->cols;
+    const size_t feat = rumor_data_feat(ds);
     rumor_data_gather(ds, idx, n, mean, std, stage_x, stage_y);
     be->ops->upload(be, rumor_model_input_buf(m), stage_x, n * feat * sizeof(float));
     be->ops->upload(be, rumor_model_label_buf(m), stage_y, n * sizeof *stage_y);
@@ -63,7 +63,7 @@ void rumor_train_load_batch(rumor_model_t *m, const rumor_dataset_t *ds, const s
 rumor_err_t rumor_train_evaluate(rumor_model_t *m, const rumor_dataset_t *ds, float mean,
                                  float std, double *loss, double *acc, char err[RUMOR_ERR_LEN])
 {
-    const size_t B = (size_t)rumor_model_max_batch(m), feat = ds->rows * ds->cols;
+    const size_t B = (size_t)rumor_model_max_batch(m), feat = rumor_data_feat(ds);
     size_t *idx = malloc(B * sizeof *idx);
     float *sx = malloc(B * feat * sizeof *sx);
     int32_t *sy = malloc(B * sizeof *sy);

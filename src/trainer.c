@@ -60,7 +60,7 @@ rumor_trainer_t *rumor_trainer_new(const rumor_trainer_config_t *cfg, rumor_mode
     const size_t B = (size_t)rumor_model_max_batch(m);
     t->spe = rumor_trainer_epoch_steps(cfg);
     (void)rumor_model_sample_buf(m, &t->xb, &t->yn);
-    if (!cfg->text) t->feat = cfg->data->rows * cfg->data->cols;
+    if (!cfg->text) t->feat = rumor_data_feat(cfg->data);
     const size_t n = cfg->text ? cfg->shard->windows : cfg->n;
     bool ok = n > 0 && cfg->batch > 0;
     for (int k = 0; k < 2 && ok && !cfg->text; k++) ok = (t->order[k] = malloc(n * sizeof *t->order[k])) != NULL;

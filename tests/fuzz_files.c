@@ -3,7 +3,8 @@
  * val.bin), an IDX images/labels pair, and safetensors (models, checkpoints).
  *
  * Input layout:
- *   byte 0      the loader: 0 corpus, 1 token files, 2 IDX pair, 3 safetensors
+ *   byte 0      the loader: 0 corpus, 1 token files, 2 IDX pair, 3 safetensors (as a file, then
+ *               as labelled data)
  *   bytes 1-2   where the rest is cut in two (little-endian, modulo its length): two
  *               documents, train.bin and val.bin, images and labels
  *   byte 3      a window T = 1 + byte % 64 for the text checks; token files: --vocab is
@@ -20,6 +21,7 @@
 #include "safetensors.h"
 #include "text.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +176,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (!t || rumor_st_find(f, t->name) != t) abort();
             }
             rumor_st_destroy(&f);
+        }
+        /* ... and as labelled data (train.x, train.y, test.x, test.y) */
+        rumor_dataset_t tr, te;
+        const rumor_err_t rc = rumor_data_load_dir(&tr, &te, path, err);
+        one_line(rc, err);
+        if (rc == RUMOR_OK) {
+            if (tr.classes < 2 || tr.classes != te.classes || rumor_data_feat(&tr) != rumor_data_feat(&te)) abort();
+            for (size_t i = 0; i < tr.count; i++)
+                if (tr.labels[i] >= tr.classes) abort();
+            float mean, sd;
+            rumor_data_stats(&tr, &mean, &sd);
+            if (!(sd > 0.0f) || !isfinite(mean)) abort();
+            rumor_dataset_fini(&tr);
+            rumor_dataset_fini(&te);
         }
         break;
     }

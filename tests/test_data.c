@@ -398,7 +398,7 @@ static void test_stats_and_gather(void)
     /* values 0, .2, .4, .6, .8, 1: mean 1/2, population variance 7/60 */
     uint8_t px[12] = {0, 51, 102, 153, 204, 255, 255, 204, 153, 102, 51, 0};
     uint8_t lb[2] = {3, 8};
-    rumor_dataset_t ds = {.count = 2, .rows = 2, .cols = 3, .pixels = px, .labels = lb};
+    rumor_dataset_t ds = {.count = 2, .channels = 1, .rows = 2, .cols = 3, .classes = 10, .pixels = px, .labels = lb};
     float mean = -1, std = -1;
     rumor_data_stats(&ds, &mean, &std);
     CHECK_NEAR(mean, 0.5, 1e-7);
@@ -406,13 +406,13 @@ static void test_stats_and_gather(void)
 
     /* two pixels, 0 and 255: mean 1/2, std 1/2 */
     uint8_t two[2] = {0, 255};
-    rumor_dataset_t ds2 = {.count = 2, .rows = 1, .cols = 1, .pixels = two, .labels = lb};
+    rumor_dataset_t ds2 = {.count = 2, .channels = 1, .rows = 1, .cols = 1, .classes = 10, .pixels = two, .labels = lb};
     rumor_data_stats(&ds2, &mean, &std);
     CHECK(mean == 0.5f && std == 0.5f);
 
     /* constant pixels: std 0 is reported as 1 so normalising never divides by zero */
     uint8_t flat[4] = {17, 17, 17, 17};
-    rumor_dataset_t ds3 = {.count = 4, .rows = 1, .cols = 1, .pixels = flat, .labels = flat};
+    rumor_dataset_t ds3 = {.count = 4, .channels = 1, .rows = 1, .cols = 1, .classes = 10, .pixels = flat, .labels = flat};
     rumor_data_stats(&ds3, &mean, &std);
     CHECK_NEAR(mean, 17.0 / 255.0, 1e-8);
     CHECK(std == 1.0f);

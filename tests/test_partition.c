@@ -29,7 +29,7 @@ static void assign(assign_t *a, const rumor_partition_t *part, const uint8_t *la
     /* ranks in descending order: no call may depend on another having happened */
     for (int r = peers - 1; r >= 0; r--) {
         size_t *idx = NULL, count = 0;
-        rumor_err_t rc = rumor_partition_indices(&idx, &count, part, labels, n, seed, r, peers, err);
+        rumor_err_t rc = rumor_partition_indices(&idx, &count, part, labels, RUMOR_DATA_CLASSES, n, seed, r, peers, err);
         CHECK_MSG(rc == RUMOR_OK, "%s", err);
         if (rc != RUMOR_OK) {
             a->ok = 0;
@@ -353,49 +353,49 @@ static void test_errors(void)
     size_t *idx = (size_t *)&idx, count = 99;
     char err[RUMOR_ERR_LEN] = "";
 
-    CHECK(rumor_partition_indices(&idx, &count, &iid, labels, 20, 1, -1, 3, err) == RUMOR_EINVAL);
+    CHECK(rumor_partition_indices(&idx, &count, &iid, labels, RUMOR_DATA_CLASSES, 20, 1, -1, 3, err) == RUMOR_EINVAL);
     CHECK(strstr(err, "rank -1 out of range 0..2") != NULL);
     CHECK(idx == NULL && count == 0);
-    CHECK(rumor_partition_indices(&idx, &count, &iid, labels, 20, 1, 3, 3, err) == RUMOR_EINVAL);
+    CHECK(rumor_partition_indices(&idx, &count, &iid, labels, RUMOR_DATA_CLASSES, 20, 1, 3, 3, err) == RUMOR_EINVAL);
     CHECK(strstr(err, "rank 3 out of range 0..2") != NULL);
-    CHECK(rumor_partition_indices(&idx, &count, &iid, labels, 20, 1, 0, 0, err) == RUMOR_EINVAL);
+    CHECK(rumor_partition_indices(&idx, &count, &iid, labels, RUMOR_DATA_CLASSES, 20, 1, 0, 0, err) == RUMOR_EINVAL);
     CHECK(strstr(err, "peers must be at least 1") != NULL);
 
     /* shards need peers * K <= samples: 10 * 2 = 20 fits, 11 * 2 does not */
-    CHECK(rumor_partition_indices(&idx, &count, &sh, labels, 20, 1, 10, 11, err) == RUMOR_EINVAL);
+    CHECK(rumor_partition_indices(&idx, &count, &sh, labels, RUMOR_DATA_CLASSES, 20, 1, 10, 11, err) == RUMOR_EINVAL);
     CHECK(strstr(err, "needs 22 shards but there are only 20 samples") != NULL);
-    CHECK_RC(rumor_partition_indices(&idx, &count, &sh, labels, 20, 1, 9, 10, err));
+    CHECK_RC(rumor_partition_indices(&idx, &count, &sh, labels, RUMOR_DATA_CLASSES, 20, 1, 9, 10, err));
     CHECK(count == 2);
     free(idx);
 
     /* labels out of range are refused where labels are used */
     labels[7] = 10;
-    CHECK(rumor_partition_indices(&idx, &count, &dir, labels, 20, 1, 0, 2, err) == RUMOR_EINVAL);
+    CHECK(rumor_partition_indices(&idx, &count, &dir, labels, RUMOR_DATA_CLASSES, 20, 1, 0, 2, err) == RUMOR_EINVAL);
     CHECK(strstr(err, "label 10 at index 7") != NULL);
-    CHECK(rumor_partition_indices(&idx, &count, &sh, labels, 20, 1, 0, 2, err) == RUMOR_EINVAL);
-    CHECK_RC(rumor_partition_indices(&idx, &count, &iid, labels, 20, 1, 0, 2, err));
+    CHECK(rumor_partition_indices(&idx, &count, &sh, labels, RUMOR_DATA_CLASSES, 20, 1, 0, 2, err) == RUMOR_EINVAL);
+    CHECK_RC(rumor_partition_indices(&idx, &count, &iid, labels, RUMOR_DATA_CLASSES, 20, 1, 0, 2, err));
     CHECK(count == 10);
     free(idx);
 
     /* a hand-made spec is checked too */
     rumor_partition_t odd = {.kind = RUMOR_PART_DIRICHLET, .alpha = -2};
-    CHECK(rumor_partition_indices(&idx, &count, &odd, labels, 20, 1, 0, 2, err) == RUMOR_EINVAL);
+    CHECK(rumor_partition_indices(&idx, &count, &odd, labels, RUMOR_DATA_CLASSES, 20, 1, 0, 2, err) == RUMOR_EINVAL);
     odd = (rumor_partition_t){.kind = RUMOR_PART_SHARDS, .shards = 0};
-    CHECK(rumor_partition_indices(&idx, &count, &odd, labels, 20, 1, 0, 2, NULL) == RUMOR_EINVAL);
+    CHECK(rumor_partition_indices(&idx, &count, &odd, labels, RUMOR_DATA_CLASSES, 20, 1, 0, 2, NULL) == RUMOR_EINVAL);
 
     /* docs is for text (text.h): it round-trips as a spec, and labelled data refuses it */
     rumor_partition_t docs = parse_ok("docs");
     char name[16];
     rumor_partition_format(name, sizeof name, &docs);
     CHECK(docs.kind == RUMOR_PART_DOCS && strcmp(name, "docs") == 0);
-    CHECK(rumor_partition_indices(&idx, &count, &docs, labels, 20, 1, 0, 2, err) == RUMOR_EINVAL);
+    CHECK(rumor_partition_indices(&idx, &count, &docs, labels, RUMOR_DATA_CLASSES, 20, 1, 0, 2, err) == RUMOR_EINVAL);
     CHECK(strstr(err, "--partition docs: whole documents, for text") != NULL);
 
     /* no samples: nothing to own */
     idx = (size_t *)&idx;
-    CHECK_RC(rumor_partition_indices(&idx, &count, &iid, NULL, 0, 1, 0, 2, err));
+    CHECK_RC(rumor_partition_indices(&idx, &count, &iid, NULL, RUMOR_DATA_CLASSES, 0, 1, 0, 2, err));
     CHECK(idx == NULL && count == 0);
-    CHECK_RC(rumor_partition_indices(&idx, &count, &dir, NULL, 0, 1, 1, 2, err));
+    CHECK_RC(rumor_partition_indices(&idx, &count, &dir, NULL, RUMOR_DATA_CLASSES, 0, 1, 1, 2, err));
     CHECK(idx == NULL && count == 0);
 }
 

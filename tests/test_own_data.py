@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""Labelled data of one's own: one safetensors file of train.x, train.y, test.x, test.y, written
+here as the `safetensors` package writes it. Features (float32 [N, F], three classes of Gaussian
+blobs) train an MLP to the accuracy the blobs allow, and the export records the data's input
+shape and classes; images (uint8 [N, 3, 20, 20], a bright square whose corner is the class) train
+a 3-channel CNN; a swarm in virtual mode partitions the file's labels; `rumor eval` gives the
+run's test accuracy; and every malformed file is refused in one line, exit 2.
+
+usage: test_own_data.py RUMOR
+Exits 77 (skipped) without numpy.
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+from rumortest import FAILS, check
+
+DTYPES = {"float32": "F32", "float64": "F64", "uint8": "U8", "int64": "I64", "int32": "I32", "uint16": "U16"}
+
+
+def save(path, tensors, meta=None):
+    """safetensors.numpy.save_file, written out: a JSON header, then each array's bytes."""
+    head, data = {}, b""
+    for name, a in tensors.items():
+        raw = a.tobytes()
+        head[name] = {"dtype": DTYPES[str(a.dtype)], "shape": list(a.shape),
+                      "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    if meta:
+        head["__metadata__"] = meta
+    h = json.dumps(head).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+
+def run(*args):
+    return subprocess.run([RUMOR, *args], capture_output=True, text=True, timeout=300)
+
+
+def refused(path, what, contains):
+    r = run("train", "--model", "logreg", "--data", path, "--epochs", "1", "--quiet")
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith("rumor: error: ") and contains in lines[0],
+          "%s: refused in one line (%s)" % (what, r.stderr.strip()))
+
+
+def main():
+    global RUMOR
+    RUMOR = os.path.abspath(sys.argv[1])
+    try:
+        import numpy as np
+    except ImportError:
+        print("skip: no numpy (Debian's python3-numpy)")
+        return 77
+    rng = np.random.default_rng(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        # ---- features: three Gaussian blobs in 20 dimensions, overlapping (the Bayes rule: about 0.9) ----
+        centres = rng.normal(0, 1, (3, 20)).astype(np.float32) * 0.5
+
+        def blobs(n):
+            y = rng.integers(0, 3, n)
+            return (centres[y] + rng.normal(0, 1, (n, 20))).astype(np.float32), y.astype(np.int64)
+
+        xtr, ytr = blobs(3000)
+        xte, yte = blobs(600)
+        feats = os.path.join(tmp, "blobs.safetensors")
+        save(feats, {"train.x": xtr, "train.y": ytr, "test.x": xte, "test.y": yte})
+        model = os.path.join(tmp, "mlp.safetensors")
+        r = run("train", "--model", "mlp:32", "--data", feats, "--epochs", "5", "--batch", "32", "--lr", "0.05",
+                "--threads", "1", "--save", model, "--metrics", os.path.join(tmp, "m.jsonl"), "--quiet")
+        last = json.loads(open(os.path.join(tmp, "m.jsonl")).read().splitlines()[-1]) if r.returncode == 0 else {}
+        # the Bayes rate of these blobs, computed here from the known centres
+        d = ((xte[:, None, :] - centres[None]) ** 2).sum(-1)
+        bayes = float((d.argmin(1) == yte).mean())
+        check(last.get("test_acc", 0) > bayes - 0.03,
+              "an MLP learns float features of one's own: test accuracy %s, the Bayes rule's %.3f (%s)"
+              % (last.get("test_acc"), bayes, r.stderr.strip()[-200:]))
+        meta = {}
+        if os.path.exists(model):
+            raw = open(model, "rb").read()
+            n = struct.unpack("<Q", raw[:8])[0]
+            meta = json.loads(raw[8:8 + n]).get("__metadata__", {})
+        check(meta.get("input") == "1,1,20" and meta.get("classes") == "3",
+              "the export records the data's input shape and classes (%s, %s)" % (meta.get("input"),
+                                                                                 meta.get("classes")))
+        r = run("eval", model, "--data", feats, "--json")
+        ev = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(abs(ev.get("test_acc", -1) - last.get("test_acc", -2)) < 1e-4,
+              "rumor eval gives the run's test accuracy (%s, %s)" % (ev.get("test_acc"), last.get("test_acc")))
+
+        # ---- images: uint8 [N, 3, 20, 20], class k lights a square in corner k of channel k ----
+        def squares(n):
+            y = rng.integers(0, 4, n)
+            x = rng.integers(0, 60, (n, 3, 20, 20)).astype(np.uint8)
+            for i, k in enumerate(y):
+                r0, c0 = (k // 2) * 10, (k % 2) * 10
+                x[i, k % 3, r0:r0 + 8, c0:c0 + 8] = 250
+            return x, y.astype(np.uint8)
+
+        xtr, ytr = squares(1200)
+        xte, yte = squares(300)
+        imgs = os.path.join(tmp, "squares.safetensors")
+        save(imgs, {"train.x": xtr, "train.y": ytr, "test.x": xte, "test.y": yte})
+        r = run("train", "--model", "cnn:4,8", "--data", imgs, "--epochs", "3", "--batch", "32", "--lr", "0.05",
+                "--threads", "1", "--metrics", os.path.join(tmp, "c.jsonl"), "--quiet")
+        last = json.loads(open(os.path.join(tmp, "c.jsonl")).read().splitlines()[-1]) if r.returncode == 0 else {}
+        check(last.get("test_acc", 0) > 0.95, "a CNN learns 3-channel uint8 images of one's own: test accuracy %s (%s)"
+              % (last.get("test_acc"), r.stderr.strip()[-200:]))
+
+        # ---- a swarm on the file: label skew over its four classes ----
+        out = os.path.join(tmp, "sim")
+        r = run("sim", "--mode", "virtual", "--model", "logreg", "--data", imgs, "--peers", "4", "--partition",
+                "dirichlet:0.5", "--rounds", "20", "--no-plots", "--quiet", "--out", out)
+        summary = json.load(open(os.path.join(out, "summary.json"))) if r.returncode == 0 else {}
+        check(summary.get("final_test_acc_min", 0) > 0.5,
+              "four virtual peers partition the file's labels and learn: worst test accuracy %s (%s)"
+              % (summary.get("final_test_acc_min"), r.stderr.strip()[-200:]))
+
+        # ---- malformed files ----
+        ok = {"train.x": xtr[:10], "train.y": ytr[:10], "test.x": xte[:5], "test.y": yte[:5]}
+        cases = [
+            ("no test.y", {k: v for k, v in ok.items() if k != "test.y"}, None, "no tensor test.y"),
+            ("float64 inputs", dict(ok, **{"train.x": xtr[:10].astype(np.float64)}), None, "inputs are U8 or F32"),
+            ("a label of 300", dict(ok, **{"train.y": np.full(10, 300, np.uint16)}), None, "label 300"),
+            ("a negative label", dict(ok, **{"train.y": np.full(10, -1, np.int64)}), None, "label -1"),
+            ("labels of another count", dict(ok, **{"train.y": ytr[:9]}), None, "one label per sample"),
+            ("test images of another size", dict(ok, **{"test.x": xte[:5, :, :10, :10]}), None, "test.x is"),
+            ("a NaN", dict(ok, **{"train.x": np.full((10, 4), np.nan, np.float32),
+                                  "test.x": np.zeros((5, 4), np.float32)}), None, "not finite"),
+            ("one class", dict(ok, **{"train.y": np.zeros(10, np.uint8), "test.y": np.zeros(5, np.uint8)}), None,
+             "two classes"),
+            ("metadata classes below the labels", ok, {"classes": "2"}, "metadata classes"),
+        ]
+        for i, (what, tensors, meta, contains) in enumerate(cases):
+            path = os.path.join(tmp, "bad%d.safetensors" % i)
+            save(path, tensors, meta)
+            refused(path, what, contains)
+        trunc = os.path.join(tmp, "trunc.safetensors")
+        with open(imgs, "rb") as f, open(trunc, "wb") as g:
+            g.write(f.read()[:5000])
+        refused(trunc, "a truncated file", "trunc.safetensors")
+    print("%d failed" % len(FAILS))
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
