@@ -462,6 +462,180 @@ __global__ void k_sum_doubles(double *out, const double *part, int parts)
 
 // ---- lifecycle ----
 
+// ---- transformer kernels ----
+
+__global__ void k_embed(float *out, const int32_t *tok, const float *wte, const float *wpe, size_t total, int T,
+                        int C)
+{
+    GRID_STRIDE(i, total)
+    {
+        const size_t n = i / (size_t)C, ch = i % (size_t)C;
+        out[i] = wte[(size_t)tok[n] * C + ch] + wpe[(n % (size_t)T) * C + ch];
+    }
+}
+
+/* dwte: one thread a channel, over the positions in their order (a token's rows add up in the
+ * order the CPU adds them, and never race). */
+__global__ void k_embed_bwd_wte(float *dwte, const float *dout, const int32_t *tok, int N, int C)
+{
+    const int ch = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (ch >= C) return;
+    for (int n = 0; n < N; n++) dwte[(size_t)tok[n] * C + ch] += dout[(size_t)n * C + ch];
+}
+
+/* dwpe[t][c] += dout[b][t][c] over b in order. */
+__global__ void k_embed_bwd_wpe(float *dwpe, const float *dout, int B, int T, int C)
+{
+    GRID_STRIDE(i, (size_t)T * C)
+    {
+        const size_t t = i / (size_t)C, ch = i % (size_t)C;
+        float s = dwpe[i];
+        for (int b = 0; b < B; b++) s += dout[((size_t)b * T + t) * C + ch];
+        dwpe[i] = s;
+    }
+}
+
+/* A warp's sum (every lane gets it). */
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = max2(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* One warp a row. */
+__global__ void k_layernorm(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                            int N, int C)
+{
+    const int lane = (int)(threadIdx.x & 31u), warps = (int)(blockDim.x >> 5);
+    for (int n = (int)(blockIdx.x * warps + (threadIdx.x >> 5)); n < N; n += (int)(gridDim.x * warps)) {
+        const float *xr = x + (size_t)n * C;
+        float s = 0.0f;
+        for (int c = lane; c < C; c += 32) s += xr[c];
+        const float m = warp_sum(s) / (float)C;
+        float v = 0.0f;
+        for (int c = lane; c < C; c += 32) v += (xr[c] - m) * (xr[c] - m);
+        const float r = 1.0f / sqrtf(warp_sum(v) / (float)C + 1e-5f);
+        float *o = out + (size_t)n * C;
+        for (int c = lane; c < C; c += 32) o[c] = (xr[c] - m) * r * w[c] + b[c];
+        if (lane == 0) mean[n] = m, rstd[n] = r;
+    }
+}
+
+/* dx += per row (one warp a row). */
+__global__ void k_layernorm_bwd_x(float *dx, const float *dout, const float *x, const float *w, const float *mean,
+                                  const float *rstd, int N, int C)
+{
+    const int lane = (int)(threadIdx.x & 31u), warps = (int)(blockDim.x >> 5);
+    for (int n = (int)(blockIdx.x * warps + (threadIdx.x >> 5)); n < N; n += (int)(gridDim.x * warps)) {
+        const float *xr = x + (size_t)n * C, *d = dout + (size_t)n * C;
+        const float m = mean[n], r = rstd[n];
+        float a = 0.0f, bb = 0.0f;
+        for (int c = lane; c < C; c += 32) {
+            const float norm = (xr[c] - m) * r, dn = w[c] * d[c];
+            a += dn, bb += dn * norm;
+        }
+        const float dmean = warp_sum(a) / (float)C, dnorm_mean = warp_sum(bb) / (float)C;
+        float *g = dx + (size_t)n * C;
+        for (int c = lane; c < C; c += 32) {
+            const float norm = (xr[c] - m) * r, dn = w[c] * d[c];
+            g[c] += (dn - dmean - norm * dnorm_mean) * r;
+        }
+    }
+}
+
+/* dw and db, part 1 (as k_bias_bwd): block (32, 8) owns 32 channels and the rows blockIdx.y,
+ * +gridDim.y, ... in steps of 8 a thread row; partial sums to part_w and part_b. */
+__global__ void k_layernorm_bwd_wb(float *part_w, float *part_b, const float *dout, const float *x,
+                                   const float *mean, const float *rstd, int N, int C)
+{
+    __shared__ float sw[8][33], sb[8][33];
+    const int col = (int)(blockIdx.x * 32 + threadIdx.x);
+    float aw = 0.0f, ab = 0.0f;
+    if (col < C)
+        for (int r = (int)(blockIdx.y * 8 + threadIdx.y); r < N; r += (int)(gridDim.y * 8)) {
+            const size_t o = (size_t)r * C + col;
+            const float d = dout[o];
+            aw += (x[o] - mean[r]) * rstd[r] * d;
+            ab += d;
+        }
+    sw[threadIdx.y][threadIdx.x] = aw;
+    sb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < C) {
+        float tw = 0.0f, tb = 0.0f;
+        for (int j = 0; j < 8; j++) tw += sw[j][threadIdx.x], tb += sb[j][threadIdx.x];
+        part_w[(size_t)blockIdx.y * C + col] = tw;
+        part_b[(size_t)blockIdx.y * C + col] = tb;
+    }
+}
+
+/* Rows of T scores, row r at position t = r mod T: the softmax over 0..t, zero beyond. One
+ * warp a row. */
+__global__ void k_softmax_causal(float *att, size_t rows, int T)
+{
+    const int lane = (int)(threadIdx.x & 31u), warps = (int)(blockDim.x >> 5);
+    for (size_t r = (size_t)blockIdx.x * warps + (threadIdx.x >> 5); r < rows; r += (size_t)gridDim.x * warps) {
+        float *row = att + r * T;
+        const int t = (int)(r % (size_t)T);
+        float mx = -INFINITY;
+        for (int j = lane; j <= t; j += 32) mx = max2(mx, row[j]);
+        mx = warp_max(mx);
+        float s = 0.0f;
+        for (int j = lane; j <= t; j += 32) s += row[j] = expf(row[j] - mx);
+        const float inv = 1.0f / warp_sum(s);
+        for (int j = lane; j < T; j += 32) row[j] = j <= t ? row[j] * inv : 0.0f;
+    }
+}
+
+/* dS = P (dP - rowsum(P dP)) over 0..t, zero beyond; dp holds dP and becomes dS. */
+__global__ void k_softmax_causal_bwd(float *dp, const float *p, size_t rows, int T)
+{
+    const int lane = (int)(threadIdx.x & 31u), warps = (int)(blockDim.x >> 5);
+    for (size_t r = (size_t)blockIdx.x * warps + (threadIdx.x >> 5); r < rows; r += (size_t)gridDim.x * warps) {
+        float *d = dp + r * T;
+        const float *pr = p + r * T;
+        const int t = (int)(r % (size_t)T);
+        float dot = 0.0f;
+        for (int j = lane; j <= t; j += 32) dot += pr[j] * d[j];
+        dot = warp_sum(dot);
+        for (int j = lane; j < T; j += 32) d[j] = j <= t ? pr[j] * (d[j] - dot) : 0.0f;
+    }
+}
+
+#define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
+#define GELU_K 0.044715f
+
+/* As the CPU backend: GELU's tanh form as x / (1 + e^-2u), e^-2u capped below overflow. */
+__device__ __forceinline__ float gelu_a(float v)
+{
+    const float m = -2.0f * GELU_S * (v + GELU_K * v * v * v);
+    return expf(m < 88.0f ? m : 88.0f);
+}
+
+__global__ void k_gelu(float *y, const float *x, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        const float v = x[i];
+        y[i] = v / (1.0f + gelu_a(v));
+    }
+}
+
+__global__ void k_gelu_bwd(float *dx, const float *x, const float *dy, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        const float v = x[i], a = gelu_a(v), s = 1.0f / (1.0f + a);
+        dx[i] = dy[i] * (s + v * s * (a * s) * 2.0f * GELU_S * (1.0f + 3.0f * GELU_K * v * v));
+    }
+}
+
 static void release(cuda_t *c)
 {
     /* Teardown: errors here change nothing, so none is recorded. */
@@ -810,6 +984,144 @@ static void cuda_softmax_xent(rumor_backend_t *be, float *dlogits, double *loss_
     c->n_pending = slot + 1;
 }
 
+// ---- transformer ----
+
+/* Blocks for `rows` rows at one warp a row, capped. */
+static unsigned grid_rows(const cuda_t *c, size_t rows)
+{
+    const size_t warps = THREADS / 32, blocks = (rows + warps - 1) / warps;
+    return (unsigned)(blocks < (size_t)c->max_blocks ? blocks : (size_t)c->max_blocks);
+}
+
+static void cuda_embed(rumor_backend_t *be, float *out, const int32_t *tok, const float *wte, const float *wpe, int B,
+                       int T, int C)
+{
+    cuda_t *c = impl(be);
+    const size_t total = (size_t)B * T * C;
+    if (!total) return;
+    k_embed<<<grid_for(c, total), THREADS, 0, c->stream>>>(out, tok, wte, wpe, total, T, C);
+    LAUNCHED(c, "k_embed");
+}
+
+static void cuda_embed_bwd(rumor_backend_t *be, float *dwte, float *dwpe, const float *dout, const int32_t *tok,
+                           int B, int T, int C)
+{
+    cuda_t *c = impl(be);
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    k_embed_bwd_wte<<<(unsigned)((C + THREADS - 1) / THREADS), THREADS, 0, c->stream>>>(dwte, dout, tok, B * T, C);
+    if (!LAUNCHED(c, "k_embed_bwd_wte")) return;
+    k_embed_bwd_wpe<<<grid_for(c, (size_t)T * C), THREADS, 0, c->stream>>>(dwpe, dout, B, T, C);
+    LAUNCHED(c, "k_embed_bwd_wpe");
+}
+
+static void cuda_layernorm(rumor_backend_t *be, float *out, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int N, int C)
+{
+    cuda_t *c = impl(be);
+    if (N <= 0 || C <= 0) return;
+    k_layernorm<<<grid_rows(c, (size_t)N), THREADS, 0, c->stream>>>(out, mean, rstd, x, w, b, N, C);
+    LAUNCHED(c, "k_layernorm");
+}
+
+static void cuda_layernorm_bwd(rumor_backend_t *be, float *dx, float *dw, float *db, const float *dout,
+                               const float *x, const float *w, const float *mean, const float *rstd, int N, int C)
+{
+    cuda_t *c = impl(be);
+    if (N <= 0 || C <= 0) return;
+    k_layernorm_bwd_x<<<grid_rows(c, (size_t)N), THREADS, 0, c->stream>>>(dx, dout, x, w, mean, rstd, N, C);
+    if (!LAUNCHED(c, "k_layernorm_bwd_x")) return;
+    int parts = (N + 255) / 256;
+    if (parts > REDUCE_PARTS) parts = REDUCE_PARTS;
+    float *part = (float *)scratch(c, 2 * (size_t)parts * C * sizeof(float));
+    if (!part) return;
+    const dim3 grid((unsigned)((C + 31) / 32), (unsigned)parts), block(32, 8);
+    k_layernorm_bwd_wb<<<grid, block, 0, c->stream>>>(part, part + (size_t)parts * C, dout, x, mean, rstd, N, C);
+    if (!LAUNCHED(c, "k_layernorm_bwd_wb")) return;
+    k_add_parts<<<grid_for(c, (size_t)C), THREADS, 0, c->stream>>>(dw, part, C, parts, 1, (size_t)C);
+    if (!LAUNCHED(c, "k_add_parts")) return;
+    k_add_parts<<<grid_for(c, (size_t)C), THREADS, 0, c->stream>>>(db, part + (size_t)parts * C, C, parts, 1,
+                                                                   (size_t)C);
+    LAUNCHED(c, "k_add_parts");
+}
+
+/* Row-major C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch, each operand a fixed stride
+ * from the last: cuBLAS's column-major product with the operands swapped (as cuda_gemm). */
+static void gemm_batched(cuda_t *c, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a,
+                         int lda, long long sa, const float *b, int ldb, long long sb, float beta, float *cm, int ldc,
+                         long long sc, int batch)
+{
+    BLAS_OK(c, cublasSgemmStridedBatched(c->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                         trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, sb, a, lda, sa,
+                                         &beta, cm, ldc, sc, batch));
+}
+
+/* Per head, batched over the sequences: scores q.k^T / sqrt(hs) into att, the causal softmax
+ * of every row, then P V into the head's columns of out (the CPU backend's products). */
+static void cuda_attention(rumor_backend_t *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    cuda_t *c = impl(be);
+    if (B <= 0 || T <= 0 || NH <= 0) return;
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const long long sq = (long long)T * C3, sa = (long long)NH * T * T, so = (long long)T * C;
+    for (int h = 0; h < NH; h++) {
+        const float *q = qkv + (size_t)h * hs;
+        gemm_batched(c, false, true, T, T, hs, scale, q, C3, sq, q + C, C3, sq, 0.0f, att + (size_t)h * T * T, T, sa,
+                     B);
+    }
+    const size_t rows = (size_t)B * NH * T;
+    k_softmax_causal<<<grid_rows(c, rows), THREADS, 0, c->stream>>>(att, rows, T);
+    if (!LAUNCHED(c, "k_softmax_causal")) return;
+    for (int h = 0; h < NH; h++)
+        gemm_batched(c, false, false, T, hs, T, 1.0f, att + (size_t)h * T * T, T, sa, qkv + 2 * C + (size_t)h * hs, C3,
+                     sq, 0.0f, out + (size_t)h * hs, C, so, B);
+}
+
+static void cuda_attention_bwd(rumor_backend_t *be, float *dqkv, float *datt, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH)
+{
+    cuda_t *c = impl(be);
+    if (B <= 0 || T <= 0 || NH <= 0) return;
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const long long sq = (long long)T * C3, sa = (long long)NH * T * T, so = (long long)T * C;
+    for (int h = 0; h < NH; h++) {
+        const size_t at = (size_t)h * hs, ah = (size_t)h * T * T;
+        /* dP = dO V^T, dV = P^T dO */
+        gemm_batched(c, false, true, T, T, hs, 1.0f, dout + at, C, so, qkv + 2 * C + at, C3, sq, 0.0f, datt + ah, T,
+                     sa, B);
+        gemm_batched(c, true, false, T, hs, T, 1.0f, att + ah, T, sa, dout + at, C, so, 0.0f, dqkv + 2 * C + at, C3,
+                     sq, B);
+    }
+    const size_t rows = (size_t)B * NH * T;
+    k_softmax_causal_bwd<<<grid_rows(c, rows), THREADS, 0, c->stream>>>(datt, att, rows, T);
+    if (!LAUNCHED(c, "k_softmax_causal_bwd")) return;
+    for (int h = 0; h < NH; h++) {
+        const size_t at = (size_t)h * hs, ah = (size_t)h * T * T;
+        /* dQ = dS K / sqrt(hs), dK = dS^T Q / sqrt(hs) */
+        gemm_batched(c, false, false, T, hs, T, scale, datt + ah, T, sa, qkv + C + at, C3, sq, 0.0f, dqkv + at, C3, sq,
+                     B);
+        gemm_batched(c, true, false, T, hs, T, scale, datt + ah, T, sa, qkv + at, C3, sq, 0.0f, dqkv + C + at, C3, sq,
+                     B);
+    }
+}
+
+static void cuda_gelu(rumor_backend_t *be, float *y, const float *x, size_t n)
+{
+    cuda_t *c = impl(be);
+    if (!n) return;
+    k_gelu<<<grid_for(c, n), THREADS, 0, c->stream>>>(y, x, n);
+    LAUNCHED(c, "k_gelu");
+}
+
+static void cuda_gelu_bwd(rumor_backend_t *be, float *dx, const float *x, const float *dy, size_t n)
+{
+    cuda_t *c = impl(be);
+    if (!n) return;
+    k_gelu_bwd<<<grid_for(c, n), THREADS, 0, c->stream>>>(dx, x, dy, n);
+    LAUNCHED(c, "k_gelu_bwd");
+}
+
 // ---- optimizers and mixing ----
 
 static void cuda_sgd(rumor_backend_t *be, float *p, float *v, float *g, size_t n, float lr, float momentum, float wd,
@@ -896,16 +1208,14 @@ extern "C" const struct rumor_backend_ops rumor_backend_cuda_ops = {
     .pool_bias_relu = cuda_pool_bias_relu,
     .pool_bias_relu_bwd = cuda_pool_bias_relu_bwd,
     .transpose_cb = cuda_transpose_cb,
-    /* The transformer's ops are not written for CUDA yet: a model that needs them refuses
-     * this backend, and the backend comparison says it skipped them. */
-    .embed = NULL,
-    .embed_bwd = NULL,
-    .layernorm = NULL,
-    .layernorm_bwd = NULL,
-    .attention = NULL,
-    .attention_bwd = NULL,
-    .gelu = NULL,
-    .gelu_bwd = NULL,
+    .embed = cuda_embed,
+    .embed_bwd = cuda_embed_bwd,
+    .layernorm = cuda_layernorm,
+    .layernorm_bwd = cuda_layernorm_bwd,
+    .attention = cuda_attention,
+    .attention_bwd = cuda_attention_bwd,
+    .gelu = cuda_gelu,
+    .gelu_bwd = cuda_gelu_bwd,
     .softmax_xent = cuda_softmax_xent,
     .sgd = cuda_sgd,
     .adamw = cuda_adamw,

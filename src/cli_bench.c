@@ -110,10 +110,22 @@ static int parse_int_list(int *out, const char *s, const char *what)
     return n;
 }
 
+/* A gpt model's measurement: the language-model recipe (AdamW at 1e-3, clipping at 1) on text
+ * (the default corpus unless --data was given), GPT_STEPS steps; its rate is in tokens/s. */
+static void lm_recipe(rumor_train_config_t *cfg, bool data_given)
+{
+    if (!data_given) cfg->data_dir = RUMOR_DEFAULT_TEXT;
+    cfg->opt.kind = RUMOR_OPT_ADAMW;
+    cfg->opt.lr = 1e-3f;
+    cfg->clip_grad = 1.0f;
+    cfg->epochs = 1;
+    cfg->steps = GPT_STEPS;
+}
+
 /* `bench train --device D`: the device against the CPU backend on every core, same model,
  * data, batch and optimizer, alternating runs; medians. */
-static int bench_train_device(const char *device, const char *data, char **specs, int n_models, int batch,
-                              int epochs, int repeat, float lr, float momentum, bool json)
+static int bench_train_device(const char *device, const char *data, bool data_given, char **specs, int n_models,
+                              int batch, int epochs, int repeat, float lr, float momentum, bool json)
 {
     char err[RUMOR_ERR_LEN];
     rumor_backend_t *probe = rumor_backend_new(device, 0, err);
@@ -147,6 +159,7 @@ static int bench_train_device(const char *device, const char *data, char **specs
                 cfg.epochs = epochs > 0 ? epochs : (side == 0 ? 3 : 1);
                 cfg.eval = false;
                 cfg.log_every = 0;
+                if (cfg.spec.kind == RUMOR_MODEL_GPT) lm_recipe(&cfg, data_given); /* tokens/s over its steps */
                 rumor_train_result_t res;
                 rumor_err_t rc = rumor_train_run(&cfg, &res, err);
                 if (rc != RUMOR_OK) {
@@ -235,7 +248,8 @@ static int bench_train(int argc, char **argv)
             return 2;
         }
     }
-    if (on_device) return bench_train_device(device, data, specs, n_models, batch, epochs, repeat, lr, momentum, json);
+    if (on_device)
+        return bench_train_device(device, data, data_given, specs, n_models, batch, epochs, repeat, lr, momentum, json);
     if (!json)
         printf("%-14s %3s %9s %12s %12s %7s %9s %9s\n", "model", "thr", "batch", "rumor/s",
                "pytorch/s", "ratio", "GFLOP/s", "sgemm");
@@ -253,15 +267,7 @@ static int bench_train(int argc, char **argv)
             cfg.epochs = epochs > 0 ? epochs : (cfg.spec.kind == RUMOR_MODEL_CNN ? 1 : 3);
             cfg.eval = false;
             cfg.log_every = 0;
-            const bool lm = cfg.spec.kind == RUMOR_MODEL_GPT;
-            if (lm) { /* a language model's recipe, on text; a measurement is GPT_STEPS steps */
-                if (!data_given) cfg.data_dir = RUMOR_DEFAULT_TEXT;
-                cfg.opt.kind = RUMOR_OPT_ADAMW;
-                cfg.opt.lr = 1e-3f;
-                cfg.clip_grad = 1.0f;
-                cfg.epochs = 1;
-                cfg.steps = GPT_STEPS;
-            }
+            if (cfg.spec.kind == RUMOR_MODEL_GPT) lm_recipe(&cfg, data_given);
 
             rumor_backend_t *be = rumor_backend_new("cpu", threads[ti], err);
             if (!be) {

@@ -21,10 +21,17 @@ decide() {
     fi
 }
 
-# bench DIR RATIO FRACTION: bench logs as rumor bench --json writes them ("-" leaves one out).
+# bench DIR RATIO FRACTION [GPT_RATIO BEST_VAL]: bench logs as rumor bench --json writes them,
+# and the gpt run's metrics ("-" leaves one out; the gpt pair defaults to targets met).
 bench() {
     mkdir -p "$1"
-    rm -f "$1/bench-train.log" "$1/bench-mix.log"
+    rm -f "$1/bench-train.log" "$1/bench-mix.log" "$1/bench-gpt.log" "$1/train-gpt.jsonl"
+    if [ "${4:-31.5}" != - ]; then
+        printf '{"model":"gpt:6,6,384,256","device":"cuda","batch":64,"device_samples_per_s":610000.0,"cpu_samples_per_s":19400.0,"cpu_threads":16,"ratio":%s,"device_gflops":900.0,"device_sgemm_gflops":51000.0}\n' "${4:-31.5}" >"$1/bench-gpt.log"
+    fi
+    if [ "${5:-1.5321}" != - ]; then
+        printf '{"t":12.0,"epoch":1,"step":275,"loss":2.1,"val_loss":2.0104,"val_acc":0.4}\n{"t":240.0,"epoch":18,"step":5000,"loss":1.2,"val_loss":%s,"val_acc":0.6}\n{"t":250.0,"epoch":19,"step":5000,"loss":1.1,"val_loss":1.6012,"val_acc":0.6}\n' "${5:-1.5321}" >"$1/train-gpt.jsonl"
+    fi
     if [ "$2" != - ]; then
         printf 'cuda: NVIDIA H200 (sm_90)\n{"model":"cnn","device":"cuda","batch":256,"device_samples_per_s":712398.0,"cpu_samples_per_s":6617.0,"cpu_threads":16,"ratio":%s,"device_gflops":4180.0,"device_sgemm_gflops":51000.0}\n' "$2" >"$1/bench-train.log"
     fi
@@ -56,6 +63,17 @@ bench "$tmp/nan" nan 0.514
 decide 1 'FAIL: bench train .* no "ratio" figure' "$tmp/nan" visible=yes test=OK
 bench "$tmp/nomix" 107.700 -
 decide 1 'FAIL: bench mix .* not measured' "$tmp/nomix" visible=yes test=OK
+# the gpt model: 20x in tokens/s, and the best validation loss of its run (not the last) at most 1.55
+decide 0 'ok: bench train gpt.* ratio 31.5 meets the target 20' "$tmp/good" visible=yes test=OK
+decide 0 'ok: gpt:6,6,384,256, 5000 steps .* best val_loss 1.5321 meets the target 1.55' "$tmp/good" visible=yes test=OK
+bench "$tmp/gptslow" 107.700 0.514 12.3
+decide 1 'FAIL: bench train gpt.* ratio 12.3 misses the target 20' "$tmp/gptslow" visible=yes test=OK
+bench "$tmp/gptloss" 107.700 0.514 31.5 1.5512
+decide 1 'FAIL: gpt:6,6,384,256, 5000 steps .* best val_loss 1.5512 misses the target 1.55' "$tmp/gptloss" visible=yes \
+    test=OK
+bench "$tmp/gptnone" 107.700 0.514 - -
+decide 1 'FAIL: gpt:6,6,384,256, 5000 steps .* not measured' "$tmp/gptnone" visible=yes test=OK
+decide 1 'FAIL: bench train gpt.* not measured' "$tmp/gptnone" visible=yes test=OK
 # Without a GPU the benchmarks do not run, and no target is asked of them.
 decide 0 'ok: no GPU visible' "$tmp/none" visible=no test=SKIP
 
@@ -102,7 +120,7 @@ visible yes "$tmp/bin-nogpu" "$tmp/nvidia0"
 
 # ---- the whole check, on a stub bundle (--prebuilt) ----
 # bin/test_backend_cuda exits $STUB_TEST; bin/rumor prints benchmark figures $STUB_RATIO and
-# $STUB_FRACTION; compute-sanitizer runs the test and reports a problem when its tool is
+# $STUB_FRACTION, and its gpt run a validation loss of 1.5 ($STUB_VAL); compute-sanitizer runs the test and reports a problem when its tool is
 # $STUB_SAN_BAD. What is checked: the exit status and the report's verdict.
 b=$tmp/bundle
 mkdir -p "$b/bin" "$b/lib" "$b/data" "$tmp/bin-san"
@@ -118,6 +136,12 @@ case "$1 $2" in
 "bench train") echo "{\"model\":\"cnn\",\"ratio\":$STUB_RATIO,\"device_gflops\":1.0}" ;;
 "bench mix") echo "{\"device\":\"cuda\",\"fraction\":$STUB_FRACTION,\"host_round_trip_ms\":3.6}" ;;
 esac
+if [ "$1" = train ]; then # the gpt run: its metrics where --metrics says
+    while [ $# -gt 0 ]; do
+        [ "$1" = --metrics ] && echo "{\"step\":5000,\"val_loss\":${STUB_VAL:-1.5}}" >"$2"
+        shift
+    done
+fi
 exit 0
 STUB
 cat >"$tmp/bin-san/compute-sanitizer" <<'STUB'
@@ -154,5 +178,6 @@ whole 1 '^- FAIL: bench train .* ratio 12.5 misses' "$tmp/nvidia0" 0 12.5 0.6 no
 whole 1 '^- FAIL: bench mix .* fraction 0.3 misses' "$tmp/nvidia0" 0 25.0 0.3 none
 whole 1 '^- FAIL: compute-sanitizer synccheck reported' "$tmp/nvidia0" 0 25.0 0.6 synccheck
 whole 1 "^- FAIL: the CUDA test's result is 'FAIL'" "$tmp/nvidia0" 1 25.0 0.6 none
+STUB_VAL=1.61 whole 1 '^- FAIL: gpt:6,6,384,256, 5000 steps .* best val_loss 1.61 misses' "$tmp/nvidia0" 0 25.0 0.6 none
 
 finish
