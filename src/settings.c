@@ -900,7 +900,9 @@ rumor_err_t rumor_settings_resume(rumor_settings_t *s, rumor_cmd_t cmd, const ch
         if (!ok && !s->given[i]) continue; /* nothing to take back */
         if (!s->given[i]) { /* not given: the checkpoint's */
             if ((rc = set_row(s, r, v, err)) != RUMOR_OK) return rc;
-            s->given[i] = 1;
+            /* A swarm's steps only set its rounds, which the checkpoint holds too: taken back,
+             * they neither derive the rounds again nor clash with them. */
+            s->given[i] = cmd == RUMOR_CMD_TRAIN || strcmp(r->name, "steps") != 0;
             continue;
         }
         if (r->flags & RUMOR_SET_FIXED)

@@ -35,6 +35,7 @@ rumor_err_t rumor_source_load(rumor_source_t *src, const rumor_source_config_t *
     memset(src, 0, sizeof *src);
     src->text = cfg->spec->kind == RUMOR_MODEL_GPT;
     src->T = cfg->spec->ctx;
+    src->mean = 0.0f, src->std = 1.0f; /* tokens are not normalised; images get their own below */
     rumor_err_t rc = src->text ? load_text(src, cfg, err) : load_images(src, cfg, err);
     if (rc == RUMOR_OK) rc = rumor_source_shard(src, &src->shard, cfg->partition, cfg->rank, cfg->peers, cfg->seed, err);
     if (rc == RUMOR_OK && src->shard.n == 0)

@@ -30,7 +30,7 @@ typedef struct {
     bool text;
     /* images */
     rumor_dataset_t train, test;
-    float mean, std;              /* of the training images (x = (p/255 - mean) / std) */
+    float mean, std;              /* of the training images (x = (p/255 - mean) / std); text: 0, 1 */
     /* text */
     rumor_text_t corpus;
     size_t *val;                  /* validation windows' starts, n_val of them */

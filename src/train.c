@@ -295,8 +295,8 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
                                       .peers = cfg->peers, .seed = cfg->seed, .eval = cfg->eval};
     if ((rc = rumor_source_load(&src, &sc, err)) != RUMOR_OK) goto out;
     r.text = res->text = src.text;
-    r.info.input_mean = cfg->resume_path ? resume.input_mean : src.text ? 0.0f : src.mean;
-    r.info.input_std = cfg->resume_path ? resume.input_std : src.text ? 1.0f : src.std;
+    r.info.input_mean = cfg->resume_path ? resume.input_mean : src.mean;
+    r.info.input_std = cfg->resume_path ? resume.input_std : src.std;
     r.info.seed = cfg->seed;
 
     be = cfg->backend_ops ? rumor_backend_open(cfg->backend_ops, cfg->threads, err)

@@ -103,6 +103,17 @@ def main():
               "two gpt nodes train together over real sockets: worst validation loss %s after 20 rounds (%s)"
               % (summary.get("final_val_loss_max"), r.stderr.strip()[-200:]))
 
+        # A node of that swarm resumes from its checkpoint with nothing else given: its model,
+        # its rounds (and the steps that did not set them) come back.
+        peer = os.path.join(out_dir, "peer-000")
+        r = run("node", "--key", os.path.join(out_dir, "swarm", "peer-000.key"), "--cert",
+                os.path.join(out_dir, "swarm", "peer-000.cert"), "--swarm", os.path.join(out_dir, "swarm", "authority.pub"),
+                "--listen", "tcp://127.0.0.1:0", "--run-dir", peer, "--resume", "--check")
+        got = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(got.get("model") == "gpt:2,2,32,32" and got.get("rounds") == 20,
+              "a gpt node resumes with nothing else given: %s, %s rounds (%s)" % (got.get("model"), got.get("rounds"),
+                                                                                 r.stderr.strip()[-200:]))
+
         # Virtual mode: one peer owning all the text takes the very steps of `rumor train` (the
         # same batches, schedule and clipping); four peers on whole documents replay exactly.
         r = run("sim", "--mode", "virtual", "--model", "gpt:2,2,32,32", "--data", data, "--peers", "1",
