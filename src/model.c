@@ -316,6 +316,18 @@ rumor_err_t rumor_model_init(rumor_model_t *m, uint64_t seed)
 size_t rumor_model_param_count(const rumor_model_t *m) { return m->n_params; }
 uint64_t rumor_model_layout_id(const rumor_model_t *m) { return m->layout_id; }
 const rumor_model_spec_t *rumor_model_spec(const rumor_model_t *m) { return &m->spec; }
+
+int rumor_model_matrices(const rumor_model_t *m, size_t *at)
+{
+    int n = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const rumor_tensor_info_t *t = &m->t[i];
+        if (t->ndim < 2) continue;
+        if (n && at[2 * n - 2] + at[2 * n - 1] == t->offset) at[2 * n - 1] += t->count;
+        else at[2 * n] = t->offset, at[2 * n + 1] = t->count, n++;
+    }
+    return n;
+}
 rumor_model_input_t rumor_model_input(const rumor_model_t *m) { return m->in; }
 int rumor_model_tensor_count(const rumor_model_t *m) { return m->n_tensors; }
 const rumor_tensor_info_t *rumor_model_tensor(const rumor_model_t *m, int i)

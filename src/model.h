@@ -87,6 +87,10 @@ rumor_model_input_t rumor_model_input(const rumor_model_t *self);
 int rumor_model_tensor_count(const rumor_model_t *self);
 const rumor_tensor_info_t *rumor_model_tensor(const rumor_model_t *self, int i);
 int rumor_model_max_batch(const rumor_model_t *self);
+/* The parameter ranges of its tensors of two or more dimensions (matrices, embeddings,
+ * kernels), adjacent ones merged, as offset, count pairs into at (room for two a tensor); their
+ * number. */
+int rumor_model_matrices(const rumor_model_t *self, size_t *at);
 rumor_backend_t *rumor_model_backend(rumor_model_t *self);
 /* grads = 0 (they start at zero; optimizer steps leave them zero). */
 void rumor_model_zero_grads(rumor_model_t *self);

@@ -13,6 +13,8 @@ struct rumor_optim {
     size_t n;
     long steps;
     float *s[2]; /* sgd: momentum; adamw: exp_avg, exp_avg_sq */
+    size_t *decay;      /* the ranges weight decay applies to, {offset, count} each (NULL: all) */
+    int n_decay;
 };
 
 rumor_optim_config_t rumor_optim_defaults(void)
@@ -78,24 +80,53 @@ void rumor_optim_destroy(rumor_optim_t **self_p)
     rumor_optim_t *o = *self_p;
     for (int i = 0; i < 2; i++)
         if (o->s[i]) o->be->ops->free(o->be, o->s[i]);
+    free(o->decay);
     free(o);
     *self_p = NULL;
+}
+
+rumor_err_t rumor_optim_decay_only(rumor_optim_t *o, const size_t *at, int n, char err[RUMOR_ERR_LEN])
+{
+    size_t *d = malloc(2 * (size_t)(n > 0 ? n : 1) * sizeof *d);
+    if (!d) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    memcpy(d, at, 2 * (size_t)n * sizeof *d);
+    free(o->decay);
+    o->decay = d, o->n_decay = n;
+    return RUMOR_OK;
+}
+
+/* The optimizer's pass over [a, b) with weight decay wd. */
+static void step_range(rumor_optim_t *o, float *params, float *grads, float lr, size_t a, size_t b, float wd,
+                       float bc1, float bc2)
+{
+    const rumor_optim_config_t *c = &o->cfg;
+    if (b <= a) return;
+    if (c->kind == RUMOR_OPT_SGD)
+        o->be->ops->sgd(o->be, params + a, o->s[0] + a, grads + a, b - a, lr, c->momentum, wd, c->nesterov);
+    else
+        o->be->ops->adamw(o->be, params + a, o->s[0] + a, o->s[1] + a, grads + a, b - a, lr, c->beta1, c->beta2,
+                          c->eps, wd, bc1, bc2);
 }
 
 void rumor_optim_step(rumor_optim_t *o, float *params, float *grads, float lr)
 {
     const rumor_optim_config_t *c = &o->cfg;
     o->steps++;
-    if (c->kind == RUMOR_OPT_SGD) {
-        o->be->ops->sgd(o->be, params, o->s[0], grads, o->n, lr, c->momentum, c->weight_decay,
-                        c->nesterov);
-    } else {
-        /* In double, as torch.optim does: 1 - beta2^t is tiny early on. */
-        const float bc1 = (float)(1.0 - pow(c->beta1, (double)o->steps));
-        const float bc2 = (float)(1.0 - pow(c->beta2, (double)o->steps));
-        o->be->ops->adamw(o->be, params, o->s[0], o->s[1], grads, o->n, lr, c->beta1, c->beta2,
-                          c->eps, c->weight_decay, bc1, bc2);
+    /* In double, as torch.optim does: 1 - beta2^t is tiny early on. */
+    const float bc1 = (float)(1.0 - pow(c->beta1, (double)o->steps));
+    const float bc2 = (float)(1.0 - pow(c->beta2, (double)o->steps));
+    if (!o->decay || c->weight_decay == 0.0f) {
+        step_range(o, params, grads, lr, 0, o->n, c->weight_decay, bc1, bc2);
+        return;
     }
+    size_t at = 0; /* every element once: the gaps without decay, the ranges with it */
+    for (int i = 0; i < o->n_decay; i++) {
+        const size_t a = o->decay[2 * i], b = a + o->decay[2 * i + 1];
+        step_range(o, params, grads, lr, at, a, 0.0f, bc1, bc2);
+        step_range(o, params, grads, lr, a, b, c->weight_decay, bc1, bc2);
+        at = b;
+    }
+    step_range(o, params, grads, lr, at, o->n, 0.0f, bc1, bc2);
 }
 
 long rumor_optim_steps(const rumor_optim_t *o) { return o->steps; }

@@ -44,6 +44,13 @@ rumor_optim_t *rumor_optim_new(const rumor_optim_config_t *cfg, rumor_backend_t 
                                char err[RUMOR_ERR_LEN]);
 void rumor_optim_destroy(rumor_optim_t **self_p);
 
+/* Weight decay only on the parameters [at[2i], at[2i] + at[2i + 1]) for i < n (ascending,
+ * disjoint; copied), none elsewhere: nanoGPT's AdamW decays a transformer's matrices and
+ * embeddings, not its biases and LayerNorm weights. Without a call every parameter decays, as
+ * torch.optim does. ENOMEM with err. */
+rumor_err_t rumor_optim_decay_only(rumor_optim_t *self, const size_t *at, int n,
+                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
 /* One update of params from grads at learning rate lr (from a schedule); grads are
  * consumed: left zeroed for the next accumulation. */
 void rumor_optim_step(rumor_optim_t *self, float *params, float *grads, float lr);

@@ -46,7 +46,8 @@ typedef struct {
 
 typedef struct rumor_trainer rumor_trainer_t;
 
-/* A trainer of model m with optimizer o over cfg's shard (cfg->n > 0). NULL with err (and
+/* A trainer of model m with optimizer o over cfg's shard (cfg->n > 0); on text, o's weight
+ * decay applies to m's matrices only (rumor_optim_decay_only). NULL with err (and
  * rumor_last_error) when out of memory. */
 rumor_trainer_t *rumor_trainer_new(const rumor_trainer_config_t *cfg, rumor_model_t *m, rumor_optim_t *o,
                                    char err[RUMOR_ERR_LEN]);

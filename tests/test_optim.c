@@ -1,6 +1,7 @@
 /* test_optim.c - optimizer state and bookkeeping, and learning-rate schedules. */
 #include "backend.h"
 #include "check.h"
+#include "model.h"
 #include "optim.h"
 
 #include <string.h>
@@ -81,6 +82,48 @@ static void test_adamw_steps(rumor_backend_t *be)
     CHECK(o == NULL);
 }
 
+/* Weight decay on chosen ranges only: with zero gradients an AdamW step moves nothing but the
+ * decay, p (1 - lr wd) inside the ranges and p outside; SGD's coupled decay likewise. And a gpt
+ * model's matrices are exactly its tensors of two or more dimensions. */
+static void test_decay_only(rumor_backend_t *be)
+{
+    char err[RUMOR_ERR_LEN];
+    for (int kind = 0; kind < 2; kind++) {
+        rumor_optim_config_t c = rumor_optim_defaults();
+        c.kind = kind ? RUMOR_OPT_ADAMW : RUMOR_OPT_SGD;
+        c.momentum = 0.0f;
+        c.weight_decay = 0.1f;
+        rumor_optim_t *o = rumor_optim_new(&c, be, 10, err);
+        const size_t at[] = {1, 2, 6, 3}; /* [1, 3) and [6, 9) */
+        CHECK_RC(rumor_optim_decay_only(o, at, 2, err));
+        float p[10], g[10] = {0};
+        for (int i = 0; i < 10; i++) p[i] = (float)(i + 1);
+        rumor_optim_step(o, p, g, 0.5f);
+        for (int i = 0; i < 10; i++) {
+            const bool in = (i >= 1 && i < 3) || (i >= 6 && i < 9);
+            CHECK_NEAR(p[i], (i + 1) * (in ? 1.0 - 0.5 * 0.1 : 1.0), 1e-6);
+        }
+        rumor_optim_destroy(&o);
+    }
+    rumor_model_spec_t spec;
+    CHECK_RC(rumor_model_spec_parse(&spec, "gpt:2,2,16,8", err));
+    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, 8, 256}, be, 1, err);
+    CHECK(m != NULL);
+    if (!m) return;
+    size_t at[2 * RUMOR_MODEL_MAX_TENSORS], want = 0, got = 0;
+    const int n = rumor_model_matrices(m, at);
+    for (int i = 0; i < rumor_model_tensor_count(m); i++) {
+        const rumor_tensor_info_t *t = rumor_model_tensor(m, i);
+        bool covered = false;
+        for (int k = 0; k < n; k++) covered |= t->offset >= at[2 * k] && t->offset + t->count <= at[2 * k] + at[2 * k + 1];
+        CHECK_MSG(covered == (t->ndim >= 2), "%s (%d dimensions) %s", t->name, t->ndim, covered ? "decays" : "does not");
+        want += t->ndim >= 2 ? t->count : 0;
+    }
+    for (int k = 0; k < n; k++) got += at[2 * k + 1];
+    CHECK(n >= 1 && got == want);
+    rumor_model_destroy(&m);
+}
+
 int main(void)
 {
     char err[RUMOR_ERR_LEN];
@@ -88,6 +131,7 @@ int main(void)
     test_schedules();
     test_config_checks();
     test_adamw_steps(be);
+    test_decay_only(be);
     rumor_backend_destroy(&be);
     return check_done();
 }
