@@ -1055,15 +1055,30 @@ static void gemm_batched(cuda_t *c, bool trans_a, bool trans_b, int m, int n, in
                                          &beta, cm, ldc, sc, batch));
 }
 
+/* Attention's shapes: a head's width, qkv's row, the scores' scale, and the strides from one
+ * sequence to the next in qkv, att and out. */
+typedef struct {
+    int hs, C3;
+    float scale;
+    long long sq, sa, so;
+} attn_t;
+
+static attn_t attn_geometry(int T, int C, int NH)
+{
+    const int hs = C / NH;
+    return attn_t{hs, 3 * C, 1.0f / sqrtf((float)hs), (long long)T * 3 * C, (long long)NH * T * T, (long long)T * C};
+}
+
 /* Per head, batched over the sequences: scores q.k^T / sqrt(hs) into att, the causal softmax
  * of every row, then P V into the head's columns of out (the CPU backend's products). */
 static void cuda_attention(rumor_backend_t *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
     cuda_t *c = impl(be);
     if (B <= 0 || T <= 0 || NH <= 0) return;
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    const long long sq = (long long)T * C3, sa = (long long)NH * T * T, so = (long long)T * C;
+    const attn_t g = attn_geometry(T, C, NH);
+    const int hs = g.hs, C3 = g.C3;
+    const float scale = g.scale;
+    const long long sq = g.sq, sa = g.sa, so = g.so;
     for (int h = 0; h < NH; h++) {
         const float *q = qkv + (size_t)h * hs;
         gemm_batched(c, false, true, T, T, hs, scale, q, C3, sq, q + C, C3, sq, 0.0f, att + (size_t)h * T * T, T, sa,
@@ -1082,9 +1097,9 @@ static void cuda_attention_bwd(rumor_backend_t *be, float *dqkv, float *datt, co
 {
     cuda_t *c = impl(be);
     if (B <= 0 || T <= 0 || NH <= 0) return;
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    const long long sq = (long long)T * C3, sa = (long long)NH * T * T, so = (long long)T * C;
+    const attn_t g = attn_geometry(T, C, NH);
+    const int hs = g.hs, C3 = g.C3;
+    const long long sq = g.sq, sa = g.sa, so = g.so;
     for (int h = 0; h < NH; h++) {
         const size_t at = (size_t)h * hs, ah = (size_t)h * T * T;
         /* dP = dO V^T, dV = P^T dO */
@@ -1099,10 +1114,10 @@ static void cuda_attention_bwd(rumor_backend_t *be, float *dqkv, float *datt, co
     for (int h = 0; h < NH; h++) {
         const size_t at = (size_t)h * hs, ah = (size_t)h * T * T;
         /* dQ = dS K / sqrt(hs), dK = dS^T Q / sqrt(hs) */
-        gemm_batched(c, false, false, T, hs, T, scale, datt + ah, T, sa, qkv + C + at, C3, sq, 0.0f, dqkv + at, C3, sq,
-                     B);
-        gemm_batched(c, true, false, T, hs, T, scale, datt + ah, T, sa, qkv + at, C3, sq, 0.0f, dqkv + C + at, C3, sq,
-                     B);
+        gemm_batched(c, false, false, T, hs, T, g.scale, datt + ah, T, sa, qkv + C + at, C3, sq, 0.0f, dqkv + at, C3,
+                     sq, B);
+        gemm_batched(c, true, false, T, hs, T, g.scale, datt + ah, T, sa, qkv + at, C3, sq, 0.0f, dqkv + C + at, C3,
+                     sq, B);
     }
 }
 
