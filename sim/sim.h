@@ -24,7 +24,8 @@
  *                         nothing), "secret: ..." in proc mode (libsodium, as every node)
  *   OUT/peer-NNN/metrics.jsonl  one JSON object per round, the keys of `rumor node`: t (s since
  *                         the peer started; virtual seconds in virtual mode), round, step, loss,
- *                         consensus, peers, neighbours, missing, bytes_out, bytes_in, w;
+ *                         consensus, peers, neighbours, missing, bytes_out, bytes_in, w,
+ *                         wait_s (the round's wait on gossip after its local steps);
  *                         test_acc and test_loss when evaluated (round 0 and every eval_every)
  *   OUT/plots/            PNG plots drawn by tools/plot (gnuplot)
  *   proc mode also: OUT/swarm/ (authority, keys, certificates), OUT/peer-NNN/{command.txt,

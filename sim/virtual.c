@@ -421,7 +421,8 @@ static rumor_err_t round_done(sim_t *s, int i)
                                      .loss = p->loss_sum / (double)(p->loss_count ? p->loss_count : 1), .lr = p->lr,
                                      .consensus = st.consensus, .w = st.w, .peers = p->view_peers,
                                      .neighbours = st.last_peers, .missing = st.last_missing,
-                                     .bytes_out = p->bytes_out, .bytes_in = st.bytes_in, .evaluated = eval,
+                                     .bytes_out = p->bytes_out, .bytes_in = st.bytes_in,
+                                     .wait_s = (double)(s->now_us - p->waits_from_us) / 1e6, .evaluated = eval,
                                      .test_loss = s->test_loss, .test_acc = s->test_acc, .text = s->src.text,
                                      .private = p->dp != NULL,
                                      .epsilon = p->dp ? rumor_dp_epsilon(p->dp) : 0.0,
@@ -625,6 +626,7 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool
             if (virt_ensure_phase(&s, e.a) != RUMOR_OK) break;
             s.progress_us = s.now_us;
             p->state = P_WAITING;
+            p->waits_from_us = s.now_us;
             (void)virt_try_gossip(&s, e.a);
             break;
         }

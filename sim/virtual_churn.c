@@ -398,6 +398,7 @@ static void kill_peer(sim_t *s, int i)
          * as done before the crash (the restarted peer goes on to gossip). */
         (void)virt_ensure_phase(s, i);
         p->state = P_WAITING;
+        p->waits_from_us = s->now_us;
     }
     p->before_kill = p->state;
     s->n_finished -= p->state == P_FINISHED;

@@ -110,6 +110,7 @@ typedef struct {
     long sched_k;            /* the round its schedule is at in its phase (rumor_gossip_schedule_round) */
     uint64_t retry_ms;       /* deadline of the pending retry event (0: none) */
     uint64_t link_free_us;   /* when the uplink is free again */
+    uint64_t waits_from_us;  /* when its local phase ended: its wait on gossip starts */
     uint64_t bytes_out;
     rumor_memb_t *memb;      /* its membership state machine */
     uint8_t (*vkeys)[RUMOR_KEY_LEN]; /* its engine's view: itself and its members */

@@ -436,8 +436,10 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             break;
         }
         bool done = false;
+        const double wait0 = rumor_now();
         if ((rc = gossip_point_any(p, x, &done, err)) != RUMOR_OK) return rc;
         if (!done) break;
+        const double wait_s = rumor_now() - wait0;
         p->k++;
         rumor_gossip_stats_t st;
         pthread_mutex_lock(&p->mu);
@@ -452,7 +454,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
                                    .loss = ts.loss_sum / (double)(ts.samples ? ts.samples : 1), .lr = ts.lr,
                                    .consensus = st.consensus, .w = st.w, .peers = view + 1,
                                    .neighbours = st.last_peers, .missing = st.last_missing, .bytes_out = out,
-                                   .bytes_in = st.bytes_in, .evaluated = eval, .text = p->src.text,
+                                   .bytes_in = st.bytes_in, .wait_s = wait_s, .evaluated = eval, .text = p->src.text,
                                    .test_loss = p->test_loss,
                                    .test_acc = p->test_acc, .private = p->dp != NULL, .secure_mix = c->secure_mix,
                                    .unmixed = st.chunks_unmixed,

@@ -393,6 +393,27 @@ def main():
     check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and "robust" in r.stderr,
           "--secure-mix with --robust: %s" % r.stderr.strip())
 
+    # 4g. wait_s, each round's wait on gossip (virtual mode, 2 peers, 10 local steps of 1 ms):
+    #     the time between two rounds' lines is the local phase plus that wait, exactly; a
+    #     latency shorter than the phase is hidden by the overlap (no wait), a longer one is not.
+    waits = {}
+    for latency in (5, 50):
+        run = os.path.join(tmp, "wait-%d" % latency)
+        r = sim("--mode", "virtual", "--peers", "2", "--topology", "complete", "--rounds", "12", "--step-ms", "1",
+                "--latency", str(latency), "--eval-every", "0", "--out", run, "--no-plots", "--model", "logreg",
+                "--limit", "4000", "--local-steps", "10")
+        lines = [l for l in metrics(run, 0) if "wait_s" in l] if r.returncode == 0 else []
+        gaps = [abs(b["t"] - a["t"] - (0.010 + b["wait_s"])) for a, b in zip(lines, lines[1:])]
+        check(len(lines) == 12 and max(gaps) < 2e-6, "latency %d ms: each round takes its phase and its wait_s "
+              "(largest difference %.2g s)" % (latency, max(gaps) if gaps else -1))
+        waits[latency] = sum(l["wait_s"] for l in lines[1:])
+    check(waits.get(5, 1) < 1e-5 and waits.get(50, 0) > 0.3,
+          "waits on gossip: %s s at 5 ms latency, %s s at 50 ms over 11 rounds" % (waits.get(5), waits.get(50)))
+    run = os.path.join(tmp, "secure-proc")
+    lines = [l for l in metrics(run, 0) if "loss" in l] if os.path.isdir(run) else []
+    check(lines and all(0 <= l["wait_s"] < 60 for l in lines), "a node's rounds say how long they waited: %s"
+          % [l.get("wait_s") for l in lines[:5]])
+
     # 5. Errors: one line each.
     for args, what in ((["--peers", "0"], "--peers 0"), (["--frob", "1"], "an unknown option"),
                        ([os.path.join(tmp, "missing.ini")], "a missing scenario"),
