@@ -117,8 +117,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="rumor-test-crash-")
     total = 0
     try:
-        # 1. rumor train, a checkpoint every step, killed at random.
-        base = ["train", "--model", "mlp:512,256", "--data", DATA, "--limit", "6000", "--epochs", "3", "--batch", "64",
+        # 1. rumor train, a checkpoint every step, killed at random. Long enough (564 steps) that
+        #    the 40 kills land before it ends however fast a machine steps (each kill waits for a
+        #    checkpoint of its own, then up to 80 ms: at 3 epochs a fast one finished after 27).
+        base = ["train", "--model", "mlp:512,256", "--data", DATA, "--limit", "6000", "--epochs", "6", "--batch", "64",
                 "--log-every", "5", "--no-eval", "--quiet", "--seed", "3"]
         ref = os.path.join(tmp, "ref.safetensors")
         r = subprocess.run([rumortest.RUMOR, *base, "--save", ref, "--metrics", os.path.join(tmp, "ref.jsonl")],
