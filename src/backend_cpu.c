@@ -319,6 +319,7 @@ static void cpu_softmax_xent(rumor_backend_t *be, float *dlogits, double *loss_s
     const float inv_b = 1.0f / (float)b;
     for (int i = 0; i < b; i++) {
         const float *z = logits + (size_t)i * k;
+        const int y = labels[i];
         float zmax = z[0];
         int amax = 0;
         for (int j = 1; j < k; j++)
@@ -331,12 +332,11 @@ static void cpu_softmax_xent(rumor_backend_t *be, float *dlogits, double *loss_s
             const float f = (float)(1.0 / sum) * inv_b;
 #pragma omp simd
             for (int j = 0; j < k; j++) d[j] *= f;
-            d[labels[i]] -= inv_b;
+            d[y] -= inv_b;
         } else {
 #pragma omp simd reduction(+ : sum)
             for (int j = 0; j < k; j++) sum += fast_expf(z[j] - zmax, lo, hi);
         }
-        const int y = labels[i];
         /* -log softmax_y = log(sum) - (z_y - zmax), computed stably. */
         loss += log(sum) - (double)(z[y] - zmax);
         right += amax == y;

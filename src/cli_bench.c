@@ -35,6 +35,8 @@
 
 #define MAX_LIST 8
 #define GPT_STEPS 100 /* steps a gpt model's measurement takes */
+#define TEXT_OF(x) #x
+#define NUMBER_TEXT(x) TEXT_OF(x)
 
 /* Median GFLOP/s of an n x n x n sgemm through the backend at its thread count. */
 static double sgemm_gflops(rumor_backend_t *be, int n)
@@ -203,7 +205,7 @@ static int bench_train(int argc, char **argv)
                                                 "default " RUMOR_DEFAULT_TEXT ")"},
         {"--models", OPT_STR, &models, NULL, "models separated by ';' (default \"mlp:256,128;cnn\"; cnn with --device); "
                                              "gpt:L,H,D,T models train with AdamW at 1e-3, clipped to norm 1, and are "
-                                             "measured in tokens/s over 100 steps"},
+                                             "measured in tokens/s over " NUMBER_TEXT(GPT_STEPS) " steps"},
         {"--threads", OPT_STR, &threads_s, NULL, "thread counts, e.g. 1,2 (default 1,2)"},
         {"--batch", OPT_INT, &batch, NULL, "minibatch (default 64; 256 with --device)"},
         {"--device", OPT_STR, &device, NULL, "cpu (against PyTorch), or cuda | auto: the device against the CPU backend on all cores"},

@@ -296,26 +296,32 @@ static rumor_err_t load_split(rumor_dataset_t *ds, const char *dir, const char *
 
 #define ST_MAX_VALUES ((uint64_t)1 << 29) /* refuse more than 2 GiB of float inputs a split */
 
-/* Label i of y (an integer tensor), into *v; false for a dtype that is not an integer. */
-static bool st_label(const rumor_st_tensor_t *y, size_t i, int64_t *v)
+/* An integer dtype of safetensors: its bytes and sign. */
+typedef struct {
+    const char *dtype;
+    unsigned size;
+    bool is_signed;
+} st_int_t;
+
+static const st_int_t ST_INTS[] = {{"U8", 1, false},  {"I8", 1, true},  {"U16", 2, false}, {"I16", 2, true},
+                                   {"U32", 4, false}, {"I32", 4, true}, {"U64", 8, false}, {"I64", 8, true}};
+
+/* y's integer dtype; NULL when it is not an integer. */
+static const st_int_t *st_int(const rumor_st_tensor_t *y)
 {
-    static const struct {
-        const char *dtype;
-        unsigned size;
-        bool is_signed;
-    } ints[] = {{"U8", 1, false},  {"I8", 1, true},  {"U16", 2, false}, {"I16", 2, true},
-                {"U32", 4, false}, {"I32", 4, true}, {"U64", 8, false}, {"I64", 8, true}};
-    for (size_t k = 0; k < RUMOR_ARRAY_LEN(ints); k++) {
-        if (strcmp(y->dtype, ints[k].dtype) != 0) continue;
-        const uint8_t *p = (const uint8_t *)y->data + i * ints[k].size;
-        uint64_t u = 0;
-        for (unsigned b = 0; b < ints[k].size; b++) u |= (uint64_t)p[b] << (8 * b); /* little-endian */
-        if (ints[k].is_signed && ints[k].size < 8 && (u >> (8 * ints[k].size - 1)) & 1)
-            u |= ~(uint64_t)0 << (8 * ints[k].size); /* sign-extend */
-        *v = ints[k].is_signed ? (int64_t)u : u > INT64_MAX ? INT64_MAX : (int64_t)u;
-        return true;
-    }
-    return false;
+    for (size_t k = 0; k < RUMOR_ARRAY_LEN(ST_INTS); k++)
+        if (strcmp(y->dtype, ST_INTS[k].dtype) == 0) return &ST_INTS[k];
+    return NULL;
+}
+
+/* Label i of y, an integer tensor of type k. */
+static int64_t st_label(const rumor_st_tensor_t *y, const st_int_t *k, size_t i)
+{
+    const uint8_t *p = (const uint8_t *)y->data + i * k->size;
+    uint64_t u = 0;
+    for (unsigned b = 0; b < k->size; b++) u |= (uint64_t)p[b] << (8 * b); /* little-endian */
+    if (k->is_signed && k->size < 8 && (u >> (8 * k->size - 1)) & 1) u |= ~(uint64_t)0 << (8 * k->size); /* sign */
+    return k->is_signed ? (int64_t)u : u > INT64_MAX ? INT64_MAX : (int64_t)u;
 }
 
 /* One split ("train" or "test") of f into ds. */
@@ -352,10 +358,10 @@ static rumor_err_t st_split(rumor_dataset_t *ds, const rumor_st_file_t *f, const
     if (u8) ds->pixels = malloc(count * feat);
     else ds->values = malloc(count * feat * sizeof *ds->values);
     if (!ds->labels || (!ds->pixels && !ds->values)) return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %s", path);
+    const st_int_t *k = st_int(y);
+    if (!k) return rumor_fail(err, RUMOR_EFORMAT, "%s: %s is %s; labels are integers", path, yn, y->dtype);
     for (size_t i = 0; i < count; i++) {
-        int64_t v = 0;
-        if (!st_label(y, i, &v))
-            return rumor_fail(err, RUMOR_EFORMAT, "%s: %s is %s; labels are integers", path, yn, y->dtype);
+        const int64_t v = st_label(y, k, i);
         if (v < 0 || v >= RUMOR_DATA_MAX_CLASSES)
             return rumor_fail(err, RUMOR_EFORMAT, "%s: label %" PRId64 " at index %zu of %s; labels are 0..%d", path, v,
                               i, yn, RUMOR_DATA_MAX_CLASSES - 1);

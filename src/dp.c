@@ -15,7 +15,6 @@ struct rumor_priv {
     rumor_dp_config_t cfg;
     rumor_backend_t *be;
     size_t n_own, P, max_batch;
-    size_t xb, yn;     /* a sample's input bytes and labels (rumor_model_sample_buf) */
     double q;              /* sampling rate, min(1, batch / n_own) */
     uint64_t threshold;    /* a sample is drawn when a random word is below it (q < 1) */
     float *sum;        /* (backend) clipped per-sample gradients, summed */
@@ -74,13 +73,14 @@ rumor_dp_t *rumor_dp_new(const rumor_dp_config_t *cfg, rumor_model_t *m, size_t 
     /* P(word < threshold) = threshold / 2^64, within 2^-64 of q (q < 1 here). */
     dp->threshold = dp->q < 1.0 ? (uint64_t)ldexp(dp->q, 64) : UINT64_MAX;
     dp->P = rumor_model_param_count(m);
-    (void)rumor_model_sample_buf(m, &dp->xb, &dp->yn);
+    size_t xb, yn; /* a sample's input bytes and labels */
+    (void)rumor_model_sample_buf(m, &xb, &yn);
     dp->max_batch = (size_t)rumor_model_max_batch(m);
     const size_t B = dp->max_batch;
     rumor_backend_t *be = dp->be;
     dp->sum = be->ops->alloc(be, dp->P * sizeof *dp->sum);
-    dp->inputs = be->ops->alloc(be, B * dp->xb);
-    dp->labels = be->ops->alloc(be, B * dp->yn * sizeof *dp->labels);
+    dp->inputs = be->ops->alloc(be, B * xb);
+    dp->labels = be->ops->alloc(be, B * yn * sizeof *dp->labels);
     dp->noise = be->ops->alloc(be, dp->P * sizeof *dp->noise);
     if (!be->ops->host_memory) dp->host_noise = malloc(dp->P * sizeof *dp->host_noise);
     if (!dp->ns || !dp->sum || !dp->inputs || !dp->labels || !dp->noise || (!be->ops->host_memory && !dp->host_noise))

@@ -60,13 +60,14 @@ rumor_trainer_t *rumor_trainer_new(const rumor_trainer_config_t *cfg, rumor_mode
     const size_t B = (size_t)rumor_model_max_batch(m);
     t->spe = rumor_trainer_epoch_steps(cfg);
     (void)rumor_model_sample_buf(m, &t->xb, &t->yn);
-    if (!cfg->text) t->feat = rumor_data_feat(cfg->data);
     if (cfg->text) { /* a language model decays its matrices only, as nanoGPT's AdamW */
         size_t at[2 * RUMOR_MODEL_MAX_TENSORS];
         if (rumor_optim_decay_only(o, at, rumor_model_matrices(m, at), err) != RUMOR_OK) {
             free(t);
             return NULL;
         }
+    } else {
+        t->feat = rumor_data_feat(cfg->data);
     }
     const size_t n = cfg->text ? cfg->shard->windows : cfg->n;
     bool ok = n > 0 && cfg->batch > 0;
