@@ -109,10 +109,7 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
     rumor_algo_t algo;
     rumor_model_spec_t spec;
     rumor_partition_t part;
-    if ((rc = rumor_algo_parse(&algo, c->algo, err)) != RUMOR_OK) return rc;
-    if (algo.kind != RUMOR_ALGO_DILOCO && c->local_steps >= 1) algo.local_steps = c->local_steps;
-    algo.outer_lr = c->outer_lr;
-    algo.outer_momentum = c->outer_momentum;
+    if ((rc = rumor_settings_algo(c, &algo, err)) != RUMOR_OK) return rc;
     s->H = algo.local_steps;
     s->total_steps = c->rounds * s->H;
     if ((rc = rumor_model_spec_parse(&spec, c->model, err)) != RUMOR_OK) return rc;

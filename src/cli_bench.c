@@ -648,6 +648,7 @@ static int bench_mix(int argc, char **argv)
         cli_error("bench mix: %s", err);
         goto out;
     }
+    algo.overlap = true; /* one gossip point finishes a round and begins the next: a feed and a step a round */
     rumor_gossip_config_t cfg = {.algo = algo, .params = n, .layout = layout, .chunk_params = cp};
     memset(cfg.self, 0xff, sizeof cfg.self); /* neighbours are {k+1, 0, ...}: never self */
     if (!(g = rumor_gossip_new(&cfg, topo, x, err))) {

@@ -60,15 +60,12 @@ static rumor_err_t node_training(const rumor_settings_t *s, rumor_peer_config_t 
 {
     rumor_err_t rc;
     if ((rc = cli_learning(s, &pc->spec, &pc->opt, &pc->sched, &pc->partition, &pc->partitioned, err)) != RUMOR_OK ||
-        (rc = rumor_algo_parse(&pc->algo, s->algo, err)) != RUMOR_OK ||
+        (rc = rumor_settings_algo(s, &pc->algo, err)) != RUMOR_OK ||
         (rc = rumor_robust_parse(&pc->robust, s->robust, err)) != RUMOR_OK ||
         (rc = rumor_attack_parse(&pc->attack, s->attack, err)) != RUMOR_OK ||
         (s->dp[0] && (rc = rumor_dp_parse(&pc->dp, s->dp, err)) != RUMOR_OK) ||
         (rc = rumor_codec_parse(&pc->codec, s->codec, err)) != RUMOR_OK)
         return rc;
-    if (rumor_settings_given(s, "local-steps")) pc->algo.local_steps = s->local_steps;
-    pc->algo.outer_lr = (float)s->outer_lr;
-    pc->algo.outer_momentum = (float)s->outer_momentum;
     pc->dp.budget = (float)s->dp_budget;
     pc->data_dir = s->data;
     pc->rank = s->rank;

@@ -186,6 +186,8 @@ rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robus
                                      const rumor_codec_t *codec, double gamma, char err[RUMOR_ERR_LEN])
 {
     const bool robust_on = robust->clip || robust->trim;
+    if (algo->overlap && algo->kind == RUMOR_ALGO_DILOCO)
+        return rumor_fail(err, RUMOR_EINVAL, "--overlap needs dpsgd or sgp");
     if (codec->id == RUMOR_CODEC_TOPK) {
         if (algo->kind != RUMOR_ALGO_DPSGD || robust_on || secure_mix)
             return rumor_fail(err, RUMOR_EINVAL,
@@ -260,7 +262,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->chunk_params = cfg->chunk_params ? cfg->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
     g->chunks = rumor_chunks(g->vec, g->chunk_params);
     g->words = (g->chunks + 63) / 64;
-    g->overlap = cfg->algo.kind != RUMOR_ALGO_DILOCO;
+    g->overlap = cfg->algo.kind == RUMOR_ALGO_SGP || (cfg->algo.overlap && cfg->algo.kind == RUMOR_ALGO_DPSGD);
     g->wait_ms = g->cfg.round_timeout_ms;
     if (!(g->w = malloc(g->chunks * sizeof *g->w))) goto nomem;
     for (size_t c = 0; c < g->chunks; c++) g->w[c] = 1.0;

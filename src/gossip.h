@@ -7,12 +7,19 @@
  * in through rumor_gossip_on_chunk. The node (src/peer.c) and the tests drive the same code.
  *
  * Algorithms (`--algo`):
- *   dpsgd     synchronous D-PSGD (Lian et al. 2017). Round r: a peer sends its snapshot s_r
- *             to its out-neighbours, keeps training meanwhile (overlap, decision 7), and at
- *             its next gossip point waits for its in-neighbours' round-r models until an
- *             adaptive deadline, then sets x <- mix_r + (x - s_r): the neighbourhood mean of
- *             the snapshots plus its own progress since. A neighbour missing at the deadline
+ *   dpsgd     synchronous D-PSGD, local steps then average (decentralizepy's D-PSGD; Lian et
+ *             al. 2017 with H local steps). Round r, at a peer's gossip point after its local
+ *             steps: it sends its model x to its out-neighbours, waits for its in-neighbours'
+ *             round-r models until an adaptive deadline, and sets x <- mix_r(x): every model
+ *             a peer holds after a round is an average. A neighbour missing at the deadline
  *             is left out and the weights renormalised; the round never blocks on a dead peer.
+ *             With `overlap` (--overlap) the round's models travel during the next local
+ *             steps instead: the peer sends its snapshot s_r, trains on, and at its next gossip
+ *             point sets x <- mix_r + (x - s_r) (Lian et al.'s update: the neighbourhood mean
+ *             of the snapshots plus its own progress since). It hides the wait, but every
+ *             model carries its latest local steps un-averaged, and peers compute gradients
+ *             further apart: it loses accuracy (docs/decisions.md), the more the more local
+ *             steps.
  *   sgp       Stochastic Gradient Push (Assran et al. 2019): push-sum, no barrier (but bounded
  *             staleness: after 4 rounds in a row with nothing received a peer waits for input,
  *             at most the round timeout, so it cannot give all its weight away). A peer sends
@@ -187,6 +194,7 @@ typedef struct {
     int local_steps;        /* minibatch steps between gossip points (diloco:H sets it) */
     double outer_lr;        /* diloco: 0.7 by default */
     double outer_momentum;  /* diloco: 0.9 by default (Nesterov) */
+    bool overlap;           /* dpsgd: the mix lands a round late, during the next local steps (sgp always) */
 } rumor_algo_t;
 
 /* Robust mixing: none, self-centred clipping of the farthest `clip_fraction` of the

@@ -282,6 +282,9 @@ static const rumor_setting_t table[] = {
      "outer_lr", "X", "diloco's outer learning rate"},
     {"outer-momentum", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_OPEN_HI | RUMOR_SET_RECORD, AT(outer_momentum), 0, 1, NULL, NULL,
      D("0.9"), "outer_momentum", "X", "diloco's outer Nesterov momentum"},
+    {"overlap", NULL, RUMOR_SET_BOOL, N | S, RUMOR_SET_RECORD, AT(overlap), 0, 0, NULL, NULL, D(NULL), "overlap", NULL,
+     "run the next local steps while the round's models travel; the mix lands a round late (dpsgd: "
+     "x <- mix + own progress since; sgp always overlaps)"},
     {"robust", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD, AT(robust), 0, 0, check_robust, NULL, D("none"), "robust", "SPEC",
      "none | clip[:F] | trim:B: clip the farthest fraction F of the neighbours, or trim B high and low per "
      "coordinate"},
@@ -681,10 +684,10 @@ static void rounds_of_steps(rumor_settings_t *s, rumor_cmd_t cmd)
     rumor_algo_t algo;
     char err[RUMOR_ERR_LEN];
     if (cmd == RUMOR_CMD_TRAIN || s->steps <= 0 || rumor_settings_given(s, "rounds") ||
-        rumor_algo_parse(&algo, s->algo, err) != RUMOR_OK)
+        rumor_settings_algo(s, &algo, err) != RUMOR_OK)
         return;
-    const long H = algo.kind == RUMOR_ALGO_DILOCO ? algo.local_steps : s->local_steps;
-    if (H >= 1) s->rounds = (s->steps + H - 1) / H;
+    const long H = algo.local_steps;
+    s->rounds = (s->steps + H - 1) / H;
 }
 
 void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd)
@@ -699,6 +702,17 @@ void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd)
                 abort(); /* a default the table refuses: a bug */
         }
     rounds_of_steps(s, cmd);
+}
+
+rumor_err_t rumor_settings_algo(const rumor_settings_t *s, rumor_algo_t *out, char err[RUMOR_ERR_LEN])
+{
+    const rumor_err_t rc = rumor_algo_parse(out, s->algo, err);
+    if (rc != RUMOR_OK) return rc;
+    if (out->kind != RUMOR_ALGO_DILOCO && s->local_steps >= 1) out->local_steps = s->local_steps;
+    out->outer_lr = s->outer_lr;
+    out->outer_momentum = s->outer_momentum;
+    out->overlap = s->overlap;
+    return RUMOR_OK;
 }
 
 bool rumor_settings_node_trains(const rumor_settings_t *s)
@@ -717,7 +731,7 @@ static rumor_err_t check_gossip(const rumor_settings_t *s, rumor_cmd_t cmd, char
     rumor_codec_t cd;
     rumor_attack_t at;
     rumor_err_t rc;
-    if ((rc = rumor_algo_parse(&algo, s->algo, err)) != RUMOR_OK || (rc = rumor_robust_parse(&rb, s->robust, err)) != RUMOR_OK ||
+    if ((rc = rumor_settings_algo(s, &algo, err)) != RUMOR_OK || (rc = rumor_robust_parse(&rb, s->robust, err)) != RUMOR_OK ||
         (rc = rumor_codec_parse(&cd, s->codec, err)) != RUMOR_OK || (rc = rumor_attack_parse(&at, s->attack, err)) != RUMOR_OK)
         return rc;
     if ((rb.clip || rb.trim) && algo.kind == RUMOR_ALGO_SGP)

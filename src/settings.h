@@ -16,6 +16,7 @@
 #ifndef RUMOR_SETTINGS_H
 #define RUMOR_SETTINGS_H
 
+#include "gossip.h"
 #include "rumor.h"
 #include "safetensors.h"
 
@@ -79,6 +80,7 @@ typedef struct rumor_settings {
     int local_steps;
     int eval_every;         /* rounds between test evaluations */
     double outer_lr, outer_momentum; /* diloco's outer Nesterov step */
+    bool overlap;           /* the next local steps run while the round's models travel */
     char robust[32];        /* none | clip[:F] | trim:B */
     char attack[32];        /* scale:K | noise:S (a Byzantine peer: node, sim's --byzantine) */
     char dp[96];            /* DP-SGD: clip=C,noise=S[,delta=D]; "": off */
@@ -201,6 +203,9 @@ rumor_err_t rumor_settings_check(const rumor_settings_t *s, rumor_cmd_t cmd, cha
 void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd);
 /* Whether a node trains: any of --data, --model, --algo, --rounds, --run-dir, --partition,
  * --resume given (else it only keeps the swarm's membership). */
+/* The gossip algorithm of node or sim settings: --algo, its local steps (--local-steps unless
+ * diloco:H), the outer step, --overlap. EINVAL with a sentence in err. */
+rumor_err_t rumor_settings_algo(const rumor_settings_t *s, rumor_algo_t *out, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 bool rumor_settings_node_trains(const rumor_settings_t *s);
 /* Row r's value as text ("0.05", "mlp:256,128", "yes"), into buf. */
 void rumor_settings_format(const rumor_settings_t *s, const rumor_setting_t *r, char *buf, size_t cap);

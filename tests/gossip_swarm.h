@@ -16,6 +16,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,7 +67,13 @@ static inline void swarm_init(swarm_t *s, int n, const char *topo, const char *a
         for (size_t j = 0; j < P; j++) s->x[i][j] = (float)(rumor_rng_normal(&rng) + 3.0);
         rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = chunk,
                                      .round_timeout_ms = round_timeout};
-        CHECK_RC(rumor_algo_parse(&cfg.algo, algo, err));
+        /* "dpsgd+overlap": the overlapped form (--overlap) */
+        char spec[32];
+        snprintf(spec, sizeof spec, "%s", algo);
+        char *plus = strstr(spec, "+overlap");
+        if (plus) *plus = '\0';
+        CHECK_RC(rumor_algo_parse(&cfg.algo, spec, err));
+        cfg.algo.overlap = plus != NULL;
         memcpy(cfg.self, s->key[i], RUMOR_KEY_LEN);
         s->g[i] = rumor_gossip_new(&cfg, s->topo, s->x[i], err);
         CHECK(s->g[i] != NULL);
@@ -161,12 +168,19 @@ static inline void drain(swarm_t *s, int i, uint64_t now)
     while (rumor_gossip_next_send(s->g[i], &m)) deliver(s, i, &m, now);
 }
 
-/* One pass: every live peer reaches its gossip point; returns false if one had to wait. */
+/* One pass: every live peer reaches its gossip point, in rank order, and those that waited
+ * there for a neighbour later in the order (a round that is not overlapped waits for this
+ * round's models) try once more; returns false if one still waits. */
 static inline bool pass(swarm_t *s, uint64_t now)
 {
-    bool all = true;
+    bool waited[MAXN] = {false}, all = true;
     for (int i = 0; i < s->n; i++) {
         if (s->dead[i]) continue;
+        waited[i] = rumor_gossip_step(s->g[i], s->x[i], now) != RUMOR_GOSSIP_DONE;
+        drain(s, i, now);
+    }
+    for (int i = 0; i < s->n; i++) {
+        if (!waited[i]) continue;
         if (rumor_gossip_step(s->g[i], s->x[i], now) != RUMOR_GOSSIP_DONE) all = false;
         drain(s, i, now);
     }

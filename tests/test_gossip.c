@@ -213,7 +213,7 @@ static void test_known_answers(void)
 {
     /* complete graph on 3: W = 1/3 everywhere. */
     swarm_t s;
-    swarm_init(&s, 3, "complete", "dpsgd", 10, 4, 1, 500); /* 3 chunks: 4, 4, 2 */
+    swarm_init(&s, 3, "complete", "dpsgd+overlap", 10, 4, 1, 500); /* 3 chunks: 4, 4, 2 */
     for (int i = 0; i < 3; i++)
         for (size_t j = 0; j < 10; j++) s.x[i][j] = (float)(i * 10 + j);
     for (int i = 0; i < 3; i++) {
@@ -304,12 +304,56 @@ static void test_known_answers(void)
     swarm_fini(&s);
 }
 
+/* D-PSGD's plain form (the default): a round is finished at the gossip point that began it,
+ * once this round's models are in: x <- mix(x), the exact mean on a complete graph; a peer
+ * whose neighbour is missing waits, x untouched, until the deadline and then mixes what came. */
+static void test_known_answers_plain(void)
+{
+    swarm_t s;
+    swarm_init(&s, 3, "complete", "dpsgd", 10, 4, 1, 500); /* 3 chunks: 4, 4, 2 */
+    for (int i = 0; i < 3; i++)
+        for (size_t j = 0; j < 10; j++) s.x[i][j] = (float)(i * 10 + j);
+    /* Peers 0 and 1 wait for the later ones; peer 2, whose neighbours have sent, finishes. */
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 0) == RUMOR_GOSSIP_WAIT);
+    drain(&s, 0, 1);
+    CHECK(rumor_gossip_step(s.g[1], s.x[1], 2) == RUMOR_GOSSIP_WAIT);
+    drain(&s, 1, 3);
+    CHECK(rumor_gossip_step(s.g[2], s.x[2], 4) == RUMOR_GOSSIP_DONE);
+    for (size_t j = 0; j < 10; j++) CHECK_NEAR(s.x[2][j], 10.0 + (double)j, 1e-5);
+    drain(&s, 2, 5);
+    for (int i = 0; i < 2; i++) {
+        CHECK(rumor_gossip_step(s.g[i], s.x[i], 6) == RUMOR_GOSSIP_DONE);
+        for (size_t j = 0; j < 10; j++) CHECK_NEAR(s.x[i][j], 10.0 + (double)j, 1e-5);
+    }
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.round == 1 && st.last_peers == 2 && st.last_missing == 0 && rumor_gossip_round(s.g[0]) == 1);
+    /* Round 1: peer 2 is silent. Peer 0 waits with x as it was, and at the deadline mixes
+     * itself and peer 1 only, the weights renormalised. */
+    for (int i = 0; i < 3; i++)
+        for (size_t j = 0; j < 10; j++) s.x[i][j] = (float)(i * 10 + j);
+    CHECK(rumor_gossip_step(s.g[1], s.x[1], 100) == RUMOR_GOSSIP_WAIT);
+    drain(&s, 1, 100);
+    float keep[10];
+    memcpy(keep, s.x[0], sizeof keep);
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 100) == RUMOR_GOSSIP_WAIT);
+    CHECK(memcmp(keep, s.x[0], sizeof keep) == 0);
+    const uint64_t deadline = rumor_gossip_deadline(s.g[0]);
+    CHECK(deadline > 100 && deadline <= 600);
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], deadline - 1) == RUMOR_GOSSIP_WAIT);
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], deadline) == RUMOR_GOSSIP_DONE);
+    for (size_t j = 0; j < 10; j++) CHECK_NEAR(s.x[0][j], (j + (10.0 + j)) / 2.0, 1e-5);
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.round == 2 && st.last_peers == 1 && st.last_missing == 1);
+    swarm_fini(&s);
+}
+
 /* Round numbers never wrap: a claim beyond RUMOR_GOSSIP_ROUND_MAX is dropped and moves
  * nothing; one of RUMOR_GOSSIP_ROUND_MAX is a jump like any other, and rounds go on from it. */
 static void test_round_cap(void)
 {
     swarm_t s;
-    swarm_init(&s, 2, "complete", "dpsgd", 8, 8, 1, 500);
+    swarm_init(&s, 2, "complete", "dpsgd+overlap", 8, 8, 1, 500);
     uint64_t now = 0;
     const uint64_t claims[] = {UINT64_MAX, RUMOR_GOSSIP_ROUND_MAX + 1, RUMOR_GOSSIP_ROUND_MAX};
     const uint64_t want[] = {1, 3, RUMOR_GOSSIP_ROUND_MAX}; /* two rounds an iteration */
@@ -339,7 +383,7 @@ static void test_round_cap(void)
 static void test_adopt_in_flight(void)
 {
     swarm_t s;
-    swarm_init(&s, 2, "complete", "dpsgd", 8, 8, 1, 100);
+    swarm_init(&s, 2, "complete", "dpsgd+overlap", 8, 8, 1, 100);
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 0) == RUMOR_GOSSIP_DONE); /* round 0 in flight */
     rumor_gossip_send_t m;
     while (rumor_gossip_next_send(s.g[0], &m)) rumor_gossip_release(s.g[0], &m, true);
@@ -379,7 +423,7 @@ static void test_one_round_ahead(void)
 {
     rumor_gossip_stats_t st;
     swarm_t s;
-    swarm_init(&s, 2, "complete", "dpsgd", 8, 8, 1, 100);
+    swarm_init(&s, 2, "complete", "dpsgd+overlap", 8, 8, 1, 100);
     for (int j = 0; j < 8; j++) s.x[0][j] = 1.0f, s.x[1][j] = 4.0f;
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 0) == RUMOR_GOSSIP_DONE);   /* round 0 starts */
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 100) == RUMOR_GOSSIP_DONE); /* 0 ends alone, 1 starts */
@@ -525,7 +569,7 @@ out:
 static void test_plausible_bound(void)
 {
     swarm_t s;
-    swarm_init(&s, 3, "complete", "dpsgd", 10, 4, 1, 500);
+    swarm_init(&s, 3, "complete", "dpsgd+overlap", 10, 4, 1, 500);
     for (int i = 0; i < 3; i++)
         for (size_t j = 0; j < 10; j++) s.x[i][j] = j < 8 ? (float)(1 + i + j % 2) : 0.0f;
     for (int i = 0; i < 3; i++) CHECK(rumor_gossip_step(s.g[i], s.x[i], 0) == RUMOR_GOSSIP_DONE);
@@ -772,6 +816,7 @@ static void test_robust_clip(void)
     /* ... a setting, not memory: the code says so (a CLI exits 2 on it, not 1). */
     CHECK_MSG(rumor_last_error() == RUMOR_EINVAL, "%s", rumor_strerror(rumor_last_error()));
     CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+    cfg.algo.overlap = true; /* stepped by hand in the overlapped schedule */
     CHECK_RC(rumor_robust_parse(&cfg.robust, "clip", err));
     rumor_gossip_t *g = rumor_gossip_new(&cfg, topo, x, err);
     CHECK(g != NULL);
@@ -834,6 +879,7 @@ static void test_robust_trim(void)
     float x[4] = {0, 0, 0, 0};
     rumor_gossip_config_t cfg = {.params = 4, .layout = 7, .chunk_params = 2, .round_timeout_ms = 1000};
     CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+    cfg.algo.overlap = true; /* stepped by hand in the overlapped schedule */
     CHECK_RC(rumor_robust_parse(&cfg.robust, "trim:1", err));
     memcpy(cfg.self, keys[0], RUMOR_KEY_LEN);
     rumor_gossip_t *g = rumor_gossip_new(&cfg, topo, x, err);
@@ -985,6 +1031,7 @@ static void test_choco_ahead(void)
                                      .choco = {.id = RUMOR_CODEC_TOPK, .fraction = 0.25}, .choco_gamma = 0.2,
                                      .lineage = 10 + (uint64_t)i};
         CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+        cfg.algo.overlap = true; /* stepped by hand in the overlapped schedule */
         memcpy(cfg.self, key[i], RUMOR_KEY_LEN);
         CHECK((g[i] = rumor_gossip_new(&cfg, topo, x0, err)) != NULL);
         rumor_gossip_set_view(g[i], (const uint8_t(*)[RUMOR_KEY_LEN])key, 2);
@@ -1036,6 +1083,7 @@ static void test_choco_implausible(void)
                                      .choco = {.id = RUMOR_CODEC_TOPK, .fraction = 0.25}, .choco_gamma = 0.2,
                                      .lineage = 10 + (uint64_t)i};
         CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+        cfg.algo.overlap = true; /* stepped by hand in the overlapped schedule */
         memcpy(cfg.self, key[i], RUMOR_KEY_LEN);
         CHECK((g[i] = rumor_gossip_new(&cfg, topo, x0, err)) != NULL);
         rumor_gossip_set_view(g[i], (const uint8_t(*)[RUMOR_KEY_LEN])key, 3);
@@ -1162,6 +1210,7 @@ int main(void)
     test_push_sum("onepeer-expo", 8);
     test_dead_peer();
     test_known_answers();
+    test_known_answers_plain();
     test_sender_cap();
     test_nonfinite_positions();
     test_one_round_ahead();

@@ -8,17 +8,20 @@
 
 /* lr = 0 (pure gossip): every peer reaches the exact initial mean; the per-round contraction
  * of the distance to it is |lambda_2| of the mixing matrix. */
-static void test_pure_gossip(const char *topo, int n, size_t P, size_t chunk, int first, int last)
+static void test_pure_gossip(const char *algo, const char *topo, int n, size_t P, size_t chunk, int first, int last)
 {
     swarm_t s;
-    swarm_init(&s, n, topo, "dpsgd", P, chunk, 42, 1000);
+    swarm_init(&s, n, topo, algo, P, chunk, 42, 1000);
     double *mean = malloc(P * sizeof *mean), *m2 = malloc(P * sizeof *m2);
     mean_of(&s, mean);
-    double d_first = 0, d_last = 0;
-    for (int r = 0; r <= 400; r++) {
+    double d_first = dist_to_mean(&s, mean), d_last = 0; /* first = 0: the start */
+    rumor_gossip_stats_t gs;
+    for (int r = 0; r < 1000; r++) {
         CHECK(pass(&s, 1000 + (uint64_t)r));
-        if (r == first) d_first = dist_to_mean(&s, mean);
-        if (r == last) d_last = dist_to_mean(&s, mean);
+        rumor_gossip_stats(s.g[0], &gs); /* rounds finished: the overlapped form is one behind */
+        if (gs.round == (uint64_t)first) d_first = dist_to_mean(&s, mean);
+        if (gs.round == (uint64_t)last) d_last = dist_to_mean(&s, mean);
+        if (gs.round == 400) break;
     }
     /* Metropolis-Hastings weights are doubly stochastic: the mean moves only by float32
      * rounding, which near consensus rounds every peer the same way: at most 3e-8 of the
@@ -42,7 +45,6 @@ static void test_pure_gossip(const char *topo, int n, size_t P, size_t chunk, in
     else
     CHECK_MSG(fabs(measured - st.contraction) <= 0.1 * st.contraction, "%s: contraction %.4f, |lambda2| %.4f",
               topo, measured, st.contraction);
-    rumor_gossip_stats_t gs;
     rumor_gossip_stats(s.g[0], &gs);
     CHECK(gs.round == 400 && gs.last_missing == 0 && gs.missing_total == 0);
     CHECK(gs.drops[RUMOR_GOSSIP_DROP_STALE] == 0 && gs.drops[RUMOR_GOSSIP_DROP_AHEAD] == 0);
@@ -63,9 +65,9 @@ static int sk_cmp(const void *a, const void *b)
  * and secure mixing on. The keys come from fixed secret bytes: the masks are a function of
  * the keys, runs and rounds, so the swarm then runs the same way every time (fresh keys would
  * give every run other masks, and other key ranks); the keys are not what is under test. */
-static void secure_init(swarm_t *s, int n, const char *topo, size_t P, size_t chunk, uint64_t seed)
+static void secure_init_as(swarm_t *s, int n, const char *topo, size_t P, size_t chunk, uint64_t seed, bool overlap)
 {
-    swarm_init(s, n, topo, "dpsgd", P, chunk, seed, 1000);
+    swarm_init(s, n, topo, overlap ? "dpsgd+overlap" : "dpsgd", P, chunk, seed, 1000);
     char err[RUMOR_ERR_LEN];
     for (int i = 0; i < n; i++) {
         uint8_t secret[RUMOR_KEY_LEN];
@@ -82,6 +84,7 @@ static void secure_init(swarm_t *s, int n, const char *topo, size_t P, size_t ch
         rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = chunk, .round_timeout_ms = 1000,
                                      .secure_mix = true, .boot = s->boot[i]};
         CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+        cfg.algo.overlap = overlap;
         memcpy(cfg.self, s->key[i], RUMOR_KEY_LEN);
         s->g[i] = rumor_gossip_new(&cfg, s->topo, s->x[i], err);
         CHECK(s->g[i] != NULL);
@@ -89,6 +92,42 @@ static void secure_init(swarm_t *s, int n, const char *topo, size_t P, size_t ch
     for (int i = 0; i < n; i++)
         rumor_gossip_set_view_boots(s->g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s->key, s->boot, (size_t)n);
     s->lose_from = -1;
+}
+
+/* Most tests below step the overlapped schedule by hand. */
+static void secure_init(swarm_t *s, int n, const char *topo, size_t P, size_t chunk, uint64_t seed)
+{
+    secure_init_as(s, n, topo, P, chunk, seed, true);
+}
+
+/* D-PSGD's plain form (the default): masked sums give the same models as unmasked mixing to
+ * fixed-point precision, every round finished at its own gossip point. */
+static void test_secure_mix_plain(const char *topo, int n)
+{
+    const size_t P = 100, chunk = 32;
+    swarm_t sec, pl;
+    secure_init_as(&sec, n, topo, P, chunk, 9, false);
+    swarm_init(&pl, n, topo, "dpsgd", P, chunk, 9, 1000);
+    double worst = 0.0, moved = 0.0;
+    for (int r = 0; r < 30; r++) {
+        for (int i = 0; i < n; i++)
+            for (size_t j = 0; j < P; j++) {
+                const float d = (float)(0.01 * sin((double)(r * 31 + i * 7) + (double)j));
+                sec.x[i][j] += d, pl.x[i][j] += d;
+            }
+        const float x00 = sec.x[0][0];
+        CHECK(pass(&sec, 100 + (uint64_t)r));
+        CHECK(pass(&pl, 100 + (uint64_t)r));
+        moved = fmax(moved, fabs((double)sec.x[0][0] - x00));
+        for (int i = 0; i < n; i++)
+            for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs((double)sec.x[i][j] - pl.x[i][j]));
+    }
+    CHECK_MSG(moved > 0.1 && worst > 0.0 && worst < 2e-5, "%s: secure mixing is %g from plain", topo, worst);
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(sec.g[0], &st);
+    CHECK(st.chunks_unmixed == 0 && st.sends_unmasked == 0 && st.round == 30);
+    swarm_fini(&sec);
+    swarm_fini(&pl);
 }
 
 /* Secure mixing gives plain D-PSGD's models to fixed-point precision, round after round; a
@@ -99,7 +138,7 @@ static void test_secure_mix(const char *topo, int n)
     const size_t P = 100, chunk = 32; /* chunks of 32, 32, 32, 4 */
     swarm_t sec, pl;
     secure_init(&sec, n, topo, P, chunk, 9);
-    swarm_init(&pl, n, topo, "dpsgd", P, chunk, 9, 1000);
+    swarm_init(&pl, n, topo, "dpsgd+overlap", P, chunk, 9, 1000);
     pl.lose_from = -1;
     double worst = 0.0;
     for (int r = 0; r < 30; r++) {
@@ -252,10 +291,14 @@ static void test_secure_mix_hostile(void)
 
 int main(void)
 {
-    test_pure_gossip("ring", 16, 257, 64, 30, 120);
-    test_pure_gossip("torus", 16, 257, 64, 5, 20);
-    test_pure_gossip("hypercube", 16, 100, 100, 3, 12);
-    test_pure_gossip("complete", 5, 70, 16, 0, 1);
+    test_pure_gossip("dpsgd", "ring", 16, 257, 64, 30, 120);
+    test_pure_gossip("dpsgd+overlap", "ring", 16, 257, 64, 30, 120);
+    test_pure_gossip("dpsgd", "torus", 16, 257, 64, 5, 20);
+    test_pure_gossip("dpsgd", "hypercube", 16, 100, 100, 3, 12);
+    test_pure_gossip("dpsgd", "complete", 5, 70, 16, 0, 1);
+    test_pure_gossip("dpsgd+overlap", "complete", 5, 70, 16, 0, 1);
+    test_secure_mix_plain("complete", 4);
+    test_secure_mix_plain("ring", 5);
     test_secure_mix("complete", 4);
     test_secure_mix("ring", 5);
     test_secure_mix_refusals();

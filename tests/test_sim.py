@@ -394,21 +394,24 @@ def main():
           "--secure-mix with --robust: %s" % r.stderr.strip())
 
     # 4g. wait_s, each round's wait on gossip (virtual mode, 2 peers, 10 local steps of 1 ms):
-    #     the time between two rounds' lines is the local phase plus that wait, exactly; a
-    #     latency shorter than the phase is hidden by the overlap (no wait), a longer one is not.
+    #     the time between two rounds' lines is the local phase plus that wait, exactly. D-PSGD
+    #     waits for each round's models (about the latency); with --overlap a latency shorter
+    #     than the local phase is hidden (no wait), a longer one is not.
     waits = {}
-    for latency in (5, 50):
-        run = os.path.join(tmp, "wait-%d" % latency)
+    for latency, overlap in ((5, False), (5, True), (50, True)):
+        run = os.path.join(tmp, "wait-%d-%d" % (latency, overlap))
         r = sim("--mode", "virtual", "--peers", "2", "--topology", "complete", "--rounds", "12", "--step-ms", "1",
                 "--latency", str(latency), "--eval-every", "0", "--out", run, "--no-plots", "--model", "logreg",
-                "--limit", "4000", "--local-steps", "10")
+                "--limit", "4000", "--local-steps", "10", *(["--overlap"] if overlap else []))
         lines = [l for l in metrics(run, 0) if "wait_s" in l] if r.returncode == 0 else []
         gaps = [abs(b["t"] - a["t"] - (0.010 + b["wait_s"])) for a, b in zip(lines, lines[1:])]
-        check(len(lines) == 12 and max(gaps) < 2e-6, "latency %d ms: each round takes its phase and its wait_s "
-              "(largest difference %.2g s)" % (latency, max(gaps) if gaps else -1))
-        waits[latency] = sum(l["wait_s"] for l in lines[1:])
-    check(waits.get(5, 1) < 1e-5 and waits.get(50, 0) > 0.3,
-          "waits on gossip: %s s at 5 ms latency, %s s at 50 ms over 11 rounds" % (waits.get(5), waits.get(50)))
+        check(len(lines) == 12 and max(gaps) < 2e-6, "latency %d ms%s: each round takes its phase and its wait_s "
+              "(largest difference %.2g s)" % (latency, " overlapped" if overlap else "", max(gaps) if gaps else -1))
+        waits[(latency, overlap)] = sum(l["wait_s"] for l in lines[1:])
+    w5, w5o, w50o = waits.get((5, False), 0), waits.get((5, True), 1), waits.get((50, True), 0)
+    check(0.03 < w5 < 0.08 and w5o < 1e-5 and w50o > 0.3,
+          "waits on gossip over 11 rounds: %s s at 5 ms latency; overlapped %s s at 5 ms, %s s at 50 ms"
+          % (w5, w5o, w50o))
     run = os.path.join(tmp, "secure-proc")
     lines = [l for l in metrics(run, 0) if "loss" in l] if os.path.isdir(run) else []
     check(lines and all(0 <= l["wait_s"] < 60 for l in lines), "a node's rounds say how long they waited: %s"
@@ -419,7 +422,8 @@ def main():
                        ([os.path.join(tmp, "missing.ini")], "a missing scenario"),
                        (["--event", "explode peer 1 at 2s"], "a bad event"),
                        (["--topology", "hypercube", "--peers", "6"], "a topology not defined on 6 peers"),
-                       (["--faults", "0"], "--faults 0"), (["--soak", "3", "--faults", "2"], "--soak with --faults")):
+                       (["--faults", "0"], "--faults 0"), (["--soak", "3", "--faults", "2"], "--soak with --faults"),
+                       (["--algo", "diloco:10", "--overlap"], "--overlap with diloco")):
         r = subprocess.run([RUMOR, "sim", *args], capture_output=True, text=True, timeout=30)
         check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and r.stderr.count("\n") == 1,
               "%s: %s" % (what, r.stderr.strip()))
