@@ -483,6 +483,7 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
     vpeer_t *p = &s->p[i];
     if (p->state != P_WAITING) return RUMOR_OK;
     if (p->view_dirty) virt_view_set(p);
+    if (p->k + 1 >= s->c->rounds) rumor_gossip_close(p->g);
     const uint64_t now_ms = s->now_us / 1000;
     const rumor_gossip_status_t gs = rumor_gossip_step(p->g, rumor_model_params(p->m), now_ms);
     if (send_all(s, i) != RUMOR_OK) return s->rc;

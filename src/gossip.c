@@ -187,7 +187,8 @@ rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robus
 {
     const bool robust_on = robust->clip || robust->trim;
     if (algo->overlap && algo->kind == RUMOR_ALGO_DILOCO)
-        return rumor_fail(err, RUMOR_EINVAL, "--overlap needs dpsgd or sgp");
+        return rumor_fail(err, RUMOR_EINVAL, "--overlap needs dpsgd or sgp (an overlapped diloco is not yet stable: "
+                                             "docs/decisions.md)");
     if (codec->id == RUMOR_CODEC_TOPK) {
         if (algo->kind != RUMOR_ALGO_DPSGD || robust_on || secure_mix)
             return rumor_fail(err, RUMOR_EINVAL,
@@ -780,7 +781,7 @@ rumor_gossip_status_t rumor_gossip_step(rumor_gossip_t *g, float *x, uint64_t no
 
 static rumor_gossip_status_t step(rumor_gossip_t *g, float *x, uint64_t now)
 {
-    if (g->overlap) {
+    if (g->overlap && !g->closing) {
         if (g->inflight && !round_ready(g, now)) return RUMOR_GOSSIP_WAIT;
         const int sb = free_snap(g);
         if (sb < 0) return RUMOR_GOSSIP_WAIT;
@@ -788,15 +789,25 @@ static rumor_gossip_status_t step(rumor_gossip_t *g, float *x, uint64_t now)
         begin_round(g, x, sb, now);
         return RUMOR_GOSSIP_DONE;
     }
+    /* The overlapped form's last gossip point finishes the round in flight first, then its own
+     * round as the plain form does: the run ends on a mixed model. */
+    if (g->inflight && !g->began) {
+        if (!round_ready(g, now)) return RUMOR_GOSSIP_WAIT;
+        finish_round(g, x);
+    }
     if (!g->inflight) {
         const int sb = free_snap(g);
         if (sb < 0) return RUMOR_GOSSIP_WAIT;
         begin_round(g, x, sb, now);
+        g->began = true;
     }
     if (!round_ready(g, now)) return RUMOR_GOSSIP_WAIT;
     finish_round(g, x);
+    g->began = false;
     return RUMOR_GOSSIP_DONE;
 }
+
+void rumor_gossip_close(rumor_gossip_t *g) { g->closing = true; }
 
 uint64_t rumor_gossip_deadline(const rumor_gossip_t *g)
 {

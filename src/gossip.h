@@ -402,6 +402,11 @@ void rumor_gossip_stats(const rumor_gossip_t *g, rumor_gossip_stats_t *st);
  * weighted payloads of the messages in flight this is what push-sum conserves; for tests. */
 void rumor_gossip_mass(const rumor_gossip_t *g, double *z, double *wt);
 
+/* The next gossip point is the run's last: it overlaps nothing (it finishes the round in
+ * flight, then begins its own and finishes that too), so an overlapped run ends on a mixed
+ * model. The plain forms do this at every gossip point. */
+void rumor_gossip_close(rumor_gossip_t *g);
+
 /* ---- checkpoints ----
  * What a resumed peer needs besides its model and optimizer: the round, the push-sum
  * weights (one per chunk) and, for diloco, theta and the outer momentum (params floats each,

@@ -145,6 +145,8 @@ struct rumor_gossip {
     rumor_topology_t *topo;
     size_t P, vec, chunk_params, chunks, words;
     bool overlap;
+    bool closing;              /* the next gossip point is the run's last: it overlaps nothing */
+    bool began;                /* the round in flight was begun at this gossip point */
     double *w;                 /* push-sum weight per chunk */
     float *theta, *mom;        /* diloco */
     snap_t snaps[2];

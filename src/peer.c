@@ -437,6 +437,11 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         }
         bool done = false;
         const double wait0 = rumor_now();
+        if (p->k + 1 >= c->rounds) {
+            pthread_mutex_lock(&p->mu);
+            rumor_gossip_close(p->g);
+            pthread_mutex_unlock(&p->mu);
+        }
         if ((rc = gossip_point_any(p, x, &done, err)) != RUMOR_OK) return rc;
         if (!done) break;
         const double wait_s = rumor_now() - wait0;

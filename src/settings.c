@@ -284,7 +284,7 @@ static const rumor_setting_t table[] = {
      D("0.9"), "outer_momentum", "X", "diloco's outer Nesterov momentum"},
     {"overlap", NULL, RUMOR_SET_BOOL, N | S, RUMOR_SET_RECORD, AT(overlap), 0, 0, NULL, NULL, D(NULL), "overlap", NULL,
      "run the next local steps while the round's models travel; the mix lands a round late (dpsgd: "
-     "x <- mix + own progress since; sgp always overlaps)"},
+     "x <- mix + own progress since; the run's last round is not overlapped; sgp always overlaps)"},
     {"robust", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD, AT(robust), 0, 0, check_robust, NULL, D("none"), "robust", "SPEC",
      "none | clip[:F] | trim:B: clip the farthest fraction F of the neighbours, or trim B high and low per "
      "coordinate"},

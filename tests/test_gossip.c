@@ -348,6 +348,38 @@ static void test_known_answers_plain(void)
     swarm_fini(&s);
 }
 
+/* The overlapped form's last gossip point (rumor_gossip_close) overlaps nothing: it finishes
+ * the round in flight and then its own, so every peer of a complete graph ends on the mean of
+ * the models they held, their last local steps in it. */
+static void test_overlap_close(void)
+{
+    swarm_t s;
+    swarm_init(&s, 3, "complete", "dpsgd+overlap", 10, 4, 1, 500);
+    for (int r = 0; r < 4; r++) {
+        const bool last = r == 3;
+        double mean[10] = {0};
+        for (int i = 0; i < 3; i++)
+            for (size_t j = 0; j < 10; j++) {
+                s.x[i][j] += (float)(0.1 * (i + 1) * (double)(j + 1)); /* local progress */
+                mean[j] += s.x[i][j] / 3.0;
+            }
+        if (last)
+            for (int i = 0; i < 3; i++) rumor_gossip_close(s.g[i]);
+        CHECK(pass(&s, 10 * (uint64_t)r));
+        bool apart = false;
+        for (int i = 0; i < 3; i++)
+            for (size_t j = 0; j < 10; j++) {
+                if (last) CHECK_NEAR(s.x[i][j], mean[j], 1e-5);
+                apart |= fabs(s.x[i][j] - s.x[0][j]) > 1e-3;
+            }
+        CHECK(last ? !apart : apart); /* before the last point, each model carries its own steps */
+    }
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.round == 4 && rumor_gossip_round(s.g[0]) == 4);
+    swarm_fini(&s);
+}
+
 /* Round numbers never wrap: a claim beyond RUMOR_GOSSIP_ROUND_MAX is dropped and moves
  * nothing; one of RUMOR_GOSSIP_ROUND_MAX is a jump like any other, and rounds go on from it. */
 static void test_round_cap(void)
@@ -1211,6 +1243,7 @@ int main(void)
     test_dead_peer();
     test_known_answers();
     test_known_answers_plain();
+    test_overlap_close();
     test_sender_cap();
     test_nonfinite_positions();
     test_one_round_ahead();
