@@ -405,6 +405,7 @@ static rumor_err_t round_done(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
     const rumor_sim_config_t *c = s->c;
+    rumor_optim_mixed(p->o, rumor_model_params(p->m));
     s->at_round[p->k]--;
     p->k++;
     s->at_round[p->k]++;
@@ -485,8 +486,18 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
     if (p->view_dirty) virt_view_set(p);
     if (p->k + 1 >= s->c->rounds) rumor_gossip_close(p->g);
     const uint64_t now_ms = s->now_us / 1000;
-    const rumor_gossip_status_t gs = rumor_gossip_step(p->g, rumor_model_params(p->m), now_ms);
+    float *x = rumor_model_params(p->m), *v = rumor_optim_gossiped(p->o);
+    const size_t P = rumor_model_param_count(p->m);
+    if (p->gx) { /* dadamw: the engine mixes the model and the second moment as one vector */
+        memcpy(p->gx, x, P * sizeof *x);
+        memcpy(p->gx + P, v, P * sizeof *v);
+    }
+    const rumor_gossip_status_t gs = rumor_gossip_step(p->g, p->gx ? p->gx : x, now_ms);
     if (send_all(s, i) != RUMOR_OK) return s->rc;
+    if (gs == RUMOR_GOSSIP_DONE && p->gx) {
+        memcpy(x, p->gx, P * sizeof *x);
+        memcpy(v, p->gx + P, P * sizeof *v);
+    }
     if (gs == RUMOR_GOSSIP_DONE) return round_done(s, i);
     const uint64_t d = rumor_gossip_deadline(p->g);
     /* A deadline already passed means the engine waits for a snapshot to come free: the

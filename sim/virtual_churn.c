@@ -66,6 +66,7 @@ static rumor_err_t resync(sim_t *s, int i)
         float *x = rumor_model_params(p->m);
         const uint64_t r = rumor_confirm_mean(&cf, x);
         rumor_gossip_adopt(p->g, x, r);
+        rumor_optim_anchor(p->o, x);
         if ((long)r > p->k) {
             s->at_round[p->k]--;
             p->k = (long)r < s->c->rounds ? (long)r : s->c->rounds - 1;
@@ -372,6 +373,7 @@ static rumor_err_t ckpt_restore(sim_t *s, int i)
     for (int k = 0; k < rumor_optim_state_count(p->o); k++)
         memcpy(rumor_optim_state(p->o, k), ck->opt + (size_t)k * P, P * sizeof(float));
     rumor_optim_set_steps(p->o, ck->steps);
+    rumor_optim_anchor(p->o, x); /* qgm: motion counts from the restored model */
     if (p->dp) rumor_dp_restore(p->dp, ck->dp_steps);
     p->budget_spent = false;
     p->loss_sum = 0.0, p->loss_count = 0;

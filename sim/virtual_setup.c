@@ -57,6 +57,10 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
                                 .layout = rumor_model_layout_id(p->m), .robust = s->robust,
                                 .chunk_params = rumor_codec_chunk_params(&s->codec), .secure_mix = c->secure_mix,
                                 .boot = virt_vboot(p->key)};
+    if (rumor_optim_gossiped(p->o)) { /* dadamw: its second moment travels with the model */
+        gc.extra = gc.params;
+        if (!(p->gx = malloc(2 * gc.params * sizeof *p->gx))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    }
     if (c->secure_mix && !(p->sm = rumor_secmix_new(p->mkey, gc.boot, gc.layout, err))) return rumor_last_error();
     if (s->codec.id == RUMOR_CODEC_TOPK) {
         /* Compressed gossip (CHOCO-SGD); a lineage per peer from the seed: deterministic. */
@@ -288,6 +292,7 @@ void virt_teardown(sim_t *s)
             rumor_secmix_destroy(&p->sm);
             rumor_secret_key_destroy(&p->mkey);
             rumor_optim_destroy(&p->o);
+            free(p->gx);
             rumor_model_destroy(&p->m);
             rumor_trainer_destroy(&p->tr);
             rumor_source_shard_fini(&p->shard);

@@ -231,6 +231,11 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         return NULL;
     }
     const bool choco = cfg->choco.id != RUMOR_CODEC_F32;
+    if (cfg->extra && (cfg->extra > cfg->params || cfg->algo.kind != RUMOR_ALGO_DPSGD || choco)) {
+        rumor_fail(err, RUMOR_EINVAL, "--optimizer dadamw (its second moment gossiped with the model) needs dpsgd, "
+                                      "without --codec topk");
+        return NULL;
+    }
     if (choco && cfg->choco.id != RUMOR_CODEC_TOPK) {
         rumor_fail(err, RUMOR_EINVAL, "compressed gossip needs the topk codec");
         return NULL;
@@ -259,7 +264,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     if (!(g->cfg.deadline_k > 0)) g->cfg.deadline_k = 4.0;
     g->topo = topo;
     g->P = cfg->params;
-    g->vec = g->P; /* floats a round sends: the model (diloco too: its inner result) */
+    g->vec = g->P + cfg->extra; /* floats a round sends: the model (diloco: its inner result), any state */
     g->chunk_params = cfg->chunk_params ? cfg->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
     g->chunks = rumor_chunks(g->vec, g->chunk_params);
     g->words = (g->chunks + 63) / 64;
@@ -337,6 +342,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     /* Snapshot 0 is the initial model, round 0: the reference of accumulators filled before
      * the first round, and what a joining peer gets if it pulls this early. */
     memcpy(g->snaps[0].x, g->theta ? g->theta : x0, g->P * sizeof *g->snaps[0].x);
+    memset(g->snaps[0].x + g->P, 0, cfg->extra * sizeof *g->snaps[0].x); /* state starts at 0 */
     for (size_t c = 0; c < g->chunks; c++) g->snaps[0].w[c] = 1.0;
     g->cur_snap = 0;
     g->have_snap = true;
@@ -1095,9 +1101,9 @@ rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double
 
 bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x)
 {
-    for (size_t c = 0; c < g->chunks; c++) {
-        const size_t n = chunk_len(g, c);
-        const double ss = gsp_sumsq(x + c * g->chunk_params, n);
+    for (size_t c = 0; c < g->chunks && c * g->chunk_params < g->P; c++) { /* the model's chunks */
+        const size_t off = c * g->chunk_params, n = g->P - off < chunk_len(g, c) ? g->P - off : chunk_len(g, c);
+        const double ss = gsp_sumsq(x + off, n);
         if (!isfinite(ss) || !gsp_plausible_ss(g, c, ss, n)) return false;
     }
     return true;

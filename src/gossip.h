@@ -230,6 +230,10 @@ typedef struct {
     size_t params;             /* the model's n_params */
     uint64_t layout;           /* the model's layout id; incoming models must match */
     size_t chunk_params;       /* floats per chunk; 0: RUMOR_GOSSIP_CHUNK_DEFAULT */
+    /* dpsgd: floats of optimizer state mixed with the model, as if part of it (dadamw's second
+     * moment: params of them). x passed to rumor_gossip_step then holds params + extra floats,
+     * the state after the model; a round sends both. 0: the model alone. */
+    size_t extra;
     uint8_t self[RUMOR_KEY_LEN];
     uint64_t boot;             /* this peer's run id (secure mixing binds masks to runs; 0: unknown) */
     /* dpsgd/diloco: how long a round may wait for its models, at most (ms from the round's

@@ -12,7 +12,10 @@ struct rumor_optim {
     rumor_backend_t *be;
     size_t n;
     long steps;
-    float *s[2]; /* sgd: momentum; adamw: exp_avg, exp_avg_sq */
+    float *s[2]; /* sgd: momentum; adamw: exp_avg, exp_avg_sq; qgm: momentum, anchor */
+    float *tmp;  /* qgm: the sgd op's buffer for each step's own gradient */
+    double lr_sum; /* qgm: learning rates summed since the anchor */
+    bool anchored;
     size_t *decay;      /* the ranges weight decay applies to, {offset, count} each (NULL: all) */
     int n_decay;
 };
@@ -28,13 +31,15 @@ rumor_err_t rumor_optim_kind_parse(rumor_opt_kind_t *out, const char *s, char er
 {
     if (strcmp(s, "sgd") == 0) *out = RUMOR_OPT_SGD;
     else if (strcmp(s, "adamw") == 0) *out = RUMOR_OPT_ADAMW;
-    else return rumor_fail(err, RUMOR_EINVAL, "unknown optimizer '%s' (expected sgd or adamw)", s);
+    else if (strcmp(s, "qgm") == 0) *out = RUMOR_OPT_QGM;
+    else if (strcmp(s, "dadamw") == 0) *out = RUMOR_OPT_DADAMW;
+    else return rumor_fail(err, RUMOR_EINVAL, "unknown optimizer '%s' (expected sgd, adamw, qgm or dadamw)", s);
     return RUMOR_OK;
 }
 
 const char *rumor_optim_kind_name(rumor_opt_kind_t kind)
 {
-    return kind == RUMOR_OPT_ADAMW ? "adamw" : "sgd";
+    return kind == RUMOR_OPT_ADAMW ? "adamw" : kind == RUMOR_OPT_QGM ? "qgm" : kind == RUMOR_OPT_DADAMW ? "dadamw" : "sgd";
 }
 
 rumor_err_t rumor_optim_config_check(const rumor_optim_config_t *c, char err[RUMOR_ERR_LEN])
@@ -45,6 +50,8 @@ rumor_err_t rumor_optim_config_check(const rumor_optim_config_t *c, char err[RUM
         return rumor_fail(err, RUMOR_EINVAL, "--momentum %g: expected a value in [0, 1)", c->momentum);
     if (c->nesterov && c->momentum == 0.0f)
         return rumor_fail(err, RUMOR_EINVAL, "--nesterov needs a momentum above 0");
+    if (c->nesterov && c->kind == RUMOR_OPT_QGM)
+        return rumor_fail(err, RUMOR_EINVAL, "--nesterov: qgm's momentum is heavy-ball");
     if (!isfinite(c->weight_decay) || c->weight_decay < 0.0f || c->weight_decay > 1.0f)
         return rumor_fail(err, RUMOR_EINVAL, "--weight-decay %g: expected a value in [0, 1]",
                           c->weight_decay);
@@ -67,6 +74,7 @@ rumor_optim_t *rumor_optim_new(const rumor_optim_config_t *cfg, rumor_backend_t 
         o->s[i] = be->ops->alloc(be, n * sizeof(float));
         if (!o->s[i]) goto nomem;
     }
+    if (cfg->kind == RUMOR_OPT_QGM && !(o->tmp = be->ops->alloc(be, n * sizeof(float)))) goto nomem;
     return o;
 nomem:
     rumor_optim_destroy(&o);
@@ -80,6 +88,7 @@ void rumor_optim_destroy(rumor_optim_t **self_p)
     rumor_optim_t *o = *self_p;
     for (int i = 0; i < 2; i++)
         if (o->s[i]) o->be->ops->free(o->be, o->s[i]);
+    if (o->tmp) o->be->ops->free(o->be, o->tmp);
     free(o->decay);
     free(o);
     *self_p = NULL;
@@ -103,20 +112,30 @@ static void step_range(rumor_optim_t *o, float *params, float *grads, float lr, 
     if (b <= a) return;
     if (c->kind == RUMOR_OPT_SGD)
         o->be->ops->sgd(o->be, params + a, o->s[0] + a, grads + a, b - a, lr, c->momentum, wd, c->nesterov);
+    else if (c->kind == RUMOR_OPT_QGM) /* the own gradient's part; the momentum's below */
+        o->be->ops->sgd(o->be, params + a, o->tmp + a, grads + a, b - a, lr, 0.0f, wd, false);
     else
         o->be->ops->adamw(o->be, params + a, o->s[0] + a, o->s[1] + a, grads + a, b - a, lr, c->beta1, c->beta2,
                           c->eps, wd, bc1, bc2);
 }
 
+static void qgm_momentum(rumor_optim_t *o, float *params, float lr)
+{
+    o->be->ops->axpy(o->be, params, o->s[0], -lr * o->cfg.momentum, o->n);
+    o->lr_sum += lr;
+}
+
 void rumor_optim_step(rumor_optim_t *o, float *params, float *grads, float lr)
 {
     const rumor_optim_config_t *c = &o->cfg;
+    if (c->kind == RUMOR_OPT_QGM && !o->anchored) rumor_optim_anchor(o, params);
     o->steps++;
     /* In double, as torch.optim does: 1 - beta2^t is tiny early on. */
     const float bc1 = (float)(1.0 - pow(c->beta1, (double)o->steps));
     const float bc2 = (float)(1.0 - pow(c->beta2, (double)o->steps));
     if (!o->decay || c->weight_decay == 0.0f) {
         step_range(o, params, grads, lr, 0, o->n, c->weight_decay, bc1, bc2);
+        if (c->kind == RUMOR_OPT_QGM) qgm_momentum(o, params, lr);
         return;
     }
     size_t at = 0; /* every element once: the gaps without decay, the ranges with it */
@@ -127,6 +146,32 @@ void rumor_optim_step(rumor_optim_t *o, float *params, float *grads, float lr)
         at = b;
     }
     step_range(o, params, grads, lr, at, o->n, 0.0f, bc1, bc2);
+    if (c->kind == RUMOR_OPT_QGM) qgm_momentum(o, params, lr);
+}
+
+void rumor_optim_mixed(rumor_optim_t *o, const float *params)
+{
+    if (o->cfg.kind != RUMOR_OPT_QGM) return;
+    if (!o->anchored || !(o->lr_sum > 0.0)) { /* no step since: nothing moved by training */
+        rumor_optim_anchor(o, params);
+        return;
+    }
+    const float mu = o->cfg.momentum, k = (float)((1.0 - mu) / o->lr_sum);
+    float *m = o->s[0], *anchor = o->s[1];
+    o->be->ops->scale(o->be, m, mu, o->n);
+    o->be->ops->axpy(o->be, m, anchor, k, o->n);
+    o->be->ops->axpy(o->be, m, params, -k, o->n);
+    rumor_optim_anchor(o, params);
+}
+
+float *rumor_optim_gossiped(rumor_optim_t *o) { return o->cfg.kind == RUMOR_OPT_DADAMW ? o->s[1] : NULL; }
+
+void rumor_optim_anchor(rumor_optim_t *o, const float *params)
+{
+    if (o->cfg.kind != RUMOR_OPT_QGM) return;
+    o->be->ops->copy(o->be, o->s[1], params, o->n * sizeof(float));
+    o->lr_sum = 0.0;
+    o->anchored = true;
 }
 
 long rumor_optim_steps(const rumor_optim_t *o) { return o->steps; }
@@ -137,6 +182,7 @@ const rumor_optim_config_t *rumor_optim_config(const rumor_optim_t *o) { return 
 const char *rumor_optim_state_name(const rumor_optim_t *o, int i)
 {
     if (o->cfg.kind == RUMOR_OPT_SGD) return i == 0 ? "momentum" : NULL;
+    if (o->cfg.kind == RUMOR_OPT_QGM) return i == 0 ? "momentum" : i == 1 ? "anchor" : NULL;
     return i == 0 ? "exp_avg" : i == 1 ? "exp_avg_sq" : NULL;
 }
 

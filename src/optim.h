@@ -16,7 +16,14 @@
 
 #include <stdbool.h>
 
-typedef enum { RUMOR_OPT_SGD, RUMOR_OPT_ADAMW } rumor_opt_kind_t;
+/* qgm: SGD with quasi-global momentum (QG-DSGDm, Lin et al. 2021): each step moves by
+ * lr (g + momentum m), m held for the round, and at the end of a gossip round m <- momentum m +
+ * (1 - momentum) (anchor - x) / (the learning rates summed since), anchor <- x: the momentum
+ * follows the mixed model's motion, not the peer's own gradients (rumor_optim_mixed). */
+/* dadamw: AdamW whose second moment (exp_avg_sq) a swarm's gossip averages with the model
+ * (the decentralized adaptive framework of Chen et al. 2021; hivemind averages it too); the
+ * step itself is AdamW's, and without gossip it is AdamW. */
+typedef enum { RUMOR_OPT_SGD, RUMOR_OPT_ADAMW, RUMOR_OPT_QGM, RUMOR_OPT_DADAMW } rumor_opt_kind_t;
 
 typedef struct {
     rumor_opt_kind_t kind;
@@ -29,7 +36,7 @@ typedef struct {
 
 /* Defaults: sgd, lr 0.05, momentum 0.9, no weight decay; adamw betas 0.9/0.999, eps 1e-8. */
 rumor_optim_config_t rumor_optim_defaults(void);
-/* "sgd" or "adamw" */
+/* "sgd", "adamw", "qgm" or "dadamw" */
 rumor_err_t rumor_optim_kind_parse(rumor_opt_kind_t *out, const char *s,
                                    char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 const char *rumor_optim_kind_name(rumor_opt_kind_t kind);
@@ -55,11 +62,21 @@ rumor_err_t rumor_optim_decay_only(rumor_optim_t *self, const size_t *at, int n,
  * consumed: left zeroed for the next accumulation. */
 void rumor_optim_step(rumor_optim_t *self, float *params, float *grads, float lr);
 
+/* qgm: a gossip round ended and params is the mixed model: the momentum takes the motion since
+ * the last round (or the first step), and params becomes the anchor. Nothing for sgd, adamw. */
+void rumor_optim_mixed(rumor_optim_t *self, const float *params);
+/* qgm: params was replaced (a model taken from the swarm): the next motion counts from it. */
+void rumor_optim_anchor(rumor_optim_t *self, const float *params);
+/* The state a swarm mixes with the model (dadamw: exp_avg_sq, n floats in backend memory), or
+ * NULL. */
+float *rumor_optim_gossiped(rumor_optim_t *self);
+
 /* Steps taken so far (AdamW's bias correction depends on it). */
 long rumor_optim_steps(const rumor_optim_t *self);
 void rumor_optim_set_steps(rumor_optim_t *self, long steps);
 /* State buffers, for checkpoints: "momentum" (sgd) or "exp_avg", "exp_avg_sq" (adamw), the
- * names torch.optim uses. */
+ * names torch.optim uses; "momentum", "anchor" (qgm; a checkpoint is written right after a
+ * round, when no learning rate is summed since the anchor). */
 int rumor_optim_state_count(const rumor_optim_t *self);
 const char *rumor_optim_state_name(const rumor_optim_t *self, int i);
 float *rumor_optim_state(rumor_optim_t *self, int i);

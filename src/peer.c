@@ -179,17 +179,29 @@ static rumor_err_t device_push(peer_t *p, char err[RUMOR_ERR_LEN])
  * back. *done as gossip_point returns. */
 static rumor_err_t gossip_point_any(peer_t *p, float *x, bool *done, char err[RUMOR_ERR_LEN])
 {
-    if (!p->hx) {
+    if (!p->hx && !p->gx) {
         *done = gossip_point(p, x);
         return RUMOR_OK;
     }
+    /* What the engine mixes, in host memory: the model (the device's mirror), and for dadamw
+     * its second moment after it. */
     rumor_backend_t *be = p->be;
-    be->ops->download_async(be, p->hx, x, rumor_model_param_count(p->m) * sizeof(float));
+    const size_t bytes = rumor_model_param_count(p->m) * sizeof(float);
+    float *gx = p->gx ? p->gx : p->hx, *v = rumor_optim_gossiped(p->o);
+    be->ops->download_async(be, gx, x, bytes);
+    if (p->gx) be->ops->download_async(be, (char *)gx + bytes, v, bytes);
     be->ops->wait_copies(be);
     rumor_err_t rc = be->ops->sync(be, err);
     if (rc != RUMOR_OK) return rc;
-    *done = gossip_point(p, p->hx);
-    return *done ? device_push(p, err) : RUMOR_OK;
+    *done = gossip_point(p, gx);
+    if (!*done) return RUMOR_OK;
+    if (p->gx) {
+        be->ops->upload(be, v, (char *)gx + bytes, bytes);
+        if (p->hx) memcpy(p->hx, gx, bytes);
+        else be->ops->upload(be, x, gx, bytes);
+        if (!p->hx && (rc = be->ops->sync(be, err)) != RUMOR_OK) return rc;
+    }
+    return p->hx ? device_push(p, err) : RUMOR_OK;
 }
 
 /* Ask one more member for its model (see pull_ask); true when a whole answer whose hash
@@ -403,6 +415,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         if ((rc = resync(p, p->hx ? p->hx : x, fresh ? RESYNC_JOIN : RESYNC_BEHIND, &took, &answered, err)) != RUMOR_OK)
             return rc;
         if (took && p->hx && (rc = device_push(p, err)) != RUMOR_OK) return rc;
+        if (took) rumor_optim_anchor(p->o, x);
     }
     /* The model it starts from: the initial one, or the swarm's it fell into step with. */
     if ((p->k == 0 || p->k != k0) && !atomic_load(&p->stop) &&
@@ -444,6 +457,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         }
         if ((rc = gossip_point_any(p, x, &done, err)) != RUMOR_OK) return rc;
         if (!done) break;
+        rumor_optim_mixed(p->o, x);
         const double wait_s = rumor_now() - wait0;
         p->k++;
         rumor_gossip_stats_t st;
@@ -567,6 +581,10 @@ static rumor_err_t setup_sending(peer_t *p, rumor_gossip_config_t *gc, char err[
     *gc = (rumor_gossip_config_t){.algo = c->algo, .params = P, .layout = rumor_model_layout_id(p->m),
                                   .round_timeout_ms = c->round_timeout_ms, .robust = c->robust,
                                   .chunk_params = rumor_codec_chunk_params(&c->codec), .secure_mix = c->secure_mix};
+    if (rumor_optim_gossiped(p->o)) { /* dadamw: its second moment travels with the model */
+        gc->extra = P;
+        if (!(p->gx = malloc(2 * P * sizeof *p->gx))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    }
     if (c->codec.id == RUMOR_CODEC_TOPK) {
         /* Top-k travels as compressed differences of a public copy (CHOCO-SGD), whose lineage
          * is new at every start. */
@@ -681,6 +699,7 @@ static void teardown(peer_t *p, bool mu_init)
     rumor_trainer_destroy(&p->tr); /* its buffers are the backend's, as the others' below */
     rumor_dp_destroy(&p->dp);
     rumor_optim_destroy(&p->o);
+    free(p->gx);
     rumor_model_destroy(&p->m);
     device_fini(p);
     rumor_backend_destroy(&p->be);

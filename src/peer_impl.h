@@ -109,6 +109,7 @@ typedef struct {
      * memory, so hx (host_alloc, page-locked) mirrors them at gossip points (NULL on
      * host-memory backends, where the engine mixes the model's buffer). */
     float *hx;
+    float *gx;               /* dadamw: the model and its second moment, as the engine mixes them */
     /* --codec: each snapshot encoded once (node thread), and a chunk decoded on arrival */
     rumor_wire_enc_t enc;     /* --codec: each snapshot encoded once a round */
     rumor_wire_in_t wire_in;  /* chunks in: any neighbour's codec decodes here (under mu) */

@@ -249,7 +249,8 @@ static const rumor_setting_t table[] = {
     {"weight-decay", NULL, RUMOR_SET_FLOAT, T | N | S, RUMOR_SET_RECORD, AT(weight_decay), 0, 1, NULL, NULL, D("0"), "weight_decay",
      "X", "weight decay"},
     {"optimizer", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(optimizer), 0, 0, check_optimizer, NULL, D("sgd"),
-     "optimizer", "NAME", "sgd | adamw (gpt: adamw)"},
+     "optimizer", "NAME", "sgd | adamw | qgm (SGD with quasi-global momentum, for label skew) | dadamw (AdamW "
+     "whose second moment the gossip averages) (gpt: adamw)"},
     /* sim's cosine: a simulated run is a whole run, whose end the schedule knows; a node is
      * often stopped and resumed by hand. */
     {"schedule", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD, AT(schedule), 0, 0, check_schedule, NULL,
@@ -742,6 +743,9 @@ static rumor_err_t check_gossip(const rumor_settings_t *s, rumor_cmd_t cmd, char
                           cmd == RUMOR_CMD_SIM ? "byzantine" : "attack");
     if ((rc = rumor_gossip_check_modes(&algo, &rb, s->secure_mix, &cd, s->consensus_step, err)) != RUMOR_OK) return rc;
     if (s->dp_budget > 0 && !s->dp[0]) return rumor_fail(err, RUMOR_EINVAL, "--dp-budget needs --dp");
+    if (strcmp(s->optimizer, "dadamw") == 0 && (algo.kind != RUMOR_ALGO_DPSGD || cd.id == RUMOR_CODEC_TOPK))
+        return rumor_fail(err, RUMOR_EINVAL, "--optimizer dadamw (its second moment gossiped with the model) needs "
+                                             "dpsgd, without --codec topk");
     if (cmd == RUMOR_CMD_NODE && rumor_settings_given(s, "local-steps") && algo.kind == RUMOR_ALGO_DILOCO)
         return rumor_fail(err, RUMOR_EINVAL, "--local-steps %d: not with diloco:H (H is its local steps)", s->local_steps);
     return RUMOR_OK;

@@ -348,6 +348,68 @@ static void test_known_answers_plain(void)
     swarm_fini(&s);
 }
 
+/* Optimizer state mixed with the model (dadamw's second moment): x holds params + extra floats,
+ * a round sends and mixes both, the model's chunks and the state's alike; only dpsgd, without
+ * compressed gossip; an engine without the state takes none of those chunks. */
+static void test_extra_state(void)
+{
+    char err[RUMOR_ERR_LEN];
+    enum { P = 6, N = 3 };
+    rumor_topology_t *topo = rumor_topology_new("complete", 1, err);
+    uint8_t keys[N][RUMOR_KEY_LEN];
+    rumor_gossip_t *g[N];
+    float x[N][2 * P];
+    for (int i = 0; i < N; i++) key_of(keys[i], i);
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < 2 * P; j++) x[i][j] = (float)(i * 10 + j) * (j < P ? 1.0f : 0.001f);
+        rumor_gossip_config_t cfg = {.params = P, .extra = P, .layout = 9, .chunk_params = 4, .round_timeout_ms = 500};
+        CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+        memcpy(cfg.self, keys[i], RUMOR_KEY_LEN);
+        CHECK((g[i] = rumor_gossip_new(&cfg, topo, x[i], err)) != NULL);
+        rumor_gossip_set_view(g[i], (const uint8_t(*)[RUMOR_KEY_LEN])keys, N);
+    }
+    CHECK(rumor_gossip_chunk_count(g[0]) == 3); /* 12 floats in chunks of 4 */
+    for (int pass = 0; pass < 2; pass++) /* the last peer finishes at once, the others once it sent */
+        for (int i = 0; i < (pass ? N - 1 : N); i++) {
+            const rumor_gossip_status_t st = rumor_gossip_step(g[i], x[i], 10);
+            CHECK(pass == 1 || i == N - 1 ? st == RUMOR_GOSSIP_DONE : st == RUMOR_GOSSIP_WAIT);
+            rumor_gossip_send_t m;
+            while (rumor_gossip_next_send(g[i], &m)) {
+                int to = -1;
+                for (int k = 0; k < N; k++) to = memcmp(keys[k], m.peer, RUMOR_KEY_LEN) == 0 ? k : to;
+                CHECK(m.count == 2 * P);
+                for (uint32_t c = 0; c < 3; c++) {
+                    const rumor_gossip_chunk_t h = {.round = m.round, .layout = 9, .w = m.share * m.w[c], .chunk = c,
+                                                    .chunks = 3, .off = 4 * c, .n = 4};
+                    CHECK(rumor_gossip_on_chunk(g[to], keys[i], &h, m.params + 4 * c, 16, 10));
+                }
+                rumor_gossip_release(g[i], &m, true);
+            }
+        }
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < 2 * P; j++) CHECK_NEAR(x[i][j], (float)(10 + j) * (j < P ? 1.0f : 0.001f), 1e-5);
+    CHECK(rumor_gossip_plausible(g[0], x[0])); /* reads the model's floats only */
+    /* A peer without the state: its geometry differs, every chunk is dropped. */
+    rumor_gossip_config_t plain = {.params = P, .layout = 9, .chunk_params = 4, .round_timeout_ms = 500};
+    CHECK_RC(rumor_algo_parse(&plain.algo, "dpsgd", err));
+    memcpy(plain.self, keys[0], RUMOR_KEY_LEN);
+    rumor_gossip_t *q = rumor_gossip_new(&plain, topo, x[0], err);
+    CHECK(q != NULL);
+    rumor_gossip_set_view(q, (const uint8_t(*)[RUMOR_KEY_LEN])keys, N);
+    const rumor_gossip_chunk_t h = {.round = 0, .layout = 9, .w = 0.3, .chunk = 0, .chunks = 3, .off = 0, .n = 4};
+    CHECK(!rumor_gossip_on_chunk(q, keys[1], &h, x[1], 16, 10));
+    rumor_gossip_destroy(&q);
+    /* Only dpsgd, without compressed gossip. */
+    rumor_gossip_config_t bad = {.params = P, .extra = P, .layout = 9, .chunk_params = 4};
+    memcpy(bad.self, keys[0], RUMOR_KEY_LEN);
+    CHECK_RC(rumor_algo_parse(&bad.algo, "sgp", err));
+    CHECK(rumor_gossip_new(&bad, topo, x[0], err) == NULL && strstr(err, "dpsgd"));
+    CHECK_RC(rumor_algo_parse(&bad.algo, "diloco:4", err));
+    CHECK(rumor_gossip_new(&bad, topo, x[0], err) == NULL && strstr(err, "dpsgd"));
+    for (int i = 0; i < N; i++) rumor_gossip_destroy(&g[i]);
+    rumor_topology_destroy(&topo);
+}
+
 /* The overlapped form's last gossip point (rumor_gossip_close) overlaps nothing: it finishes
  * the round in flight and then its own, so every peer of a complete graph ends on the mean of
  * the models they held, their last local steps in it. */
@@ -1244,6 +1306,7 @@ int main(void)
     test_known_answers();
     test_known_answers_plain();
     test_overlap_close();
+    test_extra_state();
     test_sender_cap();
     test_nonfinite_positions();
     test_one_round_ahead();

@@ -124,6 +124,69 @@ static void test_decay_only(rumor_backend_t *be)
     rumor_model_destroy(&m);
 }
 
+/* qgm (QG-DSGDm): a step moves by lr (g + wd x + momentum m) with m held; a mixed round sets
+ * m <- momentum m + (1 - momentum) (anchor - x) / (lr summed since), x the mixed model. Known
+ * answers, worked by hand; and with no round at all (rumor train) it is plain SGD. */
+static void test_qgm(rumor_backend_t *be)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_opt_kind_t k;
+    CHECK_RC(rumor_optim_kind_parse(&k, "qgm", err));
+    CHECK(k == RUMOR_OPT_QGM && strcmp(rumor_optim_kind_name(k), "qgm") == 0);
+    rumor_optim_config_t c = rumor_optim_defaults();
+    c.kind = RUMOR_OPT_QGM;
+    c.nesterov = true;
+    CHECK(rumor_optim_config_check(&c, err) == RUMOR_EINVAL && strstr(err, "heavy-ball"));
+    c.nesterov = false;
+    c.momentum = 0.5f;
+    c.weight_decay = 0.1f;
+    rumor_optim_t *o = rumor_optim_new(&c, be, 2, err);
+    CHECK(o != NULL);
+    if (!o) return;
+    CHECK(rumor_optim_state_count(o) == 2 && strcmp(rumor_optim_state_name(o, 1), "anchor") == 0);
+    float x[2] = {1.0f, -2.0f}, g[2] = {0.5f, 1.0f};
+    /* two steps at lr 0.1 and 0.3, m = 0: x -= lr (g + 0.1 x) */
+    rumor_optim_step(o, x, g, 0.1f);
+    CHECK(g[0] == 0.0f && g[1] == 0.0f);
+    CHECK_NEAR(x[0], 1.0 - 0.1 * (0.5 + 0.1), 1e-6);
+    CHECK_NEAR(x[1], -2.0 - 0.1 * (1.0 - 0.2), 1e-6);
+    g[0] = 0.5f, g[1] = 1.0f;
+    const double a0 = x[0], a1 = x[1];
+    rumor_optim_step(o, x, g, 0.3f);
+    CHECK_NEAR(x[0], a0 - 0.3 * (0.5 + 0.1 * a0), 1e-6);
+    CHECK_NEAR(x[1], a1 - 0.3 * (1.0 + 0.1 * a1), 1e-6);
+    /* the round mixes: x becomes (0.5, -1.5); m = 0.5 (anchor - x) / 0.4, anchor (1, -2) */
+    x[0] = 0.5f, x[1] = -1.5f;
+    rumor_optim_mixed(o, x);
+    const float *m = rumor_optim_state(o, 0), *anchor = rumor_optim_state(o, 1);
+    CHECK_NEAR(m[0], 0.5 * (1.0 - 0.5) / 0.4, 1e-6);
+    CHECK_NEAR(m[1], 0.5 * (-2.0 + 1.5) / 0.4, 1e-6);
+    CHECK(anchor[0] == 0.5f && anchor[1] == -1.5f);
+    /* the next step carries the momentum: x -= lr (g + wd x + 0.5 m) */
+    g[0] = 0.0f, g[1] = 0.0f;
+    rumor_optim_step(o, x, g, 0.2f);
+    CHECK_NEAR(x[0], 0.5 - 0.2 * (0.1 * 0.5 + 0.5 * 0.625), 1e-6);
+    CHECK_NEAR(x[1], -1.5 - 0.2 * (0.1 * -1.5 + 0.5 * -0.625), 1e-6);
+    /* a second round: m = 0.5 m + 0.5 (anchor - x) / 0.2 */
+    const double m0 = m[0], xb = x[0];
+    rumor_optim_mixed(o, x);
+    CHECK_NEAR(m[0], 0.5 * m0 + 0.5 * (0.5 - xb) / 0.2, 1e-5);
+    /* a model taken from the swarm: the anchor moves, the momentum stays */
+    const float taken[2] = {7.0f, 8.0f};
+    const double m_before = m[0];
+    rumor_optim_anchor(o, taken);
+    rumor_optim_mixed(o, taken); /* no step since: nothing moved by training */
+    CHECK(anchor[0] == 7.0f && m[0] == (float)m_before);
+    rumor_optim_destroy(&o);
+    /* sgd and adamw ignore rounds */
+    c = rumor_optim_defaults();
+    o = rumor_optim_new(&c, be, 2, err);
+    rumor_optim_mixed(o, x);
+    rumor_optim_anchor(o, x);
+    CHECK(rumor_optim_state(o, 0)[0] == 0.0f);
+    rumor_optim_destroy(&o);
+}
+
 int main(void)
 {
     char err[RUMOR_ERR_LEN];
@@ -132,6 +195,7 @@ int main(void)
     test_config_checks();
     test_adamw_steps(be);
     test_decay_only(be);
+    test_qgm(be);
     rumor_backend_destroy(&be);
     return check_done();
 }

@@ -419,13 +419,36 @@ def main():
     check(lines and all(0 <= l["wait_s"] < 60 for l in lines), "a node's rounds say how long they waited: %s"
           % [l.get("wait_s") for l in lines[:5]])
 
+    # 4h. The optimizers a swarm mixes: dadamw's second moment travels with the model (twice the
+    #     bytes of adamw, and other models); qgm's momentum follows the mixed model (other models
+    #     than plain SGD without momentum, which it is until a round has mixed).
+    got = {}
+    for opt in ("adamw", "dadamw", "qgm", "sgd"):
+        run = os.path.join(tmp, "opt-" + opt)
+        r = sim("--mode", "virtual", "--peers", "4", "--rounds", "10", "--eval-every", "0", "--out", run, "--no-plots",
+                "--model", "logreg", "--limit", "4000", "--local-steps", "2", "--partition", "dirichlet:0.1",
+                "--optimizer", opt, "--lr", "0.001" if "adam" in opt else "0.1", *(["--momentum", "0"] if opt == "sgd" else []))
+        try:
+            with open(os.path.join(run, "summary.json")) as f:
+                got[opt] = json.load(f)
+        except (OSError, ValueError):
+            got[opt] = None
+    ok = all(got.values())
+    check(ok and got["dadamw"]["bytes_total"] == 2 * got["adamw"]["bytes_total"]
+          and got["dadamw"]["final_test_acc_mean"] != got["adamw"]["final_test_acc_mean"]
+          and got["qgm"]["final_test_acc_mean"] != got["sgd"]["final_test_acc_mean"],
+          "dadamw sends its second moment (%s bytes against adamw's %s) and qgm moves otherwise than SGD (%s, %s)"
+          % tuple((got[k] or {}).get(f) for k, f in (("dadamw", "bytes_total"), ("adamw", "bytes_total"),
+                                                    ("qgm", "final_test_acc_mean"), ("sgd", "final_test_acc_mean"))))
+
     # 5. Errors: one line each.
     for args, what in ((["--peers", "0"], "--peers 0"), (["--frob", "1"], "an unknown option"),
                        ([os.path.join(tmp, "missing.ini")], "a missing scenario"),
                        (["--event", "explode peer 1 at 2s"], "a bad event"),
                        (["--topology", "hypercube", "--peers", "6"], "a topology not defined on 6 peers"),
                        (["--faults", "0"], "--faults 0"), (["--soak", "3", "--faults", "2"], "--soak with --faults"),
-                       (["--algo", "diloco:10", "--overlap"], "--overlap with diloco")):
+                       (["--algo", "diloco:10", "--overlap"], "--overlap with diloco"),
+                       (["--algo", "sgp", "--optimizer", "dadamw"], "dadamw with sgp")):
         r = subprocess.run([RUMOR, "sim", *args], capture_output=True, text=True, timeout=30)
         check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and r.stderr.count("\n") == 1,
               "%s: %s" % (what, r.stderr.strip()))
