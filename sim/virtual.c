@@ -488,7 +488,7 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
     const uint64_t now_ms = s->now_us / 1000;
     float *x = rumor_model_params(p->m), *v = rumor_optim_gossiped(p->o);
     const size_t P = rumor_model_param_count(p->m);
-    if (p->gx) { /* dadamw: the engine mixes the model and the second moment as one vector */
+    if (p->gx && !rumor_gossip_waiting(p->g)) { /* dadamw: model and second moment, one vector */
         memcpy(p->gx, x, P * sizeof *x);
         memcpy(p->gx + P, v, P * sizeof *v);
     }

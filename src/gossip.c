@@ -183,12 +183,15 @@ uint64_t gsp_copy_hash(const float *x, size_t n)
 }
 
 rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robust_t *robust, bool secure_mix,
-                                     const rumor_codec_t *codec, double gamma, char err[RUMOR_ERR_LEN])
+                                     const rumor_codec_t *codec, double gamma, bool state, char err[RUMOR_ERR_LEN])
 {
     const bool robust_on = robust->clip || robust->trim;
     if (algo->overlap && algo->kind == RUMOR_ALGO_DILOCO)
         return rumor_fail(err, RUMOR_EINVAL, "--overlap needs dpsgd or sgp (an overlapped diloco is not yet stable: "
                                              "docs/decisions.md)");
+    if (state && (algo->kind != RUMOR_ALGO_DPSGD || codec->id == RUMOR_CODEC_TOPK))
+        return rumor_fail(err, RUMOR_EINVAL, "--optimizer dadamw (its second moment gossiped with the model) needs "
+                                             "dpsgd, without --codec topk");
     if (codec->id == RUMOR_CODEC_TOPK) {
         if (algo->kind != RUMOR_ALGO_DPSGD || robust_on || secure_mix)
             return rumor_fail(err, RUMOR_EINVAL,
@@ -231,17 +234,12 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         return NULL;
     }
     const bool choco = cfg->choco.id != RUMOR_CODEC_F32;
-    if (cfg->extra && (cfg->extra > cfg->params || cfg->algo.kind != RUMOR_ALGO_DPSGD || choco)) {
-        rumor_fail(err, RUMOR_EINVAL, "--optimizer dadamw (its second moment gossiped with the model) needs dpsgd, "
-                                      "without --codec topk");
-        return NULL;
-    }
     if (choco && cfg->choco.id != RUMOR_CODEC_TOPK) {
         rumor_fail(err, RUMOR_EINVAL, "compressed gossip needs the topk codec");
         return NULL;
     }
-    if (rumor_gossip_check_modes(&cfg->algo, &cfg->robust, cfg->secure_mix, &cfg->choco, cfg->choco_gamma, err) !=
-        RUMOR_OK)
+    if (rumor_gossip_check_modes(&cfg->algo, &cfg->robust, cfg->secure_mix, &cfg->choco, cfg->choco_gamma,
+                                 cfg->extra != 0, err) != RUMOR_OK)
         return NULL;
     if (cfg->secure_mix && (cfg->chunk_params ? cfg->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT) % 16 != 0) {
         rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs chunks of a multiple of 16 parameters");
@@ -814,6 +812,7 @@ static rumor_gossip_status_t step(rumor_gossip_t *g, float *x, uint64_t now)
 }
 
 void rumor_gossip_close(rumor_gossip_t *g) { g->closing = true; }
+bool rumor_gossip_waiting(const rumor_gossip_t *g) { return g->waiting; }
 
 uint64_t rumor_gossip_deadline(const rumor_gossip_t *g)
 {

@@ -212,12 +212,15 @@ typedef struct {
 /* "none", "clip", "clip:F" (0 < F < 1), "trim:B" (1 <= B <= 8). EINVAL with a sentence. */
 rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
-/* Whether secure mixing and compressed gossip go with the other settings, the one place these
- * rules live (the engine, `rumor node` and `rumor sim` all ask it): secure_mix needs dpsgd or
- * diloco, no robust mixing and the f32 codec; codec topk (CHOCO) needs dpsgd, neither robust
- * nor secure mixing, and 0 <= gamma <= 1 (0: the default). EINVAL with the sentence to show. */
+/* Whether secure mixing, compressed gossip, overlap and mixed optimizer state go with the other
+ * settings, the one place these rules live (the engine, `rumor node` and `rumor sim` all ask
+ * it): secure_mix needs dpsgd or diloco, no robust mixing and the f32 codec; codec topk (CHOCO)
+ * needs dpsgd, neither robust nor secure mixing, and 0 <= gamma <= 1 (0: the default); overlap
+ * is not for diloco; state (an optimizer's, mixed with the model: dadamw) needs dpsgd without
+ * topk. EINVAL with the sentence to show. */
 rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robust_t *robust, bool secure_mix,
-                                     const rumor_codec_t *codec, double gamma, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+                                     const rumor_codec_t *codec, double gamma, bool state,
+                                     char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* "dpsgd", "sgp", "diloco:H" (1 <= H <= 100000). Sets local_steps to 1, or H for diloco,
  * and the outer defaults. EINVAL with a sentence in err. */
@@ -410,6 +413,10 @@ void rumor_gossip_mass(const rumor_gossip_t *g, double *z, double *wt);
  * flight, then begins its own and finishes that too), so an overlapped run ends on a mixed
  * model. The plain forms do this at every gossip point. */
 void rumor_gossip_close(rumor_gossip_t *g);
+
+/* Whether the engine is inside a gossip point: its last step returned WAIT, so x as passed then
+ * must be passed again (a driver that stages x into another buffer stages it once a point). */
+bool rumor_gossip_waiting(const rumor_gossip_t *g);
 
 /* ---- checkpoints ----
  * What a resumed peer needs besides its model and optimizer: the round, the push-sum

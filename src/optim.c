@@ -27,19 +27,22 @@ rumor_optim_config_t rumor_optim_defaults(void)
                                   .beta2 = 0.999f, .eps = 1e-8f};
 }
 
+static const char *const KIND_NAMES[] = {[RUMOR_OPT_SGD] = "sgd", [RUMOR_OPT_ADAMW] = "adamw",
+                                         [RUMOR_OPT_QGM] = "qgm", [RUMOR_OPT_DADAMW] = "dadamw"};
+
 rumor_err_t rumor_optim_kind_parse(rumor_opt_kind_t *out, const char *s, char err[RUMOR_ERR_LEN])
 {
-    if (strcmp(s, "sgd") == 0) *out = RUMOR_OPT_SGD;
-    else if (strcmp(s, "adamw") == 0) *out = RUMOR_OPT_ADAMW;
-    else if (strcmp(s, "qgm") == 0) *out = RUMOR_OPT_QGM;
-    else if (strcmp(s, "dadamw") == 0) *out = RUMOR_OPT_DADAMW;
-    else return rumor_fail(err, RUMOR_EINVAL, "unknown optimizer '%s' (expected sgd, adamw, qgm or dadamw)", s);
-    return RUMOR_OK;
+    for (size_t k = 0; k < RUMOR_ARRAY_LEN(KIND_NAMES); k++)
+        if (strcmp(s, KIND_NAMES[k]) == 0) {
+            *out = (rumor_opt_kind_t)k;
+            return RUMOR_OK;
+        }
+    return rumor_fail(err, RUMOR_EINVAL, "unknown optimizer '%s' (expected sgd, adamw, qgm or dadamw)", s);
 }
 
 const char *rumor_optim_kind_name(rumor_opt_kind_t kind)
 {
-    return kind == RUMOR_OPT_ADAMW ? "adamw" : kind == RUMOR_OPT_QGM ? "qgm" : kind == RUMOR_OPT_DADAMW ? "dadamw" : "sgd";
+    return (unsigned)kind < RUMOR_ARRAY_LEN(KIND_NAMES) ? KIND_NAMES[kind] : "sgd";
 }
 
 rumor_err_t rumor_optim_config_check(const rumor_optim_config_t *c, char err[RUMOR_ERR_LEN])

@@ -195,13 +195,13 @@ static rumor_err_t gossip_point_any(peer_t *p, float *x, bool *done, char err[RU
     if (rc != RUMOR_OK) return rc;
     *done = gossip_point(p, gx);
     if (!*done) return RUMOR_OK;
-    if (p->gx) {
-        be->ops->upload(be, v, (char *)gx + bytes, bytes);
-        if (p->hx) memcpy(p->hx, gx, bytes);
-        else be->ops->upload(be, x, gx, bytes);
-        if (!p->hx && (rc = be->ops->sync(be, err)) != RUMOR_OK) return rc;
+    if (p->gx) be->ops->upload(be, v, (char *)gx + bytes, bytes);
+    if (!p->hx) { /* gx is the staging buffer */
+        be->ops->upload(be, x, gx, bytes);
+        return be->ops->sync(be, err);
     }
-    return p->hx ? device_push(p, err) : RUMOR_OK;
+    if (p->gx) memcpy(p->hx, gx, bytes);
+    return device_push(p, err);
 }
 
 /* Ask one more member for its model (see pull_ask); true when a whole answer whose hash

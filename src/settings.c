@@ -741,11 +741,10 @@ static rumor_err_t check_gossip(const rumor_settings_t *s, rumor_cmd_t cmd, char
     if (cd.id == RUMOR_CODEC_TOPK && attacks)
         return rumor_fail(err, RUMOR_EINVAL, "--codec topk (compressed gossip) and --%s exclude each other",
                           cmd == RUMOR_CMD_SIM ? "byzantine" : "attack");
-    if ((rc = rumor_gossip_check_modes(&algo, &rb, s->secure_mix, &cd, s->consensus_step, err)) != RUMOR_OK) return rc;
+    if ((rc = rumor_gossip_check_modes(&algo, &rb, s->secure_mix, &cd, s->consensus_step,
+                                       strcmp(s->optimizer, "dadamw") == 0, err)) != RUMOR_OK)
+        return rc;
     if (s->dp_budget > 0 && !s->dp[0]) return rumor_fail(err, RUMOR_EINVAL, "--dp-budget needs --dp");
-    if (strcmp(s->optimizer, "dadamw") == 0 && (algo.kind != RUMOR_ALGO_DPSGD || cd.id == RUMOR_CODEC_TOPK))
-        return rumor_fail(err, RUMOR_EINVAL, "--optimizer dadamw (its second moment gossiped with the model) needs "
-                                             "dpsgd, without --codec topk");
     if (cmd == RUMOR_CMD_NODE && rumor_settings_given(s, "local-steps") && algo.kind == RUMOR_ALGO_DILOCO)
         return rumor_fail(err, RUMOR_EINVAL, "--local-steps %d: not with diloco:H (H is its local steps)", s->local_steps);
     return RUMOR_OK;

@@ -201,11 +201,11 @@ rumor_err_t rumor_settings_check(const rumor_settings_t *s, rumor_cmd_t cmd, cha
  * take them, unless --rounds is given. Call it after the command line (and again after a
  * resume took the model from a checkpoint). */
 void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd);
-/* Whether a node trains: any of --data, --model, --algo, --rounds, --run-dir, --partition,
- * --resume given (else it only keeps the swarm's membership). */
 /* The gossip algorithm of node or sim settings: --algo, its local steps (--local-steps unless
  * diloco:H), the outer step, --overlap. EINVAL with a sentence in err. */
 rumor_err_t rumor_settings_algo(const rumor_settings_t *s, rumor_algo_t *out, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Whether a node trains: any of --data, --model, --algo, --rounds, --run-dir, --partition,
+ * --resume given (else it only keeps the swarm's membership). */
 bool rumor_settings_node_trains(const rumor_settings_t *s);
 /* Row r's value as text ("0.05", "mlp:256,128", "yes"), into buf. */
 void rumor_settings_format(const rumor_settings_t *s, const rumor_setting_t *r, char *buf, size_t cap);
