@@ -122,6 +122,7 @@ static bool payload_fits(rumor_proto_codec_t codec, uint64_t n, size_t len)
     case RUMOR_CODEC_BF16: return len == 2 * n;
     case RUMOR_CODEC_INT8: return len == 4 + n;
     case RUMOR_CODEC_TOPK: return len > 0 && len % 8 == 0 && len / 8 <= n;
+    case RUMOR_CODEC_INT4: return len == rumor_codec_int4_len(n);
     }
     return false;
 }
@@ -137,6 +138,7 @@ rumor_err_t rumor_proto_payload_len(rumor_proto_codec_t codec, uint64_t n, uint6
     case RUMOR_CODEC_F16:
     case RUMOR_CODEC_BF16: bytes = 2 * n; break;
     case RUMOR_CODEC_INT8: bytes = 4 + n; break;
+    case RUMOR_CODEC_INT4: bytes = rumor_codec_int4_len(n); break;
     case RUMOR_CODEC_TOPK:
         if (topk_count == 0 || topk_count > n) return RUMOR_EINVAL;
         bytes = 8 * topk_count;
@@ -607,11 +609,11 @@ static reject_t decode_model(const mp_reader_t *f, const size_t *s, rumor_msg_mo
     } else if (s[K_MIX] != ABSENT) {
         return RUMOR_PROTO_REJECT_VALUE;
     }
-    /* A copy's version: with topk always, with f32 (a keyframe) optionally, never with a hash
-     * or another codec; lin, base and need go with it. */
+    /* A copy's version: with topk and int4 always, with f32 (a keyframe) optionally, never with
+     * a hash or another codec; lin, base and need go with it. */
     const bool copy = s[K_VER] != ABSENT || s[K_LIN] != ABSENT || s[K_BASE] != ABSENT || s[K_NEED] != ABSENT;
-    if (copy || m->codec == RUMOR_CODEC_TOPK) {
-        if (m->has_hash || (m->codec != RUMOR_CODEC_TOPK && m->codec != RUMOR_CODEC_F32))
+    if (copy || rumor_codec_is_delta(m->codec)) {
+        if (m->has_hash || (!rumor_codec_is_delta(m->codec) && m->codec != RUMOR_CODEC_F32))
             return RUMOR_PROTO_REJECT_VALUE;
         if ((why = field_uint(f, s[K_VER], UINT64_MAX, &m->ver)) != R_NONE) return why;
         if ((why = field_uint(f, s[K_LIN], UINT64_MAX, &m->lin)) != R_NONE) return why;
@@ -776,7 +778,7 @@ static bool msg_is_valid(const rumor_msg_t *m)
         return isfinite(d->w) && d->w > 0.0 && d->w <= RUMOR_PROTO_MAX_WEIGHT &&
                (unsigned)d->codec <= RUMOR_CODEC_LAST && d->chunks >= 1 &&
                !(d->codec == RUMOR_CODEC_MASKED && d->has_hash) &&
-               (d->codec == RUMOR_CODEC_TOPK ? d->has_copy : !d->has_copy || d->codec == RUMOR_CODEC_F32) &&
+               (rumor_codec_is_delta(d->codec) ? d->has_copy : !d->has_copy || d->codec == RUMOR_CODEC_F32) &&
                !(d->has_copy && d->has_hash) && (d->has_copy || !d->need) && !(d->has_copy && d->base == 0) &&
                d->chunks <= RUMOR_PROTO_MAX_CHUNKS && d->chunk < d->chunks &&
                d->off <= RUMOR_PROTO_MAX_PARAMS && d->n >= 1 &&

@@ -89,8 +89,18 @@ typedef enum {
                              1 <= k <= n */
     RUMOR_CODEC_MASKED = 5, /* n uint32: fixed-point share plus pairwise masks (--secure-mix),
                                4n bytes; needs `mix` */
+    RUMOR_CODEC_INT4 = 6,   /* blocks of 64: bfloat16 scale, then nibbles (value = scale * q, q in
+                               -7..7): 2 ceil(n / 64) + ceil(n / 2) bytes */
 } rumor_proto_codec_t;
-#define RUMOR_CODEC_LAST RUMOR_CODEC_MASKED
+#define RUMOR_CODEC_LAST RUMOR_CODEC_INT4
+#define RUMOR_CODEC_INT4_BLOCK 64
+/* Bytes of an int4 payload of n parameters. */
+static inline uint64_t rumor_codec_int4_len(uint64_t n)
+{
+    return 2 * ((n + RUMOR_CODEC_INT4_BLOCK - 1) / RUMOR_CODEC_INT4_BLOCK) + (n + 1) / 2;
+}
+/* Codecs that travel only as differences of a public copy (compressed gossip: `ver` required). */
+static inline bool rumor_codec_is_delta(rumor_proto_codec_t c) { return c == RUMOR_CODEC_TOPK || c == RUMOR_CODEC_INT4; }
 
 /* Why a frame was rejected; the node keeps one counter per reason. */
 typedef enum {

@@ -62,7 +62,7 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
         if (!(p->gx = malloc(2 * gc.params * sizeof *p->gx))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     }
     if (c->secure_mix && !(p->sm = rumor_secmix_new(p->mkey, gc.boot, gc.layout, err))) return rumor_last_error();
-    if (s->codec.id == RUMOR_CODEC_TOPK) {
+    if (rumor_codec_is_delta(s->codec.id)) {
         /* Compressed gossip (CHOCO-SGD); a lineage per peer from the seed: deterministic. */
         gc.choco = s->codec;
         gc.choco_gamma = c->consensus_step;

@@ -721,12 +721,12 @@ static int bench_codec(int argc, char **argv)
 {
     long params = 25000000, chunk = RUMOR_GOSSIP_CHUNK_DEFAULT;
     int repeat = 5;
-    const char *codecs_s = "f32,fp16,bf16,int8,topk:0.01";
+    const char *codecs_s = "f32,fp16,bf16,int8,int4,topk:0.01";
     bool help = false, json = false;
     const cli_opt_t opts[] = {
         {"--params", OPT_LONG, &params, NULL, "model size in float32 parameters (default 25000000)"},
         {"--chunk", OPT_LONG, &chunk, NULL, "parameters per chunk (default 262144 = 1 MiB)"},
-        {"--codecs", OPT_STR, &codecs_s, NULL, "codecs separated by ',' (default f32,fp16,bf16,int8,topk:0.01)"},
+        {"--codecs", OPT_STR, &codecs_s, NULL, "codecs separated by ',' (default f32,fp16,bf16,int8,int4,topk:0.01)"},
         {"--repeat", OPT_INT, &repeat, NULL, "passes timed, alternating with memcpy; medians (default 5)"},
         {"--json", OPT_FLAG, &json, NULL, "one JSON object per codec"},
         {"--help", OPT_FLAG, &help, NULL, "this help"},

@@ -1,5 +1,5 @@
 /*
- * codec.c - the five wire codecs of a model chunk (codec.h; formats in proto/PROTOCOL.md).
+ * codec.c - the six wire codecs of a model chunk (codec.h; formats in proto/PROTOCOL.md).
  *
  * Every codec is one ops table below, indexed by its wire number: the protocol numbers the
  * codecs, so a new one starts with a protocol change and then is one table here.
@@ -378,6 +378,103 @@ static void int8_put(const uint8_t *p, size_t len, size_t n, float *restrict out
     for (size_t i = 0; i < n; i++) out[i] = s * (float)q[i];
 }
 
+// ---- int4 ----
+
+/* Blocks of RUMOR_CODEC_INT4_BLOCK entries, each a bfloat16 scale s then its q in nibbles (the
+ * even entry in the low nibble), symmetric: s = max|x| / 7 rounded to bfloat16, q = round(x /
+ * s) within [-7, 7]. A block of m entries takes 2 + ceil(m / 2) bytes. */
+enum { INT4_BLOCK = RUMOR_CODEC_INT4_BLOCK };
+
+static size_t int4_len(size_t n) { return (size_t)rumor_codec_int4_len(n); }
+
+static rumor_err_t int4_encode(const float *x, const float *ref, size_t n, size_t k, uint8_t *out, char *err)
+{
+    (void)k;
+    for (size_t b = 0; b < n; b += INT4_BLOCK) {
+        const size_t m = n - b < INT4_BLOCK ? n - b : INT4_BLOCK;
+        const float *xb = x + b, *rb = ref ? ref + b : NULL;
+        const int32_t mx = rb ? max_abs_bits(xb, rb, m) : max_abs_bits(xb, NULL, m);
+        if ((uint32_t)mx >= NONFINITE_ABS) return nonfinite_input("int4", x, ref, n, err);
+        uint32_t h = bf16_round(f2u(u2f((uint32_t)mx) / 7.0f));
+        if (!(u2f(h << 16) * 7.0f <= FLT_MAX)) h--; /* the next bfloat16 down: s * 7 stays finite */
+        const float s = u2f(h << 16);
+        store_u16(out, h);
+        int8_t v[INT4_BLOCK] = {0};
+        if (s >= FLT_MIN) { /* as int8: |x / s - x inv| <= 2^-20, and |x / s| <= 7 (1 + 2^-8) rounds to 7 */
+            const float inv = 1.0f / s;
+            for (size_t i = 0; i < m; i++) {
+                int32_t r = (int32_t)f2u(entry(xb, rb, i) * inv + 0x1.8p23f) - 0x4b400000;
+                r = r < 7 ? r : 7;
+                r = r > -7 ? r : -7;
+                v[i] = (int8_t)r;
+            }
+        } else if (s > 0.0f) { /* a subnormal scale: 1/s may not be finite; divide in double */
+            for (size_t i = 0; i < m; i++) {
+                const double r = nearbyint((double)entry(xb, rb, i) / (double)s);
+                v[i] = (int8_t)(r > 7.0 ? 7.0 : r < -7.0 ? -7.0 : r);
+            }
+        }
+        uint8_t *q = out + 2;
+        for (size_t i = 0; i < m; i += 2) q[i / 2] = (uint8_t)(((unsigned)v[i] & 0xfu) | ((unsigned)v[i + 1] & 0xfu) << 4);
+        out += 2 + (m + 1) / 2;
+    }
+    return RUMOR_OK;
+}
+
+/* A byte's two values, sign-extended from their nibbles: the even entry's (low), the odd one's. */
+static inline int32_t int4_lo(uint8_t b) { return (int32_t)(int8_t)(uint8_t)(b << 4) >> 4; }
+static inline int32_t int4_hi(uint8_t b) { return (int32_t)(int8_t)b >> 4; }
+
+static rumor_err_t int4_check(const uint8_t *p, size_t len, size_t n, char *err)
+{
+    (void)len;
+    for (size_t b = 0; b < n; b += INT4_BLOCK) {
+        const size_t m = n - b < INT4_BLOCK ? n - b : INT4_BLOCK, bytes = (m + 1) / 2;
+        const float s = u2f((uint32_t)load_u16(p) << 16);
+        if (!isfinite(s) || !isfinite(fabsf(s) * 7.0f))
+            return rumor_fail(err, RUMOR_EPROTO, "int4 chunk: the scale of the block at %zu is not finite (or times 7)", b);
+        const uint8_t *q = p + 2;
+        uint32_t eight = 0; /* a nibble 8 is -8, outside -7..7 */
+        for (size_t i = 0; i < bytes; i++) eight |= (uint32_t)((q[i] & 0xfu) == 8u) | (uint32_t)((q[i] >> 4) == 8u);
+        if (eight) {
+            size_t i = 0;
+            while ((i % 2 ? q[i / 2] >> 4 : q[i / 2] & 0xfu) != 8u) i++;
+            return rumor_fail(err, RUMOR_EPROTO, "int4 chunk: value %zu is -8 (outside -7..7)", b + i);
+        }
+        if (m % 2 && q[m / 2] >> 4)
+            return rumor_fail(err, RUMOR_EPROTO, "int4 chunk: the padding nibble after value %zu is not 0", b + m - 1);
+        p += 2 + bytes;
+    }
+    return RUMOR_OK;
+}
+
+static void int4_add(const uint8_t *p, size_t len, size_t n, float w, float *restrict acc)
+{
+    (void)len;
+    for (size_t b = 0; b < n; b += INT4_BLOCK) {
+        const size_t m = n - b < INT4_BLOCK ? n - b : INT4_BLOCK;
+        const float s = u2f((uint32_t)load_u16(p) << 16), ws = w * s;
+        const uint8_t *q = p + 2;
+        float *restrict a = acc + b;
+        if (isfinite(ws)) {
+            for (size_t i = 0; i < m / 2; i++) {
+                a[2 * i] += ws * (float)int4_lo(q[i]);
+                a[2 * i + 1] += ws * (float)int4_hi(q[i]);
+            }
+            if (m % 2) a[m - 1] += ws * (float)int4_lo(q[m / 2]);
+        } else { /* as int8: (w s) 0 would be NaN where w (s 0) is 0 */
+            for (size_t i = 0; i < m; i++) a[i] += w * (s * (float)(i % 2 ? int4_hi(q[i / 2]) : int4_lo(q[i / 2])));
+        }
+        p += 2 + (m + 1) / 2;
+    }
+}
+
+static void int4_put(const uint8_t *p, size_t len, size_t n, float *restrict out)
+{
+    memset(out, 0, n * sizeof *out);
+    int4_add(p, len, n, 1.0f, out);
+}
+
 // ---- topk ----
 
 /* |entry| as an ordered key: for finite floats, a larger magnitude has a larger pattern. */
@@ -587,11 +684,12 @@ static const codec_ops_t codecs[] = {
     [RUMOR_CODEC_BF16] = {"bf16", bf16_encode, bf16_check, bf16_add, bf16_put},
     [RUMOR_CODEC_INT8] = {"int8", int8_encode, int8_check, int8_add, int8_put},
     [RUMOR_CODEC_TOPK] = {"topk", topk_encode, topk_check, topk_add, topk_put},
+    [RUMOR_CODEC_INT4] = {"int4", int4_encode, int4_check, int4_add, int4_put},
 };
 
 static const codec_ops_t *ops_of(rumor_proto_codec_t id)
 {
-    return (unsigned)id < RUMOR_ARRAY_LEN(codecs) ? &codecs[id] : NULL;
+    return (unsigned)id < RUMOR_ARRAY_LEN(codecs) && codecs[id].name ? &codecs[id] : NULL; /* 5, masked, is no codec's */
 }
 
 const char *rumor_codec_name(rumor_proto_codec_t id)
@@ -610,7 +708,8 @@ rumor_err_t rumor_codec_parse(rumor_codec_t *out, const char *spec, char err[RUM
         const char *name;
         rumor_proto_codec_t id;
     } names[] = {{"f32", RUMOR_CODEC_F32},   {"fp32", RUMOR_CODEC_F32}, {"fp16", RUMOR_CODEC_F16},
-                 {"f16", RUMOR_CODEC_F16},   {"bf16", RUMOR_CODEC_BF16}, {"int8", RUMOR_CODEC_INT8}};
+                 {"f16", RUMOR_CODEC_F16},   {"bf16", RUMOR_CODEC_BF16}, {"int8", RUMOR_CODEC_INT8},
+                 {"int4", RUMOR_CODEC_INT4}};
     for (size_t i = 0; i < RUMOR_ARRAY_LEN(names); i++)
         if (strcmp(spec, names[i].name) == 0) {
             out->id = names[i].id;
@@ -632,7 +731,7 @@ rumor_err_t rumor_codec_parse(rumor_codec_t *out, const char *spec, char err[RUM
     }
     if (strcmp(spec, "topk") == 0)
         return rumor_fail(err, RUMOR_EINVAL, "--codec topk needs the fraction of entries sent, e.g. topk:0.01");
-    return rumor_fail(err, RUMOR_EINVAL, "unknown --codec '%s' (expected f32, fp16, bf16, int8 or topk:FRACTION)",
+    return rumor_fail(err, RUMOR_EINVAL, "unknown --codec '%s' (expected f32, fp16, bf16, int8, int4 or topk:FRACTION)",
                       spec);
 }
 
@@ -676,6 +775,7 @@ size_t rumor_codec_encoded_len(const rumor_codec_t *c, size_t n)
     case RUMOR_CODEC_BF16: return 2 * n;
     case RUMOR_CODEC_INT8: return 4 + n;
     case RUMOR_CODEC_TOPK: return 8 * rumor_codec_topk_count(c, n);
+    case RUMOR_CODEC_INT4: return int4_len(n);
     }
     assert(!"rumor_codec_encoded_len: unknown codec");
     return 0;
@@ -723,6 +823,7 @@ static rumor_err_t check_len(const codec_ops_t *ops, rumor_proto_codec_t id, siz
     case RUMOR_CODEC_F16:
     case RUMOR_CODEC_BF16: ok = len % 2 == 0 && len / 2 == n; break;
     case RUMOR_CODEC_INT8: ok = len >= 4 && len - 4 == n; break;
+    case RUMOR_CODEC_INT4: ok = len == int4_len(n); break;
     case RUMOR_CODEC_TOPK:
         if (len % 8 != 0 || len == 0 || len / 8 > n)
             return rumor_fail(err, RUMOR_EPROTO, "topk chunk: %zu bytes are not 1 to %zu pairs of 8 bytes", len, n);

@@ -11,6 +11,8 @@
  *   bf16  n bfloat16 (upper half of a binary32)         2n bytes, relative error <= 2^-8
  *   int8  binary32 scale s, then n int8 q (value s*q)   4 + n bytes, error <= s/2 (+ 2^-16 s)
  *   topk  k pairs (uint32 index, binary32 value)        8k bytes, the k largest |x|, exact
+ *   int4  per block of 64: bfloat16 scale s, then       2 ceil(n/64) + ceil(n/2) bytes,
+ *         the block's q in nibbles (value s*q)          error <= s/2 (+ 2^-15 s)
  *
  * Encoding (sender side; rounding is round-to-nearest, ties to even, everywhere):
  *   fp16  subnormal halves included. A finite input beyond the largest half (65504) is sent
@@ -20,6 +22,12 @@
  *         infinity are clamped to the largest finite bfloat16 (+-3.3895e38) for the same reason.
  *   int8  symmetric, one scale per chunk: s = max|x| / 127 (0 when every entry is zero),
  *         q = round(x / s), within [-127, 127] (the encoder never sends -128).
+ *   int4  symmetric, one scale per block of RUMOR_CODEC_INT4_BLOCK (64): s = max|x| / 7 rounded
+ *         to bfloat16 (one down if 7 s would overflow), q = round(x / s) within [-7, 7], two
+ *         to a byte, the even entry in the low nibble, a block of odd length padded with a 0
+ *         nibble. 4.25 bits a parameter: a model in int4 is too coarse to mix (its error is
+ *         a fourteenth of the block's largest weight), so int4 travels only as the compressed
+ *         differences of a public copy (CHOCO below), never as a model.
  *   topk  k = max(1, ceil(fraction * n)) entries of largest magnitude, ties broken by the
  *         lower index, listed in ascending index order; the values are sent exactly. The
  *         selection is a radix select on the magnitudes' bit patterns, three or four passes
@@ -33,8 +41,9 @@
  * before anything is written (validate, then apply), so a rejected chunk leaves the caller's
  * buffer exactly as it was. Rejected with RUMOR_EPROTO and a sentence in err: a length that
  * is not the codec's for n, a value that is not finite (an f16/bf16/f32 Inf or NaN pattern, an
- * int8 scale that is not finite or whose product with some q overflows), a topk index >= n or
- * listed twice. Topk indices need not be in ascending order (the protocol asks only that they
+ * int8 scale that is not finite or whose product with some q overflows, an int4 scale that is
+ * not finite or whose product with 7 overflows, an int4 q of -8 or a padding nibble that is
+ * not 0), a topk index >= n or listed twice. Topk indices need not be in ascending order (the protocol asks only that they
  * be distinct); ascending ones are checked in one pass, others through a sorted copy of the
  * indices (the only allocation here, at most half the payload; RUMOR_ENOMEM if it fails).
  *
@@ -64,7 +73,7 @@ typedef struct {
     double fraction;        /* topk: share of a chunk's entries sent, 0 < fraction <= 1; else 0 */
 } rumor_codec_t;
 
-/* "f32" (or "fp32"), "fp16" (or "f16"), "bf16", "int8", "topk:FRACTION" with a decimal
+/* "f32" (or "fp32"), "fp16" (or "f16"), "bf16", "int8", "int4", "topk:FRACTION" with a decimal
  * fraction in (0, 1] ("topk:0.01"). RUMOR_EINVAL with a sentence in err otherwise. */
 rumor_err_t rumor_codec_parse(rumor_codec_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* Parameters per chunk a sender uses with this codec; 0: the gossip default (1 MiB of float32).
@@ -80,7 +89,8 @@ const char *rumor_codec_name(rumor_proto_codec_t id);
  * taken in double, and a relative excess below 1e-12 is forgiven, so that topk:0.01 of 300
  * is 3 and not 4). 0 when n = 0; n for the dense codecs. */
 size_t rumor_codec_topk_count(const rumor_codec_t *c, size_t n);
-/* Bytes rumor_codec_encode writes for n >= 1 entries: 4n, 2n, 2n, 4 + n, or 8k. */
+/* Bytes rumor_codec_encode writes for n >= 1 entries: 4n, 2n, 2n, 4 + n, 8k, or
+ * 2 ceil(n/64) + ceil(n/2) (int4). */
 size_t rumor_codec_encoded_len(const rumor_codec_t *c, size_t n);
 
 /* Encode x[0..n) (n >= 1) into out, which has room for rumor_codec_encoded_len(c, n) bytes;
@@ -94,7 +104,7 @@ rumor_err_t rumor_codec_encode(const rumor_codec_t *c, const float *x, size_t n,
  * exactly as rumor_codec_decode_add(c->id, out, *out_len, n, 1.0f, xhat) does on its copy.
  * Repeated with a fixed x, xhat approaches x: topk sends the k largest remaining differences
  * each time (from xhat = 0 it reaches x exactly after ceil(n / k) calls), int8 shrinks the
- * largest difference about 254-fold a call. RUMOR_EINVAL when some x - xhat is not finite;
+ * largest difference about 254-fold a call, int4 about 14-fold. RUMOR_EINVAL when some x - xhat is not finite;
  * xhat is then unchanged. */
 rumor_err_t rumor_codec_encode_delta(const rumor_codec_t *c, const float *x, float *xhat, size_t n, uint8_t *out,
                                      size_t *out_len, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
@@ -106,7 +116,7 @@ rumor_err_t rumor_codec_check(rumor_proto_codec_t codec, const uint8_t *payload,
 
 /* acc[i] += w * value[i] for the n parameters of the payload (topk: only the listed
  * indices), once rumor_codec_check passed; on any error acc is untouched. Products are
- * float32: w * v for f32, fp16, bf16 and topk, (w * s) * q for int8 (w * (s * q) where w * s
+ * float32: w * v for f32, fp16, bf16 and topk, (w * s) * q for int8 and int4 (w * (s * q) where w * s
  * overflows). w must be finite. */
 rumor_err_t rumor_codec_decode_add(rumor_proto_codec_t codec, const uint8_t *payload, size_t len, size_t n,
                                    float w, float *acc, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;

@@ -189,13 +189,16 @@ rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robus
     if (algo->overlap && algo->kind == RUMOR_ALGO_DILOCO)
         return rumor_fail(err, RUMOR_EINVAL, "--overlap needs dpsgd or sgp (an overlapped diloco is not yet stable: "
                                              "docs/decisions.md)");
-    if (state && (algo->kind != RUMOR_ALGO_DPSGD || codec->id == RUMOR_CODEC_TOPK))
+    if (state && (algo->kind != RUMOR_ALGO_DPSGD || rumor_codec_is_delta(codec->id)))
         return rumor_fail(err, RUMOR_EINVAL, "--optimizer dadamw (its second moment gossiped with the model) needs "
-                                             "dpsgd, without --codec topk");
-    if (codec->id == RUMOR_CODEC_TOPK) {
-        if (algo->kind != RUMOR_ALGO_DPSGD || robust_on || secure_mix)
+                                             "dpsgd, without --codec topk or int4");
+    if (rumor_codec_is_delta(codec->id)) {
+        const char *name = rumor_codec_name(codec->id);
+        if (algo->kind == RUMOR_ALGO_SGP || (algo->kind == RUMOR_ALGO_DILOCO && codec->id == RUMOR_CODEC_TOPK) ||
+            robust_on || secure_mix)
             return rumor_fail(err, RUMOR_EINVAL,
-                              "--codec topk (compressed gossip, CHOCO-SGD) needs dpsgd, without --robust or --secure-mix");
+                              "--codec %s (compressed gossip, CHOCO-SGD) needs dpsgd%s, without --robust or --secure-mix",
+                              name, codec->id == RUMOR_CODEC_INT4 ? " or diloco" : "");
         if (!(gamma >= 0.0 && gamma <= 1.0))
             return rumor_fail(err, RUMOR_EINVAL, "--consensus-step %g: expected 0 < gamma <= 1", gamma);
     }
@@ -234,8 +237,8 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         return NULL;
     }
     const bool choco = cfg->choco.id != RUMOR_CODEC_F32;
-    if (choco && cfg->choco.id != RUMOR_CODEC_TOPK) {
-        rumor_fail(err, RUMOR_EINVAL, "compressed gossip needs the topk codec");
+    if (choco && !rumor_codec_is_delta(cfg->choco.id)) {
+        rumor_fail(err, RUMOR_EINVAL, "compressed gossip needs the topk or int4 codec");
         return NULL;
     }
     if (rumor_gossip_check_modes(&cfg->algo, &cfg->robust, cfg->secure_mix, &cfg->choco, cfg->choco_gamma,
@@ -256,7 +259,8 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->choco = choco;
     g->rule = choco ? &gsp_rule_choco : cfg->secure_mix ? &gsp_rule_secure : cfg->robust.trim ? &gsp_rule_trim
             : cfg->robust.clip ? &gsp_rule_clip : &gsp_rule_plain;
-    if (choco && !(g->cfg.choco_gamma > 0.0)) g->cfg.choco_gamma = RUMOR_GOSSIP_CHOCO_GAMMA;
+    if (choco && !(g->cfg.choco_gamma > 0.0))
+        g->cfg.choco_gamma = cfg->choco.id == RUMOR_CODEC_INT4 ? RUMOR_GOSSIP_CHOCO_GAMMA_INT4 : RUMOR_GOSSIP_CHOCO_GAMMA;
     if (!g->cfg.round_timeout_ms) g->cfg.round_timeout_ms = 10000;
     if (!g->cfg.min_wait_ms) g->cfg.min_wait_ms = 100;
     if (!(g->cfg.deadline_k > 0)) g->cfg.deadline_k = 4.0;

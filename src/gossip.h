@@ -122,9 +122,11 @@
  * accumulator per slot besides the float one. Plain chunks are dropped (`mask`), so are masked
  * chunks where secure_mix is off. Not with --robust (masks hide what it would clip) or sgp.
  *
- * Compressed gossip (`choco`: CHOCO-SGD, Koloskova, Stich, Jaggi 2019; dpsgd only). Each peer
- * keeps a public copy xhat of its model and sends only compressed differences: at its gossip
- * point it encodes q = Q(x - xhat) (top-k: the k largest entries of each chunk), moves xhat
+ * Compressed gossip (`choco`: CHOCO-SGD, Koloskova, Stich, Jaggi 2019; dpsgd, and diloco with
+ * int4). Each peer keeps a public copy xhat of what it gossips (its model; diloco's inner
+ * result) and sends only compressed differences: at its gossip point it encodes
+ * q = Q(x - xhat) (top-k: the k largest entries of each chunk; int4: all of them, 4 bits
+ * each with a scale per 64), moves xhat
  * by exactly what receivers decode (the rest waits in x - xhat: error feedback), and sends q.
  * Every peer holds a copy of each neighbour's xhat, moved by the deltas as they arrive, and
  * mixes x <- x + gamma sum_j w_ij (xhat_j - xhat_i) over the neighbours whose copies it holds.
@@ -146,7 +148,12 @@
  * (`senders`). An edge whose far end says it lacks our copy sits out of the mix on both ends
  * (one end moving alone would drift the average); a `need` sent before our keyframe could
  * reach it is not answered twice. rumor_gossip_lend hands a joiner the public copy (within
- * the error feedback of the model). Not with robust mixing, secure mixing, sgp or diloco.
+ * the error feedback of the model). Not with robust mixing, secure mixing or sgp, nor topk with
+ * diloco. diloco's mix is x + gamma sum_j w_ij (xhat_j - xhat_i), its inner result plus the
+ * neighbours' copies' pull, and its outer step takes theta - that as the pseudo-gradient, as
+ * it takes theta - mix(x) uncompressed: with int4's gamma of 1 and exact copies the two are
+ * one. The copies keep the consensus term theta_i - mix(theta) that mixing pseudo-gradients
+ * alone would lose (docs/decisions.md).
  * Time-varying topologies work but send keyframes whenever a neighbour comes back: use a
  * static one.
  *
@@ -259,6 +266,7 @@ typedef struct {
 } rumor_gossip_config_t;
 
 #define RUMOR_GOSSIP_CHOCO_GAMMA 0.05
+#define RUMOR_GOSSIP_CHOCO_GAMMA_INT4 1.0
 #define RUMOR_GOSSIP_CHOCO_PEERS 16  /* neighbours whose public copies a peer holds */
 
 typedef struct rumor_gossip rumor_gossip_t;

@@ -161,11 +161,21 @@ static double choco_mix(rumor_gossip_t *g, slot_t *s, float *x)
     }
     const float gm = (float)g->cfg.choco_gamma;
     double cons = 0.0;
+    if (g->cfg.algo.kind == RUMOR_ALGO_DILOCO) {
+        /* The mixed inner result x + gamma d, as mix - s for the outer step (s: the snapshot). */
+        const float *restrict sx = g->snaps[g->cur_snap].x;
 #pragma omp simd reduction(+ : cons)
-    for (size_t i = 0; i < g->vec; i++) {
-        cons += (double)(d[i] * d[i]);
-        x[i] += gm * d[i];
-        d[i] = 0.0f;
+        for (size_t i = 0; i < g->vec; i++) {
+            cons += (double)(d[i] * d[i]);
+            d[i] = x[i] + gm * d[i] - sx[i];
+        }
+    } else {
+#pragma omp simd reduction(+ : cons)
+        for (size_t i = 0; i < g->vec; i++) {
+            cons += (double)(d[i] * d[i]);
+            x[i] += gm * d[i];
+            d[i] = 0.0f;
+        }
     }
     g->st.copies_mixed = (uint64_t)mixed;
     return cons;

@@ -585,7 +585,7 @@ static rumor_err_t setup_sending(peer_t *p, rumor_gossip_config_t *gc, char err[
         gc->extra = P;
         if (!(p->gx = malloc(2 * P * sizeof *p->gx))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     }
-    if (c->codec.id == RUMOR_CODEC_TOPK) {
+    if (rumor_codec_is_delta(c->codec.id)) {
         /* Top-k travels as compressed differences of a public copy (CHOCO-SGD), whose lineage
          * is new at every start. */
         gc->choco = c->codec;

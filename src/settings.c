@@ -299,10 +299,10 @@ static const rumor_setting_t table[] = {
     {"dp-budget", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_RECORD, AT(dp_budget), 0, 1e6, NULL, NULL, D(NULL), "dp_budget", "EPS",
      "with --dp: stop training before epsilon would pass this"},
     {"codec", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD, AT(codec), 0, 0, check_codec, NULL, D("f32"), "codec", "SPEC",
-     "f32 | fp16 | bf16 | int8 | topk:F: how the models sent are encoded (topk: compressed differences, "
-     "CHOCO-SGD)"},
+     "f32 | fp16 | bf16 | int8 | int4 | topk:F: how the models sent are encoded (int4, topk: compressed "
+     "differences of a public copy, CHOCO-SGD)"},
     {"consensus-step", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_RECORD, AT(consensus_step), 0, 1, NULL, NULL, D(NULL),
-     "consensus_step", "G", "with --codec topk: CHOCO's consensus step (0: 0.05)"},
+     "consensus_step", "G", "with --codec topk or int4: CHOCO's consensus step (0: 0.05 for topk, 1 for int4)"},
     {"secure-mix", NULL, RUMOR_SET_BOOL, N | S, RUMOR_SET_RECORD, AT(secure_mix), 0, 0, NULL, NULL, D(NULL), "secure_mix", NULL,
      "mask the models sent: a neighbour learns its neighbourhood's average, not a model (dpsgd, diloco)"},
     {"slowdown", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_BY_PROC, AT(slowdown), 1, 1000, NULL, NULL, D("1"),
@@ -738,9 +738,9 @@ static rumor_err_t check_gossip(const rumor_settings_t *s, rumor_cmd_t cmd, char
     if ((rb.clip || rb.trim) && algo.kind == RUMOR_ALGO_SGP)
         return rumor_fail(err, RUMOR_EINVAL, "--robust needs dpsgd or diloco (push-sum weights are not clipped or trimmed)");
     const bool attacks = cmd == RUMOR_CMD_SIM ? s->byzantine >= 0 : at.kind != RUMOR_ATTACK_NONE;
-    if (cd.id == RUMOR_CODEC_TOPK && attacks)
-        return rumor_fail(err, RUMOR_EINVAL, "--codec topk (compressed gossip) and --%s exclude each other",
-                          cmd == RUMOR_CMD_SIM ? "byzantine" : "attack");
+    if (rumor_codec_is_delta(cd.id) && attacks)
+        return rumor_fail(err, RUMOR_EINVAL, "--codec %s (compressed gossip) and --%s exclude each other",
+                          rumor_codec_name(cd.id), cmd == RUMOR_CMD_SIM ? "byzantine" : "attack");
     if ((rc = rumor_gossip_check_modes(&algo, &rb, s->secure_mix, &cd, s->consensus_step,
                                        strcmp(s->optimizer, "dadamw") == 0, err)) != RUMOR_OK)
         return rc;

@@ -49,6 +49,10 @@ node_rule "secure mix and sgp" '--secure-mix needs dpsgd or diloco' --secure-mix
 node_rule "secure mix and a codec" 'leave --codec at f32' --secure-mix --codec int8
 node_rule "topk with sgp" '--codec topk (compressed gossip, CHOCO-SGD) needs dpsgd' \
     --codec topk:0.01 --algo sgp
+node_rule "int4 with sgp" '--codec int4 (compressed gossip, CHOCO-SGD) needs dpsgd or diloco' \
+    --codec int4 --algo sgp
+node_rule "topk with diloco" '--codec topk (compressed gossip, CHOCO-SGD) needs dpsgd,' \
+    --codec topk:0.01 --algo diloco:10
 node_rule "consensus step of 2" '--consensus-step 2: expected a number in [0, 1]' \
     --codec topk:0.01 --consensus-step 2
 node_rule "topk with an attack" '--codec topk (compressed gossip) and --attack exclude each other' \
@@ -180,12 +184,12 @@ else
 fi
 
 # bench codec: one line per codec with every figure; bad codecs and sizes are refused.
-expect_error "codec bench, unknown codec" "unknown --codec 'int4'" bench codec --codecs int4
+expect_error "codec bench, unknown codec" "unknown --codec 'int3'" bench codec --codecs int3
 expect_error "codec bench, bad topk" '--codec topk:0: topk needs a fraction' bench codec --codecs topk:0
 expect_error "codec bench, no parameters" 'bench codec: --params 1..1000000000' bench codec --params 0
 checks=$((checks + 1))
 if codecs=$("$rumor" bench codec --params 100000 --chunk 30000 --repeat 2 --json); then
-    [ "$(printf '%s\n' "$codecs" | wc -l)" -eq 5 ] || fail "bench codec --json: not 5 lines: $codecs"
+    [ "$(printf '%s\n' "$codecs" | wc -l)" -eq 6 ] || fail "bench codec --json: not 6 lines: $codecs"
     for key in codec wire_ratio encode_gbs decode_add_gbs memcpy_gbs encode_ratio decode_add_ratio; do
         case $codecs in *"\"$key\":"*) ;; *) fail "bench codec --json has no $key: $codecs" ;; esac
     done

@@ -1,6 +1,7 @@
 /* test_codec.c - the model-chunk codecs: known answers and every rounding boundary of fp16
  * and bf16, round trips within their proven error bounds, topk against a brute-force sort,
- * decode_add's arithmetic, rejection of bad payloads without side effects, error feedback. */
+ * decode_add's arithmetic, rejection of bad payloads without side effects, error feedback,
+ * int4's block layout and bounds. */
 #include "check.h"
 #include "codec.h"
 #include "rng.h"
@@ -59,6 +60,7 @@ static void parse(void)
     } ok[] = {{"f32", "f32", RUMOR_CODEC_F32},    {"fp32", "f32", RUMOR_CODEC_F32},
               {"fp16", "fp16", RUMOR_CODEC_F16},  {"f16", "fp16", RUMOR_CODEC_F16},
               {"bf16", "bf16", RUMOR_CODEC_BF16}, {"int8", "int8", RUMOR_CODEC_INT8},
+              {"int4", "int4", RUMOR_CODEC_INT4},
               {"topk:0.01", "topk:0.01", RUMOR_CODEC_TOPK}, {"topk:1", "topk:1", RUMOR_CODEC_TOPK},
               {"topk:.25", "topk:0.25", RUMOR_CODEC_TOPK},  {"topk:1e-3", "topk:0.001", RUMOR_CODEC_TOPK}};
     for (size_t i = 0; i < RUMOR_ARRAY_LEN(ok); i++) {
@@ -70,7 +72,7 @@ static void parse(void)
         CHECK(rumor_codec_parse(&back, buf, err) == RUMOR_OK && back.id == c.id && back.fraction == c.fraction);
     }
     CHECK(codec("topk:0.01").fraction == 0.01);
-    const char *bad[] = {"", "F32", "fp64", "int4", "topk", "topk:", "topk:0", "topk:0.0", "topk:-0.1", "topk:1.5",
+    const char *bad[] = {"", "F32", "fp64", "int3", "topk", "topk:", "topk:0", "topk:0.0", "topk:-0.1", "topk:1.5",
                          "topk:nan", "topk:inf", "topk:0x1p-3", "topk:0.1x", "topk: 0.1", "int8:1", "fp16 "};
     for (size_t i = 0; i < RUMOR_ARRAY_LEN(bad); i++) {
         err[0] = 0;
@@ -90,6 +92,12 @@ static void sizes(void)
     CHECK(rumor_codec_encoded_len(&f16, 7) == 14);
     CHECK(rumor_codec_encoded_len(&bf16, 7) == 14);
     CHECK(rumor_codec_encoded_len(&i8, 7) == 11);
+    const rumor_codec_t i4 = codec("int4"); /* 2 bytes of scale a block of 64, then nibbles */
+    CHECK(rumor_codec_encoded_len(&i4, 1) == 3);
+    CHECK(rumor_codec_encoded_len(&i4, 7) == 6);
+    CHECK(rumor_codec_encoded_len(&i4, 64) == 34);
+    CHECK(rumor_codec_encoded_len(&i4, 65) == 37);
+    CHECK(rumor_codec_encoded_len(&i4, 262144) == 139264); /* 4.25 bits a parameter */
     const rumor_codec_t t = codec("topk:0.01");
     CHECK(rumor_codec_topk_count(&t, 300) == 3); /* 0.01 * 300 is 3.0000000000000004 in double */
     CHECK(rumor_codec_topk_count(&t, 301) == 4);
@@ -327,7 +335,7 @@ static void round_trips(void)
 /* Non-finite input is never encoded, whatever the codec and position. */
 static void encode_rejects(void)
 {
-    const char *specs[] = {"f32", "fp16", "bf16", "int8", "topk:0.3", "topk:1"};
+    const char *specs[] = {"f32", "fp16", "bf16", "int8", "int4", "topk:0.3", "topk:1"};
     const float bad_values[] = {NAN, INFINITY, -INFINITY};
     uint8_t buf[64];
     char err[RUMOR_ERR_LEN];
@@ -679,6 +687,122 @@ static void error_feedback(void)
     }
 }
 
+// ---- int4 ----
+
+/* The scale of int4 block b of buf (after whole blocks of 34 bytes). */
+static float int4_scale(const uint8_t *buf, size_t b)
+{
+    return from_bits((uint32_t)(buf[34 * b] | buf[34 * b + 1] << 8) << 16);
+}
+
+static void int4(void)
+{
+    char err[RUMOR_ERR_LEN];
+    const rumor_codec_t i4 = codec("int4");
+    uint8_t buf[4096];
+    size_t len;
+    /* Known answer: max 7 gives s = 1 (bfloat16 0x3f80); q = round(x), ties to even, two to a
+     * byte with the even entry low; the odd count pads the last high nibble with 0. */
+    const float x[] = {7.0f, -7.0f, 3.5f, 2.5f, -1.5f, 0.4f, -0.0f, 1.0f, 6.6f};
+    CHECK_RC(rumor_codec_encode(&i4, x, 9, buf, &len, err));
+    const uint8_t want[] = {0x80, 0x3f, 0x97, 0x24, 0x0e, 0x10, 0x07};
+    CHECK(len == sizeof want && memcmp(buf, want, sizeof want) == 0);
+    float y[9];
+    CHECK_RC(rumor_codec_decode(RUMOR_CODEC_INT4, buf, len, 9, y, err));
+    const float back[] = {7, -7, 4, 2, -2, 0, 0, 1, 7};
+    CHECK(memcmp(y, back, sizeof y) == 0);
+    /* decode_add: w s q, added. */
+    float acc[9];
+    for (int i = 0; i < 9; i++) acc[i] = 1.0f;
+    CHECK_RC(rumor_codec_decode_add(RUMOR_CODEC_INT4, buf, len, 9, 0.5f, acc, err));
+    for (int i = 0; i < 9; i++) CHECK(acc[i] == 1.0f + 0.5f * back[i]);
+
+    /* Round trips: per block s = bfloat16(max|x| / 7), |x - s q| <= s/2 (+ 2^-15 s), q never -8,
+     * and every block's largest entry reaches +-7 or +-6 (bfloat16 rounds the scale by <= 2^-9). */
+    rumor_rng_t rng;
+    rumor_rng_init(&rng, 11);
+    enum { N = 1000 };
+    float v[N], w[N];
+    const struct {
+        int lo, hi;
+    } spreads[] = {{-3, 2}, {-20, 0}, {60, 100}, {-130, -120}};
+    for (size_t sp = 0; sp < RUMOR_ARRAY_LEN(spreads); sp++) {
+        fill_log(&rng, v, N, spreads[sp].lo, spreads[sp].hi);
+        CHECK_RC(rumor_codec_encode(&i4, v, N, buf, &len, err));
+        CHECK(len == rumor_codec_encoded_len(&i4, N));
+        CHECK_RC(rumor_codec_decode(RUMOR_CODEC_INT4, buf, len, N, w, err));
+        int bad = 0;
+        for (size_t b = 0; b * 64 < N; b++) {
+            const size_t m = N - b * 64 < 64 ? N - b * 64 : 64;
+            float mx = 0;
+            for (size_t i = 0; i < m; i++) mx = fmaxf(mx, fabsf(v[b * 64 + i]));
+            const float s = int4_scale(buf, b);
+            bad += s != rumor_codec_bf16_to_float(rumor_codec_bf16_from_float(mx / 7.0f));
+            for (size_t i = 0; i < m; i++) {
+                const size_t k = b * 64 + i;
+                const int q = (buf[34 * b + 2 + i / 2] >> (4 * (i & 1))) & 0xf;
+                bad += q == 8 || fabs((double)w[k] - v[k]) > (0.5 + 0x1p-15) * s + 0x1p-149;
+            }
+        }
+        CHECK_MSG(bad == 0, "%d int4 round trips beyond s/2 (spread %zu)", bad, sp);
+    }
+    /* The extremes: a scale near FLT_MAX / 7 stays decodable (rounded down where bfloat16
+     * would make 7 s overflow); all zero gives scale 0. */
+    const float big[] = {FLT_MAX, -FLT_MAX, 1.0f, 0x1p120f};
+    CHECK_RC(rumor_codec_encode(&i4, big, 4, buf, &len, err));
+    CHECK_RC(rumor_codec_decode(RUMOR_CODEC_INT4, buf, len, 4, y, err));
+    for (int i = 0; i < 4; i++) CHECK(isfinite(y[i]));
+    CHECK(y[0] > 0.99f * FLT_MAX && y[1] < -0.99f * FLT_MAX);
+    const float zeros[3] = {0.0f, -0.0f, 0.0f};
+    CHECK_RC(rumor_codec_encode(&i4, zeros, 3, buf, &len, err));
+    CHECK(len == 4 && buf[0] == 0 && buf[1] == 0 && buf[2] == 0 && buf[3] == 0);
+
+    /* Rejected without side effects: a scale that is not finite or whose 7 s overflows, a q of
+     * -8, a padding nibble that is not 0, a length that is not the codec's. */
+    uint8_t p[16];
+    const struct {
+        uint16_t scale;
+        uint8_t byte1, pad;
+        const char *what;
+    } bad[] = {{0x7f80, 0x11, 0, "scale +inf"}, {0xffc0, 0x11, 0, "scale NaN"},     {0x7f7f, 0x11, 0, "7 s overflows"},
+               {0x3f80, 0x18, 0, "q -8 (high)"}, {0x3f80, 0x81, 0, "q -8 (low)"},   {0x3f80, 0x11, 1, "padding"}};
+    for (size_t t = 0; t < RUMOR_ARRAY_LEN(bad); t++) {
+        memset(p, 0x11, sizeof p);
+        p[0] = (uint8_t)bad[t].scale, p[1] = (uint8_t)(bad[t].scale >> 8);
+        p[3] = bad[t].byte1;
+        p[4] = bad[t].pad ? 0x11 : 0x01; /* n = 5: the last byte holds one value */
+        rejects_cleanly(RUMOR_CODEC_INT4, p, 5, 5, bad[t].what);
+    }
+    p[0] = 0x80, p[1] = 0x3f, p[4] = 0x01;
+    CHECK_RC(rumor_codec_check(RUMOR_CODEC_INT4, p, 5, 5, NULL));
+    rejects_cleanly(RUMOR_CODEC_INT4, p, 4, 5, "int4 one byte short");
+    rejects_cleanly(RUMOR_CODEC_INT4, p, 6, 5, "int4 one byte long");
+    rejects_cleanly(RUMOR_CODEC_INT4, p, 0, 0, "int4 of 0 values");
+
+    /* Error feedback: the largest difference shrinks by 1/14 or better per call (s/2 with
+     * s = r / 7, up to bfloat16's rounding of s), and the receiver's copy is the sender's. */
+    float xhat[N], peer[N];
+    fill_log(&rng, v, N, -6, 3);
+    float xmax = 0;
+    for (size_t i = 0; i < N; i++) {
+        xhat[i] = peer[i] = (float)(rumor_rng_uniform(&rng) - 0.5);
+        xmax = fmaxf(xmax, fabsf(v[i]));
+    }
+    double r = 0;
+    for (size_t i = 0; i < N; i++) r = fmax(r, fabs((double)v[i] - xhat[i]));
+    for (int st = 0; st < 8; st++) {
+        CHECK_RC(rumor_codec_encode_delta(&i4, v, xhat, N, buf, &len, err));
+        CHECK_RC(rumor_codec_decode_add(RUMOR_CODEC_INT4, buf, len, N, 1.0f, peer, err));
+        double next = 0;
+        for (size_t i = 0; i < N; i++) next = fmax(next, fabs((double)v[i] - xhat[i]));
+        const double bound = r * (1.0 + 0x1p-8) / 14.0 + 0x1p-23 * (xmax + 1);
+        CHECK_MSG(next <= bound, "int4 step %d: residual %g, bound %g", st, next, bound);
+        r = next;
+    }
+    CHECK(r <= 0x1p-21 * xmax);
+    CHECK(memcmp(peer, xhat, sizeof xhat) == 0);
+}
+
 int main(void)
 {
     parse();
@@ -691,5 +815,6 @@ int main(void)
     decode_add();
     rejects();
     error_feedback();
+    int4();
     return check_done();
 }

@@ -862,6 +862,60 @@ static void test_diloco(void)
     swarm_fini(&s);
 }
 
+/* diloco with --codec int4: compressed gossip of the inner results (CHOCO's public copies,
+ * int4 deltas, consensus step 1). Two peers, complete graph, inner "steps" that pull peer i
+ * halfway to c_i. Round 1's deltas are integers of block maximum 7 (scale 1: exact), so its
+ * outer step is the float32 one exactly; then both peers reach theta = mean(c), where the
+ * pseudo-gradients vanish, as the float32 run does, the copies following the inner results
+ * down to rounding. Bytes: 2 of scale a block of 64, half a byte a parameter. */
+static void test_diloco_int4(void)
+{
+    enum { P = 6 };
+    char err[RUMOR_ERR_LEN];
+    swarm_t s;
+    swarm_init(&s, 2, "complete", "diloco:5", P, 4, 1, 500); /* 2 chunks: 4, 2 */
+    s.lose_from = -1;
+    float theta0[P];
+    for (int j = 0; j < P; j++) theta0[j] = (float)(0.25 * j - 0.5);
+    for (int i = 0; i < 2; i++) {
+        rumor_gossip_destroy(&s.g[i]);
+        rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = 4, .round_timeout_ms = 500,
+                                     .choco = {.id = RUMOR_CODEC_INT4}, .lineage = (uint64_t)i + 1};
+        CHECK_RC(rumor_algo_parse(&cfg.algo, "diloco:5", err));
+        memcpy(cfg.self, s.key[i], RUMOR_KEY_LEN);
+        CHECK((s.g[i] = rumor_gossip_new(&cfg, s.topo, theta0, err)) != NULL);
+        rumor_gossip_set_view(s.g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, 2);
+    }
+    const double c[2][P] = {{3, -1, 2, 0.5, -2, 1}, {1, 1, -4, 0.5, 0, 3}};
+    const double lr = 0.7, mu = 0.9;
+    /* Round 1: x_i = theta0 - delta_i, integer deltas whose largest per chunk is 7. */
+    const float delta[2][P] = {{7, -3, 1, 0, 2, -7}, {-7, 5, 0, 6, 7, 1}};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < P; j++) s.x[i][j] = theta0[j] - delta[i][j];
+    CHECK(pass(&s, 0));
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < P; j++) {
+            const double d = (double)theta0[j] -
+                             ((double)(theta0[j] - delta[0][j]) + (double)(theta0[j] - delta[1][j])) / 2;
+            const double want = theta0[j] - lr * (d + mu * d);
+            CHECK_NEAR(rumor_gossip_outer(s.g[i])[j], want, 1e-6);
+            CHECK_NEAR(s.x[i][j], want, 1e-6);
+        }
+    CHECK(s.choco_bytes == 2 * (4 + 3) && s.choco_dense == 2 * 4 * P);
+    /* Then to the fixed point. */
+    for (int r = 1; r < 150; r++) {
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < P; j++) s.x[i][j] -= (float)(0.5 * (s.x[i][j] - c[i][j]));
+        CHECK(pass(&s, 1000 * (uint64_t)r));
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < P; j++) CHECK_NEAR(rumor_gossip_outer(s.g[i])[j], (c[0][j] + c[1][j]) / 2, 1e-4);
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK(st.keyframes == 0 && st.copies_mixed == 1);
+    swarm_fini(&s);
+}
+
 static void test_restore(void)
 {
     swarm_t s;
@@ -1321,6 +1375,7 @@ int main(void)
     test_sgp_weight_bound();
     test_sgp_sender_records();
     test_diloco();
+    test_diloco_int4();
     test_restore();
     return check_done();
 }

@@ -396,7 +396,7 @@ static void sample_model(rumor_msg_t *m, rumor_proto_codec_t codec, uint64_t n, 
     m->u.model.chunks = 3;
     m->u.model.off = 1000;
     m->u.model.n = n;
-    if (codec == RUMOR_CODEC_TOPK) { /* a delta of a public copy: always with its version */
+    if (rumor_codec_is_delta(codec)) { /* a delta of a public copy: always with its version */
         m->u.model.has_copy = true;
         m->u.model.ver = 41;
         m->u.model.lin = UINT64_MAX;
@@ -643,6 +643,8 @@ static void test_payload_len(void)
     CHECK(rumor_proto_payload_len(RUMOR_CODEC_BF16, 10, 0, &len) == RUMOR_OK && len == 20);
     CHECK(rumor_proto_payload_len(RUMOR_CODEC_INT8, 10, 0, &len) == RUMOR_OK && len == 14);
     CHECK(rumor_proto_payload_len(RUMOR_CODEC_TOPK, 10, 3, &len) == RUMOR_OK && len == 24);
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_INT4, 10, 0, &len) == RUMOR_OK && len == 7);
+    CHECK(rumor_proto_payload_len(RUMOR_CODEC_INT4, 129, 0, &len) == RUMOR_OK && len == 6 + 65);
     CHECK(rumor_proto_payload_len(RUMOR_CODEC_TOPK, 10, 11, &len) == RUMOR_EINVAL);
     CHECK(rumor_proto_payload_len(RUMOR_CODEC_TOPK, 10, 0, &len) == RUMOR_EINVAL);
     CHECK(rumor_proto_payload_len(RUMOR_CODEC_F32, 0, 0, &len) == RUMOR_EINVAL);
@@ -1365,14 +1367,15 @@ static void test_reject_model(void)
         CHECK_REJECT(bb, payload_buf, 40, RUMOR_PROTO_REJECT_MISSING);
     }
 
-    /* Payload length off by one either way, for each codec. */
-    for (uint64_t c = 0; c <= 4; c++) {
+    /* Payload length off by one either way, for each codec (5, masked, below). */
+    for (uint64_t c = 0; c <= RUMOR_CODEC_LAST; c++) {
+        if (c == RUMOR_CODEC_MASKED) continue;
         f = model_defaults();
         f.codec = c;
         size_t len = 0;
         CHECK_RC(rumor_proto_payload_len((rumor_proto_codec_t)c, f.n, f.n, &len));
         bb->n = 0;
-        if (c == RUMOR_CODEC_TOPK)
+        if (rumor_codec_is_delta((rumor_proto_codec_t)c))
             bb_model_copy(bb, &f, 0);
         else
             bb_model(bb, &f, NULL);
@@ -1411,6 +1414,10 @@ static void test_reject_model(void)
     bb->n = 0;
     bb_model(bb, &f, NULL);
     CHECK_REJECT(bb, payload_buf, 8, RUMOR_PROTO_REJECT_MISSING);
+    f.codec = RUMOR_CODEC_INT4; /* int4 travels only as deltas too */
+    bb->n = 0;
+    bb_model(bb, &f, NULL);
+    CHECK_REJECT(bb, payload_buf, (size_t)rumor_codec_int4_len(f.n), RUMOR_PROTO_REJECT_MISSING);
     f.codec = RUMOR_CODEC_F32;
     bb->n = 0;
     bb_model_copy(bb, &f, 1);
