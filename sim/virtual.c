@@ -208,16 +208,15 @@ rumor_err_t virt_model_line(sim_t *s, int i, const char *flag)
 static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
 {
     vpeer_t *p = &s->p[i];
-    p->loss_sum = 0.0;
-    p->loss_count = 0;
+    if (p->steps_done == 0) p->loss_sum = 0.0, p->loss_count = 0;
     if (!p->tr || p->budget_spent) return RUMOR_OK;
     rumor_trainer_stats_t ts;
     char e2[RUMOR_ERR_LEN];
-    if (rumor_trainer_steps(p->tr, s->H, p->sched_k * s->H, &ts, e2) != RUMOR_OK)
+    if (rumor_trainer_steps(p->tr, p->phase_steps, p->sched_k * s->H + p->steps_done, &ts, e2) != RUMOR_OK)
         return rumor_fail(err, rumor_last_error(), "peer %d: %s", i, e2);
     p->budget_spent = ts.budget_spent;
-    p->loss_sum = ts.loss_sum;
-    p->loss_count = ts.samples;
+    p->loss_sum += ts.loss_sum;
+    p->loss_count += ts.samples;
     if (ts.steps) p->lr = ts.lr;
     return RUMOR_OK;
 }
@@ -423,12 +422,14 @@ static rumor_err_t round_done(sim_t *s, int i)
                                      .consensus = st.consensus, .w = st.w, .peers = p->view_peers,
                                      .neighbours = st.last_peers, .missing = st.last_missing,
                                      .bytes_out = p->bytes_out, .bytes_in = st.bytes_in,
-                                     .wait_s = (double)(s->now_us - p->waits_from_us) / 1e6, .evaluated = eval,
+                                     .wait_s = (double)(s->now_us - p->waits_from_us + p->wait_done_us) / 1e6,
+                                     .evaluated = eval,
                                      .test_loss = s->test_loss, .test_acc = s->test_acc, .text = s->src.text,
                                      .private = p->dp != NULL,
                                      .epsilon = p->dp ? rumor_dp_epsilon(p->dp) : 0.0,
                                      .secure_mix = c->secure_mix, .unmixed = st.chunks_unmixed,
                                      .implausible = st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]};
+    p->steps_done = 0, p->wait_done_us = 0;
     if (metrics_put(s, i, &ml) != RUMOR_OK)
         return s->rc;
     if (s->restarts && !last && p->k % CKPT_EVERY == 0 && virt_ckpt_save(s, i) != RUMOR_OK) return s->rc;
@@ -492,11 +493,17 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
         memcpy(p->gx, x, P * sizeof *x);
         memcpy(p->gx + P, v, P * sizeof *v);
     }
+    const bool lands = rumor_gossip_merging(p->g); /* overlapped diloco: mid-round, its round lands */
     const rumor_gossip_status_t gs = rumor_gossip_step(p->g, p->gx ? p->gx : x, now_ms);
     if (send_all(s, i) != RUMOR_OK) return s->rc;
     if (gs == RUMOR_GOSSIP_DONE && p->gx) {
         memcpy(x, p->gx, P * sizeof *x);
         memcpy(v, p->gx + P, P * sizeof *v);
+    }
+    if (gs == RUMOR_GOSSIP_DONE && lands) { /* the rest of the round's steps */
+        p->steps_done += p->phase_steps;
+        p->wait_done_us += s->now_us - p->waits_from_us;
+        return virt_schedule_phase(s, i);
     }
     if (gs == RUMOR_GOSSIP_DONE) return round_done(s, i);
     const uint64_t d = rumor_gossip_deadline(p->g);

@@ -304,7 +304,9 @@ rumor_err_t virt_schedule_phase(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
     const double slow = i == s->c->straggler && s->c->slowdown > 0 ? s->c->slowdown : 1.0;
-    const uint64_t dur = (uint64_t)llround((double)s->H * (double)s->step_us * slow);
+    /* Overlapped diloco: the steps until the round in flight lands, then the rest of the round. */
+    p->phase_steps = rumor_gossip_merging(p->g) ? p->gc.algo.overlap_steps : s->H - p->steps_done;
+    const uint64_t dur = (uint64_t)llround((double)p->phase_steps * (double)s->step_us * slow);
     p->state = P_COMPUTING;
     p->sched_k = rumor_gossip_schedule_round(p->g, p->k); /* here: the phase may run on the other core */
     if (virt_heap_push(&s->q, s->now_us + (dur ? dur : 1), EV_PHASE, i, p->inc) != RUMOR_OK)
@@ -377,6 +379,7 @@ static rumor_err_t ckpt_restore(sim_t *s, int i)
     if (p->dp) rumor_dp_restore(p->dp, ck->dp_steps);
     p->budget_spent = false;
     p->loss_sum = 0.0, p->loss_count = 0;
+    p->steps_done = 0, p->wait_done_us = 0;
     p->coded.set[0] = p->coded.set[1] = false;
     p->view_dirty = true;
     p->k = ck->k;

@@ -109,6 +109,10 @@ typedef struct {
     uint32_t inc;            /* incarnation: bumped by kill and restart, stale events are skipped */
     long k;                  /* gossip rounds done */
     long sched_k;            /* the round its schedule is at in its phase (rumor_gossip_schedule_round) */
+    long phase_steps;        /* the steps of its phase: H, or for an overlapped diloco the steps until
+                                its round lands (algo.overlap_steps), then the rest of H */
+    long steps_done;         /* steps of its round taken before this phase */
+    uint64_t wait_done_us;   /* ... and its waits at those earlier points */
     uint64_t retry_ms;       /* deadline of the pending retry event (0: none) */
     uint64_t link_free_us;   /* when the uplink is free again */
     uint64_t waits_from_us;  /* when its local phase ended: its wait on gossip starts */
@@ -126,7 +130,7 @@ typedef struct {
     rumor_poison_t poison;   /* the Byzantine peer: what it sends instead of each snapshot */
     rumor_secret_key_t *mkey;/* --secure-mix: its X25519 key for masks (identities here are indices) */
     rumor_secmix_t *sm;
-    double loss_sum;         /* the last phase's summed loss and sample count */
+    double loss_sum;         /* the round's summed loss and sample count, over its phases */
     long loss_count;
     float lr;
     char *mbuf;              /* metrics lines not yet written to the file */

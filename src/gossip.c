@@ -186,9 +186,10 @@ rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robus
                                      const rumor_codec_t *codec, double gamma, bool state, char err[RUMOR_ERR_LEN])
 {
     const bool robust_on = robust->clip || robust->trim;
-    if (algo->overlap && algo->kind == RUMOR_ALGO_DILOCO)
-        return rumor_fail(err, RUMOR_EINVAL, "--overlap needs dpsgd or sgp (an overlapped diloco is not yet stable: "
-                                             "docs/decisions.md)");
+    if (algo->overlap && algo->kind == RUMOR_ALGO_DILOCO &&
+        (algo->overlap_steps < 1 || algo->overlap_steps >= algo->local_steps))
+        return rumor_fail(err, RUMOR_EINVAL, "--overlap-steps %d: diloco:%d overlaps 1 to %d inner steps",
+                          algo->overlap_steps, algo->local_steps, algo->local_steps - 1);
     if (state && (algo->kind != RUMOR_ALGO_DPSGD || rumor_codec_is_delta(codec->id)))
         return rumor_fail(err, RUMOR_EINVAL, "--optimizer dadamw (its second moment gossiped with the model) needs "
                                              "dpsgd, without --codec topk or int4");
@@ -271,6 +272,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->chunks = rumor_chunks(g->vec, g->chunk_params);
     g->words = (g->chunks + 63) / 64;
     g->overlap = cfg->algo.kind == RUMOR_ALGO_SGP || (cfg->algo.overlap && cfg->algo.kind == RUMOR_ALGO_DPSGD);
+    g->dol = cfg->algo.overlap && cfg->algo.kind == RUMOR_ALGO_DILOCO;
     g->wait_ms = g->cfg.round_timeout_ms;
     if (!(g->w = malloc(g->chunks * sizeof *g->w))) goto nomem;
     for (size_t c = 0; c < g->chunks; c++) g->w[c] = 1.0;
@@ -340,6 +342,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         g->mom = calloc(g->P, sizeof *g->mom);
         if (!g->theta || !g->mom) goto nomem;
         memcpy(g->theta, x0, g->P * sizeof *g->theta);
+        if (g->dol && !(g->sent = malloc(g->P * sizeof *g->sent))) goto nomem;
     }
     /* Snapshot 0 is the initial model, round 0: the reference of accumulators filled before
      * the first round, and what a joining peer gets if it pulls this early. */
@@ -404,6 +407,7 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     free(g->w);
     free(g->theta);
     free(g->mom);
+    free(g->sent);
     free(g->view);
     free(g->member_boot);
     free(g->members);
@@ -693,7 +697,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
     const double wcap = weight_bound(g);
-    if (g->rule->mix) cons = g->rule->mix(g, s, x);
+    if (g->rule->mix) cons = g->rule->mix(g, s, g->dol ? g->sent : x); /* what this peer sent, exactly */
     for (size_t c = 0; c < g->chunks && !g->rule->mix; c++) {
         const size_t off = c * g->chunk_params, n = chunk_len(g, c);
         const double tw = s->accw[c];
@@ -728,13 +732,18 @@ static void finish_round(rumor_gossip_t *g, float *x)
         const float lr = (float)g->cfg.algo.outer_lr, mu = (float)g->cfg.algo.outer_momentum;
         float *restrict th = g->theta, *restrict m = g->mom;
         const float *restrict dx = s->acc, *restrict sx = snap;
+        /* Overlapped, where the round lands inside the next phase: that phase moves onto the
+         * new theta with what it has done, x + (theta' - x_r); the run's last round ends on
+         * theta. */
+        const float *restrict sent = g->dol && !g->began ? g->sent : NULL;
 #pragma omp simd
         for (size_t i = 0; i < g->P; i++) {
             /* The pseudo-gradient against the neighbourhood's mean inner result. */
             const float d = th[i] - (sx[i] + dx[i]);
             m[i] = mu * m[i] + d;
-            th[i] -= lr * (d + mu * m[i]);
-            x[i] = th[i];
+            const float t = th[i] - lr * (d + mu * m[i]);
+            x[i] = sent ? x[i] + (t - sent[i]) : t;
+            th[i] = t;
         }
         memset(s->acc, 0, g->vec * sizeof *s->acc);
     }
@@ -789,6 +798,18 @@ rumor_gossip_status_t rumor_gossip_step(rumor_gossip_t *g, float *x, uint64_t no
 
 static rumor_gossip_status_t step(rumor_gossip_t *g, float *x, uint64_t now)
 {
+    if (g->dol && g->inflight && !g->began) { /* overlapped diloco: the round lands */
+        if (!round_ready(g, now)) return RUMOR_GOSSIP_WAIT;
+        finish_round(g, x);
+        return RUMOR_GOSSIP_DONE;
+    }
+    if (g->dol && !g->closing) { /* ... or is sent, and the phase goes on */
+        const int sb = free_snap(g);
+        if (sb < 0) return RUMOR_GOSSIP_WAIT;
+        memcpy(g->sent, x, g->P * sizeof *x);
+        begin_round(g, x, sb, now);
+        return RUMOR_GOSSIP_DONE;
+    }
     if (g->overlap && !g->closing) {
         if (g->inflight && !round_ready(g, now)) return RUMOR_GOSSIP_WAIT;
         const int sb = free_snap(g);
@@ -817,6 +838,7 @@ static rumor_gossip_status_t step(rumor_gossip_t *g, float *x, uint64_t now)
 
 void rumor_gossip_close(rumor_gossip_t *g) { g->closing = true; }
 bool rumor_gossip_waiting(const rumor_gossip_t *g) { return g->waiting; }
+bool rumor_gossip_merging(const rumor_gossip_t *g) { return g->dol && g->inflight && !g->began; }
 
 uint64_t rumor_gossip_deadline(const rumor_gossip_t *g)
 {
@@ -1126,6 +1148,7 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
     }
     if (g->theta) memcpy(g->theta, x, g->P * sizeof *g->theta);
     if (g->mom) memset(g->mom, 0, g->P * sizeof *g->mom);
+    if (g->sent) memcpy(g->sent, x, g->P * sizeof *g->sent); /* a round in flight lands onto x */
     if (g->choco) { /* a public copy that starts from the adopted model: neighbours get keyframes */
         memcpy(g->xhat, x, g->P * sizeof *g->xhat);
         g->base = gsp_copy_hash(x, g->P);

@@ -33,8 +33,14 @@
  *             theta <- theta - lr (d + mu m), x <- theta (Douillard et al. 2023, made
  *             decentralised: the all-reduce of the pseudo-gradient becomes a gossip average of
  *             the inner results, one model per round; the outer step pulls every theta towards
- *             the same mixed point, which keeps them in consensus). Not overlapped: the next
- *             inner phase starts from the new theta.
+ *             the same mixed point, which keeps them in consensus); the next inner phase
+ *             starts from the new theta. With `overlap` (--overlap): the round's
+ *             inner results travel while the next phase runs, and its outer step lands after
+ *             overlap_steps steps of it (Streaming DiLoCo's overlap, Douillard et al. 2025): the
+ *             peer sends x_r and goes on training from it; at a gossip point of its own
+ *             (rumor_gossip_merging: the round lands) it computes theta_{r+1} exactly as above and
+ *             moves the phase onto it, x <- x + (theta_{r+1} - x_r), so only those steps were
+ *             taken from a stale point. The next send is H steps after the last.
  *
  * Mixing on arrival (decision 6). A model travels in chunks of chunk_params floats; every
  * accepted chunk is added, weighted, straight into the accumulator of its round, and the
@@ -201,7 +207,9 @@ typedef struct {
     int local_steps;        /* minibatch steps between gossip points (diloco:H sets it) */
     double outer_lr;        /* diloco: 0.7 by default */
     double outer_momentum;  /* diloco: 0.9 by default (Nesterov) */
-    bool overlap;           /* dpsgd: the mix lands a round late, during the next local steps (sgp always) */
+    bool overlap;           /* dpsgd: the mix lands a round late, during the next local steps (sgp always);
+                               diloco: the round's outer step lands overlap_steps into the next phase */
+    int overlap_steps;      /* overlapped diloco: inner steps the round has to travel (1 .. H - 1) */
 } rumor_algo_t;
 
 /* Robust mixing: none, self-centred clipping of the farthest `clip_fraction` of the
@@ -421,6 +429,11 @@ void rumor_gossip_mass(const rumor_gossip_t *g, double *z, double *wt);
  * flight, then begins its own and finishes that too), so an overlapped run ends on a mixed
  * model. The plain forms do this at every gossip point. */
 void rumor_gossip_close(rumor_gossip_t *g);
+
+/* Overlapped diloco: a round is in flight, so the next gossip point is the one where it lands,
+ * after algo.overlap_steps inner steps (the drivers run that many, then the rest of the phase's
+ * H up to the next send). false otherwise. */
+bool rumor_gossip_merging(const rumor_gossip_t *g);
 
 /* Whether the engine is inside a gossip point: its last step returned WAIT, so x as passed then
  * must be passed again (a driver that stages x into another buffer stages it once a point). */

@@ -149,6 +149,8 @@ struct rumor_gossip {
     bool began;                /* the round in flight was begun at this gossip point */
     double *w;                 /* push-sum weight per chunk */
     float *theta, *mom;        /* diloco */
+    bool dol;                  /* overlapped diloco */
+    float *sent;               /* overlapped diloco: the inner result the round in flight sent, exactly */
     snap_t snaps[2];
     slot_t slots[SLOTS];
     uint64_t round;            /* the round in flight, or the next to start */

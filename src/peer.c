@@ -428,10 +428,25 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         }
         pthread_mutex_lock(&p->mu);
         const long kr = rumor_gossip_schedule_round(p->g, p->k);
+        const bool lands = rumor_gossip_merging(p->g);
         pthread_mutex_unlock(&p->mu);
         const double work0 = rumor_now();
-        rumor_trainer_stats_t ts;
-        if ((rc = rumor_trainer_steps(p->tr, H, kr * H, &ts, err)) != RUMOR_OK) return rc;
+        rumor_trainer_stats_t ts, ts0 = {0};
+        /* Overlapped diloco: the round in flight lands a few steps into this phase. */
+        const long h0 = lands ? c->algo.overlap_steps : 0;
+        double wait_land = 0.0;
+        if (h0) {
+            if ((rc = rumor_trainer_steps(p->tr, h0, kr * H, &ts0, err)) != RUMOR_OK) return rc;
+            bool landed = false;
+            const double w0 = rumor_now();
+            if (!ts0.budget_spent && (rc = gossip_point_any(p, x, &landed, err)) != RUMOR_OK) return rc;
+            if (!ts0.budget_spent && !landed) break;
+            wait_land = rumor_now() - w0;
+        }
+        if ((rc = rumor_trainer_steps(p->tr, H - h0, kr * H + h0, &ts, err)) != RUMOR_OK) return rc;
+        ts.budget_spent |= ts0.budget_spent;
+        ts.loss_sum += ts0.loss_sum;
+        ts.samples += ts0.samples;
         p->budget_spent = ts.budget_spent;
         if (c->slowdown > 1.0) { /* a straggler: make the local phase last slowdown times as long */
             const double extra = (rumor_now() - work0) * (c->slowdown - 1.0);
@@ -458,7 +473,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         if ((rc = gossip_point_any(p, x, &done, err)) != RUMOR_OK) return rc;
         if (!done) break;
         rumor_optim_mixed(p->o, x);
-        const double wait_s = rumor_now() - wait0;
+        const double wait_s = rumor_now() - wait0 + wait_land;
         p->k++;
         rumor_gossip_stats_t st;
         pthread_mutex_lock(&p->mu);

@@ -285,7 +285,11 @@ static const rumor_setting_t table[] = {
      D("0.9"), "outer_momentum", "X", "diloco's outer Nesterov momentum"},
     {"overlap", NULL, RUMOR_SET_BOOL, N | S, RUMOR_SET_RECORD, AT(overlap), 0, 0, NULL, NULL, D(NULL), "overlap", NULL,
      "run the next local steps while the round's models travel; the mix lands a round late (dpsgd: "
-     "x <- mix + own progress since; the run's last round is not overlapped; sgp always overlaps)"},
+     "x <- mix + own progress since; diloco: its outer step lands --overlap-steps into the next phase; the run's "
+     "last round is not overlapped; sgp always overlaps)"},
+    {"overlap-steps", NULL, RUMOR_SET_INT, N | S, RUMOR_SET_RECORD, AT(overlap_steps), 0, 100000, NULL, NULL, D(NULL),
+     "overlap_steps", "N", "with --overlap and diloco:H: the inner steps a round's models have to travel before its "
+     "outer step lands (0: H / 4)"},
     {"robust", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD, AT(robust), 0, 0, check_robust, NULL, D("none"), "robust", "SPEC",
      "none | clip[:F] | trim:B: clip the farthest fraction F of the neighbours, or trim B high and low per "
      "coordinate"},
@@ -713,6 +717,7 @@ rumor_err_t rumor_settings_algo(const rumor_settings_t *s, rumor_algo_t *out, ch
     out->outer_lr = s->outer_lr;
     out->outer_momentum = s->outer_momentum;
     out->overlap = s->overlap;
+    out->overlap_steps = s->overlap_steps ? s->overlap_steps : (out->local_steps / 4 > 1 ? out->local_steps / 4 : 1);
     return RUMOR_OK;
 }
 

@@ -81,6 +81,7 @@ typedef struct rumor_settings {
     int eval_every;         /* rounds between test evaluations */
     double outer_lr, outer_momentum; /* diloco's outer Nesterov step */
     bool overlap;           /* the next local steps run while the round's models travel */
+    int overlap_steps;      /* overlapped diloco: inner steps a round travels (0: H / 4) */
     char robust[32];        /* none | clip[:F] | trim:B */
     char attack[32];        /* scale:K | noise:S (a Byzantine peer: node, sim's --byzantine) */
     char dp[96];            /* DP-SGD: clip=C,noise=S[,delta=D]; "": off */

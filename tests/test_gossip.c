@@ -916,6 +916,77 @@ static void test_diloco_int4(void)
     swarm_fini(&s);
 }
 
+/* Overlapped diloco, by hand (2 peers, complete graph, diloco:5, 2 overlapped steps): a send
+ * point sends x_r and leaves x alone; the next point is where the round lands (merging), and
+ * there theta takes the plain outer step on the mix of the x_r while the phase moves onto it,
+ * x <- x + theta' - x_r; the closing round is plain and ends on theta. */
+static void test_diloco_overlap(void)
+{
+    enum { P = 6 };
+    char err[RUMOR_ERR_LEN];
+    swarm_t s;
+    swarm_init(&s, 2, "complete", "diloco:5", P, 4, 1, 500);
+    float theta0[P];
+    for (int j = 0; j < P; j++) theta0[j] = (float)(0.3 * j - 1.0);
+    for (int i = 0; i < 2; i++) {
+        rumor_gossip_destroy(&s.g[i]);
+        rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = 4, .round_timeout_ms = 500};
+        CHECK_RC(rumor_algo_parse(&cfg.algo, "diloco:5", err));
+        cfg.algo.overlap = true;
+        cfg.algo.overlap_steps = 5; /* all of H: refused */
+        memcpy(cfg.self, s.key[i], RUMOR_KEY_LEN);
+        CHECK(rumor_gossip_new(&cfg, s.topo, theta0, err) == NULL && strstr(err, "1 to 4") != NULL);
+        cfg.algo.overlap_steps = 2;
+        CHECK((s.g[i] = rumor_gossip_new(&cfg, s.topo, theta0, err)) != NULL);
+        rumor_gossip_set_view(s.g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, 2);
+    }
+    const double lr = 0.7, mu = 0.9;
+    double th[2][P], m[2][P] = {{0}}, sent[2][P];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < P; j++) th[i][j] = theta0[j];
+    for (int r = 0; r < 4; r++) {
+        /* the rest of the phase (all of it in round 0), then the send point */
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < P; j++) s.x[i][j] -= (float)(0.05 * (i + 1) * (j - 2) * (r + 1));
+        if (r == 3)
+            for (int i = 0; i < 2; i++) rumor_gossip_close(s.g[i]);
+        CHECK(!rumor_gossip_merging(s.g[0]));
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < P; j++) sent[i][j] = s.x[i][j];
+        CHECK(pass(&s, 1000 * (uint64_t)r));
+        if (r == 3) break;
+        for (int i = 0; i < 2; i++) {
+            CHECK(rumor_gossip_merging(s.g[i]));
+            for (int j = 0; j < P; j++) CHECK(s.x[i][j] == (float)sent[i][j]); /* the phase goes on from x_r */
+        }
+        /* two steps of the next phase, then the round lands */
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < P; j++) s.x[i][j] += (float)(0.01 * (j + 1) * (i + 2));
+        float before[2][P];
+        memcpy(before[0], s.x[0], sizeof before[0]);
+        memcpy(before[1], s.x[1], sizeof before[1]);
+        CHECK(pass(&s, 1000 * (uint64_t)r + 500));
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < P; j++) {
+                const double d = th[i][j] - (sent[0][j] + sent[1][j]) / 2;
+                m[i][j] = mu * m[i][j] + d;
+                th[i][j] -= lr * (d + mu * m[i][j]);
+                CHECK_NEAR(rumor_gossip_outer(s.g[i])[j], th[i][j], 1e-5);
+                CHECK_NEAR(s.x[i][j], before[i][j] + th[i][j] - sent[i][j], 1e-5);
+            }
+        CHECK(!rumor_gossip_merging(s.g[0]));
+    }
+    /* The closing round: sent, waited for and mixed at once; x is theta. */
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < P; j++) {
+            const double d = th[i][j] - (sent[0][j] + sent[1][j]) / 2;
+            m[i][j] = mu * m[i][j] + d;
+            th[i][j] -= lr * (d + mu * m[i][j]);
+            CHECK_NEAR(s.x[i][j], th[i][j], 1e-5);
+        }
+    swarm_fini(&s);
+}
+
 static void test_restore(void)
 {
     swarm_t s;
@@ -1376,6 +1447,7 @@ int main(void)
     test_sgp_sender_records();
     test_diloco();
     test_diloco_int4();
+    test_diloco_overlap();
     test_restore();
     return check_done();
 }

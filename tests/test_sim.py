@@ -433,6 +433,30 @@ def main():
     check(0.025 < w5 < 0.08 and w5o < 1e-5 and w50o > 0.3 and waits.get((5, True, "last"), 0) > 0.004,
           "waits on gossip over rounds 2..11: %s s at 5 ms latency; overlapped %s s at 5 ms (and %s s in the last "
           "round), %s s at 50 ms" % (w5, w5o, waits.get((5, True, "last")), w50o))
+    # 4g'. Overlapped diloco (diloco:10, 2 peers, steps of 1 ms, 5 ms latency): a round's models
+    #      travel during the next phase's first 6 steps and its outer step lands there; the
+    #      rounds still take 10 steps each, their wait disappears, and the model learns as
+    #      the plain diloco's does.
+    got = {}
+    for overlap in (False, True):
+        run = os.path.join(tmp, "dwait-%d" % overlap)
+        r = sim("--mode", "virtual", "--peers", "2", "--topology", "complete", "--rounds", "12", "--step-ms", "1",
+                "--latency", "5", "--eval-every", "0", "--out", run, "--no-plots", "--model", "logreg",
+                "--limit", "4000", "--algo", "diloco:10", "--lr", "0.05", "--momentum", "0", "--schedule", "constant",
+                *(["--overlap", "--overlap-steps", "6"] if overlap else []))
+        lines = [l for l in metrics(run, 0) if "wait_s" in l] if r.returncode == 0 else []
+        gaps = [abs(b["t"] - a["t"] - (0.010 + b["wait_s"])) for a, b in zip(lines, lines[1:])]
+        check(len(lines) == 12 and max(gaps) < 2e-6 and lines[-1]["step"] == 120,
+              "diloco%s: 12 rounds of 10 steps, each its phase and its wait_s (largest difference %.2g s)"
+              % (" overlapped" if overlap else "", max(gaps) if gaps else -1))
+        try:
+            with open(os.path.join(run, "summary.json")) as f:
+                got[overlap] = (sum(l["wait_s"] for l in lines[2:-1]), json.load(f)["final_test_acc_mean"])
+        except (OSError, ValueError):
+            got[overlap] = (0, 0)
+    (wp, ap), (wo, ao) = got[False], got[True]
+    check(wp > 0.03 and wo < 1e-5 and abs(ao - ap) < 0.03,
+          "diloco waits %.3f s over rounds 3..11, overlapped %.1g s; test accuracy %.3f and %.3f" % (wp, wo, ap, ao))
     run = os.path.join(tmp, "secure-proc")
     lines = [l for l in metrics(run, 0) if "loss" in l] if os.path.isdir(run) else []
     check(lines and all(0 <= l["wait_s"] < 60 for l in lines), "a node's rounds say how long they waited: %s"
@@ -466,7 +490,7 @@ def main():
                        (["--event", "explode peer 1 at 2s"], "a bad event"),
                        (["--topology", "hypercube", "--peers", "6"], "a topology not defined on 6 peers"),
                        (["--faults", "0"], "--faults 0"), (["--soak", "3", "--faults", "2"], "--soak with --faults"),
-                       (["--algo", "diloco:10", "--overlap"], "--overlap with diloco"),
+                       (["--algo", "diloco:10", "--overlap", "--overlap-steps", "10"], "--overlap-steps of all of H"),
                        (["--algo", "sgp", "--optimizer", "dadamw"], "dadamw with sgp")):
         r = subprocess.run([RUMOR, "sim", *args], capture_output=True, text=True, timeout=30)
         check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and r.stderr.count("\n") == 1,
