@@ -97,7 +97,7 @@ typedef enum {
 /* Bytes of an int4 payload of n parameters. */
 static inline uint64_t rumor_codec_int4_len(uint64_t n)
 {
-    return 2 * ((n + RUMOR_CODEC_INT4_BLOCK - 1) / RUMOR_CODEC_INT4_BLOCK) + (n + 1) / 2;
+    return 2 * (n / RUMOR_CODEC_INT4_BLOCK + (n % RUMOR_CODEC_INT4_BLOCK != 0)) + n / 2 + n % 2; /* no overflow */
 }
 /* Codecs that travel only as differences of a public copy (compressed gossip: `ver` required). */
 static inline bool rumor_codec_is_delta(rumor_proto_codec_t c) { return c == RUMOR_CODEC_TOPK || c == RUMOR_CODEC_INT4; }

@@ -485,7 +485,7 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
     vpeer_t *p = &s->p[i];
     if (p->state != P_WAITING) return RUMOR_OK;
     if (p->view_dirty) virt_view_set(p);
-    if (p->k + 1 >= s->c->rounds) rumor_gossip_close(p->g);
+    if (p->k + 1 >= s->c->rounds || p->budget_spent) rumor_gossip_close(p->g); /* its last round: end on a mix */
     const uint64_t now_ms = s->now_us / 1000;
     float *x = rumor_model_params(p->m), *v = rumor_optim_gossiped(p->o);
     const size_t P = rumor_model_param_count(p->m);

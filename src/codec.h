@@ -82,7 +82,7 @@ rumor_err_t rumor_codec_parse(rumor_codec_t *out, const char *spec, char err[RUM
 size_t rumor_codec_chunk_params(const rumor_codec_t *c);
 /* The spec back ("fp16", "topk:0.01"); parses back to an equal codec. */
 void rumor_codec_format(char *buf, size_t len, const rumor_codec_t *c);
-/* The canonical name of a wire codec ("f32", "fp16", "bf16", "int8", "topk"); "?" otherwise. */
+/* The canonical name of a wire codec ("f32", "fp16", "bf16", "int8", "topk", "int4"); "?" otherwise. */
 const char *rumor_codec_name(rumor_proto_codec_t id);
 
 /* Pairs topk sends for n entries: max(1, ceil(fraction * n)), at most n (fraction * n is

@@ -186,6 +186,9 @@ rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robus
                                      const rumor_codec_t *codec, double gamma, bool state, char err[RUMOR_ERR_LEN])
 {
     const bool robust_on = robust->clip || robust->trim;
+    if (algo->overlap && algo->kind == RUMOR_ALGO_DILOCO && algo->local_steps < 2)
+        return rumor_fail(err, RUMOR_EINVAL, "--overlap with diloco:%d: a phase of one step has nothing to overlap",
+                          algo->local_steps);
     if (algo->overlap && algo->kind == RUMOR_ALGO_DILOCO &&
         (algo->overlap_steps < 1 || algo->overlap_steps >= algo->local_steps))
         return rumor_fail(err, RUMOR_EINVAL, "--overlap-steps %d: diloco:%d overlaps 1 to %d inner steps",
@@ -250,8 +253,8 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         return NULL;
     }
     if (choco && (double)cfg->params * 4.0 * (RUMOR_GOSSIP_CHOCO_PEERS + 4) > 4294967296.0) {
-        rumor_fail(err, RUMOR_EINVAL, "--codec topk holds copies of %d neighbours' models: %zu parameters is too many",
-                   RUMOR_GOSSIP_CHOCO_PEERS, cfg->params);
+        rumor_fail(err, RUMOR_EINVAL, "--codec %s holds copies of %d neighbours' models: %zu parameters is too many",
+                   rumor_codec_name(cfg->choco.id), RUMOR_GOSSIP_CHOCO_PEERS, cfg->params);
         return NULL;
     }
     rumor_gossip_t *g = calloc(1, sizeof *g);
@@ -343,6 +346,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         if (!g->theta || !g->mom) goto nomem;
         memcpy(g->theta, x0, g->P * sizeof *g->theta);
         if (g->dol && !(g->sent = malloc(g->P * sizeof *g->sent))) goto nomem;
+        if (g->sent) memcpy(g->sent, x0, g->P * sizeof *g->sent);
     }
     /* Snapshot 0 is the initial model, round 0: the reference of accumulators filled before
      * the first round, and what a joining peer gets if it pulls this early. */
@@ -697,7 +701,8 @@ static void finish_round(rumor_gossip_t *g, float *x)
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
     const double wcap = weight_bound(g);
-    if (g->rule->mix) cons = g->rule->mix(g, s, g->dol ? g->sent : x); /* what this peer sent, exactly */
+    /* What this peer sent, exactly: where an overlapped diloco's round lands, the phase has moved on. */
+    if (g->rule->mix) cons = g->rule->mix(g, s, g->dol && !g->began ? g->sent : x);
     for (size_t c = 0; c < g->chunks && !g->rule->mix; c++) {
         const size_t off = c * g->chunk_params, n = chunk_len(g, c);
         const double tw = s->accw[c];
@@ -1148,7 +1153,9 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
     }
     if (g->theta) memcpy(g->theta, x, g->P * sizeof *g->theta);
     if (g->mom) memset(g->mom, 0, g->P * sizeof *g->mom);
-    if (g->sent) memcpy(g->sent, x, g->P * sizeof *g->sent); /* a round in flight lands onto x */
+    /* Overlapped diloco: a round in flight still lands, its outer step taken on the adopted
+     * theta (the drivers adopt only between rounds, where none is). */
+    if (g->sent) memcpy(g->sent, x, g->P * sizeof *g->sent);
     if (g->choco) { /* a public copy that starts from the adopted model: neighbours get keyframes */
         memcpy(g->xhat, x, g->P * sizeof *g->xhat);
         g->base = gsp_copy_hash(x, g->P);

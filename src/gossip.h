@@ -229,10 +229,11 @@ rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[R
 
 /* Whether secure mixing, compressed gossip, overlap and mixed optimizer state go with the other
  * settings, the one place these rules live (the engine, `rumor node` and `rumor sim` all ask
- * it): secure_mix needs dpsgd or diloco, no robust mixing and the f32 codec; codec topk (CHOCO)
- * needs dpsgd, neither robust nor secure mixing, and 0 <= gamma <= 1 (0: the default); overlap
- * is not for diloco; state (an optimizer's, mixed with the model: dadamw) needs dpsgd without
- * topk. EINVAL with the sentence to show. */
+ * it): secure_mix needs dpsgd or diloco, no robust mixing and the f32 codec; codecs topk and
+ * int4 (CHOCO) need dpsgd (int4: or diloco), neither robust nor secure mixing, and
+ * 0 <= gamma <= 1 (0: the default); an overlapped diloco:H overlaps 1 to H - 1 steps; state (an
+ * optimizer's, mixed with the model: dadamw) needs dpsgd without topk or int4. EINVAL with the
+ * sentence to show. */
 rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robust_t *robust, bool secure_mix,
                                      const rumor_codec_t *codec, double gamma, bool state,
                                      char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
@@ -263,8 +264,9 @@ typedef struct {
     double deadline_k;         /* 0: 4 */
     rumor_robust_t robust;     /* dpsgd and diloco only */
     bool secure_mix;           /* dpsgd and diloco; masked chunks only, see "Secure mixing" */
-    /* Compressed gossip, CHOCO-SGD (dpsgd only; see "Compressed gossip"): the compressor
-     * (topk; id f32: off), the consensus step gamma (0: RUMOR_GOSSIP_CHOCO_GAMMA) and this
+    /* Compressed gossip, CHOCO-SGD (dpsgd, and diloco with int4; see "Compressed gossip"): the
+     * compressor (topk or int4; id f32: off), the consensus step gamma (0: RUMOR_GOSSIP_CHOCO_GAMMA
+     * for topk, RUMOR_GOSSIP_CHOCO_GAMMA_INT4 for int4) and this
      * start's lineage, a number the driver draws at random for every start of the engine. */
     rumor_codec_t choco;
     double choco_gamma;

@@ -439,8 +439,9 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
             if ((rc = rumor_trainer_steps(p->tr, h0, kr * H, &ts0, err)) != RUMOR_OK) return rc;
             bool landed = false;
             const double w0 = rumor_now();
-            if (!ts0.budget_spent && (rc = gossip_point_any(p, x, &landed, err)) != RUMOR_OK) return rc;
-            if (!ts0.budget_spent && !landed) break;
+            /* (landing spends no privacy: it happens with the budget spent too) */
+            if ((rc = gossip_point_any(p, x, &landed, err)) != RUMOR_OK) return rc;
+            if (!landed) break;
             wait_land = rumor_now() - w0;
         }
         if ((rc = rumor_trainer_steps(p->tr, H - h0, kr * H + h0, &ts, err)) != RUMOR_OK) return rc;
@@ -449,7 +450,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         ts.samples += ts0.samples;
         p->budget_spent = ts.budget_spent;
         if (c->slowdown > 1.0) { /* a straggler: make the local phase last slowdown times as long */
-            const double extra = (rumor_now() - work0) * (c->slowdown - 1.0);
+            const double extra = (rumor_now() - work0 - wait_land) * (c->slowdown - 1.0);
             struct timespec d = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
             nanosleep(&d, NULL);
         }

@@ -987,6 +987,55 @@ static void test_diloco_overlap(void)
     swarm_fini(&s);
 }
 
+/* Overlapped diloco over int4's compressed gossip ends where the float32 one does, within
+ * int4's rounding: same inner steps, closing round included (whose mix must take the closing
+ * inner results, not the ones the previous round sent: that put them 0.72 apart, 0.03 now). */
+static void dol_script(swarm_t *s, rumor_proto_codec_t codec, float out[2][6])
+{
+    enum { P = 6 };
+    char err[RUMOR_ERR_LEN];
+    swarm_init(s, 2, "complete", "diloco:5", P, 4, 1, 500);
+    s->lose_from = -1;
+    float theta0[P];
+    for (int j = 0; j < P; j++) theta0[j] = (float)(0.3 * j - 1.0);
+    for (int i = 0; i < 2; i++) {
+        rumor_gossip_destroy(&s->g[i]);
+        rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = 4, .round_timeout_ms = 500,
+                                     .choco = {.id = codec}, .lineage = (uint64_t)i + 1};
+        CHECK_RC(rumor_algo_parse(&cfg.algo, "diloco:5", err));
+        cfg.algo.overlap = true, cfg.algo.overlap_steps = 2;
+        memcpy(cfg.self, s->key[i], RUMOR_KEY_LEN);
+        CHECK((s->g[i] = rumor_gossip_new(&cfg, s->topo, theta0, err)) != NULL);
+        rumor_gossip_set_view(s->g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s->key, 2);
+        memcpy(s->x[i], theta0, sizeof theta0);
+    }
+    for (int r = 0; r < 6; r++) {
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < P; j++) s->x[i][j] -= (float)(0.05 * (i + 1) * (j - 2) + 0.01 * r);
+        if (r == 5)
+            for (int i = 0; i < 2; i++) rumor_gossip_close(s->g[i]);
+        CHECK(pass(s, 1000 * (uint64_t)r));
+        if (r == 5) break;
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < P; j++) s->x[i][j] += (float)(0.02 * (j + 1) * (i + 2));
+        CHECK(pass(s, 1000 * (uint64_t)r + 500));
+    }
+    for (int i = 0; i < 2; i++) memcpy(out[i], s->x[i], sizeof out[i]);
+    swarm_fini(s);
+}
+
+static void test_diloco_overlap_int4(void)
+{
+    swarm_t s;
+    float a[2][6], b[2][6];
+    dol_script(&s, RUMOR_CODEC_F32, a);
+    dol_script(&s, RUMOR_CODEC_INT4, b);
+    double diff = 0, mag = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 6; j++) diff = fmax(diff, fabs((double)a[i][j] - b[i][j])), mag = fmax(mag, fabs((double)a[i][j]));
+    CHECK_MSG(diff < 0.06 && mag > 0.5, "overlapped diloco, int4 against float32: %g apart (of %g)", diff, mag);
+}
+
 static void test_restore(void)
 {
     swarm_t s;
@@ -1448,6 +1497,7 @@ int main(void)
     test_diloco();
     test_diloco_int4();
     test_diloco_overlap();
+    test_diloco_overlap_int4();
     test_restore();
     return check_done();
 }
