@@ -364,21 +364,16 @@ static rumor_err_t send_all(sim_t *s, int i)
             /* The Byzantine peer sends its poisoned copy; the snapshot is still what is released. */
             m.params = rumor_poison_get(&p->poison, &s->attack, m.snap, m.round, m.params, &s->attack_rng);
         }
-        uint64_t bytes = (uint64_t)m.count * sizeof(float);
-        if (m.choco) {
-            /* A delta of the public copy (its encoded bytes), or a keyframe. */
-            if (m.enc) bytes = m.enc_off[rumor_chunks(m.count, m.chunk_params)];
-        } else if (s->codec.id != RUMOR_CODEC_F32 && m.snap >= 0 && m.snap < 2) {
+        if (!m.choco && s->codec.id != RUMOR_CODEC_F32 && m.snap >= 0 && m.snap < 2) {
             /* Encoded once a snapshot, as a node does (src/peer_node.c); every receiver
              * decodes it on arrival. */
-            const int k = m.snap;
             char e2[RUMOR_ERR_LEN];
             if (rumor_wire_encode_snapshot(&p->coded, &m, m.params, e2) != RUMOR_OK) {
                 rumor_gossip_release(p->g, &m, false);
                 return virt_fail(s, RUMOR_EINVAL, "peer %d: %s", i, e2);
             }
-            bytes = p->coded.off[k][rumor_chunks(m.count, m.chunk_params)];
         }
+        const uint64_t bytes = rumor_wire_send_bytes(&m, &s->codec);
         msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->g = p->g, msg->s = m;
         const uint64_t depart = p->link_free_us > s->now_us ? p->link_free_us : s->now_us;
         const uint64_t xfer = c->bandwidth_mbps > 0 ? (uint64_t)llround((double)bytes * 8.0 / c->bandwidth_mbps) : 0;

@@ -306,34 +306,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
             if (!sl->macc || !sl->mcount || !sl->mshare) goto nomem;
         }
     }
-    if (choco) {
-        const size_t enc_max = g->chunks * rumor_codec_encoded_len(&cfg->choco, g->chunk_params);
-        g->xhat = malloc(g->vec * sizeof *g->xhat);
-        g->x0 = malloc(g->vec * sizeof *g->x0);
-        g->copies = calloc(RUMOR_GOSSIP_CHOCO_PEERS, sizeof *g->copies);
-        if (!g->xhat || !g->x0 || !g->copies) goto nomem;
-        for (int k = 0; k < 2; k++)
-            if (!(g->enc[k] = malloc(enc_max)) || !(g->enc_off[k] = malloc((g->chunks + 1) * sizeof *g->enc_off[k])))
-                goto nomem;
-        for (int k = 0; k < RUMOR_GOSSIP_CHOCO_PEERS; k++) {
-            copy_t *e = &g->copies[k];
-            e->x = malloc(g->vec * sizeof *e->x);
-            e->ver = calloc(g->chunks, sizeof *e->ver);
-            e->valid = calloc(g->words, sizeof *e->valid);
-            if (!e->x || !e->ver || !e->valid) goto nomem;
-        }
-        /* Every neighbour as far ahead as the window reaches (SLOTS - 1 rounds), at most 64 MiB
-         * of deltas; beyond, a neighbour's held deltas are applied, in order, early. */
-        g->cap_pend = (SLOTS - 1) * RUMOR_GOSSIP_CHOCO_PEERS * g->chunks;
-        g->cap_pend_bytes = (SLOTS - 1) * RUMOR_GOSSIP_CHOCO_PEERS * enc_max;
-        if (g->cap_pend_bytes > ((size_t)64 << 20)) g->cap_pend_bytes = (size_t)64 << 20;
-        g->pend = malloc(g->cap_pend * sizeof *g->pend);
-        g->pend_bytes = malloc(g->cap_pend_bytes);
-        if (!g->pend || !g->pend_bytes) goto nomem;
-        memcpy(g->xhat, x0, g->P * sizeof *g->xhat);
-        memcpy(g->x0, x0, g->P * sizeof *g->x0);
-        g->x0_base = g->base = gsp_copy_hash(x0, g->P);
-    }
+    if (choco && !gsp_choco_alloc(g, x0)) goto nomem;
     g->out_rank = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_rank);
     g->out_share = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_share);
     if (!g->out_rank || !g->out_share) goto nomem;
@@ -701,8 +674,9 @@ static void finish_round(rumor_gossip_t *g, float *x)
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
     const double wcap = weight_bound(g);
-    /* What this peer sent, exactly: where an overlapped diloco's round lands, the phase has moved on. */
-    if (g->rule->mix) cons = g->rule->mix(g, s, g->dol && !g->began ? g->sent : x);
+    /* What this peer sent, exactly: where an overlapped diloco's round lands, x has moved on. */
+    float *landing = g->dol && !g->began ? g->sent : NULL; /* overlapped diloco: where the round lands */
+    if (g->rule->mix) cons = g->rule->mix(g, s, landing ? landing : x);
     for (size_t c = 0; c < g->chunks && !g->rule->mix; c++) {
         const size_t off = c * g->chunk_params, n = chunk_len(g, c);
         const double tw = s->accw[c];
@@ -740,7 +714,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
         /* Overlapped, where the round lands inside the next phase: that phase moves onto the
          * new theta with what it has done, x + (theta' - x_r); the run's last round ends on
          * theta. */
-        const float *restrict sent = g->dol && !g->began ? g->sent : NULL;
+        const float *restrict sent = landing;
 #pragma omp simd
         for (size_t i = 0; i < g->P; i++) {
             /* The pseudo-gradient against the neighbourhood's mean inner result. */

@@ -88,6 +88,40 @@ copy_t *gsp_copy_find(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], bool 
     return e;
 }
 
+/* The buffers of compressed gossip: this peer's public copy and its initial model, two rounds
+ * of encoded deltas, the neighbours' copies and the deltas held for later rounds; false when
+ * out of memory (rumor_gossip_destroy frees what was made). */
+bool gsp_choco_alloc(rumor_gossip_t *g, const float *x0)
+{
+    const size_t enc_max = g->chunks * rumor_codec_encoded_len(&g->cfg.choco, g->chunk_params);
+    g->xhat = malloc(g->vec * sizeof *g->xhat);
+    g->x0 = malloc(g->vec * sizeof *g->x0);
+    g->copies = calloc(RUMOR_GOSSIP_CHOCO_PEERS, sizeof *g->copies);
+    if (!g->xhat || !g->x0 || !g->copies) return false;
+    for (int k = 0; k < 2; k++)
+        if (!(g->enc[k] = malloc(enc_max)) || !(g->enc_off[k] = malloc((g->chunks + 1) * sizeof *g->enc_off[k])))
+            return false;
+    for (int k = 0; k < RUMOR_GOSSIP_CHOCO_PEERS; k++) {
+        copy_t *e = &g->copies[k];
+        e->x = malloc(g->vec * sizeof *e->x);
+        e->ver = calloc(g->chunks, sizeof *e->ver);
+        e->valid = calloc(g->words, sizeof *e->valid);
+        if (!e->x || !e->ver || !e->valid) return false;
+    }
+    /* Every neighbour as far ahead as the window reaches (SLOTS - 1 rounds), at most 64 MiB
+     * of deltas; beyond, a neighbour's held deltas are applied, in order, early. */
+    g->cap_pend = (SLOTS - 1) * RUMOR_GOSSIP_CHOCO_PEERS * g->chunks;
+    g->cap_pend_bytes = (SLOTS - 1) * RUMOR_GOSSIP_CHOCO_PEERS * enc_max;
+    if (g->cap_pend_bytes > ((size_t)64 << 20)) g->cap_pend_bytes = (size_t)64 << 20;
+    g->pend = malloc(g->cap_pend * sizeof *g->pend);
+    g->pend_bytes = malloc(g->cap_pend_bytes);
+    if (!g->pend || !g->pend_bytes) return false;
+    memcpy(g->xhat, x0, g->P * sizeof *g->xhat);
+    memcpy(g->x0, x0, g->P * sizeof *g->x0);
+    g->x0_base = g->base = gsp_copy_hash(x0, g->P);
+    return true;
+}
+
 /* Move xhat towards x by the compressed difference, chunk by chunk, into snapshot sb's delta.
  * A chunk that cannot be encoded (x not finite) leaves xhat ahead of what receivers will see
  * in that chunk: everyone then gets a keyframe. */

@@ -287,6 +287,7 @@ uint64_t gsp_copy_hash(const float *x, size_t n);
 /* The plain rule's sends: the snapshot to every out-neighbour, with its share. */
 void gsp_plain_begin(rumor_gossip_t *g, slot_t *s, const gsp_round_t *r, int sb);
 /* gossip_choco.c */
+bool gsp_choco_alloc(rumor_gossip_t *g, const float *x0);
 void gsp_choco_encode(rumor_gossip_t *g, const float *x, int sb);
 copy_t *gsp_copy_find(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], bool create);
 /* gossip_robust.c */

@@ -197,20 +197,6 @@ static bool mask_send(peer_t *p, send_ctx_t *c, const float *x)
     return ok;
 }
 
-/* The bytes send s puts on the wire's frames 2 (its parameters as encoded), as send_now sends it. */
-static size_t wire_bytes(const peer_t *p, const rumor_gossip_send_t *s)
-{
-    const size_t chunks = rumor_chunks(s->count, s->chunk_params);
-    if (s->choco && s->enc) return s->enc_off[chunks];
-    const rumor_codec_t *cd = &p->cfg->codec;
-    if (s->masked || s->choco || cd->id == RUMOR_CODEC_F32 || s->pulled || s->snap < 0 || s->snap >= 2)
-        return s->count * sizeof(float);
-    size_t n = 0;
-    for (size_t k = 0; k < chunks; k++)
-        n += rumor_codec_encoded_len(cd, k + 1 < chunks ? s->chunk_params : s->count - k * s->chunk_params);
-    return n;
-}
-
 /* The emulated network takes a send (under mu): lost (released as if sent: the network ate
  * it), or delayed until it is due, its bytes on the wire at the emulated bandwidth. true: the
  * caller must not send it now. */
@@ -224,7 +210,7 @@ static bool emulate(peer_t *p, send_ctx_t *c, uint64_t now)
     }
     uint64_t start = p->uplink_free > now ? p->uplink_free : now;
     if (cfg->emu_bandwidth_mbps > 0)
-        start += (uint64_t)((double)wire_bytes(p, &c->s) * 8.0 / (cfg->emu_bandwidth_mbps * 1e3) + 0.5);
+        start += (uint64_t)((double)rumor_wire_send_bytes(&c->s, &cfg->codec) * 8.0 / (cfg->emu_bandwidth_mbps * 1e3) + 0.5);
     p->uplink_free = start;
     c->due = start + (uint64_t)(cfg->emu_latency_ms + 0.5);
     if (p->n_delayed == (int)RUMOR_ARRAY_LEN(p->delayed)) return false; /* full: send now */

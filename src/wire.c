@@ -66,6 +66,18 @@ void rumor_wire_chunk(const rumor_wire_model_t *m, uint32_t c, rumor_msg_model_t
     }
 }
 
+size_t rumor_wire_send_bytes(const rumor_gossip_send_t *s, const rumor_codec_t *codec)
+{
+    const size_t chunks = rumor_chunks(s->count, s->chunk_params);
+    if (s->choco && s->enc) return s->enc_off[chunks];
+    if (s->masked || s->choco || codec->id == RUMOR_CODEC_F32 || s->pulled || s->snap < 0 || s->snap >= 2)
+        return s->count * sizeof(float);
+    size_t n = 0;
+    for (size_t k = 0; k < chunks; k++)
+        n += rumor_codec_encoded_len(codec, k + 1 < chunks ? s->chunk_params : s->count - k * s->chunk_params);
+    return n;
+}
+
 rumor_err_t rumor_wire_enc_init(rumor_wire_enc_t *e, const rumor_codec_t *codec, size_t count, size_t chunk_params)
 {
     const size_t chunks = rumor_chunks(count, chunk_params);

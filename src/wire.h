@@ -67,6 +67,12 @@ void rumor_wire_enc_fini(rumor_wire_enc_t *e);
 rumor_err_t rumor_wire_encode_snapshot(rumor_wire_enc_t *e, const rumor_gossip_send_t *s, const float *x,
                                        char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
+/* The bytes send s's parameters take on the wire (every chunk's frame 2) when its sender's
+ * codec is codec: a public copy's delta as the engine encoded it, a snapshot in the codec, and
+ * float32 for the rest (keyframes, masked words, a pull's answer). What an emulated link
+ * charges, in virtual mode and a node's alike. */
+size_t rumor_wire_send_bytes(const rumor_gossip_send_t *s, const rumor_codec_t *codec);
+
 /* Chunk c of m as the protocol carries it: the header, with its payload (payload,
  * payload_len) pointing into m's parameters or encoding. */
 void rumor_wire_chunk(const rumor_wire_model_t *m, uint32_t c, rumor_msg_model_t *out);
