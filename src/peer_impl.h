@@ -97,7 +97,7 @@ typedef struct {
     bool emulate;
     struct send_ctx *delayed[256];
     int n_delayed;
-    struct send_ctx *retry[64];   /* compressed-gossip sends the node could not take yet, in order */
+    struct send_ctx *retry[64];   /* sends the node could not take yet, in order (retry_sends) */
     int n_retry;
     uint64_t uplink_free;
     rumor_rng_t emu_rng;

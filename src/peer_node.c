@@ -233,7 +233,8 @@ static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t
     bool mask_failed = false;
     rumor_wire_model_t m;
     if (s.masked) {
-        mask_failed = !(mask_reserve(p, s.round) && mask_send(p, c, params));
+        /* (masked once: a send that waited for the node is not masked again) */
+        if (!c->masked_off) mask_failed = !(mask_reserve(p, s.round) && mask_send(p, c, params));
         m = rumor_wire_model_of(&s, params, RUMOR_CODEC_MASKED, c->masked, c->masked_off);
     } else if (s.choco) {
         m = rumor_wire_model_of(&s, params, RUMOR_CODEC_F32, NULL, NULL);
@@ -252,10 +253,13 @@ static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t
     return rc;
 }
 
-/* A compressed-gossip send the node could not take yet (its previous model to that peer is
- * still leaving): it waits here, in order, rather than being lost, since a lost delta costs
- * the receiver a keyframe, and a keyframe on a slow link would keep the next ones waiting
- * too. Given up (released as not sent) after the round timeout. Node thread. */
+/* A send the node could not take yet (its previous model to that peer is still leaving: the
+ * round ended when the neighbours' models were in, ours may still be on the wire): it waits
+ * here, in order, rather than being lost. A lost model leaves the neighbour waiting for it
+ * until its round's deadline (on a shallow-buffered link, where one direction lags, that was
+ * round after round), and a lost compressed-gossip delta costs the receiver a keyframe. The
+ * engine's two snapshots bound what waits; given up (released as not sent) after the round
+ * timeout. Node thread. */
 static bool retry_waiting_for(const peer_t *p, const uint8_t peer[32])
 {
     for (int i = 0; i < p->n_retry; i++)
@@ -406,8 +410,8 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
         /* Outside the lock: a send may release at once, and release takes the lock. */
         for (int i = 0; i < nb; i++) {
             send_ctx_t *c = batch[i];
-            const bool choco = c->s.choco && !c->s.pulled;
-            if (choco && retry_waiting_for(p, c->s.peer) && p->n_retry < (int)RUMOR_ARRAY_LEN(p->retry)) {
+            const bool waits = !c->s.pulled; /* (an answer to a pull is not worth waiting for) */
+            if (waits && retry_waiting_for(p, c->s.peer) && p->n_retry < (int)RUMOR_ARRAY_LEN(p->retry)) {
                 c->due = now + p->cfg->round_timeout_ms;
                 p->retry[p->n_retry++] = c; /* behind an older one to the same peer */
                 continue;
@@ -415,7 +419,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             size_t wire = 0;
             bool mask_failed = false;
             const rumor_err_t rc = send_now(p, node, c, &wire, &mask_failed);
-            if (rc == RUMOR_ECLOSED && choco && p->n_retry < (int)RUMOR_ARRAY_LEN(p->retry)) {
+            if (rc == RUMOR_ECLOSED && waits && p->n_retry < (int)RUMOR_ARRAY_LEN(p->retry)) {
                 c->due = now + p->cfg->round_timeout_ms;
                 p->retry[p->n_retry++] = c;
                 continue;

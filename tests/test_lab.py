@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+"""rumor on real kernel links (tests/netlab.py): `rumor node` processes in network namespaces
+joined by veth pairs, bridges, tbf bandwidth caps and NAT routers. Skips, with the reason,
+where the lab cannot run (not root, no namespaces, no tbf or nftables). Every wait is bounded
+and the lab removes all it made, even when a check fails.
+
+usage: test_lab.py RUMOR_BINARY DATA_DIR [SCENARIO...] (default: all)
+  shallow    two peers on a 100 Mbit/s link with a shallow token bucket: no round stalls
+  bandwidth  a 24M-parameter model at >= 80% of the link rate, and the emulator agrees
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import netlab
+import rumortest
+from rumortest import check, make_peer, run
+
+RUMOR = None
+DATA = None
+
+
+class Swarm:
+    """A swarm's authority and keys, made once for the whole test."""
+
+    def __init__(self, n):
+        self.tmp = tempfile.mkdtemp(prefix="rumor-test-lab-")
+        self.dir = os.path.join(self.tmp, "swarm")
+        assert run("swarm", "init", self.dir).returncode == 0
+        self.keys = [make_peer(self.tmp, self.dir, "p%d" % i) for i in range(n)]
+        self.runs = 0
+
+    def run_dir(self, name):
+        self.runs += 1
+        return os.path.join(self.tmp, "%s-%d" % (name, self.runs))
+
+
+def node_args(swarm, i, listen, run_dir, extra, bootstrap=None):
+    args = [RUMOR, "node", "--key", swarm.keys[i] + ".key", "--cert", swarm.keys[i] + ".cert",
+            "--swarm", os.path.join(swarm.dir, "authority.pub"), "--listen", listen, "--run-dir", run_dir,
+            "--threads", "1", "--data", DATA, "--linger", "0", *extra]
+    return args + (["--bootstrap", bootstrap] if bootstrap else [])
+
+
+def start(lab, host, args, log):
+    """Start a node (in lab's host, or on this machine when lab is None); its address."""
+    out = open(log, "w")
+    kw = dict(stdout=subprocess.PIPE, stderr=out, text=True)
+    p = lab.popen(host, args, **kw) if lab else subprocess.Popen(args, **kw)
+    out.close()
+    line = p.stdout.readline()
+    return p, (line.strip().split()[-1] if "rumor://" in line else None)
+
+
+def metrics(run_dir):
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            return [json.loads(l) for l in f if l.strip()]
+    except OSError:
+        return []
+
+
+def wait_all(procs, seconds):
+    deadline = time.time() + seconds
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(0.1, deadline - time.time())))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            codes.append(None)
+    return codes
+
+
+class Pair:
+    """Two peers, on a shaped veth link in a lab of their own (shape: tbf burst and latency)
+    or on loopback (emulate: extra node options). Several run side by side."""
+
+    def __init__(self, swarm, extra, shape=None, emulate=None):
+        self.dirs = [swarm.run_dir("pair") for _ in range(2)]
+        self.lab = netlab.Lab() if shape else None
+        self.procs = []
+        if self.lab:
+            a, b = self.lab.host("a"), self.lab.host("b")
+            da, db = self.lab.wire(a, "10.9.0.1/24", b, "10.9.0.2/24")
+            for h, d in ((a, da), (b, db)):
+                self.lab.shape(h, d, rate="100mbit", burst=shape[0], latency=shape[1])
+            listens = [("a", "tcp://10.9.0.1:7000"), ("b", "tcp://10.9.0.2:7000")]
+        else:
+            listens = [(None, "tcp://127.0.0.1:0")] * 2
+        self.t0 = time.time()
+        boot = None
+        for i, (host, listen) in enumerate(listens):
+            args = node_args(swarm, i, listen, self.dirs[i], extra + ["--rank", str(i)] + (emulate or []), boot)
+            p, addr = start(self.lab, host, args, self.dirs[i] + ".log")
+            self.procs.append(p)
+            boot = boot or addr
+
+    def finish(self, seconds):
+        """(exit codes, wall seconds, metrics of each); the lab is gone after."""
+        try:
+            codes = wait_all(self.procs, seconds)
+            return codes, time.time() - self.t0, [metrics(d) for d in self.dirs]
+        finally:
+            if self.lab:
+                self.lab.close()
+
+
+def side_by_side(swarm, extra, kinds, seconds=120):
+    """Run pairs of the given kinds ({"shape": ..} or {"emulate": ..}) at once; their results."""
+    pairs = []
+    try:
+        for k in kinds:
+            pairs.append(Pair(swarm, extra, **k))
+        return [p.finish(seconds) for p in pairs]
+    finally:
+        for p in pairs:
+            if p.lab:
+                p.lab.close()
+
+
+def shallow(swarm):
+    """The link that once stalled rounds: tbf burst 256 kB, latency 100 ms. Every round sends
+    its model and none runs into the round timeout; 12 rounds take at most 1.3x the run on a
+    deep-queued link (burst 1 MB, latency 400 ms)."""
+    extra = ["--model", "mlp:1024,1024", "--algo", "dpsgd", "--rounds", "12", "--local-steps", "5",
+             "--partition", "iid", "--of", "2", "--eval-every", "0", "--period", "200", "--suspect", "1000",
+             "--round-timeout", "10"]
+    # Two pairs at a time, each on a link of its own: the links are the bottleneck here.
+    deep = [r[1] for r in side_by_side(swarm, extra, [{"shape": ("1mb", "400ms")}] * 2)]
+    deep_s = min(deep)
+    runs = []
+    for _ in range(5):
+        runs += side_by_side(swarm, extra, [{"shape": ("256kb", "100ms")}] * 2)
+    times, stalls, silent, fails = [], 0, 0, 0
+    for codes, dt, ms in runs:
+        fails += codes != [0, 0]
+        times.append(dt)
+        for m in ms:
+            rounds = [r for r in m if r.get("round", 0) >= 1]
+            stalls += sum(r.get("wait_s", 0) >= 9.0 for r in rounds)
+            outs = [r["bytes_out"] for r in rounds]
+            silent += sum(b <= a for a, b in zip(outs, outs[1:]))
+            fails += len(rounds) < 12
+    print("shallow link: 12 rounds in %s s (deep-queued link: %s s)" %
+          (" ".join("%.1f" % t for t in times), " ".join("%.1f" % t for t in deep)))
+    check(fails == 0, "ten runs on the shallow link: every peer finishes its 12 rounds")
+    check(stalls == 0, "no round waits into its timeout (%d did)" % stalls)
+    check(silent == 0, "every round sends the peer's model (%d rounds sent nothing)" % silent)
+    check(max(times) <= 1.3 * deep_s, "12 rounds take at most 1.3x the deep-queued link's %.1f s (slowest %.1f s)" %
+          (deep_s, max(times)))
+
+
+def bandwidth(swarm):
+    """A 24M-parameter model (mlp:4096,5120, 97 MB) between two peers on a 100 Mbit/s tbf link:
+    at >= 80% of the link rate; --emulate-bandwidth 100 on loopback predicts the transfer time
+    within 20%."""
+    extra = ["--model", "mlp:4096,5120", "--algo", "dpsgd", "--rounds", "2", "--local-steps", "1", "--batch", "8",
+             "--partition", "iid", "--of", "2", "--eval-every", "0", "--round-timeout", "60"]
+    (codes, _, ms), (codes_e, _, ms_e) = side_by_side(
+        swarm, extra, [{"shape": ("256kb", "100ms")}, {"emulate": ["--emulate-bandwidth", "100"]}], seconds=180)
+    check(codes == [0, 0], "two peers move a 24M-parameter model over the tbf link (exit codes %s)" % codes)
+    check(codes_e == [0, 0], "... and over loopback with the emulator (exit codes %s)" % codes_e)
+    if codes != [0, 0] or codes_e != [0, 0]:
+        return
+
+    def transfers(ms):
+        """(bytes sent, seconds waited) per round after the first, over both peers."""
+        out = []
+        for m in ms:
+            rs = [r for r in m if r.get("round", 0) >= 1]
+            out += [(b["bytes_out"] - a["bytes_out"], b["wait_s"]) for a, b in zip(rs, rs[1:])]
+        return out
+
+    link = transfers(ms)
+    emu = transfers(ms_e)
+    rate = statistics.median(8e-6 * b / w for b, w in link if w > 0)
+    t_link = statistics.median(w for _, w in link)
+    t_emu = statistics.median(w for _, w in emu)
+    print("bandwidth: %.1f Mbit/s of 100 on the link (%.2f s a model), emulator %.2f s" % (rate, t_link, t_emu))
+    check(rate >= 80.0, "the model crosses at >= 80%% of the link rate (%.1f Mbit/s)" % rate)
+    check(abs(t_emu - t_link) <= 0.2 * t_link, "the emulator predicts the transfer time within 20%% (%.2f s against "
+          "%.2f s)" % (t_emu, t_link))
+
+
+SCENARIOS = {"shallow": shallow, "bandwidth": bandwidth}
+
+
+def main():
+    global RUMOR, DATA
+    if rumortest.data_test_args(sys.argv) is None:
+        return 77
+    RUMOR, DATA = rumortest.RUMOR, sys.argv[2]
+    why = netlab.missing()
+    if why:
+        print("skip: " + why)
+        return 77
+    names = sys.argv[3:] or list(SCENARIOS)
+    swarm = Swarm(8)
+    for name in names:
+        t0 = time.time()
+        SCENARIOS[name](swarm)
+        print("(%s: %.0f s)" % (name, time.time() - t0), flush=True)
+    return 1 if rumortest.FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
