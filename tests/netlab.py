@@ -116,7 +116,7 @@ class Lab:
         ns = self.ns(name)
         _sh("ip", "netns", "add", ns)
         self.spaces.append(ns)
-        _sh("ip", "-n", ns, "link", "set", "lo", "up")
+        _sh("ip", "-n", ns, "link", "set", "dev", "lo", "up")
         return ns
 
     def host(self, name):
@@ -129,7 +129,7 @@ class Lab:
         """A switch: a bridge in a namespace of its own, that hosts plug into."""
         ns = self._space(name)
         _sh("ip", "-n", ns, "link", "add", "name", "br", "type", "bridge")
-        _sh("ip", "-n", ns, "link", "set", "br", "up")
+        _sh("ip", "-n", ns, "link", "set", "dev", "br", "up")
         self.ifs[name] = 0
         return name
 
@@ -145,10 +145,10 @@ class Lab:
         self.ifs[segment] += 1
         _sh("ip", "link", "add", "name", dev, "netns", self.ns(host), "type", "veth", "peer", "name", port,
             "netns", self.ns(segment))
-        _sh("ip", "-n", self.ns(segment), "link", "set", port, "master", "br")
-        _sh("ip", "-n", self.ns(segment), "link", "set", port, "up")
+        _sh("ip", "-n", self.ns(segment), "link", "set", "dev", port, "master", "br")
+        _sh("ip", "-n", self.ns(segment), "link", "set", "dev", port, "up")
         _sh("ip", "-n", self.ns(host), "addr", "add", addr, "dev", dev)
-        _sh("ip", "-n", self.ns(host), "link", "set", dev, "up")
+        _sh("ip", "-n", self.ns(host), "link", "set", "dev", dev, "up")
         return dev
 
     def wire(self, a, addr_a, b, addr_b):
@@ -157,7 +157,7 @@ class Lab:
         _sh("ip", "link", "add", "name", da, "netns", self.ns(a), "type", "veth", "peer", "name", db, "netns", self.ns(b))
         for h, d, ad in ((a, da, addr_a), (b, db, addr_b)):
             _sh("ip", "-n", self.ns(h), "addr", "add", ad, "dev", d)
-            _sh("ip", "-n", self.ns(h), "link", "set", d, "up")
+            _sh("ip", "-n", self.ns(h), "link", "set", "dev", d, "up")
         return da, db
 
     def route(self, host, via, dest="default"):
@@ -169,10 +169,10 @@ class Lab:
         ns = self.ns(router)
         _sh("ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward")
         rules = ("table ip nat {\n"
-                 " chain post { type nat hook postrouting priority 100; oifname \"%s\" masquerade; }\n"
+                 " chain rlab_post { type nat hook postrouting priority 100; oifname \"%s\" masquerade; }\n"
                  "}\n"
                  "table ip filter {\n"
-                 " chain fwd { type filter hook forward priority 0; policy drop;\n"
+                 " chain rlab_fwd { type filter hook forward priority 0; policy drop;\n"
                  "  ct state established,related accept\n"
                  "  oifname \"%s\" accept\n"
                  " }\n"
@@ -189,7 +189,7 @@ class Lab:
 
     def link(self, host, dev, up):
         """Take host's interface dev down (a cut cable) or bring it back up."""
-        _sh("ip", "-n", self.ns(host), "link", "set", dev, "up" if up else "down")
+        _sh("ip", "-n", self.ns(host), "link", "set", "dev", dev, "up" if up else "down")
 
     def popen(self, host, args, **kw):
         """Start args inside host; the lab kills it when closed."""

@@ -7,6 +7,7 @@ and the lab removes all it made, even when a check fails.
 usage: test_lab.py RUMOR_BINARY DATA_DIR [SCENARIO...] (default: all)
   shallow    two peers on a 100 Mbit/s link with a shallow token bucket: no round stalls
   bandwidth  a 24M-parameter model at >= 80% of the link rate, and the emulator agrees
+  nat        peers behind a NAT router join through a public peer and train
 """
 import json
 import os
@@ -188,7 +189,106 @@ def bandwidth(swarm):
           "%.2f s)" % (t_emu, t_link))
 
 
-SCENARIOS = {"shallow": shallow, "bandwidth": bandwidth}
+def nat_lab(lab, hosts):
+    """The NAT lab: a public peer on a "wan" bridge; home routers r1 and r2 on it that
+    masquerade their LANs (hosts behind them cannot be dialled from outside); hosts[1:] behind
+    r1, r1, r2. Each host's listen address."""
+    lab.segment("wan")
+    lab.host(hosts[0])
+    lab.plug(hosts[0], "wan", "10.0.0.10/24")
+    listens = ["tcp://10.0.0.10:7000"]
+    for r, net in (("r1", "192.168.1"), ("r2", "192.168.2")):
+        lab.segment("lan" + r[1])
+        lab.host(r)
+        out = lab.plug(r, "wan", "10.0.0.%s/24" % r[1])
+        lab.plug(r, "lan" + r[1], net + ".1/24")
+        lab.nat(r, out)
+    for i, h in enumerate(hosts[1:]):
+        r = ("1", "1", "2")[i]
+        lab.host(h)
+        ip = "192.168.%s.%d" % (r, 10 + i)
+        lab.plug(h, "lan" + r, ip + "/24")
+        lab.route(h, "192.168.%s.1" % r)
+        listens.append("tcp://%s:7000" % ip)
+    return listens
+
+
+def status(ctl):
+    r = subprocess.run([RUMOR, "status", "--control", ctl, "--json"], capture_output=True, text=True, timeout=10)
+    try:
+        return json.loads(r.stdout) if r.returncode == 0 else None
+    except ValueError:
+        return None
+
+
+def nat(swarm):
+    """A public peer and two peers behind one NAT router join through the public peer and run
+    100 D-PSGD rounds: the public peer answers them over the connections they opened (it cannot
+    dial them), they reach each other directly on their LAN, and the swarm learns what the
+    same swarm learns on loopback. (Peers behind different NATs need a relay.)"""
+    n = 3
+    extra = ["--model", "mlp:64", "--algo", "dpsgd", "--rounds", "100", "--local-steps", "2", "--partition", "iid",
+             "--of", str(n), "--eval-every", "0", "--period", "200", "--suspect", "1000", "--topology", "complete",
+             "--init-seed", "7", "--linger", "2"]
+    hosts = ["pub", "n1", "n2"]
+    results = {}
+    for where in ("loopback", "nat"):
+        lab = netlab.Lab() if where == "nat" else None
+        try:
+            listens = nat_lab(lab, hosts) if lab else ["tcp://127.0.0.1:0"] * n
+            dirs = [swarm.run_dir(where) for _ in range(n)]
+            ctls = ["ipc://" + d + ".ctl" for d in dirs]
+            procs, boot, started = [], None, []
+            for i in range(n):
+                args = node_args(swarm, i, listens[i], dirs[i], extra + ["--rank", str(i), "--control", ctls[i]], boot)
+                args.remove("--linger")
+                args.remove("0")
+                started.append(time.time())
+                p, addr = start(lab, hosts[i] if lab else None, args, dirs[i] + ".log")
+                procs.append(p)
+                boot = boot or addr
+            # While it trains: when each joined, and how the members reach each other.
+            pub_key, joined, via = None, {}, {}
+            deadline = time.time() + 30
+            while time.time() < deadline and (len(joined) < n - 1 or len(via) < 3):
+                sts = [status(c) for c in ctls]
+                pub_key = pub_key or (sts[0] or {}).get("key")
+                for i in range(1, n):
+                    if i not in joined and sts[i] and any(v["key"] == pub_key for v in sts[i]["view"]):
+                        joined[i] = time.time() - started[i]
+                keys = [(s or {}).get("key") for s in sts]
+                for a_, b_ in ((0, 1), (0, 2), (1, 2)):
+                    for v in (sts[a_] or {}).get("view", []):
+                        if v["key"] == keys[b_] and v.get("via") in ("direct", "outbound") and v["state"] == "alive":
+                            via[(a_, b_)] = v["via"]
+                time.sleep(0.05)
+            codes = wait_all(procs, 120)
+            results[where] = (codes, [metrics(d) for d in dirs], joined, via)
+        finally:
+            if lab:
+                lab.close()
+    summary = {}
+    for where, (codes, ms, joined, via) in results.items():
+        last = [m[-1] if m else {} for m in ms]
+        accs = [l.get("test_acc", 0.0) for l in last]
+        cons = max(l.get("consensus", 1e9) for l in last)
+        summary[where] = (statistics.mean(accs), cons)
+        print("%s: exit %s, joined within %s s, reached %s, final test acc %s, consensus %s" % (
+            where, codes, {k: round(v, 2) for k, v in joined.items()}, via, accs, [l.get("consensus") for l in last]))
+        check(codes == [0] * n and all(l.get("round") == 100 for l in last), "%s: three peers run 100 rounds" % where)
+    codes, ms, joined, via = results["nat"]
+    check(len(joined) == 2 and max(joined.values()) <= 2.0,
+          "the peers behind NAT join within 2 s (%s)" % {k: round(v, 2) for k, v in joined.items()})
+    check(via.get((0, 1)) == "outbound" and via.get((0, 2)) == "outbound",
+          "the public peer reaches both over the connections they opened (%s)" % via)
+    check(via.get((1, 2)) == "direct", "the two behind the same NAT reach each other directly (%s)" % via.get((1, 2)))
+    (acc_l, cons_l), (acc_n, cons_n) = summary["loopback"], summary["nat"]
+    check(cons_n <= 2 * cons_l, "consensus distance at most twice loopback's (%.4f against %.4f)" % (cons_n, cons_l))
+    check(abs(acc_n - acc_l) <= 0.005, "mean test accuracy within 0.5 points of loopback's (%.4f against %.4f)" %
+          (acc_n, acc_l))
+
+
+SCENARIOS = {"shallow": shallow, "bandwidth": bandwidth, "nat": nat}
 
 
 def main():

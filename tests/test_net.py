@@ -484,9 +484,7 @@ def main():
     free.close()
     node1_addr = [v for v in status(nodes[2][1])["view"] if v["key"] == pubs[1]][0]["addr"][6:]
     cases = [("rumor://%s@127.0.0.1:%d" % (pubs[1], free_port), "connection refused", ()),
-             ("rumor://%s@%s" % (key_text(stranger + ".pub"), node1_addr), "has the key " + pubs[1], ()),
-             # an advertised address nobody can dial: the answers never come back
-             ("rumor://%s@%s" % (pubs[1], node1_addr), "--advertise", ("--advertise", "tcp://127.0.0.1:%d" % free_port))]
+             ("rumor://%s@%s" % (key_text(stranger + ".pub"), node1_addr), "has the key " + pubs[1], ())]
     for boot, want, extra in cases:
         args = [RUMOR, "node", "--key", keys[0] + ".key", "--cert", keys[0] + ".cert",
                 "--swarm", os.path.join(swarm, "authority.pub"), "--listen", "tcp://127.0.0.1:0",
@@ -499,6 +497,31 @@ def main():
                   "unjoinable bootstrap (%s) explained: %s" % (want, lines[0] if lines else r.stderr.strip()[-200:]))
         except subprocess.TimeoutExpired:
             check(False, "unjoinable bootstrap (%s) explained (it hung)" % want)
+
+    # 6a. A node nobody can dial (its advertised address leads nowhere, as behind NAT) joins
+    # all the same: its peers answer over the connection it opened to them, give up dialling
+    # it after a bounded try, and it says that it cannot be dialled.
+    na, nca, _ = start(tmp, swarm, keys[0], bootstrap="rumor://%s@%s" % (pubs[1], node1_addr),
+                       extra=("--advertise", "tcp://127.0.0.1:%d" % free_port))
+    t0 = time.time()
+    joined = wait_for(lambda: pubs[1] in (view_keys(nca) or []), 5)
+    check(joined, "a node that cannot be dialled joins through its own connection (%.1f s)" % (time.time() - t0))
+
+    def via_at_node1():
+        st = status(nodes[1][1]) or {}
+        return ([v.get("via") for v in st.get("view", []) if v["key"] == pubs[0]] or [None])[0], st
+
+    ok = wait_for(lambda: via_at_node1()[0] == "outbound" and
+                  via_at_node1()[1]["counters"]["dials_given_up"] >= 1, 8)
+    via, st1 = via_at_node1()
+    check(ok, "its bootstrap reaches it over its own connection and gave up dialling it (via %s, dials given up %s)"
+          % (via, st1.get("counters", {}).get("dials_given_up")))
+    said = wait_for(lambda: "cannot be dialled" in open(keys[0] + ".log").read(), 6)
+    check(said, "it says that it cannot be dialled")
+    alive = wait_for(lambda: pubs[0] in (alive_peers(nodes[1][1]) or []) and time.time() - t0 > 6, 10)
+    check(alive and na.poll() is None, "... and stays an alive member (pings go back over its connection)")
+    na.send_signal(signal.SIGTERM)
+    na.wait(timeout=5)
 
     # 6b. A node that once joined stays up when its view empties (churn is not a failed join).
     ja, jca, jaddr = start(tmp, swarm, keys[0])

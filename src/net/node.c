@@ -19,6 +19,8 @@
 
 /* ---- sockets ---- */
 
+static rumor_err_t dealer_send(rumor_node_t *n, peer_t *p, rumor_msg_t *msg);
+
 static int set_curve_keys(rumor_node_t *n, void *s)
 {
     return zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, rumor_secret_key_public(n->key), RUMOR_KEY_LEN) |
@@ -103,7 +105,7 @@ bool node_open_dealer(rumor_node_t *n, peer_t *p)
     if (!d) return false;
     set_common(d);
     node_set_int(d, ZMQ_SNDHWM, SEND_HWM);
-    node_set_int(d, ZMQ_RCVHWM, 16);
+    node_set_int(d, ZMQ_RCVHWM, RECV_HWM); /* it may send us models (node_peer_path) */
     node_set_int(d, ZMQ_RECONNECT_IVL, 100);
     node_set_int(d, ZMQ_RECONNECT_IVL_MAX, 5000); /* exponential backoff up to 5 s */
     if (set_curve_keys(n, d) != 0 || zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, p->key, RUMOR_KEY_LEN) != 0 ||
@@ -114,6 +116,8 @@ bool node_open_dealer(rumor_node_t *n, peer_t *p)
     }
     p->dealer = d;
     p->auth_failed = false;
+    p->linked = p->outbound = false;
+    p->dial_since = rumor_now_ms();
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://monitor-%u", n->mon_seq++);
     if (zmq_socket_monitor(d, ep, ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
@@ -136,7 +140,7 @@ bool node_open_dealer(rumor_node_t *n, peer_t *p)
     }
     rumor_msg_t hello;
     node_fill_hello(n, &hello);
-    (void)node_send_msg(n, p, &hello);
+    (void)dealer_send(n, p, &hello); /* a connection starts with our hello, whatever path others take */
     return true;
 }
 
@@ -181,16 +185,22 @@ peer_t *node_get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uin
     return p;
 }
 
-rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
+/* Encode msg into n->buf (its seq set): its length, 0 when it cannot be encoded. */
+static size_t encode(rumor_node_t *n, rumor_msg_t *msg)
 {
     size_t len;
-    if (!p->dealer) return RUMOR_ECLOSED; /* knocking again: membership copes with a lost message */
     msg->seq = msg->type == RUMOR_MSG_PING || msg->type == RUMOR_MSG_PING_REQ ? msg->seq : ++n->seq;
-    rumor_err_t rc = rumor_proto_encode(msg, n->buf, RUMOR_PROTO_MAX_HEADER, &len);
-    if (rc != RUMOR_OK) {
+    if (rumor_proto_encode(msg, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) {
         rumor_log(RUMOR_LOG_WARN, "not sending an invalid %s", rumor_proto_type_name(msg->type));
-        return rc;
+        return 0;
     }
+    return len;
+}
+
+static rumor_err_t dealer_send(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
+{
+    const size_t len = encode(n, msg);
+    if (!len) return RUMOR_EINVAL;
     if (zmq_send(p->dealer, n->buf, len, ZMQ_DONTWAIT) < 0) {
         n->drops[DROP_SEND_FULL]++;
         return RUMOR_ETIMEDOUT;
@@ -200,10 +210,104 @@ rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
     return RUMOR_OK;
 }
 
+/* How a message reaches p now: over our DEALER once its handshake passed; before that, and
+ * for good once we gave up dialling, back over the connection p opened to our ROUTER if it
+ * has one (a peer behind NAT is reached that way: PROTOCOL.md, "Reachability"); else the
+ * DEALER, which holds messages until it connects. A dial that has not connected after
+ * DIAL_GIVE_UP_MS while p talks to us over its own connection is given up (counted), and
+ * tried again after REDIAL_MS. */
+path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
+{
+    if (p->dealer && p->linked) return PATH_DEALER;
+    const conn_t *c = node_find_conn(n, p->key, false, now);
+    const bool back = c && c->admitted && c->rid_len > 0;
+    if (back && p->dealer && now - p->dial_since >= DIAL_GIVE_UP_MS) {
+        char id[RUMOR_SHORT_ID_LEN + 1];
+        rumor_key_short_id(id, p->key);
+        rumor_log(RUMOR_LOG_INFO, "peer %s cannot be dialled at %s: reaching it over its own connection", id, p->addr);
+        n->dials_given_up++;
+        node_close_dealer(p);
+        node_stop_knocking(p);
+        p->outbound = true;
+        p->retry_at = now + REDIAL_MS;
+    }
+    if (back) return PATH_ROUTER;
+    return p->dealer ? PATH_DEALER : PATH_NONE;
+}
+
+/* One message (frame, and payload when not NULL: consumed either way) back over c's own
+ * connection to our ROUTER. false when it cannot go now (that connection is full: EAGAIN; or
+ * gone: forgotten). */
+bool node_router_send(rumor_node_t *n, conn_t *c, const void *frame, size_t len, zmq_msg_t *payload)
+{
+    if (zmq_send(n->router, c->rid, c->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        if (errno == EHOSTUNREACH) c->rid_len = 0; /* that connection is gone */
+        if (payload) zmq_msg_close(payload);
+        return false;
+    }
+    /* After the routing frame the rest of the message goes (the high-water mark counts
+     * messages). */
+    const bool ok = zmq_send(n->router, frame, len, (payload ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) >= 0 &&
+                    (!payload || zmq_msg_send(payload, n->router, ZMQ_DONTWAIT) >= 0);
+    if (!ok && payload) zmq_msg_close(payload);
+    n->reverse_msgs += ok;
+    return ok;
+}
+
+/* Our hello goes first on every connection of a peer's we answer over. */
+static bool router_hello(rumor_node_t *n, conn_t *c)
+{
+    if (c->rid_hello) return true;
+    rumor_msg_t hello;
+    node_fill_hello(n, &hello);
+    const size_t len = encode(n, &hello);
+    if (!len || !node_router_send(n, c, n->buf, len, NULL)) return false;
+    n->msgs_out++;
+    n->bytes_out += len;
+    c->rid_hello = true;
+    return true;
+}
+
+rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
+{
+    const uint64_t now = rumor_now_ms();
+    const path_t path = node_peer_path(n, p, now);
+    if (path == PATH_NONE) return RUMOR_ECLOSED; /* knocking again: membership copes with a lost message */
+    if (path == PATH_DEALER) return dealer_send(n, p, msg);
+    conn_t *c = node_find_conn(n, p->key, false, now);
+    if (msg->type != RUMOR_MSG_HELLO && !router_hello(n, c)) return RUMOR_ETIMEDOUT;
+    const size_t len = encode(n, msg);
+    if (!len) return RUMOR_EINVAL;
+    if (!node_router_send(n, c, n->buf, len, NULL)) {
+        n->drops[DROP_SEND_FULL]++;
+        return RUMOR_ETIMEDOUT;
+    }
+    c->rid_hello |= msg->type == RUMOR_MSG_HELLO;
+    n->msgs_out++;
+    n->bytes_out += len;
+    return RUMOR_OK;
+}
+
+/* The connection a member's message came in on: where we answer it when we cannot dial it. A
+ * routing id that another key held is not that key's any more. */
+void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid)
+{
+    const size_t len = zmq_msg_size(rid);
+    if (len == 0 || len > RID_MAX || (c->rid_len == len && memcmp(c->rid, zmq_msg_data(rid), len) == 0)) return;
+    for (int i = 0; i < MAX_CONNS; i++) {
+        conn_t *o = &n->conns[i];
+        if (o->used && o != c && o->rid_len == len && memcmp(o->rid, zmq_msg_data(rid), len) == 0) o->rid_len = 0;
+    }
+    memcpy(c->rid, zmq_msg_data(rid), len);
+    c->rid_len = (uint8_t)len;
+    c->rid_hello = false;
+}
+
 /* Reply through the ROUTER on the connection a message came in on (a refusal, or a request
  * to say hello first). */
 void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why)
 {
+    if (!rid) return; /* (it came on our own DEALER: the peer we dialled is told nothing) */
     rumor_msg_t m;
     memset(&m, 0, sizeof m);
     m.type = RUMOR_MSG_BYE;
@@ -423,6 +527,7 @@ static void handle_monitor(rumor_node_t *n, peer_t *p, uint64_t now)
         case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
             p->handshakes++;
             p->fails = 0;
+            p->linked = true;
             break;
         case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
             /* Its ZAP handler refused our key: our knock did not reach it (lost, or it
@@ -434,7 +539,9 @@ static void handle_monitor(rumor_node_t *n, peer_t *p, uint64_t now)
         case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: p->handshake_failed++; break;
         case ZMQ_EVENT_DISCONNECTED:
             if (p->handshakes == 0) p->handshake_failed++;
+            p->linked = false;
             break;
+        case ZMQ_EVENT_CLOSED: p->linked = false; break;
         default: break;
         }
     }
@@ -480,125 +587,143 @@ static bool join_failed(rumor_node_t *n, uint64_t waited_ms, char why[400], size
 }
 
 /* A bye on one of our DEALERs: a peer refusing us, or asking for our hello again. */
+/* A decoded message (n->wmsg) from the admitted-or-not member `key`: over our ROUTER (rid,
+ * its connection) or over the DEALER we dialled it with (rid NULL: a member reached by its own
+ * address answers there only when it cannot dial us back). The same rules either way: nothing
+ * but a hello counts before a valid hello. */
+static void dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], zmq_msg_t *rid, uint64_t now)
+{
+    rumor_msg_t *wp = &n->wmsg;
+    rumor_memb_msg_t *mp = &n->mmsg;
+    if (wp->type == RUMOR_MSG_HELLO) {
+        node_handle_hello(n, key, rid, wp, now);
+        conn_t *c = node_find_conn(n, key, false, now);
+        if (rid && c && c->admitted) node_note_rid(n, c, rid);
+        return;
+    }
+    conn_t *c = node_find_conn(n, key, false, now);
+    if (!c || !c->admitted || !c->addr[0] || (c->expires_at && unix_now() >= c->expires_at)) {
+        /* No valid hello from this key (yet, or since we restarted, or since it expired):
+         * nothing it says counts. Ask it for one, once in a while. */
+        n->drops[DROP_NO_HELLO]++;
+        if (n->drops[DROP_NO_HELLO] % 16 == 1) node_reply_bye(n, rid, "hello");
+        return;
+    }
+    c->last_seen = now;
+    if (rid) node_note_rid(n, c, rid);
+    if (wp->type == RUMOR_MSG_BYE && wp->u.bye.why[0]) {
+        n->drops[DROP_UNEXPECTED]++; /* refusals and hello requests belong on our DEALERs */
+        return;
+    }
+    if (node_memb_from_wire(mp, wp)) {
+        if (wp->type == RUMOR_MSG_PING && rid) n->last_pinged = now; /* (a dial reached us) */
+        node_vet_entries(n, mp, now);
+        rumor_memb_recv(n->memb, key, c->addr, mp, now);
+    } else if (wp->type == RUMOR_MSG_MODEL && n->chunk_cb) {
+        n->chunk_cb(n->chunk_arg, key, &wp->u.model);
+    } else if (wp->type == RUMOR_MSG_PULL && n->pull_cb && now - c->last_pull >= PULL_INTERVAL_MS) {
+        /* At most one answer per peer per interval: a pull costs a whole model. */
+        c->last_pull = now;
+        n->pull_cb(n->pull_arg, n, key, wp->u.pull.layout);
+    } else {
+        n->drops[DROP_UNEXPECTED]++;
+    }
+}
+
+/* A refusal, or a request for our hello, on the DEALER we dialled p with. */
+static void dealer_bye(rumor_node_t *n, peer_t *p, const rumor_msg_t *w)
+{
+    if (strcmp(w->u.bye.why, "hello") == 0) {
+        /* It lost our hello (it restarted, or forgot us): greet it again. */
+        rumor_msg_t hello;
+        node_fill_hello(n, &hello);
+        (void)dealer_send(n, p, &hello);
+        return;
+    }
+    char id[RUMOR_SHORT_ID_LEN + 1];
+    rumor_key_short_id(id, p->key);
+    if (!p->refused)
+        rumor_log(RUMOR_LOG_WARN, "peer %s at %s refused us: %s", id, p->addr,
+                  w->u.bye.why[0] ? w->u.bye.why : "no reason given");
+    p->refused = true;
+    snprintf(p->refusal, sizeof p->refusal, "%s", w->u.bye.why[0] ? w->u.bye.why : "refused");
+}
+
+/* Read one message of at most three frames from s into parts; the count of frames (parts
+ * beyond the fourth are closed as they come), 0 when none is waiting. */
+static int recv_parts(void *s, zmq_msg_t parts[4])
+{
+    int count = 0;
+    bool more = true;
+    while (more) {
+        zmq_msg_t *part = &parts[count < 4 ? count : 3];
+        if (count >= 4) zmq_msg_close(part);
+        zmq_msg_init(part);
+        if (zmq_msg_recv(part, s, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(part);
+            break;
+        }
+        more = zmq_msg_more(part);
+        count++;
+    }
+    return count;
+}
+
+/* Decode frames[0] (header) and frames[1] (payload, when count is 2) into n->wmsg; false
+ * (counted) when it does not decode. */
+static bool decode(rumor_node_t *n, zmq_msg_t *frames, int count)
+{
+    rumor_proto_reject_t why = RUMOR_PROTO_REJECT_NONE;
+    const uint8_t *payload = count == 2 ? zmq_msg_data(&frames[1]) : NULL;
+    const size_t payload_len = count == 2 ? zmq_msg_size(&frames[1]) : 0;
+    if (rumor_proto_decode(&n->wmsg, zmq_msg_data(&frames[0]), zmq_msg_size(&frames[0]), payload, payload_len,
+                           &why) != RUMOR_OK) {
+        n->drops[why < RUMOR_PROTO_REJECT_COUNT ? why : RUMOR_PROTO_REJECT_MALFORMED]++;
+        return false;
+    }
+    return true;
+}
+
+/* What the peer we dialled sends back on our DEALER: refusals and hello requests, and, when
+ * it cannot dial us (we are behind NAT), everything it has for us. Its key is the one the
+ * CURVE handshake proved. */
 static void handle_dealer(rumor_node_t *n, peer_t *p, uint64_t now)
 {
-    for (int k = 0; k < BATCH; k++) {
-        uint8_t f1[1024];
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, p->dealer, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&part);
-            return;
+    for (int k = 0; k < BATCH && p->dealer; k++) {
+        zmq_msg_t parts[4];
+        const int count = recv_parts(p->dealer, parts);
+        if (count == 0) return;
+        const int held = count < 4 ? count : 4;
+        n->msgs_in++;
+        rumor_guard_delivered(n->guard, zmq_msg_get(&parts[held - 1], ZMQ_SRCFD), now);
+        for (int i = 0; i < held; i++) n->bytes_in += zmq_msg_size(&parts[i]);
+        if (count > 2) {
+            n->drops[DROP_FRAMES]++;
+        } else if (decode(n, parts, count)) {
+            if (n->wmsg.type == RUMOR_MSG_BYE && n->wmsg.u.bye.why[0]) dealer_bye(n, p, &n->wmsg);
+            else dispatch(n, p->key, NULL, now);
         }
-        const size_t len = zmq_msg_size(&part);
-        if (len <= sizeof f1) memcpy(f1, zmq_msg_data(&part), len);
-        int more = zmq_msg_more(&part);
-        rumor_guard_delivered(n->guard, zmq_msg_get(&part, ZMQ_SRCFD), now);
-        zmq_msg_close(&part);
-        while (more) { /* a second frame is never expected here: drain it */
-            zmq_msg_init(&part);
-            more = zmq_msg_recv(&part, p->dealer, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&part);
-            zmq_msg_close(&part);
-        }
-        rumor_msg_t w;
-        rumor_proto_reject_t why;
-        if (len > sizeof f1 || rumor_proto_decode(&w, f1, len, NULL, 0, &why) != RUMOR_OK ||
-            w.type != RUMOR_MSG_BYE) {
-            n->drops[DROP_UNEXPECTED]++;
-            continue;
-        }
-        if (strcmp(w.u.bye.why, "hello") == 0) {
-            /* It lost our hello (it restarted, or forgot us): greet it again. */
-            rumor_msg_t hello;
-            node_fill_hello(n, &hello);
-            (void)node_send_msg(n, p, &hello);
-            continue;
-        }
-        char id[RUMOR_SHORT_ID_LEN + 1];
-        rumor_key_short_id(id, p->key);
-        if (!p->refused)
-            rumor_log(RUMOR_LOG_WARN, "peer %s at %s refused us: %s", id, p->addr,
-                      w.u.bye.why[0] ? w.u.bye.why : "no reason given");
-        p->refused = true;
-        snprintf(p->refusal, sizeof p->refusal, "%s", w.u.bye.why[0] ? w.u.bye.why : "refused");
-        (void)now;
+        for (int i = 0; i < held; i++) zmq_msg_close(&parts[i]);
+        run_actions(n, now);
     }
 }
 
 static void handle_router(rumor_node_t *n, uint64_t now)
 {
-    rumor_msg_t *wp = &n->wmsg;
-    rumor_memb_msg_t *mp = &n->mmsg;
     for (int k = 0; k < BATCH; k++) {
         zmq_msg_t parts[4];
-        int count = 0;
-        bool more = true;
-        while (more) {
-            zmq_msg_t *part = &parts[count < 4 ? count : 3];
-            if (count >= 4) zmq_msg_close(part);
-            zmq_msg_init(part);
-            if (zmq_msg_recv(part, n->router, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(part);
-                if (count == 0) return;
-                break;
-            }
-            more = zmq_msg_more(part);
-            count++;
-        }
-        int held = count < 4 ? count : 4;
+        const int count = recv_parts(n->router, parts);
+        if (count == 0) return;
+        const int held = count < 4 ? count : 4;
         n->msgs_in++;
         rumor_guard_delivered(n->guard, zmq_msg_get(&parts[held - 1], ZMQ_SRCFD), now);
         for (int i = 1; i < held; i++) n->bytes_in += zmq_msg_size(&parts[i]);
-        if (count < 2 || count > 3) {
-            n->drops[DROP_FRAMES]++;
-            goto next;
-        }
         /* The ZAP handler set User-Id to the Z85 of the connection's CURVE key. */
-        const char *uid = zmq_msg_gets(&parts[1], "User-Id");
+        const char *uid = count >= 2 ? zmq_msg_gets(&parts[1], "User-Id") : NULL;
         uint8_t key[RUMOR_KEY_LEN];
-        if (!uid || rumor_key_from_z85(key, uid, NULL) != RUMOR_OK) {
-            n->drops[DROP_NO_USER_ID]++;
-            goto next;
-        }
-        rumor_proto_reject_t why = RUMOR_PROTO_REJECT_NONE;
-        const uint8_t *payload = count == 3 ? zmq_msg_data(&parts[2]) : NULL;
-        size_t payload_len = count == 3 ? zmq_msg_size(&parts[2]) : 0;
-        if (rumor_proto_decode(wp, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), payload, payload_len,
-                               &why) != RUMOR_OK) {
-            n->drops[why < RUMOR_PROTO_REJECT_COUNT ? why : RUMOR_PROTO_REJECT_MALFORMED]++;
-            goto next;
-        }
-        if (wp->type == RUMOR_MSG_HELLO) {
-            node_handle_hello(n, key, &parts[0], wp, now);
-            goto next;
-        }
-        conn_t *c = node_find_conn(n, key, false, now);
-        if (!c || !c->admitted || !c->addr[0] || (c->expires_at && unix_now() >= c->expires_at)) {
-            /* No valid hello from this key (yet, or since we restarted, or since it expired):
-             * nothing it says counts. Ask it for one, once in a while. */
-            n->drops[DROP_NO_HELLO]++;
-            if (n->drops[DROP_NO_HELLO] % 16 == 1) node_reply_bye(n, &parts[0], "hello");
-            goto next;
-        }
-        c->last_seen = now;
-        if (wp->type == RUMOR_MSG_BYE && wp->u.bye.why[0]) {
-            n->drops[DROP_UNEXPECTED]++; /* refusals and hello requests belong on our DEALERs */
-            goto next;
-        }
-        if (node_memb_from_wire(mp, wp)) {
-            if (wp->type == RUMOR_MSG_PING) n->last_pinged = now;
-            node_vet_entries(n, mp, now);
-            rumor_memb_recv(n->memb, key, c->addr, mp, now);
-        } else if (wp->type == RUMOR_MSG_MODEL && n->chunk_cb) {
-            n->chunk_cb(n->chunk_arg, key, &wp->u.model);
-        } else if (wp->type == RUMOR_MSG_PULL && n->pull_cb && now - c->last_pull >= PULL_INTERVAL_MS) {
-            /* At most one answer per peer per interval: a pull costs a whole model. */
-            c->last_pull = now;
-            n->pull_cb(n->pull_arg, n, key, wp->u.pull.layout);
-        } else {
-            n->drops[DROP_UNEXPECTED]++;
-        }
-    next:
+        if (count < 2 || count > 3) n->drops[DROP_FRAMES]++;
+        else if (!uid || rumor_key_from_z85(key, uid, NULL) != RUMOR_OK) n->drops[DROP_NO_USER_ID]++;
+        else if (decode(n, parts + 1, count - 1)) dispatch(n, key, &parts[0], now);
         for (int i = 0; i < held; i++) zmq_msg_close(&parts[i]);
         run_actions(n, now);
     }
@@ -662,7 +787,10 @@ static rumor_err_t open_router(rumor_node_t *n, char err[RUMOR_ERR_LEN])
     set_common(n->router);
     node_set_int(n->router, ZMQ_CURVE_SERVER, 1);
     node_set_int(n->router, ZMQ_RCVHWM, RECV_HWM);
-    node_set_int(n->router, ZMQ_SNDHWM, 16);
+    node_set_int(n->router, ZMQ_SNDHWM, SEND_HWM);
+    /* Sends back over a peer's own connection (node_peer_path) must fail, not vanish, when
+     * that connection is full or gone. */
+    node_set_int(n->router, ZMQ_ROUTER_MANDATORY, 1);
     (void)zmq_setsockopt(n->router, ZMQ_ZAP_DOMAIN, "rumor", 5);
     /* Every connection the ROUTER accepts is watched by the guard (guard.h). */
     char ep[64];
@@ -843,12 +971,19 @@ static void check_reachable(rumor_node_t *n, uint64_t now)
         return;
     }
     if (!n->joined_at) n->joined_at = now;
-    const uint64_t grace = 10 * (uint64_t)n->cfg.memb.period_ms;
+    /* Peers dial a member within a period of hearing of it; give them ten, at most 10 s. */
+    uint64_t grace = 10 * (uint64_t)n->cfg.memb.period_ms;
+    if (grace > 10000) grace = 10000;
     if (!n->warned_unreachable && !n->last_pinged && now - n->joined_at > grace) {
         n->warned_unreachable = true;
-        rumor_log(RUMOR_LOG_WARN, "no peer has reached this node at %s in %.0f s of membership: if it is behind "
-                  "NAT or a firewall, give --advertise with an address peers can dial", n->self_addr,
-                  (double)grace / 1000.0);
+        rumor_log(RUMOR_LOG_WARN, "no peer has dialled this node at %s in %.0f s of membership: it cannot be "
+                  "dialled (behind NAT or a firewall?), and works through its own connections to its peers; "
+                  "give --advertise with an address they can dial, or open the port, to be reached directly",
+                  n->self_addr, (double)grace / 1000.0);
+    }
+    if (n->warned_unreachable && n->last_pinged) {
+        n->warned_unreachable = false;
+        rumor_log(RUMOR_LOG_INFO, "a peer dialled this node at %s: it is reachable", n->self_addr);
     }
 }
 
@@ -916,9 +1051,10 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             }
             if (!p->dealer && !p->knocking && p->retry_at && now >= p->retry_at) node_knock_start(n, p, now);
             if (p->knocking && now - p->knock_since > 30000) {
-                /* Silence for 30 s: stop, and ask again in 30 s (it may be down for now). */
+                /* Silence for 30 s: stop, and ask again in 30 s (it may be down for now), or
+                 * much later when it reaches us over its own connection. */
                 node_stop_knocking(p);
-                p->retry_at = now + 30000;
+                p->retry_at = now + (p->outbound ? REDIAL_MS : 30000);
             }
             if (p->knocking && p->knock_next <= now) node_knock_send(n, p, now);
             if (p->knocking && p->knock_next < next_knock) next_knock = p->knock_next;
@@ -947,6 +1083,8 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         if (wait > n->tick_ms) wait = n->tick_ms;
         if (next_knock != UINT64_MAX && until(next_knock, now) < wait) wait = until(next_knock, now);
         if (sending_capped) wait = 1; /* libzmq frees chunks without waking us: look again soon */
+        if (n->router_blocked) wait = wait < 2 ? wait : 2; /* ... nor says when a peer's connection drains */
+        n->router_blocked = false;
         /* A message that never ends wakes nobody: the guard looks on its own schedule. */
         if (rumor_guard_count(n->guard) > 0 && until(n->guard_next, now) < wait) wait = until(n->guard_next, now);
         if (zmq_poll(items, ni, (long)wait) < 0 && errno != EINTR) {

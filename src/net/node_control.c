@@ -58,6 +58,18 @@ static void out(out_t *o, const char *fmt, ...)
     if (o->len >= o->cap) o->len = o->cap - 1;
 }
 
+/* How a member is reached now (node_peer_path, without its side effects): "direct" over our
+ * dial, "outbound" back over the connection it opened to us (it cannot be dialled, or not
+ * yet), "dialling" while neither works yet, "none". */
+static const char *reach_name(rumor_node_t *n, const uint8_t *key, uint64_t now)
+{
+    const peer_t *p = node_find_peer(n, key);
+    if (p && p->dealer && p->linked) return "direct";
+    const conn_t *c = node_find_conn(n, key, false, now);
+    if (c && c->admitted && c->rid_len) return "outbound";
+    return p && p->dealer ? "dialling" : "none";
+}
+
 static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
 {
     char nb[48];
@@ -76,18 +88,19 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
             rumor_key_to_z85(z85, e->key);
             rumor_key_short_id(id, e->key);
             out(o, "%s{\"id\":\"%s\",\"key\":\"%s\",\"addr\":\"%s\",\"state\":\"%s\",\"inc\":%" PRIu32
-                   ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 "}",
+                   ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 ",\"via\":\"%s\"}",
                 i ? "," : "", id, z85, e->addr, rumor_memb_state_name(e->state), e->inc, e->rtt_ms,
-                now - e->last_seen_ms);
+                now - e->last_seen_ms, reach_name(n, e->key, now));
         }
         out(o, "],\"counters\":{\"msgs_in\":%" PRIu64 ",\"msgs_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
                ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64
                ",\"suspicions\":%" PRIu64 ",\"deaths\":%" PRIu64 ",\"refutations\":%" PRIu64
                ",\"knocks_in\":%" PRIu64 ",\"knocks_out\":%" PRIu64 ",\"stale_knocks\":%" PRIu64
-               ",\"connections\":%d,\"held_peak\":%" PRIu64 ",\"revocation_errors\":%" PRIu64 "},\"rejected\":{",
+               ",\"connections\":%d,\"held_peak\":%" PRIu64 ",\"revocation_errors\":%" PRIu64
+               ",\"dials_given_up\":%" PRIu64 ",\"msgs_back\":%" PRIu64 "},\"rejected\":{",
             n->msgs_in, n->msgs_out, n->bytes_in, n->bytes_out, ms.pings_sent, ms.acks_received, ms.suspicions,
             ms.deaths, ms.refutations, n->knocks_in, n->knocks_out, n->stale_knocks, rumor_guard_count(n->guard),
-            rumor_guard_peak(n->guard), n->revoke_errors);
+            rumor_guard_peak(n->guard), n->revoke_errors, n->dials_given_up, n->reverse_msgs);
         bool first = true;
         for (int i = 1; i < DROP_COUNT; i++)
             if (n->drops[i]) {
@@ -115,15 +128,20 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
     out(o, "node %s at %s, incarnation %" PRIu32 ", up %.0f s\n", n->id, n->address,
         rumor_memb_incarnation(n->memb), (double)(now - n->start_ms) / 1000.0);
     out(o, "%d peers in view, %d in reserve; %s\n", nv, rumor_memb_passive_count(n->memb),
-        n->last_pinged ? "reachable (peers probe this node)" : "not yet probed by any peer");
-    if (nv) out(o, "  %-8s  %-28s  %-7s  %7s  %9s\n", "peer", "address", "state", "rtt ms", "seen ms");
+        n->last_pinged ? "reachable (peers dial this node)"
+        : n->warned_unreachable ? "cannot be dialled: works through its own connections to its peers"
+                                : "not yet dialled by any peer");
+    if (nv) out(o, "  %-8s  %-28s  %-7s  %7s  %9s  %s\n", "peer", "address", "state", "rtt ms", "seen ms", "via");
     for (int i = 0; i < nv; i++) {
         const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
         char id[RUMOR_SHORT_ID_LEN + 1];
         rumor_key_short_id(id, e->key);
-        out(o, "  %-8s  %-28s  %-7s  %7" PRIu32 "  %9" PRIu64 "\n", id, e->addr, rumor_memb_state_name(e->state),
-            e->rtt_ms, now - e->last_seen_ms);
+        out(o, "  %-8s  %-28s  %-7s  %7" PRIu32 "  %9" PRIu64 "  %s\n", id, e->addr, rumor_memb_state_name(e->state),
+            e->rtt_ms, now - e->last_seen_ms, reach_name(n, e->key, now));
     }
+    if (n->dials_given_up || n->reverse_msgs)
+        out(o, "dials given up %" PRIu64 ", messages sent back over peers' own connections %" PRIu64 "\n",
+            n->dials_given_up, n->reverse_msgs);
     out(o, "messages in %" PRIu64 " (%" PRIu64 " bytes), out %" PRIu64 " (%" PRIu64 " bytes)\n", n->msgs_in,
         n->bytes_in, n->msgs_out, n->bytes_out);
     for (int i = 1; i < DROP_COUNT; i++)

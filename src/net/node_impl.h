@@ -43,6 +43,13 @@
 #define KNOCK_SOURCE_RATE 20.0 /* ... and from one address (hashed into KNOCK_SOURCES buckets), so
                                   one sender cannot spend the node's budget on its own */
 #define KNOCK_SOURCES 256
+/* Reaching a peer that cannot be dialled (behind NAT, a firewall): while our DEALER to it has
+ * no working connection, what we send it goes back over the connection it opened to our
+ * ROUTER; a dial that has not connected after DIAL_GIVE_UP_MS while it talks to us that way
+ * is given up, and tried again only after REDIAL_MS (or when it moves). */
+#define RID_MAX 32
+#define DIAL_GIVE_UP_MS 3000
+#define REDIAL_MS 300000
 
 _Static_assert(RUMOR_CERT_MAX_LEN <= RUMOR_MEMB_CERT_MAX, "membership must hold a whole certificate");
 
@@ -123,7 +130,14 @@ typedef struct {
     bool unreachable;                /* the knock met an ICMP port-unreachable */
     bool wrong_key;                  /* the node there has another key: real_key */
     uint8_t real_key[RUMOR_KEY_LEN];
+    bool linked;                     /* the DEALER's handshake passed and it is still connected */
+    uint64_t dial_since;             /* when the DEALER was opened */
+    bool outbound;                   /* we gave up dialling it: it is reached over its own
+                                        connection to us (peer_path) until REDIAL_MS */
 } peer_t;
+
+/* How a message reaches a peer. */
+typedef enum { PATH_NONE, PATH_DEALER, PATH_ROUTER } path_t;
 
 typedef struct {
     bool used;
@@ -139,6 +153,9 @@ typedef struct {
     uint64_t last_pull;              /* when we last answered its pull */
     uint64_t done;                   /* its hello said it finished at this round; 0: training */
     uint64_t done_boot;              /* ... in the run of this boot id (a new run trains again) */
+    uint8_t rid[RID_MAX];            /* the ROUTER's routing id of its newest connection to us */
+    uint8_t rid_len;                 /* 0: none known */
+    bool rid_hello;                  /* our hello went on that connection */
 } conn_t;
 
 struct rumor_node {
@@ -197,6 +214,9 @@ struct rumor_node {
      * works; in a swarm where nobody pings us, it probably does not. */
     uint64_t joined_at, last_pinged;
     bool warned_unreachable;
+    uint64_t dials_given_up;         /* peers' addresses we stopped dialling (peer_path) */
+    uint64_t reverse_msgs;           /* messages sent back over peers' own connections */
+    bool router_blocked;             /* a model back over a peer's connection waits for room */
     bool joined; /* once in a swarm, an empty view later is churn, not a failed join */
 };
 
@@ -218,6 +238,9 @@ void node_fill_hello(rumor_node_t *n, rumor_msg_t *m);
 bool node_open_dealer(rumor_node_t *n, peer_t *p);
 peer_t *node_get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uint64_t now);
 rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg);
+path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now);
+bool node_router_send(rumor_node_t *n, conn_t *c, const void *frame, size_t len, zmq_msg_t *payload);
+void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid);
 void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why);
 bool node_memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w);
 

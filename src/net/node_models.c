@@ -135,17 +135,31 @@ void node_announce_done(rumor_node_t *n)
     rumor_msg_t hello;
     for (int i = 0; i < MAX_PEERS; i++) {
         peer_t *p = &n->peers[i];
-        if (!p->used || !p->dealer) continue;
+        if (!p->used) continue;
         node_fill_hello(n, &hello);
         (void)node_send_msg(n, p, &hello);
     }
 }
 
-/* Queue as many chunks as the peer's socket takes without blocking. */
+/* Queue as many chunks as the peer's path takes without blocking: our DEALER to it, or its
+ * own connection to our ROUTER (node_peer_path). A path that is full is tried again at the
+ * loop's next turn: the DEALER says when it drains; the ROUTER does not, so the loop looks
+ * again soon (n->router_blocked). */
 void node_pump(rumor_node_t *n, peer_t *p)
 {
     sending_t *s = &p->send;
-    if (!p->dealer) return;
+    const uint64_t now = rumor_now_ms();
+    const path_t path = s->out ? node_peer_path(n, p, now) : PATH_NONE;
+    if (path == PATH_NONE) return;
+    conn_t *c = path == PATH_ROUTER ? node_find_conn(n, p->key, false, now) : NULL;
+    if (c && !c->rid_hello) {
+        rumor_msg_t hello; /* our hello first on that connection (node_send_msg sends it) */
+        node_fill_hello(n, &hello);
+        if (node_send_msg(n, p, &hello) != RUMOR_OK) {
+            n->router_blocked = true;
+            return;
+        }
+    }
     while (s->out && s->next < s->chunks) {
         rumor_msg_t m;
         memset(&m, 0, sizeof m);
@@ -161,21 +175,30 @@ void node_pump(rumor_node_t *n, peer_t *p)
             break;
         }
         if (atomic_load(&s->out->refs) - 1 >= MAX_INFLIGHT) return; /* resumes as chunks go out */
-        int events = 0;
-        size_t sz = sizeof events;
-        zmq_getsockopt(p->dealer, ZMQ_EVENTS, &events, &sz);
-        if (!(events & ZMQ_POLLOUT)) return; /* full: resume when it drains */
         zmq_msg_t payload;
-        atomic_fetch_add(&s->out->refs, 1);
-        zmq_msg_init_data(&payload, (void *)data, dlen, chunk_free_cb, s->out);
-        if (zmq_send(p->dealer, n->buf, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&payload); /* releases the reference taken above */
-            return;
-        }
-        /* After the first frame of a message the second goes too: HWM counts messages. */
-        if (zmq_msg_send(&payload, p->dealer, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&payload);
-            n->drops[DROP_SEND_FULL]++;
+        if (c) {
+            atomic_fetch_add(&s->out->refs, 1);
+            zmq_msg_init_data(&payload, (void *)data, dlen, chunk_free_cb, s->out);
+            if (!node_router_send(n, c, n->buf, len, &payload)) { /* (the payload is released) */
+                n->router_blocked = true;
+                return;
+            }
+        } else {
+            int events = 0;
+            size_t sz = sizeof events;
+            zmq_getsockopt(p->dealer, ZMQ_EVENTS, &events, &sz);
+            if (!(events & ZMQ_POLLOUT)) return; /* full: resume when it drains */
+            atomic_fetch_add(&s->out->refs, 1);
+            zmq_msg_init_data(&payload, (void *)data, dlen, chunk_free_cb, s->out);
+            if (zmq_send(p->dealer, n->buf, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&payload); /* releases the reference taken above */
+                return;
+            }
+            /* After the first frame of a message the second goes too: HWM counts messages. */
+            if (zmq_msg_send(&payload, p->dealer, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&payload);
+                n->drops[DROP_SEND_FULL]++;
+            }
         }
         n->msgs_out++;
         n->bytes_out += len + dlen;
@@ -224,7 +247,7 @@ rumor_err_t rumor_node_send(rumor_node_t *n, const uint8_t peer[32], const rumor
     if (!c || !c->admitted || (c->expires_at && unix_now() >= c->expires_at)) return RUMOR_EAUTH;
     peer_t *p = node_get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
     if (!p) return RUMOR_EINVAL;
-    if (p->send.out || !p->dealer) return RUMOR_ECLOSED;
+    if (p->send.out || node_peer_path(n, p, rumor_now_ms()) == PATH_NONE) return RUMOR_ECLOSED;
     outgoing_t *o = malloc(sizeof *o);
     if (!o) return RUMOR_ENOMEM;
     atomic_init(&o->refs, 1);
