@@ -40,6 +40,7 @@ static const char *const type_names[RUMOR_MSG_LAST + 1] = {
     [RUMOR_MSG_MODEL] = "model",
     [RUMOR_MSG_BYE] = "bye",
     [RUMOR_MSG_PULL] = "pull",
+    [RUMOR_MSG_RELAY] = "relay",
 };
 
 static const char *const reject_names[RUMOR_PROTO_REJECT_COUNT] = {
@@ -86,6 +87,7 @@ enum {
     K_NEED,
     K_BOOT,
     K_DONE,
+    K_TO, K_FROM, K_KIND, K_EPH, K_CTR,
     K_COUNT
 };
 static const char *const msg_keys[K_COUNT] = {
@@ -98,6 +100,7 @@ static const char *const msg_keys[K_COUNT] = {
     [K_CHUNKS] = "chunks", [K_OFF] = "off", [K_N] = "n", [K_HASH] = "hash",
     [K_WHY] = "why", [K_MIX] = "mix", [K_VER] = "ver", [K_LIN] = "lin",
     [K_BASE] = "base", [K_NEED] = "need", [K_BOOT] = "boot",
+    [K_TO] = "to", [K_FROM] = "from", [K_KIND] = "kind", [K_EPH] = "eph", [K_CTR] = "ctr",
     [K_DONE] = "done",
 };
 
@@ -631,6 +634,32 @@ static reject_t decode_model(const mp_reader_t *f, const size_t *s, rumor_msg_mo
     return R_NONE;
 }
 
+static reject_t decode_relay(const mp_reader_t *f, const size_t *s, rumor_msg_relay_t *r, const uint8_t *payload,
+                             size_t payload_len)
+{
+    reject_t why;
+    uint64_t v = 0;
+    if ((s[K_TO] == ABSENT) == (s[K_FROM] == ABSENT)) /* exactly one of them */
+        return s[K_TO] == ABSENT ? RUMOR_PROTO_REJECT_MISSING : RUMOR_PROTO_REJECT_VALUE;
+    r->to = s[K_TO] != ABSENT;
+    if ((why = field_key(f, r->to ? s[K_TO] : s[K_FROM], r->peer)) != R_NONE) return why;
+    if ((why = field_uint(f, s[K_KIND], RUMOR_RELAY_DATA, &v)) != R_NONE) return why;
+    if (v < RUMOR_RELAY_INIT) return RUMOR_PROTO_REJECT_VALUE;
+    r->kind = (rumor_relay_kind_t)v;
+    if (r->kind == RUMOR_RELAY_DATA) {
+        if (s[K_EPH] != ABSENT) return RUMOR_PROTO_REJECT_VALUE;
+        if ((why = field_uint(f, s[K_CTR], UINT64_MAX, &r->ctr)) != R_NONE) return why;
+        if (r->ctr == 0) return RUMOR_PROTO_REJECT_VALUE;
+        if (!payload || payload_len <= RUMOR_RELAY_TAG) return RUMOR_PROTO_REJECT_PAYLOAD;
+        r->payload = payload;
+        r->payload_len = payload_len;
+        return R_NONE;
+    }
+    if (s[K_CTR] != ABSENT) return RUMOR_PROTO_REJECT_VALUE;
+    if (payload) return RUMOR_PROTO_REJECT_PAYLOAD;
+    return field_key(f, s[K_EPH], r->eph);
+}
+
 static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, const uint8_t *payload,
                        size_t payload_len)
 {
@@ -661,7 +690,7 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
     if (out->type == 0) return RUMOR_PROTO_REJECT_TYPE;
     if ((why = field_u32(&f, s[K_SEQ], &out->seq)) != R_NONE) return why;
 
-    if (out->type != RUMOR_MSG_MODEL && payload) return RUMOR_PROTO_REJECT_PAYLOAD;
+    if (out->type != RUMOR_MSG_MODEL && out->type != RUMOR_MSG_RELAY && payload) return RUMOR_PROTO_REJECT_PAYLOAD;
 
     switch (out->type) {
     case RUMOR_MSG_HELLO: {
@@ -717,6 +746,8 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
         return R_NONE;
     case RUMOR_MSG_PULL:
         return field_uint(&f, s[K_LAYOUT], UINT64_MAX, &out->u.pull.layout);
+    case RUMOR_MSG_RELAY:
+        return decode_relay(&f, s, &out->u.relay, payload, payload_len);
     }
     return RUMOR_PROTO_REJECT_TYPE;
 }
@@ -790,6 +821,13 @@ static bool msg_is_valid(const rumor_msg_t *m)
         return n < sizeof m->u.bye.why && why_is_valid(m->u.bye.why, n);
     }
     case RUMOR_MSG_PULL: return true; /* any layout id */
+    case RUMOR_MSG_RELAY: {
+        const rumor_msg_relay_t *r = &m->u.relay;
+        return r->kind >= RUMOR_RELAY_INIT && r->kind <= RUMOR_RELAY_DATA &&
+               (r->kind == RUMOR_RELAY_DATA ? r->ctr >= 1 && r->payload_len > RUMOR_RELAY_TAG &&
+                                                  r->payload_len <= RUMOR_PROTO_MAX_PAYLOAD
+                                            : r->payload_len == 0);
+    }
     }
     return false;
 }
@@ -887,6 +925,7 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         break;
     case RUMOR_MSG_BYE: fields += msg->u.bye.why[0] != '\0'; break;
     case RUMOR_MSG_PULL: fields += 1; break;
+    case RUMOR_MSG_RELAY: fields += 3; break; /* to or from, kind, eph or ctr */
     }
 
     /* Canonical order: v, t, seq, then the type's fields as PROTOCOL.md lists them. */
@@ -967,6 +1006,19 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         }
         break;
     case RUMOR_MSG_PULL: pack_u64(&pk, "layout", msg->u.pull.layout); break;
+    case RUMOR_MSG_RELAY: {
+        const rumor_msg_relay_t *r = &msg->u.relay;
+        pack_cstr(&pk, r->to ? "to" : "from");
+        pack_bin(&pk, r->peer, RUMOR_PROTO_KEY_LEN);
+        pack_u64(&pk, "kind", (uint64_t)r->kind);
+        if (r->kind == RUMOR_RELAY_DATA) {
+            pack_u64(&pk, "ctr", r->ctr);
+        } else {
+            pack_cstr(&pk, "eph");
+            pack_bin(&pk, r->eph, RUMOR_PROTO_KEY_LEN);
+        }
+        break;
+    }
     }
 
     if (sink.overflow || sink.len > RUMOR_PROTO_MAX_HEADER) return RUMOR_EINVAL;

@@ -69,7 +69,8 @@ typedef enum {
     RUMOR_MSG_MODEL,
     RUMOR_MSG_BYE,
     RUMOR_MSG_PULL,
-    RUMOR_MSG_LAST = RUMOR_MSG_PULL, /* the highest type: loops run HELLO..LAST inclusive */
+    RUMOR_MSG_RELAY,
+    RUMOR_MSG_LAST = RUMOR_MSG_RELAY, /* the highest type: loops run HELLO..LAST inclusive */
 } rumor_msg_type_t;
 
 typedef enum {
@@ -219,6 +220,27 @@ typedef struct {
     uint64_t layout; /* the model layout id the asker wants */
 } rumor_msg_pull_t;
 
+/* Capability bits of `hello` (PROTOCOL.md, "Compatibility"). */
+#define RUMOR_CAP_RELAY UINT64_C(1)       /* understands `relay` messages (end to end through a relay) */
+#define RUMOR_CAP_RELAY_SERVE UINT64_C(2) /* ... and forwards them for others (--relay yes) */
+
+/* A message between two members that cannot reach each other, through a third that reaches
+ * both (PROTOCOL.md "Relays"): the end-to-end handshake (init, accept) and the sealed
+ * messages (data). The relay reads only this header and forwards frame 2 untouched. */
+typedef enum { RUMOR_RELAY_INIT = 1, RUMOR_RELAY_ACCEPT = 2, RUMOR_RELAY_DATA = 3 } rumor_relay_kind_t;
+#define RUMOR_RELAY_TAG 16                  /* bytes the seal adds */
+typedef struct {
+    bool to;                                /* true: wire key "to" (forward to peer); false:
+                                               "from" (a relay delivers this from peer) */
+    uint8_t peer[RUMOR_PROTO_KEY_LEN];
+    rumor_relay_kind_t kind;
+    uint8_t eph[RUMOR_PROTO_KEY_LEN];       /* init and accept: the sender's ephemeral X25519 key */
+    uint64_t ctr;                           /* data: the message counter of its session, >= 1 */
+    const uint8_t *payload;                 /* data: the sealed message (frame 2, borrowed as for
+                                               model), more than RUMOR_RELAY_TAG bytes */
+    size_t payload_len;
+} rumor_msg_relay_t;
+
 typedef struct {
     rumor_msg_type_t type;
     uint32_t seq; /* the sender's message counter */
@@ -231,6 +253,7 @@ typedef struct {
         rumor_msg_model_t model;
         rumor_msg_bye_t bye;
         rumor_msg_pull_t pull;
+        rumor_msg_relay_t relay;
     } u;
 } rumor_msg_t;
 

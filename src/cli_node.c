@@ -187,6 +187,8 @@ int cmd_node(int argc, char **argv)
     cfg.control = s.control[0] ? s.control : NULL;
     for (int i = 0; i < s.n_bootstraps; i++) cfg.bootstraps[cfg.n_bootstraps++] = s.bootstraps[i];
     cfg.join_timeout_ms = (uint64_t)(s.join_timeout * 1000.0);
+    cfg.no_relay = !s.relay;
+    cfg.relay_budget_mbps = s.relay_budget;
     cfg.memb.view_size = s.view_size;
     cfg.memb.period_ms = (uint32_t)s.period_ms;
     cfg.memb.ping_timeout_ms = (uint32_t)(s.period_ms * 3 / 10 > 0 ? s.period_ms * 3 / 10 : 1);

@@ -933,3 +933,84 @@ void rumor_noise_destroy(rumor_noise_t **ns_p)
     free(ns);
     *ns_p = NULL;
 }
+
+/* ---- end to end through a relay ---- */
+
+void rumor_e2e_eph_new(rumor_e2e_eph_t *e)
+{
+    randombytes_buf(e->secret, sizeof e->secret);
+    crypto_scalarmult_base(e->pub, e->secret);
+}
+
+rumor_err_t rumor_e2e_keys(rumor_e2e_keys_t *out, const rumor_secret_key_t *self, const rumor_e2e_eph_t *mine,
+                           const uint8_t peer[RUMOR_KEY_LEN], const uint8_t peer_eph[RUMOR_KEY_LEN], bool initiator)
+{
+    /* ee, then initiator-static x responder-ephemeral, then initiator-ephemeral x responder-static. */
+    uint8_t dh[3][crypto_scalarmult_BYTES];
+    int bad = crypto_scalarmult(dh[0], mine->secret, peer_eph);
+    if (initiator) {
+        bad |= crypto_scalarmult(dh[1], self->secret, peer_eph);
+        bad |= crypto_scalarmult(dh[2], mine->secret, peer);
+    } else {
+        bad |= crypto_scalarmult(dh[1], mine->secret, peer);
+        bad |= crypto_scalarmult(dh[2], self->secret, peer_eph);
+    }
+    rumor_err_t rc = RUMOR_EAUTH;
+    if (bad == 0) {
+        const uint8_t *si = initiator ? self->pub : peer, *sr = initiator ? peer : self->pub;
+        const uint8_t *ei = initiator ? mine->pub : peer_eph, *er = initiator ? peer_eph : mine->pub;
+        uint8_t k[64];
+        crypto_generichash_state st;
+        static const char label[] = "rumor relay e2e v1";
+        crypto_generichash_init(&st, NULL, 0, sizeof k);
+        crypto_generichash_update(&st, (const uint8_t *)label, sizeof label - 1);
+        crypto_generichash_update(&st, (const uint8_t *)dh, sizeof dh);
+        crypto_generichash_update(&st, si, RUMOR_KEY_LEN);
+        crypto_generichash_update(&st, sr, RUMOR_KEY_LEN);
+        crypto_generichash_update(&st, ei, RUMOR_KEY_LEN);
+        crypto_generichash_update(&st, er, RUMOR_KEY_LEN);
+        crypto_generichash_final(&st, k, sizeof k);
+        /* The first half seals what the initiator sends. */
+        memcpy(out->tx, initiator ? k : k + 32, 32);
+        memcpy(out->rx, initiator ? k + 32 : k, 32);
+        sodium_memzero(k, sizeof k);
+        sodium_memzero(&st, sizeof st);
+        rc = RUMOR_OK;
+    }
+    sodium_memzero(dh, sizeof dh);
+    return rc;
+}
+
+/* What a sealed message is bound to besides its key: both endpoints and its counter. */
+static void e2e_ad(uint8_t ad[2 * RUMOR_KEY_LEN + 8], uint8_t nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES],
+                   const uint8_t from[RUMOR_KEY_LEN], const uint8_t to[RUMOR_KEY_LEN], uint64_t ctr)
+{
+    memcpy(ad, from, RUMOR_KEY_LEN);
+    memcpy(ad + RUMOR_KEY_LEN, to, RUMOR_KEY_LEN);
+    memset(nonce, 0, crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
+    for (int i = 0; i < 8; i++) ad[2 * RUMOR_KEY_LEN + i] = nonce[i] = (uint8_t)(ctr >> (8 * i));
+}
+
+_Static_assert(RUMOR_E2E_TAG == crypto_aead_xchacha20poly1305_ietf_ABYTES, "the tag's length");
+
+void rumor_e2e_seal(uint8_t *out, const uint8_t key[32], const uint8_t from[RUMOR_KEY_LEN],
+                    const uint8_t to[RUMOR_KEY_LEN], uint64_t ctr, const uint8_t *m, size_t len)
+{
+    uint8_t ad[2 * RUMOR_KEY_LEN + 8], nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
+    e2e_ad(ad, nonce, from, to, ctr);
+    crypto_aead_xchacha20poly1305_ietf_encrypt(out, NULL, m, len, ad, sizeof ad, NULL, nonce, key);
+}
+
+rumor_err_t rumor_e2e_open(uint8_t *out, const uint8_t key[32], const uint8_t from[RUMOR_KEY_LEN],
+                           const uint8_t to[RUMOR_KEY_LEN], uint64_t ctr, const uint8_t *c, size_t len)
+{
+    if (len <= RUMOR_E2E_TAG) return RUMOR_EAUTH;
+    uint8_t ad[2 * RUMOR_KEY_LEN + 8], nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
+    e2e_ad(ad, nonce, from, to, ctr);
+    return crypto_aead_xchacha20poly1305_ietf_decrypt(out, NULL, NULL, c, len, ad, sizeof ad, nonce, key) == 0
+               ? RUMOR_OK
+               : RUMOR_EAUTH;
+}
+
+void rumor_e2e_wipe(void *p, size_t len) { sodium_memzero(p, len); }
+

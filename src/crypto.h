@@ -320,6 +320,49 @@ rumor_err_t rumor_admit_open(rumor_admit_msg_t *out, const rumor_secret_key_t *s
 /* A random 64-bit value (a boot id). */
 uint64_t rumor_random_u64(void);
 
+/* ---- end to end through a relay (PROTOCOL.md, "Relays") ----
+ *
+ * Two members that cannot reach each other talk through a third that reaches both. What
+ * they send is sealed between them, so the relay can neither read, alter nor replay it. Each
+ * session agrees fresh keys: both sides draw an ephemeral X25519 key pair, and the session's
+ * keys hash three Diffie-Hellman values, ephemeral-ephemeral, initiator-static with
+ * responder-ephemeral and initiator-ephemeral with responder-static (Noise's KK pattern), with
+ * both static and both ephemeral public keys. Only the two holders of the static secrets
+ * compute them, nothing repeats across sessions or runs, and a replayed handshake leads to
+ * keys nobody holds. Messages are XChaCha20-Poly1305 under a per-direction key with the
+ * message counter as nonce. */
+
+#define RUMOR_E2E_TAG 16
+
+typedef struct {
+    uint8_t secret[RUMOR_KEY_LEN]; /* wiped by rumor_e2e_session_wipe */
+    uint8_t pub[RUMOR_KEY_LEN];
+} rumor_e2e_eph_t;
+
+typedef struct {
+    uint8_t tx[32], rx[32];        /* per direction */
+} rumor_e2e_keys_t;
+
+/* A fresh ephemeral key pair (libsodium's randombytes). */
+void rumor_e2e_eph_new(rumor_e2e_eph_t *e);
+/* The session's keys for self, from its ephemeral and the peer's static and ephemeral public
+ * keys; initiator: self sent the init. RUMOR_EAUTH when a Diffie-Hellman value is degenerate
+ * (a low-order peer key). */
+rumor_err_t rumor_e2e_keys(rumor_e2e_keys_t *out, const rumor_secret_key_t *self, const rumor_e2e_eph_t *mine,
+                           const uint8_t peer[RUMOR_KEY_LEN], const uint8_t peer_eph[RUMOR_KEY_LEN],
+                           bool initiator) RUMOR_MUST_CHECK;
+/* Seal m[0..len) from `from` to `to` as message ctr under key: out gets len + RUMOR_E2E_TAG
+ * bytes. The endpoints and the counter are authenticated with it. */
+void rumor_e2e_seal(uint8_t *out, const uint8_t key[32], const uint8_t from[RUMOR_KEY_LEN],
+                    const uint8_t to[RUMOR_KEY_LEN], uint64_t ctr, const uint8_t *m, size_t len);
+/* Open c[0..len) (len > RUMOR_E2E_TAG) into out (len - RUMOR_E2E_TAG bytes): RUMOR_EAUTH when
+ * it was not sealed under key from `from` to `to` as message ctr, or was altered. */
+rumor_err_t rumor_e2e_open(uint8_t *out, const uint8_t key[32], const uint8_t from[RUMOR_KEY_LEN],
+                           const uint8_t to[RUMOR_KEY_LEN], uint64_t ctr, const uint8_t *c,
+                           size_t len) RUMOR_MUST_CHECK;
+/* Erase secrets. */
+void rumor_e2e_wipe(void *p, size_t len);
+
 /* ---- noise for differential privacy ----
  *
  * DP-SGD's Gaussian noise and its batch sampling come from a noise source. A secret source is

@@ -107,6 +107,8 @@ typedef struct rumor_settings {
     char bootstraps[RUMOR_SETTINGS_MAX_BOOTSTRAPS][256];
     int n_bootstraps;
     double join_timeout;    /* s */
+    bool relay;             /* forward for members that cannot reach each other */
+    double relay_budget;    /* MB/s forwarded at most */
     int view_size, period_ms, suspect_ms;
     bool verbose;
     char run_dir[RUMOR_SETTINGS_PATH];

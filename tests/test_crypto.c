@@ -963,6 +963,65 @@ static void test_admission(void)
     rumor_authority_destroy(&auth);
 }
 
+/* End to end through a relay: both sides agree on keys only they hold, fresh every session;
+ * a relay that knows everything but the static secrets computes other keys; a sealed message
+ * opens only unaltered, under its key, between its endpoints, at its counter. */
+static void test_e2e(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_secret_key_t *a = rumor_secret_key_generate(err), *b = rumor_secret_key_generate(err),
+                       *c = rumor_secret_key_generate(err);
+    CHECK(a && b && c);
+    if (!a || !b || !c) return;
+    const uint8_t *ap = rumor_secret_key_public(a), *bp = rumor_secret_key_public(b);
+    rumor_e2e_eph_t ea, eb, ec;
+    rumor_e2e_eph_new(&ea);
+    rumor_e2e_eph_new(&eb);
+    rumor_e2e_eph_new(&ec);
+    CHECK(memcmp(ea.pub, eb.pub, 32) != 0);
+    rumor_e2e_keys_t ka, kb, kc, ka2;
+    CHECK_RC(rumor_e2e_keys(&ka, a, &ea, bp, eb.pub, true));
+    CHECK_RC(rumor_e2e_keys(&kb, b, &eb, ap, ea.pub, false));
+    CHECK(memcmp(ka.tx, kb.rx, 32) == 0 && memcmp(ka.rx, kb.tx, 32) == 0);
+    CHECK(memcmp(ka.tx, ka.rx, 32) != 0);
+    /* The relay answers the init with its own ephemeral, or replays the init to b: it holds
+     * neither static secret, so the keys it can compute are not the ones the ends use. */
+    rumor_e2e_keys_t fake_a, relay_guess;
+    CHECK_RC(rumor_e2e_keys(&fake_a, a, &ea, bp, ec.pub, true)); /* a, fooled by the relay's eph */
+    CHECK_RC(rumor_e2e_keys(&relay_guess, c, &ec, ap, ea.pub, false));
+    CHECK(memcmp(fake_a.tx, relay_guess.rx, 32) != 0 && memcmp(fake_a.rx, relay_guess.tx, 32) != 0);
+    /* A new session (new ephemerals) has new keys. */
+    rumor_e2e_eph_t ea2 = ea;
+    rumor_e2e_eph_new(&ea2);
+    CHECK_RC(rumor_e2e_keys(&ka2, a, &ea2, bp, eb.pub, true));
+    CHECK(memcmp(ka2.tx, ka.tx, 32) != 0 && memcmp(ka2.rx, ka.rx, 32) != 0);
+    /* A degenerate peer ephemeral (all zero: low order) is refused. */
+    uint8_t zero[32] = {0};
+    CHECK(rumor_e2e_keys(&kc, a, &ea, bp, zero, true) == RUMOR_EAUTH);
+
+    uint8_t msg[100], sealed[100 + RUMOR_E2E_TAG], back[100];
+    for (int i = 0; i < 100; i++) msg[i] = (uint8_t)(i * 3 + 1);
+    rumor_e2e_seal(sealed, ka.tx, ap, bp, 7, msg, sizeof msg);
+    CHECK(memcmp(sealed, msg, sizeof msg) != 0);
+    CHECK_RC(rumor_e2e_open(back, kb.rx, ap, bp, 7, sealed, sizeof sealed));
+    CHECK(memcmp(back, msg, sizeof msg) == 0);
+    CHECK(rumor_e2e_open(back, kb.rx, ap, bp, 8, sealed, sizeof sealed) == RUMOR_EAUTH);  /* another counter */
+    CHECK(rumor_e2e_open(back, kb.rx, bp, ap, 7, sealed, sizeof sealed) == RUMOR_EAUTH);  /* other way round */
+    CHECK(rumor_e2e_open(back, kb.tx, ap, bp, 7, sealed, sizeof sealed) == RUMOR_EAUTH);  /* another key */
+    CHECK(rumor_e2e_open(back, kb.rx, ap, rumor_secret_key_public(c), 7, sealed, sizeof sealed) == RUMOR_EAUTH);
+    for (size_t i = 0; i < sizeof sealed; i += 13) {
+        sealed[i] ^= 0x01; /* one bit altered anywhere */
+        CHECK(rumor_e2e_open(back, kb.rx, ap, bp, 7, sealed, sizeof sealed) == RUMOR_EAUTH);
+        sealed[i] ^= 0x01;
+    }
+    CHECK(rumor_e2e_open(back, kb.rx, ap, bp, 7, sealed, sizeof sealed - 1) == RUMOR_EAUTH); /* cut */
+    CHECK(rumor_e2e_open(back, kb.rx, ap, bp, 7, sealed, RUMOR_E2E_TAG) == RUMOR_EAUTH);
+    CHECK_RC(rumor_e2e_open(back, kb.rx, ap, bp, 7, sealed, sizeof sealed));
+    rumor_secret_key_destroy(&a);
+    rumor_secret_key_destroy(&b);
+    rumor_secret_key_destroy(&c);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/rumor-test-crypto-XXXXXX");
@@ -973,6 +1032,7 @@ int main(void)
     test_z85();
     test_hash();
     test_admission();
+    test_e2e();
     test_key_files();
     test_secret_never_in_errors();
     test_ed25519_rfc8032();

@@ -7,7 +7,7 @@ and the lab removes all it made, even when a check fails.
 usage: test_lab.py RUMOR_BINARY DATA_DIR [SCENARIO...] (default: all)
   shallow    two peers on a 100 Mbit/s link with a shallow token bucket: no round stalls
   bandwidth  a 24M-parameter model at >= 80% of the link rate, and the emulator agrees
-  nat        peers behind a NAT router join through a public peer and train
+  nat        peers behind NAT routers join through a public peer and train, relayed where needed
 """
 import json
 import os
@@ -221,16 +221,20 @@ def status(ctl):
         return None
 
 
+PAIRS = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3), (3, 1))
+
+
 def nat(swarm):
-    """A public peer and two peers behind one NAT router join through the public peer and run
-    100 D-PSGD rounds: the public peer answers them over the connections they opened (it cannot
-    dial them), they reach each other directly on their LAN, and the swarm learns what the
-    same swarm learns on loopback. (Peers behind different NATs need a relay.)"""
-    n = 3
+    """A public peer and three peers behind two NAT routers (two behind the same one) join
+    through the public peer and run 100 D-PSGD rounds on a complete graph: the public peer
+    answers them over the connections they opened, the two behind one router reach each other
+    directly, and the one behind the other router exchanges with them through the public peer,
+    sealed end to end. Against the same swarm on loopback."""
+    n = 4
     extra = ["--model", "mlp:64", "--algo", "dpsgd", "--rounds", "100", "--local-steps", "2", "--partition", "iid",
              "--of", str(n), "--eval-every", "0", "--period", "200", "--suspect", "1000", "--topology", "complete",
-             "--init-seed", "7", "--linger", "2"]
-    hosts = ["pub", "n1", "n2"]
+             "--init-seed", "7", "--linger", "3", "--min-peers", str(n), "--relay-budget", "50"]
+    hosts = ["pub", "n1", "n2", "n3"]
     results = {}
     for where in ("loopback", "nat"):
         lab = netlab.Lab() if where == "nat" else None
@@ -238,54 +242,76 @@ def nat(swarm):
             listens = nat_lab(lab, hosts) if lab else ["tcp://127.0.0.1:0"] * n
             dirs = [swarm.run_dir(where) for _ in range(n)]
             ctls = ["ipc://" + d + ".ctl" for d in dirs]
-            procs, boot, started = [], None, []
+            procs, boot, joined, pub_key = [], None, {}, None
             for i in range(n):
                 args = node_args(swarm, i, listens[i], dirs[i], extra + ["--rank", str(i), "--control", ctls[i]], boot)
                 args.remove("--linger")
                 args.remove("0")
-                started.append(time.time())
+                t0 = time.time()
                 p, addr = start(lab, hosts[i] if lab else None, args, dirs[i] + ".log")
                 procs.append(p)
                 boot = boot or addr
-            # While it trains: when each joined, and how the members reach each other.
-            pub_key, joined, via = None, {}, {}
-            deadline = time.time() + 30
-            while time.time() < deadline and (len(joined) < n - 1 or len(via) < 3):
+                if i == 0:
+                    pub_key = (status(ctls[0]) or {}).get("key")
+                    continue
+                # Joined: the public peer is in its view (polled every 20 ms, up to 5 s).
+                while time.time() - t0 < 5 and i not in joined:
+                    st = status(ctls[i])
+                    if st and any(v["key"] == pub_key and v["state"] == "alive" for v in st["view"]):
+                        joined[i] = time.time() - t0
+                    time.sleep(0.02)
+            # While it trains: how the members reach each other; at the end, what went through relays.
+            via, last = {}, [None] * n
+            deadline = time.time() + 60
+            while time.time() < deadline and any(p.poll() is None for p in procs):
                 sts = [status(c) for c in ctls]
-                pub_key = pub_key or (sts[0] or {}).get("key")
-                for i in range(1, n):
-                    if i not in joined and sts[i] and any(v["key"] == pub_key for v in sts[i]["view"]):
-                        joined[i] = time.time() - started[i]
-                keys = [(s or {}).get("key") for s in sts]
-                for a_, b_ in ((0, 1), (0, 2), (1, 2)):
+                keys = [(st or {}).get("key") for st in sts]
+                for i, st in enumerate(sts):
+                    last[i] = st or last[i]
+                for a_, b_ in PAIRS:
                     for v in (sts[a_] or {}).get("view", []):
-                        if v["key"] == keys[b_] and v.get("via") in ("direct", "outbound") and v["state"] == "alive":
-                            via[(a_, b_)] = v["via"]
-                time.sleep(0.05)
-            codes = wait_all(procs, 120)
-            results[where] = (codes, [metrics(d) for d in dirs], joined, via)
+                        if v["key"] == keys[b_] and v.get("via", "none") not in ("none", "dialling") and \
+                                v["state"] == "alive":
+                            via[(a_, b_)] = v["via"].split(":")[0]
+                time.sleep(0.1)
+            codes = wait_all(procs, 60)
+            results[where] = (codes, [metrics(d) for d in dirs], joined, via, last)
         finally:
             if lab:
                 lab.close()
     summary = {}
-    for where, (codes, ms, joined, via) in results.items():
-        last = [m[-1] if m else {} for m in ms]
-        accs = [l.get("test_acc", 0.0) for l in last]
-        cons = max(l.get("consensus", 1e9) for l in last)
-        summary[where] = (statistics.mean(accs), cons)
-        print("%s: exit %s, joined within %s s, reached %s, final test acc %s, consensus %s" % (
-            where, codes, {k: round(v, 2) for k, v in joined.items()}, via, accs, [l.get("consensus") for l in last]))
-        check(codes == [0] * n and all(l.get("round") == 100 for l in last), "%s: three peers run 100 rounds" % where)
-    codes, ms, joined, via = results["nat"]
-    check(len(joined) == 2 and max(joined.values()) <= 2.0,
+    for where, (codes, ms, joined, via, _) in results.items():
+        ends = [m[-1] if m else {} for m in ms]
+        accs = [e.get("test_acc", 0.0) for e in ends]
+        summary[where] = (statistics.mean(accs), max(e.get("consensus", 1e9) for e in ends))
+        print("%s: exit %s, joined in %s s, reached %s, final test acc %s, consensus %s, missing %s" % (
+            where, codes, {k: round(v, 2) for k, v in joined.items()}, via, accs, [e.get("consensus") for e in ends],
+            [sum(r.get("missing", 0) for r in m) for m in ms]))
+        check(codes == [0] * n and all(e.get("round") == 100 for e in ends), "%s: four peers run 100 rounds" % where)
+    codes, ms, joined, via, last = results["nat"]
+    check(len(joined) == n - 1 and max(joined.values()) <= 2.0,
           "the peers behind NAT join within 2 s (%s)" % {k: round(v, 2) for k, v in joined.items()})
-    check(via.get((0, 1)) == "outbound" and via.get((0, 2)) == "outbound",
-          "the public peer reaches both over the connections they opened (%s)" % via)
+    check(all(via.get((0, i)) == "outbound" for i in (1, 2, 3)),
+          "the public peer reaches them over the connections they opened (%s)" % via)
     check(via.get((1, 2)) == "direct", "the two behind the same NAT reach each other directly (%s)" % via.get((1, 2)))
+    check(all(via.get(k) == "relay" for k in ((1, 3), (2, 3), (3, 1))),
+          "peers behind different NATs reach each other through the public peer")
     (acc_l, cons_l), (acc_n, cons_n) = summary["loopback"], summary["nat"]
     check(cons_n <= 2 * cons_l, "consensus distance at most twice loopback's (%.4f against %.4f)" % (cons_n, cons_l))
     check(abs(acc_n - acc_l) <= 0.005, "mean test accuracy within 0.5 points of loopback's (%.4f against %.4f)" %
           (acc_n, acc_l))
+    # What a relayed model costs its sender on the wire, against the model itself: n3 sends each
+    # round's model to its three neighbours, two of them through the relay.
+    c3, c0 = (last[3] or {}).get("counters", {}), (last[0] or {}).get("counters", {})
+    model_bytes = ms[3][-1].get("bytes_out", 0) if ms[3] else 0
+    relayed = c3.get("sent_via_relay_bytes", 0)
+    ratio = relayed / (model_bytes * 2 / 3) if model_bytes else float("inf")
+    for i in range(n):
+        print("  rejected at %d: %s; counters %s" % (i, (last[i] or {}).get("rejected"), {k: v for k, v in (last[i] or {}).get("counters", {}).items() if "relay" in k or "back" in k or "dials" in k}))
+    print("n3 sent %d bytes through the relay for %d bytes of models to its relayed neighbours (%.4fx); the public "
+          "peer relayed %d messages, %d bytes" % (relayed, model_bytes * 2 / 3, ratio, c0.get("relayed_msgs", 0),
+                                                  c0.get("relayed_bytes", 0)))
+    check(ratio <= 1.1, "a relayed model costs its sender at most 1.1x its bytes on the wire (%.4fx)" % ratio)
 
 
 SCENARIOS = {"shallow": shallow, "bandwidth": bandwidth, "nat": nat}

@@ -520,8 +520,33 @@ def main():
     check(said, "it says that it cannot be dialled")
     alive = wait_for(lambda: pubs[0] in (alive_peers(nodes[1][1]) or []) and time.time() - t0 > 6, 10)
     check(alive and na.poll() is None, "... and stays an alive member (pings go back over its connection)")
-    na.send_signal(signal.SIGTERM)
-    na.wait(timeout=5)
+    # 6c. Two such nodes cannot reach each other: they talk through node 1, sealed end to end.
+    free2 = socket.socket()
+    free2.bind(("127.0.0.1", 0))
+    free_port2 = free2.getsockname()[1]
+    free2.close()
+    nb, ncb, _ = start(tmp, swarm, keys[5], bootstrap="rumor://%s@%s" % (pubs[1], node1_addr),
+                       extra=("--advertise", "tcp://127.0.0.1:%d" % free_port2))
+
+    def relayed():
+        a, b = status(nca) or {}, status(ncb) or {}
+        va = [v.get("via", "") for v in a.get("view", []) if v["key"] == pubs[5]]
+        vb = [v.get("via", "") for v in b.get("view", []) if v["key"] == pubs[0]]
+        return va, vb, a, b
+
+    ok = wait_for(lambda: all(v and v[0].startswith("relay:") for v in relayed()[:2]) and
+                  relayed()[2]["counters"]["received_via_relay_msgs"] > 0 and
+                  relayed()[3]["counters"]["received_via_relay_msgs"] > 0, 15)
+    va, vb, sa, sb = relayed()
+    s1 = status(nodes[1][1]) or {}
+    check(ok and s1.get("counters", {}).get("relayed_msgs", 0) > 0,
+          "two nodes nobody can dial reach each other through a relay (via %s and %s; node 1 relayed %s messages)"
+          % (va, vb, s1.get("counters", {}).get("relayed_msgs")))
+    check(not sa.get("rejected", {}).get("relayed-unopened") and not sb.get("rejected", {}).get("relayed-unopened"),
+          "every relayed message opened (%s, %s)" % (sa.get("rejected"), sb.get("rejected")))
+    for proc in (na, nb):
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=5)
 
     # 6b. A node that once joined stays up when its view empties (churn is not a failed join).
     ja, jca, jaddr = start(tmp, swarm, keys[0])

@@ -307,6 +307,12 @@ static bool msg_eq(const rumor_msg_t *a, const rumor_msg_t *b)
         return strcmp(a->u.bye.why, b->u.bye.why) == 0;
     case RUMOR_MSG_PULL:
         return a->u.pull.layout == b->u.pull.layout;
+    case RUMOR_MSG_RELAY: {
+        const rumor_msg_relay_t *x = &a->u.relay, *y = &b->u.relay;
+        return x->to == y->to && memcmp(x->peer, y->peer, 32) == 0 && x->kind == y->kind &&
+               (x->kind == RUMOR_RELAY_DATA ? x->ctr == y->ctr && x->payload_len == y->payload_len
+                                            : memcmp(x->eph, y->eph, 32) == 0);
+    }
     }
     return false;
 }
@@ -422,7 +428,8 @@ static void test_names(void)
     CHECK(strcmp(rumor_proto_reject_name(RUMOR_PROTO_REJECT_TRAILING), "trailing-bytes") == 0);
     CHECK(strcmp(rumor_proto_type_name(RUMOR_MSG_PING_REQ), "ping-req") == 0);
     CHECK(strcmp(rumor_proto_type_name(RUMOR_MSG_PULL), "pull") == 0);
-    CHECK(RUMOR_MSG_PULL == RUMOR_MSG_BYE + 1 && RUMOR_MSG_LAST == RUMOR_MSG_PULL);
+    CHECK(strcmp(rumor_proto_type_name(RUMOR_MSG_RELAY), "relay") == 0);
+    CHECK(RUMOR_MSG_PULL == RUMOR_MSG_BYE + 1 && RUMOR_MSG_RELAY == RUMOR_MSG_PULL + 1 && RUMOR_MSG_LAST == RUMOR_MSG_RELAY);
     for (int t = RUMOR_MSG_HELLO; t <= RUMOR_MSG_LAST; t++)
         CHECK(strcmp(rumor_proto_type_name((rumor_msg_type_t)t), "?") != 0);
     CHECK(strcmp(rumor_proto_type_name((rumor_msg_type_t)(RUMOR_MSG_LAST + 1)), "?") == 0);
@@ -1680,6 +1687,113 @@ static size_t make_seeds(seed_t *seeds)
     return n;
 }
 
+/* relay: the handshake and sealed messages between two members through a third. */
+static void test_relay(void)
+{
+    uint8_t k[32], e[32], sealed[64];
+    for (int i = 0; i < 32; i++) k[i] = (uint8_t)(0xa0 + i), e[i] = (uint8_t)(0x10 + i);
+    for (int i = 0; i < 64; i++) sealed[i] = (uint8_t)(i * 5);
+
+    /* Known answer: {"v": 2, "t": "relay", "seq": 1, "to": K, "kind": 1, "eph": E} */
+    uint8_t want[160];
+    size_t w = 0;
+    const uint8_t head[] = {0x86, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't', 0xa5, 'r', 'e', 'l', 'a', 'y',
+                            0xa3, 's', 'e', 'q', 0x01, 0xa2, 't', 'o', 0xc4, 0x20};
+    memcpy(want, head, sizeof head), w = sizeof head;
+    memcpy(want + w, k, 32), w += 32;
+    const uint8_t mid[] = {0xa4, 'k', 'i', 'n', 'd', 0x01, 0xa3, 'e', 'p', 'h', 0xc4, 0x20};
+    memcpy(want + w, mid, sizeof mid), w += sizeof mid;
+    memcpy(want + w, e, 32), w += 32;
+    rumor_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = RUMOR_MSG_RELAY;
+    m.seq = 1;
+    m.u.relay.to = true;
+    memcpy(m.u.relay.peer, k, 32);
+    m.u.relay.kind = RUMOR_RELAY_INIT;
+    memcpy(m.u.relay.eph, e, 32);
+    uint8_t buf[RUMOR_PROTO_MAX_HEADER];
+    size_t len = 0;
+    CHECK_RC(rumor_proto_encode(&m, buf, sizeof buf, &len));
+    CHECK(len == w && memcmp(buf, want, w) == 0);
+
+    /* Round trips: init and accept both ways, data with its sealed frame 2 (zero copy). */
+    roundtrip(&m, NULL, 0);
+    m.u.relay.to = false;
+    m.u.relay.kind = RUMOR_RELAY_ACCEPT;
+    roundtrip(&m, NULL, 0);
+    m.u.relay.kind = RUMOR_RELAY_DATA;
+    m.u.relay.ctr = UINT64_MAX;
+    m.u.relay.payload_len = sizeof sealed;
+    roundtrip(&m, sealed, sizeof sealed);
+    rumor_msg_t back;
+    CHECK_RC(rumor_proto_encode(&m, buf, sizeof buf, &len));
+    CHECK_RC(rumor_proto_decode(&back, buf, len, sealed, sizeof sealed, NULL));
+    CHECK(back.u.relay.payload == sealed && back.u.relay.payload_len == sizeof sealed);
+
+    /* The encoder refuses what the decoder would. */
+    m.u.relay.ctr = 0;
+    CHECK(rumor_proto_encode(&m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    m.u.relay.ctr = 1;
+    m.u.relay.payload_len = RUMOR_RELAY_TAG;
+    CHECK(rumor_proto_encode(&m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    m.u.relay.kind = (rumor_relay_kind_t)4;
+    CHECK(rumor_proto_encode(&m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+
+    /* Rejections, each by its reason. */
+    bb_t *bb = calloc(1, sizeof *bb);
+    struct {
+        const char *what;
+        int to, from, kind, eph, ctr; /* -1: absent */
+        bool payload;
+        size_t pl_len;
+        rumor_proto_reject_t why;
+    } cases[] = {
+        {"init", 1, -1, 1, 32, -1, false, 0, RUMOR_PROTO_REJECT_NONE},
+        {"data", -1, 1, 3, -1, 9, true, 17, RUMOR_PROTO_REJECT_NONE},
+        {"neither to nor from", -1, -1, 1, 32, -1, false, 0, RUMOR_PROTO_REJECT_MISSING},
+        {"both to and from", 1, 1, 1, 32, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"kind 0", 1, -1, 0, 32, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"kind 4", 1, -1, 4, 32, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"no kind", 1, -1, -1, 32, -1, false, 0, RUMOR_PROTO_REJECT_MISSING},
+        {"init without eph", 1, -1, 1, -1, -1, false, 0, RUMOR_PROTO_REJECT_MISSING},
+        {"eph of 31 bytes", 1, -1, 2, 31, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"init with ctr", 1, -1, 1, 32, 1, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"init with frame 2", 1, -1, 1, 32, -1, true, 17, RUMOR_PROTO_REJECT_PAYLOAD},
+        {"data without ctr", 1, -1, 3, -1, -1, true, 17, RUMOR_PROTO_REJECT_MISSING},
+        {"data with ctr 0", 1, -1, 3, -1, 0, true, 17, RUMOR_PROTO_REJECT_VALUE},
+        {"data with eph", 1, -1, 3, 32, 1, true, 17, RUMOR_PROTO_REJECT_VALUE},
+        {"data without frame 2", 1, -1, 3, -1, 1, false, 0, RUMOR_PROTO_REJECT_PAYLOAD},
+        {"data of only a tag", 1, -1, 3, -1, 1, true, 16, RUMOR_PROTO_REJECT_PAYLOAD},
+        {"to of 33 bytes", 33, -1, 1, 32, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memset(bb, 0, sizeof *bb);
+        const unsigned extra = (cases[i].to >= 0) + (cases[i].from >= 0) + (cases[i].kind >= 0) +
+                               (cases[i].eph >= 0) + (cases[i].ctr >= 0);
+        bb_head(bb, extra, "relay", 3);
+        uint8_t kk[33] = {0};
+        if (cases[i].to >= 0) {
+            bb_str(bb, "to");
+            bb_bin(bb, kk, cases[i].to == 1 ? 32 : (size_t)cases[i].to);
+        }
+        if (cases[i].from >= 0) {
+            bb_str(bb, "from");
+            bb_bin(bb, kk, 32);
+        }
+        if (cases[i].kind >= 0) kv_uint(bb, "kind", (uint64_t)cases[i].kind);
+        if (cases[i].eph >= 0) {
+            bb_str(bb, "eph");
+            bb_bin(bb, kk, (size_t)cases[i].eph);
+        }
+        if (cases[i].ctr >= 0) kv_uint(bb, "ctr", (uint64_t)cases[i].ctr);
+        const rumor_proto_reject_t got = reject_of(bb, cases[i].payload ? sealed : NULL, cases[i].pl_len);
+        CHECK_MSG(got == cases[i].why, "relay %s: got %s, want %s", cases[i].what, rumor_proto_reject_name(got),
+                  rumor_proto_reject_name(cases[i].why));
+    }
+    free(bb);
+}
+
 static void test_truncation(void)
 {
     seed_t *seeds = calloc(N_SEEDS, sizeof *seeds);
@@ -1838,6 +1952,7 @@ int main(int argc, char **argv)
     test_reject_structure();
     test_reject_fields();
     test_reject_model();
+    test_relay();
     test_truncation();
     test_mutation();
     return check_done();

@@ -94,6 +94,7 @@ void node_fill_hello(rumor_node_t *n, rumor_msg_t *m)
     m->u.hello.inc = rumor_memb_incarnation(n->memb);
     m->u.hello.boot = n->boot_id;
     m->u.hello.done = atomic_load(&n->done_round);
+    m->u.hello.caps = RUMOR_CAP_RELAY | (n->relay_serve ? RUMOR_CAP_RELAY_SERVE : 0);
 }
 
 
@@ -221,10 +222,11 @@ path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
     if (p->dealer && p->linked) return PATH_DEALER;
     const conn_t *c = node_find_conn(n, p->key, false, now);
     const bool back = c && c->admitted && c->rid_len > 0;
-    if (back && p->dealer && now - p->dial_since >= DIAL_GIVE_UP_MS) {
+    if (p->dealer && now - p->dial_since >= DIAL_GIVE_UP_MS && (back || node_relay_possible(n, p, now))) {
         char id[RUMOR_SHORT_ID_LEN + 1];
         rumor_key_short_id(id, p->key);
-        rumor_log(RUMOR_LOG_INFO, "peer %s cannot be dialled at %s: reaching it over its own connection", id, p->addr);
+        rumor_log(RUMOR_LOG_INFO, "peer %s cannot be dialled at %s: reaching it %s", id, p->addr,
+                  back ? "over its own connection" : "through a relay");
         n->dials_given_up++;
         node_close_dealer(p);
         node_stop_knocking(p);
@@ -232,7 +234,8 @@ path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
         p->retry_at = now + REDIAL_MS;
     }
     if (back) return PATH_ROUTER;
-    return p->dealer ? PATH_DEALER : PATH_NONE;
+    if (p->dealer) return PATH_DEALER;
+    return node_relay_possible(n, p, now) ? PATH_RELAY : PATH_NONE;
 }
 
 /* One message (frame, and payload when not NULL: consumed either way) back over c's own
@@ -255,7 +258,7 @@ bool node_router_send(rumor_node_t *n, conn_t *c, const void *frame, size_t len,
 }
 
 /* Our hello goes first on every connection of a peer's we answer over. */
-static bool router_hello(rumor_node_t *n, conn_t *c)
+bool node_router_hello(rumor_node_t *n, conn_t *c)
 {
     if (c->rid_hello) return true;
     rumor_msg_t hello;
@@ -274,8 +277,14 @@ rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
     const path_t path = node_peer_path(n, p, now);
     if (path == PATH_NONE) return RUMOR_ECLOSED; /* knocking again: membership copes with a lost message */
     if (path == PATH_DEALER) return dealer_send(n, p, msg);
+    if (path == PATH_RELAY) {
+        const size_t len = encode(n, msg);
+        if (!len) return RUMOR_EINVAL;
+        return node_relay_send(n, p, n->buf, len, NULL, 0, NULL, msg->type == RUMOR_MSG_HELLO, now) ? RUMOR_OK
+                                                                                                 : RUMOR_ETIMEDOUT;
+    }
     conn_t *c = node_find_conn(n, p->key, false, now);
-    if (msg->type != RUMOR_MSG_HELLO && !router_hello(n, c)) return RUMOR_ETIMEDOUT;
+    if (msg->type != RUMOR_MSG_HELLO && !node_router_hello(n, c)) return RUMOR_ETIMEDOUT;
     const size_t len = encode(n, msg);
     if (!len) return RUMOR_EINVAL;
     if (!node_router_send(n, c, n->buf, len, NULL)) {
@@ -539,6 +548,7 @@ static void handle_monitor(rumor_node_t *n, peer_t *p, uint64_t now)
         case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: p->handshake_failed++; break;
         case ZMQ_EVENT_DISCONNECTED:
             if (p->handshakes == 0) p->handshake_failed++;
+            if (p->linked) p->dial_since = now; /* libzmq dials again: that try gets its own time */
             p->linked = false;
             break;
         case ZMQ_EVENT_CLOSED: p->linked = false; break;
@@ -591,7 +601,7 @@ static bool join_failed(rumor_node_t *n, uint64_t waited_ms, char why[400], size
  * its connection) or over the DEALER we dialled it with (rid NULL: a member reached by its own
  * address answers there only when it cannot dial us back). The same rules either way: nothing
  * but a hello counts before a valid hello. */
-static void dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], zmq_msg_t *rid, uint64_t now)
+void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], zmq_msg_t *rid, uint64_t now)
 {
     rumor_msg_t *wp = &n->wmsg;
     rumor_memb_msg_t *mp = &n->mmsg;
@@ -621,6 +631,8 @@ static void dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], zmq_msg_
         rumor_memb_recv(n->memb, key, c->addr, mp, now);
     } else if (wp->type == RUMOR_MSG_MODEL && n->chunk_cb) {
         n->chunk_cb(n->chunk_arg, key, &wp->u.model);
+    } else if (wp->type == RUMOR_MSG_RELAY) {
+        node_relay_handle(n, key, now);
     } else if (wp->type == RUMOR_MSG_PULL && n->pull_cb && now - c->last_pull >= PULL_INTERVAL_MS) {
         /* At most one answer per peer per interval: a pull costs a whole model. */
         c->last_pull = now;
@@ -701,7 +713,7 @@ static void handle_dealer(rumor_node_t *n, peer_t *p, uint64_t now)
             n->drops[DROP_FRAMES]++;
         } else if (decode(n, parts, count)) {
             if (n->wmsg.type == RUMOR_MSG_BYE && n->wmsg.u.bye.why[0]) dealer_bye(n, p, &n->wmsg);
-            else dispatch(n, p->key, NULL, now);
+            else node_dispatch(n, p->key, NULL, now);
         }
         for (int i = 0; i < held; i++) zmq_msg_close(&parts[i]);
         run_actions(n, now);
@@ -723,7 +735,7 @@ static void handle_router(rumor_node_t *n, uint64_t now)
         uint8_t key[RUMOR_KEY_LEN];
         if (count < 2 || count > 3) n->drops[DROP_FRAMES]++;
         else if (!uid || rumor_key_from_z85(key, uid, NULL) != RUMOR_OK) n->drops[DROP_NO_USER_ID]++;
-        else if (decode(n, parts + 1, count - 1)) dispatch(n, key, &parts[0], now);
+        else if (decode(n, parts + 1, count - 1)) node_dispatch(n, key, &parts[0], now);
         for (int i = 0; i < held; i++) zmq_msg_close(&parts[i]);
         run_actions(n, now);
     }
@@ -904,7 +916,12 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     }
     n->buf = malloc(RUMOR_PROTO_MAX_HEADER);
     n->certs = calloc(CERT_CACHE, sizeof *n->certs);
-    if (!n->buf || !n->certs) {
+    n->sess = calloc(RELAY_SESSIONS, sizeof *n->sess);
+    n->e2e_buf = malloc(RUMOR_PROTO_MAX_PAYLOAD);
+    n->e2e_out = malloc(RUMOR_PROTO_MAX_PAYLOAD);
+    n->relay_serve = !cfg->no_relay;
+    n->relay_rate = (cfg->relay_budget_mbps > 0 ? cfg->relay_budget_mbps : RELAY_BUDGET_MBPS) * 1e6;
+    if (!n->buf || !n->certs || !n->sess || !n->e2e_buf || !n->e2e_out) {
         rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         goto fail;
     }
@@ -958,6 +975,12 @@ void rumor_node_destroy(rumor_node_t **self_p)
     rumor_revoked_destroy(&n->revoked);
     free(n->buf);
     free(n->certs);
+    if (n->sess) rumor_e2e_wipe(n->sess, RELAY_SESSIONS * sizeof *n->sess);
+    free(n->sess);
+    if (n->e2e_buf) rumor_e2e_wipe(n->e2e_buf, RUMOR_PROTO_MAX_PAYLOAD);
+    if (n->e2e_out) rumor_e2e_wipe(n->e2e_out, RUMOR_PROTO_MAX_PAYLOAD);
+    free(n->e2e_buf);
+    free(n->e2e_out);
     free(n);
     *self_p = NULL;
 }
@@ -1137,6 +1160,9 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             break;
         }
     }
+    if (n->relayed_msgs)
+        rumor_log(RUMOR_LOG_INFO, "relayed %" PRIu64 " messages (%.1f MB) between members that cannot reach each other",
+                  n->relayed_msgs, (double)n->relayed_bytes / 1e6);
     /* Leave: bye to everyone, and give the bytes a moment to go out. */
     rumor_memb_leave(n->memb, rumor_now_ms());
     run_actions(n, rumor_now_ms());

@@ -55,6 +55,8 @@ typedef struct {
     rumor_memb_config_t memb;
     int exit_on_refusal;     /* exit with an error when every bootstrap refused us */
     uint64_t join_timeout_ms;/* give up (and say why) when no bootstrap let us in by then; 0: wait */
+    bool no_relay;           /* forward nothing for peers that cannot reach each other (--relay no) */
+    double relay_budget_mbps;/* forward at most this many MB/s for others; 0: RELAY_BUDGET_MBPS */
 } rumor_node_config_t;
 
 typedef struct rumor_node rumor_node_t;

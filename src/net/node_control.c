@@ -35,6 +35,9 @@ static const char *drop_name(int i, char buf[48])
     case DROP_HELD: return "held-too-much";
     case DROP_CONNS: return "too-many-connections";
     case DROP_ENTRY_CERT: return "entry-cert";
+    case DROP_RELAY_REFUSED: return "relay-refused";
+    case DROP_RELAY_BUDGET: return "relay-budget";
+    case DROP_E2E: return "relayed-unopened";
     }
     return "other";
 }
@@ -60,19 +63,28 @@ static void out(out_t *o, const char *fmt, ...)
 
 /* How a member is reached now (node_peer_path, without its side effects): "direct" over our
  * dial, "outbound" back over the connection it opened to us (it cannot be dialled, or not
- * yet), "dialling" while neither works yet, "none". */
-static const char *reach_name(rumor_node_t *n, const uint8_t *key, uint64_t now)
+ * yet), "relay:ID" sealed through that member, "dialling" while none of these works yet,
+ * "none". */
+static const char *reach_name(rumor_node_t *n, const uint8_t *key, uint64_t now, char buf[32])
 {
     const peer_t *p = node_find_peer(n, key);
     if (p && p->dealer && p->linked) return "direct";
     const conn_t *c = node_find_conn(n, key, false, now);
     if (c && c->admitted && c->rid_len) return "outbound";
-    return p && p->dealer ? "dialling" : "none";
+    if (p && p->dealer) return "dialling";
+    const relay_sess_t *s = node_relay_session(n, key);
+    if (s && s->state == SESS_READY) {
+        char id[RUMOR_SHORT_ID_LEN + 1];
+        rumor_key_short_id(id, s->via);
+        snprintf(buf, 32, "relay:%s", id);
+        return buf;
+    }
+    return "none";
 }
 
 static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
 {
-    char nb[48];
+    char nb[48], rb[32];
     const rumor_memb_stats_t ms = rumor_memb_stats(n->memb);
     int nv = rumor_memb_view_count(n->memb);
     char z85[RUMOR_KEY_Z85_LEN + 1];
@@ -90,17 +102,20 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
             out(o, "%s{\"id\":\"%s\",\"key\":\"%s\",\"addr\":\"%s\",\"state\":\"%s\",\"inc\":%" PRIu32
                    ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 ",\"via\":\"%s\"}",
                 i ? "," : "", id, z85, e->addr, rumor_memb_state_name(e->state), e->inc, e->rtt_ms,
-                now - e->last_seen_ms, reach_name(n, e->key, now));
+                now - e->last_seen_ms, reach_name(n, e->key, now, rb));
         }
         out(o, "],\"counters\":{\"msgs_in\":%" PRIu64 ",\"msgs_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
                ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64
                ",\"suspicions\":%" PRIu64 ",\"deaths\":%" PRIu64 ",\"refutations\":%" PRIu64
                ",\"knocks_in\":%" PRIu64 ",\"knocks_out\":%" PRIu64 ",\"stale_knocks\":%" PRIu64
                ",\"connections\":%d,\"held_peak\":%" PRIu64 ",\"revocation_errors\":%" PRIu64
-               ",\"dials_given_up\":%" PRIu64 ",\"msgs_back\":%" PRIu64 "},\"rejected\":{",
+               ",\"dials_given_up\":%" PRIu64 ",\"msgs_back\":%" PRIu64 ",\"relayed_msgs\":%" PRIu64
+               ",\"relayed_bytes\":%" PRIu64 ",\"sent_via_relay_msgs\":%" PRIu64 ",\"sent_via_relay_bytes\":%" PRIu64
+               ",\"received_via_relay_msgs\":%" PRIu64 "},\"rejected\":{",
             n->msgs_in, n->msgs_out, n->bytes_in, n->bytes_out, ms.pings_sent, ms.acks_received, ms.suspicions,
             ms.deaths, ms.refutations, n->knocks_in, n->knocks_out, n->stale_knocks, rumor_guard_count(n->guard),
-            rumor_guard_peak(n->guard), n->revoke_errors, n->dials_given_up, n->reverse_msgs);
+            rumor_guard_peak(n->guard), n->revoke_errors, n->dials_given_up, n->reverse_msgs, n->relayed_msgs,
+            n->relayed_bytes, n->e2e_msgs_out, n->e2e_bytes_out, n->e2e_msgs_in);
         bool first = true;
         for (int i = 1; i < DROP_COUNT; i++)
             if (n->drops[i]) {
@@ -137,11 +152,15 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
         char id[RUMOR_SHORT_ID_LEN + 1];
         rumor_key_short_id(id, e->key);
         out(o, "  %-8s  %-28s  %-7s  %7" PRIu32 "  %9" PRIu64 "  %s\n", id, e->addr, rumor_memb_state_name(e->state),
-            e->rtt_ms, now - e->last_seen_ms, reach_name(n, e->key, now));
+            e->rtt_ms, now - e->last_seen_ms, reach_name(n, e->key, now, rb));
     }
     if (n->dials_given_up || n->reverse_msgs)
         out(o, "dials given up %" PRIu64 ", messages sent back over peers' own connections %" PRIu64 "\n",
             n->dials_given_up, n->reverse_msgs);
+    if (n->relayed_msgs || n->e2e_msgs_out || n->e2e_msgs_in)
+        out(o, "relayed for others %" PRIu64 " messages (%" PRIu64 " bytes); through relays: sent %" PRIu64
+               " (%" PRIu64 " bytes), received %" PRIu64 "\n",
+            n->relayed_msgs, n->relayed_bytes, n->e2e_msgs_out, n->e2e_bytes_out, n->e2e_msgs_in);
     out(o, "messages in %" PRIu64 " (%" PRIu64 " bytes), out %" PRIu64 " (%" PRIu64 " bytes)\n", n->msgs_in,
         n->bytes_in, n->msgs_out, n->bytes_out);
     for (int i = 1; i < DROP_COUNT; i++)

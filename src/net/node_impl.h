@@ -50,6 +50,11 @@
 #define RID_MAX 32
 #define DIAL_GIVE_UP_MS 3000
 #define REDIAL_MS 300000
+/* Relays (node_relay.c): end-to-end sessions with peers reached through a third. */
+#define RELAY_SESSIONS 64          /* sessions held; the least recently used makes room */
+#define RELAY_INIT_RETRY_MS 1500   /* an unanswered init is sent again (through the next relay) */
+#define RELAY_INIT_MIN_MS 250      /* inits taken from one peer at most this often */
+#define RELAY_BUDGET_MBPS 10.0     /* what a node forwards for others by default, MB/s */
 
 _Static_assert(RUMOR_CERT_MAX_LEN <= RUMOR_MEMB_CERT_MAX, "membership must hold a whole certificate");
 
@@ -88,6 +93,10 @@ enum {
     DROP_HELD,                                  /* a connection held more than GUARD_LIMIT: cut */
     DROP_CONNS,                                 /* a connection beyond GUARD_MAX: cut */
     DROP_ENTRY_CERT,                            /* a membership entry without a valid certificate */
+    DROP_RELAY_REFUSED,                         /* asked to forward: relaying off, no route, a loop */
+    DROP_RELAY_BUDGET,                          /* asked to forward beyond --relay-budget */
+    DROP_E2E,                                   /* a relayed message that does not open (altered,
+                                                   replayed, no session) */
     DROP_COUNT
 };
 
@@ -136,8 +145,25 @@ typedef struct {
                                         connection to us (peer_path) until REDIAL_MS */
 } peer_t;
 
-/* How a message reaches a peer. */
-typedef enum { PATH_NONE, PATH_DEALER, PATH_ROUTER } path_t;
+/* How a message reaches a peer: over our dial, back over its connection to us, or sealed end
+ * to end through a third peer that reaches both. */
+typedef enum { PATH_NONE, PATH_DEALER, PATH_ROUTER, PATH_RELAY } path_t;
+
+/* An end-to-end session with a peer reached through a relay (crypto.h, "end to end"). */
+typedef enum { SESS_NONE, SESS_INIT, SESS_READY } sess_state_t;
+typedef struct {
+    bool used;
+    uint8_t key[RUMOR_KEY_LEN];      /* the far end */
+    uint8_t via[RUMOR_KEY_LEN];      /* the relay it goes through */
+    sess_state_t state;
+    bool initiator;
+    rumor_e2e_eph_t eph;
+    rumor_e2e_keys_t k;
+    uint64_t tx_ctr, rx_ctr;         /* the last counter sent, received */
+    uint64_t init_ms, init_in_ms, used_ms;
+    int tries;                       /* inits sent in a row: the next goes through another relay */
+    bool hello_sent;                 /* our hello went first in this session */
+} relay_sess_t;
 
 typedef struct {
     bool used;
@@ -156,6 +182,7 @@ typedef struct {
     uint8_t rid[RID_MAX];            /* the ROUTER's routing id of its newest connection to us */
     uint8_t rid_len;                 /* 0: none known */
     bool rid_hello;                  /* our hello went on that connection */
+    uint64_t caps;                   /* its hello's capability bits */
 } conn_t;
 
 struct rumor_node {
@@ -217,6 +244,17 @@ struct rumor_node {
     uint64_t dials_given_up;         /* peers' addresses we stopped dialling (peer_path) */
     uint64_t reverse_msgs;           /* messages sent back over peers' own connections */
     bool router_blocked;             /* a model back over a peer's connection waits for room */
+    /* Relays (node_relay.c). */
+    relay_sess_t *sess;              /* RELAY_SESSIONS */
+    uint8_t *e2e_buf;                /* an opened relayed message (RUMOR_PROTO_MAX_PAYLOAD) */
+    uint8_t *e2e_out;                /* one being sealed (RUMOR_PROTO_MAX_PAYLOAD) */
+    bool relay_serve;                /* forward for others */
+    double relay_rate;               /* bytes per second forwarded at most */
+    double relay_tokens;
+    uint64_t relay_refill_ms;
+    uint64_t relayed_msgs, relayed_bytes;   /* forwarded for others */
+    uint64_t e2e_msgs_out, e2e_bytes_out;   /* sent through relays */
+    uint64_t e2e_msgs_in;                   /* received through relays and opened */
     bool joined; /* once in a swarm, an empty view later is churn, not a failed join */
 };
 
@@ -241,6 +279,7 @@ rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg);
 path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now);
 bool node_router_send(rumor_node_t *n, conn_t *c, const void *frame, size_t len, zmq_msg_t *payload);
 void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid);
+bool node_router_hello(rumor_node_t *n, conn_t *c);
 void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why);
 bool node_memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w);
 
@@ -255,6 +294,15 @@ void node_handle_knock_answer(rumor_node_t *n, peer_t *p, uint64_t now);
 void node_handle_udp(rumor_node_t *n, uint64_t now);
 void node_handle_zap(rumor_node_t *n);
 void node_reload_revocations(rumor_node_t *n);
+
+/* node_relay.c: relays */
+bool node_relay_possible(rumor_node_t *n, const peer_t *p, uint64_t now);
+bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t len, const uint8_t *payload,
+                     size_t payload_len, outgoing_t *hold, bool hello, uint64_t now);
+void node_relay_handle(rumor_node_t *n, const uint8_t from[RUMOR_KEY_LEN], uint64_t now);
+const relay_sess_t *node_relay_session(const rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN]);
+void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], zmq_msg_t *rid, uint64_t now);
+bool node_direct(rumor_node_t *n, const peer_t *q, uint64_t now);
 
 /* node_control.c: the control socket */
 void node_handle_control(rumor_node_t *n, uint64_t now);

@@ -176,7 +176,13 @@ void node_pump(rumor_node_t *n, peer_t *p)
         }
         if (atomic_load(&s->out->refs) - 1 >= MAX_INFLIGHT) return; /* resumes as chunks go out */
         zmq_msg_t payload;
-        if (c) {
+        if (path == PATH_RELAY) {
+            /* Sealed (a copy) and handed to the relay; the copy holds a reference until sent. */
+            if (!node_relay_send(n, p, n->buf, len, data, dlen, s->out, false, now)) {
+                n->router_blocked = true;
+                return;
+            }
+        } else if (c) {
             atomic_fetch_add(&s->out->refs, 1);
             zmq_msg_init_data(&payload, (void *)data, dlen, chunk_free_cb, s->out);
             if (!node_router_send(n, c, n->buf, len, &payload)) { /* (the payload is released) */
@@ -200,8 +206,10 @@ void node_pump(rumor_node_t *n, peer_t *p)
                 n->drops[DROP_SEND_FULL]++;
             }
         }
-        n->msgs_out++;
-        n->bytes_out += len + dlen;
+        if (path != PATH_RELAY) { /* (node_relay_send counts what it sends) */
+            n->msgs_out++;
+            n->bytes_out += len + dlen;
+        }
         s->next++;
     }
     if (s->out && s->next >= s->chunks) {

@@ -1,0 +1,366 @@
+/* node_relay.c - relays: two members that cannot reach each other (behind different NATs)
+ * talk through a third that reaches both, sealed end to end (PROTOCOL.md, "Relays"; the
+ * cryptography is crypto.h's "end to end"). The relay reads only the `relay` header (who to,
+ * who from, which kind) and forwards the sealed frame untouched, within its budget. */
+#include "net/node_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+static const uint8_t *self_key(const rumor_node_t *n) { return rumor_secret_key_public(n->key); }
+
+/* A peer we reach without a relay: over our dial, or back over its connection to us. */
+bool node_direct(rumor_node_t *n, const peer_t *q, uint64_t now)
+{
+    if (q->dealer && q->linked) return true;
+    const conn_t *c = node_find_conn(n, q->key, false, now);
+    return c && c->admitted && c->rid_len > 0;
+}
+
+static bool serves(rumor_node_t *n, const uint8_t *key, uint64_t now)
+{
+    const conn_t *c = node_find_conn(n, key, false, now);
+    return c && c->admitted && (c->caps & RUMOR_CAP_RELAY_SERVE);
+}
+
+const relay_sess_t *node_relay_session(const rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN])
+{
+    for (int i = 0; i < RELAY_SESSIONS; i++)
+        if (n->sess[i].used && same_key(n->sess[i].key, key)) return &n->sess[i];
+    return NULL;
+}
+
+static relay_sess_t *sess_find(rumor_node_t *n, const uint8_t *key, bool create, uint64_t now)
+{
+    relay_sess_t *s = (relay_sess_t *)node_relay_session(n, key);
+    if (s || !create) return s;
+    relay_sess_t *lru = NULL;
+    for (int i = 0; i < RELAY_SESSIONS; i++) {
+        relay_sess_t *c = &n->sess[i];
+        if (!c->used) {
+            lru = c;
+            break;
+        }
+        if (!lru || c->used_ms < lru->used_ms) lru = c;
+    }
+    rumor_e2e_wipe(lru, sizeof *lru);
+    lru->used = true;
+    memcpy(lru->key, key, RUMOR_KEY_LEN);
+    lru->used_ms = now;
+    return lru;
+}
+
+/* The relay for p: its session's while we still reach that one directly; else, among the
+ * peers we reach directly that relay, the one the session's tries point at (an init that went
+ * unanswered moves on to the next). */
+static peer_t *pick_relay(rumor_node_t *n, const peer_t *p, const relay_sess_t *s, uint64_t now)
+{
+    if (s && s->state != SESS_NONE) {
+        peer_t *v = node_find_peer(n, s->via);
+        if (v && v != p && node_direct(n, v, now) && serves(n, v->key, now) &&
+            (s->state == SESS_READY || now - s->init_ms < RELAY_INIT_RETRY_MS))
+            return v;
+    }
+    peer_t *cand[MAX_PEERS];
+    int nc = 0;
+    for (int i = 0; i < MAX_PEERS; i++) {
+        peer_t *q = &n->peers[i];
+        if (q->used && q != p && node_direct(n, q, now) && serves(n, q->key, now)) cand[nc++] = q;
+    }
+    return nc ? cand[(s ? s->tries : 0) % nc] : NULL;
+}
+
+bool node_relay_possible(rumor_node_t *n, const peer_t *p, uint64_t now)
+{
+    return pick_relay(n, p, node_relay_session(n, p->key), now) != NULL;
+}
+
+/* frame (and payload, consumed either way) to the member `to` over our dial or back over its
+ * connection; false when that path is full or gone. */
+static bool send_direct(rumor_node_t *n, const uint8_t *to, const uint8_t *frame, size_t len, zmq_msg_t *payload,
+                        uint64_t now)
+{
+    peer_t *q = node_find_peer(n, to);
+    if (q && q->dealer && q->linked) {
+        int events = 0;
+        size_t sz = sizeof events;
+        zmq_getsockopt(q->dealer, ZMQ_EVENTS, &events, &sz);
+        if (!(events & ZMQ_POLLOUT) || zmq_send(q->dealer, frame, len, (payload ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+            if (payload) zmq_msg_close(payload);
+            return false;
+        }
+        /* After the first frame of a message the second goes too: HWM counts messages. */
+        if (payload && zmq_msg_send(payload, q->dealer, ZMQ_DONTWAIT) < 0) zmq_msg_close(payload);
+        return true;
+    }
+    conn_t *c = node_find_conn(n, to, false, now);
+    if (!c || !c->admitted || !c->rid_len || !node_router_hello(n, c)) {
+        if (payload) zmq_msg_close(payload);
+        return false;
+    }
+    return node_router_send(n, c, frame, len, payload);
+}
+
+/* A relay header (no frame 2, or frame 2 of payload_len bytes) into buf; its length, 0 when it
+ * cannot be encoded. */
+static size_t relay_header(uint8_t *buf, size_t cap, bool to, const uint8_t *peer, rumor_relay_kind_t kind,
+                           const uint8_t *eph, uint64_t ctr, size_t payload_len, uint32_t seq)
+{
+    rumor_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = RUMOR_MSG_RELAY;
+    m.seq = seq;
+    m.u.relay.to = to;
+    memcpy(m.u.relay.peer, peer, RUMOR_KEY_LEN);
+    m.u.relay.kind = kind;
+    if (eph) memcpy(m.u.relay.eph, eph, RUMOR_KEY_LEN);
+    m.u.relay.ctr = ctr;
+    m.u.relay.payload_len = payload_len;
+    size_t len = 0;
+    return rumor_proto_encode(&m, buf, cap, &len) == RUMOR_OK ? len : 0;
+}
+
+/* A sealed message on its way: freed by libzmq once sent, releasing what it held. */
+typedef struct {
+    outgoing_t *hold;
+    uint8_t data[];
+} sealed_t;
+
+static void sealed_free(void *data, void *hint)
+{
+    (void)data;
+    sealed_t *b = hint;
+    if (b->hold) node_outgoing_unref(b->hold);
+    free(b);
+}
+
+/* Seal one message (frame, and payload when payload_len > 0) to p and hand it to relay r. */
+static bool seal_send(rumor_node_t *n, peer_t *p, relay_sess_t *s, peer_t *r, const uint8_t *frame, size_t len,
+                      const uint8_t *payload, size_t payload_len, outgoing_t *hold, uint64_t now)
+{
+    /* Inside: the count of frames (1 or 2), frame 1's length (uint32, little-endian), frame 1,
+     * frame 2. */
+    const size_t inner = 5 + len + payload_len, total = inner + RUMOR_E2E_TAG;
+    if (len > UINT32_MAX || total > RUMOR_PROTO_MAX_PAYLOAD) return false;
+    sealed_t *b = malloc(sizeof *b + total);
+    if (!b) return false;
+    uint8_t *in = n->e2e_out;
+    in[0] = payload_len ? 2 : 1;
+    for (int i = 0; i < 4; i++) in[1 + i] = (uint8_t)(len >> (8 * i));
+    memcpy(in + 5, frame, len);
+    if (payload_len) memcpy(in + 5 + len, payload, payload_len);
+    const uint64_t ctr = ++s->tx_ctr;
+    rumor_e2e_seal(b->data, s->k.tx, self_key(n), p->key, ctr, in, inner);
+    uint8_t hdr[256];
+    const size_t hl = relay_header(hdr, sizeof hdr, true, p->key, RUMOR_RELAY_DATA, NULL, ctr, total, ++n->seq);
+    b->hold = hold;
+    if (hold) atomic_fetch_add(&hold->refs, 1);
+    zmq_msg_t pm;
+    if (!hl || zmq_msg_init_data(&pm, b->data, total, sealed_free, b) != 0) {
+        sealed_free(b->data, b);
+        return false;
+    }
+    if (!send_direct(n, r->key, hdr, hl, &pm, now)) return false; /* (the counter is spent: gaps are fine) */
+    n->msgs_out++;
+    n->bytes_out += hl + total;
+    n->e2e_msgs_out++;
+    n->e2e_bytes_out += hl + total;
+    s->used_ms = now;
+    return true;
+}
+
+/* Start (or, unanswered for a while, restart through the next relay) a session with p. */
+static void maybe_init(rumor_node_t *n, peer_t *p, relay_sess_t *s, uint64_t now)
+{
+    if (s->state == SESS_INIT && now - s->init_ms < RELAY_INIT_RETRY_MS) return;
+    if (s->state == SESS_INIT) s->tries++;
+    s->state = SESS_NONE;
+    peer_t *r = pick_relay(n, p, s, now);
+    if (!r) return;
+    rumor_e2e_eph_new(&s->eph);
+    uint8_t hdr[256];
+    const size_t hl = relay_header(hdr, sizeof hdr, true, p->key, RUMOR_RELAY_INIT, s->eph.pub, 0, 0, ++n->seq);
+    s->state = SESS_INIT;
+    s->initiator = true;
+    s->init_ms = now;
+    memcpy(s->via, r->key, RUMOR_KEY_LEN);
+    if (hl && send_direct(n, r->key, hdr, hl, NULL, now)) {
+        n->msgs_out++;
+        n->bytes_out += hl;
+    }
+}
+
+bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t len, const uint8_t *payload,
+                     size_t payload_len, outgoing_t *hold, bool hello, uint64_t now)
+{
+    relay_sess_t *s = sess_find(n, p->key, true, now);
+    if (s->state != SESS_READY) {
+        maybe_init(n, p, s, now);
+        return false;
+    }
+    peer_t *r = pick_relay(n, p, s, now);
+    if (!r) {
+        s->state = SESS_NONE; /* its relay is gone: a new session through another */
+        return false;
+    }
+    if (!s->hello_sent && !hello) {
+        /* Our hello goes first in every session (its own buffer: frame may be n->buf). */
+        rumor_msg_t h;
+        node_fill_hello(n, &h);
+        h.seq = ++n->seq;
+        uint8_t hb[RUMOR_PROTO_CERT_MAX + 512];
+        size_t hl = 0;
+        if (rumor_proto_encode(&h, hb, sizeof hb, &hl) != RUMOR_OK ||
+            !seal_send(n, p, s, r, hb, hl, NULL, 0, NULL, now))
+            return false;
+        s->hello_sent = true;
+    }
+    if (!seal_send(n, p, s, r, frame, len, payload, payload_len, hold, now)) return false;
+    s->hello_sent |= hello;
+    return true;
+}
+
+/* Refill the forwarding budget; whether `bytes` fit in it now (then spent). */
+static bool budget(rumor_node_t *n, size_t bytes, uint64_t now)
+{
+    const double cap = n->relay_rate > 2.0 * RUMOR_PROTO_MAX_PAYLOAD ? n->relay_rate : 2.0 * RUMOR_PROTO_MAX_PAYLOAD;
+    if (!n->relay_refill_ms) n->relay_tokens = cap;
+    else n->relay_tokens += n->relay_rate * (double)(now - n->relay_refill_ms) / 1000.0;
+    if (n->relay_tokens > cap) n->relay_tokens = cap;
+    n->relay_refill_ms = now;
+    if (n->relay_tokens < (double)bytes) return false;
+    n->relay_tokens -= (double)bytes;
+    return true;
+}
+
+/* Asked by `from` to forward to r->peer: only between two admitted members we reach directly
+ * (one hop: never through another relay), within the budget. */
+static void forward(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_t *r, uint64_t now)
+{
+    const conn_t *dc = node_find_conn(n, r->peer, false, now);
+    peer_t *dp = node_find_peer(n, r->peer);
+    const bool reach = dc && dc->admitted && (dc->rid_len > 0 || (dp && dp->dealer && dp->linked));
+    if (!n->relay_serve || same_key(r->peer, from) || same_key(r->peer, self_key(n)) || !reach) {
+        n->drops[DROP_RELAY_REFUSED]++;
+        return;
+    }
+    uint8_t hdr[256];
+    const size_t hl = relay_header(hdr, sizeof hdr, false, from, r->kind, r->kind == RUMOR_RELAY_DATA ? NULL : r->eph,
+                                   r->ctr, r->payload_len, ++n->seq);
+    if (!hl) return;
+    if (!budget(n, hl + r->payload_len, now)) {
+        n->drops[DROP_RELAY_BUDGET]++;
+        return;
+    }
+    zmq_msg_t pm;
+    if (r->payload_len) {
+        if (zmq_msg_init_size(&pm, r->payload_len) != 0) return;
+        memcpy(zmq_msg_data(&pm), r->payload, r->payload_len);
+    }
+    if (!send_direct(n, r->peer, hdr, hl, r->payload_len ? &pm : NULL, now)) {
+        n->drops[DROP_SEND_FULL]++;
+        return;
+    }
+    n->msgs_out++;
+    n->bytes_out += hl + r->payload_len;
+    n->relayed_msgs++;
+    n->relayed_bytes += hl + r->payload_len;
+}
+
+/* A session agreed on keys k (wiped here, with the ephemeral secret) through relay via. */
+static void sess_ready(relay_sess_t *s, rumor_e2e_keys_t *k, const uint8_t *via, uint64_t now)
+{
+    s->k = *k;
+    rumor_e2e_wipe(k, sizeof *k);
+    rumor_e2e_wipe(&s->eph, sizeof s->eph);
+    s->state = SESS_READY;
+    s->tx_ctr = s->rx_ctr = 0;
+    s->hello_sent = false;
+    s->tries = 0;
+    s->used_ms = now;
+    memcpy(s->via, via, RUMOR_KEY_LEN);
+}
+
+void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64_t now)
+{
+    const rumor_msg_relay_t *r = &n->wmsg.u.relay;
+    if (r->to) {
+        forward(n, via, r, now);
+        return;
+    }
+    uint8_t far[RUMOR_KEY_LEN];
+    memcpy(far, r->peer, RUMOR_KEY_LEN);
+    if (same_key(far, self_key(n)) || same_key(far, via)) {
+        n->drops[DROP_E2E]++;
+        return;
+    }
+    relay_sess_t *s = sess_find(n, far, r->kind == RUMOR_RELAY_INIT, now);
+    if (r->kind == RUMOR_RELAY_INIT) {
+        if (s->init_in_ms && now - s->init_in_ms < RELAY_INIT_MIN_MS) {
+            n->drops[DROP_E2E]++; /* inits come at most that often (a relay replaying them) */
+            return;
+        }
+        /* Both began at once: the init of the smaller key stands. */
+        if (s->state == SESS_INIT && s->initiator && memcmp(self_key(n), far, RUMOR_KEY_LEN) < 0) return;
+        s->init_in_ms = now;
+        rumor_e2e_eph_t e;
+        rumor_e2e_eph_new(&e);
+        rumor_e2e_keys_t k;
+        uint8_t hdr[256];
+        size_t hl = 0;
+        if (rumor_e2e_keys(&k, n->key, &e, far, r->eph, false) != RUMOR_OK ||
+            !(hl = relay_header(hdr, sizeof hdr, true, far, RUMOR_RELAY_ACCEPT, e.pub, 0, 0, ++n->seq)) ||
+            !send_direct(n, via, hdr, hl, NULL, now)) {
+            n->drops[DROP_E2E] += hl == 0;
+            rumor_e2e_wipe(&e, sizeof e);
+            rumor_e2e_wipe(&k, sizeof k);
+            return;
+        }
+        n->msgs_out++;
+        n->bytes_out += hl;
+        s->initiator = false;
+        sess_ready(s, &k, via, now);
+        rumor_e2e_wipe(&e, sizeof e);
+        return;
+    }
+    if (r->kind == RUMOR_RELAY_ACCEPT) {
+        rumor_e2e_keys_t k;
+        if (!s || s->state != SESS_INIT || !s->initiator ||
+            rumor_e2e_keys(&k, n->key, &s->eph, far, r->eph, true) != RUMOR_OK) {
+            n->drops[DROP_E2E]++;
+            return;
+        }
+        sess_ready(s, &k, via, now);
+        return;
+    }
+    /* data: opens only under this session's key, from that peer to us, at a counter past the
+     * last (so nothing is replayed), unaltered. */
+    if (!s || s->state != SESS_READY || r->ctr <= s->rx_ctr ||
+        rumor_e2e_open(n->e2e_buf, s->k.rx, far, self_key(n), r->ctr, r->payload, r->payload_len) != RUMOR_OK) {
+        n->drops[DROP_E2E]++;
+        return;
+    }
+    s->rx_ctr = r->ctr;
+    s->used_ms = now;
+    const uint8_t *in = n->e2e_buf;
+    const size_t mlen = r->payload_len - RUMOR_E2E_TAG;
+    const size_t flen = mlen >= 5 ? (size_t)in[1] | (size_t)in[2] << 8 | (size_t)in[3] << 16 | (size_t)in[4] << 24 : 0;
+    if (mlen < 5 || (in[0] != 1 && in[0] != 2) || flen > mlen - 5 || (in[0] == 1 && flen != mlen - 5)) {
+        n->drops[RUMOR_PROTO_REJECT_MALFORMED]++; /* sealed by the member itself: it sent nonsense */
+        return;
+    }
+    rumor_proto_reject_t why = RUMOR_PROTO_REJECT_NONE;
+    const uint8_t *pl = in[0] == 2 ? in + 5 + flen : NULL;
+    if (rumor_proto_decode(&n->wmsg, in + 5, flen, pl, pl ? mlen - 5 - flen : 0, &why) != RUMOR_OK) {
+        n->drops[why < RUMOR_PROTO_REJECT_COUNT ? why : RUMOR_PROTO_REJECT_MALFORMED]++;
+        return;
+    }
+    if (n->wmsg.type == RUMOR_MSG_RELAY) {
+        n->drops[DROP_UNEXPECTED]++; /* one hop only */
+        return;
+    }
+    n->e2e_msgs_in++;
+    node_dispatch(n, far, NULL, now);
+}
