@@ -295,6 +295,10 @@ static void retry_sends(peer_t *p, rumor_node_t *node, uint64_t now)
             bool mf = false;
             const rumor_err_t rc = send_now(p, node, c, &wire, &mf);
             if (rc != RUMOR_ECLOSED || now >= c->due) {
+                /* The model before it did not leave in a whole round timeout: the link is
+                 * stuck, and that model's buffer with it (the engine's two snapshots); let
+                 * both go, so the trainer never waits past a deadline for a dead link. */
+                if (rc == RUMOR_ECLOSED) rumor_node_abandon(node, c->s.peer);
                 send_done(p, c, rc, wire, mf);
                 continue;
             }
@@ -420,7 +424,10 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             bool mask_failed = false;
             const rumor_err_t rc = send_now(p, node, c, &wire, &mask_failed);
             if (rc == RUMOR_ECLOSED && waits && p->n_retry < (int)RUMOR_ARRAY_LEN(p->retry)) {
-                c->due = now + p->cfg->round_timeout_ms;
+                /* Given up a round timeout after the model it waits behind left (not after
+                 * it came): a stuck link holds the trainer one deadline, not two. */
+                const uint64_t since = rumor_node_sending_since(node, c->s.peer);
+                c->due = (since && since < now ? since : now) + p->cfg->round_timeout_ms;
                 p->retry[p->n_retry++] = c;
                 continue;
             }

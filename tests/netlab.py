@@ -163,11 +163,15 @@ class Lab:
     def route(self, host, via, dest="default"):
         _sh("ip", "-n", self.ns(host), "route", "add", dest, "via", via)
 
+    def forward(self, router):
+        """Make router forward between its interfaces (a plain router, no NAT)."""
+        _sh("ip", "netns", "exec", self.ns(router), "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward")
+
     def nat(self, router, outside_dev):
         """Make router forward, masquerading what leaves by outside_dev (a home router: hosts
         outside cannot open connections to those inside)."""
         ns = self.ns(router)
-        _sh("ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward")
+        self.forward(router)
         rules = ("table ip nat {\n"
                  " chain rlab_post { type nat hook postrouting priority 100; oifname \"%s\" masquerade; }\n"
                  "}\n"

@@ -222,11 +222,12 @@ path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
     if (p->dealer && p->linked) return PATH_DEALER;
     const conn_t *c = node_find_conn(n, p->key, false, now);
     const bool back = c && c->admitted && c->rid_len > 0;
-    if (p->dealer && now - p->dial_since >= DIAL_GIVE_UP_MS && (back || node_relay_possible(n, p, now))) {
-        char id[RUMOR_SHORT_ID_LEN + 1];
+    const bool stale = p->dealer && now - p->dial_since >= DIAL_GIVE_UP_MS;
+    char id[RUMOR_SHORT_ID_LEN + 1];
+    if (stale && back) {
+        /* It talks to us over its own connection, and we cannot dial it: stop trying. */
         rumor_key_short_id(id, p->key);
-        rumor_log(RUMOR_LOG_INFO, "peer %s cannot be dialled at %s: reaching it %s", id, p->addr,
-                  back ? "over its own connection" : "through a relay");
+        rumor_log(RUMOR_LOG_INFO, "peer %s cannot be dialled at %s: reaching it over its own connection", id, p->addr);
         n->dials_given_up++;
         node_close_dealer(p);
         node_stop_knocking(p);
@@ -234,8 +235,19 @@ path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
         p->retry_at = now + REDIAL_MS;
     }
     if (back) return PATH_ROUTER;
-    if (p->dealer) return PATH_DEALER;
-    return node_relay_possible(n, p, now) ? PATH_RELAY : PATH_NONE;
+    if (p->dealer && !stale) return PATH_DEALER;
+    /* Neither way works (yet): through a relay, while our dial keeps trying at libzmq's
+     * bounded pace (a partition that heals, or a peer that is down for now, is dialled
+     * again as soon as it can be). */
+    if (node_relay_possible(n, p, now)) {
+        if (!p->relayed) {
+            rumor_key_short_id(id, p->key);
+            rumor_log(RUMOR_LOG_INFO, "peer %s cannot be dialled at %s (yet): reaching it through a relay", id, p->addr);
+        }
+        p->relayed = true;
+        return PATH_RELAY;
+    }
+    return p->dealer ? PATH_DEALER : PATH_NONE;
 }
 
 /* One message (frame, and payload when not NULL: consumed either way) back over c's own

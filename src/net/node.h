@@ -110,6 +110,13 @@ void rumor_node_on_tick(rumor_node_t *self, rumor_node_tick_cb cb, void *arg);
  * model to it is still in flight. Call from the node's thread (a tick or chunk callback). */
 rumor_err_t rumor_node_send(rumor_node_t *self, const uint8_t peer[32], const rumor_wire_model_t *m,
                             void (*release)(void *arg), void *arg);
+/* Give up what is still on its way to peer: a model that could not leave within a whole
+ * round's deadline holds its buffer (zero copy) for as long as the link is stuck. The model
+ * being queued is dropped and, over our own dial, the connection is closed (libzmq drops what
+ * it holds, releasing the buffer) and dialled again. Node's thread. */
+void rumor_node_abandon(rumor_node_t *self, const uint8_t peer[32]);
+/* When the model still on its way to peer was handed to rumor_node_send (ms); 0: none. */
+uint64_t rumor_node_sending_since(rumor_node_t *self, const uint8_t peer[32]);
 /* Late join: ask peer (admitted, in the view) for its current model of this layout; the
  * answer arrives as chunks with has_hash. RUMOR_EINVAL / RUMOR_EAUTH as for rumor_node_send. */
 rumor_err_t rumor_node_pull(rumor_node_t *self, const uint8_t peer[32], uint64_t layout);

@@ -71,15 +71,14 @@ static const char *reach_name(rumor_node_t *n, const uint8_t *key, uint64_t now,
     if (p && p->dealer && p->linked) return "direct";
     const conn_t *c = node_find_conn(n, key, false, now);
     if (c && c->admitted && c->rid_len) return "outbound";
-    if (p && p->dealer) return "dialling";
     const relay_sess_t *s = node_relay_session(n, key);
-    if (s && s->state == SESS_READY) {
+    if (s && s->state == SESS_READY && (!p || !p->dealer || p->relayed)) {
         char id[RUMOR_SHORT_ID_LEN + 1];
         rumor_key_short_id(id, s->via);
         snprintf(buf, 32, "relay:%s", id);
         return buf;
     }
-    return "none";
+    return p && p->dealer ? "dialling" : "none";
 }
 
 static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)

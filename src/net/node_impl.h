@@ -112,6 +112,7 @@ typedef struct {
     outgoing_t *out;                 /* NULL when nothing is in flight to this peer */
     rumor_wire_model_t m;            /* what goes (rumor_node_send) */
     uint32_t next, chunks;
+    uint64_t since;                  /* when rumor_node_send took it */
 } sending_t;
 
 typedef struct {
@@ -143,6 +144,7 @@ typedef struct {
     uint64_t dial_since;             /* when the DEALER was opened */
     bool outbound;                   /* we gave up dialling it: it is reached over its own
                                         connection to us (peer_path) until REDIAL_MS */
+    bool relayed;                    /* reached through a relay while our dial keeps trying */
 } peer_t;
 
 /* How a message reaches a peer: over our dial, back over its connection to us, or sealed end

@@ -218,6 +218,28 @@ void node_pump(rumor_node_t *n, peer_t *p)
     }
 }
 
+uint64_t rumor_node_sending_since(rumor_node_t *n, const uint8_t peer[32])
+{
+    const peer_t *p = node_find_peer(n, peer);
+    return p && p->send.out ? p->send.since : 0;
+}
+
+void rumor_node_abandon(rumor_node_t *n, const uint8_t peer[32])
+{
+    peer_t *p = node_find_peer(n, peer);
+    if (!p || !p->send.out) return;
+    char id[RUMOR_SHORT_ID_LEN + 1];
+    rumor_key_short_id(id, p->key);
+    rumor_log(RUMOR_LOG_DEBUG, "a model to %s did not leave within a round's deadline: dropped", id);
+    if (p->dealer) {
+        node_close_dealer(p); /* (releases the model; libzmq drops the chunks it holds) */
+        p->retry_at = rumor_now_ms(); /* knock and dial again at once */
+    } else {
+        node_outgoing_unref(p->send.out);
+        p->send.out = NULL;
+    }
+}
+
 /* Whether m is a model the protocol can carry: sizes, weights, and for encoded chunks the
  * length its codec implies for each. */
 static bool model_fits(const rumor_wire_model_t *m)
@@ -261,7 +283,8 @@ rumor_err_t rumor_node_send(rumor_node_t *n, const uint8_t peer[32], const rumor
     atomic_init(&o->refs, 1);
     o->release = release;
     o->arg = arg;
-    p->send = (sending_t){.out = o, .m = *m, .next = 0, .chunks = (uint32_t)rumor_chunks(m->count, m->chunk_params)};
+    p->send = (sending_t){.out = o, .m = *m, .next = 0, .chunks = (uint32_t)rumor_chunks(m->count, m->chunk_params),
+                          .since = rumor_now_ms()};
     node_pump(n, p);
     return RUMOR_OK;
 }
