@@ -479,7 +479,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         rumor_gossip_stats_t st;
         pthread_mutex_lock(&p->mu);
         rumor_gossip_stats(p->g, &st);
-        const uint64_t out = p->bytes_out;
+        const uint64_t out = p->bytes_out, relayed = p->relayed_out;
         const int view = p->view_count;
         pthread_mutex_unlock(&p->mu);
         const bool eval = p->k == c->rounds || (c->eval_every > 0 && p->k % c->eval_every == 0);
@@ -492,7 +492,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
                                    .bytes_in = st.bytes_in, .wait_s = wait_s, .evaluated = eval, .text = p->src.text,
                                    .test_loss = p->test_loss,
                                    .test_acc = p->test_acc, .private = p->dp != NULL, .secure_mix = c->secure_mix,
-                                   .unmixed = st.chunks_unmixed,
+                                   .unmixed = st.chunks_unmixed, .relayed = relayed,
                                    .implausible = st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]};
         if (p->dp) {
             ml.epsilon = rumor_dp_epsilon(p->dp);

@@ -51,6 +51,7 @@ typedef struct {
     atomic_bool trainer_done;
     int view_count;
     uint64_t bytes_out;
+    uint64_t relayed_out;     /* models sent through a relay (guarded by mu) */
     uint8_t view_keys[MAX_VIEW][32]; /* the tick's scratch: admitted members */
     uint64_t view_boots[MAX_VIEW];   /* ... and the boot ids of their runs (secure mixing) */
     /* Members (under mu, from the tick): admitted ones, and how many of them said they

@@ -219,7 +219,8 @@ static bool emulate(peer_t *p, send_ctx_t *c, uint64_t now)
 }
 
 /* Hand send c to the node (node thread, outside mu): its bytes on the wire in *wire. */
-static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t *wire_out, bool *mask_failed_out)
+static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t *wire_out, bool *mask_failed_out,
+                            bool *relayed_out)
 {
     const rumor_gossip_send_t s = c->s;
     const float *params = s.params;
@@ -247,6 +248,8 @@ static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t
     } else {
         m = rumor_wire_model_of(&s, params, RUMOR_CODEC_F32, NULL, NULL);
     }
+    /* (asked before the send: once sent, c may be released, and freed, at any moment) */
+    *relayed_out = rumor_node_relayed(node, s.peer);
     if (!mask_failed) rc = rumor_node_send(node, s.peer, &m, release_cb, c);
     *wire_out = wire;
     *mask_failed_out = mask_failed;
@@ -268,7 +271,7 @@ static bool retry_waiting_for(const peer_t *p, const uint8_t peer[32])
 }
 
 /* The bookkeeping after a send attempt: counted, or released as not sent. */
-static void send_done(peer_t *p, send_ctx_t *c, rumor_err_t rc, size_t wire, bool mask_failed)
+static void send_done(peer_t *p, send_ctx_t *c, rumor_err_t rc, size_t wire, bool mask_failed, bool relayed)
 {
     pthread_mutex_lock(&p->mu);
     p->mask_fails += mask_failed;
@@ -277,6 +280,7 @@ static void send_done(peer_t *p, send_ctx_t *c, rumor_err_t rc, size_t wire, boo
         pthread_cond_broadcast(&p->cv);
     } else {
         p->bytes_out += wire;
+        p->relayed_out += relayed;
     }
     pthread_mutex_unlock(&p->mu);
     if (rc != RUMOR_OK) peer_send_ctx_free(c);
@@ -292,14 +296,14 @@ static void retry_sends(peer_t *p, rumor_node_t *node, uint64_t now)
         for (int j = 0; j < kept && !behind; j++) behind = memcmp(p->retry[j]->s.peer, c->s.peer, 32) == 0;
         if (!behind) {
             size_t wire = 0;
-            bool mf = false;
-            const rumor_err_t rc = send_now(p, node, c, &wire, &mf);
+            bool mf = false, relayed = false;
+            const rumor_err_t rc = send_now(p, node, c, &wire, &mf, &relayed);
             if (rc != RUMOR_ECLOSED || now >= c->due) {
                 /* The model before it did not leave in a whole round timeout: the link is
                  * stuck, and that model's buffer with it (the engine's two snapshots); let
                  * both go, so the trainer never waits past a deadline for a dead link. */
                 if (rc == RUMOR_ECLOSED) rumor_node_abandon(node, c->s.peer);
-                send_done(p, c, rc, wire, mf);
+                send_done(p, c, rc, wire, mf, relayed);
                 continue;
             }
         }
@@ -421,8 +425,8 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
                 continue;
             }
             size_t wire = 0;
-            bool mask_failed = false;
-            const rumor_err_t rc = send_now(p, node, c, &wire, &mask_failed);
+            bool mask_failed = false, relayed = false;
+            const rumor_err_t rc = send_now(p, node, c, &wire, &mask_failed, &relayed);
             if (rc == RUMOR_ECLOSED && waits && p->n_retry < (int)RUMOR_ARRAY_LEN(p->retry)) {
                 /* Given up a round timeout after the model it waits behind left (not after
                  * it came): a stuck link holds the trainer one deadline, not two. */
@@ -431,7 +435,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
                 p->retry[p->n_retry++] = c;
                 continue;
             }
-            send_done(p, c, rc, wire, mask_failed);
+            send_done(p, c, rc, wire, mask_failed, relayed);
         }
     }
 }

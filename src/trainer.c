@@ -308,6 +308,7 @@ size_t rumor_metrics_line(char *buf, size_t cap, const rumor_metrics_line_t *l)
     if (l->private) put_str(buf, cap, &len, ",\"epsilon\":%.6g", l->epsilon);
     if (l->secure_mix) put_str(buf, cap, &len, ",\"unmixed\":%" PRIu64, l->unmixed);
     if (l->implausible) put_str(buf, cap, &len, ",\"implausible\":%" PRIu64, l->implausible);
+    if (l->relayed) put_str(buf, cap, &len, ",\"relayed\":%" PRIu64, l->relayed);
     if (l->flag) put_str(buf, cap, &len, ",\"%s\":true", l->flag);
     put_str(buf, cap, &len, "}\n");
     return len;

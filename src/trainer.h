@@ -95,6 +95,7 @@ typedef struct {
     bool secure_mix;         /* its chunks that could not be unmasked, so far */
     uint64_t unmixed;
     uint64_t implausible;    /* chunks out of scale with ours, so far (written when not 0) */
+    uint64_t relayed;        /* models sent through a relay, so far (written when not 0) */
     const char *flag;        /* "resync", "swarm_final": written as true; NULL: none */
 } rumor_metrics_line_t;
 

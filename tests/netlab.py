@@ -21,10 +21,12 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 _LABS = []
 _COUNT = 0
+_HOOKED = False
 
 
 def _sh(*args, check=True):
@@ -96,17 +98,19 @@ class Lab:
 
     def __init__(self):
         _sweep_orphans()
-        global _COUNT
+        global _COUNT, _HOOKED
         _COUNT += 1
         self.prefix = "rlab%d-%d." % (os.getpid(), _COUNT)  # labs of one process never collide
         self.spaces = []          # namespaces made, in order
         self.procs = []
         self.ifs = {}             # host -> count of interfaces, for names
         self.closed = False
-        if not _LABS:
+        if not _HOOKED:
+            _HOOKED = True
             atexit.register(_close_all)
-            for s in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(s, _on_signal)
+            if threading.current_thread() is threading.main_thread():
+                for s in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(s, _on_signal)
         _LABS.append(self)
 
     def ns(self, name):

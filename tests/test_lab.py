@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import netlab
@@ -134,11 +135,13 @@ def shallow(swarm):
     extra = ["--model", "mlp:1024,1024", "--algo", "dpsgd", "--rounds", "12", "--local-steps", "5",
              "--partition", "iid", "--of", "2", "--eval-every", "0", "--period", "200", "--suspect", "1000",
              "--round-timeout", "10"]
-    # Three pairs at a time, each on a link of its own: the links are the bottleneck here.
-    deep = [r[1] for r in side_by_side(swarm, extra, [{"shape": ("1mb", "400ms")}] * 3)]
+    # Three pairs at a time, each on a link of its own (the links are the bottleneck here): two
+    # deep-queued and one shallow, then three times three shallow.
+    first = side_by_side(swarm, extra, [{"shape": ("1mb", "400ms")}] * 2 + [{"shape": ("256kb", "100ms")}])
+    deep = [r[1] for r in first[:2]]
     deep_s = min(deep)
-    runs = []
-    for _ in range(4):
+    runs = first[2:]
+    for _ in range(3):
         runs += side_by_side(swarm, extra, [{"shape": ("256kb", "100ms")}] * 3)
     times, stalls, silent, fails = [], 0, 0, 0
     for codes, dt, ms in runs:
@@ -234,7 +237,8 @@ def nat(swarm):
              "--init-seed", "7", "--linger", "1", "--min-peers", str(n), "--relay-budget", "50"]
     hosts = ["pub", "n1", "n2", "n3"]
     results = {}
-    for where in ("loopback", "nat"):
+
+    def run_swarm(where):
         lab = netlab.Lab() if where == "nat" else None
         try:
             listens = nat_lab(lab, hosts) if lab else ["tcp://127.0.0.1:0"] * n
@@ -277,6 +281,13 @@ def nat(swarm):
         finally:
             if lab:
                 lab.close()
+
+    # The same swarm on loopback and in the lab, side by side (each is light on the CPU).
+    threads = [threading.Thread(target=run_swarm, args=(w,)) for w in ("loopback", "nat")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     summary = {}
     for where, (codes, ms, joined, via, _) in results.items():
         ends = [m[-1] if m else {} for m in ms]
@@ -310,6 +321,9 @@ def nat(swarm):
           "peer relayed %d messages, %d bytes" % (relayed, model_bytes * 2 / 3, ratio, c0.get("relayed_msgs", 0),
                                                   c0.get("relayed_bytes", 0)))
     check(ratio <= 1.1, "a relayed model costs its sender at most 1.1x its bytes on the wire (%.4fx)" % ratio)
+    counted = [m[-1].get("relayed", 0) if m else 0 for m in ms]
+    check(counted[0] == 0 and counted[3] >= 150 and counted[1] >= 50 and counted[2] >= 50,
+          "the metrics count the models that went through a relay (%s)" % counted)
 
 
 def partition(swarm):

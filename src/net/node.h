@@ -115,6 +115,9 @@ rumor_err_t rumor_node_send(rumor_node_t *self, const uint8_t peer[32], const ru
  * being queued is dropped and, over our own dial, the connection is closed (libzmq drops what
  * it holds, releasing the buffer) and dialled again. Node's thread. */
 void rumor_node_abandon(rumor_node_t *self, const uint8_t peer[32]);
+/* Whether what goes to peer goes through a relay now (neither our dial nor its connection to
+ * us works). Node's thread. */
+bool rumor_node_relayed(rumor_node_t *self, const uint8_t peer[32]);
 /* When the model still on its way to peer was handed to rumor_node_send (ms); 0: none. */
 uint64_t rumor_node_sending_since(rumor_node_t *self, const uint8_t peer[32]);
 /* Late join: ask peer (admitted, in the view) for its current model of this layout; the

@@ -218,6 +218,14 @@ void node_pump(rumor_node_t *n, peer_t *p)
     }
 }
 
+bool rumor_node_relayed(rumor_node_t *n, const uint8_t peer[32])
+{
+    const peer_t *p = node_find_peer(n, peer);
+    if (!p || !p->relayed || (p->dealer && p->linked)) return false;
+    const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
+    return !(c && c->admitted && c->rid_len);
+}
+
 uint64_t rumor_node_sending_since(rumor_node_t *n, const uint8_t peer[32])
 {
     const peer_t *p = node_find_peer(n, peer);
