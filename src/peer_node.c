@@ -302,7 +302,8 @@ static void retry_sends(peer_t *p, rumor_node_t *node, uint64_t now)
                 /* The model before it did not leave in a whole round timeout: the link is
                  * stuck, and that model's buffer with it (the engine's two snapshots); let
                  * both go, so the trainer never waits past a deadline for a dead link. */
-                if (rc == RUMOR_ECLOSED) rumor_node_abandon(node, c->s.peer);
+                const uint64_t since = rc == RUMOR_ECLOSED ? rumor_node_sending_since(node, c->s.peer) : 0;
+                if (since && now >= since + p->cfg->round_timeout_ms) rumor_node_abandon(node, c->s.peer);
                 send_done(p, c, rc, wire, mf, relayed);
                 continue;
             }

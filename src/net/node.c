@@ -219,7 +219,10 @@ static rumor_err_t dealer_send(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
  * tried again after REDIAL_MS. */
 path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
 {
-    if (p->dealer && p->linked) return PATH_DEALER;
+    if (p->dealer && p->linked) {
+        p->relayed = false;
+        return PATH_DEALER;
+    }
     const conn_t *c = node_find_conn(n, p->key, false, now);
     const bool back = c && c->admitted && c->rid_len > 0;
     const bool stale = p->dealer && now - p->dial_since >= DIAL_GIVE_UP_MS;
@@ -229,12 +232,21 @@ path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
         rumor_key_short_id(id, p->key);
         rumor_log(RUMOR_LOG_INFO, "peer %s cannot be dialled at %s: reaching it over its own connection", id, p->addr);
         n->dials_given_up++;
+        /* A model on its way goes on over that connection, from its first chunk: what the
+         * DEALER held never left (it never connected), and closing it drops those. */
+        const sending_t keep = p->send;
+        p->send.out = NULL;
         node_close_dealer(p);
+        p->send = keep;
+        p->send.next = 0;
         node_stop_knocking(p);
         p->outbound = true;
         p->retry_at = now + REDIAL_MS;
     }
-    if (back) return PATH_ROUTER;
+    if (back) {
+        p->relayed = false;
+        return PATH_ROUTER;
+    }
     if (p->dealer && !stale) return PATH_DEALER;
     /* Neither way works (yet): through a relay, while our dial keeps trying at libzmq's
      * bounded pace (a partition that heals, or a peer that is down for now, is dialled
@@ -275,8 +287,12 @@ bool node_router_hello(rumor_node_t *n, conn_t *c)
     if (c->rid_hello) return true;
     rumor_msg_t hello;
     node_fill_hello(n, &hello);
-    const size_t len = encode(n, &hello);
-    if (!len || !node_router_send(n, c, n->buf, len, NULL)) return false;
+    hello.seq = ++n->seq;
+    /* (its own buffer: a caller may hold a frame in n->buf) */
+    uint8_t hb[RUMOR_PROTO_CERT_MAX + 512];
+    size_t len = 0;
+    if (rumor_proto_encode(&hello, hb, sizeof hb, &len) != RUMOR_OK || !node_router_send(n, c, hb, len, NULL))
+        return false;
     n->msgs_out++;
     n->bytes_out += len;
     c->rid_hello = true;
@@ -708,46 +724,30 @@ static bool decode(rumor_node_t *n, zmq_msg_t *frames, int count)
     return true;
 }
 
-/* What the peer we dialled sends back on our DEALER: refusals and hello requests, and, when
- * it cannot dial us (we are behind NAT), everything it has for us. Its key is the one the
- * CURVE handshake proved. */
-static void handle_dealer(rumor_node_t *n, peer_t *p, uint64_t now)
+/* The messages waiting on one socket: our ROUTER (p NULL: frame 0 is the connection's routing
+ * id, and the ZAP handler set the key as User-Id), or the DEALER we dialled p with (its key is
+ * the one the CURVE handshake proved; it sends refusals and hello requests there, and, when it
+ * cannot dial us, everything it has for us). */
+static void handle_socket(rumor_node_t *n, peer_t *p, uint64_t now)
 {
-    for (int k = 0; k < BATCH && p->dealer; k++) {
+    const int skip = p ? 0 : 1; /* frames before the header */
+    for (int k = 0; k < BATCH && (!p || p->dealer); k++) {
         zmq_msg_t parts[4];
-        const int count = recv_parts(p->dealer, parts);
+        /* (read anew each turn: what a message sets off may close and reopen p's DEALER) */
+        const int count = recv_parts(p ? p->dealer : n->router, parts);
         if (count == 0) return;
         const int held = count < 4 ? count : 4;
         n->msgs_in++;
         rumor_guard_delivered(n->guard, zmq_msg_get(&parts[held - 1], ZMQ_SRCFD), now);
-        for (int i = 0; i < held; i++) n->bytes_in += zmq_msg_size(&parts[i]);
-        if (count > 2) {
-            n->drops[DROP_FRAMES]++;
-        } else if (decode(n, parts, count)) {
-            if (n->wmsg.type == RUMOR_MSG_BYE && n->wmsg.u.bye.why[0]) dealer_bye(n, p, &n->wmsg);
-            else node_dispatch(n, p->key, NULL, now);
-        }
-        for (int i = 0; i < held; i++) zmq_msg_close(&parts[i]);
-        run_actions(n, now);
-    }
-}
-
-static void handle_router(rumor_node_t *n, uint64_t now)
-{
-    for (int k = 0; k < BATCH; k++) {
-        zmq_msg_t parts[4];
-        const int count = recv_parts(n->router, parts);
-        if (count == 0) return;
-        const int held = count < 4 ? count : 4;
-        n->msgs_in++;
-        rumor_guard_delivered(n->guard, zmq_msg_get(&parts[held - 1], ZMQ_SRCFD), now);
-        for (int i = 1; i < held; i++) n->bytes_in += zmq_msg_size(&parts[i]);
-        /* The ZAP handler set User-Id to the Z85 of the connection's CURVE key. */
-        const char *uid = count >= 2 ? zmq_msg_gets(&parts[1], "User-Id") : NULL;
+        for (int i = skip; i < held; i++) n->bytes_in += zmq_msg_size(&parts[i]);
         uint8_t key[RUMOR_KEY_LEN];
-        if (count < 2 || count > 3) n->drops[DROP_FRAMES]++;
-        else if (!uid || rumor_key_from_z85(key, uid, NULL) != RUMOR_OK) n->drops[DROP_NO_USER_ID]++;
-        else if (decode(n, parts + 1, count - 1)) node_dispatch(n, key, &parts[0], now);
+        const char *uid = !p && count >= 2 ? zmq_msg_gets(&parts[1], "User-Id") : NULL;
+        if (count < 1 + skip || count > 2 + skip) n->drops[DROP_FRAMES]++;
+        else if (!p && (!uid || rumor_key_from_z85(key, uid, NULL) != RUMOR_OK)) n->drops[DROP_NO_USER_ID]++;
+        else if (decode(n, parts + skip, count - skip)) {
+            if (p && n->wmsg.type == RUMOR_MSG_BYE && n->wmsg.u.bye.why[0]) dealer_bye(n, p, &n->wmsg);
+            else node_dispatch(n, p ? p->key : key, p ? NULL : &parts[0], now);
+        }
         for (int i = 0; i < held; i++) zmq_msg_close(&parts[i]);
         run_actions(n, now);
     }
@@ -1138,7 +1138,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
                 handle_monitor(n, p, now);
         }
         if (items[1].revents & ZMQ_POLLIN) node_handle_zap(n);
-        if (items[0].revents & ZMQ_POLLIN) handle_router(n, now);
+        if (items[0].revents & ZMQ_POLLIN) handle_socket(n, NULL, now);
         if (n->control && (items[2].revents & ZMQ_POLLIN)) node_handle_control(n, now);
         if (items[wake_item].revents & ZMQ_POLLIN) {
             char drain[64];
@@ -1148,7 +1148,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         for (int i = 0; i < np; i++) {
             peer_t *p = polled[i].p;
             if (polled[i].dealer >= 0 && (items[polled[i].dealer].revents & ZMQ_POLLIN) && p->used && p->dealer)
-                handle_dealer(n, p, now);
+                handle_socket(n, p, now);
             if (p->used && p->send.out) node_pump(n, p);
         }
         if (now >= n->guard_next) {

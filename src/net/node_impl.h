@@ -54,6 +54,9 @@
 #define RELAY_SESSIONS 64          /* sessions held; the least recently used makes room */
 #define RELAY_INIT_RETRY_MS 1500   /* an unanswered init is sent again (through the next relay) */
 #define RELAY_INIT_MIN_MS 250      /* inits taken from one peer at most this often */
+#define RELAY_BAD_MAX 3            /* data of a session that does not open, in a row, before we
+                                      agree new keys (the ends' keys drifted apart: a late accept,
+                                      crossed inits, a forged init) */
 #define RELAY_BUDGET_MBPS 10.0     /* what a node forwards for others by default, MB/s */
 
 _Static_assert(RUMOR_CERT_MAX_LEN <= RUMOR_MEMB_CERT_MAX, "membership must hold a whole certificate");
@@ -164,6 +167,7 @@ typedef struct {
     uint64_t tx_ctr, rx_ctr;         /* the last counter sent, received */
     uint64_t init_ms, init_in_ms, used_ms;
     int tries;                       /* inits sent in a row: the next goes through another relay */
+    int bad;                         /* data that did not open in a row: the ends disagree on keys */
     bool hello_sent;                 /* our hello went first in this session */
 } relay_sess_t;
 

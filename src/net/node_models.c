@@ -239,10 +239,13 @@ void rumor_node_abandon(rumor_node_t *n, const uint8_t peer[32])
     char id[RUMOR_SHORT_ID_LEN + 1];
     rumor_key_short_id(id, p->key);
     rumor_log(RUMOR_LOG_DEBUG, "a model to %s did not leave within a round's deadline: dropped", id);
-    if (p->dealer) {
+    const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
+    if (p->dealer && !p->relayed && !(c && c->admitted && c->rid_len)) { /* it was going over our dial */
         node_close_dealer(p); /* (releases the model; libzmq drops the chunks it holds) */
         p->retry_at = rumor_now_ms(); /* knock and dial again at once */
     } else {
+        /* Back over its connection, or through a relay: what libzmq holds goes when that
+         * connection drains or dies (its heartbeat, 5 s); the rest of the model is dropped. */
         node_outgoing_unref(p->send.out);
         p->send.out = NULL;
     }

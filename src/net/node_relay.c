@@ -177,6 +177,7 @@ static void maybe_init(rumor_node_t *n, peer_t *p, relay_sess_t *s, uint64_t now
     if (s->state == SESS_INIT && now - s->init_ms < RELAY_INIT_RETRY_MS) return;
     if (s->state == SESS_INIT) s->tries++;
     s->state = SESS_NONE;
+    rumor_e2e_wipe(&s->k, sizeof s->k);
     peer_t *r = pick_relay(n, p, s, now);
     if (!r) return;
     rumor_e2e_eph_new(&s->eph);
@@ -203,6 +204,7 @@ bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t le
     peer_t *r = pick_relay(n, p, s, now);
     if (!r) {
         s->state = SESS_NONE; /* its relay is gone: a new session through another */
+        rumor_e2e_wipe(&s->k, sizeof s->k);
         return false;
     }
     if (!s->hello_sent && !hello) {
@@ -278,7 +280,7 @@ static void sess_ready(relay_sess_t *s, rumor_e2e_keys_t *k, const uint8_t *via,
     s->state = SESS_READY;
     s->tx_ctr = s->rx_ctr = 0;
     s->hello_sent = false;
-    s->tries = 0;
+    s->tries = s->bad = 0;
     s->used_ms = now;
     memcpy(s->via, via, RUMOR_KEY_LEN);
 }
@@ -302,8 +304,11 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
             n->drops[DROP_E2E]++; /* inits come at most that often (a relay replaying them) */
             return;
         }
-        /* Both began at once: the init of the smaller key stands. */
-        if (s->state == SESS_INIT && s->initiator && memcmp(self_key(n), far, RUMOR_KEY_LEN) < 0) return;
+        /* Both began at once: the init of the smaller key stands, also when its accept came
+         * back before the other init arrived. */
+        if (s->initiator && memcmp(self_key(n), far, RUMOR_KEY_LEN) < 0 &&
+            (s->state == SESS_INIT || (s->state == SESS_READY && now - s->init_ms < 2 * RELAY_INIT_RETRY_MS)))
+            return;
         s->init_in_ms = now;
         rumor_e2e_eph_t e;
         rumor_e2e_eph_new(&e);
@@ -313,7 +318,7 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
         if (rumor_e2e_keys(&k, n->key, &e, far, r->eph, false) != RUMOR_OK ||
             !(hl = relay_header(hdr, sizeof hdr, true, far, RUMOR_RELAY_ACCEPT, e.pub, 0, 0, ++n->seq)) ||
             !send_direct(n, via, hdr, hl, NULL, now)) {
-            n->drops[DROP_E2E] += hl == 0;
+            n->drops[DROP_E2E]++; /* (a degenerate ephemeral, or no way back to it) */
             rumor_e2e_wipe(&e, sizeof e);
             rumor_e2e_wipe(&k, sizeof k);
             return;
@@ -340,8 +345,15 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
     if (!s || s->state != SESS_READY || r->ctr <= s->rx_ctr ||
         rumor_e2e_open(n->e2e_buf, s->k.rx, far, self_key(n), r->ctr, r->payload, r->payload_len) != RUMOR_OK) {
         n->drops[DROP_E2E]++;
+        if (s && s->state == SESS_READY && ++s->bad >= RELAY_BAD_MAX) {
+            /* The two ends hold different keys: our next message agrees new ones. */
+            s->state = SESS_NONE;
+            s->bad = 0;
+            rumor_e2e_wipe(&s->k, sizeof s->k);
+        }
         return;
     }
+    s->bad = 0;
     s->rx_ctr = r->ctr;
     s->used_ms = now;
     const uint8_t *in = n->e2e_buf;
