@@ -536,7 +536,7 @@ def main():
 
     ok = wait_for(lambda: all(v and v[0].startswith("relay:") for v in relayed()[:2]) and
                   relayed()[2]["counters"]["received_via_relay_msgs"] > 0 and
-                  relayed()[3]["counters"]["received_via_relay_msgs"] > 0, 15)
+                  relayed()[3]["counters"]["received_via_relay_msgs"] > 0, 20)
     va, vb, sa, sb = relayed()
     s1 = status(nodes[1][1]) or {}
     check(ok and s1.get("counters", {}).get("relayed_msgs", 0) > 0,

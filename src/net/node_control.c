@@ -36,7 +36,7 @@ static const char *drop_name(int i, char buf[48])
     case DROP_CONNS: return "too-many-connections";
     case DROP_ENTRY_CERT: return "entry-cert";
     case DROP_RELAY_REFUSED: return "relay-refused";
-    case DROP_RELAY_BUDGET: return "relay-budget";
+    case DROP_RELAY_BUDGET: return "relay-budget"; /* (over the rate, or over what it may hold) */
     case DROP_E2E: return "relayed-unopened";
     }
     return "other";

@@ -54,10 +54,15 @@
 #define RELAY_SESSIONS 64          /* sessions held; the least recently used makes room */
 #define RELAY_INIT_RETRY_MS 1500   /* an unanswered init is sent again (through the next relay) */
 #define RELAY_INIT_MIN_MS 250      /* inits taken from one peer at most this often */
+#define RELAY_HELLO_MS 5000        /* our hello goes again through a session this often: a lost
+                                      one (a message that overtook its accept on another
+                                      connection to the relay) would leave us unadmitted */
 #define RELAY_BAD_MAX 3            /* data of a session that does not open, in a row, before we
                                       agree new keys (the ends' keys drifted apart: a late accept,
                                       crossed inits, a forged init) */
 #define RELAY_BUDGET_MBPS 10.0     /* what a node forwards for others by default, MB/s */
+#define RELAY_HELD_MAX (32u << 20) /* bytes forwarded for others that libzmq may hold at once: a
+                                      destination that stops reading cannot make a relay hold more */
 
 _Static_assert(RUMOR_CERT_MAX_LEN <= RUMOR_MEMB_CERT_MAX, "membership must hold a whole certificate");
 
@@ -169,6 +174,7 @@ typedef struct {
     int tries;                       /* inits sent in a row: the next goes through another relay */
     int bad;                         /* data that did not open in a row: the ends disagree on keys */
     bool hello_sent;                 /* our hello went first in this session */
+    uint64_t hello_ms;               /* ... last at this time */
 } relay_sess_t;
 
 typedef struct {
@@ -259,6 +265,7 @@ struct rumor_node {
     double relay_tokens;
     uint64_t relay_refill_ms;
     uint64_t relayed_msgs, relayed_bytes;   /* forwarded for others */
+    _Atomic uint64_t relay_held;            /* ... still held by libzmq (freed from its I/O thread) */
     uint64_t e2e_msgs_out, e2e_bytes_out;   /* sent through relays */
     uint64_t e2e_msgs_in;                   /* received through relays and opened */
     bool joined; /* once in a swarm, an empty view later is churn, not a failed join */

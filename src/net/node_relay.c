@@ -207,8 +207,9 @@ bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t le
         rumor_e2e_wipe(&s->k, sizeof s->k);
         return false;
     }
-    if (!s->hello_sent && !hello) {
-        /* Our hello goes first in every session (its own buffer: frame may be n->buf). */
+    if ((!s->hello_sent || now - s->hello_ms >= RELAY_HELLO_MS) && !hello) {
+        /* Our hello goes first in every session, and again now and then (its own buffer:
+         * frame may be n->buf). */
         rumor_msg_t h;
         node_fill_hello(n, &h);
         h.seq = ++n->seq;
@@ -218,9 +219,13 @@ bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t le
             !seal_send(n, p, s, r, hb, hl, NULL, 0, NULL, now))
             return false;
         s->hello_sent = true;
+        s->hello_ms = now;
     }
     if (!seal_send(n, p, s, r, frame, len, payload, payload_len, hold, now)) return false;
-    s->hello_sent |= hello;
+    if (hello) {
+        s->hello_sent = true;
+        s->hello_ms = now;
+    }
     return true;
 }
 
@@ -235,6 +240,21 @@ static bool budget(rumor_node_t *n, size_t bytes, uint64_t now)
     if (n->relay_tokens < (double)bytes) return false;
     n->relay_tokens -= (double)bytes;
     return true;
+}
+
+/* A forwarded frame 2: a copy, counted while libzmq holds it. */
+typedef struct {
+    rumor_node_t *n;
+    size_t len;
+    uint8_t data[];
+} held_t;
+
+static void held_free(void *data, void *hint)
+{
+    (void)data;
+    held_t *h = hint;
+    atomic_fetch_sub(&h->n->relay_held, h->len);
+    free(h);
 }
 
 /* Asked by `from` to forward to r->peer: only between two admitted members we reach directly
@@ -252,14 +272,22 @@ static void forward(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_
     const size_t hl = relay_header(hdr, sizeof hdr, false, from, r->kind, r->kind == RUMOR_RELAY_DATA ? NULL : r->eph,
                                    r->ctr, r->payload_len, ++n->seq);
     if (!hl) return;
-    if (!budget(n, hl + r->payload_len, now)) {
+    if (atomic_load(&n->relay_held) + r->payload_len > RELAY_HELD_MAX || !budget(n, hl + r->payload_len, now)) {
         n->drops[DROP_RELAY_BUDGET]++;
         return;
     }
     zmq_msg_t pm;
     if (r->payload_len) {
-        if (zmq_msg_init_size(&pm, r->payload_len) != 0) return;
-        memcpy(zmq_msg_data(&pm), r->payload, r->payload_len);
+        held_t *h = malloc(sizeof *h + r->payload_len);
+        if (!h) return;
+        h->n = n;
+        h->len = r->payload_len;
+        memcpy(h->data, r->payload, r->payload_len);
+        atomic_fetch_add(&n->relay_held, h->len);
+        if (zmq_msg_init_data(&pm, h->data, h->len, held_free, h) != 0) {
+            held_free(h->data, h);
+            return;
+        }
     }
     if (!send_direct(n, r->peer, hdr, hl, r->payload_len ? &pm : NULL, now)) {
         n->drops[DROP_SEND_FULL]++;
