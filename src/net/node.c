@@ -225,7 +225,10 @@ path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
     }
     const conn_t *c = node_find_conn(n, p->key, false, now);
     const bool back = c && c->admitted && c->rid_len > 0;
-    const bool stale = p->dealer && now - p->dial_since >= DIAL_GIVE_UP_MS;
+    /* Our dial is stale after DIAL_GIVE_UP_MS, or at once when nothing listens at its address
+     * (the knock met a port-unreachable): membership's hellos must not queue unanswered in a
+     * DEALER that cannot connect, or the peer is forgotten before a relay carries them. */
+    const bool stale = p->dealer && (now - p->dial_since >= DIAL_GIVE_UP_MS || (p->unreachable && !p->answered));
     char id[RUMOR_SHORT_ID_LEN + 1];
     if (stale && back) {
         /* It talks to us over its own connection, and we cannot dial it: stop trying. */
