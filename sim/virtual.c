@@ -360,7 +360,7 @@ static rumor_err_t send_all(sim_t *s, int i)
         const int id = s->free_msg;
         msg_t *msg = &s->msgs[id];
         s->free_msg = msg->next_free;
-        if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE && m.snap >= 0 && m.snap < 2) {
+        if (i == c->byzantine && rumor_attack_poisons(&s->attack) && m.snap >= 0 && m.snap < 2) {
             /* The Byzantine peer sends its poisoned copy; the snapshot is still what is released. */
             m.params = rumor_poison_get(&p->poison, &s->attack, m.snap, m.round, m.params, &s->attack_rng);
         }

@@ -93,7 +93,7 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
     }
     if (!s->src.text) rumor_source_shard_fini(&p->shard);
     if (p->n_own && !p->tr) return rumor_fail(err, rumor_last_error(), "peer %d: %.200s", i, err);
-    if (i == c->byzantine && s->attack.kind != RUMOR_ATTACK_NONE &&
+    if (i == c->byzantine && rumor_attack_poisons(&s->attack) &&
         rumor_poison_init(&p->poison, rumor_model_param_count(p->m)) != RUMOR_OK)
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     memcpy(gc.self, p->key, RUMOR_KEY_LEN);
@@ -121,6 +121,8 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
     if ((rc = rumor_robust_parse(&s->robust, c->robust, err)) != RUMOR_OK) return rc;
     if ((rc = rumor_codec_parse(&s->codec, c->codec, err)) != RUMOR_OK) return rc;
     if ((rc = rumor_attack_parse(&s->attack, c->byzantine >= 0 ? c->attack : "none", err)) != RUMOR_OK) return rc;
+    if (s->attack.kind == RUMOR_ATTACK_RELAY_TAMPER)
+        return rumor_fail(err, RUMOR_EINVAL, "--attack relay-tamper: virtual peers relay nothing; use --mode proc");
     rumor_rng_init2(&s->attack_rng, c->seed, 0xa77ac, 0);
     if ((rc = rumor_schedule_parse(&s->sched, c->schedule[0] ? c->schedule : "constant", err)) != RUMOR_OK) return rc;
     s->sched.warmup = c->warmup;

@@ -11,6 +11,10 @@ rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[R
 {
     memset(out, 0, sizeof *out);
     if (!spec || !*spec || strcmp(spec, "none") == 0) return RUMOR_OK;
+    if (strcmp(spec, "relay-tamper") == 0) {
+        out->kind = RUMOR_ATTACK_RELAY_TAMPER;
+        return RUMOR_OK;
+    }
     const bool scale = strncmp(spec, "scale:", 6) == 0, noise = strncmp(spec, "noise:", 6) == 0;
     if (scale || noise) {
         char *end;
@@ -22,13 +26,19 @@ rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[R
             return RUMOR_OK;
         }
     }
-    return rumor_fail(err, RUMOR_EINVAL, "--attack '%s': expected scale:K or noise:S (S > 0)", spec);
+    return rumor_fail(err, RUMOR_EINVAL, "--attack '%s': expected scale:K, noise:S (S > 0) or relay-tamper", spec);
+}
+
+bool rumor_attack_poisons(const rumor_attack_t *a)
+{
+    return a->kind == RUMOR_ATTACK_SCALE || a->kind == RUMOR_ATTACK_NOISE;
 }
 
 void rumor_attack_apply(const rumor_attack_t *a, const float *x, float *out, size_t n, rumor_rng_t *rng)
 {
     switch (a->kind) {
-    case RUMOR_ATTACK_NONE: memcpy(out, x, n * sizeof *out); break;
+    case RUMOR_ATTACK_NONE:
+    case RUMOR_ATTACK_RELAY_TAMPER: memcpy(out, x, n * sizeof *out); break;
     case RUMOR_ATTACK_SCALE: {
         const float k = (float)a->value;
         for (size_t i = 0; i < n; i++) out[i] = k * x[i];

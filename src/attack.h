@@ -2,11 +2,14 @@
  * attack.h - what a Byzantine peer sends instead of its model, for experiments on robust
  * mixing (`rumor node --attack`, `rumor sim --byzantine I --attack SPEC`).
  *
- *   scale:K   K times its own parameters (K = -10: a flipped, inflated model)
- *   noise:S   Gaussian noise of standard deviation S, nothing of its model
+ *   scale:K       K times its own parameters (K = -10: a flipped, inflated model)
+ *   noise:S       Gaussian noise of standard deviation S, nothing of its model
+ *   relay-tamper  (rumor node) its own models are honest, but as a relay it flips a bit of
+ *                 every sealed message it forwards for others
  *
- * The peer still trains; only the models it sends are replaced. A real swarm never needs
- * this: it exists so that `--robust` can be measured against something.
+ * The peer still trains; only the models it sends (or forwards) are altered. A real swarm
+ * never needs this: it exists so that `--robust`, and the end-to-end sealing of relayed
+ * messages, can be measured against something.
  */
 #ifndef RUMOR_ATTACK_H
 #define RUMOR_ATTACK_H
@@ -18,15 +21,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { RUMOR_ATTACK_NONE, RUMOR_ATTACK_SCALE, RUMOR_ATTACK_NOISE } rumor_attack_kind_t;
+typedef enum { RUMOR_ATTACK_NONE, RUMOR_ATTACK_SCALE, RUMOR_ATTACK_NOISE, RUMOR_ATTACK_RELAY_TAMPER } rumor_attack_kind_t;
 
 typedef struct {
     rumor_attack_kind_t kind;
     double value; /* K or S */
 } rumor_attack_t;
 
-/* "none", "scale:K" (finite K), "noise:S" (S > 0). EINVAL with a sentence in err. */
+/* "none", "scale:K" (finite K), "noise:S" (S > 0), "relay-tamper". EINVAL with a sentence in
+ * err. */
 rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Whether a replaces the models the peer sends (scale, noise). */
+bool rumor_attack_poisons(const rumor_attack_t *a);
 /* out[0..n) = the attack on x[0..n) (noise draws from rng). */
 void rumor_attack_apply(const rumor_attack_t *a, const float *x, float *out, size_t n, rumor_rng_t *rng);
 

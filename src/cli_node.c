@@ -189,6 +189,8 @@ int cmd_node(int argc, char **argv)
     cfg.join_timeout_ms = (uint64_t)(s.join_timeout * 1000.0);
     cfg.no_relay = !s.relay;
     cfg.relay_budget_mbps = s.relay_budget;
+    rumor_attack_t attack;
+    cfg.relay_tamper = rumor_attack_parse(&attack, s.attack, err) == RUMOR_OK && attack.kind == RUMOR_ATTACK_RELAY_TAMPER;
     cfg.memb.view_size = s.view_size;
     cfg.memb.period_ms = (uint32_t)s.period_ms;
     cfg.memb.ping_timeout_ms = (uint32_t)(s.period_ms * 3 / 10 > 0 ? s.period_ms * 3 / 10 : 1);

@@ -617,7 +617,7 @@ static rumor_err_t setup_sending(peer_t *p, rumor_gossip_config_t *gc, char err[
     p->wire_in.cap = RUMOR_GOSSIP_CHUNK_DEFAULT;
     if (!(p->wire_in.dec = malloc(p->wire_in.cap * sizeof *p->wire_in.dec)))
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-    if (c->attack.kind != RUMOR_ATTACK_NONE) {
+    if (rumor_attack_poisons(&c->attack)) {
         rumor_err_t rc = rumor_poison_init(&p->poison, P);
         if (rc != RUMOR_OK) return rumor_fail(err, rc, "out of memory");
         rumor_rng_init2(&p->attack_rng, c->seed, 0xa77ac, (uint64_t)c->rank);

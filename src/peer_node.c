@@ -224,7 +224,7 @@ static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t
 {
     const rumor_gossip_send_t s = c->s;
     const float *params = s.params;
-    if (p->cfg->attack.kind != RUMOR_ATTACK_NONE && !s.pulled && s.snap >= 0 && s.snap < 2) {
+    if (rumor_attack_poisons(&p->cfg->attack) && !s.pulled && s.snap >= 0 && s.snap < 2) {
         params = rumor_poison_get(&p->poison, &p->cfg->attack, s.snap, s.round, s.params, &p->attack_rng);
     }
     const rumor_codec_t *cd = &p->cfg->codec;

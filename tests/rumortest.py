@@ -1,5 +1,6 @@
 """What the Python integration tests share: the check that records failures, running the
-rumor binary, making an admitted peer, and reading exported models.
+rumor binary, asking a node its status, making an admitted peer, and reading exported
+models.
 
 A test sets rumortest.RUMOR to the binary before calling run or make_peer."""
 import json
@@ -19,6 +20,17 @@ def check(cond, what):
 
 def run(*args):
     return subprocess.run([RUMOR, *args], capture_output=True, text=True, timeout=30)
+
+
+def status(ctl):
+    """`rumor status --json` of the node at control endpoint ctl; None when it does not answer."""
+    r = run("status", "--control", ctl, "--json")
+    if r.returncode != 0:
+        return None
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        return None
 
 
 def make_peer(tmp, swarm, name, days="30"):

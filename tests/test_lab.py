@@ -22,7 +22,7 @@ import time
 
 import netlab
 import rumortest
-from rumortest import check, make_peer, run
+from rumortest import check, make_peer, run, status
 
 RUMOR = None
 DATA = None
@@ -212,14 +212,6 @@ def nat_lab(lab, hosts):
         lab.route(h, "192.168.%s.1" % r)
         listens.append("tcp://%s:7000" % ip)
     return listens
-
-
-def status(ctl):
-    r = subprocess.run([RUMOR, "status", "--control", ctl, "--json"], capture_output=True, text=True, timeout=10)
-    try:
-        return json.loads(r.stdout) if r.returncode == 0 else None
-    except ValueError:
-        return None
 
 
 PAIRS = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3), (3, 1))

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 import rumortest
-from rumortest import FAILS, check, make_peer, run
+from rumortest import FAILS, check, make_peer, run, status
 SKIPS = []  # parts that could not run here, each with its reason
 
 RUMOR = None
@@ -40,16 +40,6 @@ def start(tmp, swarm, key, bootstrap=None, extra=()):
     line = p.stdout.readline()
     addr = line.strip().split()[-1] if "rumor://" in line else None
     return p, ctl, addr
-
-
-def status(ctl):
-    r = run("status", "--control", ctl, "--json")
-    if r.returncode != 0:
-        return None
-    try:
-        return json.loads(r.stdout)
-    except ValueError:
-        return None
 
 
 def alive_peers(ctl):
@@ -545,6 +535,50 @@ def main():
     check(not sa.get("rejected", {}).get("relayed-unopened") and not sb.get("rejected", {}).get("relayed-unopened"),
           "every relayed message opened (%s, %s)" % (sa.get("rejected"), sb.get("rejected")))
     for proc in (na, nb):
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=5)
+
+    # 6d. A relay that alters what it carries (--attack relay-tamper flips a bit of each sealed
+    # message it forwards) is caught: nothing it forwards is taken, the refusals are counted,
+    # and the two ends agree new keys through the next relay, an honest one. The hostile relay
+    # is the bootstrap, so it is each end's first choice.
+    hk, rk = make_peer(tmp, swarm, "hostile"), make_peer(tmp, swarm, "honest")
+    hpub, rpub = key_text(hk + ".pub"), key_text(rk + ".pub")
+    hp, hc, haddr = start(tmp, swarm, hk, extra=("--attack", "relay-tamper"))
+    rp, rc_, _ = start(tmp, swarm, rk, bootstrap=haddr)
+    check(wait_for(lambda: rpub in (alive_peers(hc) or []), 5), "a hostile relay and an honest one form a swarm")
+    ends = []
+    for k in (keys[0], keys[5]):
+        s_ = socket.socket()
+        s_.bind(("127.0.0.1", 0))
+        port = s_.getsockname()[1]
+        s_.close()
+        ends.append(start(tmp, swarm, k, bootstrap=haddr, extra=("--advertise", "tcp://127.0.0.1:%d" % port)))
+    (ta, tca, _), (tb, tcb, _) = ends
+
+    def through():
+        a, b = status(tca) or {}, status(tcb) or {}
+        va = [v.get("via", "") for v in a.get("view", []) if v["key"] == pubs[5]]
+        vb = [v.get("via", "") for v in b.get("view", []) if v["key"] == pubs[0]]
+        return va, vb, a, b
+
+    def honest():
+        va, vb, a, b = through()
+        return (va == ["relay:" + rpub[:8]] and vb == ["relay:" + rpub[:8]] and
+                a.get("counters", {}).get("received_via_relay_msgs", 0) > 0 and
+                b.get("counters", {}).get("received_via_relay_msgs", 0) > 0)
+
+    moved = wait_for(honest, 30)
+    va, vb, sa, sb = through()
+    unopened = [s_.get("rejected", {}).get("relayed-unopened", 0) for s_ in (sa, sb)]
+    sh = status(hc) or {}
+    check(sh.get("counters", {}).get("relayed_msgs", 0) > 0 and sum(unopened) > 0,
+          "what the hostile relay forwarded did not open, and was counted (relayed by it: %s; refused: %s)"
+          % (sh.get("counters", {}).get("relayed_msgs"), unopened))
+    check(moved and all(p_.poll() is None for p_ in (hp, rp, ta, tb)),
+          "the two ends moved to the honest relay and exchange through it (via %s and %s, honest relay %s)"
+          % (va, vb, rpub[:8]))
+    for proc in (ta, tb, hp, rp):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=5)
 

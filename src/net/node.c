@@ -198,17 +198,51 @@ static size_t encode(rumor_node_t *n, rumor_msg_t *msg)
     return len;
 }
 
+/* One message (frame, and payload when not NULL: consumed either way) on our DEALER to p,
+ * without blocking; false when it is full (then nothing went). */
+bool node_dealer_send(rumor_node_t *n, peer_t *p, const void *frame, size_t len, zmq_msg_t *payload)
+{
+    int events = 0;
+    size_t sz = sizeof events;
+    zmq_getsockopt(p->dealer, ZMQ_EVENTS, &events, &sz);
+    if (!(events & ZMQ_POLLOUT) || zmq_send(p->dealer, frame, len, (payload ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+        if (payload) zmq_msg_close(payload);
+        return false;
+    }
+    /* After the first frame of a message the second goes too: HWM counts messages. */
+    if (payload && zmq_msg_send(payload, p->dealer, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(payload);
+        n->drops[DROP_SEND_FULL]++;
+    }
+    return true;
+}
+
 static rumor_err_t dealer_send(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
 {
     const size_t len = encode(n, msg);
     if (!len) return RUMOR_EINVAL;
-    if (zmq_send(p->dealer, n->buf, len, ZMQ_DONTWAIT) < 0) {
+    if (!node_dealer_send(n, p, n->buf, len, NULL)) {
         n->drops[DROP_SEND_FULL]++;
         return RUMOR_ETIMEDOUT;
     }
     n->msgs_out++;
     n->bytes_out += len;
     return RUMOR_OK;
+}
+
+/* How the member `key` is reached now, without node_peer_path's side effects (status,
+ * metrics, choosing relays): PATH_DEALER over our dial once it connected, PATH_ROUTER back
+ * over the connection it opened to us, PATH_RELAY through a relay (node_peer_path chose one,
+ * or, for a member we do not dial, a session is up), else PATH_NONE. */
+path_t node_reach(rumor_node_t *n, const uint8_t *key, uint64_t now)
+{
+    const peer_t *p = node_find_peer(n, key);
+    if (p && p->dealer && p->linked) return PATH_DEALER;
+    const conn_t *c = node_find_conn(n, key, false, now);
+    if (c && c->admitted && c->rid_len) return PATH_ROUTER;
+    if (p && p->relayed) return PATH_RELAY;
+    const relay_sess_t *s = node_relay_session(n, key);
+    return s && s->state == SESS_READY && (!p || !p->dealer) ? PATH_RELAY : PATH_NONE;
 }
 
 /* How a message reaches p now: over our DEALER once its handshake passed; before that, and
@@ -250,7 +284,10 @@ path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
         p->relayed = false;
         return PATH_ROUTER;
     }
-    if (p->dealer && !stale) return PATH_DEALER;
+    /* A knock unanswered for DIAL_RELAY_MS does not hold messages back either: they go
+     * through a relay meanwhile (membership gives a member that never answers a few
+     * seconds). */
+    if (p->dealer && !stale && (p->answered || now - p->dial_since < DIAL_RELAY_MS)) return PATH_DEALER;
     /* Neither way works (yet): through a relay, while our dial keeps trying at libzmq's
      * bounded pace (a partition that heals, or a peer that is down for now, is dialled
      * again as soon as it can be). */
@@ -632,7 +669,39 @@ static bool join_failed(rumor_node_t *n, uint64_t waited_ms, char why[400], size
  * its connection) or over the DEALER we dialled it with (rid NULL: a member reached by its own
  * address answers there only when it cannot dial us back). The same rules either way: nothing
  * but a hello counts before a valid hello. */
-void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], zmq_msg_t *rid, uint64_t now)
+/* A bye (a refusal, or the request for a hello) to the member `key` on the way its message
+ * came: back on that connection to our ROUTER, else however we reach it. */
+static void bye_to(rumor_node_t *n, const uint8_t *key, path_t via, zmq_msg_t *rid, const char *why)
+{
+    if (via == PATH_ROUTER) {
+        node_reply_bye(n, rid, why);
+        return;
+    }
+    peer_t *p = node_find_peer(n, key);
+    if (!p) return;
+    rumor_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = RUMOR_MSG_BYE;
+    snprintf(m.u.bye.why, sizeof m.u.bye.why, "%s", why);
+    (void)node_send_msg(n, p, &m);
+}
+
+/* Our hello again to the member c that asked for it, on the way its request came. */
+static void greet_again(rumor_node_t *n, conn_t *c, path_t via)
+{
+    if (via == PATH_ROUTER) {
+        c->rid_hello = false;
+        (void)node_router_hello(n, c);
+        return;
+    }
+    peer_t *p = node_find_peer(n, c->key);
+    if (!p) return;
+    rumor_msg_t hello;
+    node_fill_hello(n, &hello);
+    (void)node_send_msg(n, p, &hello);
+}
+
+void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via, zmq_msg_t *rid, uint64_t now)
 {
     rumor_msg_t *wp = &n->wmsg;
     rumor_memb_msg_t *mp = &n->mmsg;
@@ -644,16 +713,24 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], zmq_msg_t 
     }
     conn_t *c = node_find_conn(n, key, false, now);
     if (!c || !c->admitted || !c->addr[0] || (c->expires_at && unix_now() >= c->expires_at)) {
-        /* No valid hello from this key (yet, or since we restarted, or since it expired):
-         * nothing it says counts. Ask it for one, once in a while. */
+        /* No valid hello from this key (yet, or since we restarted, or since it expired, or
+         * was revoked): nothing it says counts. Ask it for one, on the way it came, at most
+         * every HELLO_ASK_MS (keys without an entry share one such pace). */
         n->drops[DROP_NO_HELLO]++;
-        if (n->drops[DROP_NO_HELLO] % 16 == 1) node_reply_bye(n, rid, "hello");
+        uint64_t *asked = c ? &c->hello_asked_ms : &n->hello_asked_ms;
+        if (!*asked || now - *asked >= HELLO_ASK_MS) {
+            *asked = now;
+            bye_to(n, key, via, rid, "hello");
+        }
         return;
     }
     c->last_seen = now;
     if (rid) node_note_rid(n, c, rid);
     if (wp->type == RUMOR_MSG_BYE && wp->u.bye.why[0]) {
-        n->drops[DROP_UNEXPECTED]++; /* refusals and hello requests belong on our DEALERs */
+        /* A member we reach back over its connection, or through a relay, asks for our hello
+         * there (it lost it: it restarted, or forgot us); refusals belong on our DEALERs. */
+        if (strcmp(wp->u.bye.why, "hello") == 0 && via != PATH_DEALER) greet_again(n, c, via);
+        else n->drops[DROP_UNEXPECTED]++;
         return;
     }
     if (node_memb_from_wire(mp, wp)) {
@@ -749,7 +826,7 @@ static void handle_socket(rumor_node_t *n, peer_t *p, uint64_t now)
         else if (!p && (!uid || rumor_key_from_z85(key, uid, NULL) != RUMOR_OK)) n->drops[DROP_NO_USER_ID]++;
         else if (decode(n, parts + skip, count - skip)) {
             if (p && n->wmsg.type == RUMOR_MSG_BYE && n->wmsg.u.bye.why[0]) dealer_bye(n, p, &n->wmsg);
-            else node_dispatch(n, p ? p->key : key, p ? NULL : &parts[0], now);
+            else node_dispatch(n, p ? p->key : key, p ? PATH_DEALER : PATH_ROUTER, p ? NULL : &parts[0], now);
         }
         for (int i = 0; i < held; i++) zmq_msg_close(&parts[i]);
         run_actions(n, now);
@@ -935,6 +1012,7 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     n->e2e_buf = malloc(RUMOR_PROTO_MAX_PAYLOAD);
     n->e2e_out = malloc(RUMOR_PROTO_MAX_PAYLOAD);
     n->relay_serve = !cfg->no_relay;
+    n->relay_tamper = cfg->relay_tamper;
     n->relay_rate = (cfg->relay_budget_mbps > 0 ? cfg->relay_budget_mbps : RELAY_BUDGET_MBPS) * 1e6;
     if (!n->buf || !n->certs || !n->sess || !n->e2e_buf || !n->e2e_out) {
         rumor_fail(err, RUMOR_ENOMEM, "out of memory");
@@ -1162,6 +1240,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         node_announce_done(n);
         rumor_memb_tick(n->memb, now);
         run_actions(n, now);
+        node_relay_tick(n, now);
         check_reachable(n, now);
         char why[400];
         if (n->cfg.exit_on_refusal && all_bootstraps_refused(n, why, sizeof why)) {

@@ -57,6 +57,7 @@ typedef struct {
     uint64_t join_timeout_ms;/* give up (and say why) when no bootstrap let us in by then; 0: wait */
     bool no_relay;           /* forward nothing for peers that cannot reach each other (--relay no) */
     double relay_budget_mbps;/* forward at most this many MB/s for others; 0: RELAY_BUDGET_MBPS */
+    bool relay_tamper;       /* --attack relay-tamper (experiments): flip a bit of what we relay */
 } rumor_node_config_t;
 
 typedef struct rumor_node rumor_node_t;

@@ -61,24 +61,23 @@ static void out(out_t *o, const char *fmt, ...)
     if (o->len >= o->cap) o->len = o->cap - 1;
 }
 
-/* How a member is reached now (node_peer_path, without its side effects): "direct" over our
- * dial, "outbound" back over the connection it opened to us (it cannot be dialled, or not
- * yet), "relay:ID" sealed through that member, "dialling" while none of these works yet,
- * "none". */
+/* How a member is reached now (node_reach): "direct" over our dial, "outbound" back over the
+ * connection it opened to us (it cannot be dialled, or not yet), "relay:ID" sealed through
+ * that member, "dialling" while none of these works yet, "none". */
 static const char *reach_name(rumor_node_t *n, const uint8_t *key, uint64_t now, char buf[32])
 {
-    const peer_t *p = node_find_peer(n, key);
-    if (p && p->dealer && p->linked) return "direct";
-    const conn_t *c = node_find_conn(n, key, false, now);
-    if (c && c->admitted && c->rid_len) return "outbound";
+    const path_t r = node_reach(n, key, now);
+    if (r == PATH_DEALER) return "direct";
+    if (r == PATH_ROUTER) return "outbound";
     const relay_sess_t *s = node_relay_session(n, key);
-    if (s && s->state == SESS_READY && (!p || !p->dealer || p->relayed)) {
+    if (r == PATH_RELAY && s && s->state != SESS_NONE) {
         char id[RUMOR_SHORT_ID_LEN + 1];
         rumor_key_short_id(id, s->via);
         snprintf(buf, 32, "relay:%s", id);
         return buf;
     }
-    return p && p->dealer ? "dialling" : "none";
+    const peer_t *p = node_find_peer(n, key);
+    return r == PATH_RELAY ? "relay" : p && p->dealer ? "dialling" : "none";
 }
 
 static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)

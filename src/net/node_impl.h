@@ -49,11 +49,15 @@
  * is given up, and tried again only after REDIAL_MS (or when it moves). */
 #define RID_MAX 32
 #define DIAL_GIVE_UP_MS 3000
+#define DIAL_RELAY_MS 1000 /* a dial whose knock is unanswered this long: messages go through a relay */
 #define REDIAL_MS 300000
 /* Relays (node_relay.c): end-to-end sessions with peers reached through a third. */
 #define RELAY_SESSIONS 64          /* sessions held; the least recently used makes room */
 #define RELAY_INIT_RETRY_MS 1500   /* an unanswered init is sent again (through the next relay) */
+#define RELAY_INIT_TRIES 8         /* ... that often at most unprompted (node_relay_tick) */
 #define RELAY_INIT_MIN_MS 250      /* inits taken from one peer at most this often */
+#define HELLO_ASK_MS 1000          /* a member whose messages come without a hello is asked for
+                                      one at most this often (strangers: all of them together) */
 #define RELAY_HELLO_MS 5000        /* our hello goes again through a session this often: a lost
                                       one (a message that overtook its accept on another
                                       connection to the relay) would leave us unadmitted */
@@ -167,7 +171,9 @@ typedef struct {
     uint8_t via[RUMOR_KEY_LEN];      /* the relay it goes through */
     sess_state_t state;
     bool initiator;
-    rumor_e2e_eph_t eph;
+    rumor_e2e_eph_t eph;             /* ours while our init is unanswered (kept for its resends) */
+    uint8_t eph_far[RUMOR_KEY_LEN];  /* the far end's ephemeral public key of this session */
+    uint8_t eph_ours[RUMOR_KEY_LEN]; /* ... and ours (what an accept of ours carried) */
     rumor_e2e_keys_t k;
     uint64_t tx_ctr, rx_ctr;         /* the last counter sent, received */
     uint64_t init_ms, init_in_ms, used_ms;
@@ -195,6 +201,7 @@ typedef struct {
     uint8_t rid_len;                 /* 0: none known */
     bool rid_hello;                  /* our hello went on that connection */
     uint64_t caps;                   /* its hello's capability bits */
+    uint64_t hello_asked_ms;         /* when we last asked it for its hello */
 } conn_t;
 
 struct rumor_node {
@@ -252,6 +259,7 @@ struct rumor_node {
     /* Reachability: a ping that reached us through our ROUTER proves our advertised address
      * works; in a swarm where nobody pings us, it probably does not. */
     uint64_t joined_at, last_pinged;
+    uint64_t hello_asked_ms;         /* ... a key with no entry (HELLO_ASK_MS) */
     bool warned_unreachable;
     uint64_t dials_given_up;         /* peers' addresses we stopped dialling (peer_path) */
     uint64_t reverse_msgs;           /* messages sent back over peers' own connections */
@@ -261,6 +269,7 @@ struct rumor_node {
     uint8_t *e2e_buf;                /* an opened relayed message (RUMOR_PROTO_MAX_PAYLOAD) */
     uint8_t *e2e_out;                /* one being sealed (RUMOR_PROTO_MAX_PAYLOAD) */
     bool relay_serve;                /* forward for others */
+    bool relay_tamper;               /* ... altered (an experiment's hostile relay) */
     double relay_rate;               /* bytes per second forwarded at most */
     double relay_tokens;
     uint64_t relay_refill_ms;
@@ -293,6 +302,8 @@ path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now);
 bool node_router_send(rumor_node_t *n, conn_t *c, const void *frame, size_t len, zmq_msg_t *payload);
 void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid);
 bool node_router_hello(rumor_node_t *n, conn_t *c);
+bool node_dealer_send(rumor_node_t *n, peer_t *p, const void *frame, size_t len, zmq_msg_t *payload);
+path_t node_reach(rumor_node_t *n, const uint8_t *key, uint64_t now);
 void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why);
 bool node_memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w);
 
@@ -313,9 +324,9 @@ bool node_relay_possible(rumor_node_t *n, const peer_t *p, uint64_t now);
 bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t len, const uint8_t *payload,
                      size_t payload_len, outgoing_t *hold, bool hello, uint64_t now);
 void node_relay_handle(rumor_node_t *n, const uint8_t from[RUMOR_KEY_LEN], uint64_t now);
+void node_relay_tick(rumor_node_t *n, uint64_t now);
 const relay_sess_t *node_relay_session(const rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN]);
-void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], zmq_msg_t *rid, uint64_t now);
-bool node_direct(rumor_node_t *n, const peer_t *q, uint64_t now);
+void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via, zmq_msg_t *rid, uint64_t now);
 
 /* node_control.c: the control socket */
 void node_handle_control(rumor_node_t *n, uint64_t now);

@@ -190,21 +190,9 @@ void node_pump(rumor_node_t *n, peer_t *p)
                 return;
             }
         } else {
-            int events = 0;
-            size_t sz = sizeof events;
-            zmq_getsockopt(p->dealer, ZMQ_EVENTS, &events, &sz);
-            if (!(events & ZMQ_POLLOUT)) return; /* full: resume when it drains */
             atomic_fetch_add(&s->out->refs, 1);
             zmq_msg_init_data(&payload, (void *)data, dlen, chunk_free_cb, s->out);
-            if (zmq_send(p->dealer, n->buf, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(&payload); /* releases the reference taken above */
-                return;
-            }
-            /* After the first frame of a message the second goes too: HWM counts messages. */
-            if (zmq_msg_send(&payload, p->dealer, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(&payload);
-                n->drops[DROP_SEND_FULL]++;
-            }
+            if (!node_dealer_send(n, p, n->buf, len, &payload)) return; /* full: resume when it drains */
         }
         if (path != PATH_RELAY) { /* (node_relay_send counts what it sends) */
             n->msgs_out++;
@@ -220,10 +208,7 @@ void node_pump(rumor_node_t *n, peer_t *p)
 
 bool rumor_node_relayed(rumor_node_t *n, const uint8_t peer[32])
 {
-    const peer_t *p = node_find_peer(n, peer);
-    if (!p || !p->relayed || (p->dealer && p->linked)) return false;
-    const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
-    return !(c && c->admitted && c->rid_len);
+    return node_reach(n, peer, rumor_now_ms()) == PATH_RELAY;
 }
 
 uint64_t rumor_node_sending_since(rumor_node_t *n, const uint8_t peer[32])

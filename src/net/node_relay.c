@@ -12,11 +12,10 @@
 static const uint8_t *self_key(const rumor_node_t *n) { return rumor_secret_key_public(n->key); }
 
 /* A peer we reach without a relay: over our dial, or back over its connection to us. */
-bool node_direct(rumor_node_t *n, const peer_t *q, uint64_t now)
+static bool direct(rumor_node_t *n, const peer_t *q, uint64_t now)
 {
-    if (q->dealer && q->linked) return true;
-    const conn_t *c = node_find_conn(n, q->key, false, now);
-    return c && c->admitted && c->rid_len > 0;
+    const path_t r = node_reach(n, q->key, now);
+    return r == PATH_DEALER || r == PATH_ROUTER;
 }
 
 static bool serves(rumor_node_t *n, const uint8_t *key, uint64_t now)
@@ -55,11 +54,11 @@ static relay_sess_t *sess_find(rumor_node_t *n, const uint8_t *key, bool create,
 /* The relay for p: its session's while we still reach that one directly; else, among the
  * peers we reach directly that relay, the one the session's tries point at (an init that went
  * unanswered moves on to the next). */
-static peer_t *pick_relay(rumor_node_t *n, const peer_t *p, const relay_sess_t *s, uint64_t now)
+static peer_t *pick_relay(rumor_node_t *n, const uint8_t *to, const relay_sess_t *s, uint64_t now)
 {
     if (s && s->state != SESS_NONE) {
         peer_t *v = node_find_peer(n, s->via);
-        if (v && v != p && node_direct(n, v, now) && serves(n, v->key, now) &&
+        if (v && !same_key(v->key, to) && direct(n, v, now) && serves(n, v->key, now) &&
             (s->state == SESS_READY || now - s->init_ms < RELAY_INIT_RETRY_MS))
             return v;
     }
@@ -67,14 +66,14 @@ static peer_t *pick_relay(rumor_node_t *n, const peer_t *p, const relay_sess_t *
     int nc = 0;
     for (int i = 0; i < MAX_PEERS; i++) {
         peer_t *q = &n->peers[i];
-        if (q->used && q != p && node_direct(n, q, now) && serves(n, q->key, now)) cand[nc++] = q;
+        if (q->used && !same_key(q->key, to) && direct(n, q, now) && serves(n, q->key, now)) cand[nc++] = q;
     }
     return nc ? cand[(s ? s->tries : 0) % nc] : NULL;
 }
 
 bool node_relay_possible(rumor_node_t *n, const peer_t *p, uint64_t now)
 {
-    return pick_relay(n, p, node_relay_session(n, p->key), now) != NULL;
+    return pick_relay(n, p->key, node_relay_session(n, p->key), now) != NULL;
 }
 
 /* frame (and payload, consumed either way) to the member `to` over our dial or back over its
@@ -83,18 +82,7 @@ static bool send_direct(rumor_node_t *n, const uint8_t *to, const uint8_t *frame
                         uint64_t now)
 {
     peer_t *q = node_find_peer(n, to);
-    if (q && q->dealer && q->linked) {
-        int events = 0;
-        size_t sz = sizeof events;
-        zmq_getsockopt(q->dealer, ZMQ_EVENTS, &events, &sz);
-        if (!(events & ZMQ_POLLOUT) || zmq_send(q->dealer, frame, len, (payload ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
-            if (payload) zmq_msg_close(payload);
-            return false;
-        }
-        /* After the first frame of a message the second goes too: HWM counts messages. */
-        if (payload && zmq_msg_send(payload, q->dealer, ZMQ_DONTWAIT) < 0) zmq_msg_close(payload);
-        return true;
-    }
+    if (q && q->dealer && q->linked) return node_dealer_send(n, q, frame, len, payload);
     conn_t *c = node_find_conn(n, to, false, now);
     if (!c || !c->admitted || !c->rid_len || !node_router_hello(n, c)) {
         if (payload) zmq_msg_close(payload);
@@ -136,8 +124,9 @@ static void sealed_free(void *data, void *hint)
     free(b);
 }
 
-/* Seal one message (frame, and payload when payload_len > 0) to p and hand it to relay r. */
-static bool seal_send(rumor_node_t *n, peer_t *p, relay_sess_t *s, peer_t *r, const uint8_t *frame, size_t len,
+/* Seal one message (frame, and payload when payload_len > 0) to s's far end and hand it to
+ * the relay r. */
+static bool seal_send(rumor_node_t *n, relay_sess_t *s, const uint8_t *r, const uint8_t *frame, size_t len,
                       const uint8_t *payload, size_t payload_len, outgoing_t *hold, uint64_t now)
 {
     /* Inside: the count of frames (1 or 2), frame 1's length (uint32, little-endian), frame 1,
@@ -152,9 +141,9 @@ static bool seal_send(rumor_node_t *n, peer_t *p, relay_sess_t *s, peer_t *r, co
     memcpy(in + 5, frame, len);
     if (payload_len) memcpy(in + 5 + len, payload, payload_len);
     const uint64_t ctr = ++s->tx_ctr;
-    rumor_e2e_seal(b->data, s->k.tx, self_key(n), p->key, ctr, in, inner);
+    rumor_e2e_seal(b->data, s->k.tx, self_key(n), s->key, ctr, in, inner);
     uint8_t hdr[256];
-    const size_t hl = relay_header(hdr, sizeof hdr, true, p->key, RUMOR_RELAY_DATA, NULL, ctr, total, ++n->seq);
+    const size_t hl = relay_header(hdr, sizeof hdr, true, s->key, RUMOR_RELAY_DATA, NULL, ctr, total, ++n->seq);
     b->hold = hold;
     if (hold) atomic_fetch_add(&hold->refs, 1);
     zmq_msg_t pm;
@@ -162,7 +151,7 @@ static bool seal_send(rumor_node_t *n, peer_t *p, relay_sess_t *s, peer_t *r, co
         sealed_free(b->data, b);
         return false;
     }
-    if (!send_direct(n, r->key, hdr, hl, &pm, now)) return false; /* (the counter is spent: gaps are fine) */
+    if (!send_direct(n, r, hdr, hl, &pm, now)) return false; /* (the counter is spent: gaps are fine) */
     n->msgs_out++;
     n->bytes_out += hl + total;
     n->e2e_msgs_out++;
@@ -171,16 +160,38 @@ static bool seal_send(rumor_node_t *n, peer_t *p, relay_sess_t *s, peer_t *r, co
     return true;
 }
 
+/* Our hello through s's relay r: first in every session, and again now and then. */
+static bool seal_hello(rumor_node_t *n, relay_sess_t *s, const uint8_t *r, uint64_t now)
+{
+    rumor_msg_t h;
+    node_fill_hello(n, &h);
+    h.seq = ++n->seq;
+    uint8_t hb[RUMOR_PROTO_CERT_MAX + 512]; /* (its own buffer: a caller's frame may be n->buf) */
+    size_t hl = 0;
+    if (rumor_proto_encode(&h, hb, sizeof hb, &hl) != RUMOR_OK || !seal_send(n, s, r, hb, hl, NULL, 0, NULL, now))
+        return false;
+    s->hello_sent = true;
+    s->hello_ms = now;
+    return true;
+}
+
 /* Start (or, unanswered for a while, restart through the next relay) a session with p. */
 static void maybe_init(rumor_node_t *n, peer_t *p, relay_sess_t *s, uint64_t now)
 {
     if (s->state == SESS_INIT && now - s->init_ms < RELAY_INIT_RETRY_MS) return;
-    if (s->state == SESS_INIT) s->tries++;
-    s->state = SESS_NONE;
-    rumor_e2e_wipe(&s->k, sizeof s->k);
-    peer_t *r = pick_relay(n, p, s, now);
-    if (!r) return;
-    rumor_e2e_eph_new(&s->eph);
+    if (s->state == SESS_INIT) {
+        /* Sent again with the same ephemeral key: an accept of any of our inits agrees the
+         * same keys, so one that comes late does not leave the two ends apart. */
+        s->tries++;
+    } else {
+        rumor_e2e_wipe(&s->k, sizeof s->k);
+        rumor_e2e_eph_new(&s->eph);
+    }
+    peer_t *r = pick_relay(n, p->key, s, now);
+    if (!r) {
+        s->state = SESS_NONE;
+        return;
+    }
     uint8_t hdr[256];
     const size_t hl = relay_header(hdr, sizeof hdr, true, p->key, RUMOR_RELAY_INIT, s->eph.pub, 0, 0, ++n->seq);
     s->state = SESS_INIT;
@@ -201,27 +212,15 @@ bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t le
         maybe_init(n, p, s, now);
         return false;
     }
-    peer_t *r = pick_relay(n, p, s, now);
+    peer_t *r = pick_relay(n, p->key, s, now);
     if (!r) {
         s->state = SESS_NONE; /* its relay is gone: a new session through another */
         rumor_e2e_wipe(&s->k, sizeof s->k);
         return false;
     }
-    if ((!s->hello_sent || now - s->hello_ms >= RELAY_HELLO_MS) && !hello) {
-        /* Our hello goes first in every session, and again now and then (its own buffer:
-         * frame may be n->buf). */
-        rumor_msg_t h;
-        node_fill_hello(n, &h);
-        h.seq = ++n->seq;
-        uint8_t hb[RUMOR_PROTO_CERT_MAX + 512];
-        size_t hl = 0;
-        if (rumor_proto_encode(&h, hb, sizeof hb, &hl) != RUMOR_OK ||
-            !seal_send(n, p, s, r, hb, hl, NULL, 0, NULL, now))
-            return false;
-        s->hello_sent = true;
-        s->hello_ms = now;
-    }
-    if (!seal_send(n, p, s, r, frame, len, payload, payload_len, hold, now)) return false;
+    if ((!s->hello_sent || now - s->hello_ms >= RELAY_HELLO_MS) && !hello && !seal_hello(n, s, r->key, now))
+        return false;
+    if (!seal_send(n, s, r->key, frame, len, payload, payload_len, hold, now)) return false;
     if (hello) {
         s->hello_sent = true;
         s->hello_ms = now;
@@ -262,8 +261,8 @@ static void held_free(void *data, void *hint)
 static void forward(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_t *r, uint64_t now)
 {
     const conn_t *dc = node_find_conn(n, r->peer, false, now);
-    peer_t *dp = node_find_peer(n, r->peer);
-    const bool reach = dc && dc->admitted && (dc->rid_len > 0 || (dp && dp->dealer && dp->linked));
+    const path_t way = node_reach(n, r->peer, now);
+    const bool reach = dc && dc->admitted && (way == PATH_DEALER || way == PATH_ROUTER);
     if (!n->relay_serve || same_key(r->peer, from) || same_key(r->peer, self_key(n)) || !reach) {
         n->drops[DROP_RELAY_REFUSED]++;
         return;
@@ -283,6 +282,7 @@ static void forward(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_
         h->n = n;
         h->len = r->payload_len;
         memcpy(h->data, r->payload, r->payload_len);
+        if (n->relay_tamper) h->data[h->len / 2] ^= 0x01; /* (--attack relay-tamper) */
         atomic_fetch_add(&n->relay_held, h->len);
         if (zmq_msg_init_data(&pm, h->data, h->len, held_free, h) != 0) {
             held_free(h->data, h);
@@ -299,9 +299,13 @@ static void forward(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_
     n->relayed_bytes += hl + r->payload_len;
 }
 
-/* A session agreed on keys k (wiped here, with the ephemeral secret) through relay via. */
-static void sess_ready(relay_sess_t *s, rumor_e2e_keys_t *k, const uint8_t *via, uint64_t now)
+/* A session agreed on keys k (wiped here, with the ephemeral secret) through relay via, with
+ * the far end's ephemeral key far and ours. */
+static void sess_ready(relay_sess_t *s, rumor_e2e_keys_t *k, const uint8_t *via, const uint8_t *far,
+                       const uint8_t *ours, uint64_t now)
 {
+    memcpy(s->eph_far, far, RUMOR_KEY_LEN);
+    memcpy(s->eph_ours, ours, RUMOR_KEY_LEN);
     s->k = *k;
     rumor_e2e_wipe(k, sizeof *k);
     rumor_e2e_wipe(&s->eph, sizeof s->eph);
@@ -332,6 +336,19 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
             n->drops[DROP_E2E]++; /* inits come at most that often (a relay replaying them) */
             return;
         }
+        if (s->state == SESS_READY && !s->initiator && same_key(r->eph, s->eph_far)) {
+            /* The init we accepted, again: our accept (or what followed it) did not get
+             * there. The same accept again (the session stands), and our hello. */
+            uint8_t hdr[256];
+            const size_t hl = relay_header(hdr, sizeof hdr, true, far, RUMOR_RELAY_ACCEPT, s->eph_ours, 0, 0, ++n->seq);
+            s->init_in_ms = now;
+            if (hl && send_direct(n, via, hdr, hl, NULL, now)) {
+                n->msgs_out++;
+                n->bytes_out += hl;
+                (void)seal_hello(n, s, via, now);
+            }
+            return;
+        }
         /* Both began at once: the init of the smaller key stands, also when its accept came
          * back before the other init arrived. */
         if (s->initiator && memcmp(self_key(n), far, RUMOR_KEY_LEN) < 0 &&
@@ -354,18 +371,22 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
         n->msgs_out++;
         n->bytes_out += hl;
         s->initiator = false;
-        sess_ready(s, &k, via, now);
+        sess_ready(s, &k, via, r->eph, e.pub, now);
         rumor_e2e_wipe(&e, sizeof e);
+        (void)seal_hello(n, s, via, now); /* (so it admits us now, not at our next message) */
         return;
     }
     if (r->kind == RUMOR_RELAY_ACCEPT) {
+        if (s && s->state == SESS_READY && s->initiator && same_key(r->eph, s->eph_far))
+            return; /* a copy of the accept we took (it answered an init we sent again) */
         rumor_e2e_keys_t k;
         if (!s || s->state != SESS_INIT || !s->initiator ||
             rumor_e2e_keys(&k, n->key, &s->eph, far, r->eph, true) != RUMOR_OK) {
             n->drops[DROP_E2E]++;
             return;
         }
-        sess_ready(s, &k, via, now);
+        sess_ready(s, &k, via, r->eph, s->eph.pub, now);
+        (void)seal_hello(n, s, via, now);
         return;
     }
     /* data: opens only under this session's key, from that peer to us, at a counter past the
@@ -374,9 +395,11 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
         rumor_e2e_open(n->e2e_buf, s->k.rx, far, self_key(n), r->ctr, r->payload, r->payload_len) != RUMOR_OK) {
         n->drops[DROP_E2E]++;
         if (s && s->state == SESS_READY && ++s->bad >= RELAY_BAD_MAX) {
-            /* The two ends hold different keys: our next message agrees new ones. */
+            /* The two ends hold different keys, or the relay alters what it carries: our next
+             * message agrees new ones, through the next relay. */
             s->state = SESS_NONE;
             s->bad = 0;
+            s->tries++;
             rumor_e2e_wipe(&s->k, sizeof s->k);
         }
         return;
@@ -402,5 +425,20 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
         return;
     }
     n->e2e_msgs_in++;
-    node_dispatch(n, far, NULL, now);
+    node_dispatch(n, far, PATH_RELAY, NULL, now);
+}
+
+/* Inits that went unanswered are sent again (through the next relay) while the far end is
+ * still reached only this way, a few times: a lost init or accept must not wait for the next
+ * message membership happens to have for that member, which may come too late. */
+void node_relay_tick(rumor_node_t *n, uint64_t now)
+{
+    for (int i = 0; i < RELAY_SESSIONS; i++) {
+        relay_sess_t *s = &n->sess[i];
+        if (!s->used || s->state != SESS_INIT || !s->initiator || now - s->init_ms < RELAY_INIT_RETRY_MS ||
+            s->tries >= RELAY_INIT_TRIES)
+            continue;
+        peer_t *p = node_find_peer(n, s->key);
+        if (p && p->relayed) maybe_init(n, p, s, now);
+    }
 }
