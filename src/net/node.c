@@ -284,10 +284,7 @@ path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
         p->relayed = false;
         return PATH_ROUTER;
     }
-    /* A knock unanswered for DIAL_RELAY_MS does not hold messages back either: they go
-     * through a relay meanwhile (membership gives a member that never answers a few
-     * seconds). */
-    if (p->dealer && !stale && (p->answered || now - p->dial_since < DIAL_RELAY_MS)) return PATH_DEALER;
+    if (p->dealer && !stale) return PATH_DEALER;
     /* Neither way works (yet): through a relay, while our dial keeps trying at libzmq's
      * bounded pace (a partition that heals, or a peer that is down for now, is dialled
      * again as soon as it can be). */

@@ -49,7 +49,6 @@
  * is given up, and tried again only after REDIAL_MS (or when it moves). */
 #define RID_MAX 32
 #define DIAL_GIVE_UP_MS 3000
-#define DIAL_RELAY_MS 1000 /* a dial whose knock is unanswered this long: messages go through a relay */
 #define REDIAL_MS 300000
 /* Relays (node_relay.c): end-to-end sessions with peers reached through a third. */
 #define RELAY_SESSIONS 64          /* sessions held; the least recently used makes room */
@@ -178,6 +177,8 @@ typedef struct {
     uint64_t tx_ctr, rx_ctr;         /* the last counter sent, received */
     uint64_t init_ms, init_in_ms, used_ms;
     int tries;                       /* inits sent in a row: the next goes through another relay */
+    bool failed;                     /* ... than failed_via, the last one it failed through */
+    uint8_t failed_via[RUMOR_KEY_LEN];
     int bad;                         /* data that did not open in a row: the ends disagree on keys */
     bool hello_sent;                 /* our hello went first in this session */
     uint64_t hello_ms;               /* ... last at this time */

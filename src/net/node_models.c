@@ -150,7 +150,9 @@ void node_pump(rumor_node_t *n, peer_t *p)
     sending_t *s = &p->send;
     const uint64_t now = rumor_now_ms();
     const path_t path = s->out ? node_peer_path(n, p, now) : PATH_NONE;
-    if (path == PATH_NONE) return;
+    /* Chunks wait for our dial to connect (or for another path once it is stale): a DEALER
+     * that never connects would hold them, and the model's buffer with them, for good. */
+    if (path == PATH_NONE || (path == PATH_DEALER && !p->linked)) return;
     conn_t *c = path == PATH_ROUTER ? node_find_conn(n, p->key, false, now) : NULL;
     if (c && !c->rid_hello) {
         rumor_msg_t hello; /* our hello first on that connection (node_send_msg sends it) */
@@ -225,8 +227,10 @@ void rumor_node_abandon(rumor_node_t *n, const uint8_t peer[32])
     rumor_key_short_id(id, p->key);
     rumor_log(RUMOR_LOG_DEBUG, "a model to %s did not leave within a round's deadline: dropped", id);
     const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
-    if (p->dealer && !p->relayed && !(c && c->admitted && c->rid_len)) { /* it was going over our dial */
-        node_close_dealer(p); /* (releases the model; libzmq drops the chunks it holds) */
+    if (p->dealer && (!p->linked || (!p->relayed && !(c && c->admitted && c->rid_len)))) {
+        /* It was going over our dial, or that dial holds what it took before its connection
+         * dropped: closing it releases the model (libzmq drops the chunks it holds). */
+        node_close_dealer(p);
         p->retry_at = rumor_now_ms(); /* knock and dial again at once */
     } else {
         /* Back over its connection, or through a relay: what libzmq holds goes when that

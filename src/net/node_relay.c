@@ -52,8 +52,9 @@ static relay_sess_t *sess_find(rumor_node_t *n, const uint8_t *key, bool create,
 }
 
 /* The relay for p: its session's while we still reach that one directly; else, among the
- * peers we reach directly that relay, the one the session's tries point at (an init that went
- * unanswered moves on to the next). */
+ * peers we reach directly that relay, but not the one the session last failed through (an
+ * init it left unanswered, data that did not open) while there are others, the one the
+ * session's tries point at. */
 static peer_t *pick_relay(rumor_node_t *n, const uint8_t *to, const relay_sess_t *s, uint64_t now)
 {
     if (s && s->state != SESS_NONE) {
@@ -64,11 +65,15 @@ static peer_t *pick_relay(rumor_node_t *n, const uint8_t *to, const relay_sess_t
     }
     peer_t *cand[MAX_PEERS];
     int nc = 0;
+    peer_t *failed = NULL;
     for (int i = 0; i < MAX_PEERS; i++) {
         peer_t *q = &n->peers[i];
-        if (q->used && !same_key(q->key, to) && direct(n, q, now) && serves(n, q->key, now)) cand[nc++] = q;
+        if (!q->used || same_key(q->key, to) || !direct(n, q, now) || !serves(n, q->key, now)) continue;
+        if (s && s->failed && same_key(q->key, s->failed_via)) failed = q;
+        else cand[nc++] = q;
     }
-    return nc ? cand[(s ? s->tries : 0) % nc] : NULL;
+    if (!nc) return failed;
+    return cand[(s ? s->tries : 0) % nc];
 }
 
 bool node_relay_possible(rumor_node_t *n, const peer_t *p, uint64_t now)
@@ -181,8 +186,12 @@ static void maybe_init(rumor_node_t *n, peer_t *p, relay_sess_t *s, uint64_t now
     if (s->state == SESS_INIT && now - s->init_ms < RELAY_INIT_RETRY_MS) return;
     if (s->state == SESS_INIT) {
         /* Sent again with the same ephemeral key: an accept of any of our inits agrees the
-         * same keys, so one that comes late does not leave the two ends apart. */
+         * same keys, so one that comes late does not leave the two ends apart. Through
+         * another relay, if there is one: that one did not pass it on (or the far end is
+         * gone). */
         s->tries++;
+        s->failed = true;
+        memcpy(s->failed_via, s->via, RUMOR_KEY_LEN);
     } else {
         rumor_e2e_wipe(&s->k, sizeof s->k);
         rumor_e2e_eph_new(&s->eph);
@@ -313,6 +322,7 @@ static void sess_ready(relay_sess_t *s, rumor_e2e_keys_t *k, const uint8_t *via,
     s->tx_ctr = s->rx_ctr = 0;
     s->hello_sent = false;
     s->tries = s->bad = 0;
+    s->failed = false;
     s->used_ms = now;
     memcpy(s->via, via, RUMOR_KEY_LEN);
 }
@@ -400,6 +410,8 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
             s->state = SESS_NONE;
             s->bad = 0;
             s->tries++;
+            s->failed = true;
+            memcpy(s->failed_via, s->via, RUMOR_KEY_LEN);
             rumor_e2e_wipe(&s->k, sizeof s->k);
         }
         return;
