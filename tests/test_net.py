@@ -508,6 +508,14 @@ def main():
           % (via, st1.get("counters", {}).get("dials_given_up")))
     said = wait_for(lambda: "cannot be dialled" in open(keys[0] + ".log").read(), 6)
     check(said, "it says that it cannot be dialled")
+
+    def relays_at_node1():
+        st = status(nodes[1][1]) or {}
+        return ([v.get("relays") for v in st.get("view", []) if v["key"] == pubs[0]] or [None])[0]
+
+    check(wait_for(lambda: relays_at_node1() is False, 3) and
+          all(v.get("relays") for v in (status(nodes[1][1]) or {}).get("view", []) if v["key"] != pubs[0]),
+          "... and no longer offers to relay (it could reach nobody it does not dial); the others do")
     alive = wait_for(lambda: pubs[0] in (alive_peers(nodes[1][1]) or []) and time.time() - t0 > 6, 10)
     check(alive and na.poll() is None, "... and stays an alive member (pings go back over its connection)")
     # 6c. Two such nodes cannot reach each other: they talk through node 1, sealed end to end.

@@ -94,7 +94,9 @@ void node_fill_hello(rumor_node_t *n, rumor_msg_t *m)
     m->u.hello.inc = rumor_memb_incarnation(n->memb);
     m->u.hello.boot = n->boot_id;
     m->u.hello.done = atomic_load(&n->done_round);
-    m->u.hello.caps = RUMOR_CAP_RELAY | (n->relay_serve ? RUMOR_CAP_RELAY_SERVE : 0);
+    /* A node nobody can dial relays for nobody: it reaches only members it dials itself (a
+     * peer behind another NAT is not one of them), and would only refuse. */
+    m->u.hello.caps = RUMOR_CAP_RELAY | (n->relay_serve && !n->warned_unreachable ? RUMOR_CAP_RELAY_SERVE : 0);
 }
 
 
@@ -109,16 +111,9 @@ bool node_open_dealer(rumor_node_t *n, peer_t *p)
     node_set_int(d, ZMQ_RCVHWM, RECV_HWM); /* it may send us models (node_peer_path) */
     node_set_int(d, ZMQ_RECONNECT_IVL, 100);
     node_set_int(d, ZMQ_RECONNECT_IVL_MAX, 5000); /* exponential backoff up to 5 s */
-    if (set_curve_keys(n, d) != 0 || zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, p->key, RUMOR_KEY_LEN) != 0 ||
-        zmq_connect(d, p->addr) != 0) {
-        rumor_log(RUMOR_LOG_DEBUG, "cannot connect to %s: %s", p->addr, zmq_strerror(errno));
-        zmq_close(d);
-        return false;
-    }
-    p->dealer = d;
-    p->auth_failed = false;
-    p->linked = p->outbound = false;
-    p->dial_since = rumor_now_ms();
+    /* The monitor is listening before the dial starts: an event sent before its reader is
+     * connected is lost, and a lost "handshake succeeded" would leave a working connection
+     * unused for good (libzmq's I/O thread can connect before this thread gets on). */
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://monitor-%u", n->mon_seq++);
     if (zmq_socket_monitor(d, ep, ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
@@ -131,14 +126,21 @@ bool node_open_dealer(rumor_node_t *n, peer_t *p)
             p->monitor = NULL;
         }
     }
-    if (!p->monitor) {
+    if (!p->monitor || set_curve_keys(n, d) != 0 || zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, p->key, RUMOR_KEY_LEN) != 0 ||
+        zmq_connect(d, p->addr) != 0) {
         /* Without its monitor a refused handshake would go unseen, and an unread monitor
          * blocks libzmq's I/O thread: no DEALER then. */
+        rumor_log(RUMOR_LOG_DEBUG, "cannot connect to %s: %s", p->addr, zmq_strerror(errno));
         zmq_socket_monitor(d, NULL, 0);
+        if (p->monitor) zmq_close(p->monitor);
+        p->monitor = NULL;
         zmq_close(d);
-        p->dealer = NULL;
         return false;
     }
+    p->dealer = d;
+    p->auth_failed = false;
+    p->linked = p->outbound = false;
+    p->dial_since = rumor_now_ms();
     rumor_msg_t hello;
     node_fill_hello(n, &hello);
     (void)dealer_send(n, p, &hello); /* a connection starts with our hello, whatever path others take */
@@ -1075,8 +1077,31 @@ void rumor_node_destroy(rumor_node_t **self_p)
     *self_p = NULL;
 }
 
+/* Our hello again to every member we reach: what it says of us changed. Over our dials now,
+ * back over members' connections now (and first on any new one), first in every relay
+ * session. */
+static void greet_all(rumor_node_t *n)
+{
+    for (int i = 0; i < MAX_PEERS; i++) {
+        peer_t *p = &n->peers[i];
+        if (!p->used || !p->dealer || !p->linked) continue;
+        rumor_msg_t hello;
+        node_fill_hello(n, &hello);
+        (void)dealer_send(n, p, &hello);
+    }
+    for (int i = 0; i < MAX_CONNS; i++) {
+        conn_t *c = &n->conns[i];
+        if (!c->used) continue;
+        c->rid_hello = false;
+        if (c->admitted && c->rid_len) (void)node_router_hello(n, c);
+    }
+    for (int i = 0; i < RELAY_SESSIONS; i++) n->sess[i].hello_sent = false;
+}
+
 /* Once in a swarm, peers probe us; if none has for a while, our advertised address is
- * probably not one they can dial (NAT, firewall, a private address): say so once. */
+ * probably not one they can dial (NAT, firewall, a private address): say so, and stop
+ * offering to relay (our hello says so again to everyone). A peer that dials us later
+ * proves the opposite. */
 static void check_reachable(rumor_node_t *n, uint64_t now)
 {
     if (rumor_memb_view_count(n->memb) == 0) {
@@ -1093,10 +1118,12 @@ static void check_reachable(rumor_node_t *n, uint64_t now)
                   "dialled (behind NAT or a firewall?), and works through its own connections to its peers; "
                   "give --advertise with an address they can dial, or open the port, to be reached directly",
                   n->self_addr, (double)grace / 1000.0);
+        if (n->relay_serve) greet_all(n);
     }
     if (n->warned_unreachable && n->last_pinged) {
         n->warned_unreachable = false;
         rumor_log(RUMOR_LOG_INFO, "a peer dialled this node at %s: it is reachable", n->self_addr);
+        if (n->relay_serve) greet_all(n);
     }
 }
 

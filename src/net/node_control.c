@@ -97,10 +97,12 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
             char id[RUMOR_SHORT_ID_LEN + 1];
             rumor_key_to_z85(z85, e->key);
             rumor_key_short_id(id, e->key);
+            const conn_t *c = node_find_conn(n, e->key, false, now);
             out(o, "%s{\"id\":\"%s\",\"key\":\"%s\",\"addr\":\"%s\",\"state\":\"%s\",\"inc\":%" PRIu32
-                   ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 ",\"via\":\"%s\"}",
+                   ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 ",\"via\":\"%s\",\"relays\":%s}",
                 i ? "," : "", id, z85, e->addr, rumor_memb_state_name(e->state), e->inc, e->rtt_ms,
-                now - e->last_seen_ms, reach_name(n, e->key, now, rb));
+                now - e->last_seen_ms, reach_name(n, e->key, now, rb),
+                c && c->admitted && (c->caps & RUMOR_CAP_RELAY_SERVE) ? "true" : "false");
         }
         out(o, "],\"counters\":{\"msgs_in\":%" PRIu64 ",\"msgs_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
                ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64
