@@ -9,6 +9,7 @@ usage: test_lab.py RUMOR_BINARY DATA_DIR [SCENARIO...] (default: all)
   bandwidth  a 24M-parameter model at >= 80% of the link rate, and the emulator agrees
   nat        peers behind NAT routers join through a public peer and train, relayed where needed
   partition  8 peers on two bridges, cut apart for 30 s: both halves train, detect, merge
+  uncut      (only when named) the partition's swarm on loopback, never cut: its consensus
 """
 import json
 import os
@@ -318,16 +319,45 @@ def nat(swarm):
           "the metrics count the models that went through a relay (%s)" % counted)
 
 
+def partition_args(n, period, suspect):
+    return ["--model", "mlp:64", "--algo", "dpsgd", "--rounds", "100000", "--local-steps", "5", "--partition", "iid",
+            "--of", str(n), "--eval-every", "0", "--period", str(period), "--suspect", str(suspect),
+            "--round-timeout", "2", "--min-peers", str(n), "--checkpoint-every", "20", "--linger", "0",
+            "--init-seed", "7"]
+
+
+def uncut(swarm):
+    """The partition scenario's swarm on loopback, never cut, for 40 s (run only when named):
+    rumor's consensus metric over the rounds, the control for the partition's merge."""
+    n = 8
+    dirs = [swarm.run_dir("uncut") for _ in range(n)]
+    procs, boot = [], None
+    for i in range(n):
+        args = node_args(swarm, i, "tcp://127.0.0.1:0", dirs[i], partition_args(n, 500, 2000) + ["--rank", str(i)],
+                         boot)
+        p, addr = start(None, None, args, dirs[i] + ".log")
+        procs.append(p)
+        boot = boot or addr
+    time.sleep(40)
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    codes = wait_all(procs, 30)
+    ms = [metrics(d) for d in dirs]
+    last = min(len(m) for m in ms)
+    trail = [(k, statistics.mean(statistics.mean(r.get("consensus", 0) for r in m[k:k + 10]) for m in ms))
+             for k in list(range(50, 400, 50)) + list(range(400, last - 10, 400))]
+    print("uncut: consensus by round: %s" % " ".join("%d:%.4f" % kc for kc in trail))
+    check(codes == [130] * n and last > 400, "the uncut swarm trains and stops cleanly (%d rounds; exit codes %s)"
+          % (last, codes))
+
+
 def partition(swarm):
     """8 peers across two bridges joined by a router; the router's link to one bridge goes down
     for 30 s and comes back. Both halves keep training, each declares the other dead within
     the failure-detection bound, they merge again, and consensus distance returns below its
     value before the partition."""
     n, period, suspect = 8, 500, 2000
-    extra = ["--model", "mlp:64", "--algo", "dpsgd", "--rounds", "100000", "--local-steps", "5", "--partition", "iid",
-             "--of", str(n), "--eval-every", "0", "--period", str(period), "--suspect", str(suspect),
-             "--round-timeout", "2", "--min-peers", str(n), "--checkpoint-every", "20", "--linger", "0",
-             "--init-seed", "7"]
+    extra = partition_args(n, period, suspect)
     lab = netlab.Lab()
     try:
         lab.host("r")
@@ -460,6 +490,7 @@ def partition(swarm):
 
 
 SCENARIOS = {"shallow": shallow, "bandwidth": bandwidth, "nat": nat, "partition": partition}
+BY_NAME = {"uncut": uncut}  # not run by default
 
 
 def main():
@@ -475,7 +506,7 @@ def main():
     swarm = Swarm(8)
     for name in names:
         t0 = time.time()
-        SCENARIOS[name](swarm)
+        {**SCENARIOS, **BY_NAME}[name](swarm)
         print("(%s: %.0f s)" % (name, time.time() - t0), flush=True)
     return 1 if rumortest.FAILS else 0
 
