@@ -747,7 +747,7 @@ static rumor_err_t check_gossip(const rumor_settings_t *s, rumor_cmd_t cmd, char
         return rc;
     if ((rb.clip || rb.trim) && algo.kind == RUMOR_ALGO_SGP)
         return rumor_fail(err, RUMOR_EINVAL, "--robust needs dpsgd or diloco (push-sum weights are not clipped or trimmed)");
-    const bool attacks = cmd == RUMOR_CMD_SIM ? s->byzantine >= 0 : at.kind != RUMOR_ATTACK_NONE;
+    const bool attacks = cmd == RUMOR_CMD_SIM ? s->byzantine >= 0 : rumor_attack_poisons(&at);
     if (rumor_codec_is_delta(cd.id) && attacks)
         return rumor_fail(err, RUMOR_EINVAL, "--codec %s (compressed gossip) and --%s exclude each other",
                           rumor_codec_name(cd.id), cmd == RUMOR_CMD_SIM ? "byzantine" : "attack");

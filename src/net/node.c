@@ -278,6 +278,7 @@ path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
         node_close_dealer(p);
         p->send = keep;
         p->send.next = 0;
+        p->send.on_dealer = false;
         node_stop_knocking(p);
         p->outbound = true;
         p->retry_at = now + REDIAL_MS;
@@ -663,41 +664,51 @@ static bool join_failed(rumor_node_t *n, uint64_t waited_ms, char why[400], size
     return true;
 }
 
-/* A bye on one of our DEALERs: a peer refusing us, or asking for our hello again. */
 /* A decoded message (n->wmsg) from the admitted-or-not member `key`: over our ROUTER (rid,
  * its connection) or over the DEALER we dialled it with (rid NULL: a member reached by its own
  * address answers there only when it cannot dial us back). The same rules either way: nothing
  * but a hello counts before a valid hello. */
+/* A message of ours (frame) to the member `key` the way its message came: through the relay
+ * session, or on our dial (PATH_ROUTER is answered on the connection, by the caller). Whether
+ * it went. */
+static bool send_back(rumor_node_t *n, const uint8_t *key, path_t via, rumor_msg_t *m)
+{
+    peer_t *p = node_find_peer(n, key);
+    if (!p) return false;
+    if (via == PATH_DEALER) return p->dealer && dealer_send(n, p, m) == RUMOR_OK;
+    const size_t len = encode(n, m);
+    return len && node_relay_send(n, p, n->buf, len, NULL, 0, NULL, m->type == RUMOR_MSG_HELLO, rumor_now_ms());
+}
+
 /* A bye (a refusal, or the request for a hello) to the member `key` on the way its message
- * came: back on that connection to our ROUTER, else however we reach it. */
-static void bye_to(rumor_node_t *n, const uint8_t *key, path_t via, zmq_msg_t *rid, const char *why)
+ * came; whether it went. */
+static bool bye_to(rumor_node_t *n, const uint8_t *key, path_t via, zmq_msg_t *rid, const char *why)
 {
     if (via == PATH_ROUTER) {
         node_reply_bye(n, rid, why);
-        return;
+        return true;
     }
-    peer_t *p = node_find_peer(n, key);
-    if (!p) return;
     rumor_msg_t m;
     memset(&m, 0, sizeof m);
     m.type = RUMOR_MSG_BYE;
     snprintf(m.u.bye.why, sizeof m.u.bye.why, "%s", why);
-    (void)node_send_msg(n, p, &m);
+    return send_back(n, key, via, &m);
 }
 
-/* Our hello again to the member c that asked for it, on the way its request came. */
-static void greet_again(rumor_node_t *n, conn_t *c, path_t via)
+/* Our hello again to the member c that asked for it, on the way its request came, at most
+ * every HELLO_ASK_MS. */
+static void greet_again(rumor_node_t *n, conn_t *c, path_t via, uint64_t now)
 {
+    if (c->greeted_ms && now - c->greeted_ms < HELLO_ASK_MS) return;
+    c->greeted_ms = now;
     if (via == PATH_ROUTER) {
         c->rid_hello = false;
         (void)node_router_hello(n, c);
         return;
     }
-    peer_t *p = node_find_peer(n, c->key);
-    if (!p) return;
     rumor_msg_t hello;
     node_fill_hello(n, &hello);
-    (void)node_send_msg(n, p, &hello);
+    (void)send_back(n, c->key, via, &hello);
 }
 
 void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via, zmq_msg_t *rid, uint64_t now)
@@ -717,10 +728,7 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
          * every HELLO_ASK_MS (keys without an entry share one such pace). */
         n->drops[DROP_NO_HELLO]++;
         uint64_t *asked = c ? &c->hello_asked_ms : &n->hello_asked_ms;
-        if (!*asked || now - *asked >= HELLO_ASK_MS) {
-            *asked = now;
-            bye_to(n, key, via, rid, "hello");
-        }
+        if ((!*asked || now - *asked >= HELLO_ASK_MS) && bye_to(n, key, via, rid, "hello")) *asked = now;
         return;
     }
     c->last_seen = now;
@@ -728,7 +736,7 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
     if (wp->type == RUMOR_MSG_BYE && wp->u.bye.why[0]) {
         /* A member we reach back over its connection, or through a relay, asks for our hello
          * there (it lost it: it restarted, or forgot us); refusals belong on our DEALERs. */
-        if (strcmp(wp->u.bye.why, "hello") == 0 && via != PATH_DEALER) greet_again(n, c, via);
+        if (strcmp(wp->u.bye.why, "hello") == 0 && via != PATH_DEALER) greet_again(n, c, via, now);
         else n->drops[DROP_UNEXPECTED]++;
         return;
     }
@@ -1207,7 +1215,10 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
                 const bool capped = o && atomic_load(&((outgoing_t *)o)->refs) - 1 >= MAX_INFLIGHT;
                 if (capped) sending_capped = true;
                 polled[np].dealer = ni;
-                items[ni++] = (zmq_pollitem_t){.socket = p->dealer, .events = ZMQ_POLLIN | (o && !capped ? ZMQ_POLLOUT : 0)};
+                /* (chunks go on a DEALER only once it is linked, and an unconnected one
+                 * always says it can take more: asking then would spin) */
+                items[ni++] = (zmq_pollitem_t){.socket = p->dealer,
+                                               .events = ZMQ_POLLIN | (o && !capped && p->linked ? ZMQ_POLLOUT : 0)};
             }
             if (p->monitor) {
                 polled[np].monitor = ni;

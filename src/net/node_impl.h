@@ -53,6 +53,7 @@
 /* Relays (node_relay.c): end-to-end sessions with peers reached through a third. */
 #define RELAY_SESSIONS 64          /* sessions held; the least recently used makes room */
 #define RELAY_INIT_RETRY_MS 1500   /* an unanswered init is sent again (through the next relay) */
+#define RELAY_FAILED_MAX 4         /* relays a session remembers having failed through */
 #define RELAY_INIT_TRIES 8         /* ... that often at most unprompted (node_relay_tick) */
 #define RELAY_INIT_MIN_MS 250      /* inits taken from one peer at most this often */
 #define HELLO_ASK_MS 1000          /* a member whose messages come without a hello is asked for
@@ -124,6 +125,7 @@ typedef struct {
     rumor_wire_model_t m;            /* what goes (rumor_node_send) */
     uint32_t next, chunks;
     uint64_t since;                  /* when rumor_node_send took it */
+    bool on_dealer;                  /* some of its chunks went into our DEALER to the peer */
 } sending_t;
 
 typedef struct {
@@ -176,9 +178,10 @@ typedef struct {
     rumor_e2e_keys_t k;
     uint64_t tx_ctr, rx_ctr;         /* the last counter sent, received */
     uint64_t init_ms, init_in_ms, used_ms;
-    int tries;                       /* inits sent in a row: the next goes through another relay */
-    bool failed;                     /* ... than failed_via, the last one it failed through */
-    uint8_t failed_via[RUMOR_KEY_LEN];
+    int tries;                       /* sessions tried: the next goes through another relay */
+    int inits;                       /* times this init was sent (RELAY_INIT_TRIES unprompted) */
+    int n_failed;                    /* ... than these, the last RELAY_FAILED_MAX it failed through */
+    uint8_t failed_via[RELAY_FAILED_MAX][RUMOR_KEY_LEN];
     int bad;                         /* data that did not open in a row: the ends disagree on keys */
     bool hello_sent;                 /* our hello went first in this session */
     uint64_t hello_ms;               /* ... last at this time */
@@ -203,6 +206,7 @@ typedef struct {
     bool rid_hello;                  /* our hello went on that connection */
     uint64_t caps;                   /* its hello's capability bits */
     uint64_t hello_asked_ms;         /* when we last asked it for its hello */
+    uint64_t greeted_ms;             /* when we last answered its request for ours */
 } conn_t;
 
 struct rumor_node {

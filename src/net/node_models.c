@@ -195,6 +195,7 @@ void node_pump(rumor_node_t *n, peer_t *p)
             atomic_fetch_add(&s->out->refs, 1);
             zmq_msg_init_data(&payload, (void *)data, dlen, chunk_free_cb, s->out);
             if (!node_dealer_send(n, p, n->buf, len, &payload)) return; /* full: resume when it drains */
+            s->on_dealer = true;
         }
         if (path != PATH_RELAY) { /* (node_relay_send counts what it sends) */
             n->msgs_out++;
@@ -226,10 +227,9 @@ void rumor_node_abandon(rumor_node_t *n, const uint8_t peer[32])
     char id[RUMOR_SHORT_ID_LEN + 1];
     rumor_key_short_id(id, p->key);
     rumor_log(RUMOR_LOG_DEBUG, "a model to %s did not leave within a round's deadline: dropped", id);
-    const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
-    if (p->dealer && (!p->linked || (!p->relayed && !(c && c->admitted && c->rid_len)))) {
-        /* It was going over our dial, or that dial holds what it took before its connection
-         * dropped: closing it releases the model (libzmq drops the chunks it holds). */
+    if (p->dealer && p->send.on_dealer) {
+        /* It went (in part) over our dial, which still holds those chunks (stuck, or its
+         * connection dropped): closing it releases the model (libzmq drops what it holds). */
         node_close_dealer(p);
         p->retry_at = rumor_now_ms(); /* knock and dial again at once */
     } else {

@@ -64,16 +64,18 @@ static peer_t *pick_relay(rumor_node_t *n, const uint8_t *to, const relay_sess_t
             return v;
     }
     peer_t *cand[MAX_PEERS];
-    int nc = 0;
-    peer_t *failed = NULL;
+    int nc = 0, nf = 0;
+    peer_t *failed[RELAY_FAILED_MAX];
     for (int i = 0; i < MAX_PEERS; i++) {
         peer_t *q = &n->peers[i];
         if (!q->used || same_key(q->key, to) || !direct(n, q, now) || !serves(n, q->key, now)) continue;
-        if (s && s->failed && same_key(q->key, s->failed_via)) failed = q;
-        else cand[nc++] = q;
+        bool bad = false;
+        for (int f = 0; s && f < s->n_failed && !bad; f++) bad = same_key(q->key, s->failed_via[f]);
+        if (!bad) cand[nc++] = q;
+        else if (nf < RELAY_FAILED_MAX) failed[nf++] = q;
     }
-    if (!nc) return failed;
-    return cand[(s ? s->tries : 0) % nc];
+    if (nc) return cand[(s ? s->tries : 0) % nc];
+    return nf ? failed[(s ? s->tries : 0) % nf] : NULL;
 }
 
 bool node_relay_possible(rumor_node_t *n, const peer_t *p, uint64_t now)
@@ -180,6 +182,19 @@ static bool seal_hello(rumor_node_t *n, relay_sess_t *s, const uint8_t *r, uint6
     return true;
 }
 
+/* s failed through relay via: remembered (the oldest forgotten), so that the next init avoids
+ * it while there are others. */
+static void sess_failed(relay_sess_t *s, const uint8_t *via)
+{
+    for (int f = 0; f < s->n_failed; f++)
+        if (same_key(s->failed_via[f], via)) return;
+    if (s->n_failed == RELAY_FAILED_MAX) {
+        memmove(s->failed_via[0], s->failed_via[1], (RELAY_FAILED_MAX - 1) * sizeof s->failed_via[0]);
+        s->n_failed--;
+    }
+    memcpy(s->failed_via[s->n_failed++], via, RUMOR_KEY_LEN);
+}
+
 /* Start (or, unanswered for a while, restart through the next relay) a session with p. */
 static void maybe_init(rumor_node_t *n, peer_t *p, relay_sess_t *s, uint64_t now)
 {
@@ -190,11 +205,12 @@ static void maybe_init(rumor_node_t *n, peer_t *p, relay_sess_t *s, uint64_t now
          * another relay, if there is one: that one did not pass it on (or the far end is
          * gone). */
         s->tries++;
-        s->failed = true;
-        memcpy(s->failed_via, s->via, RUMOR_KEY_LEN);
+        s->inits++;
+        sess_failed(s, s->via);
     } else {
         rumor_e2e_wipe(&s->k, sizeof s->k);
         rumor_e2e_eph_new(&s->eph);
+        s->inits = 1;
     }
     peer_t *r = pick_relay(n, p->key, s, now);
     if (!r) {
@@ -321,8 +337,7 @@ static void sess_ready(relay_sess_t *s, rumor_e2e_keys_t *k, const uint8_t *via,
     s->state = SESS_READY;
     s->tx_ctr = s->rx_ctr = 0;
     s->hello_sent = false;
-    s->tries = s->bad = 0;
-    s->failed = false;
+    s->tries = s->bad = s->inits = 0; /* (the relays it failed through stay avoided) */
     s->used_ms = now;
     memcpy(s->via, via, RUMOR_KEY_LEN);
 }
@@ -348,7 +363,9 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
         }
         if (s->state == SESS_READY && !s->initiator && same_key(r->eph, s->eph_far)) {
             /* The init we accepted, again: our accept (or what followed it) did not get
-             * there. The same accept again (the session stands), and our hello. */
+             * there. The same accept again (the session stands, through the relay this
+             * init took), and our hello. */
+            memcpy(s->via, via, RUMOR_KEY_LEN);
             uint8_t hdr[256];
             const size_t hl = relay_header(hdr, sizeof hdr, true, far, RUMOR_RELAY_ACCEPT, s->eph_ours, 0, 0, ++n->seq);
             s->init_in_ms = now;
@@ -389,8 +406,10 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
     if (r->kind == RUMOR_RELAY_ACCEPT) {
         if (s && s->state == SESS_READY && s->initiator && same_key(r->eph, s->eph_far))
             return; /* a copy of the accept we took (it answered an init we sent again) */
+        bool ours = s && same_key(via, s->via); /* an accept comes back the way an init of ours went */
+        for (int f = 0; s && f < s->n_failed && !ours; f++) ours = same_key(via, s->failed_via[f]);
         rumor_e2e_keys_t k;
-        if (!s || s->state != SESS_INIT || !s->initiator ||
+        if (!s || s->state != SESS_INIT || !s->initiator || !ours ||
             rumor_e2e_keys(&k, n->key, &s->eph, far, r->eph, true) != RUMOR_OK) {
             n->drops[DROP_E2E]++;
             return;
@@ -404,14 +423,15 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
     if (!s || s->state != SESS_READY || r->ctr <= s->rx_ctr ||
         rumor_e2e_open(n->e2e_buf, s->k.rx, far, self_key(n), r->ctr, r->payload, r->payload_len) != RUMOR_OK) {
         n->drops[DROP_E2E]++;
-        if (s && s->state == SESS_READY && ++s->bad >= RELAY_BAD_MAX) {
+        /* (only what comes through the session's own relay counts against it: another
+         * member cannot make us leave a relay that works) */
+        if (s && s->state == SESS_READY && same_key(via, s->via) && ++s->bad >= RELAY_BAD_MAX) {
             /* The two ends hold different keys, or the relay alters what it carries: our next
              * message agrees new ones, through the next relay. */
             s->state = SESS_NONE;
             s->bad = 0;
             s->tries++;
-            s->failed = true;
-            memcpy(s->failed_via, s->via, RUMOR_KEY_LEN);
+            sess_failed(s, s->via);
             rumor_e2e_wipe(&s->k, sizeof s->k);
         }
         return;
@@ -448,7 +468,7 @@ void node_relay_tick(rumor_node_t *n, uint64_t now)
     for (int i = 0; i < RELAY_SESSIONS; i++) {
         relay_sess_t *s = &n->sess[i];
         if (!s->used || s->state != SESS_INIT || !s->initiator || now - s->init_ms < RELAY_INIT_RETRY_MS ||
-            s->tries >= RELAY_INIT_TRIES)
+            s->inits >= RELAY_INIT_TRIES)
             continue;
         peer_t *p = node_find_peer(n, s->key);
         if (p && p->relayed) maybe_init(n, p, s, now);
