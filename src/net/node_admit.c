@@ -24,6 +24,16 @@ void node_knock_send(rumor_node_t *n, peer_t *p, uint64_t now)
     p->knock_gap = p->knock_gap * 2 < KNOCK_RETRY_MAX_MS ? p->knock_gap * 2 : KNOCK_RETRY_MAX_MS;
 }
 
+bool node_bucket_take(bucket_t *b, double rate, uint64_t now)
+{
+    b->tokens = b->refill_ms ? b->tokens + (double)(now - b->refill_ms) * rate / 1000.0 : rate;
+    if (b->tokens > rate) b->tokens = rate;
+    b->refill_ms = now ? now : 1;
+    if (b->tokens < 1.0) return false;
+    b->tokens -= 1.0;
+    return true;
+}
+
 /* Knock at the peer's UDP port: our certificate, sealed for its key. Its answer lets our
  * handshakes through its ZAP handler and tells us whether it admits us, and why not. */
 void node_knock_start(rumor_node_t *n, peer_t *p, uint64_t now)
@@ -249,17 +259,9 @@ void node_handle_udp(rumor_node_t *n, uint64_t now)
             continue;
         }
         const uint32_t src = rumor_admit_source_hash(&from);
-        if (src) {
-            bucket_t *b = &n->knock_src[src % KNOCK_SOURCES];
-            b->tokens = b->refill_ms ? b->tokens + (double)(now - b->refill_ms) * KNOCK_SOURCE_RATE / 1000.0
-                                     : KNOCK_SOURCE_RATE;
-            if (b->tokens > KNOCK_SOURCE_RATE) b->tokens = KNOCK_SOURCE_RATE;
-            b->refill_ms = now ? now : 1;
-            if (b->tokens < 1.0) {
-                n->drops[DROP_ADMIT_RATE]++;
-                continue;
-            }
-            b->tokens -= 1.0;
+        if (src && !node_bucket_take(&n->knock_src[src % KNOCK_SOURCES], KNOCK_SOURCE_RATE, now)) {
+            n->drops[DROP_ADMIT_RATE]++;
+            continue;
         }
         /* A token bucket: a flood of datagrams costs a bounded amount of cryptography. */
         n->knock_tokens += (double)(now - n->knock_refill_ms) * KNOCK_RATE / 1000.0;

@@ -38,6 +38,7 @@ static const char *drop_name(int i, char buf[48])
     case DROP_RELAY_REFUSED: return "relay-refused";
     case DROP_RELAY_BUDGET: return "relay-budget"; /* (over the rate, or over what it may hold) */
     case DROP_E2E: return "relayed-unopened";
+    case DROP_E2E_STALE: return "relayed-stale";
     }
     return "other";
 }

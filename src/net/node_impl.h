@@ -55,6 +55,8 @@
 #define RELAY_INIT_RETRY_MS 1500   /* an unanswered init is sent again (through the next relay) */
 #define RELAY_FAILED_MAX 4         /* relays a session remembers having failed through */
 #define RELAY_INIT_TRIES 8         /* ... that often at most unprompted (node_relay_tick) */
+#define RELAY_INITS_PER_S 8.0      /* inits one relay may bring us a second (each costs an
+                                      accept and a sealed hello, and may take a session slot) */
 #define RELAY_INIT_MIN_MS 250      /* inits taken from one peer at most this often */
 #define HELLO_ASK_MS 1000          /* a member whose messages come without a hello is asked for
                                       one at most this often (strangers: all of them together) */
@@ -107,6 +109,10 @@ enum {
     DROP_ENTRY_CERT,                            /* a membership entry without a valid certificate */
     DROP_RELAY_REFUSED,                         /* asked to forward: relaying off, no route, a loop */
     DROP_RELAY_BUDGET,                          /* asked to forward beyond --relay-budget */
+    DROP_E2E_STALE,                             /* a relayed message not taken now: data before
+                                                   its session or behind its counter (overtaken
+                                                   through another relay, or replayed), an init
+                                                   or accept out of turn */
     DROP_E2E,                                   /* a relayed message that does not open (altered,
                                                    replayed, no session) */
     DROP_COUNT
@@ -207,6 +213,7 @@ typedef struct {
     uint64_t caps;                   /* its hello's capability bits */
     uint64_t hello_asked_ms;         /* when we last asked it for its hello */
     uint64_t greeted_ms;             /* when we last answered its request for ours */
+    bucket_t relay_inits;            /* inits it relays to us (RELAY_INITS_PER_S) */
 } conn_t;
 
 struct rumor_node {
@@ -316,6 +323,8 @@ bool node_memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w);
 void node_knock_send(rumor_node_t *n, peer_t *p, uint64_t now);
 void node_knock_start(rumor_node_t *n, peer_t *p, uint64_t now);
 void node_vet_entries(rumor_node_t *n, rumor_memb_msg_t *m, uint64_t now);
+/* One token from b, refilled at rate a second up to rate; false (nothing taken) when empty. */
+bool node_bucket_take(bucket_t *b, double rate, uint64_t now);
 conn_t *node_find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint64_t now);
 void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, const rumor_msg_t *w,
                        uint64_t now);

@@ -355,10 +355,19 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
         n->drops[DROP_E2E]++;
         return;
     }
+    if (r->kind == RUMOR_RELAY_INIT) {
+        /* Inits are paced per relay: one that makes up far ends cannot have us answer
+         * without bound, nor push the sessions we use out of the table. */
+        conn_t *vc = node_find_conn(n, via, false, now);
+        if (!vc || !node_bucket_take(&vc->relay_inits, RELAY_INITS_PER_S, now)) {
+            n->drops[DROP_E2E_STALE]++;
+            return;
+        }
+    }
     relay_sess_t *s = sess_find(n, far, r->kind == RUMOR_RELAY_INIT, now);
     if (r->kind == RUMOR_RELAY_INIT) {
         if (s->init_in_ms && now - s->init_in_ms < RELAY_INIT_MIN_MS) {
-            n->drops[DROP_E2E]++; /* inits come at most that often (a relay replaying them) */
+            n->drops[DROP_E2E_STALE]++; /* inits come at most that often (a relay replaying them) */
             return;
         }
         if (s->state == SESS_READY && !s->initiator && same_key(r->eph, s->eph_far)) {
@@ -390,7 +399,7 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
         if (rumor_e2e_keys(&k, n->key, &e, far, r->eph, false) != RUMOR_OK ||
             !(hl = relay_header(hdr, sizeof hdr, true, far, RUMOR_RELAY_ACCEPT, e.pub, 0, 0, ++n->seq)) ||
             !send_direct(n, via, hdr, hl, NULL, now)) {
-            n->drops[DROP_E2E]++; /* (a degenerate ephemeral, or no way back to it) */
+            n->drops[DROP_E2E_STALE]++; /* (a degenerate ephemeral, or no way back to it) */
             rumor_e2e_wipe(&e, sizeof e);
             rumor_e2e_wipe(&k, sizeof k);
             return;
@@ -411,7 +420,7 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
         rumor_e2e_keys_t k;
         if (!s || s->state != SESS_INIT || !s->initiator || !ours ||
             rumor_e2e_keys(&k, n->key, &s->eph, far, r->eph, true) != RUMOR_OK) {
-            n->drops[DROP_E2E]++;
+            n->drops[DROP_E2E_STALE]++;
             return;
         }
         sess_ready(s, &k, via, r->eph, s->eph.pub, now);
@@ -420,12 +429,18 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
     }
     /* data: opens only under this session's key, from that peer to us, at a counter past the
      * last (so nothing is replayed), unaltered. */
-    if (!s || s->state != SESS_READY || r->ctr <= s->rx_ctr ||
-        rumor_e2e_open(n->e2e_buf, s->k.rx, far, self_key(n), r->ctr, r->payload, r->payload_len) != RUMOR_OK) {
+    if (!s || s->state != SESS_READY || r->ctr <= s->rx_ctr) {
+        /* Before its session is agreed here, or overtaken by a later one through another
+         * relay (a session's messages may take two relays while an init is resent), or a
+         * replay: not taken, and no sign that the keys differ. */
+        n->drops[DROP_E2E_STALE]++;
+        return;
+    }
+    if (rumor_e2e_open(n->e2e_buf, s->k.rx, far, self_key(n), r->ctr, r->payload, r->payload_len) != RUMOR_OK) {
         n->drops[DROP_E2E]++;
         /* (only what comes through the session's own relay counts against it: another
          * member cannot make us leave a relay that works) */
-        if (s && s->state == SESS_READY && same_key(via, s->via) && ++s->bad >= RELAY_BAD_MAX) {
+        if (same_key(via, s->via) && ++s->bad >= RELAY_BAD_MAX) {
             /* The two ends hold different keys, or the relay alters what it carries: our next
              * message agrees new ones, through the next relay. */
             s->state = SESS_NONE;
