@@ -1135,6 +1135,23 @@ static void check_reachable(rumor_node_t *n, uint64_t now)
     }
 }
 
+/* What each turn of the loop does besides reading sockets: the guard's look at what
+ * connections hold, the trainer's tick, membership's timers and what they ask for, relay
+ * inits to resend, and whether peers can dial us. */
+static void housekeeping(rumor_node_t *n, uint64_t now)
+{
+    if (now >= n->guard_next) {
+        n->drops[DROP_HELD] += (uint64_t)rumor_guard_check(n->guard, now);
+        n->guard_next = now + GUARD_CHECK_MS;
+    }
+    if (n->tick_cb) n->tick_cb(n->tick_arg, n, now);
+    node_announce_done(n);
+    rumor_memb_tick(n->memb, now);
+    run_actions(n, now);
+    node_relay_tick(n, now);
+    check_reachable(n, now);
+}
+
 /* When every bootstrap has refused us there is no way in: say why and stop. */
 static bool all_bootstraps_refused(rumor_node_t *n, char *why, size_t len)
 {
@@ -1267,16 +1284,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
                 handle_socket(n, p, now);
             if (p->used && p->send.out) node_pump(n, p);
         }
-        if (now >= n->guard_next) {
-            n->drops[DROP_HELD] += (uint64_t)rumor_guard_check(n->guard, now);
-            n->guard_next = now + GUARD_CHECK_MS;
-        }
-        if (n->tick_cb) n->tick_cb(n->tick_arg, n, now);
-        node_announce_done(n);
-        rumor_memb_tick(n->memb, now);
-        run_actions(n, now);
-        node_relay_tick(n, now);
-        check_reachable(n, now);
+        housekeeping(n, now);
         char why[400];
         if (n->cfg.exit_on_refusal && all_bootstraps_refused(n, why, sizeof why)) {
             rc = rumor_fail(err, RUMOR_EAUTH,

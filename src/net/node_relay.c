@@ -14,8 +14,8 @@ static const uint8_t *self_key(const rumor_node_t *n) { return rumor_secret_key_
 /* A peer we reach without a relay: over our dial, or back over its connection to us. */
 static bool direct(rumor_node_t *n, const peer_t *q, uint64_t now)
 {
-    const path_t r = node_reach(n, q->key, now);
-    return r == PATH_DEALER || r == PATH_ROUTER;
+    if (q->dealer && q->linked) return true; /* (node_reach's first answer, without its lookup) */
+    return node_reach(n, q->key, now) == PATH_ROUTER;
 }
 
 static bool serves(rumor_node_t *n, const uint8_t *key, uint64_t now)
