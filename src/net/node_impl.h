@@ -63,9 +63,12 @@
 #define RELAY_HELLO_MS 5000        /* our hello goes again through a session this often: a lost
                                       one (a message that overtook its accept on another
                                       connection to the relay) would leave us unadmitted */
-#define RELAY_BAD_MAX 3            /* data of a session that does not open, in a row, before we
-                                      agree new keys (the ends' keys drifted apart: a late accept,
-                                      crossed inits, a forged init) */
+#define RELAY_BAD_MAX 1            /* data of a session that does not open through its relay before
+                                      we agree new keys (the ends' keys drifted apart: a late
+                                      accept, crossed inits, a forged init; or the relay alters
+                                      what it carries): at once, since a session whose relay
+                                      tampers may see only a few messages before membership
+                                      gives the far end up */
 #define RELAY_BUDGET_MBPS 10.0     /* what a node forwards for others by default, MB/s */
 #define RELAY_HELD_MAX (32u << 20) /* bytes forwarded for others that libzmq may hold at once: a
                                       destination that stops reading cannot make a relay hold more */
@@ -188,7 +191,7 @@ typedef struct {
     int inits;                       /* times this init was sent (RELAY_INIT_TRIES unprompted) */
     int n_failed;                    /* ... than these, the last RELAY_FAILED_MAX it failed through */
     uint8_t failed_via[RELAY_FAILED_MAX][RUMOR_KEY_LEN];
-    int bad;                         /* data that did not open in a row: the ends disagree on keys */
+    int bad;                         /* data that did not open since the last that did */
     bool hello_sent;                 /* our hello went first in this session */
     uint64_t hello_ms;               /* ... last at this time */
 } relay_sess_t;

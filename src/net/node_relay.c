@@ -52,11 +52,12 @@ static relay_sess_t *sess_find(rumor_node_t *n, const uint8_t *key, bool create,
 }
 
 /* The relay for p: its session's while we still reach that one directly; else, among the
- * peers we reach directly that relay, but not the one the session last failed through (an
- * init it left unanswered, data that did not open) while there are others, the one the
- * session's tries point at. */
-static peer_t *pick_relay(rumor_node_t *n, const uint8_t *to, const relay_sess_t *s, uint64_t now)
+ * peers we reach directly that relay, but not the ones the session failed through (an init
+ * they left unanswered, data that did not open) while there are others, the one the
+ * session's tries point at. *fresh (when not NULL) says whether it is one of those others. */
+static peer_t *pick_relay(rumor_node_t *n, const uint8_t *to, const relay_sess_t *s, uint64_t now, bool *fresh)
 {
+    if (fresh) *fresh = false;
     if (s && s->state != SESS_NONE) {
         peer_t *v = node_find_peer(n, s->via);
         if (v && !same_key(v->key, to) && direct(n, v, now) && serves(n, v->key, now) &&
@@ -74,13 +75,14 @@ static peer_t *pick_relay(rumor_node_t *n, const uint8_t *to, const relay_sess_t
         if (!bad) cand[nc++] = q;
         else if (nf < RELAY_FAILED_MAX) failed[nf++] = q;
     }
+    if (fresh) *fresh = nc > 0;
     if (nc) return cand[(s ? s->tries : 0) % nc];
     return nf ? failed[(s ? s->tries : 0) % nf] : NULL;
 }
 
 bool node_relay_possible(rumor_node_t *n, const peer_t *p, uint64_t now)
 {
-    return pick_relay(n, p->key, node_relay_session(n, p->key), now) != NULL;
+    return pick_relay(n, p->key, node_relay_session(n, p->key), now, NULL) != NULL;
 }
 
 /* frame (and payload, consumed either way) to the member `to` over our dial or back over its
@@ -212,7 +214,7 @@ static void maybe_init(rumor_node_t *n, peer_t *p, relay_sess_t *s, uint64_t now
         rumor_e2e_eph_new(&s->eph);
         s->inits = 1;
     }
-    peer_t *r = pick_relay(n, p->key, s, now);
+    peer_t *r = pick_relay(n, p->key, s, now, NULL);
     if (!r) {
         s->state = SESS_NONE;
         return;
@@ -237,7 +239,7 @@ bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t le
         maybe_init(n, p, s, now);
         return false;
     }
-    peer_t *r = pick_relay(n, p->key, s, now);
+    peer_t *r = pick_relay(n, p->key, s, now, NULL);
     if (!r) {
         s->state = SESS_NONE; /* its relay is gone: a new session through another */
         rumor_e2e_wipe(&s->k, sizeof s->k);
@@ -475,17 +477,29 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
     node_dispatch(n, far, PATH_RELAY, NULL, now);
 }
 
-/* Inits that went unanswered are sent again (through the next relay) while the far end is
- * still reached only this way, a few times: a lost init or accept must not wait for the next
- * message membership happens to have for that member, which may come too late. */
+/* While the far end is still reached only through relays, inits that went unanswered are
+ * sent again (through the next relay), a few times; and a session that failed (its relays
+ * left every init unanswered, or altered what they carried) starts again as soon as a relay
+ * it has not failed through is there. Neither waits for the next message membership happens
+ * to have for that member: that may come only after membership gave it up. */
 void node_relay_tick(rumor_node_t *n, uint64_t now)
 {
     for (int i = 0; i < RELAY_SESSIONS; i++) {
         relay_sess_t *s = &n->sess[i];
-        if (!s->used || s->state != SESS_INIT || !s->initiator || now - s->init_ms < RELAY_INIT_RETRY_MS ||
-            s->inits >= RELAY_INIT_TRIES)
-            continue;
+        if (!s->used || now - s->init_ms < RELAY_INIT_RETRY_MS) continue;
+        const bool resend = s->state == SESS_INIT && s->initiator && s->inits < RELAY_INIT_TRIES;
+        const bool failed = s->n_failed > 0 && (s->state == SESS_NONE || (s->state == SESS_INIT && !resend));
+        if (!resend && !failed) continue;
         peer_t *p = node_find_peer(n, s->key);
-        if (p && p->relayed) maybe_init(n, p, s, now);
+        if (!p || !p->relayed) continue;
+        if (failed) {
+            bool fresh;
+            if (!pick_relay(n, p->key, s, now, &fresh) || !fresh) {
+                s->init_ms = now; /* (looked at again a retry later) */
+                continue;
+            }
+            s->state = SESS_NONE; /* a new session, with new keys, through that relay */
+        }
+        maybe_init(n, p, s, now);
     }
 }
