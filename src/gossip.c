@@ -493,6 +493,22 @@ static int free_snap(const rumor_gossip_t *g)
     return g->snaps[k].refs == 0 ? k : -1;
 }
 
+/* free_snap for a gossip point: one that has to wait notes since when (rumor_gossip_snap_wanted;
+ * the round it begins counts its deadline from then). */
+static int take_snap(rumor_gossip_t *g, uint64_t now)
+{
+    const int sb = free_snap(g);
+    if (sb < 0 && !g->snap_wanted) g->snap_wanted = now ? now : 1;
+    return sb;
+}
+
+int rumor_gossip_snap_wanted(const rumor_gossip_t *g, uint64_t *since, uint64_t *deadline_ms)
+{
+    *since = g->snap_wanted;
+    *deadline_ms = g->wait_ms;
+    return g->snap_wanted && g->have_snap && g->snaps[1 - g->cur_snap].refs > 0 ? 1 - g->cur_snap : -1;
+}
+
 
 /* Move a live accumulator to the reference `to` (a snapshot, or -1 for absolute sums):
  * acc += accw[c] (from - to). */
@@ -619,10 +635,12 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
         add_snapshot(g, s, sn->x, sn->w, self_w);
     }
     s->self_added = true;
-    s->started = now;
+    /* The round's clock started when its gossip point began to wait, for a snapshot buffer the
+     * wire held (rumor_gossip_snap_wanted) if it had to: that wait is the round's too. */
+    s->started = g->snap_wanted && g->snap_wanted < now ? g->snap_wanted : now;
+    g->snap_wanted = 0;
     g->inflight = true;
     g->wait_ms = adaptive_wait(g);
-    g->st.deadline_ms = g->wait_ms;
 }
 
 /* Whether the sender key has sent a model of a round after slot s's (it has moved on). */
@@ -742,6 +760,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
     s->started = 0;
     g->inflight = false;
     g->st.round++;
+    g->st.deadline_ms = g->cfg.algo.kind == RUMOR_ALGO_SGP ? g->cfg.round_timeout_ms : g->wait_ms;
     double ws = 0.0;
     for (size_t c = 0; c < g->chunks; c++) ws += g->w[c];
     g->st.w = ws / (double)g->chunks;
@@ -783,7 +802,7 @@ static rumor_gossip_status_t step(rumor_gossip_t *g, float *x, uint64_t now)
         return RUMOR_GOSSIP_DONE;
     }
     if (g->dol && !g->closing) { /* ... or is sent, and the phase goes on */
-        const int sb = free_snap(g);
+        const int sb = take_snap(g, now);
         if (sb < 0) return RUMOR_GOSSIP_WAIT;
         memcpy(g->sent, x, g->P * sizeof *x);
         begin_round(g, x, sb, now);
@@ -791,7 +810,7 @@ static rumor_gossip_status_t step(rumor_gossip_t *g, float *x, uint64_t now)
     }
     if (g->overlap && !g->closing) {
         if (g->inflight && !round_ready(g, now)) return RUMOR_GOSSIP_WAIT;
-        const int sb = free_snap(g);
+        const int sb = take_snap(g, now);
         if (sb < 0) return RUMOR_GOSSIP_WAIT;
         if (g->inflight) finish_round(g, x);
         begin_round(g, x, sb, now);
@@ -804,7 +823,7 @@ static rumor_gossip_status_t step(rumor_gossip_t *g, float *x, uint64_t now)
         finish_round(g, x);
     }
     if (!g->inflight) {
-        const int sb = free_snap(g);
+        const int sb = take_snap(g, now);
         if (sb < 0) return RUMOR_GOSSIP_WAIT;
         begin_round(g, x, sb, now);
         g->began = true;

@@ -408,7 +408,8 @@ typedef struct {
     uint64_t sends, sends_failed;
     uint64_t missing_total;   /* sum of last_missing over all rounds */
     uint64_t drops[RUMOR_GOSSIP_DROP_COUNT];
-    uint64_t deadline_ms;     /* the adaptive wait of the last round (dpsgd, diloco) */
+    uint64_t deadline_ms;     /* the wait the last round finished allowed (adaptive; sgp: the
+                                 round timeout), counted from when its gossip point began */
     uint64_t rounds_alone;    /* rounds the topology was not defined on the view (run alone) */
     double clip_radius;       /* robust mixing: sqrt(sum of tau_c^2) for the round in flight */
     uint64_t chunks_clipped;  /* robust mixing: chunks pulled in to the radius */
@@ -435,6 +436,10 @@ void rumor_gossip_close(rumor_gossip_t *g);
 /* Overlapped diloco: a round is in flight, so the next gossip point is the one where it lands,
  * after algo.overlap_steps inner steps (the drivers run that many, then the rest of the phase's
  * H up to the next send). false otherwise. */
+/* The snapshot a gossip point waits for because sends still hold it (lent to the wire: a
+ * model on a link that died under it), and since when (*since, ms); -1 when none is waited for.
+ * *deadline_ms: the last round's allowed wait, the patience the caller gives those sends. */
+int rumor_gossip_snap_wanted(const rumor_gossip_t *g, uint64_t *since, uint64_t *deadline_ms);
 bool rumor_gossip_merging(const rumor_gossip_t *g);
 
 /* Whether the engine is inside a gossip point: its last step returned WAIT, so x as passed then

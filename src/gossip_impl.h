@@ -175,6 +175,8 @@ struct rumor_gossip {
     uint64_t last_done;        /* when the last gossip point ended */
     bool done_once, waiting;   /* waiting: this gossip point already had its first call */
     uint64_t wait_ms;          /* the current round's allowed wait */
+    uint64_t snap_wanted;      /* since when a gossip point waits for the wire to give back the
+                                  buffer of the next snapshot (0: it does not) */
     uint64_t prev_started;     /* when the last finished round started */
     int quiet;                 /* sgp: rounds finished in a row with nothing received */
     /* robust mixing */

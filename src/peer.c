@@ -130,13 +130,18 @@ static void wait_cv(peer_t *p, uint64_t ms)
 /* One gossip point: returns false when stopped while waiting. */
 static bool gossip_point(peer_t *p, float *x)
 {
-    bool done = false;
+    bool done = false, woke = false;
     pthread_mutex_lock(&p->mu);
     while (!atomic_load(&p->stop)) {
         const uint64_t now = rumor_now_ms();
         if (rumor_gossip_step(p->g, x, now) == RUMOR_GOSSIP_DONE) {
             done = true;
             break;
+        }
+        uint64_t since, patience;
+        if (!woke && rumor_gossip_snap_wanted(p->g, &since, &patience) >= 0) {
+            rumor_node_wake(p->node); /* what holds the buffer may be given up (peer_node.c) */
+            woke = true;
         }
         uint64_t until = rumor_gossip_deadline(p->g);
         if (until > now + 100) until = now + 100; /* look at the stop flag now and then */
@@ -489,7 +494,8 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
                                    .loss = ts.loss_sum / (double)(ts.samples ? ts.samples : 1), .lr = ts.lr,
                                    .consensus = st.consensus, .w = st.w, .peers = view + 1,
                                    .neighbours = st.last_peers, .missing = st.last_missing, .bytes_out = out,
-                                   .bytes_in = st.bytes_in, .wait_s = wait_s, .evaluated = eval, .text = p->src.text,
+                                   .bytes_in = st.bytes_in, .wait_s = wait_s,
+                                   .deadline_s = (double)st.deadline_ms / 1000.0, .evaluated = eval, .text = p->src.text,
                                    .test_loss = p->test_loss,
                                    .test_acc = p->test_acc, .private = p->dp != NULL, .secure_mix = c->secure_mix,
                                    .unmixed = st.chunks_unmixed, .relayed = relayed,

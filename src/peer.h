@@ -11,7 +11,7 @@
  * through a condition variable when a chunk or a finished send may end its wait.
  *
  * Files in the run folder: metrics.jsonl (one line per round: t, round, step, loss, lr,
- * consensus, w, peers, missing, bytes_out, bytes_in, wait_s, and test_acc/test_loss every
+ * consensus, w, peers, missing, bytes_out, bytes_in, wait_s, deadline_s, and test_acc/test_loss every
  * --eval-every rounds), checkpoint.safetensors (every --checkpoint-every rounds or else
  * every minute, at the end, and on SIGINT/SIGTERM; model, optimizer and the gossip state: round, push-sum
  * weights, DiLoCo's outer parameters and momentum), model.safetensors (the exported model

@@ -140,6 +140,7 @@ typedef struct send_ctx {
     uint8_t *masked;          /* --secure-mix: this send's masked chunks (they differ per receiver) */
     size_t *masked_off;
     bool final;               /* the final model, not a snapshot lent by the engine */
+    uint64_t made;            /* when the engine lent it (ms) */
 } send_ctx_t;
 
 /* peer_node.c: the node's side */

@@ -95,6 +95,7 @@ void peer_pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_
     send_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return;
     c->p = p;
+    c->made = rumor_now_ms();
     pthread_mutex_lock(&p->mu);
     if (p->finished) {
         /* Lingering after training: the final model, hashed once, never changing. */
@@ -286,6 +287,43 @@ static void send_done(peer_t *p, send_ctx_t *c, rumor_err_t rc, size_t wire, boo
     if (rc != RUMOR_OK) peer_send_ctx_free(c);
 }
 
+/* What a gossip point waits for: snapshot `snap`, from sends lent more than `patience` ms ago. */
+typedef struct {
+    int snap;
+    uint64_t now, patience;
+} wanted_t;
+
+static bool holds_wanted(void *arg, void *ctx)
+{
+    const send_ctx_t *c = arg;
+    const wanted_t *w = ctx;
+    return !c->final && c->s.snap == w->snap && w->now >= c->made + w->patience;
+}
+
+/* The trainer waits at a gossip point for the buffer of its next snapshot, which sends still
+ * hold: a model on a link that died under it stays in libzmq until the connection's heartbeat
+ * gives up (seconds), and the trainer with it. Sends that had a whole round's deadline to
+ * leave are given up at once, waiting ones and those in the node alike (a live link delivers a
+ * model within the deadline its receiver waits for it), so that no round waits past its own
+ * deadline for one that is over. */
+static void give_up_wanted(peer_t *p, rumor_node_t *node, uint64_t now)
+{
+    uint64_t since = 0, patience = 0;
+    pthread_mutex_lock(&p->mu);
+    const int snap = rumor_gossip_snap_wanted(p->g, &since, &patience);
+    pthread_mutex_unlock(&p->mu);
+    if (snap < 0) return;
+    wanted_t w = {.snap = snap, .now = now, .patience = patience};
+    int kept = 0;
+    for (int i = 0; i < p->n_retry; i++) {
+        send_ctx_t *c = p->retry[i];
+        if (holds_wanted(c, &w)) send_done(p, c, RUMOR_ECLOSED, 0, false, false);
+        else p->retry[kept++] = c;
+    }
+    p->n_retry = kept;
+    (void)rumor_node_give_up(node, holds_wanted, &w);
+}
+
 /* Try the waiting sends again, oldest first, one per peer at a time. */
 static void retry_sends(peer_t *p, rumor_node_t *node, uint64_t now)
 {
@@ -389,6 +427,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
     if (p->pull_state == PULL_WANTED) pull_ask(p, node, now);
     pthread_mutex_unlock(&p->mu);
     send_ctx_t *batch[64];
+    give_up_wanted(p, node, now);
     retry_sends(p, node, now);
     for (;;) {
         int nb = 0;
@@ -406,6 +445,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             send_ctx_t *c = calloc(1, sizeof *c);
             if (!c) break;
             c->p = p;
+            c->made = now;
             if (!rumor_gossip_next_send(p->g, &c->s)) {
                 peer_send_ctx_free(c);
                 break;

@@ -302,6 +302,7 @@ size_t rumor_metrics_line(char *buf, size_t cap, const rumor_metrics_line_t *l)
                 "\"missing\":%d,\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"wait_s\":%.*f",
                 l->loss, (double)l->lr, l->consensus, l->w, l->peers, l->neighbours, l->missing, l->bytes_out,
                 l->bytes_in, l->t_decimals, l->wait_s);
+    if (l->trained && l->deadline_s > 0) put_str(buf, cap, &len, ",\"deadline_s\":%.3f", l->deadline_s);
     if (l->evaluated)
         put_str(buf, cap, &len, l->text ? ",\"val_loss\":%.6f,\"val_acc\":%.4f" : ",\"test_loss\":%.6f,\"test_acc\":%.4f",
                 l->test_loss, l->test_acc);

@@ -87,6 +87,7 @@ typedef struct {
     uint64_t bytes_out, bytes_in;
     double wait_s;           /* the round's wait on gossip: from the end of its local steps to its
                                 mix (virtual seconds in virtual mode) */
+    double deadline_s;       /* ... the longest it allowed (0: not said) */
     bool evaluated;
     bool text;               /* a language model: its evaluation is val_loss, val_acc */
     double test_loss, test_acc;

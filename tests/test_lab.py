@@ -438,6 +438,9 @@ def partition(swarm):
     finally:
         lab.close()
     waits = [r.get("wait_s", 0) for m in after for r in m]
+    # How far each round's wait went past the deadline it allowed (its own, counted from when its
+    # gossip point began, a wait for a snapshot buffer included).
+    over = max(r["wait_s"] - r.get("deadline_s", 0) for m in after for r in m if "wait_s" in r)
     trail = [statistics.mean(r.get("consensus", 0) for m, h in zip(after, heal_rounds) for r in m[h + k:h + k + 10])
              for k in range(0, 50, 10) if all(len(m) >= h + k + 10 for m, h in zip(after, heal_rounds))]
     print("consensus before the cut %.4f; after the merge, by tens of rounds: %s" %
@@ -455,11 +458,12 @@ def partition(swarm):
     check(all(d is not None and d <= bound for d in detected),
           "each half declares the other dead within %.1f s ((view + 1) periods + suspicion): %s" %
           (bound, [round(d, 1) if d is not None else None for d in detected]))
-    # A model stuck on the cut link is given up a round deadline after it left (it holds one of
-    # the engine's two snapshots). Measured: rounds around the cut wait up to about two
-    # deadlines (2 s each), every other round at most one: the target of one is not met yet.
-    check(max(waits) <= 2 * 2.0 + 1.0, "no round waits past two round deadlines and a second (longest %.2f s)"
-          % max(waits))
+    # A model stuck on the cut link holds one of the engine's two snapshot buffers in libzmq;
+    # when the trainer wants that buffer back, what holds it is given up (the connection it waits
+    # on goes with it), so no round waits past its own deadline. (0.1 s: the scheduling slack of
+    # 8 peers on 2 cores.)
+    check(over <= 0.1, "no round waits past its deadline (at most %.3f s past; longest wait %.2f s)"
+          % (over, max(waits)))
     # Members a node could not reach during the partition are dialled again after a back-off that
     # grows to RUMOR_MEMB_BACKOFF_MAX (32) periods: the membership's tombs.
     merge_bound = (32 * period + 2 * suspect) / 1000.0

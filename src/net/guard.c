@@ -18,10 +18,11 @@ typedef struct {
     struct sockaddr_storage ends[2]; /* both ends when opened: a descriptor that libzmq closed
                                         and the kernel gave to another socket is told apart */
     socklen_t ends_len[2];
+    uint64_t serial;        /* which connection this is (rumor_guard_serial) */
 } watch_t;
 
 struct rumor_guard {
-    uint64_t limit, peak;
+    uint64_t limit, peak, serials;
     int count;
     int top; /* entries at or past it are all free: scans stop there (every message is looked up) */
     watch_t w[GUARD_MAX];
@@ -103,6 +104,7 @@ bool rumor_guard_open(rumor_guard_t *g, int fd, uint64_t now_ms)
     w->base = 0;
     (void)bytes_read(fd, &w->base);
     w->since_ms = now_ms;
+    w->serial = ++g->serials;
     if (w == &tmp) {
         cut(w); /* the table is full: no connection beyond it */
         return false;
@@ -150,6 +152,26 @@ int rumor_guard_check(rumor_guard_t *g, uint64_t now_ms)
         }
     }
     return cuts;
+}
+
+uint64_t rumor_guard_serial(const rumor_guard_t *g, int fd)
+{
+    for (int i = 0; fd >= 0 && i < g->top; i++)
+        if (g->w[i].fd == fd) return g->w[i].serial;
+    return 0;
+}
+
+bool rumor_guard_cut(rumor_guard_t *g, int fd, uint64_t serial)
+{
+    for (int i = 0; fd >= 0 && serial && i < g->top; i++) {
+        watch_t *w = &g->w[i];
+        if (w->fd != fd || w->serial != serial) continue;
+        const bool same = same_connection(w);
+        cut(w);
+        g->count--;
+        return same;
+    }
+    return false;
 }
 
 int rumor_guard_count(const rumor_guard_t *g) { return g->count; }

@@ -56,6 +56,12 @@ void rumor_guard_close(rumor_guard_t *self, int fd);
 /* A whole message was taken from the connection fd (its ZMQ_SRCFD; -1 is ignored): what libzmq
  * has read from it so far is accounted for. */
 void rumor_guard_delivered(rumor_guard_t *self, int fd, uint64_t now_ms);
+/* Which connection fd is (a number never given twice; 0 when fd is not watched): what
+ * rumor_guard_cut asks for, so that a descriptor since reused is never cut by mistake. */
+uint64_t rumor_guard_serial(const rumor_guard_t *self, int fd);
+/* Shut connection fd down now if it is still the one serial named (a model stuck on a dead
+ * link lets go of its buffer only when libzmq drops the connection); whether it did. */
+bool rumor_guard_cut(rumor_guard_t *self, int fd, uint64_t serial);
 /* Check every connection; shut down those over the limit. Returns how many were cut. */
 int rumor_guard_check(rumor_guard_t *self, uint64_t now_ms);
 /* Connections registered now. */

@@ -41,12 +41,31 @@ static void set_common(void *s)
     node_set_int(s, ZMQ_HEARTBEAT_TTL, 10000);
 }
 
+/* From any thread (libzmq's I/O thread frees chunks). When one reference is left, it may be
+ * the node's on a held model (held_t): the node is woken to let the model go. */
 void node_outgoing_unref(outgoing_t *o)
 {
-    if (atomic_fetch_sub(&o->refs, 1) == 1) {
+    const int left = atomic_fetch_sub(&o->refs, 1) - 1;
+    if (left == 0) {
         if (o->release) o->release(o->arg);
         free(o);
+    } else if (left == 1 && o->wake_fd >= 0) {
+        const char b = 1;
+        ssize_t k = write(o->wake_fd, &b, 1); /* (a full pipe already wakes the loop) */
+        (void)k;
     }
+}
+
+/* Held models that libzmq has sent (or dropped) all of: our reference goes, and with the last
+ * one each model's buffer. */
+void node_release_held(rumor_node_t *n)
+{
+    int kept = 0;
+    for (int i = 0; i < n->n_held; i++) {
+        if (atomic_load(&n->held[i].o->refs) == 1) node_outgoing_unref(n->held[i].o);
+        else n->held[kept++] = n->held[i];
+    }
+    n->n_held = kept;
 }
 
 void node_close_dealer(peer_t *p)
@@ -369,6 +388,10 @@ rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
  * routing id that another key held is not that key's any more. */
 void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid)
 {
+    if (n->rx_fd >= 0) {
+        c->fd = n->rx_fd;
+        c->fd_serial = rumor_guard_serial(n->guard, n->rx_fd);
+    }
     const size_t len = zmq_msg_size(rid);
     if (len == 0 || len > RID_MAX || (c->rid_len == len && memcmp(c->rid, zmq_msg_data(rid), len) == 0)) return;
     for (int i = 0; i < MAX_CONNS; i++) {
@@ -825,7 +848,8 @@ static void handle_socket(rumor_node_t *n, peer_t *p, uint64_t now)
         if (count == 0) return;
         const int held = count < 4 ? count : 4;
         n->msgs_in++;
-        rumor_guard_delivered(n->guard, zmq_msg_get(&parts[held - 1], ZMQ_SRCFD), now);
+        n->rx_fd = zmq_msg_get(&parts[held - 1], ZMQ_SRCFD);
+        rumor_guard_delivered(n->guard, n->rx_fd, now);
         for (int i = skip; i < held; i++) n->bytes_in += zmq_msg_size(&parts[i]);
         uint8_t key[RUMOR_KEY_LEN];
         const char *uid = !p && count >= 2 ? zmq_msg_gets(&parts[1], "User-Id") : NULL;
@@ -836,6 +860,7 @@ static void handle_socket(rumor_node_t *n, peer_t *p, uint64_t now)
             else node_dispatch(n, p ? p->key : key, p ? PATH_DEALER : PATH_ROUTER, p ? NULL : &parts[0], now);
         }
         for (int i = 0; i < held; i++) zmq_msg_close(&parts[i]);
+        n->rx_fd = -1;
         run_actions(n, now);
     }
 }
@@ -1005,6 +1030,7 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     n->start_ms = rumor_now_ms();
     n->wake[0] = n->wake[1] = -1;
     n->tick_ms = 100;
+    n->rx_fd = -1;
     if (pipe(n->wake) != 0) {
         rumor_fail(err, RUMOR_EIO, "pipe: %s", strerror(errno));
         goto fail;
@@ -1058,6 +1084,8 @@ void rumor_node_destroy(rumor_node_t **self_p)
     rumor_node_t *n = *self_p;
     for (int i = 0; i < MAX_PEERS; i++)
         if (n->peers[i].used) close_peer(&n->peers[i]);
+    for (int i = 0; i < n->n_held; i++) node_outgoing_unref(n->held[i].o); /* (libzmq drops the rest) */
+    n->n_held = 0;
     /* As for a DEALER's monitor: stop it before its reader goes. */
     if (n->router && n->router_mon) zmq_socket_monitor(n->router, NULL, 0);
     if (n->router) zmq_close(n->router);
@@ -1136,7 +1164,7 @@ static void check_reachable(rumor_node_t *n, uint64_t now)
 }
 
 /* What each turn of the loop does besides reading sockets: the guard's look at what
- * connections hold, the trainer's tick, membership's timers and what they ask for, relay
+ * connections hold, models libzmq has sent all of, the trainer's tick, membership's timers and what they ask for, relay
  * inits to resend, and whether peers can dial us. */
 static void housekeeping(rumor_node_t *n, uint64_t now)
 {
@@ -1144,6 +1172,7 @@ static void housekeeping(rumor_node_t *n, uint64_t now)
         n->drops[DROP_HELD] += (uint64_t)rumor_guard_check(n->guard, now);
         n->guard_next = now + GUARD_CHECK_MS;
     }
+    node_release_held(n);
     if (n->tick_cb) n->tick_cb(n->tick_arg, n, now);
     node_announce_done(n);
     rumor_memb_tick(n->memb, now);

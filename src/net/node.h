@@ -113,9 +113,15 @@ rumor_err_t rumor_node_send(rumor_node_t *self, const uint8_t peer[32], const ru
                             void (*release)(void *arg), void *arg);
 /* Give up what is still on its way to peer: a model that could not leave within a whole
  * round's deadline holds its buffer (zero copy) for as long as the link is stuck. The model
- * being queued is dropped and, over our own dial, the connection is closed (libzmq drops what
- * it holds, releasing the buffer) and dialled again. Node's thread. */
+ * being queued is dropped, and the connection its chunks wait on goes with them (libzmq drops
+ * what it holds, releasing the buffer): our dial is closed and dialled again, a connection
+ * the peer opened to us is shut down. Counted (status: models_given_up). Node's thread. */
 void rumor_node_abandon(rumor_node_t *self, const uint8_t peer[32]);
+/* The same for every model on its way, to any peer, for which which(arg, ctx) is true (arg:
+ * what its rumor_node_send was given), including models handed to libzmq in full and still
+ * held there: a buffer the caller needs back from a link that died under it. How many were
+ * given up. Node's thread. */
+int rumor_node_give_up(rumor_node_t *self, bool (*which)(void *arg, void *ctx), void *ctx);
 /* Whether what goes to peer goes through a relay now (neither our dial nor its connection to
  * us works). Node's thread. */
 bool rumor_node_relayed(rumor_node_t *self, const uint8_t peer[32]);

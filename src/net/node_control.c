@@ -112,11 +112,11 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
                ",\"connections\":%d,\"held_peak\":%" PRIu64 ",\"revocation_errors\":%" PRIu64
                ",\"dials_given_up\":%" PRIu64 ",\"msgs_back\":%" PRIu64 ",\"relayed_msgs\":%" PRIu64
                ",\"relayed_bytes\":%" PRIu64 ",\"sent_via_relay_msgs\":%" PRIu64 ",\"sent_via_relay_bytes\":%" PRIu64
-               ",\"received_via_relay_msgs\":%" PRIu64 "},\"rejected\":{",
+               ",\"received_via_relay_msgs\":%" PRIu64 ",\"models_given_up\":%" PRIu64 "},\"rejected\":{",
             n->msgs_in, n->msgs_out, n->bytes_in, n->bytes_out, ms.pings_sent, ms.acks_received, ms.suspicions,
             ms.deaths, ms.refutations, n->knocks_in, n->knocks_out, n->stale_knocks, rumor_guard_count(n->guard),
             rumor_guard_peak(n->guard), n->revoke_errors, n->dials_given_up, n->reverse_msgs, n->relayed_msgs,
-            n->relayed_bytes, n->e2e_msgs_out, n->e2e_bytes_out, n->e2e_msgs_in);
+            n->relayed_bytes, n->e2e_msgs_out, n->e2e_bytes_out, n->e2e_msgs_in, n->models_given_up);
         bool first = true;
         for (int i = 1; i < DROP_COUNT; i++)
             if (n->drops[i]) {
@@ -158,6 +158,8 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
     if (n->dials_given_up || n->reverse_msgs)
         out(o, "dials given up %" PRIu64 ", messages sent back over peers' own connections %" PRIu64 "\n",
             n->dials_given_up, n->reverse_msgs);
+    if (n->models_given_up)
+        out(o, "models given up on stuck links %" PRIu64 "\n", n->models_given_up);
     if (n->relayed_msgs || n->e2e_msgs_out || n->e2e_msgs_in)
         out(o, "relayed for others %" PRIu64 " messages (%" PRIu64 " bytes); through relays: sent %" PRIu64
                " (%" PRIu64 " bytes), received %" PRIu64 "\n",

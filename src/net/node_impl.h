@@ -21,6 +21,9 @@
 #include <time.h>
 #include <zmq.h>
 
+#define HELD_MAX 64          /* models all handed to libzmq that the node keeps track of (the
+                                newest; giving one up drops the connection it waits on, and
+                                every older one there with it) */
 #define MAX_PEERS 256        /* DEALERs: view, bootstraps and a few transient targets */
 #define MAX_CONNS 1024       /* keys we have heard from (admitted or refused) */
 #define SEND_HWM 64          /* messages queued per peer before sends are dropped */
@@ -127,6 +130,8 @@ typedef struct {
     atomic_int refs;
     void (*release)(void *);
     void *arg;
+    int wake_fd;                     /* the node's wake pipe: libzmq sending a chunk wakes the
+                                        node when only the node's reference is left */
 } outgoing_t;
 
 typedef struct {
@@ -135,7 +140,19 @@ typedef struct {
     uint32_t next, chunks;
     uint64_t since;                  /* when rumor_node_send took it */
     bool on_dealer;                  /* some of its chunks went into our DEALER to the peer */
+    bool on_router;                  /* ... or back over the connection it opened to us */
+    bool on_relay;                   /* ... or, sealed, to the relay `relay` */
+    uint8_t relay[RUMOR_KEY_LEN];
 } sending_t;
+
+/* A model all handed to libzmq while libzmq still holds chunks of it: a reference of ours, so
+ * that it can be given up (rumor_node_give_up); dropped once ours is the last. */
+typedef struct {
+    outgoing_t *o;
+    uint8_t key[RUMOR_KEY_LEN];      /* the member whose connections hold the chunks (the
+                                        model's receiver, or the relay it went through) */
+    bool dealer, router;             /* ... in our DEALER to it / on its connection to us */
+} held_t;
 
 typedef struct {
     bool used;
@@ -213,6 +230,8 @@ typedef struct {
     uint8_t rid[RID_MAX];            /* the ROUTER's routing id of its newest connection to us */
     uint8_t rid_len;                 /* 0: none known */
     bool rid_hello;                  /* our hello went on that connection */
+    int fd;                          /* that connection's descriptor ... */
+    uint64_t fd_serial;              /* ... and the guard's name for it (0: unknown) */
     uint64_t caps;                   /* its hello's capability bits */
     uint64_t hello_asked_ms;         /* when we last asked it for its hello */
     uint64_t greeted_ms;             /* when we last answered its request for ours */
@@ -277,6 +296,11 @@ struct rumor_node {
     uint64_t hello_asked_ms;         /* ... a key with no entry (HELLO_ASK_MS) */
     bool warned_unreachable;
     uint64_t dials_given_up;         /* peers' addresses we stopped dialling (peer_path) */
+    int rx_fd;                       /* the connection of the message being handled (-1: none) */
+    held_t held[HELD_MAX];           /* models libzmq still holds part of, oldest first */
+    int n_held;
+    uint64_t models_given_up;        /* models to a stuck link let go, with what libzmq held of
+                                        them (rumor_node_abandon, rumor_node_give_up) */
     uint64_t reverse_msgs;           /* messages sent back over peers' own connections */
     bool router_blocked;             /* a model back over a peer's connection waits for room */
     /* Relays (node_relay.c). */
@@ -306,6 +330,7 @@ static inline uint64_t until(uint64_t deadline, uint64_t now) { return deadline 
 /* node.c: sockets, peers, membership on the wire */
 void node_set_int(void *s, int opt, int v);
 void node_outgoing_unref(outgoing_t *o);
+void node_release_held(rumor_node_t *n);
 void node_close_dealer(peer_t *p);
 void node_stop_knocking(peer_t *p);
 peer_t *node_find_peer(rumor_node_t *n, const uint8_t *key);

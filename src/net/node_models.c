@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+/* A chunk libzmq is done with (sent, or dropped with its connection): from its I/O thread. */
 static void chunk_free_cb(void *data, void *hint)
 {
     (void)data;
@@ -184,6 +185,11 @@ void node_pump(rumor_node_t *n, peer_t *p)
                 n->router_blocked = true;
                 return;
             }
+            const relay_sess_t *rs = node_relay_session(n, p->key);
+            if (rs) {
+                s->on_relay = true;
+                memcpy(s->relay, rs->via, RUMOR_KEY_LEN);
+            }
         } else if (c) {
             atomic_fetch_add(&s->out->refs, 1);
             zmq_msg_init_data(&payload, (void *)data, dlen, chunk_free_cb, s->out);
@@ -191,6 +197,7 @@ void node_pump(rumor_node_t *n, peer_t *p)
                 n->router_blocked = true;
                 return;
             }
+            s->on_router = true;
         } else {
             atomic_fetch_add(&s->out->refs, 1);
             zmq_msg_init_data(&payload, (void *)data, dlen, chunk_free_cb, s->out);
@@ -204,8 +211,22 @@ void node_pump(rumor_node_t *n, peer_t *p)
         s->next++;
     }
     if (s->out && s->next >= s->chunks) {
-        node_outgoing_unref(s->out); /* our own reference; libzmq holds the rest */
+        /* All handed over: while libzmq holds some of it, our reference stays (held), so that
+         * a link that dies under it can be let go of (rumor_node_give_up). */
+        node_release_held(n);
+        if (n->n_held == HELD_MAX) { /* (the oldest is no longer tracked; its chunks still go) */
+            node_outgoing_unref(n->held[0].o);
+            memmove(n->held, n->held + 1, (HELD_MAX - 1) * sizeof n->held[0]);
+            n->n_held--;
+        }
+        held_t *h = &n->held[n->n_held++];
+        h->o = s->out;
+        /* (relayed: the chunks wait on the relay's connection, either way) */
+        memcpy(h->key, s->on_relay ? s->relay : p->key, RUMOR_KEY_LEN);
+        h->dealer = s->on_relay || s->on_dealer;
+        h->router = s->on_relay || s->on_router;
         s->out = NULL;
+        node_release_held(n);
     }
 }
 
@@ -220,24 +241,60 @@ uint64_t rumor_node_sending_since(rumor_node_t *n, const uint8_t peer[32])
     return p && p->send.out ? p->send.since : 0;
 }
 
+/* What libzmq holds on the connections to key (our dial, and its connection to us) goes: the
+ * dial is closed (libzmq drops what it holds, releasing the buffers) and dialled again at
+ * once; its connection to us is shut down (it dials again). */
+static void let_go(rumor_node_t *n, const uint8_t *key, bool dealer, bool router, uint64_t now)
+{
+    peer_t *q = dealer ? node_find_peer(n, key) : NULL;
+    if (q && q->dealer) {
+        node_close_dealer(q); /* (a newer model in that DEALER goes with it) */
+        q->retry_at = now;
+    }
+    const conn_t *c = router ? node_find_conn(n, key, false, now) : NULL;
+    if (c) (void)rumor_guard_cut(n->guard, c->fd, c->fd_serial);
+}
+
+/* p's model still being handed to libzmq: the rest is not sent, and what libzmq holds of it
+ * goes with the connection it waits on (p's, or the relay's). */
+static void give_up_out(rumor_node_t *n, peer_t *p, uint64_t now)
+{
+    char id[RUMOR_SHORT_ID_LEN + 1];
+    rumor_key_short_id(id, p->key);
+    rumor_log(RUMOR_LOG_DEBUG, "a model to %s is stuck on its link: given up", id);
+    n->models_given_up++;
+    const sending_t s = p->send;
+    node_outgoing_unref(p->send.out);
+    p->send.out = NULL;
+    let_go(n, p->key, s.on_dealer, s.on_router, now);
+    if (s.on_relay) let_go(n, s.relay, true, true, now);
+}
+
 void rumor_node_abandon(rumor_node_t *n, const uint8_t peer[32])
 {
     peer_t *p = node_find_peer(n, peer);
-    if (!p || !p->send.out) return;
-    char id[RUMOR_SHORT_ID_LEN + 1];
-    rumor_key_short_id(id, p->key);
-    rumor_log(RUMOR_LOG_DEBUG, "a model to %s did not leave within a round's deadline: dropped", id);
-    if (p->dealer && p->send.on_dealer) {
-        /* It went (in part) over our dial, which still holds those chunks (stuck, or its
-         * connection dropped): closing it releases the model (libzmq drops what it holds). */
-        node_close_dealer(p);
-        p->retry_at = rumor_now_ms(); /* knock and dial again at once */
-    } else {
-        /* Back over its connection, or through a relay: what libzmq holds goes when that
-         * connection drains or dies (its heartbeat, 5 s); the rest of the model is dropped. */
-        node_outgoing_unref(p->send.out);
-        p->send.out = NULL;
+    if (p && p->send.out) give_up_out(n, p, rumor_now_ms());
+}
+
+int rumor_node_give_up(rumor_node_t *n, bool (*which)(void *arg, void *ctx), void *ctx)
+{
+    const uint64_t now = rumor_now_ms();
+    int k = 0;
+    node_release_held(n);
+    for (int i = 0; i < n->n_held; i++)
+        if (which(n->held[i].o->arg, ctx)) {
+            let_go(n, n->held[i].key, n->held[i].dealer, n->held[i].router, now);
+            n->models_given_up++;
+            k++;
+        }
+    for (int i = 0; i < MAX_PEERS; i++) {
+        peer_t *p = &n->peers[i];
+        if (p->used && p->send.out && which(p->send.out->arg, ctx)) {
+            give_up_out(n, p, now);
+            k++;
+        }
     }
+    return k;
 }
 
 /* Whether m is a model the protocol can carry: sizes, weights, and for encoded chunks the
@@ -283,6 +340,7 @@ rumor_err_t rumor_node_send(rumor_node_t *n, const uint8_t peer[32], const rumor
     atomic_init(&o->refs, 1);
     o->release = release;
     o->arg = arg;
+    o->wake_fd = n->wake[1];
     p->send = (sending_t){.out = o, .m = *m, .next = 0, .chunks = (uint32_t)rumor_chunks(m->count, m->chunk_params),
                           .since = rumor_now_ms()};
     node_pump(n, p);

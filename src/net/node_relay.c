@@ -273,12 +273,12 @@ typedef struct {
     rumor_node_t *n;
     size_t len;
     uint8_t data[];
-} held_t;
+} fwd_copy_t;
 
 static void held_free(void *data, void *hint)
 {
     (void)data;
-    held_t *h = hint;
+    fwd_copy_t *h = hint;
     atomic_fetch_sub(&h->n->relay_held, h->len);
     free(h);
 }
@@ -304,7 +304,7 @@ static void forward(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_
     }
     zmq_msg_t pm;
     if (r->payload_len) {
-        held_t *h = malloc(sizeof *h + r->payload_len);
+        fwd_copy_t *h = malloc(sizeof *h + r->payload_len);
         if (!h) return;
         h->n = n;
         h->len = r->payload_len;
