@@ -223,6 +223,9 @@ typedef struct {
 /* Capability bits of `hello` (PROTOCOL.md, "Compatibility"). */
 #define RUMOR_CAP_RELAY UINT64_C(1)       /* understands `relay` messages (end to end through a relay) */
 #define RUMOR_CAP_RELAY_SERVE UINT64_C(2) /* ... and forwards them for others (--relay yes) */
+#define RUMOR_CAP_UNDIALABLE UINT64_C(4)  /* nobody has dialled it: it is reached only over its own
+                                             connections (gossip graphs place it beside members
+                                             that can be dialled) */
 
 /* A message between two members that cannot reach each other, through a third that reaches
  * both (PROTOCOL.md "Relays"): the end-to-end handshake (init, accept) and the sealed

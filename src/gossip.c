@@ -332,9 +332,15 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->view = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->view);
     g->members = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->members);
     g->member_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_boot);
+    g->member_far = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_far);
+    g->far_pos = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->far_pos);
+    g->tmp_keys = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->tmp_keys);
+    g->tmp_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->tmp_boot);
     g->out_cap = 2 * RUMOR_GOSSIP_MAX_MEMBERS;
     g->outbox = malloc(g->out_cap * sizeof *g->outbox);
-    if (!g->view || !g->members || !g->member_boot || !g->outbox) goto nomem;
+    if (!g->view || !g->members || !g->member_boot || !g->member_far || !g->far_pos || !g->tmp_keys || !g->tmp_boot ||
+        !g->outbox)
+        goto nomem;
     g->st.w = 1.0;
     return g;
 nomem:
@@ -387,6 +393,10 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     free(g->sent);
     free(g->view);
     free(g->member_boot);
+    free(g->member_far);
+    free(g->far_pos);
+    free(g->tmp_keys);
+    free(g->tmp_boot);
     free(g->members);
     free(g->outbox);
     free(g);
@@ -403,10 +413,18 @@ void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LE
 void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN],
                                  const uint64_t *boots, size_t count)
 {
+    rumor_gossip_set_view_reach(g, keys, boots, NULL, count, false);
+}
+
+void rumor_gossip_set_view_reach(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN], const uint64_t *boots,
+                                 const bool *far, size_t count, bool self_far)
+{
     size_t n = 0;
+    g->self_far = self_far;
     for (size_t i = 0; i < count && n < RUMOR_GOSSIP_MAX_MEMBERS - 1; i++)
         if (memcmp(keys[i], g->cfg.self, RUMOR_KEY_LEN) != 0) {
             memcpy(g->view[n].key, keys[i], RUMOR_KEY_LEN);
+            g->view[n].far = far && far[i];
             g->view[n++].boot = boots ? boots[i] : 0;
         }
     qsort(g->view, n, sizeof *g->view, key_cmp); /* the key leads the entry */
@@ -482,6 +500,74 @@ slot_t *gsp_slot_for(rumor_gossip_t *g, uint64_t round)
             return s;
         }
     return NULL;
+}
+
+/* Two members that cannot be dialled (behind different NATs) reach each other only through a
+ * relay, which costs a third peer's bandwidth. Where some members cannot be dialled, they take
+ * the positions the graph joins least to each other: chosen greedily over the union of the
+ * graphs of its first rounds (up to 8: a period, where it has one), the position with the
+ * fewest edges to those chosen so far, then the lowest degree, then the lowest rank. The
+ * choice depends only on the graph, n and how many cannot be dialled, so every peer that
+ * knows the same members makes the same one; members of each kind keep their key order. */
+static bool far_positions(rumor_gossip_t *g, size_t n, size_t u)
+{
+    uint64_t period = 1;
+    char terr[RUMOR_ERR_LEN];
+    if (rumor_topology_period(g->topo, n, &period, terr) != RUMOR_OK || period == 0 || period > 8) period = 8;
+    uint32_t *deg = calloc(n, sizeof *deg), *hit = calloc(n, sizeof *hit);
+    uint8_t *adj = calloc(n * n, 1);
+    memset(g->far_pos, 0, n * sizeof *g->far_pos);
+    if (!deg || !hit || !adj) { /* no memory: the key order, as without any */
+        free(deg), free(hit), free(adj);
+        return false;
+    }
+    for (uint64_t r = 0; r < period; r++)
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t *out = NULL;
+            size_t k = 0;
+            if (rumor_topology_out(g->topo, n, r, i, &out, &k, terr) != RUMOR_OK) continue;
+            for (size_t e = 0; e < k; e++) adj[i * n + out[e]] = adj[out[e] * n + i] = 1;
+        }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) deg[i] += adj[i * n + j];
+    for (size_t c = 0; c < u; c++) {
+        size_t best = n;
+        for (size_t i = 0; i < n; i++)
+            if (!g->far_pos[i] && (best == n || hit[i] < hit[best] || (hit[i] == hit[best] && deg[i] < deg[best])))
+                best = i;
+        g->far_pos[best] = true;
+        for (size_t j = 0; j < n; j++) hit[j] += adj[best * n + j];
+    }
+    free(deg), free(hit), free(adj);
+    return true;
+}
+
+static void arrange(rumor_gossip_t *g, size_t n, size_t *me)
+{
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++) u += g->member_far[i];
+    if (u == 0 || u == n || n < 3) return; /* (nothing to choose: the key order) */
+    if (g->far_n != n || g->far_u != u) {
+        g->far_n = g->far_u = 0;
+        if (!far_positions(g, n, u)) return;
+        g->far_n = n, g->far_u = u;
+    }
+    memcpy(g->tmp_keys, g->members, n * sizeof *g->members);
+    memcpy(g->tmp_boot, g->member_boot, n * sizeof *g->member_boot);
+    const size_t self = *me;
+    size_t next[2] = {0, 0}; /* the next member of each kind (0: dialable, 1: not), in key order */
+    bool kind[RUMOR_GOSSIP_MAX_MEMBERS];
+    memcpy(kind, g->member_far, n * sizeof *kind);
+    for (size_t pos = 0; pos < n; pos++) {
+        const int want = g->far_pos[pos] ? 1 : 0;
+        size_t src = next[want];
+        while (src < n && (int)kind[src] != want) src++;
+        next[want] = src + 1;
+        memcpy(g->members[pos], g->tmp_keys[src], RUMOR_KEY_LEN);
+        g->member_boot[pos] = g->tmp_boot[src];
+        g->member_far[pos] = kind[src];
+        if (src == self) *me = pos;
+    }
 }
 
 /* The buffer for the next snapshot: never the latest one, which live accumulators use as
@@ -586,21 +672,25 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     g->cur_snap = sb;
     g->have_snap = true; /* own_rms is this snapshot's (snap_copy) */
 
-    /* Members: the view and this peer, numbered by sorted key. */
+    /* Members: the view and this peer, numbered by sorted key; those that cannot be dialled
+     * moved to where the graph joins them least to each other (arrange). */
     size_t n = 0, me = 0;
     bool placed = false;
     for (size_t i = 0; i <= g->view_count; i++) {
         if (!placed && (i == g->view_count || memcmp(g->cfg.self, g->view[i].key, RUMOR_KEY_LEN) < 0)) {
             me = n;
             g->member_boot[n] = g->cfg.boot;
+            g->member_far[n] = g->self_far;
             memcpy(g->members[n++], g->cfg.self, RUMOR_KEY_LEN);
             placed = true;
         }
         if (i < g->view_count) {
             g->member_boot[n] = g->view[i].boot;
+            g->member_far[n] = g->view[i].far;
             memcpy(g->members[n++], g->view[i].key, RUMOR_KEY_LEN);
         }
     }
+    arrange(g, n, &me);
     slot_t *s = gsp_slot_for(g, g->round); /* never NULL: finishing freed every slot of an older round */
     double self_w = 1.0;
     const uint32_t *out = NULL, *in = NULL;

@@ -295,6 +295,11 @@ void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LE
  * makes masks only with peers whose run it knows (secmix.h). */
 void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN],
                                  const uint64_t *boots, size_t count);
+/* The same with, for each peer, whether it cannot be dialled (far: NULL for none; self_far:
+ * this peer): the graph's positions are then dealt so that as few edges as it allows join two
+ * such members, which could reach each other only through a relay. */
+void rumor_gossip_set_view_reach(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN], const uint64_t *boots,
+                                 const bool *far, size_t count, bool self_far);
 
 typedef enum {
     RUMOR_GOSSIP_DONE,  /* x holds the parameters to train on next */

@@ -131,10 +131,12 @@ typedef struct {
     uint64_t last;         /* round of its last strike (the least recent is forgotten first) */
 } strike_t;
 
-/* A member of the view: its key (first, so entries sort by key) and its run's boot id. */
+/* A member of the view: its key (first, so entries sort by key), its run's boot id, and
+ * whether it cannot be dialled (rumor_gossip_set_view_reach). */
 typedef struct {
     uint8_t key[RUMOR_KEY_LEN];
     uint64_t boot;
+    bool far;
 } view_entry_t;
 
 typedef struct gsp_rule gsp_rule_t;
@@ -164,6 +166,12 @@ struct rumor_gossip {
     size_t view_count;
     uint8_t (*members)[RUMOR_KEY_LEN];
     uint64_t *member_boot;         /* each member's run id as this peer knows it (0: unknown) */
+    bool self_far;                 /* this peer cannot be dialled */
+    bool *member_far;              /* ... each member (placed by arrange()) */
+    bool *far_pos;                 /* the positions arrange() gives such members, for ... */
+    size_t far_n, far_u;           /* ... n members of which u cannot be dialled (0: none yet) */
+    uint8_t (*tmp_keys)[RUMOR_KEY_LEN];
+    uint64_t *tmp_boot;
     /* outbox */
     pending_t *outbox;
     size_t out_head, out_count, out_cap;

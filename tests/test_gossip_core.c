@@ -53,6 +53,73 @@ static void test_pure_gossip(const char *algo, const char *topo, int n, size_t P
     swarm_fini(&s);
 }
 
+/* ---- members that cannot be dialled ---- */
+
+/* Rounds of a swarm whose u smallest keys cannot be dialled (far: true; else the key order for
+ * all): the edges that join two of them, and whether every round finished at its gossip point
+ * (peers that placed members differently would wait for models that never come). */
+static int far_edges(const char *topo, int n, int u, bool far, int rounds, double *spread)
+{
+    swarm_t s;
+    const size_t P = 40;
+    swarm_init(&s, n, topo, "dpsgd", P, P, 5, 1000);
+    bool is_far[MAXN];
+    for (int i = 0; i < n; i++) is_far[i] = i < u;
+    for (int i = 0; i < n; i++)
+        rumor_gossip_set_view_reach(s.g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, NULL, far ? is_far : NULL,
+                                    (size_t)n, far && is_far[i]);
+    int both = 0;
+    bool done = true;
+    for (int r = 0; r < rounds; r++) {
+        bool waited[MAXN] = {false};
+        for (int i = 0; i < n; i++) {
+            waited[i] = rumor_gossip_step(s.g[i], s.x[i], 100 + (uint64_t)r) != RUMOR_GOSSIP_DONE;
+            rumor_gossip_send_t m;
+            while (rumor_gossip_next_send(s.g[i], &m)) {
+                const int to = find(&s, m.peer);
+                both += to >= 0 && is_far[i] && is_far[to];
+                deliver(&s, i, &m, 100 + (uint64_t)r);
+            }
+        }
+        for (int i = 0; i < n; i++)
+            if (waited[i]) {
+                done &= rumor_gossip_step(s.g[i], s.x[i], 100 + (uint64_t)r) == RUMOR_GOSSIP_DONE;
+                drain(&s, i, 100 + (uint64_t)r);
+            }
+    }
+    CHECK_MSG(done, "%s, %d of %d far: a round waited (the peers placed the members differently)", topo, u, n);
+    double *mean = malloc(P * sizeof *mean);
+    mean_of(&s, mean);
+    *spread = dist_to_mean(&s, mean);
+    free(mean);
+    swarm_fini(&s);
+    return both;
+}
+
+/* Members that cannot be dialled reach each other only through a relay: the graph's positions
+ * are dealt so that as few edges as it allows join two of them, the same way at every peer,
+ * and gossip converges as before (a relabelling keeps the weights doubly stochastic). */
+static void test_far_members(void)
+{
+    double spread_far, spread_keys;
+    /* A ring of 8 with 4 that cannot be dialled: alternated, no edge joins two of them (in key
+     * order, ranks 0..3 in a row: 3 edges each way, every round). */
+    int far = far_edges("ring", 8, 4, true, 60, &spread_far), keys = far_edges("ring", 8, 4, false, 60, &spread_keys);
+    CHECK_MSG(far == 0 && keys == 60 * 3 * 2, "ring: %d sends between members that cannot be dialled (key order %d)",
+              far, keys);
+    CHECK_MSG(spread_far < 1e-3 && spread_keys < 1e-3, "ring: gossip converges either way (%g, %g)", spread_far,
+              spread_keys);
+    /* The exponential graph of 8 (offsets 1, 2, 4 both ways): fewer such edges than key order. */
+    far = far_edges("expo", 8, 3, true, 20, &spread_far);
+    keys = far_edges("expo", 8, 3, false, 20, &spread_keys);
+    CHECK_MSG(far < keys, "expo: %d sends between members that cannot be dialled, key order %d", far, keys);
+    fprintf(stderr, "expo, 3 of 8 that cannot be dialled, 20 rounds: %d sends between two of them (key order %d)\n",
+            far, keys);
+    /* Too many to keep apart (6 of 8 on a ring): still consistent everywhere. */
+    far = far_edges("ring", 8, 6, true, 20, &spread_far);
+    CHECK_MSG(far > 0 && spread_far < 1.0, "ring, 6 of 8: %d such sends", far);
+}
+
 /* ---- secure mixing ---- */
 
 static int sk_cmp(const void *a, const void *b)
@@ -297,6 +364,7 @@ int main(void)
     test_pure_gossip("dpsgd", "hypercube", 16, 100, 100, 3, 12);
     test_pure_gossip("dpsgd", "complete", 5, 70, 16, 0, 1);
     test_pure_gossip("dpsgd+overlap", "complete", 5, 70, 16, 0, 1);
+    test_far_members();
     test_secure_mix_plain("complete", 4);
     test_secure_mix_plain("ring", 5);
     test_secure_mix("complete", 4);

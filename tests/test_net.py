@@ -516,6 +516,10 @@ def main():
     check(wait_for(lambda: relays_at_node1() is False, 3) and
           all(v.get("relays") for v in (status(nodes[1][1]) or {}).get("view", []) if v["key"] != pubs[0]),
           "... and no longer offers to relay (it could reach nobody it does not dial); the others do")
+    dialable = {v["key"]: v.get("dialable") for v in (status(nodes[1][1]) or {}).get("view", [])}
+    check(dialable.get(pubs[0]) is False and all(d for k, d in dialable.items() if k != pubs[0]),
+          "... and its hello says it cannot be dialled (gossip graphs keep such members apart): %s"
+          % sorted(dialable.values()))
     alive = wait_for(lambda: pubs[0] in (alive_peers(nodes[1][1]) or []) and time.time() - t0 > 6, 10)
     check(alive and na.poll() is None, "... and stays an alive member (pings go back over its connection)")
     # 6c. Two such nodes cannot reach each other: they talk through node 1, sealed end to end.

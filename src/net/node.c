@@ -115,7 +115,8 @@ void node_fill_hello(rumor_node_t *n, rumor_msg_t *m)
     m->u.hello.done = atomic_load(&n->done_round);
     /* A node nobody can dial relays for nobody: it reaches only members it dials itself (a
      * peer behind another NAT is not one of them), and would only refuse. */
-    m->u.hello.caps = RUMOR_CAP_RELAY | (n->relay_serve && !n->warned_unreachable ? RUMOR_CAP_RELAY_SERVE : 0);
+    m->u.hello.caps = RUMOR_CAP_RELAY | (n->relay_serve && !n->warned_unreachable ? RUMOR_CAP_RELAY_SERVE : 0) |
+                      (n->warned_unreachable ? RUMOR_CAP_UNDIALABLE : 0);
 }
 
 

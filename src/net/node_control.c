@@ -100,10 +100,12 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
             rumor_key_short_id(id, e->key);
             const conn_t *c = node_find_conn(n, e->key, false, now);
             out(o, "%s{\"id\":\"%s\",\"key\":\"%s\",\"addr\":\"%s\",\"state\":\"%s\",\"inc\":%" PRIu32
-                   ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 ",\"via\":\"%s\",\"relays\":%s}",
+                   ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 ",\"via\":\"%s\",\"relays\":%s"
+                   ",\"dialable\":%s}",
                 i ? "," : "", id, z85, e->addr, rumor_memb_state_name(e->state), e->inc, e->rtt_ms,
                 now - e->last_seen_ms, reach_name(n, e->key, now, rb),
-                c && c->admitted && (c->caps & RUMOR_CAP_RELAY_SERVE) ? "true" : "false");
+                c && c->admitted && (c->caps & RUMOR_CAP_RELAY_SERVE) ? "true" : "false",
+                c && c->admitted && (c->caps & RUMOR_CAP_UNDIALABLE) ? "false" : "true");
         }
         out(o, "],\"counters\":{\"msgs_in\":%" PRIu64 ",\"msgs_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
                ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64

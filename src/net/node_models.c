@@ -114,6 +114,15 @@ uint64_t rumor_node_peer_boot(rumor_node_t *n, int i)
 
 uint64_t rumor_node_boot(const rumor_node_t *n) { return n->boot_id; }
 
+bool rumor_node_undialable(const rumor_node_t *n) { return n->warned_unreachable; }
+
+bool rumor_node_peer_undialable(rumor_node_t *n, int i)
+{
+    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+    const conn_t *c = e ? node_find_conn(n, e->key, false, rumor_now_ms()) : NULL;
+    return c && c->admitted && (c->caps & RUMOR_CAP_UNDIALABLE);
+}
+
 uint64_t rumor_node_peer_done(rumor_node_t *n, int i)
 {
     const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
