@@ -1136,8 +1136,9 @@ static void greet_all(rumor_node_t *n)
 }
 
 /* Once in a swarm, peers probe us; if none has for a while, our advertised address is
- * probably not one they can dial (NAT, firewall, a private address): say so, and stop
- * offering to relay (our hello says so again to everyone). A peer that dials us later
+ * probably not one they can dial (NAT, firewall, a private address): say so, stop offering to
+ * relay, and tell every member in our hello (caps bits 2 and 4: gossip graphs keep members
+ * that cannot be dialled apart). A peer that dials us later
  * proves the opposite. */
 static void check_reachable(rumor_node_t *n, uint64_t now)
 {
@@ -1155,12 +1156,12 @@ static void check_reachable(rumor_node_t *n, uint64_t now)
                   "dialled (behind NAT or a firewall?), and works through its own connections to its peers; "
                   "give --advertise with an address they can dial, or open the port, to be reached directly",
                   n->self_addr, (double)grace / 1000.0);
-        if (n->relay_serve) greet_all(n);
+        greet_all(n); /* (our hello says it now: caps bits 2 and 4) */
     }
     if (n->warned_unreachable && n->last_pinged) {
         n->warned_unreachable = false;
         rumor_log(RUMOR_LOG_INFO, "a peer dialled this node at %s: it is reachable", n->self_addr);
-        if (n->relay_serve) greet_all(n);
+        greet_all(n);
     }
 }
 
