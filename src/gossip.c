@@ -588,10 +588,9 @@ static int take_snap(rumor_gossip_t *g, uint64_t now)
     return sb;
 }
 
-int rumor_gossip_snap_wanted(const rumor_gossip_t *g, uint64_t *since, uint64_t *deadline_ms)
+int rumor_gossip_snap_wanted(const rumor_gossip_t *g, uint64_t *deadline_ms)
 {
-    *since = g->snap_wanted;
-    *deadline_ms = g->wait_ms;
+    if (deadline_ms) *deadline_ms = g->wait_ms;
     return g->snap_wanted && g->have_snap && g->snaps[1 - g->cur_snap].refs > 0 ? 1 - g->cur_snap : -1;
 }
 

@@ -442,9 +442,9 @@ void rumor_gossip_close(rumor_gossip_t *g);
  * after algo.overlap_steps inner steps (the drivers run that many, then the rest of the phase's
  * H up to the next send). false otherwise. */
 /* The snapshot a gossip point waits for because sends still hold it (lent to the wire: a
- * model on a link that died under it), and since when (*since, ms); -1 when none is waited for.
- * *deadline_ms: the last round's allowed wait, the patience the caller gives those sends. */
-int rumor_gossip_snap_wanted(const rumor_gossip_t *g, uint64_t *since, uint64_t *deadline_ms);
+ * model on a link that died under it); -1 when none is waited for. *deadline_ms (when not
+ * NULL): the last round's allowed wait, the patience the caller gives those sends. */
+int rumor_gossip_snap_wanted(const rumor_gossip_t *g, uint64_t *deadline_ms);
 bool rumor_gossip_merging(const rumor_gossip_t *g);
 
 /* Whether the engine is inside a gossip point: its last step returned WAIT, so x as passed then

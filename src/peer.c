@@ -138,8 +138,7 @@ static bool gossip_point(peer_t *p, float *x)
             done = true;
             break;
         }
-        uint64_t since, patience;
-        if (!woke && rumor_gossip_snap_wanted(p->g, &since, &patience) >= 0) {
+        if (!woke && rumor_gossip_snap_wanted(p->g, NULL) >= 0) {
             rumor_node_wake(p->node); /* what holds the buffer may be given up (peer_node.c) */
             woke = true;
         }

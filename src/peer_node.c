@@ -308,9 +308,9 @@ static bool holds_wanted(void *arg, void *ctx)
  * deadline for one that is over. */
 static void give_up_wanted(peer_t *p, rumor_node_t *node, uint64_t now)
 {
-    uint64_t since = 0, patience = 0;
+    uint64_t patience = 0;
     pthread_mutex_lock(&p->mu);
-    const int snap = rumor_gossip_snap_wanted(p->g, &since, &patience);
+    const int snap = rumor_gossip_snap_wanted(p->g, &patience);
     pthread_mutex_unlock(&p->mu);
     if (snap < 0) return;
     wanted_t w = {.snap = snap, .now = now, .patience = patience};

@@ -120,13 +120,16 @@ void rumor_guard_close(rumor_guard_t *g, int fd)
     g->count--;
 }
 
-void rumor_guard_delivered(rumor_guard_t *g, int fd, uint64_t now_ms)
+uint64_t rumor_guard_delivered(rumor_guard_t *g, int fd, uint64_t now_ms)
 {
     watch_t *w = fd >= 0 ? find(g, fd) : NULL;
     uint64_t got;
-    if (!w || !bytes_read(fd, &got)) return;
-    if (got > w->base) w->base = got;
-    w->since_ms = now_ms;
+    if (!w) return 0;
+    if (bytes_read(fd, &got)) {
+        if (got > w->base) w->base = got;
+        w->since_ms = now_ms;
+    }
+    return w->serial;
 }
 
 int rumor_guard_check(rumor_guard_t *g, uint64_t now_ms)

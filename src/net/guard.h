@@ -54,8 +54,9 @@ bool rumor_guard_open(rumor_guard_t *self, int fd, uint64_t now_ms);
 /* A connection closed (ZMQ_EVENT_DISCONNECTED or ZMQ_EVENT_CLOSED): forget it. */
 void rumor_guard_close(rumor_guard_t *self, int fd);
 /* A whole message was taken from the connection fd (its ZMQ_SRCFD; -1 is ignored): what libzmq
- * has read from it so far is accounted for. */
-void rumor_guard_delivered(rumor_guard_t *self, int fd, uint64_t now_ms);
+ * has read from it so far is accounted for. Returns the connection's serial (rumor_guard_serial),
+ * 0 when fd is not watched. */
+uint64_t rumor_guard_delivered(rumor_guard_t *self, int fd, uint64_t now_ms);
 /* Which connection fd is (a number never given twice; 0 when fd is not watched): what
  * rumor_guard_cut asks for, so that a descriptor since reused is never cut by mistake. */
 uint64_t rumor_guard_serial(const rumor_guard_t *self, int fd);

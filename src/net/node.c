@@ -391,7 +391,7 @@ void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid)
 {
     if (n->rx_fd >= 0) {
         c->fd = n->rx_fd;
-        c->fd_serial = rumor_guard_serial(n->guard, n->rx_fd);
+        c->fd_serial = n->rx_serial;
     }
     const size_t len = zmq_msg_size(rid);
     if (len == 0 || len > RID_MAX || (c->rid_len == len && memcmp(c->rid, zmq_msg_data(rid), len) == 0)) return;
@@ -850,7 +850,7 @@ static void handle_socket(rumor_node_t *n, peer_t *p, uint64_t now)
         const int held = count < 4 ? count : 4;
         n->msgs_in++;
         n->rx_fd = zmq_msg_get(&parts[held - 1], ZMQ_SRCFD);
-        rumor_guard_delivered(n->guard, n->rx_fd, now);
+        n->rx_serial = rumor_guard_delivered(n->guard, n->rx_fd, now);
         for (int i = skip; i < held; i++) n->bytes_in += zmq_msg_size(&parts[i]);
         uint8_t key[RUMOR_KEY_LEN];
         const char *uid = !p && count >= 2 ? zmq_msg_gets(&parts[1], "User-Id") : NULL;

@@ -297,6 +297,7 @@ struct rumor_node {
     bool warned_unreachable;
     uint64_t dials_given_up;         /* peers' addresses we stopped dialling (peer_path) */
     int rx_fd;                       /* the connection of the message being handled (-1: none) */
+    uint64_t rx_serial;              /* ... and the guard's name for it */
     held_t held[HELD_MAX];           /* models libzmq still holds part of, oldest first */
     int n_held;
     uint64_t models_given_up;        /* models to a stuck link let go, with what libzmq held of

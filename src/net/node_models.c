@@ -222,20 +222,23 @@ void node_pump(rumor_node_t *n, peer_t *p)
     if (s->out && s->next >= s->chunks) {
         /* All handed over: while libzmq holds some of it, our reference stays (held), so that
          * a link that dies under it can be let go of (rumor_node_give_up). */
-        node_release_held(n);
-        if (n->n_held == HELD_MAX) { /* (the oldest is no longer tracked; its chunks still go) */
-            node_outgoing_unref(n->held[0].o);
-            memmove(n->held, n->held + 1, (HELD_MAX - 1) * sizeof n->held[0]);
-            n->n_held--;
+        if (atomic_load(&s->out->refs) == 1) {
+            node_outgoing_unref(s->out); /* (all sent already) */
+        } else {
+            if (n->n_held == HELD_MAX) node_release_held(n);
+            if (n->n_held == HELD_MAX) { /* (the oldest is no longer tracked; its chunks still go) */
+                node_outgoing_unref(n->held[0].o);
+                memmove(n->held, n->held + 1, (HELD_MAX - 1) * sizeof n->held[0]);
+                n->n_held--;
+            }
+            held_t *h = &n->held[n->n_held++];
+            h->o = s->out;
+            /* (relayed: the chunks wait on the relay's connection, either way) */
+            memcpy(h->key, s->on_relay ? s->relay : p->key, RUMOR_KEY_LEN);
+            h->dealer = s->on_relay || s->on_dealer;
+            h->router = s->on_relay || s->on_router;
         }
-        held_t *h = &n->held[n->n_held++];
-        h->o = s->out;
-        /* (relayed: the chunks wait on the relay's connection, either way) */
-        memcpy(h->key, s->on_relay ? s->relay : p->key, RUMOR_KEY_LEN);
-        h->dealer = s->on_relay || s->on_dealer;
-        h->router = s->on_relay || s->on_router;
         s->out = NULL;
-        node_release_held(n);
     }
 }
 
@@ -272,11 +275,13 @@ static void give_up_out(rumor_node_t *n, peer_t *p, uint64_t now)
     rumor_key_short_id(id, p->key);
     rumor_log(RUMOR_LOG_DEBUG, "a model to %s is stuck on its link: given up", id);
     n->models_given_up++;
-    const sending_t s = p->send;
+    const bool dealer = p->send.on_dealer, router = p->send.on_router, relay = p->send.on_relay;
+    uint8_t via[RUMOR_KEY_LEN];
+    memcpy(via, p->send.relay, RUMOR_KEY_LEN);
     node_outgoing_unref(p->send.out);
     p->send.out = NULL;
-    let_go(n, p->key, s.on_dealer, s.on_router, now);
-    if (s.on_relay) let_go(n, s.relay, true, true, now);
+    let_go(n, p->key, dealer, router, now);
+    if (relay) let_go(n, via, true, true, now);
 }
 
 void rumor_node_abandon(rumor_node_t *n, const uint8_t peer[32])
