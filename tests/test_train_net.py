@@ -236,16 +236,24 @@ def main():
 
     common = ["--model", "logreg", "--partition", "iid", "--limit", "3000", "--batch", "32", "--lr", "0.05",
               "--topology", "complete", "--eval-every", "0", "--round-timeout", "0.5", "--rounds", "200",
-              "--checkpoint-every", "10", "--linger", "30"]
+              "--checkpoint-every", "10", "--linger", "30", "--verbose"]
     for members in (2, 1):
         n = members + 1
         dirs = [os.path.join(tmp, "fin%d-%d" % (n, i)) for i in range(n)]
         extra = ["--of", str(n), "--min-peers", str(n)]
-        f0, a = start(tmp, swarm, keys[0], dirs[0], common + extra + ["--rank", "0"])
-        fs = [f0] + [start(tmp, swarm, keys[i], dirs[i], common + extra + ["--rank", str(i)], bootstrap=a)[0]
+        f0, a = start(tmp, swarm, keys[0], dirs[0], common + extra + ["--rank", "0", "--control", "ipc://" + dirs[0] + ".ctl"])
+        fs = [f0] + [start(tmp, swarm, keys[i], dirs[i], common + extra + ["--rank", str(i), "--control",
+                                                                          "ipc://" + dirs[i] + ".ctl"], bootstrap=a)[0]
                      for i in range(1, n)]
         last = fs[-1]
-        check(until_round(dirs[-1], 40, 30), "%d peers: the last one trains 40 rounds" % n)
+        trained = until_round(dirs[-1], 40, 30)
+        check(trained, "%d peers: the last one trains 40 rounds" % n)
+        if not trained:  # what it waits for: its status, and its log's last lines
+            st = rumortest.status("ipc://" + dirs[-1] + ".ctl") or {}
+            print("  status: %s" % {k: st.get(k) for k in ("round", "models_given_up", "counters", "rejected")})
+            print("  view: %s" % [(v.get("state"), v.get("via")) for v in st.get("view", [])])
+            with open(keys[n - 1] + ".log") as f:
+                print("  log: " + "  log: ".join(f.readlines()[-40:]), end="")
         last.kill()
         last.wait()
         check(all(until_round(d, 200, 60) for d in dirs[:-1]), "%d peers: the others finish 200 rounds" % n)
