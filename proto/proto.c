@@ -12,6 +12,7 @@ enum { CONFIG_PROTO_VERSION = RUMOR_PROTO_VERSION };
 
 #include <arpa/inet.h>
 #include <assert.h>
+#include <ctype.h>
 #include <math.h>
 #include <string.h>
 
@@ -87,6 +88,7 @@ enum {
     K_NEED,
     K_BOOT,
     K_DONE,
+    K_SITE, K_SEEN,
     K_TO, K_FROM, K_KIND, K_EPH, K_CTR,
     K_COUNT
 };
@@ -101,7 +103,7 @@ static const char *const msg_keys[K_COUNT] = {
     [K_WHY] = "why", [K_MIX] = "mix", [K_VER] = "ver", [K_LIN] = "lin",
     [K_BASE] = "base", [K_NEED] = "need", [K_BOOT] = "boot",
     [K_TO] = "to", [K_FROM] = "from", [K_KIND] = "kind", [K_EPH] = "eph", [K_CTR] = "ctr",
-    [K_DONE] = "done",
+    [K_DONE] = "done", [K_SITE] = "site", [K_SEEN] = "seen",
 };
 
 enum { P_K, P_A, P_INC, P_S, P_CERT, P_BOOT, P_COUNT };
@@ -227,6 +229,15 @@ static bool why_is_valid(const char *s, size_t len)
     if (len > RUMOR_PROTO_WHY_MAX) return false;
     for (size_t i = 0; i < len; i++)
         if (s[i] < 0x20 || s[i] > 0x7e) return false;
+    return true;
+}
+
+/* An ack's "seen": 1..45 characters of an IP literal's alphabet (the node parses it). */
+static bool seen_is_valid(const char *s, size_t len)
+{
+    if (len == 0 || len > RUMOR_PROTO_SEEN_MAX) return false;
+    for (size_t i = 0; i < len; i++)
+        if (!isxdigit((unsigned char)s[i]) && s[i] != '.' && s[i] != ':') return false;
     return true;
 }
 
@@ -706,7 +717,11 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
         if ((why = field_u32(&f, s[K_INC], &h->inc)) != R_NONE) return why;
         if ((why = field_uint(&f, s[K_BOOT], UINT64_MAX, &h->boot)) != R_NONE) return why;
         if (h->boot == 0) return RUMOR_PROTO_REJECT_VALUE;
-        h->done = 0;
+        h->done = h->site = 0;
+        if (s[K_SITE] != ABSENT) {
+            if ((why = field_uint(&f, s[K_SITE], UINT64_MAX, &h->site)) != R_NONE) return why;
+            if (h->site == 0) return RUMOR_PROTO_REJECT_VALUE;
+        }
         if (s[K_DONE] == ABSENT) return R_NONE;
         if ((why = field_uint(&f, s[K_DONE], UINT64_MAX, &h->done)) != R_NONE) return why;
         return h->done == 0 ? RUMOR_PROTO_REJECT_VALUE : R_NONE;
@@ -731,6 +746,12 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
         if (s[K_TARGET] != ABSENT) {
             if ((why = field_key(&f, s[K_TARGET], a->target)) != R_NONE) return why;
             a->has_target = true;
+        }
+        if (s[K_SEEN] != ABSENT) {
+            if ((why = field_bytes(&f, s[K_SEEN], MP_STR, RUMOR_PROTO_SEEN_MAX, &it)) != R_NONE) return why;
+            if (!seen_is_valid((const char *)it.body, (size_t)it.u)) return RUMOR_PROTO_REJECT_VALUE;
+            memcpy(a->seen, it.body, (size_t)it.u);
+            a->seen[it.u] = '\0';
         }
         return field_peers(&f, s[K_UPD], false, RUMOR_PROTO_MAX_UPD, a->upd, &a->upd_count);
     }
@@ -803,7 +824,8 @@ static bool msg_is_valid(const rumor_msg_t *m)
         return addr_field_is_valid(m->u.ping_req.target_addr, sizeof m->u.ping_req.target_addr) &&
                peers_are_valid(m->u.ping_req.upd, m->u.ping_req.upd_count, RUMOR_PROTO_MAX_UPD);
     case RUMOR_MSG_ACK:
-        return peers_are_valid(m->u.ack.upd, m->u.ack.upd_count, RUMOR_PROTO_MAX_UPD);
+        return peers_are_valid(m->u.ack.upd, m->u.ack.upd_count, RUMOR_PROTO_MAX_UPD) &&
+               (!m->u.ack.seen[0] || seen_is_valid(m->u.ack.seen, strnlen(m->u.ack.seen, sizeof m->u.ack.seen)));
     case RUMOR_MSG_MODEL: {
         const rumor_msg_model_t *d = &m->u.model;
         return isfinite(d->w) && d->w > 0.0 && d->w <= RUMOR_PROTO_MAX_WEIGHT &&
@@ -912,12 +934,12 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
 
     size_t fields = 3;
     switch (msg->type) {
-    case RUMOR_MSG_HELLO: fields += 6 + (msg->u.hello.done != 0); break;
+    case RUMOR_MSG_HELLO: fields += 6 + (msg->u.hello.done != 0) + (msg->u.hello.site != 0); break;
     case RUMOR_MSG_PEERS: fields += 1; break;
     case RUMOR_MSG_PING: fields += 1 + (msg->u.ping.upd_count > 0); break;
     case RUMOR_MSG_PING_REQ: fields += 2 + (msg->u.ping_req.upd_count > 0); break;
     case RUMOR_MSG_ACK:
-        fields += 1 + msg->u.ack.has_target + (msg->u.ack.upd_count > 0);
+        fields += 1 + msg->u.ack.has_target + (msg->u.ack.seen[0] != '\0') + (msg->u.ack.upd_count > 0);
         break;
     case RUMOR_MSG_MODEL:
         fields += 8 + msg->u.model.has_hash + (msg->u.model.codec == RUMOR_CODEC_MASKED) +
@@ -947,6 +969,7 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         pack_u64(&pk, "inc", h->inc);
         pack_u64(&pk, "boot", h->boot);
         if (h->done) pack_u64(&pk, "done", h->done);
+        if (h->site) pack_u64(&pk, "site", h->site);
         break;
     }
     case RUMOR_MSG_PEERS:
@@ -971,6 +994,10 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         if (a->has_target) {
             pack_cstr(&pk, "target");
             pack_bin(&pk, a->target, RUMOR_PROTO_KEY_LEN);
+        }
+        if (a->seen[0]) {
+            pack_cstr(&pk, "seen");
+            pack_cstr(&pk, a->seen);
         }
         if (a->upd_count) pack_peers(&pk, "upd", a->upd, a->upd_count);
         break;

@@ -145,6 +145,9 @@ typedef struct {
                                            (required from version 2) */
     uint64_t done;                      /* "done": the sender finished training at this round
                                            and only answers pulls now; 0 = not sent */
+    uint64_t site;                      /* "site": the sender is behind NAT, and this names the
+                                           address peers see it from (PROTOCOL.md
+                                           "Reachability"); 0 = not sent */
 } rumor_msg_hello_t;
 
 typedef struct {
@@ -165,8 +168,12 @@ typedef struct {
     rumor_proto_peer_t upd[RUMOR_PROTO_MAX_UPD];
 } rumor_msg_ping_req_t;
 
+#define RUMOR_PROTO_SEEN_MAX 45 /* an IPv6 literal's longest text form */
 typedef struct {
     uint32_t ack;        /* the seq being acknowledged */
+    /* Optional "seen": the IP address the probe came from, as the sender of this ack saw it
+     * (digits, hex letters, '.' and ':' only; "" = not sent). */
+    char seen[RUMOR_PROTO_SEEN_MAX + 1];
     bool has_target;     /* set when relaying the answer to an indirect ping */
     uint8_t target[RUMOR_PROTO_KEY_LEN];
     size_t upd_count;

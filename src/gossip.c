@@ -332,14 +332,17 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->view = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->view);
     g->members = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->members);
     g->member_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_boot);
-    g->member_far = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_far);
-    g->far_pos = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->far_pos);
+    g->member_reach = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_reach);
+    g->pos_reach = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->pos_reach);
+    g->reach_grp = malloc(2 * RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_grp);
+    g->reach_idx = malloc(2 * RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_idx);
+    g->reach_at = malloc((2 * RUMOR_GOSSIP_MAX_MEMBERS + 4) * sizeof *g->reach_at);
     g->tmp_keys = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->tmp_keys);
     g->tmp_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->tmp_boot);
     g->out_cap = 2 * RUMOR_GOSSIP_MAX_MEMBERS;
     g->outbox = malloc(g->out_cap * sizeof *g->outbox);
-    if (!g->view || !g->members || !g->member_boot || !g->member_far || !g->far_pos || !g->tmp_keys || !g->tmp_boot ||
-        !g->outbox)
+    if (!g->view || !g->members || !g->member_boot || !g->member_reach || !g->pos_reach || !g->reach_grp ||
+        !g->reach_idx || !g->reach_at || !g->tmp_keys || !g->tmp_boot || !g->outbox)
         goto nomem;
     g->st.w = 1.0;
     return g;
@@ -393,8 +396,11 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     free(g->sent);
     free(g->view);
     free(g->member_boot);
-    free(g->member_far);
-    free(g->far_pos);
+    free(g->member_reach);
+    free(g->pos_reach);
+    free(g->reach_grp);
+    free(g->reach_idx);
+    free(g->reach_at);
     free(g->tmp_keys);
     free(g->tmp_boot);
     free(g->members);
@@ -413,18 +419,18 @@ void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LE
 void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN],
                                  const uint64_t *boots, size_t count)
 {
-    rumor_gossip_set_view_reach(g, keys, boots, NULL, count, false);
+    rumor_gossip_set_view_reach(g, keys, boots, NULL, count, 0);
 }
 
 void rumor_gossip_set_view_reach(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN], const uint64_t *boots,
-                                 const bool *far, size_t count, bool self_far)
+                                 const uint64_t *reach, size_t count, uint64_t self_reach)
 {
     size_t n = 0;
-    g->self_far = self_far;
+    g->self_reach = self_reach;
     for (size_t i = 0; i < count && n < RUMOR_GOSSIP_MAX_MEMBERS - 1; i++)
         if (memcmp(keys[i], g->cfg.self, RUMOR_KEY_LEN) != 0) {
             memcpy(g->view[n].key, keys[i], RUMOR_KEY_LEN);
-            g->view[n].far = far && far[i];
+            g->view[n].reach = reach ? reach[i] : 0;
             g->view[n++].boot = boots ? boots[i] : 0;
         }
     qsort(g->view, n, sizeof *g->view, key_cmp); /* the key leads the entry */
@@ -502,23 +508,25 @@ slot_t *gsp_slot_for(rumor_gossip_t *g, uint64_t round)
     return NULL;
 }
 
-/* Two members that cannot be dialled (behind different NATs) reach each other only through a
- * relay, which costs a third peer's bandwidth. Where some members cannot be dialled, they take
- * the positions the graph joins least to each other: chosen greedily over the union of the
- * graphs of its first rounds (up to 8: a period, where it has one), the position with the
- * fewest edges to those chosen so far, then the lowest degree, then the lowest rank. The
- * choice depends only on the graph, n and how many cannot be dialled, so every peer that
- * knows the same members makes the same one; members of each kind keep their key order. */
-static bool far_positions(rumor_gossip_t *g, size_t n, size_t u)
+/* Two members that cannot dial each other (behind different NATs) reach each other only
+ * through a relay, which costs a third peer's bandwidth. Where some members cannot be dialled
+ * by everyone (nonzero reach classes), each class takes positions that the graph joins least to
+ * other classes: over the union of the graph's edges in its first rounds (up to 8: a period,
+ * where it has one), the classes in order of size (largest first, then by value), each member
+ * greedily to the free position with the fewest edges to positions of other classes, then the
+ * most edges to its own class, then the lowest degree, then the lowest rank. The choice depends
+ * only on the graph, n and the classes' sizes and values, so every peer that knows the same
+ * members makes the same one; members of each class keep their key order. */
+static bool reach_positions(rumor_gossip_t *g, size_t n, const reach_group_t *grp, size_t m)
 {
     uint64_t period = 1;
     char terr[RUMOR_ERR_LEN];
     if (rumor_topology_period(g->topo, n, &period, terr) != RUMOR_OK || period == 0 || period > 8) period = 8;
-    uint32_t *deg = calloc(n, sizeof *deg), *hit = calloc(n, sizeof *hit);
+    uint32_t *deg = calloc(n, sizeof *deg), *hit = calloc(n, sizeof *hit), *same = calloc(n, sizeof *same);
     uint8_t *adj = calloc(n * n, 1);
-    memset(g->far_pos, 0, n * sizeof *g->far_pos);
-    if (!deg || !hit || !adj) { /* no memory: the key order, as without any */
-        free(deg), free(hit), free(adj);
+    memset(g->pos_reach, 0, n * sizeof *g->pos_reach);
+    if (!deg || !hit || !same || !adj) { /* no memory: the key order, as without any */
+        free(deg), free(hit), free(same), free(adj);
         return false;
     }
     for (uint64_t r = 0; r < period; r++)
@@ -530,44 +538,100 @@ static bool far_positions(rumor_gossip_t *g, size_t n, size_t u)
         }
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++) deg[i] += adj[i * n + j];
-    for (size_t c = 0; c < u; c++) {
-        size_t best = n;
-        for (size_t i = 0; i < n; i++)
-            if (!g->far_pos[i] && (best == n || hit[i] < hit[best] || (hit[i] == hit[best] && deg[i] < deg[best])))
-                best = i;
-        g->far_pos[best] = true;
-        for (size_t j = 0; j < n; j++) hit[j] += adj[best * n + j];
+    for (size_t j = 0; j < m; j++) {
+        memset(same, 0, n * sizeof *same);
+        for (size_t c = 0; c < grp[j].size; c++) {
+            size_t best = n;
+            for (size_t i = 0; i < n; i++) {
+                if (g->pos_reach[i]) continue;
+                if (best == n) {
+                    best = i;
+                    continue;
+                }
+                const uint32_t ci = hit[i] - same[i], cb = hit[best] - same[best];
+                if (ci < cb || (ci == cb && (same[i] > same[best] || (same[i] == same[best] && deg[i] < deg[best]))))
+                    best = i;
+            }
+            g->pos_reach[best] = grp[j].cls;
+            for (size_t k = 0; k < n; k++) hit[k] += adj[best * n + k], same[k] += adj[best * n + k];
+        }
     }
-    free(deg), free(hit), free(adj);
+    free(deg), free(hit), free(same), free(adj);
     return true;
+}
+
+static int grp_by_class(const void *a, const void *b)
+{
+    const uint64_t x = ((const reach_group_t *)a)->cls, y = ((const reach_group_t *)b)->cls;
+    return (x > y) - (x < y);
+}
+
+static int grp_by_size(const void *a, const void *b)
+{
+    const reach_group_t *x = a, *y = b;
+    if (x->size != y->size) return x->size < y->size ? 1 : -1;
+    return (x->cls > y->cls) - (x->cls < y->cls);
+}
+
+/* The group of class c among grp[0..m) (sorted by class), m for class 0. */
+static size_t group_of(const reach_group_t *grp, size_t m, uint64_t c)
+{
+    size_t lo = 0, hi = m;
+    while (c && lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (grp[mid].cls == c) return mid;
+        if (grp[mid].cls < c) lo = mid + 1;
+        else hi = mid;
+    }
+    return m;
 }
 
 static void arrange(rumor_gossip_t *g, size_t n, size_t *me)
 {
-    size_t u = 0;
-    for (size_t i = 0; i < n; i++) u += g->member_far[i];
-    if (u == 0 || u == n || n < 3) return; /* (nothing to choose: the key order) */
-    if (g->far_n != n || g->far_u != u) {
-        g->far_n = g->far_u = 0;
-        if (!far_positions(g, n, u)) return;
-        g->far_n = n, g->far_u = u;
+    reach_group_t *grp = g->reach_grp;
+    size_t u = 0, m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (g->member_reach[i]) grp[u++] = (reach_group_t){g->member_reach[i], 1};
+    if (u == 0 || n < 3) return; /* (nothing to choose: the key order) */
+    qsort(grp, u, sizeof *grp, grp_by_class);
+    for (size_t i = 0; i < u; i++) {
+        if (m && grp[m - 1].cls == grp[i].cls) grp[m - 1].size++;
+        else grp[m++] = grp[i];
     }
+    if (m == 1 && u == n) return; /* (one class holds everyone: any order is as good) */
+    uint64_t sig = 0x9e3779b97f4a7c15ull ^ n;
+    for (size_t j = 0; j < m; j++) {
+        sig = (sig ^ grp[j].cls) * 0x100000001b3ull;
+        sig = (sig ^ grp[j].size) * 0x100000001b3ull;
+        sig ^= sig >> 29;
+    }
+    sig |= 1;
+    if (g->reach_sig != sig) {
+        reach_group_t *bysize = g->reach_grp + RUMOR_GOSSIP_MAX_MEMBERS;
+        memcpy(bysize, grp, m * sizeof *grp);
+        qsort(bysize, m, sizeof *bysize, grp_by_size);
+        g->reach_sig = 0;
+        if (!reach_positions(g, n, bysize, m)) return;
+        g->reach_sig = sig;
+    }
+    /* The members of each group (m: class 0) in key order, then one per position. */
+    size_t *idx = g->reach_idx, *by = g->reach_idx + n, *at = g->reach_at, *next = g->reach_at + m + 2;
+    memset(at, 0, (m + 2) * sizeof *at);
+    for (size_t i = 0; i < n; i++) at[(idx[i] = group_of(grp, m, g->member_reach[i])) + 1]++;
+    for (size_t j = 0; j <= m; j++) at[j + 1] += at[j];
+    memcpy(next, at, (m + 1) * sizeof *next);
+    for (size_t i = 0; i < n; i++) by[next[idx[i]]++] = i;
+    memcpy(next, at, (m + 1) * sizeof *next);
     memcpy(g->tmp_keys, g->members, n * sizeof *g->members);
     memcpy(g->tmp_boot, g->member_boot, n * sizeof *g->member_boot);
     const size_t self = *me;
-    size_t next[2] = {0, 0}; /* the next member of each kind (0: dialable, 1: not), in key order */
-    bool kind[RUMOR_GOSSIP_MAX_MEMBERS];
-    memcpy(kind, g->member_far, n * sizeof *kind);
     for (size_t pos = 0; pos < n; pos++) {
-        const int want = g->far_pos[pos] ? 1 : 0;
-        size_t src = next[want];
-        while (src < n && (int)kind[src] != want) src++;
-        next[want] = src + 1;
+        const size_t src = by[next[group_of(grp, m, g->pos_reach[pos])]++];
         memcpy(g->members[pos], g->tmp_keys[src], RUMOR_KEY_LEN);
         g->member_boot[pos] = g->tmp_boot[src];
-        g->member_far[pos] = kind[src];
         if (src == self) *me = pos;
     }
+    for (size_t pos = 0; pos < n; pos++) g->member_reach[pos] = g->pos_reach[pos];
 }
 
 /* The buffer for the next snapshot: never the latest one, which live accumulators use as
@@ -679,13 +743,13 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
         if (!placed && (i == g->view_count || memcmp(g->cfg.self, g->view[i].key, RUMOR_KEY_LEN) < 0)) {
             me = n;
             g->member_boot[n] = g->cfg.boot;
-            g->member_far[n] = g->self_far;
+            g->member_reach[n] = g->self_reach;
             memcpy(g->members[n++], g->cfg.self, RUMOR_KEY_LEN);
             placed = true;
         }
         if (i < g->view_count) {
             g->member_boot[n] = g->view[i].boot;
-            g->member_far[n] = g->view[i].far;
+            g->member_reach[n] = g->view[i].reach;
             memcpy(g->members[n++], g->view[i].key, RUMOR_KEY_LEN);
         }
     }

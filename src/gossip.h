@@ -295,11 +295,13 @@ void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LE
  * makes masks only with peers whose run it knows (secmix.h). */
 void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN],
                                  const uint64_t *boots, size_t count);
-/* The same with, for each peer, whether it cannot be dialled (far: NULL for none; self_far:
- * this peer): the graph's positions are then dealt so that as few edges as it allows join two
- * such members, which could reach each other only through a relay. */
+/* The same with each peer's reach class (reach: NULL for all 0; self_reach: this peer's). 0:
+ * anyone can dial it; members of one nonzero class can dial each other (behind one NAT) but
+ * nobody else can dial them; members of two different nonzero classes reach each other only
+ * through a relay. The graph's positions are dealt so that as few edges as it allows join two
+ * such members. */
 void rumor_gossip_set_view_reach(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN], const uint64_t *boots,
-                                 const bool *far, size_t count, bool self_far);
+                                 const uint64_t *reach, size_t count, uint64_t self_reach);
 
 typedef enum {
     RUMOR_GOSSIP_DONE,  /* x holds the parameters to train on next */

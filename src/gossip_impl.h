@@ -132,12 +132,18 @@ typedef struct {
 } strike_t;
 
 /* A member of the view: its key (first, so entries sort by key), its run's boot id, and
- * whether it cannot be dialled (rumor_gossip_set_view_reach). */
+ * who can dial it (its reach class, rumor_gossip_set_view_reach). */
 typedef struct {
     uint8_t key[RUMOR_KEY_LEN];
     uint64_t boot;
-    bool far;
+    uint64_t reach;
 } view_entry_t;
+
+/* The members of one nonzero reach class (arrange()). */
+typedef struct {
+    uint64_t cls;
+    size_t size;
+} reach_group_t;
 
 typedef struct gsp_rule gsp_rule_t;
 
@@ -166,10 +172,13 @@ struct rumor_gossip {
     size_t view_count;
     uint8_t (*members)[RUMOR_KEY_LEN];
     uint64_t *member_boot;         /* each member's run id as this peer knows it (0: unknown) */
-    bool self_far;                 /* this peer cannot be dialled */
-    bool *member_far;              /* ... each member (placed by arrange()) */
-    bool *far_pos;                 /* the positions arrange() gives such members, for ... */
-    size_t far_n, far_u;           /* ... n members of which u cannot be dialled (0: none yet) */
+    uint64_t self_reach;           /* this peer's reach class (0: anyone can dial it) */
+    uint64_t *member_reach;        /* ... each member's (placed by arrange()) */
+    uint64_t *pos_reach;           /* the class arrange() gives each position, for ... */
+    uint64_t reach_sig;            /* ... members of these classes (0: none placed yet) */
+    reach_group_t *reach_grp;      /* arrange()'s scratch: the nonzero classes, ... */
+    size_t *reach_idx;             /* ... each member's group, then the members by group, ... */
+    size_t *reach_at;              /* ... where each group's run starts, and its next member */
     uint8_t (*tmp_keys)[RUMOR_KEY_LEN];
     uint64_t *tmp_boot;
     /* outbox */

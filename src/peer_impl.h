@@ -54,7 +54,7 @@ typedef struct {
     uint64_t relayed_out;     /* models sent through a relay (guarded by mu) */
     uint8_t view_keys[MAX_VIEW][32]; /* the tick's scratch: admitted members */
     uint64_t view_boots[MAX_VIEW];   /* ... and the boot ids of their runs (secure mixing) */
-    bool view_far[MAX_VIEW];         /* ... and whether they cannot be dialled */
+    uint64_t view_reach[MAX_VIEW];   /* ... and who can dial them (rumor_node_reach) */
     /* Members (under mu, from the tick): admitted ones, and how many of them said they
      * finished (PROTOCOL.md "Finishing"); the gossip view is the others. */
     int n_members, n_done;

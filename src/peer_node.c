@@ -404,7 +404,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             continue;
         }
         p->view_boots[n] = rumor_node_peer_boot(node, i);
-        p->view_far[n] = rumor_node_peer_undialable(node, i);
+        p->view_reach[n] = rumor_node_peer_reach(node, i);
         memcpy(keys[n++], rumor_node_peer_key(node, i), 32);
     }
     pthread_mutex_lock(&p->mu);
@@ -440,8 +440,8 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             if (nb) goto send;
         }
         pthread_mutex_lock(&p->mu);
-        rumor_gossip_set_view_reach(p->g, (const uint8_t(*)[32])keys, p->view_boots, p->view_far, (size_t)n,
-                                    rumor_node_undialable(node));
+        rumor_gossip_set_view_reach(p->g, (const uint8_t(*)[32])keys, p->view_boots, p->view_reach, (size_t)n,
+                                    rumor_node_reach(node));
         p->view_count = n;
         while (nb < 64) {
             send_ctx_t *c = calloc(1, sizeof *c);

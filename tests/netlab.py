@@ -195,6 +195,12 @@ class Lab:
         _sh("ip", "netns", "exec", self.ns(host), "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate,
             "burst", burst, "latency", latency)
 
+    def readdress(self, host, dev, old, new):
+        """Give host's interface dev the address new in place of old ("10.0.0.5/24"): a home
+        router whose provider hands it another address (its masquerade forgets its mappings)."""
+        _sh("ip", "-n", self.ns(host), "addr", "del", old, "dev", dev)
+        _sh("ip", "-n", self.ns(host), "addr", "add", new, "dev", dev)
+
     def link(self, host, dev, up):
         """Take host's interface dev down (a cut cable) or bring it back up."""
         _sh("ip", "-n", self.ns(host), "link", "set", "dev", dev, "up" if up else "down")

@@ -55,19 +55,18 @@ static void test_pure_gossip(const char *algo, const char *topo, int n, size_t P
 
 /* ---- members that cannot be dialled ---- */
 
-/* Rounds of a swarm whose u smallest keys cannot be dialled (far: true; else the key order for
- * all): the edges that join two of them, and whether every round finished at its gossip point
- * (peers that placed members differently would wait for models that never come). */
-static int far_edges(const char *topo, int n, int u, bool far, int rounds, double *spread)
+/* Rounds of a swarm whose members (in key order) have the reach classes cls (placed: given to
+ * the engines; else the key order for all): the sends between two members of different
+ * nonzero classes (which would go through a relay), and whether every round finished at its
+ * gossip point (peers that placed members differently would wait for models that never come). */
+static int relayed_sends(const char *topo, int n, const uint64_t *cls, bool placed, int rounds, double *spread)
 {
     swarm_t s;
     const size_t P = 40;
     swarm_init(&s, n, topo, "dpsgd", P, P, 5, 1000);
-    bool is_far[MAXN];
-    for (int i = 0; i < n; i++) is_far[i] = i < u;
     for (int i = 0; i < n; i++)
-        rumor_gossip_set_view_reach(s.g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, NULL, far ? is_far : NULL,
-                                    (size_t)n, far && is_far[i]);
+        rumor_gossip_set_view_reach(s.g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, NULL, placed ? cls : NULL,
+                                    (size_t)n, placed ? cls[i] : 0);
     int both = 0;
     bool done = true;
     for (int r = 0; r < rounds; r++) {
@@ -77,7 +76,7 @@ static int far_edges(const char *topo, int n, int u, bool far, int rounds, doubl
             rumor_gossip_send_t m;
             while (rumor_gossip_next_send(s.g[i], &m)) {
                 const int to = find(&s, m.peer);
-                both += to >= 0 && is_far[i] && is_far[to];
+                both += to >= 0 && cls[i] && cls[to] && cls[i] != cls[to];
                 deliver(&s, i, &m, 100 + (uint64_t)r);
             }
         }
@@ -87,13 +86,22 @@ static int far_edges(const char *topo, int n, int u, bool far, int rounds, doubl
                 drain(&s, i, 100 + (uint64_t)r);
             }
     }
-    CHECK_MSG(done, "%s, %d of %d far: a round waited (the peers placed the members differently)", topo, u, n);
+    CHECK_MSG(done, "%s, %d members: a round waited (the peers placed the members differently)", topo, n);
     double *mean = malloc(P * sizeof *mean);
     mean_of(&s, mean);
     *spread = dist_to_mean(&s, mean);
     free(mean);
     swarm_fini(&s);
     return both;
+}
+
+/* Sends between members that cannot be dialled, when the u smallest keys cannot (each its own
+ * class, as members behind different NATs are). */
+static int far_edges(const char *topo, int n, int u, bool placed, int rounds, double *spread)
+{
+    uint64_t cls[MAXN];
+    for (int i = 0; i < n; i++) cls[i] = i < u ? UINT64_C(0x8000000000000000) | (uint64_t)(i + 1) : 0;
+    return relayed_sends(topo, n, cls, placed, rounds, spread);
 }
 
 /* Members that cannot be dialled reach each other only through a relay: the graph's positions
@@ -118,6 +126,27 @@ static void test_far_members(void)
     /* Too many to keep apart (6 of 8 on a ring): still consistent everywhere. */
     far = far_edges("ring", 8, 6, true, 20, &spread_far);
     CHECK_MSG(far > 0 && spread_far < 1.0, "ring, 6 of 8: %d such sends", far);
+}
+
+/* Members behind one NAT dial each other (one class, their site): the graph puts them side by
+ * side. A ring of 8, in key order: sites A (3 members) and B (2), one member nobody can dial
+ * (C), two anyone can dial. The best a ring allows is one edge between two classes (C needs
+ * both neighbours public for none, and then A and B meet); key order gives five. */
+static void test_sites(void)
+{
+    const uint64_t A = 0x1111, B = 0x2222, C = UINT64_C(0x8000000000000007);
+    const uint64_t cls[8] = {A, B, C, A, B, A, 0, 0};
+    double spread_placed, spread_keys;
+    const int placed = relayed_sends("ring", 8, cls, true, 60, &spread_placed);
+    const int keys = relayed_sends("ring", 8, cls, false, 60, &spread_keys);
+    CHECK_MSG(placed == 60 * 1 * 2 && keys == 60 * 5 * 2, "sites on a ring: %d relayed sends (key order %d)", placed,
+              keys);
+    CHECK_MSG(spread_placed < 1e-3, "sites on a ring: gossip converges (%g)", spread_placed);
+    /* The NAT lab's swarm on a ring: one public member, two behind one NAT, one behind another:
+     * one relayed edge of four (the two of the first NAT side by side). */
+    const uint64_t lab[4] = {A, C, 0, A};
+    const int lp = relayed_sends("ring", 4, lab, true, 10, &spread_placed);
+    CHECK_MSG(lp == 10 * 1 * 2, "NAT lab on a ring: %d relayed sends in 10 rounds", lp);
 }
 
 /* ---- secure mixing ---- */
@@ -365,6 +394,7 @@ int main(void)
     test_pure_gossip("dpsgd", "complete", 5, 70, 16, 0, 1);
     test_pure_gossip("dpsgd+overlap", "complete", 5, 70, 16, 0, 1);
     test_far_members();
+    test_sites();
     test_secure_mix_plain("complete", 4);
     test_secure_mix_plain("ring", 5);
     test_secure_mix("complete", 4);

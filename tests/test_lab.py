@@ -8,6 +8,7 @@ usage: test_lab.py RUMOR_BINARY DATA_DIR [SCENARIO...] (default: all)
   shallow    two peers on a 100 Mbit/s link with a shallow token bucket: no round stalls
   bandwidth  a 24M-parameter model at >= 80% of the link rate, and the emulator agrees
   nat        peers behind NAT routers join through a public peer and train, relayed where needed
+  moved      a NAT router gets another address while its peer trains: the peer notices and goes on
   partition  8 peers on two bridges, cut apart for 30 s: both halves train, detect, merge
   uncut      (only when named) the partition's swarm on loopback, never cut: its consensus
 """
@@ -298,6 +299,14 @@ def nat(swarm):
     check(via.get((1, 2)) == "direct", "the two behind the same NAT reach each other directly (%s)" % via.get((1, 2)))
     check(all(via.get(k) == "relay" for k in ((1, 3), (2, 3), (3, 1))),
           "peers behind different NATs reach each other through the public peer")
+    seen = [((last[i] or {}).get("seen_as"), (last[i] or {}).get("site")) for i in range(n)]
+    check(seen[0][0] == "" and seen[1][0] == seen[2][0] == "10.0.0.1" and seen[3][0] == "10.0.0.2" and
+          seen[1][1] == seen[2][1] != seen[3][1] and int(seen[1][1] or "0", 16) and int(seen[3][1] or "0", 16),
+          "peers learn the address they are seen at: the two behind one NAT share a site, the other has its own, the "
+          "public peer none (%s)" % seen)
+    sites = {v["key"]: v.get("site") for v in (last[0] or {}).get("view", [])}
+    check([sites.get((last[i] or {}).get("key")) for i in (1, 2, 3)] == [seen[i][1] for i in (1, 2, 3)],
+          "and their hellos tell the members (the public peer's view: %s)" % sites)
     (acc_l, cons_l), (acc_n, cons_n) = summary["loopback"], summary["nat"]
     check(cons_n <= 2 * cons_l, "consensus distance at most twice loopback's (%.4f against %.4f)" % (cons_n, cons_l))
     check(abs(acc_n - acc_l) <= 0.005, "mean test accuracy within 0.5 points of loopback's (%.4f against %.4f)" %
@@ -317,6 +326,62 @@ def nat(swarm):
     counted = [m[-1].get("relayed", 0) if m else 0 for m in ms]
     check(counted[0] == 0 and counted[3] >= 150 and counted[1] >= 50 and counted[2] >= 50,
           "the metrics count the models that went through a relay (%s)" % counted)
+
+
+def moved(swarm):
+    """A peer behind a NAT router whose provider gives it another address while the swarm
+    trains: the peer sees its address change (the public peer names another one), finds out
+    again whether it can be dialled, names its new site in its hello, and goes on training."""
+    lab = netlab.Lab()
+    try:
+        listens = nat_lab(lab, ["pub", "n1"])
+        dirs = [swarm.run_dir("moved") for _ in range(2)]
+        ctls = ["ipc://" + d + ".ctl" for d in dirs]
+        extra = ["--model", "logreg", "--algo", "dpsgd", "--rounds", "100000", "--partition", "iid", "--of", "2",
+                 "--eval-every", "0", "--period", "200", "--suspect", "1000", "--round-timeout", "1"]
+        procs, boot = [], None
+        for i, host in enumerate(("pub", "n1")):
+            args = node_args(swarm, i, listens[i], dirs[i], extra + ["--rank", str(i), "--control", ctls[i]], boot)
+            p, addr = start(lab, host, args, dirs[i] + ".log")
+            procs.append(p)
+            boot = boot or addr
+
+        def until(what, seconds):
+            end = time.time() + seconds
+            while time.time() < end:
+                got = what()
+                if got:
+                    return got
+                time.sleep(0.1)
+            return None
+
+        def seen():
+            st = status(ctls[1]) or {}
+            return st.get("seen_as"), st.get("site"), st.get("key")
+        first = until(lambda: seen()[0] == "10.0.0.1" and seen(), 15)
+        check(bool(first), "behind the router it is seen at the router's address (%s)" % (first or seen(),))
+        before = metrics(dirs[1])[-1]["round"] if metrics(dirs[1]) else 0
+        lab.readdress("r1", "eth0", "10.0.0.1/24", "10.0.0.5/24")
+        t0 = time.time()
+        after = until(lambda: seen()[0] == "10.0.0.5" and seen(), 30)
+        took = time.time() - t0
+        check(bool(after) and first and after[1] != first[1],
+              "the router's new address: the peer sees it in %.1f s, and its site changes (%s)" % (took, after))
+        with open(dirs[1] + ".log") as f:
+            log = f.read()
+        check("its address changed" in log, "and says its address changed")
+        told = until(lambda: after and [v.get("site") for v in (status(ctls[0]) or {}).get("view", [])
+                                        if v["key"] == after[2]] == [after[1]], 10)
+        check(bool(told), "the public peer learns the new site from its hello")
+        r0 = metrics(dirs[1])[-1]["round"] if metrics(dirs[1]) else 0
+        went_on = until(lambda: metrics(dirs[1]) and metrics(dirs[1])[-1]["round"] >= r0 + 20, 30)
+        print("rounds before the change %d, at the new site %d" % (before, r0))
+        check(bool(went_on), "and it goes on training with the swarm (20 rounds past round %d)" % r0)
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        check(wait_all(procs, 20) == [130, 130], "both stop on SIGTERM")
+    finally:
+        lab.close()
 
 
 def partition_args(n, period, suspect):
@@ -493,7 +558,7 @@ def partition(swarm):
     print("consensus back below its value before the cut within 50 rounds: %s" % back_below)
 
 
-SCENARIOS = {"shallow": shallow, "bandwidth": bandwidth, "nat": nat, "partition": partition}
+SCENARIOS = {"shallow": shallow, "bandwidth": bandwidth, "nat": nat, "moved": moved, "partition": partition}
 BY_NAME = {"uncut": uncut}  # not run by default
 
 

@@ -279,7 +279,7 @@ static bool msg_eq(const rumor_msg_t *a, const rumor_msg_t *b)
         const rumor_msg_hello_t *x = &a->u.hello, *y = &b->u.hello;
         return x->cert_len == y->cert_len && memcmp(x->cert, y->cert, x->cert_len) == 0 &&
                strcmp(x->addr, y->addr) == 0 && x->layout == y->layout && x->caps == y->caps &&
-               x->inc == y->inc && x->boot == y->boot && x->done == y->done;
+               x->inc == y->inc && x->boot == y->boot && x->done == y->done && x->site == y->site;
     }
     case RUMOR_MSG_PEERS:
         return peers_eq(a->u.peers.peers, a->u.peers.count, b->u.peers.peers, b->u.peers.count);
@@ -293,6 +293,7 @@ static bool msg_eq(const rumor_msg_t *a, const rumor_msg_t *b)
                         b->u.ping_req.upd_count);
     case RUMOR_MSG_ACK:
         return a->u.ack.ack == b->u.ack.ack && a->u.ack.has_target == b->u.ack.has_target &&
+               strcmp(a->u.ack.seen, b->u.ack.seen) == 0 &&
                (!a->u.ack.has_target || memcmp(a->u.ack.target, b->u.ack.target, 32) == 0) &&
                peers_eq(a->u.ack.upd, a->u.ack.upd_count, b->u.ack.upd, b->u.ack.upd_count);
     case RUMOR_MSG_MODEL: {
@@ -529,6 +530,8 @@ static void test_roundtrip(void)
     roundtrip(m, NULL, 0);
     m->u.hello.done = UINT64_MAX;
     roundtrip(m, NULL, 0);
+    m->u.hello.site = 0x5a17e; /* behind NAT (optional) */
+    roundtrip(m, NULL, 0);
 
     /* peers: empty, and the maximum with the longest addresses. */
     memset(m, 0, sizeof *m);
@@ -572,6 +575,15 @@ static void test_roundtrip(void)
     m->u.ack.upd_count = RUMOR_PROTO_MAX_UPD;
     for (unsigned i = 0; i < RUMOR_PROTO_MAX_UPD; i++) make_peer(&m->u.ack.upd[i], i + 100, false);
     roundtrip(m, NULL, 0);
+    strcpy(m->u.ack.seen, "203.0.113.7"); /* where the probe came from (optional) */
+    roundtrip(m, NULL, 0);
+    strcpy(m->u.ack.seen, "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255"); /* the longest */
+    roundtrip(m, NULL, 0);
+    size_t seen_len = 0;
+    uint8_t seen_buf[512];
+    strcpy(m->u.ack.seen, "10.0.0.1 "); /* not an address's alphabet: not encoded */
+    m->u.ack.upd_count = 0;
+    CHECK(rumor_proto_encode(m, seen_buf, sizeof seen_buf, &seen_len) == RUMOR_EINVAL);
 
     /* model: every codec, smallest and largest payload. */
     size_t len = 0;
@@ -1108,6 +1120,46 @@ static void test_reject_fields(void)
                          : variant == 2 ? RUMOR_PROTO_REJECT_NONE
                                         : RUMOR_PROTO_REJECT_WRONG_TYPE);
         }
+    /* site (hello, optional): a nonzero uint. */
+    for (int variant = 0; variant < 3; variant++) {
+        bb->n = 0;
+        bb_head(bb, 7, "hello", 1);
+        bb_str(bb, "cert");
+        bb_bin(bb, cert, 5);
+        kv_str(bb, "addr", "tcp://1.2.3.4:5");
+        kv_uint(bb, "layout", 0);
+        kv_uint(bb, "caps", 4);
+        kv_uint(bb, "inc", 1);
+        kv_uint(bb, "boot", 1);
+        if (variant == 0) kv_uint(bb, "site", 0);
+        if (variant == 1) kv_str(bb, "site", "x");
+        if (variant == 2) kv_uint(bb, "site", 12345);
+        CHECK_REJECT(bb, NULL, 0,
+                     variant == 0   ? RUMOR_PROTO_REJECT_VALUE
+                     : variant == 1 ? RUMOR_PROTO_REJECT_WRONG_TYPE
+                                    : RUMOR_PROTO_REJECT_NONE);
+    }
+    /* seen (ack, optional): 1..45 characters of digits, hex letters, '.' and ':'. */
+    {
+        static const struct {
+            const char *seen;
+            rumor_proto_reject_t want;
+        } seens[] = {
+            {"192.0.2.1", RUMOR_PROTO_REJECT_NONE},
+            {"2001:db8::1", RUMOR_PROTO_REJECT_NONE},
+            {"", RUMOR_PROTO_REJECT_VALUE},
+            {"10.0.0.1\n", RUMOR_PROTO_REJECT_VALUE},
+            {"host.example", RUMOR_PROTO_REJECT_VALUE},
+            {"1111111111111111111111111111111111111111111111", RUMOR_PROTO_REJECT_TOO_LARGE},
+        };
+        for (size_t i = 0; i < sizeof seens / sizeof seens[0]; i++) {
+            bb->n = 0;
+            bb_head(bb, 2, "ack", 1);
+            kv_uint(bb, "ack", 1);
+            kv_str(bb, "seen", seens[i].seen);
+            CHECK_REJECT(bb, NULL, 0, seens[i].want);
+        }
+    }
     /* An address of 256 bytes: over the field cap though under the generic str cap. */
     char addr256[257];
     memset(addr256, '1', 256);

@@ -3,6 +3,7 @@
  * node_models.c (node_impl.h). */
 #include "net/node_impl.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -117,6 +120,7 @@ void node_fill_hello(rumor_node_t *n, rumor_msg_t *m)
      * peer behind another NAT is not one of them), and would only refuse. */
     m->u.hello.caps = RUMOR_CAP_RELAY | (n->relay_serve && !n->warned_unreachable ? RUMOR_CAP_RELAY_SERVE : 0) |
                       (n->warned_unreachable ? RUMOR_CAP_UNDIALABLE : 0);
+    m->u.hello.site = n->site;
 }
 
 
@@ -564,6 +568,10 @@ static void run_actions(rumor_node_t *n, uint64_t now)
         peer_t *p = node_get_peer(n, ap->key, ap->addr, now);
         if (!p) continue;
         memb_to_wire(n, wp, &ap->msg);
+        if (wp->type == RUMOR_MSG_ACK) { /* (where its pings come from, as we see it) */
+            const conn_t *c = node_find_conn(n, ap->key, false, now);
+            if (c) memcpy(wp->u.ack.seen, c->seen, sizeof c->seen);
+        }
         (void)node_send_msg(n, p, wp);
     }
 }
@@ -735,6 +743,117 @@ static void greet_again(rumor_node_t *n, conn_t *c, path_t via, uint64_t now)
     (void)send_back(n, c->key, via, &hello);
 }
 
+/* ---- where peers see us from (PROTOCOL.md "Reachability": sites) ---- */
+
+/* ip in inet_ntop's form, IPv4 mapped into IPv6 written as IPv4; false (out untouched) when
+ * it is not an IP literal. */
+static bool ip_text(const char *ip, char out[RUMOR_PROTO_SEEN_MAX + 1])
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    uint8_t b[16];
+    char t[INET6_ADDRSTRLEN];
+    const char *ok = NULL;
+    if (inet_pton(AF_INET, ip, b) == 1) ok = inet_ntop(AF_INET, b, t, sizeof t);
+    else if (inet_pton(AF_INET6, ip, b) == 1)
+        ok = memcmp(b, mapped, sizeof mapped) == 0 ? inet_ntop(AF_INET, b + 12, t, sizeof t)
+                                                   : inet_ntop(AF_INET6, b, t, sizeof t);
+    if (!ok || strlen(t) > RUMOR_PROTO_SEEN_MAX) return false;
+    memcpy(out, t, strlen(t) + 1);
+    return true;
+}
+
+/* The IP of our advertised address, in ip_text's form ("" if none). */
+static void self_ip(const rumor_node_t *n, char out[RUMOR_PROTO_SEEN_MAX + 1])
+{
+    char host[RUMOR_MEMB_ADDR_LEN];
+    const char *a = strncmp(n->self_addr, "tcp://", 6) == 0 ? n->self_addr + 6 : n->self_addr;
+    const char *end = a[0] == '[' ? strchr(a, ']') : strrchr(a, ':');
+    out[0] = 0;
+    if (a[0] == '[') a++;
+    if (!end || end < a || (size_t)(end - a) >= sizeof host) return;
+    memcpy(host, a, (size_t)(end - a));
+    host[end - a] = 0;
+    (void)ip_text(host, out);
+}
+
+/* A site's name in hellos: a 64-bit hash (FNV-1a) of the address, top bit clear, never 0 (so
+ * it cannot be taken for the class of a member nobody can dial, rumor_node_reach). */
+static uint64_t site_of(const char *ip)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (const char *s = "rumor site v1:"; *s; s++) h = (h ^ (uint8_t)*s) * UINT64_C(0x100000001b3);
+    for (; *ip; ip++) h = (h ^ (uint8_t)*ip) * UINT64_C(0x100000001b3);
+    return (h & ~(UINT64_C(1) << 63)) | 1;
+}
+
+/* Where the message being handled came from: the IP of its connection to us, for our acks. */
+static void note_seen(rumor_node_t *n, conn_t *c)
+{
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    char t[INET6_ADDRSTRLEN];
+    if (n->rx_fd < 0 || getpeername(n->rx_fd, (struct sockaddr *)&sa, &len) != 0) return;
+    if (sa.ss_family == AF_INET) {
+        if (!inet_ntop(AF_INET, &((const struct sockaddr_in *)&sa)->sin_addr, t, sizeof t)) return;
+    } else if (sa.ss_family == AF_INET6) {
+        if (!inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&sa)->sin6_addr, t, sizeof t)) return;
+    } else {
+        return;
+    }
+    (void)ip_text(t, c->seen);
+}
+
+static void greet_all(rumor_node_t *n);
+
+/* The address members see us at, from their acks: the one most of them name that is not our
+ * advertised one, taken when at least two members, or as many as name ours, name it (one
+ * member alone cannot move a node that others dial directly). A new one names our site in
+ * every hello (members behind the same NAT share it: gossip graphs put them side by side);
+ * a change of it means our address changed, and whether peers can dial us is found out anew. */
+static void recount_seen(rumor_node_t *n, uint64_t now)
+{
+    char self[RUMOR_PROTO_SEEN_MAX + 1], was[RUMOR_PROTO_SEEN_MAX + 1];
+    self_ip(n, self);
+    const char *best = "";
+    int best_k = 0, own = 0;
+    for (int i = 0; i < MAX_CONNS; i++) {
+        const conn_t *c = &n->conns[i];
+        if (!c->used || !c->admitted || !c->seen_us[0]) continue;
+        if (strcmp(c->seen_us, self) == 0) {
+            own++;
+            continue;
+        }
+        int k = 0;
+        for (int j = 0; j < MAX_CONNS; j++)
+            k += n->conns[j].used && n->conns[j].admitted && strcmp(n->conns[j].seen_us, c->seen_us) == 0;
+        if (k > best_k || (k == best_k && strcmp(c->seen_us, best) < 0)) best = c->seen_us, best_k = k;
+    }
+    if (best_k < 2 && best_k < own) best = "";
+    if (strcmp(best, n->seen_as) == 0) return;
+    memcpy(was, n->seen_as, sizeof was);
+    snprintf(n->seen_as, sizeof n->seen_as, "%s", best);
+    n->site = best[0] ? site_of(best) : 0;
+    if (was[0]) {
+        rumor_log(RUMOR_LOG_INFO, "peers now see this node at %s (was %s): its address changed; finding out again "
+                  "whether peers can dial it", best[0] ? best : self, was);
+        n->last_pinged = 0;
+        n->joined_at = now;
+    } else {
+        rumor_log(RUMOR_LOG_INFO, "peers see this node at %s, not at its address %s: it is behind NAT, and the gossip "
+                  "graph puts it beside members it reaches directly", best, self);
+    }
+    greet_all(n); /* (our hello names the site) */
+}
+
+/* An ack's word on where our pings came from. */
+static void note_seen_us(rumor_node_t *n, conn_t *c, const char *seen, uint64_t now)
+{
+    char ip[RUMOR_PROTO_SEEN_MAX + 1];
+    if (!ip_text(seen, ip) || strcmp(ip, c->seen_us) == 0) return;
+    memcpy(c->seen_us, ip, sizeof ip);
+    recount_seen(n, now);
+}
+
 void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via, zmq_msg_t *rid, uint64_t now)
 {
     rumor_msg_t *wp = &n->wmsg;
@@ -765,7 +884,11 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
         return;
     }
     if (node_memb_from_wire(mp, wp)) {
-        if (wp->type == RUMOR_MSG_PING && rid) n->last_pinged = now; /* (a dial reached us) */
+        if (wp->type == RUMOR_MSG_PING && rid) {
+            n->last_pinged = now; /* (a dial reached us) */
+            note_seen(n, c);
+        }
+        if (wp->type == RUMOR_MSG_ACK && wp->u.ack.seen[0]) note_seen_us(n, c, wp->u.ack.seen, now);
         node_vet_entries(n, mp, now);
         rumor_memb_recv(n->memb, key, c->addr, mp, now);
     } else if (wp->type == RUMOR_MSG_MODEL && n->chunk_cb) {

@@ -155,11 +155,12 @@ bool rumor_node_peer_admitted(rumor_node_t *self, int i);
 uint64_t rumor_node_peer_boot(rumor_node_t *self, int i);
 /* This node's boot id: random, new at every start. */
 uint64_t rumor_node_boot(const rumor_node_t *self);
-/* Whether nobody has dialled this node in its first ten periods of membership (it works over
- * its own connections: PROTOCOL.md "Reachability"), and whether the i-th member of the view
- * said so of itself in its hello. Node's thread. */
-bool rumor_node_undialable(const rumor_node_t *self);
-bool rumor_node_peer_undialable(rumor_node_t *self, int i);
+/* Who can dial this node, and the i-th member of the view by what its hello says: its reach
+ * class (PROTOCOL.md "Reachability"; rumor_gossip_set_view_reach). 0: anyone; the site's name
+ * for a node behind NAT (members of the same site dial each other); a class of its own for one
+ * nobody has dialled in its first ten periods of membership. Node's thread. */
+uint64_t rumor_node_reach(const rumor_node_t *self);
+uint64_t rumor_node_peer_reach(rumor_node_t *self, int i);
 /* The round at which the i-th member of the view said it finished training (its hello's
  * `done`, PROTOCOL.md "Finishing"); 0 while it trains. Call from the node's thread. */
 uint64_t rumor_node_peer_done(rumor_node_t *self, int i);

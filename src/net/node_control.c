@@ -90,9 +90,10 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
     if (json) {
         rumor_key_to_z85(z85, rumor_secret_key_public(n->key));
         out(o, "{\"id\":\"%s\",\"key\":\"%s\",\"address\":\"%s\",\"incarnation\":%" PRIu32
-               ",\"uptime_s\":%.1f,\"reachable\":%s,\"peers\":%d,\"passive\":%d,\"view\":[",
+               ",\"uptime_s\":%.1f,\"reachable\":%s,\"seen_as\":\"%s\",\"site\":\"%016" PRIx64
+               "\",\"peers\":%d,\"passive\":%d,\"view\":[",
             n->id, z85, n->address, rumor_memb_incarnation(n->memb), (double)(now - n->start_ms) / 1000.0,
-            n->last_pinged ? "true" : "false", nv, rumor_memb_passive_count(n->memb));
+            n->last_pinged ? "true" : "false", n->seen_as, n->site, nv, rumor_memb_passive_count(n->memb));
         for (int i = 0; i < nv; i++) {
             const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
             char id[RUMOR_SHORT_ID_LEN + 1];
@@ -101,11 +102,11 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
             const conn_t *c = node_find_conn(n, e->key, false, now);
             out(o, "%s{\"id\":\"%s\",\"key\":\"%s\",\"addr\":\"%s\",\"state\":\"%s\",\"inc\":%" PRIu32
                    ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 ",\"via\":\"%s\",\"relays\":%s"
-                   ",\"dialable\":%s}",
+                   ",\"dialable\":%s,\"site\":\"%016" PRIx64 "\"}",
                 i ? "," : "", id, z85, e->addr, rumor_memb_state_name(e->state), e->inc, e->rtt_ms,
                 now - e->last_seen_ms, reach_name(n, e->key, now, rb),
                 c && c->admitted && (c->caps & RUMOR_CAP_RELAY_SERVE) ? "true" : "false",
-                c && c->admitted && (c->caps & RUMOR_CAP_UNDIALABLE) ? "false" : "true");
+                c && c->admitted && (c->caps & RUMOR_CAP_UNDIALABLE) ? "false" : "true", c && c->admitted ? c->site : 0);
         }
         out(o, "],\"counters\":{\"msgs_in\":%" PRIu64 ",\"msgs_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
                ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64
@@ -149,6 +150,7 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
         n->last_pinged ? "reachable (peers dial this node)"
         : n->warned_unreachable ? "cannot be dialled: works through its own connections to its peers"
                                 : "not yet dialled by any peer");
+    if (n->seen_as[0]) out(o, "behind NAT: peers see it at %s\n", n->seen_as);
     if (nv) out(o, "  %-8s  %-28s  %-7s  %7s  %9s  %s\n", "peer", "address", "state", "rtt ms", "seen ms", "via");
     for (int i = 0; i < nv; i++) {
         const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);

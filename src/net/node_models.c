@@ -114,13 +114,27 @@ uint64_t rumor_node_peer_boot(rumor_node_t *n, int i)
 
 uint64_t rumor_node_boot(const rumor_node_t *n) { return n->boot_id; }
 
-bool rumor_node_undialable(const rumor_node_t *n) { return n->warned_unreachable; }
+/* A reach class from what a hello says (PROTOCOL.md "Reachability"): its site, else, when
+ * nobody can dial it, one of its own (its key's first 8 bytes, little-endian, top bit set), else 0. */
+static uint64_t reach_class(const uint8_t *key, uint64_t caps, uint64_t site)
+{
+    if (site) return site;
+    if (!(caps & RUMOR_CAP_UNDIALABLE)) return 0;
+    uint64_t k = 0;
+    for (int i = 0; i < 8; i++) k |= (uint64_t)key[i] << (8 * i);
+    return k | UINT64_C(1) << 63;
+}
 
-bool rumor_node_peer_undialable(rumor_node_t *n, int i)
+uint64_t rumor_node_reach(const rumor_node_t *n)
+{
+    return reach_class(rumor_secret_key_public(n->key), n->warned_unreachable ? RUMOR_CAP_UNDIALABLE : 0, n->site);
+}
+
+uint64_t rumor_node_peer_reach(rumor_node_t *n, int i)
 {
     const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
     const conn_t *c = e ? node_find_conn(n, e->key, false, rumor_now_ms()) : NULL;
-    return c && c->admitted && (c->caps & RUMOR_CAP_UNDIALABLE);
+    return c && c->admitted ? reach_class(c->key, c->caps, c->site) : 0;
 }
 
 uint64_t rumor_node_peer_done(rumor_node_t *n, int i)
