@@ -292,6 +292,15 @@ def main():
         d.curve_publickey = key_text(mallory + ".pub").encode()
         d.curve_serverkey = pubs[1].encode()
         d.connect("tcp://127.0.0.1:%d" % port1)
+        # A member that asks for the node's hello before the node holds its own (both lost the
+        # other's) is answered with it, and asked for its own.
+        d.send(mp({"v": 2, "t": "bye", "seq": 1, "why": "hello"}))
+        got = [d.recv()] if d.poll(3000) else []
+        while got and d.poll(300):
+            got.append(d.recv())
+        check(any(b"\xa4cert" in g for g in got) and any(b"\xa3why\xa5hello" in g for g in got),
+              "asked for its hello by a member it holds none of, a node answers with it and asks back (%d replies)"
+              % len(got))
         d.send(mp({"v": 2, "t": "hello", "seq": 1, "cert": cert_bytes(mallory + ".cert"),
                    "addr": "tcp://127.0.0.1:9", "layout": 0, "caps": 0, "inc": 1, "boot": 0x5eed}))
         bad = [

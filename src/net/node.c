@@ -45,16 +45,18 @@ static void set_common(void *s)
 }
 
 /* From any thread (libzmq's I/O thread frees chunks). When one reference is left, it may be
- * the node's on a held model (held_t): the node is woken to let the model go. */
+ * the node's on a held model (held_t): the node is woken to let the model go. Nothing of o is
+ * read after the decrement: the node may free o the moment one reference is left. */
 void node_outgoing_unref(outgoing_t *o)
 {
+    const int wake_fd = o->wake_fd;
     const int left = atomic_fetch_sub(&o->refs, 1) - 1;
     if (left == 0) {
         if (o->release) o->release(o->arg);
         free(o);
-    } else if (left == 1 && o->wake_fd >= 0) {
+    } else if (left == 1 && wake_fd >= 0) {
         const char b = 1;
-        ssize_t k = write(o->wake_fd, &b, 1); /* (a full pipe already wakes the loop) */
+        ssize_t k = write(wake_fd, &b, 1); /* (a full pipe already wakes the loop) */
         (void)k;
     }
 }
@@ -410,16 +412,12 @@ void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid)
 
 /* Reply through the ROUTER on the connection a message came in on (a refusal, or a request
  * to say hello first). */
-void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why)
+/* m back on the ROUTER connection rid names (no hello first: a bye, or the hello itself). */
+static void reply(rumor_node_t *n, zmq_msg_t *rid, rumor_msg_t *m)
 {
-    if (!rid) return; /* (it came on our own DEALER: the peer we dialled is told nothing) */
-    rumor_msg_t m;
-    memset(&m, 0, sizeof m);
-    m.type = RUMOR_MSG_BYE;
-    m.seq = ++n->seq;
-    snprintf(m.u.bye.why, sizeof m.u.bye.why, "%s", why);
+    m->seq = ++n->seq;
     size_t len;
-    if (rumor_proto_encode(&m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) return;
+    if (rumor_proto_encode(m, n->buf, RUMOR_PROTO_MAX_HEADER, &len) != RUMOR_OK) return;
     zmq_msg_t id;
     zmq_msg_init(&id);
     zmq_msg_copy(&id, rid);
@@ -428,6 +426,16 @@ void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why)
         return;
     }
     (void)zmq_send(n->router, n->buf, len, ZMQ_DONTWAIT);
+}
+
+void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why)
+{
+    if (!rid) return; /* (it came on our own DEALER: the peer we dialled is told nothing) */
+    rumor_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = RUMOR_MSG_BYE;
+    snprintf(m.u.bye.why, sizeof m.u.bye.why, "%s", why);
+    reply(n, rid, &m);
 }
 
 /* ---- membership <-> wire ---- */
@@ -727,6 +735,18 @@ static bool bye_to(rumor_node_t *n, const uint8_t *key, path_t via, zmq_msg_t *r
     return send_back(n, key, via, &m);
 }
 
+/* Our hello to the member `key`, whose own we do not hold, on the way its message came. */
+static void hello_to(rumor_node_t *n, const uint8_t *key, path_t via, zmq_msg_t *rid)
+{
+    rumor_msg_t hello;
+    node_fill_hello(n, &hello);
+    if (via == PATH_ROUTER) {
+        if (rid) reply(n, rid, &hello);
+        return;
+    }
+    (void)send_back(n, key, via, &hello);
+}
+
 /* Our hello again to the member c that asked for it, on the way its request came, at most
  * every HELLO_ASK_MS. */
 static void greet_again(rumor_node_t *n, conn_t *c, path_t via, uint64_t now)
@@ -871,7 +891,11 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
          * every HELLO_ASK_MS (keys without an entry share one such pace). */
         n->drops[DROP_NO_HELLO]++;
         uint64_t *asked = c ? &c->hello_asked_ms : &n->hello_asked_ms;
-        if ((!*asked || now - *asked >= HELLO_ASK_MS) && bye_to(n, key, via, rid, "hello")) *asked = now;
+        if (*asked && now - *asked < HELLO_ASK_MS) return;
+        /* It asks for our hello while we lack its own (both lost the other's): answer first,
+         * or the two would only ask each other. */
+        if (wp->type == RUMOR_MSG_BYE && strcmp(wp->u.bye.why, "hello") == 0) hello_to(n, key, via, rid);
+        if (bye_to(n, key, via, rid, "hello")) *asked = now;
         return;
     }
     c->last_seen = now;
