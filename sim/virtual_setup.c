@@ -1,5 +1,6 @@
 /* virtual_setup.c - setting virtual mode up and tearing it down (virtual_impl.h). */
 #include "virtual_impl.h"
+#include "cli.h"
 
 // ---- set-up ----
 
@@ -126,12 +127,7 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
     rumor_rng_init2(&s->attack_rng, c->seed, 0xa77ac, 0);
     if ((rc = rumor_schedule_parse(&s->sched, c->schedule[0] ? c->schedule : "constant", err)) != RUMOR_OK) return rc;
     s->sched.warmup = c->warmup;
-    s->opt = rumor_optim_defaults();
-    if ((rc = rumor_optim_kind_parse(&s->opt.kind, c->optimizer[0] ? c->optimizer : "sgd", err)) != RUMOR_OK) return rc;
-    s->opt.lr = c->lr;
-    s->opt.momentum = c->momentum;
-    s->opt.weight_decay = c->weight_decay;
-    if ((rc = rumor_optim_config_check(&s->opt, err)) != RUMOR_OK) return rc;
+    if ((rc = cli_optim(c, &s->opt, err)) != RUMOR_OK) return rc; /* (the one train and node use) */
 
     /* Data, once for all peers. */
     const rumor_source_config_t sc = {.dir = c->data, .spec = &spec, .vocab = c->vocab,

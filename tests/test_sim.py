@@ -466,11 +466,12 @@ def main():
     #     bytes of adamw, and other models); qgm's momentum follows the mixed model (other models
     #     than plain SGD without momentum, which it is until a round has mixed).
     got = {}
-    for opt in ("adamw", "dadamw", "qgm", "sgd"):
+    for opt in ("adamw", "dadamw", "qgm", "sgd", "sgd-heavy", "sgd-nesterov"):
         run = os.path.join(tmp, "opt-" + opt)
         r = sim("--mode", "virtual", "--peers", "4", "--rounds", "10", "--eval-every", "0", "--out", run, "--no-plots",
                 "--model", "logreg", "--limit", "4000", "--local-steps", "2", "--partition", "dirichlet:0.1",
-                "--optimizer", opt, "--lr", "0.001" if "adam" in opt else "0.1", *(["--momentum", "0"] if opt == "sgd" else []))
+                "--optimizer", opt.split("-")[0], "--lr", "0.001" if "adam" in opt else "0.1",
+                *(["--momentum", "0"] if opt == "sgd" else []), *(["--nesterov"] if "nesterov" in opt else []))
         try:
             with open(os.path.join(run, "summary.json")) as f:
                 got[opt] = json.load(f)
@@ -483,6 +484,9 @@ def main():
           "dadamw sends its second moment (%s bytes against adamw's %s) and qgm moves otherwise than SGD (%s, %s)"
           % tuple((got[k] or {}).get(f) for k, f in (("dadamw", "bytes_total"), ("adamw", "bytes_total"),
                                                     ("qgm", "final_test_acc_mean"), ("sgd", "final_test_acc_mean"))))
+    heavy, nesterov = ((got[k] or {}).get("final_test_acc_mean") for k in ("sgd-heavy", "sgd-nesterov"))
+    check(heavy is not None and nesterov is not None and heavy != nesterov,
+          "virtual mode takes --nesterov (momentum 0.9: %s heavy-ball, %s Nesterov)" % (heavy, nesterov))
 
     # 5. Errors: one line each.
     for args, what in ((["--peers", "0"], "--peers 0"), (["--frob", "1"], "an unknown option"),
