@@ -718,13 +718,13 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
         if ((why = field_uint(&f, s[K_BOOT], UINT64_MAX, &h->boot)) != R_NONE) return why;
         if (h->boot == 0) return RUMOR_PROTO_REJECT_VALUE;
         h->done = h->site = 0;
-        if (s[K_SITE] != ABSENT) {
-            if ((why = field_uint(&f, s[K_SITE], UINT64_MAX, &h->site)) != R_NONE) return why;
-            if (h->site == 0) return RUMOR_PROTO_REJECT_VALUE;
+        if (s[K_DONE] != ABSENT) {
+            if ((why = field_uint(&f, s[K_DONE], UINT64_MAX, &h->done)) != R_NONE) return why;
+            if (h->done == 0) return RUMOR_PROTO_REJECT_VALUE;
         }
-        if (s[K_DONE] == ABSENT) return R_NONE;
-        if ((why = field_uint(&f, s[K_DONE], UINT64_MAX, &h->done)) != R_NONE) return why;
-        return h->done == 0 ? RUMOR_PROTO_REJECT_VALUE : R_NONE;
+        if (s[K_SITE] == ABSENT) return R_NONE;
+        if ((why = field_uint(&f, s[K_SITE], UINT64_MAX, &h->site)) != R_NONE) return why;
+        return h->site == 0 || (h->site >> 63) ? RUMOR_PROTO_REJECT_VALUE : R_NONE;
     }
     case RUMOR_MSG_PEERS:
         return field_peers(&f, s[K_PEERS], true, RUMOR_PROTO_MAX_PEERS, out->u.peers.peers,
@@ -815,7 +815,8 @@ static bool msg_is_valid(const rumor_msg_t *m)
     switch (m->type) {
     case RUMOR_MSG_HELLO:
         return m->u.hello.cert_len >= 1 && m->u.hello.cert_len <= RUMOR_PROTO_CERT_MAX &&
-               m->u.hello.boot != 0 && addr_field_is_valid(m->u.hello.addr, sizeof m->u.hello.addr);
+               m->u.hello.boot != 0 && addr_field_is_valid(m->u.hello.addr, sizeof m->u.hello.addr) &&
+               !(m->u.hello.site >> 63);
     case RUMOR_MSG_PEERS:
         return peers_are_valid(m->u.peers.peers, m->u.peers.count, RUMOR_PROTO_MAX_PEERS);
     case RUMOR_MSG_PING:

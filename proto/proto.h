@@ -147,7 +147,7 @@ typedef struct {
                                            and only answers pulls now; 0 = not sent */
     uint64_t site;                      /* "site": the sender is behind NAT, and this names the
                                            address peers see it from (PROTOCOL.md
-                                           "Reachability"); 0 = not sent */
+                                           "Reachability"); top bit clear; 0 = not sent */
 } rumor_msg_hello_t;
 
 typedef struct {

@@ -335,13 +335,14 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->member_reach = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_reach);
     g->pos_reach = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->pos_reach);
     g->reach_grp = malloc(2 * RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_grp);
+    g->reach_key = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_key);
     g->reach_idx = malloc(2 * RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_idx);
     g->reach_at = malloc((2 * RUMOR_GOSSIP_MAX_MEMBERS + 4) * sizeof *g->reach_at);
     g->tmp_keys = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->tmp_keys);
     g->tmp_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->tmp_boot);
     g->out_cap = 2 * RUMOR_GOSSIP_MAX_MEMBERS;
     g->outbox = malloc(g->out_cap * sizeof *g->outbox);
-    if (!g->view || !g->members || !g->member_boot || !g->member_reach || !g->pos_reach || !g->reach_grp ||
+    if (!g->view || !g->members || !g->member_boot || !g->member_reach || !g->pos_reach || !g->reach_grp || !g->reach_key ||
         !g->reach_idx || !g->reach_at || !g->tmp_keys || !g->tmp_boot || !g->outbox)
         goto nomem;
     g->st.w = 1.0;
@@ -399,6 +400,9 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     free(g->member_reach);
     free(g->pos_reach);
     free(g->reach_grp);
+    free(g->reach_key);
+    free(g->reach_adj);
+    free(g->reach_deg);
     free(g->reach_idx);
     free(g->reach_at);
     free(g->tmp_keys);
@@ -522,13 +526,22 @@ static bool reach_positions(rumor_gossip_t *g, size_t n, const reach_group_t *gr
     uint64_t period = 1;
     char terr[RUMOR_ERR_LEN];
     if (rumor_topology_period(g->topo, n, &period, terr) != RUMOR_OK || period == 0 || period > 8) period = 8;
-    uint32_t *deg = calloc(n, sizeof *deg), *hit = calloc(n, sizeof *hit), *same = calloc(n, sizeof *same);
-    uint8_t *adj = calloc(n * n, 1);
     memset(g->pos_reach, 0, n * sizeof *g->pos_reach);
-    if (!deg || !hit || !same || !adj) { /* no memory: the key order, as without any */
-        free(deg), free(hit), free(same), free(adj);
-        return false;
+    if (n > g->reach_cap) { /* (grown once per larger swarm, never per round) */
+        uint8_t *a = realloc(g->reach_adj, n * n);
+        if (a) g->reach_adj = a;
+        uint32_t *d = a ? realloc(g->reach_deg, 3 * n * sizeof *d) : NULL;
+        if (d) g->reach_deg = d;
+        if (!a || !d) { /* no memory: the key order, as without any */
+            rumor_log(RUMOR_LOG_WARN, "out of memory to place %zu members on the graph: key order", n);
+            return false;
+        }
+        g->reach_cap = n;
     }
+    uint8_t *adj = g->reach_adj;
+    uint32_t *deg = g->reach_deg, *hit = deg + n, *same = deg + 2 * n;
+    memset(adj, 0, n * n);
+    memset(deg, 0, 2 * n * sizeof *deg);
     for (uint64_t r = 0; r < period; r++)
         for (size_t i = 0; i < n; i++) {
             const uint32_t *out = NULL;
@@ -556,7 +569,6 @@ static bool reach_positions(rumor_gossip_t *g, size_t n, const reach_group_t *gr
             for (size_t k = 0; k < n; k++) hit[k] += adj[best * n + k], same[k] += adj[best * n + k];
         }
     }
-    free(deg), free(hit), free(same), free(adj);
     return true;
 }
 
@@ -599,20 +611,19 @@ static void arrange(rumor_gossip_t *g, size_t n, size_t *me)
         else grp[m++] = grp[i];
     }
     if (m == 1 && u == n) return; /* (one class holds everyone: any order is as good) */
-    uint64_t sig = 0x9e3779b97f4a7c15ull ^ n;
-    for (size_t j = 0; j < m; j++) {
-        sig = (sig ^ grp[j].cls) * 0x100000001b3ull;
-        sig = (sig ^ grp[j].size) * 0x100000001b3ull;
-        sig ^= sig >> 29;
-    }
-    sig |= 1;
-    if (g->reach_sig != sig) {
+    /* The positions are dealt again whenever the classes or their sizes change (compared
+     * whole: a member chooses its own site's value). */
+    bool same_inputs = g->reach_m == m && g->reach_n == n;
+    for (size_t j = 0; j < m && same_inputs; j++)
+        same_inputs = g->reach_key[j].cls == grp[j].cls && g->reach_key[j].size == grp[j].size;
+    if (!same_inputs) {
         reach_group_t *bysize = g->reach_grp + RUMOR_GOSSIP_MAX_MEMBERS;
         memcpy(bysize, grp, m * sizeof *grp);
         qsort(bysize, m, sizeof *bysize, grp_by_size);
-        g->reach_sig = 0;
+        g->reach_m = 0;
         if (!reach_positions(g, n, bysize, m)) return;
-        g->reach_sig = sig;
+        memcpy(g->reach_key, grp, m * sizeof *grp);
+        g->reach_n = n, g->reach_m = m;
     }
     /* The members of each group (m: class 0) in key order, then one per position. */
     size_t *idx = g->reach_idx, *by = g->reach_idx + n, *at = g->reach_at, *next = g->reach_at + m + 2;
@@ -626,7 +637,14 @@ static void arrange(rumor_gossip_t *g, size_t n, size_t *me)
     memcpy(g->tmp_boot, g->member_boot, n * sizeof *g->member_boot);
     const size_t self = *me;
     for (size_t pos = 0; pos < n; pos++) {
-        const size_t src = by[next[group_of(grp, m, g->pos_reach[pos])]++];
+        const size_t j = group_of(grp, m, g->pos_reach[pos]);
+        if (next[j] >= at[j + 1]) { /* (cannot happen: the positions were dealt for these classes) */
+            memcpy(g->members, g->tmp_keys, n * sizeof *g->members);
+            memcpy(g->member_boot, g->tmp_boot, n * sizeof *g->member_boot);
+            *me = self;
+            return;
+        }
+        const size_t src = by[next[j]++];
         memcpy(g->members[pos], g->tmp_keys[src], RUMOR_KEY_LEN);
         g->member_boot[pos] = g->tmp_boot[src];
         if (src == self) *me = pos;

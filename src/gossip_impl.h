@@ -175,7 +175,11 @@ struct rumor_gossip {
     uint64_t self_reach;           /* this peer's reach class (0: anyone can dial it) */
     uint64_t *member_reach;        /* ... each member's (placed by arrange()) */
     uint64_t *pos_reach;           /* the class arrange() gives each position, for ... */
-    uint64_t reach_sig;            /* ... members of these classes (0: none placed yet) */
+    size_t reach_n, reach_m;       /* ... n members in these m classes (reach_key; m 0: none yet) */
+    reach_group_t *reach_key;      /* ... in class order (the inputs pos_reach was dealt for) */
+    uint8_t *reach_adj;            /* reach_positions' graph, n x n, and per position its degree, */
+    uint32_t *reach_deg;           /* ... its edges to dealt positions, and to its own class's; */
+    size_t reach_cap;              /* ... for up to this many members (kept: allocated once) */
     reach_group_t *reach_grp;      /* arrange()'s scratch: the nonzero classes, ... */
     size_t *reach_idx;             /* ... each member's group, then the members by group, ... */
     size_t *reach_at;              /* ... where each group's run starts, and its next member */

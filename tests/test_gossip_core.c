@@ -59,17 +59,29 @@ static void test_pure_gossip(const char *algo, const char *topo, int n, size_t P
  * the engines; else the key order for all): the sends between two members of different
  * nonzero classes (which would go through a relay), and whether every round finished at its
  * gossip point (peers that placed members differently would wait for models that never come). */
-static int relayed_sends(const char *topo, int n, const uint64_t *cls, bool placed, int rounds, double *spread)
+typedef struct {
+    int round, who;   /* from this round on, member who ... */
+    uint64_t cls;     /* ... has this class (round 0: no change) */
+    bool *edge;       /* when not NULL: n x n, the sends of round 0 */
+} reach_script_t;
+
+static int relayed_sends_as(const char *topo, int n, const uint64_t *cls0, bool placed, int rounds, double *spread,
+                            const reach_script_t *sc)
 {
     swarm_t s;
     const size_t P = 40;
+    uint64_t cls[MAXN];
+    memcpy(cls, cls0, (size_t)n * sizeof *cls);
     swarm_init(&s, n, topo, "dpsgd", P, P, 5, 1000);
-    for (int i = 0; i < n; i++)
-        rumor_gossip_set_view_reach(s.g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, NULL, placed ? cls : NULL,
-                                    (size_t)n, placed ? cls[i] : 0);
     int both = 0;
     bool done = true;
     for (int r = 0; r < rounds; r++) {
+        if (r == 0 || (sc && sc->round == r)) {
+            if (r && sc) cls[sc->who] = sc->cls;
+            for (int i = 0; i < n; i++)
+                rumor_gossip_set_view_reach(s.g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, NULL, placed ? cls : NULL,
+                                            (size_t)n, placed ? cls[i] : 0);
+        }
         bool waited[MAXN] = {false};
         for (int i = 0; i < n; i++) {
             waited[i] = rumor_gossip_step(s.g[i], s.x[i], 100 + (uint64_t)r) != RUMOR_GOSSIP_DONE;
@@ -77,6 +89,7 @@ static int relayed_sends(const char *topo, int n, const uint64_t *cls, bool plac
             while (rumor_gossip_next_send(s.g[i], &m)) {
                 const int to = find(&s, m.peer);
                 both += to >= 0 && cls[i] && cls[to] && cls[i] != cls[to];
+                if (r == 0 && sc && sc->edge && to >= 0) sc->edge[i * n + to] = true;
                 deliver(&s, i, &m, 100 + (uint64_t)r);
             }
         }
@@ -93,6 +106,11 @@ static int relayed_sends(const char *topo, int n, const uint64_t *cls, bool plac
     free(mean);
     swarm_fini(&s);
     return both;
+}
+
+static int relayed_sends(const char *topo, int n, const uint64_t *cls, bool placed, int rounds, double *spread)
+{
+    return relayed_sends_as(topo, n, cls, placed, rounds, spread, NULL);
 }
 
 /* Sends between members that cannot be dialled, when the u smallest keys cannot (each its own
@@ -147,6 +165,30 @@ static void test_sites(void)
     const uint64_t lab[4] = {A, C, 0, A};
     const int lp = relayed_sends("ring", 4, lab, true, 10, &spread_placed);
     CHECK_MSG(lp == 10 * 1 * 2, "NAT lab on a ring: %d relayed sends in 10 rounds", lp);
+
+    /* The positions PROTOCOL.md's rule deals, exactly: classes by size (A, then B, then C),
+     * each member to the free position with the fewest edges to other classes, then the most
+     * to its own, then the lowest degree and rank: A at 0, 1, 2, B at 4, 5, C at 6, class 0 at
+     * 3 and 7, each class's members in key order. The ring's sends are between neighbours. */
+    bool edge[64] = {false};
+    reach_script_t sc = {.edge = edge};
+    (void)relayed_sends_as("ring", 8, cls, true, 1, &spread_placed, &sc);
+    const int order[8] = {0, 3, 5, 6, 1, 4, 2, 7};
+    bool exact = true;
+    for (int p = 0; p < 8; p++) {
+        const int a = order[p], b = order[(p + 1) % 8];
+        exact &= edge[a * 8 + b] && edge[b * 8 + a];
+    }
+    int sends = 0;
+    for (int k = 0; k < 64; k++) sends += edge[k];
+    CHECK_MSG(exact && sends == 16, "the ring's order by the rule: 0 3 5 6 1 4 2 7 (%d sends)", sends);
+
+    /* A member changes its class mid-run (to a value a member could choose so that a hash of the
+     * classes would not change): the positions are dealt again, every round still finishes at
+     * its gossip point and the ring keeps one relayed edge. */
+    reach_script_t change = {.round = 3, .who = 2, .cls = UINT64_C(0xdd31794d9e41c66a)};
+    const int ch = relayed_sends_as("ring", 8, cls, true, 10, &spread_placed, &change);
+    CHECK_MSG(ch == 10 * 1 * 2, "a class changed at round 3: %d relayed sends in 10 rounds", ch);
 }
 
 /* ---- secure mixing ---- */

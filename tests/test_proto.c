@@ -532,6 +532,17 @@ static void test_roundtrip(void)
     roundtrip(m, NULL, 0);
     m->u.hello.site = 0x5a17e; /* behind NAT (optional) */
     roundtrip(m, NULL, 0);
+    { /* canonical order: done, then site, as PROTOCOL.md lists them */
+        uint8_t hb[RUMOR_PROTO_MAX_HEADER];
+        size_t hl = 0;
+        CHECK_RC(rumor_proto_encode(m, hb, sizeof hb, &hl));
+        size_t d = hl, st = hl;
+        for (size_t i = 0; i + 5 <= hl; i++) {
+            if (memcmp(hb + i, "\xa4" "done", 5) == 0) d = i;
+            if (memcmp(hb + i, "\xa4" "site", 5) == 0) st = i;
+        }
+        CHECK(d < st && st < hl);
+    }
 
     /* peers: empty, and the maximum with the longest addresses. */
     memset(m, 0, sizeof *m);
@@ -1120,8 +1131,8 @@ static void test_reject_fields(void)
                          : variant == 2 ? RUMOR_PROTO_REJECT_NONE
                                         : RUMOR_PROTO_REJECT_WRONG_TYPE);
         }
-    /* site (hello, optional): a nonzero uint. */
-    for (int variant = 0; variant < 3; variant++) {
+    /* site (hello, optional): a nonzero uint below 2^63. */
+    for (int variant = 0; variant < 4; variant++) {
         bb->n = 0;
         bb_head(bb, 7, "hello", 1);
         bb_str(bb, "cert");
@@ -1134,10 +1145,11 @@ static void test_reject_fields(void)
         if (variant == 0) kv_uint(bb, "site", 0);
         if (variant == 1) kv_str(bb, "site", "x");
         if (variant == 2) kv_uint(bb, "site", 12345);
+        if (variant == 3) kv_uint(bb, "site", UINT64_C(1) << 63);
         CHECK_REJECT(bb, NULL, 0,
-                     variant == 0   ? RUMOR_PROTO_REJECT_VALUE
-                     : variant == 1 ? RUMOR_PROTO_REJECT_WRONG_TYPE
-                                    : RUMOR_PROTO_REJECT_NONE);
+                     variant == 0 || variant == 3 ? RUMOR_PROTO_REJECT_VALUE
+                     : variant == 1               ? RUMOR_PROTO_REJECT_WRONG_TYPE
+                                                  : RUMOR_PROTO_REJECT_NONE);
     }
     /* seen (ack, optional): 1..45 characters of digits, hex letters, '.' and ':'. */
     {

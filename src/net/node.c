@@ -559,9 +559,11 @@ static void run_actions(rumor_node_t *n, uint64_t now)
         rumor_key_short_id(id, ap->key);
         if (ap->kind == RUMOR_MEMB_ACT_UP) {
             rumor_log(RUMOR_LOG_INFO, "peer %s up at %s", id, ap->addr);
+            n->seen_dirty = true;
             continue;
         }
         if (ap->kind == RUMOR_MEMB_ACT_DOWN) {
+            n->seen_dirty = true;
             rumor_log(RUMOR_LOG_INFO, "peer %s %s", id, rumor_memb_state_name(ap->state));
             peer_t *p = node_find_peer(n, ap->key);
             if (p && ap->state != RUMOR_MEMB_ALIVE) close_peer(p);
@@ -576,9 +578,10 @@ static void run_actions(rumor_node_t *n, uint64_t now)
         peer_t *p = node_get_peer(n, ap->key, ap->addr, now);
         if (!p) continue;
         memb_to_wire(n, wp, &ap->msg);
-        if (wp->type == RUMOR_MSG_ACK) { /* (where its pings come from, as we see it) */
-            const conn_t *c = node_find_conn(n, ap->key, false, now);
-            if (c) memcpy(wp->u.ack.seen, c->seen, sizeof c->seen);
+        if (wp->type == RUMOR_MSG_ACK) { /* (where the ping it answers came from, as we saw it) */
+            conn_t *c = node_find_conn(n, ap->key, false, now);
+            if (c && c->seen_fresh) memcpy(wp->u.ack.seen, c->seen, sizeof c->seen);
+            if (c) c->seen_fresh = false;
         }
         (void)node_send_msg(n, p, wp);
     }
@@ -820,58 +823,85 @@ static void note_seen(rumor_node_t *n, conn_t *c)
     } else {
         return;
     }
-    (void)ip_text(t, c->seen);
+    c->seen_fresh = ip_text(t, c->seen);
 }
+
+/* Whether ip (ip_text's form) is not globally routable: private, shared (carrier-grade NAT),
+ * loopback or link-local IPv4; unique-local, link-local or loopback IPv6. A node there is
+ * likely behind NAT, and its LAN's members dialling it say nothing of how others see it. */
+static bool ip_private(const char *ip)
+{
+    uint8_t b[16];
+    if (inet_pton(AF_INET, ip, b) == 1)
+        return b[0] == 10 || b[0] == 127 || (b[0] == 172 && (b[1] & 0xf0) == 16) || (b[0] == 192 && b[1] == 168) ||
+               (b[0] == 100 && (b[1] & 0xc0) == 64) || (b[0] == 169 && b[1] == 254);
+    if (inet_pton(AF_INET6, ip, b) != 1) return false;
+    static const uint8_t loop[16] = {[15] = 1};
+    return (b[0] & 0xfe) == 0xfc || (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || memcmp(b, loop, 16) == 0;
+}
+
+static int str_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static void greet_all(rumor_node_t *n);
 
-/* The address members see us at, from their acks: the one most of them name that is not our
- * advertised one, taken when at least two members, or as many as name ours, name it (one
- * member alone cannot move a node that others dial directly). A new one names our site in
- * every hello (members behind the same NAT share it: gossip graphs put them side by side);
- * a change of it means our address changed, and whether peers can dial us is found out anew. */
+/* The address members see us at, from the acks of the members in our view: the one most of
+ * them name that is not our advertised IP. A node whose advertised IP is private takes it when
+ * any member names it (the members of its LAN name its own); a public node only when at least
+ * two do, and more than name its own (one member cannot move it). A new one names our site in
+ * every hello (members behind the same NAT share it: gossip graphs put them side by side); a
+ * change of it means our address changed, and whether peers can dial us is found out anew.
+ * At most once a period (housekeeping), so a member's reports cannot make it work more. */
 static void recount_seen(rumor_node_t *n, uint64_t now)
 {
     char self[RUMOR_PROTO_SEEN_MAX + 1], was[RUMOR_PROTO_SEEN_MAX + 1];
     self_ip(n, self);
-    const char *best = "";
-    int best_k = 0, own = 0;
-    for (int i = 0; i < MAX_CONNS; i++) {
-        const conn_t *c = &n->conns[i];
-        if (!c->used || !c->admitted || !c->seen_us[0]) continue;
-        if (strcmp(c->seen_us, self) == 0) {
-            own++;
-            continue;
-        }
-        int k = 0;
-        for (int j = 0; j < MAX_CONNS; j++)
-            k += n->conns[j].used && n->conns[j].admitted && strcmp(n->conns[j].seen_us, c->seen_us) == 0;
-        if (k > best_k || (k == best_k && strcmp(c->seen_us, best) < 0)) best = c->seen_us, best_k = k;
+    const char *rep[MAX_CONNS];
+    int k = 0, own = 0;
+    const int nv = rumor_memb_view_count(n->memb);
+    for (int i = 0; i < nv && k < (int)RUMOR_ARRAY_LEN(rep); i++) {
+        const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
+        const conn_t *c = e ? node_find_conn(n, e->key, false, now) : NULL;
+        if (!c || !c->admitted || !c->seen_us[0]) continue;
+        if (strcmp(c->seen_us, self) == 0) own++;
+        else rep[k++] = c->seen_us;
     }
-    if (best_k < 2 && best_k < own) best = "";
+    qsort(rep, (size_t)k, sizeof *rep, str_cmp);
+    const char *best = "";
+    int best_k = 0;
+    for (int i = 0, run = 1; i < k; i++, run++) {
+        if (i + 1 < k && strcmp(rep[i], rep[i + 1]) == 0) continue;
+        if (run > best_k) best = rep[i], best_k = run; /* (ties: the first in order) */
+        run = 0;
+    }
+    if (!(best_k >= 1 && (ip_private(self) || (best_k >= 2 && best_k > own)))) best = "";
     if (strcmp(best, n->seen_as) == 0) return;
     memcpy(was, n->seen_as, sizeof was);
     snprintf(n->seen_as, sizeof n->seen_as, "%s", best);
     n->site = best[0] ? site_of(best) : 0;
+    const bool log = ++n->seen_changes <= 10;
     if (was[0]) {
-        rumor_log(RUMOR_LOG_INFO, "peers now see this node at %s (was %s): its address changed; finding out again "
-                  "whether peers can dial it", best[0] ? best : self, was);
+        if (log)
+            rumor_log(RUMOR_LOG_INFO, "peers now see this node at %s (was %s): its address changed; finding out "
+                      "again whether peers can dial it%s", best[0] ? best : self, was,
+                      n->seen_changes == 10 ? " (further changes are only counted)" : "");
         n->last_pinged = 0;
         n->joined_at = now;
-    } else {
+    } else if (log) {
         rumor_log(RUMOR_LOG_INFO, "peers see this node at %s, not at its address %s: it is behind NAT, and the gossip "
                   "graph puts it beside members it reaches directly", best, self);
     }
     greet_all(n); /* (our hello names the site) */
 }
 
-/* An ack's word on where our pings came from. */
+/* An ack's word on where our pings came from: a member's may change once a period. */
 static void note_seen_us(rumor_node_t *n, conn_t *c, const char *seen, uint64_t now)
 {
     char ip[RUMOR_PROTO_SEEN_MAX + 1];
     if (!ip_text(seen, ip) || strcmp(ip, c->seen_us) == 0) return;
+    if (c->seen_us[0] && now - c->seen_us_ms < n->cfg.memb.period_ms) return;
     memcpy(c->seen_us, ip, sizeof ip);
-    recount_seen(n, now);
+    c->seen_us_ms = now;
+    n->seen_dirty = true;
 }
 
 void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via, zmq_msg_t *rid, uint64_t now)
@@ -894,7 +924,10 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
         if (*asked && now - *asked < HELLO_ASK_MS) return;
         /* It asks for our hello while we lack its own (both lost the other's): answer first,
          * or the two would only ask each other. */
-        if (wp->type == RUMOR_MSG_BYE && strcmp(wp->u.bye.why, "hello") == 0) hello_to(n, key, via, rid);
+        if (wp->type == RUMOR_MSG_BYE && strcmp(wp->u.bye.why, "hello") == 0) {
+            hello_to(n, key, via, rid);
+            *asked = now; /* (paced whether or not the request below goes) */
+        }
         if (bye_to(n, key, via, rid, "hello")) *asked = now;
         return;
     }
@@ -1327,6 +1360,11 @@ static void housekeeping(rumor_node_t *n, uint64_t now)
     rumor_memb_tick(n->memb, now);
     run_actions(n, now);
     node_relay_tick(n, now);
+    if (n->seen_dirty && now >= n->seen_next) {
+        n->seen_dirty = false;
+        n->seen_next = now + n->cfg.memb.period_ms;
+        recount_seen(n, now);
+    }
     check_reachable(n, now);
 }
 

@@ -234,8 +234,11 @@ typedef struct {
     uint64_t fd_serial;              /* ... and the guard's name for it (0: unknown) */
     uint64_t caps;                   /* its hello's capability bits */
     uint64_t site;                   /* its hello's site (behind NAT; 0: none said) */
-    char seen[RUMOR_PROTO_SEEN_MAX + 1];    /* the IP its pings to us came from */
+    char seen[RUMOR_PROTO_SEEN_MAX + 1];    /* the IP its last ping to us on its own
+                                               connection came from ... */
+    bool seen_fresh;                 /* ... which our next ack to it answers (then cleared) */
     char seen_us[RUMOR_PROTO_SEEN_MAX + 1]; /* the IP it says ours came from (its acks) */
+    uint64_t seen_us_ms;             /* ... since (it may change once a period) */
     uint64_t hello_asked_ms;         /* when we last asked it for its hello */
     uint64_t greeted_ms;             /* when we last answered its request for ours */
     bucket_t relay_inits;            /* inits it relays to us (RELAY_INITS_PER_S) */
@@ -300,7 +303,10 @@ struct rumor_node {
     bool warned_unreachable;
     char seen_as[RUMOR_PROTO_SEEN_MAX + 1]; /* the IP most members see us at, when that is not
                                                our advertised one (behind NAT); "" */
-    uint64_t site;                   /* ... named for hellos (node_site); 0 with none */
+    uint64_t site;                   /* ... named for hellos (site_of); 0 with none */
+    bool seen_dirty;                 /* a member's report or the view changed: count again ... */
+    uint64_t seen_next;              /* ... at most once a period, from then */
+    uint64_t seen_changes;           /* times seen_as changed (logged the first few) */
     uint64_t dials_given_up;         /* peers' addresses we stopped dialling (peer_path) */
     int rx_fd;                       /* the connection of the message being handled (-1: none) */
     uint64_t rx_serial;              /* ... and the guard's name for it */
