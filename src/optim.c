@@ -53,8 +53,6 @@ rumor_err_t rumor_optim_config_check(const rumor_optim_config_t *c, char err[RUM
         return rumor_fail(err, RUMOR_EINVAL, "--momentum %g: expected a value in [0, 1)", c->momentum);
     if (c->nesterov && c->momentum == 0.0f)
         return rumor_fail(err, RUMOR_EINVAL, "--nesterov needs a momentum above 0");
-    if (c->nesterov && c->kind == RUMOR_OPT_QGM)
-        return rumor_fail(err, RUMOR_EINVAL, "--nesterov: qgm's momentum is heavy-ball");
     if (!isfinite(c->weight_decay) || c->weight_decay < 0.0f || c->weight_decay > 1.0f)
         return rumor_fail(err, RUMOR_EINVAL, "--weight-decay %g: expected a value in [0, 1]",
                           c->weight_decay);
@@ -115,8 +113,9 @@ static void step_range(rumor_optim_t *o, float *params, float *grads, float lr, 
     if (b <= a) return;
     if (c->kind == RUMOR_OPT_SGD)
         o->be->ops->sgd(o->be, params + a, o->s[0] + a, grads + a, b - a, lr, c->momentum, wd, c->nesterov);
-    else if (c->kind == RUMOR_OPT_QGM) /* the own gradient's part; the momentum's below */
-        o->be->ops->sgd(o->be, params + a, o->tmp + a, grads + a, b - a, lr, 0.0f, wd, false);
+    else if (c->kind == RUMOR_OPT_QGM) /* the own gradient's part (Nesterov: (1 + mu) of it); the momentum's below */
+        o->be->ops->sgd(o->be, params + a, o->tmp + a, grads + a, b - a, c->nesterov ? lr * (1.0f + c->momentum) : lr,
+                        0.0f, wd, false);
     else
         o->be->ops->adamw(o->be, params + a, o->s[0] + a, o->s[1] + a, grads + a, b - a, lr, c->beta1, c->beta2,
                           c->eps, wd, bc1, bc2);
@@ -124,7 +123,8 @@ static void step_range(rumor_optim_t *o, float *params, float *grads, float lr, 
 
 static void qgm_momentum(rumor_optim_t *o, float *params, float lr)
 {
-    o->be->ops->axpy(o->be, params, o->s[0], -lr * o->cfg.momentum, o->n);
+    const float mu = o->cfg.momentum;
+    o->be->ops->axpy(o->be, params, o->s[0], -lr * (o->cfg.nesterov ? mu * mu : mu), o->n);
     o->lr_sum += lr;
 }
 

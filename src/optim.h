@@ -17,9 +17,10 @@
 #include <stdbool.h>
 
 /* qgm: SGD with quasi-global momentum (QG-DSGDm, Lin et al. 2021): each step moves by
- * lr (g + momentum m), m held for the round, and at the end of a gossip round m <- momentum m +
- * (1 - momentum) (anchor - x) / (the learning rates summed since), anchor <- x: the momentum
- * follows the mixed model's motion, not the peer's own gradients (rumor_optim_mixed). */
+ * lr (g + momentum m) (with nesterov, QG-DSGDm-N: lr ((1 + momentum) g + momentum^2 m)), m held
+ * for the round, and at the end of a gossip round m <- momentum m + (1 - momentum) (anchor - x)
+ * / (the learning rates summed since), anchor <- x: the momentum follows the mixed model's
+ * motion, not the peer's own gradients (rumor_optim_mixed). */
 /* dadamw: AdamW whose second moment (exp_avg_sq) a swarm's gossip averages with the model
  * (the decentralized adaptive framework of Chen et al. 2021; hivemind averages it too); the
  * step itself is AdamW's, and without gossip it is AdamW. */

@@ -124,9 +124,10 @@ static void test_decay_only(rumor_backend_t *be)
     rumor_model_destroy(&m);
 }
 
-/* qgm (QG-DSGDm): a step moves by lr (g + wd x + momentum m) with m held; a mixed round sets
- * m <- momentum m + (1 - momentum) (anchor - x) / (lr summed since), x the mixed model. Known
- * answers, worked by hand; and with no round at all (rumor train) it is plain SGD. */
+/* qgm (QG-DSGDm): a step moves by lr (g + wd x + momentum m) with m held (Nesterov: lr ((1 +
+ * momentum)(g + wd x) + momentum^2 m)); a mixed round sets m <- momentum m + (1 - momentum)
+ * (anchor - x) / (lr summed since), x the mixed model. Known answers, worked by hand; and with
+ * no round at all (rumor train) it is plain SGD. */
 static void test_qgm(rumor_backend_t *be)
 {
     char err[RUMOR_ERR_LEN];
@@ -135,11 +136,26 @@ static void test_qgm(rumor_backend_t *be)
     CHECK(k == RUMOR_OPT_QGM && strcmp(rumor_optim_kind_name(k), "qgm") == 0);
     rumor_optim_config_t c = rumor_optim_defaults();
     c.kind = RUMOR_OPT_QGM;
-    c.nesterov = true;
-    CHECK(rumor_optim_config_check(&c, err) == RUMOR_EINVAL && strstr(err, "heavy-ball"));
-    c.nesterov = false;
     c.momentum = 0.5f;
     c.weight_decay = 0.1f;
+    /* Nesterov (QG-DSGDm-N): a step moves by lr ((1 + momentum)(g + wd x) + momentum^2 m). */
+    c.nesterov = true;
+    CHECK_RC(rumor_optim_config_check(&c, err));
+    rumor_optim_t *q = rumor_optim_new(&c, be, 2, err);
+    CHECK(q != NULL);
+    if (!q) return;
+    float y[2] = {1.0f, -2.0f}, h[2] = {0.5f, 1.0f};
+    rumor_optim_step(q, y, h, 0.1f); /* m = 0 */
+    CHECK_NEAR(y[0], 1.0 - 0.1 * 1.5 * (0.5 + 0.1), 1e-6);
+    CHECK_NEAR(y[1], -2.0 - 0.1 * 1.5 * (1.0 - 0.2), 1e-6);
+    y[0] = 0.5f, y[1] = -1.5f; /* mixed: m = 0.5 (anchor - y) / 0.1 = (2.5, -2.5) */
+    rumor_optim_mixed(q, y);
+    h[0] = h[1] = 0.0f;
+    rumor_optim_step(q, y, h, 0.2f);
+    CHECK_NEAR(y[0], 0.5 - 0.2 * (1.5 * 0.1 * 0.5 + 0.25 * 2.5), 1e-6);
+    CHECK_NEAR(y[1], -1.5 - 0.2 * (1.5 * 0.1 * -1.5 + 0.25 * -2.5), 1e-6);
+    rumor_optim_destroy(&q);
+    c.nesterov = false;
     rumor_optim_t *o = rumor_optim_new(&c, be, 2, err);
     CHECK(o != NULL);
     if (!o) return;
