@@ -336,14 +336,13 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->pos_reach = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->pos_reach);
     g->reach_grp = malloc(2 * RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_grp);
     g->reach_key = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_key);
-    g->reach_idx = malloc(2 * RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_idx);
-    g->reach_at = malloc((2 * RUMOR_GOSSIP_MAX_MEMBERS + 4) * sizeof *g->reach_at);
+    g->reach_rank = malloc(2 * RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_rank);
     g->tmp_keys = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->tmp_keys);
     g->tmp_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->tmp_boot);
     g->out_cap = 2 * RUMOR_GOSSIP_MAX_MEMBERS;
     g->outbox = malloc(g->out_cap * sizeof *g->outbox);
     if (!g->view || !g->members || !g->member_boot || !g->member_reach || !g->pos_reach || !g->reach_grp || !g->reach_key ||
-        !g->reach_idx || !g->reach_at || !g->tmp_keys || !g->tmp_boot || !g->outbox)
+        !g->reach_rank || !g->tmp_keys || !g->tmp_boot || !g->outbox)
         goto nomem;
     g->st.w = 1.0;
     return g;
@@ -403,8 +402,7 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     free(g->reach_key);
     free(g->reach_adj);
     free(g->reach_deg);
-    free(g->reach_idx);
-    free(g->reach_at);
+    free(g->reach_rank);
     free(g->tmp_keys);
     free(g->tmp_boot);
     free(g->members);
@@ -585,17 +583,18 @@ static int grp_by_size(const void *a, const void *b)
     return (x->cls > y->cls) - (x->cls < y->cls);
 }
 
-/* The group of class c among grp[0..m) (sorted by class), m for class 0. */
-static size_t group_of(const reach_group_t *grp, size_t m, uint64_t c)
+static int rank_cmp(const void *a, const void *b)
 {
-    size_t lo = 0, hi = m;
-    while (c && lo < hi) {
-        const size_t mid = lo + (hi - lo) / 2;
-        if (grp[mid].cls == c) return mid;
-        if (grp[mid].cls < c) lo = mid + 1;
-        else hi = mid;
-    }
-    return m;
+    const reach_rank_t *x = a, *y = b;
+    if (x->cls != y->cls) return x->cls < y->cls ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* n (class, index) pairs sorted by class, then index. */
+static void rank_by_class(reach_rank_t *r, const uint64_t *cls, size_t n)
+{
+    for (size_t i = 0; i < n; i++) r[i] = (reach_rank_t){cls[i], i};
+    qsort(r, n, sizeof *r, rank_cmp);
 }
 
 static void arrange(rumor_gossip_t *g, size_t n, size_t *me)
@@ -625,31 +624,23 @@ static void arrange(rumor_gossip_t *g, size_t n, size_t *me)
         memcpy(g->reach_key, grp, m * sizeof *grp);
         g->reach_n = n, g->reach_m = m;
     }
-    /* The members of each group (m: class 0) in key order, then one per position. */
-    size_t *idx = g->reach_idx, *by = g->reach_idx + n, *at = g->reach_at, *next = g->reach_at + m + 2;
-    memset(at, 0, (m + 2) * sizeof *at);
-    for (size_t i = 0; i < n; i++) at[(idx[i] = group_of(grp, m, g->member_reach[i])) + 1]++;
-    for (size_t j = 0; j <= m; j++) at[j + 1] += at[j];
-    memcpy(next, at, (m + 1) * sizeof *next);
-    for (size_t i = 0; i < n; i++) by[next[idx[i]]++] = i;
-    memcpy(next, at, (m + 1) * sizeof *next);
+    /* Positions and members, each sorted by class (then position, key order): the k-th
+     * position of a class gets the k-th member of that class. */
+    reach_rank_t *pos = g->reach_rank, *mem = g->reach_rank + n;
+    rank_by_class(pos, g->pos_reach, n);
+    rank_by_class(mem, g->member_reach, n);
+    for (size_t k = 0; k < n; k++)
+        if (pos[k].cls != mem[k].cls) return; /* (cannot happen: the positions were dealt for these classes) */
     memcpy(g->tmp_keys, g->members, n * sizeof *g->members);
     memcpy(g->tmp_boot, g->member_boot, n * sizeof *g->member_boot);
     const size_t self = *me;
-    for (size_t pos = 0; pos < n; pos++) {
-        const size_t j = group_of(grp, m, g->pos_reach[pos]);
-        if (next[j] >= at[j + 1]) { /* (cannot happen: the positions were dealt for these classes) */
-            memcpy(g->members, g->tmp_keys, n * sizeof *g->members);
-            memcpy(g->member_boot, g->tmp_boot, n * sizeof *g->member_boot);
-            *me = self;
-            return;
-        }
-        const size_t src = by[next[j]++];
-        memcpy(g->members[pos], g->tmp_keys[src], RUMOR_KEY_LEN);
-        g->member_boot[pos] = g->tmp_boot[src];
-        if (src == self) *me = pos;
+    for (size_t k = 0; k < n; k++) {
+        const size_t to = pos[k].i, from = mem[k].i;
+        memcpy(g->members[to], g->tmp_keys[from], RUMOR_KEY_LEN);
+        g->member_boot[to] = g->tmp_boot[from];
+        if (from == self) *me = to;
     }
-    for (size_t pos = 0; pos < n; pos++) g->member_reach[pos] = g->pos_reach[pos];
+    memcpy(g->member_reach, g->pos_reach, n * sizeof *g->member_reach);
 }
 
 /* The buffer for the next snapshot: never the latest one, which live accumulators use as

@@ -145,6 +145,12 @@ typedef struct {
     size_t size;
 } reach_group_t;
 
+/* A position or a member and its reach class (arrange()). */
+typedef struct {
+    uint64_t cls;
+    size_t i;
+} reach_rank_t;
+
 typedef struct gsp_rule gsp_rule_t;
 
 struct rumor_gossip {
@@ -181,8 +187,7 @@ struct rumor_gossip {
     uint32_t *reach_deg;           /* ... its edges to dealt positions, and to its own class's; */
     size_t reach_cap;              /* ... for up to this many members (kept: allocated once) */
     reach_group_t *reach_grp;      /* arrange()'s scratch: the nonzero classes, ... */
-    size_t *reach_idx;             /* ... each member's group, then the members by group, ... */
-    size_t *reach_at;              /* ... where each group's run starts, and its next member */
+    reach_rank_t *reach_rank;      /* ... and the positions, then the members, by class */
     uint8_t (*tmp_keys)[RUMOR_KEY_LEN];
     uint64_t *tmp_boot;
     /* outbox */

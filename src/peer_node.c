@@ -358,22 +358,22 @@ static void pull_ask(peer_t *p, rumor_node_t *node, uint64_t now)
 {
     const int members = rumor_node_peer_count(node);
     int cand[MAX_VIEW], nc = 0;
+    uint64_t cand_done[MAX_VIEW];
+    rumor_node_member_t m;
     for (int i = 0; i < members && nc < MAX_VIEW; i++) {
-        if (!rumor_node_peer_admitted(node, i)) continue;
-        if (p->pull_want_done && !rumor_node_peer_done(node, i)) continue;
-        const uint8_t *key = rumor_node_peer_key(node, i);
+        if (!rumor_node_member(node, i, &m) || !m.admitted || (p->pull_want_done && !m.done)) continue;
         bool asked = false;
-        for (int a = 0; a < p->n_asked && !asked; a++) asked = memcmp(p->pull_asked[a], key, 32) == 0;
-        if (!asked) cand[nc++] = i;
+        for (int a = 0; a < p->n_asked && !asked; a++) asked = memcmp(p->pull_asked[a], m.key, 32) == 0;
+        if (!asked) cand_done[nc] = m.done, cand[nc++] = i;
     }
     if (nc == 0 || p->n_asked == RUMOR_RESYNC_ASKS) {
         p->pull_state = PULL_NOBODY;
         pthread_cond_broadcast(&p->cv);
         return;
     }
-    const int i = cand[now % (uint64_t)nc];
-    memcpy(p->pull_peer, rumor_node_peer_key(node, i), 32);
-    p->pull_done = rumor_node_peer_done(node, i);
+    const int pick = (int)(now % (uint64_t)nc);
+    memcpy(p->pull_peer, rumor_node_peer_key(node, cand[pick]), 32);
+    p->pull_done = cand_done[pick];
     /* Refused for now (its connection is on the way): asked again at a later tick. */
     if (rumor_node_pull(node, p->pull_peer, rumor_model_layout_id(p->m)) != RUMOR_OK) return;
     memcpy(p->pull_asked[p->n_asked++], p->pull_peer, 32);
@@ -396,26 +396,27 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
     /* A member that finished training sends no more models: nobody waits for it. */
     const int members = rumor_node_peer_count(node);
     int n = 0, admitted = 0, done = 0;
-    for (int i = 0; i < members && n < MAX_VIEW; i++) {
-        if (!rumor_node_peer_admitted(node, i)) continue;
+    bool asked_there = false; /* (the member a pull went to is still an admitted member) */
+    rumor_node_member_t m;
+    for (int i = 0; i < members; i++) {
+        if (!rumor_node_member(node, i, &m) || !m.admitted) continue;
+        asked_there |= memcmp(m.key, p->pull_peer, 32) == 0;
+        if (n == MAX_VIEW) continue;
         admitted++;
-        if (rumor_node_peer_done(node, i)) {
+        if (m.done) {
             done++;
             continue;
         }
-        p->view_boots[n] = rumor_node_peer_boot(node, i);
-        p->view_reach[n] = rumor_node_peer_reach(node, i);
-        memcpy(keys[n++], rumor_node_peer_key(node, i), 32);
+        p->view_boots[n] = m.boot;
+        p->view_reach[n] = m.reach;
+        memcpy(keys[n++], m.key, 32);
     }
     pthread_mutex_lock(&p->mu);
     p->n_members = admitted;
     p->n_done = done;
     if (p->pull_state == PULL_ASKED) {
         /* The member asked left (or was found dead): no answer will come, ask another. */
-        bool there = false;
-        for (int i = 0; i < members && !there; i++)
-            there = rumor_node_peer_admitted(node, i) && memcmp(rumor_node_peer_key(node, i), p->pull_peer, 32) == 0;
-        if (!there) {
+        if (!asked_there) {
             p->pull_state = PULL_WANTED;
         } else if (p->pull_got == 0 && now - p->pull_asked_ms >= 1000 && p->pull_resends < 4) {
             /* Nothing yet: it may not have had our hello when the ask came (a pull from a key

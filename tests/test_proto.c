@@ -146,6 +146,21 @@ static void bb_head(bb_t *bb, unsigned extra, const char *type, uint64_t seq)
     kv_uint(bb, "seq", seq);
 }
 
+/* A hello's start, cleared first: the header (5 + extra fields), then cert, addr, layout 0,
+ * caps and inc; the caller writes the extra fields. */
+static void hello_head(bb_t *bb, unsigned extra, const uint8_t *cert, size_t cert_len, const char *addr, uint64_t caps,
+                       uint64_t inc)
+{
+    bb->n = 0;
+    bb_head(bb, 5 + extra, "hello", 1);
+    bb_str(bb, "cert");
+    bb_bin(bb, cert, cert_len);
+    kv_str(bb, "addr", addr);
+    kv_uint(bb, "layout", 0);
+    kv_uint(bb, "caps", caps);
+    kv_uint(bb, "inc", inc);
+}
+
 /* A model header with one field replaced: `skip` names a field to leave out, and when
  * `w_override` is set the weight is written as those raw bytes. */
 typedef struct {
@@ -1095,14 +1110,7 @@ static void test_reject_fields(void)
         {5, "tcp://1.2.3.4:5", (uint64_t)UINT32_MAX + 1, RUMOR_PROTO_REJECT_VALUE},
     };
     for (size_t i = 0; i < RUMOR_ARRAY_LEN(hellos); i++) {
-        bb->n = 0;
-        bb_head(bb, 6, "hello", 1);
-        bb_str(bb, "cert");
-        bb_bin(bb, cert, hellos[i].cert_len);
-        kv_str(bb, "addr", hellos[i].addr);
-        kv_uint(bb, "layout", 0);
-        kv_uint(bb, "caps", 0);
-        kv_uint(bb, "inc", hellos[i].inc);
+        hello_head(bb, 1, cert, hellos[i].cert_len, hellos[i].addr, 0, hellos[i].inc);
         kv_uint(bb, "boot", 1);
         CHECK_REJECT(bb, NULL, 0, hellos[i].want);
     }
@@ -1110,14 +1118,7 @@ static void test_reject_fields(void)
     for (int field = 0; field < 2; field++)
         for (int variant = 0; variant < 4; variant++) {
             const char *key = field ? "done" : "boot";
-            bb->n = 0;
-            bb_head(bb, 6 + field, "hello", 1);
-            bb_str(bb, "cert");
-            bb_bin(bb, cert, 5);
-            kv_str(bb, "addr", "tcp://1.2.3.4:5");
-            kv_uint(bb, "layout", 0);
-            kv_uint(bb, "caps", 0);
-            kv_uint(bb, "inc", 1);
+            hello_head(bb, 1 + (unsigned)field, cert, 5, "tcp://1.2.3.4:5", 0, 1);
             if (field) kv_uint(bb, "boot", 1);
             if (variant == 0) kv_uint(bb, key, 0);
             if (variant == 1) kv_str(bb, key, "1");
@@ -1133,14 +1134,7 @@ static void test_reject_fields(void)
         }
     /* site (hello, optional): a nonzero uint below 2^63. */
     for (int variant = 0; variant < 4; variant++) {
-        bb->n = 0;
-        bb_head(bb, 7, "hello", 1);
-        bb_str(bb, "cert");
-        bb_bin(bb, cert, 5);
-        kv_str(bb, "addr", "tcp://1.2.3.4:5");
-        kv_uint(bb, "layout", 0);
-        kv_uint(bb, "caps", 4);
-        kv_uint(bb, "inc", 1);
+        hello_head(bb, 2, cert, 5, "tcp://1.2.3.4:5", 4, 1);
         kv_uint(bb, "boot", 1);
         if (variant == 0) kv_uint(bb, "site", 0);
         if (variant == 1) kv_str(bb, "site", "x");
@@ -1177,14 +1171,7 @@ static void test_reject_fields(void)
     memset(addr256, '1', 256);
     memcpy(addr256, "tcp://", 6);
     addr256[256] = '\0';
-    bb->n = 0;
-    bb_head(bb, 6, "hello", 1);
-    bb_str(bb, "cert");
-    bb_bin(bb, cert, 1);
-    kv_str(bb, "addr", addr256);
-    kv_uint(bb, "layout", 0);
-    kv_uint(bb, "caps", 0);
-    kv_uint(bb, "inc", 0);
+    hello_head(bb, 1, cert, 1, addr256, 0, 0);
     kv_uint(bb, "boot", 1);
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_TOO_LARGE);
     /* cert as str instead of bin */

@@ -410,9 +410,8 @@ void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid)
     c->rid_hello = false;
 }
 
-/* Reply through the ROUTER on the connection a message came in on (a refusal, or a request
- * to say hello first). */
-/* m back on the ROUTER connection rid names (no hello first: a bye, or the hello itself). */
+/* m back through the ROUTER on the connection a message came in on (rid), with no hello
+ * first: a bye, or the hello itself. */
 static void reply(rumor_node_t *n, zmq_msg_t *rid, rumor_msg_t *m)
 {
     m->seq = ++n->seq;
@@ -428,6 +427,7 @@ static void reply(rumor_node_t *n, zmq_msg_t *rid, rumor_msg_t *m)
     (void)zmq_send(n->router, n->buf, len, ZMQ_DONTWAIT);
 }
 
+/* A refusal, or a request to say hello first, on the connection rid names. */
 void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why)
 {
     if (!rid) return; /* (it came on our own DEALER: the peer we dialled is told nothing) */
@@ -768,35 +768,24 @@ static void greet_again(rumor_node_t *n, conn_t *c, path_t via, uint64_t now)
 
 /* ---- where peers see us from (PROTOCOL.md "Reachability": sites) ---- */
 
-/* ip in inet_ntop's form, IPv4 mapped into IPv6 written as IPv4; false (out untouched) when
- * it is not an IP literal. */
-static bool ip_text(const char *ip, char out[RUMOR_PROTO_SEEN_MAX + 1])
+/* The IP in b (AF_INET: 4 bytes, AF_INET6: 16) in inet_ntop's form, IPv4 mapped into IPv6
+ * written as IPv4; false (out untouched) when it does not fit. */
+static bool ip_form(int family, const uint8_t *b, char out[RUMOR_PROTO_SEEN_MAX + 1])
 {
     static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    uint8_t b[16];
     char t[INET6_ADDRSTRLEN];
-    const char *ok = NULL;
-    if (inet_pton(AF_INET, ip, b) == 1) ok = inet_ntop(AF_INET, b, t, sizeof t);
-    else if (inet_pton(AF_INET6, ip, b) == 1)
-        ok = memcmp(b, mapped, sizeof mapped) == 0 ? inet_ntop(AF_INET, b + 12, t, sizeof t)
-                                                   : inet_ntop(AF_INET6, b, t, sizeof t);
-    if (!ok || strlen(t) > RUMOR_PROTO_SEEN_MAX) return false;
+    if (family == AF_INET6 && memcmp(b, mapped, sizeof mapped) == 0) family = AF_INET, b += 12;
+    if (!inet_ntop(family, b, t, sizeof t) || strlen(t) > RUMOR_PROTO_SEEN_MAX) return false;
     memcpy(out, t, strlen(t) + 1);
     return true;
 }
 
-/* The IP of our advertised address, in ip_text's form ("" if none). */
-static void self_ip(const rumor_node_t *n, char out[RUMOR_PROTO_SEEN_MAX + 1])
+/* ip (an IP literal) in ip_form's form; false (out untouched) when it is not one. */
+static bool ip_text(const char *ip, char out[RUMOR_PROTO_SEEN_MAX + 1])
 {
-    char host[RUMOR_MEMB_ADDR_LEN];
-    const char *a = strncmp(n->self_addr, "tcp://", 6) == 0 ? n->self_addr + 6 : n->self_addr;
-    const char *end = a[0] == '[' ? strchr(a, ']') : strrchr(a, ':');
-    out[0] = 0;
-    if (a[0] == '[') a++;
-    if (!end || end < a || (size_t)(end - a) >= sizeof host) return;
-    memcpy(host, a, (size_t)(end - a));
-    host[end - a] = 0;
-    (void)ip_text(host, out);
+    uint8_t b[16];
+    if (inet_pton(AF_INET, ip, b) == 1) return ip_form(AF_INET, b, out);
+    return inet_pton(AF_INET6, ip, b) == 1 && ip_form(AF_INET6, b, out);
 }
 
 /* A site's name in hellos: a 64-bit hash (FNV-1a) of the address, top bit clear, never 0 (so
@@ -814,16 +803,11 @@ static void note_seen(rumor_node_t *n, conn_t *c)
 {
     struct sockaddr_storage sa;
     socklen_t len = sizeof sa;
-    char t[INET6_ADDRSTRLEN];
     if (n->rx_fd < 0 || getpeername(n->rx_fd, (struct sockaddr *)&sa, &len) != 0) return;
-    if (sa.ss_family == AF_INET) {
-        if (!inet_ntop(AF_INET, &((const struct sockaddr_in *)&sa)->sin_addr, t, sizeof t)) return;
-    } else if (sa.ss_family == AF_INET6) {
-        if (!inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&sa)->sin6_addr, t, sizeof t)) return;
-    } else {
-        return;
-    }
-    c->seen_fresh = ip_text(t, c->seen);
+    if (sa.ss_family == AF_INET)
+        c->seen_fresh = ip_form(AF_INET, (const uint8_t *)&((const struct sockaddr_in *)&sa)->sin_addr, c->seen);
+    else if (sa.ss_family == AF_INET6)
+        c->seen_fresh = ip_form(AF_INET6, ((const struct sockaddr_in6 *)&sa)->sin6_addr.s6_addr, c->seen);
 }
 
 /* Whether ip (ip_text's form) is not globally routable: private, shared (carrier-grade NAT),
@@ -853,9 +837,8 @@ static void greet_all(rumor_node_t *n);
  * At most once a period (housekeeping), so a member's reports cannot make it work more. */
 static void recount_seen(rumor_node_t *n, uint64_t now)
 {
-    char self[RUMOR_PROTO_SEEN_MAX + 1], was[RUMOR_PROTO_SEEN_MAX + 1];
-    self_ip(n, self);
-    const char *rep[MAX_CONNS];
+    char was[RUMOR_PROTO_SEEN_MAX + 1];
+    const char *self = n->self_ip, *rep[MAX_CONNS];
     int k = 0, own = 0;
     const int nv = rumor_memb_view_count(n->memb);
     for (int i = 0; i < nv && k < (int)RUMOR_ARRAY_LEN(rep); i++) {
@@ -1164,7 +1147,12 @@ static rumor_err_t listen_and_advertise(rumor_node_t *n, char err[RUMOR_ERR_LEN]
     if (!rumor_proto_addr_is_valid(adv, strlen(adv)))
         return rumor_fail(err, RUMOR_EINVAL, "advertised address %s: expected tcp://IP:PORT (an IP, not a name)", adv);
     snprintf(n->self_addr, sizeof n->self_addr, "%.255s", adv); /* valid addresses are short */
-    return rumor_addr_format(n->address, rumor_secret_key_public(n->key), n->self_addr, err);
+    const rumor_err_t rc = rumor_addr_format(n->address, rumor_secret_key_public(n->key), n->self_addr, err);
+    rumor_addr_t self;
+    char perr[RUMOR_ERR_LEN];
+    if (rc == RUMOR_OK && rumor_addr_parse(&self, n->address, perr) == RUMOR_OK)
+        (void)ip_text(self.host, n->self_ip); /* (what members who see us directly name) */
+    return rc;
 }
 
 /* --control ipc://PATH: a socket only its owner may use (the status names every peer). */

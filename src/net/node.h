@@ -146,24 +146,31 @@ void rumor_node_on_status(rumor_node_t *self, rumor_node_status_cb cb, void *arg
 /* The active view, for a driver above: count and the i-th key. */
 int rumor_node_peer_count(const rumor_node_t *self);
 const uint8_t *rumor_node_peer_key(const rumor_node_t *self, int i);
-/* Whether the i-th member of the view has been admitted (its own valid hello seen): only
- * those can be sent models. Call from the node's thread. */
-bool rumor_node_peer_admitted(rumor_node_t *self, int i);
-/* The boot id of the i-th member's current run, from its own freshest knock (sealed with its
- * key, PROTOCOL.md "Admission"), else what membership holds (its hello, or a peer entry); 0
- * when unknown. Secure mixing binds masks to it. */
-uint64_t rumor_node_peer_boot(rumor_node_t *self, int i);
+/* What the node knows of the i-th member of its view (one lookup; the node's thread). */
+typedef struct {
+    const uint8_t *key; /* its key (as rumor_node_peer_key) */
+    /* Whether it has been admitted (its own valid hello seen, its certificate not expired):
+     * only those can be sent models. */
+    bool admitted;
+    /* The boot id of its current run, from its own freshest knock (sealed with its key,
+     * PROTOCOL.md "Admission"), else what membership holds (its hello, or a peer entry); 0
+     * when unknown. Secure mixing binds masks to it. */
+    uint64_t boot;
+    /* The round at which it said it finished training (its hello's `done`, PROTOCOL.md
+     * "Finishing"); 0 while it trains. */
+    uint64_t done;
+    /* Who can dial it, by what its hello says: its reach class (PROTOCOL.md "Reachability";
+     * rumor_gossip_set_view_reach); 0 unless admitted. */
+    uint64_t reach;
+} rumor_node_member_t;
+/* false (and *out zeroed) when i is not in the view. */
+bool rumor_node_member(rumor_node_t *self, int i, rumor_node_member_t *out);
 /* This node's boot id: random, new at every start. */
 uint64_t rumor_node_boot(const rumor_node_t *self);
-/* Who can dial this node, and the i-th member of the view by what its hello says: its reach
- * class (PROTOCOL.md "Reachability"; rumor_gossip_set_view_reach). 0: anyone; the site's name
- * for a node behind NAT (members of the same site dial each other); a class of its own for one
+/* Who can dial this node, as its hello says: its reach class. 0: anyone; the site's name for
+ * a node behind NAT (members of the same site dial each other); a class of its own for one
  * nobody has dialled in its first ten periods of membership. Node's thread. */
 uint64_t rumor_node_reach(const rumor_node_t *self);
-uint64_t rumor_node_peer_reach(rumor_node_t *self, int i);
-/* The round at which the i-th member of the view said it finished training (its hello's
- * `done`, PROTOCOL.md "Finishing"); 0 while it trains. Call from the node's thread. */
-uint64_t rumor_node_peer_done(rumor_node_t *self, int i);
 /* Say that this node finished training at `round`: every member is told at once (a fresh
  * hello) and every later hello says it. Any thread. */
 void rumor_node_set_done(rumor_node_t *self, uint64_t round);

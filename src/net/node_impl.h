@@ -267,6 +267,7 @@ struct rumor_node {
     rumor_memb_t *memb;
     cert_seen_t *certs;              /* CERT_CACHE */
     char self_addr[RUMOR_MEMB_ADDR_LEN];   /* tcp://IP:PORT, advertised */
+    char self_ip[RUMOR_PROTO_SEEN_MAX + 1];/* ... its IP, as an ack's `seen` writes it */
     char address[RUMOR_ADDR_LEN];          /* rumor://KEY@HOST:PORT */
     char id[RUMOR_SHORT_ID_LEN + 1];
     char control_path[512];

@@ -96,22 +96,6 @@ const uint8_t *rumor_node_peer_key(const rumor_node_t *n, int i)
     return e ? e->key : NULL;
 }
 
-bool rumor_node_peer_admitted(rumor_node_t *n, int i)
-{
-    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
-    if (!e) return false;
-    const conn_t *c = node_find_conn(n, e->key, false, rumor_now_ms());
-    return c && c->admitted && (!c->expires_at || unix_now() < c->expires_at);
-}
-
-uint64_t rumor_node_peer_boot(rumor_node_t *n, int i)
-{
-    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
-    const conn_t *c = e ? node_find_conn(n, e->key, false, rumor_now_ms()) : NULL;
-    if (c && c->knocked && c->boot) return c->boot;
-    return e ? e->boot : 0; /* from its hello, or second hand (membership.h) */
-}
-
 uint64_t rumor_node_boot(const rumor_node_t *n) { return n->boot_id; }
 
 /* A reach class from what a hello says (PROTOCOL.md "Reachability"): its site, else, when
@@ -130,18 +114,18 @@ uint64_t rumor_node_reach(const rumor_node_t *n)
     return reach_class(rumor_secret_key_public(n->key), n->warned_unreachable ? RUMOR_CAP_UNDIALABLE : 0, n->site);
 }
 
-uint64_t rumor_node_peer_reach(rumor_node_t *n, int i)
+bool rumor_node_member(rumor_node_t *n, int i, rumor_node_member_t *out)
 {
+    memset(out, 0, sizeof *out);
     const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
-    const conn_t *c = e ? node_find_conn(n, e->key, false, rumor_now_ms()) : NULL;
-    return c && c->admitted ? reach_class(c->key, c->caps, c->site) : 0;
-}
-
-uint64_t rumor_node_peer_done(rumor_node_t *n, int i)
-{
-    const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
-    const conn_t *c = e ? node_find_conn(n, e->key, false, rumor_now_ms()) : NULL;
-    return c ? c->done : 0;
+    if (!e) return false;
+    const conn_t *c = node_find_conn(n, e->key, false, rumor_now_ms());
+    out->key = e->key;
+    out->admitted = c && c->admitted && (!c->expires_at || unix_now() < c->expires_at);
+    out->boot = c && c->knocked && c->boot ? c->boot : e->boot; /* (else from its hello, or second hand) */
+    out->done = c ? c->done : 0;
+    out->reach = c && c->admitted ? reach_class(c->key, c->caps, c->site) : 0;
+    return true;
 }
 
 void rumor_node_set_done(rumor_node_t *n, uint64_t round)
