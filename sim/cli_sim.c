@@ -1,10 +1,13 @@
 /* cli_sim.c - `rumor sim [SCENARIO] [--key value]...`: settings from a scenario file, then flags. */
 #include "cli.h"
+#include "fileio.h"
 #include "sim.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,11 +68,22 @@ int cmd_sim(int argc, char **argv)
         printf("%s\n", json);
         return 0;
     }
-    if (!c.out[0]) {
+    if (!c.out[0]) { /* a folder of its own, even for runs started in the same second */
         const time_t now = time(NULL);
         struct tm tm;
         localtime_r(&now, &tm);
-        strftime(c.out, sizeof c.out, "runs/%Y%m%d-%H%M%S", &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "runs/%Y%m%d-%H%M%S", &tm);
+        rumor_err_t rc = rumor_make_dirs("runs", 0755, err);
+        for (int k = 1; rc == RUMOR_OK; k++) {
+            snprintf(c.out, sizeof c.out, k == 1 ? "%s" : "%s-%d", stamp, k);
+            if (mkdir(c.out, 0755) == 0) break;
+            if (errno != EEXIST || k == 1000) rc = rumor_fail(err, RUMOR_EIO, "cannot create %s: %s", c.out, strerror(errno));
+        }
+        if (rc != RUMOR_OK) {
+            cli_error("%s", err);
+            return 2;
+        }
     }
     char probe[600];
     snprintf(probe, sizeof probe, c.soak ? "%s/fault-free/summary.json" : "%s/summary.json", c.out);

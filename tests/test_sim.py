@@ -488,6 +488,18 @@ def main():
     check(heavy is not None and nesterov is not None and heavy != nesterov,
           "virtual mode takes --nesterov (momentum 0.9: %s heavy-ball, %s Nesterov)" % (heavy, nesterov))
 
+    # 4i. Runs started together, without --out, each get a folder of their own under runs/.
+    here = os.path.join(tmp, "together")
+    os.makedirs(here)
+    procs = [subprocess.Popen([RUMOR, "sim", "--mode", "virtual", "--peers", "2", "--rounds", "2", "--model", "logreg",
+                               "--limit", "500", "--eval-every", "0", "--no-plots", "--quiet"], cwd=here,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(3)]
+    rcs = [p.wait(timeout=120) for p in procs]
+    made = sorted(os.listdir(os.path.join(here, "runs"))) if os.path.isdir(os.path.join(here, "runs")) else []
+    check(rcs == [0, 0, 0] and len(made) == 3
+          and all(os.path.isfile(os.path.join(here, "runs", d, "summary.json")) for d in made),
+          "three runs started together: exit %s, folders %s" % (rcs, made))
+
     # 5. Errors: one line each.
     for args, what in ((["--peers", "0"], "--peers 0"), (["--frob", "1"], "an unknown option"),
                        ([os.path.join(tmp, "missing.ini")], "a missing scenario"),
