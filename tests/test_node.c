@@ -6,6 +6,7 @@
 #include "net/bench.h"
 #include "net/guard.h"
 #include "net/node.h"
+#include "net/node_impl.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -163,9 +164,49 @@ static void test_guard_cut(void)
     rumor_guard_destroy(&g);
 }
 
+/* The index of connections by key: every key heard is found, a key never heard is not, and
+ * once the table is full a new key takes over the longest silent entry, which is then found
+ * no more while every other still is (the index's deletions keep the probe runs whole). */
+static void test_conn_index(void)
+{
+    rumor_node_t *n = calloc(1, sizeof *n);
+    CHECK(n != NULL);
+    if (!n) return;
+    node_conn_index_init(n);
+    enum { EXTRA = 300 };
+    uint8_t key[RUMOR_KEY_LEN];
+#define KEY_OF(i) (memset(key, 0, sizeof key), key[0] = (uint8_t)(i), key[1] = (uint8_t)((i) >> 8), key[31] = 7, key)
+    for (int i = 0; i < MAX_CONNS; i++) {
+        conn_t *c = node_find_conn(n, KEY_OF(i), true, 1000 + (uint64_t)(i * 7919 % MAX_CONNS));
+        CHECK(c != NULL && c == &n->conns[i]);
+    }
+    bool found = true;
+    for (int i = 0; i < MAX_CONNS; i++) found &= node_find_conn(n, KEY_OF(i), false, 0) == &n->conns[i];
+    CHECK(found && node_find_conn(n, KEY_OF(MAX_CONNS + 5), false, 0) == NULL);
+    /* the keys heard from longest ago: those with the EXTRA smallest last_seen */
+    for (int i = 0; i < EXTRA; i++) CHECK(node_find_conn(n, KEY_OF(MAX_CONNS + i), true, 5000 + (uint64_t)i) != NULL);
+    int gone = 0, kept = 0;
+    for (int i = 0; i < MAX_CONNS; i++) {
+        const bool old = (uint64_t)(i * 7919 % MAX_CONNS) < EXTRA;
+        const conn_t *c = node_find_conn(n, KEY_OF(i), false, 0);
+        gone += old && c == NULL;
+        kept += !old && c != NULL && memcmp(c->key, key, RUMOR_KEY_LEN) == 0;
+    }
+    CHECK(gone == EXTRA && kept == MAX_CONNS - EXTRA);
+    found = true;
+    for (int i = 0; i < EXTRA; i++) {
+        const conn_t *c = node_find_conn(n, KEY_OF(MAX_CONNS + i), false, 0);
+        found &= c != NULL && memcmp(c->key, key, RUMOR_KEY_LEN) == 0;
+    }
+    CHECK(found && n->n_conns == MAX_CONNS);
+#undef KEY_OF
+    free(n);
+}
+
 int main(void)
 {
     char err[RUMOR_ERR_LEN] = "";
+    test_conn_index();
     rumor_net_bench_t r;
     /* 1 000 003 parameters in chunks of 65 536: 16 chunks, the last one of 16 963. */
     CHECK_RC(rumor_net_bench(1000003, 65536, 2, &r, err));

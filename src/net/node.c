@@ -401,7 +401,7 @@ void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid)
     }
     const size_t len = zmq_msg_size(rid);
     if (len == 0 || len > RID_MAX || (c->rid_len == len && memcmp(c->rid, zmq_msg_data(rid), len) == 0)) return;
-    for (int i = 0; i < MAX_CONNS; i++) {
+    for (int i = 0; i < n->n_conns; i++) {
         conn_t *o = &n->conns[i];
         if (o->used && o != c && o->rid_len == len && memcmp(o->rid, zmq_msg_data(rid), len) == 0) o->rid_len = 0;
     }
@@ -1200,6 +1200,7 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     n->wake[0] = n->wake[1] = -1;
     n->tick_ms = 100;
     n->rx_fd = -1;
+    node_conn_index_init(n);
     if (pipe(n->wake) != 0) {
         rumor_fail(err, RUMOR_EIO, "pipe: %s", strerror(errno));
         goto fail;
@@ -1294,7 +1295,7 @@ static void greet_all(rumor_node_t *n)
         node_fill_hello(n, &hello);
         (void)dealer_send(n, p, &hello);
     }
-    for (int i = 0; i < MAX_CONNS; i++) {
+    for (int i = 0; i < n->n_conns; i++) {
         conn_t *c = &n->conns[i];
         if (!c->used) continue;
         c->rid_hello = false;

@@ -110,23 +110,72 @@ void node_vet_entries(rumor_node_t *n, rumor_memb_msg_t *m, uint64_t now)
     *count = kept;
 }
 
+/* Where key's probe starts in the index: a hash salted at random when the node starts, so
+ * no one can pick keys that collide (which would only slow lookups to the scan they replace). */
+static size_t conn_home(const rumor_node_t *n, const uint8_t *key)
+{
+    uint64_t h = n->conn_salt;
+    for (int i = 0; i < RUMOR_KEY_LEN; i += 8) {
+        uint64_t w;
+        memcpy(&w, key + i, 8);
+        h = (h ^ w) * UINT64_C(0x9e3779b97f4a7c15);
+        h ^= h >> 29;
+    }
+    return (size_t)h & (CONN_INDEX - 1);
+}
+
+/* The index slot holding key, or the empty slot where it would go. */
+static size_t conn_slot(const rumor_node_t *n, const uint8_t *key)
+{
+    size_t i = conn_home(n, key);
+    while (n->conn_index[i] >= 0 && !same_key(n->conns[n->conn_index[i]].key, key)) i = (i + 1) & (CONN_INDEX - 1);
+    return i;
+}
+
+void node_conn_index_init(rumor_node_t *n)
+{
+    n->conn_salt = rumor_random_u64();
+    memset(n->conn_index, 0xff, sizeof n->conn_index); /* -1 */
+}
+
+/* Take key out of the index, moving later entries of its probe run back into the gap. */
+static void conn_unindex(rumor_node_t *n, const uint8_t *key)
+{
+    size_t i = conn_slot(n, key);
+    if (n->conn_index[i] < 0) return;
+    n->conn_index[i] = -1;
+    for (size_t j = (i + 1) & (CONN_INDEX - 1); n->conn_index[j] >= 0; j = (j + 1) & (CONN_INDEX - 1)) {
+        const size_t h = conn_home(n, n->conns[n->conn_index[j]].key);
+        /* the entry at j may move to the gap at i when its home is not within (i, j] */
+        const bool stays = i <= j ? (h > i && h <= j) : (h > i || h <= j);
+        if (stays) continue;
+        n->conn_index[i] = n->conn_index[j];
+        n->conn_index[j] = -1;
+        i = j;
+    }
+}
+
 conn_t *node_find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint64_t now)
 {
-    conn_t *free_slot = NULL, *oldest = NULL;
-    for (int i = 0; i < MAX_CONNS; i++) {
-        conn_t *c = &n->conns[i];
-        if (c->used && same_key(c->key, key)) return c;
-        if (!c->used && !free_slot) free_slot = c;
-        if (c->used && (!oldest || c->last_seen < oldest->last_seen)) oldest = c;
-        /* (only handshakes that passed the certificate check create entries, so a flood of
-         * strangers cannot push admitted peers out) */
-    }
+    const size_t at = conn_slot(n, key);
+    if (n->conn_index[at] >= 0) return &n->conns[n->conn_index[at]];
     if (!create) return NULL;
-    conn_t *c = free_slot ? free_slot : oldest; /* a full table forgets the longest silent */
+    /* (only handshakes that passed the certificate check create entries, so a flood of
+     * strangers cannot push admitted peers out) */
+    conn_t *c;
+    if (n->n_conns < MAX_CONNS) {
+        c = &n->conns[n->n_conns++];
+    } else { /* a full table forgets the longest silent */
+        c = &n->conns[0];
+        for (int i = 1; i < MAX_CONNS; i++)
+            if (n->conns[i].last_seen < c->last_seen) c = &n->conns[i];
+        conn_unindex(n, c->key);
+    }
     memset(c, 0, sizeof *c);
     c->used = true;
     memcpy(c->key, key, RUMOR_KEY_LEN);
     c->last_seen = now;
+    n->conn_index[conn_slot(n, key)] = (int16_t)(c - n->conns);
     return c;
 }
 
@@ -395,7 +444,7 @@ void node_reload_revocations(rumor_node_t *n)
         n->revoked = fresh;
         memset(n->certs, 0, CERT_CACHE * sizeof *n->certs); /* checked against the old list */
         /* Admitted peers now revoked are admitted no more. */
-        for (int i = 0; i < MAX_CONNS; i++)
+        for (int i = 0; i < n->n_conns; i++)
             if (n->conns[i].used && rumor_revoked_has(n->revoked, n->conns[i].key))
                 n->conns[i].admitted = n->conns[i].knocked = false;
     }

@@ -26,6 +26,7 @@
                                 every older one there with it) */
 #define MAX_PEERS 256        /* DEALERs: view, bootstraps and a few transient targets */
 #define MAX_CONNS 1024       /* keys we have heard from (admitted or refused) */
+#define CONN_INDEX 2048      /* slots of the index of conns by key (a power of two, > MAX_CONNS) */
 #define SEND_HWM 64          /* messages queued per peer before sends are dropped */
 #define RECV_HWM 8           /* whole messages of one connection libzmq queues for us; with two
                                 more in transit, what the guard lets a connection hold (guard.h) */
@@ -274,7 +275,10 @@ struct rumor_node {
     rumor_addr_t boot[RUMOR_NODE_MAX_BOOTSTRAPS];
     int n_boot;
     peer_t peers[MAX_PEERS];
-    conn_t conns[MAX_CONNS];
+    conn_t conns[MAX_CONNS];   /* used ones first: an entry is never freed, only taken over */
+    int n_conns;
+    int16_t conn_index[CONN_INDEX]; /* conns by a salted hash of their key, linear probing; -1: empty */
+    uint64_t conn_salt;
     uint32_t seq;
     uint64_t start_ms;
     uint64_t msgs_in, msgs_out, bytes_in, bytes_out;
@@ -368,6 +372,8 @@ void node_vet_entries(rumor_node_t *n, rumor_memb_msg_t *m, uint64_t now);
 /* One token from b, refilled at rate a second up to rate; false (nothing taken) when empty. */
 bool node_bucket_take(bucket_t *b, double rate, uint64_t now);
 conn_t *node_find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint64_t now);
+/* The index of node_find_conn, empty, with a fresh salt (at the node's start). */
+void node_conn_index_init(rumor_node_t *n);
 void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, const rumor_msg_t *w,
                        uint64_t now);
 void node_handle_knock_answer(rumor_node_t *n, peer_t *p, uint64_t now);
