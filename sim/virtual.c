@@ -408,6 +408,10 @@ static rumor_err_t round_done(sim_t *s, int i)
     if (s->now_us > s->end_us) s->end_us = s->now_us;
     rumor_gossip_stats_t st;
     rumor_gossip_stats(p->g, &st);
+    if (s->opt.tracking && st.last_missing > 0) /* the trackers' sum is off for good: say so, stop */
+        return virt_fail(s, RUMOR_EINVAL, "peer %d's round %ld left out %d neighbour%s: --tracking needs every round "
+                         "complete", i, p->k, st.last_missing,
+                         st.last_missing == 1 ? "" : "s");
     const bool eval = p->k == c->rounds || p->budget_spent || (c->eval_every > 0 && p->k % c->eval_every == 0);
     if (eval && evaluate(s, i) != RUMOR_OK) return s->rc;
     const bool last = p->k >= c->rounds || p->budget_spent;
@@ -482,18 +486,19 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
     if (p->view_dirty) virt_view_set(p);
     if (p->k + 1 >= s->c->rounds || p->budget_spent) rumor_gossip_close(p->g); /* its last round: end on a mix */
     const uint64_t now_ms = s->now_us / 1000;
-    float *x = rumor_model_params(p->m), *v = rumor_optim_gossiped(p->o);
+    size_t nv;
+    float *x = rumor_model_params(p->m), *v = rumor_optim_gossiped(p->o, &nv);
     const size_t P = rumor_model_param_count(p->m);
-    if (p->gx && !rumor_gossip_waiting(p->g)) { /* dadamw: model and second moment, one vector */
+    if (p->gx && !rumor_gossip_waiting(p->g)) { /* the model and the optimizer's gossiped state, one vector */
         memcpy(p->gx, x, P * sizeof *x);
-        memcpy(p->gx + P, v, P * sizeof *v);
+        memcpy(p->gx + P, v, nv * sizeof *v);
     }
     const bool lands = rumor_gossip_merging(p->g); /* overlapped diloco: mid-round, its round lands */
     const rumor_gossip_status_t gs = rumor_gossip_step(p->g, p->gx ? p->gx : x, now_ms);
     if (send_all(s, i) != RUMOR_OK) return s->rc;
     if (gs == RUMOR_GOSSIP_DONE && p->gx) {
         memcpy(x, p->gx, P * sizeof *x);
-        memcpy(v, p->gx + P, P * sizeof *v);
+        memcpy(v, p->gx + P, nv * sizeof *v);
     }
     if (gs == RUMOR_GOSSIP_DONE && lands) { /* the rest of the round's steps */
         p->steps_done += p->phase_steps;

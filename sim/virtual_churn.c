@@ -80,15 +80,36 @@ static rumor_err_t resync(sim_t *s, int i)
     return rc;
 }
 
-/* A joining peer trains once its view holds every other peer, or has not grown for
- * JOIN_QUIET periods (peers that already left, or messages lost), or after JOIN_WAIT. */
+/* Whether joining peer i may train: its view holds every other peer, or has not grown for
+ * JOIN_QUIET periods (peers that already left, or messages lost), or JOIN_WAIT has passed. */
+static bool ready(const sim_t *s, int i)
+{
+    const vpeer_t *p = &s->p[i];
+    const int have = rumor_memb_view_count(p->memb);
+    const bool quiet = have > 0 && s->now_us >= p->view_changed_us + JOIN_QUIET * s->mcfg.period_ms * 1000ULL;
+    return have >= p->want_view || quiet || s->now_us >= p->join_from_us + JOIN_WAIT_US;
+}
+
+static rumor_err_t start(sim_t *s, int i);
+
+/* A joining peer trains once ready. With --tracking, the swarm's first peers start together,
+ * once all are ready: a round-0 model sent to a peer still joining is dropped, and tracking
+ * needs every round complete. */
 static rumor_err_t maybe_start(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
-    if (p->state != P_JOINING) return RUMOR_OK;
-    const int have = rumor_memb_view_count(p->memb);
-    const bool quiet = have > 0 && s->now_us >= p->view_changed_us + JOIN_QUIET * s->mcfg.period_ms * 1000ULL;
-    if (have < p->want_view && !quiet && s->now_us < p->join_from_us + JOIN_WAIT_US) return RUMOR_OK;
+    if (p->state != P_JOINING || !ready(s, i)) return RUMOR_OK;
+    if (!s->opt.tracking || p->k > 0) return start(s, i);
+    for (int j = 0; j < s->n; j++)
+        if (s->p[j].state == P_JOINING && s->p[j].k == 0 && !ready(s, j)) return RUMOR_OK;
+    for (int j = 0; j < s->n; j++)
+        if (s->p[j].state == P_JOINING && s->p[j].k == 0 && start(s, j) != RUMOR_OK) return s->rc;
+    return RUMOR_OK;
+}
+
+static rumor_err_t start(sim_t *s, int i)
+{
+    vpeer_t *p = &s->p[i];
     virt_view_set(p);
     if (p->resumed) {
         p->resumed = false;

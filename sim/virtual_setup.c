@@ -58,9 +58,14 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
                                 .layout = rumor_model_layout_id(p->m), .robust = s->robust,
                                 .chunk_params = rumor_codec_chunk_params(&s->codec), .secure_mix = c->secure_mix,
                                 .boot = virt_vboot(p->key)};
-    if (rumor_optim_gossiped(p->o)) { /* dadamw: its second moment travels with the model */
-        gc.extra = gc.params;
-        if (!(p->gx = malloc(2 * gc.params * sizeof *p->gx))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    /* Tracking needs every round complete: a round waits for all its neighbours, up to the
+     * round timeout (virtual time: nothing waits for it here), not for the adaptive deadline,
+     * which leaves out a peer that started later than the others. */
+    if (s->opt.tracking) gc.min_wait_ms = gc.round_timeout_ms ? gc.round_timeout_ms : 10000;
+    size_t nv;
+    if (rumor_optim_gossiped(p->o, &nv)) { /* dadamw's second moment, a tracker: with the model */
+        gc.extra = nv;
+        if (!(p->gx = malloc((gc.params + nv) * sizeof *p->gx))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     }
     if (c->secure_mix && !(p->sm = rumor_secmix_new(p->mkey, gc.boot, gc.layout, err))) return rumor_last_error();
     if (rumor_codec_is_delta(s->codec.id)) {

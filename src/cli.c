@@ -188,6 +188,7 @@ rumor_err_t cli_optim(const rumor_settings_t *s, rumor_optim_config_t *opt, char
     opt->momentum = s->momentum;
     opt->nesterov = s->nesterov;
     opt->weight_decay = s->weight_decay;
+    opt->tracking = s->tracking;
     return rumor_optim_config_check(opt, err);
 }
 

@@ -183,7 +183,7 @@ uint64_t gsp_copy_hash(const float *x, size_t n)
 }
 
 rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robust_t *robust, bool secure_mix,
-                                     const rumor_codec_t *codec, double gamma, bool state, char err[RUMOR_ERR_LEN])
+                                     const rumor_codec_t *codec, double gamma, const char *state, char err[RUMOR_ERR_LEN])
 {
     const bool robust_on = robust->clip || robust->trim;
     if (algo->overlap && algo->kind == RUMOR_ALGO_DILOCO && algo->local_steps < 2)
@@ -194,8 +194,8 @@ rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robus
         return rumor_fail(err, RUMOR_EINVAL, "--overlap-steps %d: diloco:%d overlaps 1 to %d inner steps",
                           algo->overlap_steps, algo->local_steps, algo->local_steps - 1);
     if (state && (algo->kind != RUMOR_ALGO_DPSGD || rumor_codec_is_delta(codec->id)))
-        return rumor_fail(err, RUMOR_EINVAL, "--optimizer dadamw (its second moment gossiped with the model) needs "
-                                             "dpsgd, without --codec topk or int4");
+        return rumor_fail(err, RUMOR_EINVAL, "%s (optimizer state gossiped with the model) needs dpsgd, without --codec "
+                                             "topk or int4", state);
     if (rumor_codec_is_delta(codec->id)) {
         const char *name = rumor_codec_name(codec->id);
         if (algo->kind == RUMOR_ALGO_SGP || (algo->kind == RUMOR_ALGO_DILOCO && codec->id == RUMOR_CODEC_TOPK) ||
@@ -246,7 +246,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
         return NULL;
     }
     if (rumor_gossip_check_modes(&cfg->algo, &cfg->robust, cfg->secure_mix, &cfg->choco, cfg->choco_gamma,
-                                 cfg->extra != 0, err) != RUMOR_OK)
+                                 cfg->extra ? "optimizer state" : NULL, err) != RUMOR_OK)
         return NULL;
     if (cfg->secure_mix && (cfg->chunk_params ? cfg->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT) % 16 != 0) {
         rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs chunks of a multiple of 16 parameters");
@@ -874,13 +874,20 @@ static void finish_round(rumor_gossip_t *g, float *x)
                 cs += (double)(acc[i] * acc[i]);
             }
         } else {
-            /* x <- mix + (x - s) = x + (mix - s), and mix - s is what acc holds. */
+            /* x <- mix + (x - s) = x + (mix - s), and mix - s is what acc holds. The consensus
+             * distance is the model's: optimizer state mixed after it does not count. */
             float *restrict xp = x + off;
+            const size_t nm = off >= g->P ? 0 : g->P - off < n ? g->P - off : n;
 #pragma omp simd reduction(+ : cs)
-            for (size_t i = 0; i < n; i++) {
+            for (size_t i = 0; i < nm; i++) {
                 const float d = (float)((double)acc[i] * inv);
                 cs += (double)(d * d);
                 xp[i] += d;
+                acc[i] = 0.0f;
+            }
+#pragma omp simd
+            for (size_t i = nm; i < n; i++) {
+                xp[i] += (float)((double)acc[i] * inv);
                 acc[i] = 0.0f;
             }
             if (kind == RUMOR_ALGO_SGP) g->w[c] = tw > WEIGHT_MIN ? (tw < wcap ? tw : wcap) : WEIGHT_MIN;

@@ -231,11 +231,11 @@ rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[R
  * settings, the one place these rules live (the engine, `rumor node` and `rumor sim` all ask
  * it): secure_mix needs dpsgd or diloco, no robust mixing and the f32 codec; codecs topk and
  * int4 (CHOCO) need dpsgd (int4: or diloco), neither robust nor secure mixing, and
- * 0 <= gamma <= 1 (0: the default); an overlapped diloco:H overlaps 1 to H - 1 steps; state (an
- * optimizer's, mixed with the model: dadamw) needs dpsgd without topk or int4. EINVAL with the
- * sentence to show. */
+ * 0 <= gamma <= 1 (0: the default); an overlapped diloco:H overlaps 1 to H - 1 steps; optimizer
+ * state mixed with the model (dadamw, --tracking; state names what asks for it, NULL: none)
+ * needs dpsgd without topk or int4. EINVAL with the sentence to show. */
 rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robust_t *robust, bool secure_mix,
-                                     const rumor_codec_t *codec, double gamma, bool state,
+                                     const rumor_codec_t *codec, double gamma, const char *state,
                                      char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* "dpsgd", "sgp", "diloco:H" (1 <= H <= 100000). Sets local_steps to 1, or H for diloco,
@@ -250,7 +250,7 @@ typedef struct {
     uint64_t layout;           /* the model's layout id; incoming models must match */
     size_t chunk_params;       /* floats per chunk; 0: RUMOR_GOSSIP_CHUNK_DEFAULT */
     /* dpsgd: floats of optimizer state mixed with the model, as if part of it (dadamw's second
-     * moment: params of them). x passed to rumor_gossip_step then holds params + extra floats,
+     * moment, a tracker: params of them each). x passed to rumor_gossip_step then holds params + extra floats,
      * the state after the model; a round sends both. 0: the model alone. */
     size_t extra;
     uint8_t self[RUMOR_KEY_LEN];

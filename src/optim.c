@@ -13,6 +13,12 @@ struct rumor_optim {
     size_t n;
     long steps;
     float *s[2]; /* sgd: momentum; adamw: exp_avg, exp_avg_sq; qgm: momentum, anchor */
+    /* What the gossip mixes with the model, one block: dadamw's exp_avg_sq (s[1] points here),
+     * then with tracking the tracker. */
+    float *gossiped;
+    size_t n_gossiped;
+    float *tracker;   /* tracking: the estimate of the swarm's mean gradient (in gossiped) */
+    float *last_grad; /* tracking: the gradient the tracker last took in */
     float *tmp;  /* qgm: the sgd op's buffer for each step's own gradient */
     double lr_sum; /* qgm: learning rates summed since the anchor */
     bool anchored;
@@ -71,9 +77,17 @@ rumor_optim_t *rumor_optim_new(const rumor_optim_config_t *cfg, rumor_backend_t 
     o->cfg = *cfg;
     o->be = be;
     o->n = n;
-    for (int i = 0; i < rumor_optim_state_count(o); i++) {
-        o->s[i] = be->ops->alloc(be, n * sizeof(float));
-        if (!o->s[i]) goto nomem;
+    const size_t blocks = (cfg->kind == RUMOR_OPT_DADAMW) + (cfg->tracking ? 1u : 0u);
+    if (blocks) {
+        if (!(o->gossiped = be->ops->alloc(be, blocks * n * sizeof(float)))) goto nomem;
+        o->n_gossiped = blocks * n;
+    }
+    if (cfg->kind == RUMOR_OPT_DADAMW) o->s[1] = o->gossiped;
+    for (int i = 0; i < (cfg->kind == RUMOR_OPT_SGD ? 1 : 2); i++)
+        if (!o->s[i] && !(o->s[i] = be->ops->alloc(be, n * sizeof(float)))) goto nomem;
+    if (cfg->tracking) {
+        o->tracker = o->gossiped + (blocks - 1) * n;
+        if (!(o->last_grad = be->ops->alloc(be, n * sizeof(float)))) goto nomem;
     }
     if (cfg->kind == RUMOR_OPT_QGM && !(o->tmp = be->ops->alloc(be, n * sizeof(float)))) goto nomem;
     return o;
@@ -88,7 +102,9 @@ void rumor_optim_destroy(rumor_optim_t **self_p)
     if (!self_p || !*self_p) return;
     rumor_optim_t *o = *self_p;
     for (int i = 0; i < 2; i++)
-        if (o->s[i]) o->be->ops->free(o->be, o->s[i]);
+        if (o->s[i] && o->s[i] != o->gossiped) o->be->ops->free(o->be, o->s[i]);
+    if (o->gossiped) o->be->ops->free(o->be, o->gossiped);
+    if (o->last_grad) o->be->ops->free(o->be, o->last_grad);
     if (o->tmp) o->be->ops->free(o->be, o->tmp);
     free(o->decay);
     free(o);
@@ -128,9 +144,22 @@ static void qgm_momentum(rumor_optim_t *o, float *params, float lr)
     o->lr_sum += lr;
 }
 
+/* Gradient tracking: the tracker takes in the change of this peer's gradient since its last
+ * step, and the step follows the tracker instead of the own gradient. The swarm's trackers
+ * then sum to its gradients' sum, as long as every mix keeps their sum. */
+static void track(rumor_optim_t *o, float *grads)
+{
+    const struct rumor_backend_ops *ops = o->be->ops;
+    ops->axpy(o->be, o->tracker, o->last_grad, -1.0f, o->n);
+    ops->axpy(o->be, o->tracker, grads, 1.0f, o->n);
+    ops->copy(o->be, o->last_grad, grads, o->n * sizeof(float));
+    ops->copy(o->be, grads, o->tracker, o->n * sizeof(float));
+}
+
 void rumor_optim_step(rumor_optim_t *o, float *params, float *grads, float lr)
 {
     const rumor_optim_config_t *c = &o->cfg;
+    if (c->tracking) track(o, grads);
     if (c->kind == RUMOR_OPT_QGM && !o->anchored) rumor_optim_anchor(o, params);
     o->steps++;
     /* In double, as torch.optim does: 1 - beta2^t is tiny early on. */
@@ -167,7 +196,11 @@ void rumor_optim_mixed(rumor_optim_t *o, const float *params)
     rumor_optim_anchor(o, params);
 }
 
-float *rumor_optim_gossiped(rumor_optim_t *o) { return o->cfg.kind == RUMOR_OPT_DADAMW ? o->s[1] : NULL; }
+float *rumor_optim_gossiped(rumor_optim_t *o, size_t *floats)
+{
+    if (floats) *floats = o->n_gossiped;
+    return o->gossiped;
+}
 
 void rumor_optim_anchor(rumor_optim_t *o, const float *params)
 {
@@ -179,11 +212,18 @@ void rumor_optim_anchor(rumor_optim_t *o, const float *params)
 
 long rumor_optim_steps(const rumor_optim_t *o) { return o->steps; }
 void rumor_optim_set_steps(rumor_optim_t *o, long steps) { o->steps = steps; }
-int rumor_optim_state_count(const rumor_optim_t *o) { return o->cfg.kind == RUMOR_OPT_SGD ? 1 : 2; }
 const rumor_optim_config_t *rumor_optim_config(const rumor_optim_t *o) { return &o->cfg; }
+
+int rumor_optim_state_count(const rumor_optim_t *o)
+{
+    return (o->cfg.kind == RUMOR_OPT_SGD ? 1 : 2) + (o->cfg.tracking ? 2 : 0);
+}
 
 const char *rumor_optim_state_name(const rumor_optim_t *o, int i)
 {
+    const int base = o->cfg.kind == RUMOR_OPT_SGD ? 1 : 2;
+    if (i < 0 || i >= rumor_optim_state_count(o)) return NULL;
+    if (i >= base) return i == base ? "tracker" : "last_grad";
     if (o->cfg.kind == RUMOR_OPT_SGD) return i == 0 ? "momentum" : NULL;
     if (o->cfg.kind == RUMOR_OPT_QGM) return i == 0 ? "momentum" : i == 1 ? "anchor" : NULL;
     return i == 0 ? "exp_avg" : i == 1 ? "exp_avg_sq" : NULL;
@@ -191,7 +231,9 @@ const char *rumor_optim_state_name(const rumor_optim_t *o, int i)
 
 float *rumor_optim_state(rumor_optim_t *o, int i)
 {
-    return i >= 0 && i < rumor_optim_state_count(o) ? o->s[i] : NULL;
+    const int base = o->cfg.kind == RUMOR_OPT_SGD ? 1 : 2;
+    if (i < 0 || i >= rumor_optim_state_count(o)) return NULL;
+    return i < base ? o->s[i] : i == base ? o->tracker : o->last_grad;
 }
 
 /* ---- schedules ---- */

@@ -33,6 +33,7 @@ typedef struct {
     bool nesterov;      /* sgd */
     float weight_decay;
     float beta1, beta2, eps; /* adamw */
+    bool tracking;      /* gradient tracking (any kind): the step follows the tracker */
 } rumor_optim_config_t;
 
 /* Defaults: sgd, lr 0.05, momentum 0.9, no weight decay; adamw betas 0.9/0.999, eps 1e-8. */
@@ -68,9 +69,9 @@ void rumor_optim_step(rumor_optim_t *self, float *params, float *grads, float lr
 void rumor_optim_mixed(rumor_optim_t *self, const float *params);
 /* qgm: params was replaced (a model taken from the swarm): the next motion counts from it. */
 void rumor_optim_anchor(rumor_optim_t *self, const float *params);
-/* The state a swarm mixes with the model (dadamw: exp_avg_sq, n floats in backend memory), or
- * NULL. */
-float *rumor_optim_gossiped(rumor_optim_t *self);
+/* The state a swarm mixes with the model, one block of *floats (n each: dadamw's exp_avg_sq,
+ * then the tracker), in backend memory; NULL and 0 when there is none. */
+float *rumor_optim_gossiped(rumor_optim_t *self, size_t *floats);
 
 /* Steps taken so far (AdamW's bias correction depends on it). */
 long rumor_optim_steps(const rumor_optim_t *self);

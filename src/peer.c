@@ -187,19 +187,20 @@ static rumor_err_t gossip_point_any(peer_t *p, float *x, bool *done, char err[RU
         *done = gossip_point(p, x);
         return RUMOR_OK;
     }
-    /* What the engine mixes, in host memory: the model (the device's mirror), and for dadamw
-     * its second moment after it. */
+    /* What the engine mixes, in host memory: the model (the device's mirror), and the
+     * optimizer's gossiped state after it. */
     rumor_backend_t *be = p->be;
     const size_t bytes = rumor_model_param_count(p->m) * sizeof(float);
-    float *gx = p->gx ? p->gx : p->hx, *v = rumor_optim_gossiped(p->o);
+    size_t nv;
+    float *gx = p->gx ? p->gx : p->hx, *v = rumor_optim_gossiped(p->o, &nv);
     be->ops->download_async(be, gx, x, bytes);
-    if (p->gx) be->ops->download_async(be, (char *)gx + bytes, v, bytes);
+    if (p->gx) be->ops->download_async(be, (char *)gx + bytes, v, nv * sizeof(float));
     be->ops->wait_copies(be);
     rumor_err_t rc = be->ops->sync(be, err);
     if (rc != RUMOR_OK) return rc;
     *done = gossip_point(p, gx);
     if (!*done) return RUMOR_OK;
-    if (p->gx) be->ops->upload(be, v, (char *)gx + bytes, bytes);
+    if (p->gx) be->ops->upload(be, v, (char *)gx + bytes, nv * sizeof(float));
     if (!p->hx) { /* gx is the staging buffer */
         be->ops->upload(be, x, gx, bytes);
         return be->ops->sync(be, err);
@@ -602,9 +603,10 @@ static rumor_err_t setup_sending(peer_t *p, rumor_gossip_config_t *gc, char err[
     *gc = (rumor_gossip_config_t){.algo = c->algo, .params = P, .layout = rumor_model_layout_id(p->m),
                                   .round_timeout_ms = c->round_timeout_ms, .robust = c->robust,
                                   .chunk_params = rumor_codec_chunk_params(&c->codec), .secure_mix = c->secure_mix};
-    if (rumor_optim_gossiped(p->o)) { /* dadamw: its second moment travels with the model */
-        gc->extra = P;
-        if (!(p->gx = malloc(2 * P * sizeof *p->gx))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    size_t nv;
+    if (rumor_optim_gossiped(p->o, &nv)) { /* dadamw's second moment, a tracker: with the model */
+        gc->extra = nv;
+        if (!(p->gx = malloc((P + nv) * sizeof *p->gx))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     }
     if (rumor_codec_is_delta(c->codec.id)) {
         /* Top-k travels as compressed differences of a public copy (CHOCO-SGD), whose lineage

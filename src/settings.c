@@ -251,6 +251,9 @@ static const rumor_setting_t table[] = {
     {"optimizer", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(optimizer), 0, 0, check_optimizer, NULL, D("sgd"),
      "optimizer", "NAME", "sgd | adamw | qgm (SGD with quasi-global momentum, for label skew) | dadamw (AdamW "
      "whose second moment the gossip averages) (gpt: adamw)"},
+    {"tracking", NULL, RUMOR_SET_BOOL, S, RUMOR_SET_RECORD, AT(tracking), 0, 0, NULL, NULL, D(NULL), "tracking", NULL,
+     "gradient tracking: each step follows an estimate of the swarm's mean gradient, gossiped with the "
+     "model (dpsgd; for label skew; virtual mode without lost rounds)"},
     /* sim's cosine: a simulated run is a whole run, whose end the schedule knows; a node is
      * often stopped and resumed by hand. */
     {"schedule", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD, AT(schedule), 0, 0, check_schedule, NULL,
@@ -752,7 +755,10 @@ static rumor_err_t check_gossip(const rumor_settings_t *s, rumor_cmd_t cmd, char
         return rumor_fail(err, RUMOR_EINVAL, "--codec %s (compressed gossip) and --%s exclude each other",
                           rumor_codec_name(cd.id), cmd == RUMOR_CMD_SIM ? "byzantine" : "attack");
     if ((rc = rumor_gossip_check_modes(&algo, &rb, s->secure_mix, &cd, s->consensus_step,
-                                       strcmp(s->optimizer, "dadamw") == 0, err)) != RUMOR_OK)
+                                       s->tracking                             ? "--tracking"
+                                       : strcmp(s->optimizer, "dadamw") == 0 ? "--optimizer dadamw"
+                                                                             : NULL,
+                                       err)) != RUMOR_OK)
         return rc;
     if (s->dp_budget > 0 && !s->dp[0]) return rumor_fail(err, RUMOR_EINVAL, "--dp-budget needs --dp");
     if (cmd == RUMOR_CMD_NODE && rumor_settings_given(s, "local-steps") && algo.kind == RUMOR_ALGO_DILOCO)
@@ -779,6 +785,17 @@ static rumor_err_t check_sim(const rumor_settings_t *c, char err[RUMOR_ERR_LEN])
             return rumor_fail(err, RUMOR_EINVAL, "event on peer %d: only %d peers", c->events[i].peer, c->peers);
     if (c->soak && c->faults)
         return rumor_fail(err, RUMOR_EINVAL, "--soak runs seeds 1..N, --faults one seed: give one of them");
+    /* Gradient tracking rests on every mix keeping the sum of the trackers: one lost message
+     * leaves it off for good, and the swarm then follows a wrong gradient (docs/decisions.md). */
+    const char *loses = c->loss > 0 ? "--loss" : c->faults || c->soak ? "faults" : c->n_events ? "events"
+                      : c->n_parts ? "a partition" : c->straggler >= 0 ? "--straggler" : c->byzantine >= 0 ? "--byzantine"
+                      : NULL;
+    if (c->tracking && strcmp(c->mode, "virtual") != 0)
+        return rumor_fail(err, RUMOR_EINVAL, "--tracking needs --mode virtual: it needs every round complete, which "
+                                             "real links do not promise");
+    if (c->tracking && loses)
+        return rumor_fail(err, RUMOR_EINVAL, "--tracking and %s exclude each other: tracking needs every round "
+                                             "complete", loses);
     if (c->soak_from > 1 && c->soak_from > c->soak)
         return rumor_fail(err, RUMOR_EINVAL, "--soak-from %d: the soak's seeds end at --soak %d", c->soak_from, c->soak);
     return RUMOR_OK;

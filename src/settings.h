@@ -67,6 +67,7 @@ typedef struct rumor_settings {
     float lr, momentum, weight_decay;
     bool nesterov;
     char optimizer[16];
+    bool tracking;          /* gradient tracking (node, sim) */
     char schedule[32];
     long warmup;
     uint64_t seed;

@@ -4,6 +4,7 @@
 #include "model.h"
 #include "optim.h"
 
+#include <math.h>
 #include <string.h>
 
 static void test_schedules(void)
@@ -203,6 +204,96 @@ static void test_qgm(rumor_backend_t *be)
     rumor_optim_destroy(&o);
 }
 
+/* Gradient tracking. Known answers: the first step follows the own gradient; after a mix has
+ * replaced the tracker with T, the next follows T - g1 + g2. dadamw's gossiped
+ * block is its second moment, then the tracker. And the property tracking exists for: peers
+ * of a ring, each with its own quadratic f_i(x) = (x - b_i)^2 / 2, plain D-PSGD at a constant
+ * rate settles with the peers apart and off the swarm's optimum mean(b); with exact tracking
+ * every peer reaches mean(b). */
+static void test_tracking(rumor_backend_t *be)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_optim_config_t c = rumor_optim_defaults();
+    c.momentum = 0.0f;
+    c.tracking = true;
+    rumor_optim_t *o = rumor_optim_new(&c, be, 2, err);
+    CHECK(o != NULL);
+    if (!o) return;
+    size_t nv;
+    float *t = rumor_optim_gossiped(o, &nv);
+    CHECK(t != NULL && nv == 2 && rumor_optim_state_count(o) == 3);
+    CHECK(strcmp(rumor_optim_state_name(o, 1), "tracker") == 0 && strcmp(rumor_optim_state_name(o, 2), "last_grad") == 0);
+    CHECK(rumor_optim_state(o, 1) == t && rumor_optim_state_name(o, 3) == NULL);
+    float x[2] = {1.0f, -2.0f}, g[2] = {0.5f, 1.0f};
+    rumor_optim_step(o, x, g, 0.1f);
+    CHECK_NEAR(x[0], 1.0 - 0.1 * 0.5, 1e-6);
+    CHECK_NEAR(x[1], -2.0 - 0.1 * 1.0, 1e-6);
+    CHECK(g[0] == 0.0f && t[0] == 0.5f && t[1] == 1.0f);
+    t[0] = 2.0f, t[1] = -1.0f; /* a mix */
+    g[0] = 1.5f, g[1] = 0.0f;
+    rumor_optim_step(o, x, g, 0.1f);
+    CHECK_NEAR(t[0], 2.0 - 0.5 + 1.5, 1e-6);
+    CHECK_NEAR(t[1], -1.0 - 1.0 + 0.0, 1e-6);
+    CHECK_NEAR(x[0], 0.95 - 0.1 * 3.0, 1e-6);
+    CHECK_NEAR(x[1], -2.1 - 0.1 * -2.0, 1e-6);
+    rumor_optim_destroy(&o);
+    c.kind = RUMOR_OPT_DADAMW;
+    o = rumor_optim_new(&c, be, 3, err);
+    CHECK(o != NULL);
+    if (!o) return;
+    t = rumor_optim_gossiped(o, &nv);
+    CHECK(nv == 6 && rumor_optim_state(o, 1) == t && rumor_optim_state(o, 2) == t + 3);
+    CHECK(strcmp(rumor_optim_state_name(o, 1), "exp_avg_sq") == 0 && rumor_optim_state_count(o) == 4);
+    rumor_optim_destroy(&o);
+    c = rumor_optim_defaults();
+    o = rumor_optim_new(&c, be, 3, err);
+    CHECK(o != NULL && rumor_optim_gossiped(o, &nv) == NULL && nv == 0);
+    rumor_optim_destroy(&o);
+
+    enum { PEERS = 5 };
+    const double b[PEERS] = {3.0, -1.0, 0.5, 7.0, -4.0}, want = (3.0 - 1.0 + 0.5 + 7.0 - 4.0) / PEERS;
+    for (int tracking = 0; tracking < 2; tracking++) {
+        rumor_optim_t *q[PEERS] = {0};
+        float xs[PEERS], ts[PEERS];
+        c = rumor_optim_defaults();
+        c.momentum = 0.0f;
+        c.tracking = tracking;
+        for (int i = 0; i < PEERS; i++) {
+            q[i] = rumor_optim_new(&c, be, 1, err);
+            CHECK(q[i] != NULL);
+            if (!q[i]) return;
+            xs[i] = 0.0f;
+        }
+        for (int r = 0; r < 400; r++) {
+            for (int i = 0; i < PEERS; i++) { /* a step, then the ring's mix (1/3 each) */
+                float gi = (float)(xs[i] - b[i]);
+                rumor_optim_step(q[i], &xs[i], &gi, 0.3f);
+            }
+            float nx[PEERS], nt[PEERS];
+            for (int i = 0; i < PEERS; i++) {
+                const int l = (i + PEERS - 1) % PEERS, h = (i + 1) % PEERS;
+                nx[i] = (xs[l] + xs[i] + xs[h]) / 3.0f;
+                if (tracking) {
+                    const float *tl = rumor_optim_gossiped(q[l], NULL), *ti = rumor_optim_gossiped(q[i], NULL),
+                                *th = rumor_optim_gossiped(q[h], NULL);
+                    nt[i] = (*tl + *ti + *th) / 3.0f;
+                }
+            }
+            for (int i = 0; i < PEERS; i++) {
+                xs[i] = nx[i];
+                if (tracking) ts[i] = nt[i], *rumor_optim_gossiped(q[i], NULL) = ts[i];
+            }
+        }
+        double worst = 0.0;
+        for (int i = 0; i < PEERS; i++) {
+            worst = fmax(worst, fabs(xs[i] - want));
+            rumor_optim_destroy(&q[i]);
+        }
+        if (tracking) CHECK(worst < 1e-5);
+        else CHECK(worst > 0.05);
+    }
+}
+
 int main(void)
 {
     char err[RUMOR_ERR_LEN];
@@ -212,6 +303,7 @@ int main(void)
     test_adamw_steps(be);
     test_decay_only(be);
     test_qgm(be);
+    test_tracking(be);
     rumor_backend_destroy(&be);
     return check_done();
 }

@@ -464,14 +464,15 @@ def main():
 
     # 4h. The optimizers a swarm mixes: dadamw's second moment travels with the model (twice the
     #     bytes of adamw, and other models); qgm's momentum follows the mixed model (other models
-    #     than plain SGD without momentum, which it is until a round has mixed).
+    #     than plain SGD without momentum, which it is until a round has mixed); a tracker too.
     got = {}
-    for opt in ("adamw", "dadamw", "qgm", "sgd", "sgd-heavy", "sgd-nesterov"):
+    for opt in ("adamw", "dadamw", "qgm", "sgd", "sgd-heavy", "sgd-nesterov", "sgd-tracking"):
         run = os.path.join(tmp, "opt-" + opt)
         r = sim("--mode", "virtual", "--peers", "4", "--rounds", "10", "--eval-every", "0", "--out", run, "--no-plots",
                 "--model", "logreg", "--limit", "4000", "--local-steps", "2", "--partition", "dirichlet:0.1",
                 "--optimizer", opt.split("-")[0], "--lr", "0.001" if "adam" in opt else "0.1",
-                *(["--momentum", "0"] if opt == "sgd" else []), *(["--nesterov"] if "nesterov" in opt else []))
+                *(["--momentum", "0"] if opt in ("sgd", "sgd-tracking") else []),
+                *(["--nesterov"] if "nesterov" in opt else []), *(["--tracking"] if "tracking" in opt else []))
         try:
             with open(os.path.join(run, "summary.json")) as f:
                 got[opt] = json.load(f)
@@ -484,6 +485,12 @@ def main():
           "dadamw sends its second moment (%s bytes against adamw's %s) and qgm moves otherwise than SGD (%s, %s)"
           % tuple((got[k] or {}).get(f) for k, f in (("dadamw", "bytes_total"), ("adamw", "bytes_total"),
                                                     ("qgm", "final_test_acc_mean"), ("sgd", "final_test_acc_mean"))))
+    plain, tracked = got["sgd"] or {}, got["sgd-tracking"] or {}
+    check(tracked.get("bytes_total") == 2 * plain.get("bytes_total", -1)
+          and tracked.get("final_test_acc_mean") != plain.get("final_test_acc_mean"),
+          "--tracking sends a tracker with the model (%s bytes against %s) and moves otherwise (%s, %s)"
+          % (tracked.get("bytes_total"), plain.get("bytes_total"), tracked.get("final_test_acc_mean"),
+             plain.get("final_test_acc_mean")))
     heavy, nesterov = ((got[k] or {}).get("final_test_acc_mean") for k in ("sgd-heavy", "sgd-nesterov"))
     check(heavy is not None and nesterov is not None and heavy != nesterov,
           "virtual mode takes --nesterov (momentum 0.9: %s heavy-ball, %s Nesterov)" % (heavy, nesterov))
@@ -507,7 +514,10 @@ def main():
                        (["--topology", "hypercube", "--peers", "6"], "a topology not defined on 6 peers"),
                        (["--faults", "0"], "--faults 0"), (["--soak", "3", "--faults", "2"], "--soak with --faults"),
                        (["--algo", "diloco:10", "--overlap", "--overlap-steps", "10"], "--overlap-steps of all of H"),
-                       (["--algo", "sgp", "--optimizer", "dadamw"], "dadamw with sgp")):
+                       (["--algo", "sgp", "--optimizer", "dadamw"], "dadamw with sgp"),
+                       (["--mode", "virtual", "--algo", "diloco:5", "--tracking"], "--tracking with diloco"),
+                       (["--mode", "virtual", "--tracking", "--loss", "0.1"], "--tracking with lost messages"),
+                       (["--mode", "proc", "--tracking"], "--tracking on real links")):
         r = subprocess.run([RUMOR, "sim", *args], capture_output=True, text=True, timeout=30)
         check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and r.stderr.count("\n") == 1,
               "%s: %s" % (what, r.stderr.strip()))
