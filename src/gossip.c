@@ -899,8 +899,9 @@ static void finish_round(rumor_gossip_t *g, float *x)
         float *restrict th = g->theta, *restrict m = g->mom;
         const float *restrict dx = s->acc, *restrict sx = snap;
         /* Overlapped, where the round lands inside the next phase: that phase moves onto the
-         * new theta with what it has done, x + (theta' - x_r); the run's last round ends on
-         * theta. */
+         * new theta with half of what it has done since it sent, theta' + KEEP (x - x_r) (those
+         * steps started from the peer's own inner result, not the swarm's); the run's last
+         * round ends on theta. */
         const float *restrict sent = landing;
 #pragma omp simd
         for (size_t i = 0; i < g->P; i++) {
@@ -908,7 +909,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
             const float d = th[i] - (sx[i] + dx[i]);
             m[i] = mu * m[i] + d;
             const float t = th[i] - lr * (d + mu * m[i]);
-            x[i] = sent ? x[i] + (t - sent[i]) : t;
+            x[i] = sent ? t + RUMOR_GOSSIP_OVERLAP_KEEP * (x[i] - sent[i]) : t;
             th[i] = t;
         }
         memset(s->acc, 0, g->vec * sizeof *s->acc);

@@ -278,6 +278,9 @@ typedef struct {
 #define RUMOR_GOSSIP_CHOCO_GAMMA 0.05
 #define RUMOR_GOSSIP_CHOCO_GAMMA_INT4 1.0
 #define RUMOR_GOSSIP_CHOCO_PEERS 16  /* neighbours whose public copies a peer holds */
+/* Overlapped diloco: the share of the overlapped steps' progress a phase keeps when its round
+ * lands, x <- theta' + KEEP (x - x_r) (docs/decisions.md). */
+#define RUMOR_GOSSIP_OVERLAP_KEEP 0.5f
 
 typedef struct rumor_gossip rumor_gossip_t;
 
