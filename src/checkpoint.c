@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_OUT (RUMOR_MODEL_MAX_TENSORS * 3 + RUMOR_CHECKPOINT_TENSORS)
+/* The parameters and each optimizer state (at most RUMOR_OPTIM_MAX_STATES). */
+#define MAX_BUFS (1 + RUMOR_OPTIM_MAX_STATES)
+#define MAX_OUT (RUMOR_MODEL_MAX_TENSORS * MAX_BUFS + RUMOR_CHECKPOINT_TENSORS)
 
 /* Download backend buffer to host (a no-op view on host-memory backends). */
 static float *host_view(rumor_backend_t *be, float *buf, size_t n, float **owned)
@@ -33,8 +35,8 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
     const size_t n = rumor_model_param_count(m);
     const int nt = rumor_model_tensor_count(m);
     const int ns = o ? rumor_optim_state_count(o) : 0;
-    float *owned[3] = {0};
-    float *bufs[3];
+    float *owned[MAX_BUFS] = {0};
+    float *bufs[MAX_BUFS];
     /* A transformer has hundreds of tensors, each saved with its optimizer's state: on the heap. */
     char (*names)[RUMOR_ST_NAME_LEN] = malloc(MAX_OUT * sizeof *names);
     rumor_st_out_t *outs = malloc(MAX_OUT * sizeof *outs);
@@ -99,7 +101,7 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
     for (size_t i = 0; i < info->n_tensors && n_out < MAX_OUT; i++) outs[n_out++] = info->tensors[i];
     rc = rumor_st_write(path, outs, n_out, meta, n_meta, err);
 out:
-    for (int s = 0; s < 3; s++) free(owned[s]);
+    for (int s = 0; s < MAX_BUFS; s++) free(owned[s]);
     free(names);
     free(outs);
     return rc;
@@ -265,7 +267,7 @@ rumor_err_t rumor_checkpoint_load(const char *path, rumor_model_t *m, rumor_opti
     const size_t n = rumor_model_param_count(m);
     const int nt = rumor_model_tensor_count(m);
     const int ns = o ? rumor_optim_state_count(o) : 0;
-    float *host[3] = {0};
+    float *host[MAX_BUFS] = {0};
 
     rumor_st_file_t *f = rumor_st_open(path, err);
     if (!f) return RUMOR_EFORMAT;
@@ -313,7 +315,7 @@ rumor_err_t rumor_checkpoint_load(const char *path, rumor_model_t *m, rumor_opti
     if ((rc = be->ops->sync(be, err)) != RUMOR_OK) goto out;
     if (info_out) *info_out = info;
 out:
-    for (int s = 0; s < 3; s++) free(host[s]);
+    for (int s = 0; s < MAX_BUFS; s++) free(host[s]);
     rumor_st_destroy(&f);
     return rc;
 }

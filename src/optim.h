@@ -79,6 +79,7 @@ void rumor_optim_set_steps(rumor_optim_t *self, long steps);
 /* State buffers, for checkpoints: "momentum" (sgd) or "exp_avg", "exp_avg_sq" (adamw), the
  * names torch.optim uses; "momentum", "anchor" (qgm; a checkpoint is written right after a
  * round, when no learning rate is summed since the anchor). */
+#define RUMOR_OPTIM_MAX_STATES 4 /* two of the kind's, and with tracking the tracker and last_grad */
 int rumor_optim_state_count(const rumor_optim_t *self);
 const char *rumor_optim_state_name(const rumor_optim_t *self, int i);
 float *rumor_optim_state(rumor_optim_t *self, int i);

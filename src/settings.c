@@ -789,13 +789,14 @@ static rumor_err_t check_sim(const rumor_settings_t *c, char err[RUMOR_ERR_LEN])
      * leaves it off for good, and the swarm then follows a wrong gradient (docs/decisions.md). */
     const char *loses = c->loss > 0 ? "--loss" : c->faults || c->soak ? "faults" : c->n_events ? "events"
                       : c->n_parts ? "a partition" : c->straggler >= 0 ? "--straggler" : c->byzantine >= 0 ? "--byzantine"
+                      : strcmp(c->robust, "none") != 0 ? "--robust" /* clipping and trimming change the sum too */
                       : NULL;
     if (c->tracking && strcmp(c->mode, "virtual") != 0)
         return rumor_fail(err, RUMOR_EINVAL, "--tracking needs --mode virtual: it needs every round complete, which "
                                              "real links do not promise");
     if (c->tracking && loses)
-        return rumor_fail(err, RUMOR_EINVAL, "--tracking and %s exclude each other: tracking needs every round "
-                                             "complete", loses);
+        return rumor_fail(err, RUMOR_EINVAL, "--tracking and %s exclude each other: tracking needs every round to "
+                                             "mix every tracker whole", loses);
     if (c->soak_from > 1 && c->soak_from > c->soak)
         return rumor_fail(err, RUMOR_EINVAL, "--soak-from %d: the soak's seeds end at --soak %d", c->soak_from, c->soak);
     return RUMOR_OK;

@@ -195,6 +195,45 @@ static void test_partitioned(void)
     CHECK(rumor_train_run(&c, &r, err) == RUMOR_EINVAL);
 }
 
+/* A checkpoint holds every optimizer state, four of them with dadamw and tracking (the
+ * parameters and states once had room for three), and gives them back exactly. */
+static void test_tracking_checkpoint(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_model_spec_t spec;
+    CHECK_RC(rumor_model_spec_parse(&spec, "mlp:8", err));
+    const rumor_model_input_t in = {.c = 1, .h = 28, .w = 28, .classes = 10};
+    rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
+    rumor_model_t *m = rumor_model_new(&spec, in, be, 4, err);
+    rumor_optim_config_t oc = rumor_optim_defaults();
+    oc.kind = RUMOR_OPT_DADAMW;
+    oc.tracking = true;
+    rumor_optim_t *o = rumor_optim_new(&oc, be, rumor_model_param_count(m), err), *back = NULL;
+    CHECK(m && o && rumor_optim_state_count(o) == RUMOR_OPTIM_MAX_STATES);
+    if (!m || !o) goto out;
+    CHECK_RC(rumor_model_init(m, 3));
+    const size_t n = rumor_model_param_count(m);
+    for (int k = 0; k < RUMOR_OPTIM_MAX_STATES; k++)
+        for (size_t i = 0; i < n; i++) rumor_optim_state(o, k)[i] = (float)(k + 1) + (float)i * 1e-3f;
+    const rumor_checkpoint_info_t info = {.input_mean = 0.5f, .input_std = 0.25f};
+    CHECK_RC(rumor_checkpoint_save(path("tracking.safetensors"), m, o, &info, err));
+    back = rumor_optim_new(&oc, be, n, err);
+    CHECK_RC(rumor_checkpoint_load(path("tracking.safetensors"), m, back, NULL, err));
+    bool same = true; /* over the tensors (the padding between them is not saved) */
+    for (int k = 0; k < RUMOR_OPTIM_MAX_STATES; k++)
+        for (int t = 0; t < rumor_model_tensor_count(m); t++) {
+            const rumor_tensor_info_t *ti = rumor_model_tensor(m, t);
+            same &= memcmp(rumor_optim_state(o, k) + ti->offset, rumor_optim_state(back, k) + ti->offset,
+                           ti->count * sizeof(float)) == 0;
+        }
+    CHECK(same);
+out:
+    rumor_optim_destroy(&back);
+    rumor_optim_destroy(&o);
+    rumor_model_destroy(&m);
+    rumor_backend_destroy(&be);
+}
+
 int main(void)
 {
     struct stat st;
@@ -205,11 +244,12 @@ int main(void)
     if (!mkdtemp(dir)) return 1;
     test_logreg_accuracy();
     test_partitioned();
+    test_tracking_checkpoint();
     test_resume("mlp:32,16", RUMOR_OPT_SGD, false, "constant", 40);  /* at an epoch boundary */
     test_resume("mlp:32,16", RUMOR_OPT_SGD, true, "cosine", 57);     /* mid-epoch */
     test_resume("cnn:4,8", RUMOR_OPT_ADAMW, false, "step:1,0.5", 73);
     const char *files[] = {"logreg.safetensors", "logreg.jsonl", "a.safetensors", "b.safetensors",
-                           "ckpt.safetensors"};
+                           "ckpt.safetensors", "tracking.safetensors"};
     for (size_t i = 0; i < RUMOR_ARRAY_LEN(files); i++) unlink(path(files[i]));
     rmdir(dir);
     free_paths();
