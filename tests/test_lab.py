@@ -257,13 +257,16 @@ def nat(swarm):
                         joined[i] = time.time() - t0
                     time.sleep(0.02)
             # While it trains: how the members reach each other; at the end, what went through relays.
-            via, last = {}, [None] * n
+            via, last, sites0 = {}, [None] * n, {}
             deadline = time.time() + 60
             while time.time() < deadline and any(p.poll() is None for p in procs):
                 sts = [status(c) for c in ctls]
                 keys = [(st or {}).get("key") for st in sts]
                 for i, st in enumerate(sts):
                     last[i] = st or last[i]
+                for v in (sts[0] or {}).get("view", []):  # the sites the public peer's view holds, while it does
+                    if v.get("site"):
+                        sites0[v["key"]] = v["site"]
                 for a_, b_ in PAIRS:
                     for v in (sts[a_] or {}).get("view", []):
                         if v["key"] == keys[b_] and v.get("via", "none") not in ("none", "dialling") and \
@@ -271,7 +274,7 @@ def nat(swarm):
                             via[(a_, b_)] = v["via"].split(":")[0]
                 time.sleep(0.1)
             codes = wait_all(procs, 60)
-            results[where] = (codes, [metrics(d) for d in dirs], joined, via, last)
+            results[where] = (codes, [metrics(d) for d in dirs], joined, via, last, sites0)
         finally:
             if lab:
                 lab.close()
@@ -283,7 +286,7 @@ def nat(swarm):
     for t in threads:
         t.join()
     summary = {}
-    for where, (codes, ms, joined, via, _) in results.items():
+    for where, (codes, ms, joined, via, _, _) in results.items():
         ends = [m[-1] if m else {} for m in ms]
         accs = [e.get("test_acc", 0.0) for e in ends]
         summary[where] = (statistics.mean(accs), max(e.get("consensus", 1e9) for e in ends))
@@ -291,7 +294,7 @@ def nat(swarm):
             where, codes, {k: round(v, 2) for k, v in joined.items()}, via, accs, [e.get("consensus") for e in ends],
             [sum(r.get("missing", 0) for r in m) for m in ms]))
         check(codes == [0] * n and all(e.get("round") == 100 for e in ends), "%s: four peers run 100 rounds" % where)
-    codes, ms, joined, via, last = results["nat"]
+    codes, ms, joined, via, last, sites = results["nat"]
     check(len(joined) == n - 1 and max(joined.values()) <= 2.0,
           "the peers behind NAT join within 2 s (%s)" % {k: round(v, 2) for k, v in joined.items()})
     check(all(via.get((0, i)) == "outbound" for i in (1, 2, 3)),
@@ -304,7 +307,6 @@ def nat(swarm):
           seen[1][1] == seen[2][1] != seen[3][1] and int(seen[1][1] or "0", 16) and int(seen[3][1] or "0", 16),
           "peers learn the address they are seen at: the two behind one NAT share a site, the other has its own, the "
           "public peer none (%s)" % seen)
-    sites = {v["key"]: v.get("site") for v in (last[0] or {}).get("view", [])}
     check([sites.get((last[i] or {}).get("key")) for i in (1, 2, 3)] == [seen[i][1] for i in (1, 2, 3)],
           "and their hellos tell the members (the public peer's view: %s)" % sites)
     (acc_l, cons_l), (acc_n, cons_n) = summary["loopback"], summary["nat"]
