@@ -69,6 +69,9 @@ rumor_err_t rumor_optim_config_check(const rumor_optim_config_t *c, char err[RUM
     return RUMOR_OK;
 }
 
+/* The kind's own state buffers (s[]): sgd's momentum, or two; tracking's come after them. */
+static int kind_states(rumor_opt_kind_t kind) { return kind == RUMOR_OPT_SGD ? 1 : 2; }
+
 rumor_optim_t *rumor_optim_new(const rumor_optim_config_t *cfg, rumor_backend_t *be, size_t n,
                                char err[RUMOR_ERR_LEN])
 {
@@ -83,7 +86,7 @@ rumor_optim_t *rumor_optim_new(const rumor_optim_config_t *cfg, rumor_backend_t 
         o->n_gossiped = blocks * n;
     }
     if (cfg->kind == RUMOR_OPT_DADAMW) o->s[1] = o->gossiped;
-    for (int i = 0; i < (cfg->kind == RUMOR_OPT_SGD ? 1 : 2); i++)
+    for (int i = 0; i < kind_states(cfg->kind); i++)
         if (!o->s[i] && !(o->s[i] = be->ops->alloc(be, n * sizeof(float)))) goto nomem;
     if (cfg->tracking) {
         o->tracker = o->gossiped + (blocks - 1) * n;
@@ -216,12 +219,12 @@ const rumor_optim_config_t *rumor_optim_config(const rumor_optim_t *o) { return 
 
 int rumor_optim_state_count(const rumor_optim_t *o)
 {
-    return (o->cfg.kind == RUMOR_OPT_SGD ? 1 : 2) + (o->cfg.tracking ? 2 : 0);
+    return kind_states(o->cfg.kind) + (o->cfg.tracking ? 2 : 0);
 }
 
 const char *rumor_optim_state_name(const rumor_optim_t *o, int i)
 {
-    const int base = o->cfg.kind == RUMOR_OPT_SGD ? 1 : 2;
+    const int base = kind_states(o->cfg.kind);
     if (i < 0 || i >= rumor_optim_state_count(o)) return NULL;
     if (i >= base) return i == base ? "tracker" : "last_grad";
     if (o->cfg.kind == RUMOR_OPT_SGD) return i == 0 ? "momentum" : NULL;
@@ -231,7 +234,7 @@ const char *rumor_optim_state_name(const rumor_optim_t *o, int i)
 
 float *rumor_optim_state(rumor_optim_t *o, int i)
 {
-    const int base = o->cfg.kind == RUMOR_OPT_SGD ? 1 : 2;
+    const int base = kind_states(o->cfg.kind);
     if (i < 0 || i >= rumor_optim_state_count(o)) return NULL;
     return i < base ? o->s[i] : i == base ? o->tracker : o->last_grad;
 }
