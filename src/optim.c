@@ -19,6 +19,7 @@ struct rumor_optim {
     size_t n_gossiped;
     float *tracker;   /* tracking: the estimate of the swarm's mean gradient (in gossiped) */
     float *last_grad; /* tracking: the gradient the tracker last took in */
+    bool taken;       /* tracking: a gradient was taken in; its step waits for the round's mix */
     float *tmp;  /* qgm: the sgd op's buffer for each step's own gradient */
     double lr_sum; /* qgm: learning rates summed since the anchor */
     bool anchored;
@@ -147,22 +148,33 @@ static void qgm_momentum(rumor_optim_t *o, float *params, float lr)
     o->lr_sum += lr;
 }
 
-/* Gradient tracking: the tracker takes in the change of this peer's gradient since its last
- * step, and the step follows the tracker instead of the own gradient. The swarm's trackers
- * then sum to its gradients' sum, as long as every mix keeps their sum. */
-static void track(rumor_optim_t *o, float *grads)
+/* Gradient tracking (Pu and Nedić 2021), adapted after the mix: the tracker takes in the change
+ * of this peer's gradient since the last one, the round mixes the trackers, and the step then
+ * follows the mixed tracker. The swarm's trackers sum to its gradients' sum as long as every mix
+ * keeps their sum; on a complete graph the step is the centralized one on the mean gradient. */
+bool rumor_optim_after_mix(const rumor_optim_t *o) { return o->cfg.tracking; }
+
+bool rumor_optim_lead(rumor_optim_t *o, float *dir)
+{
+    if (!o->taken) return false;
+    o->be->ops->copy(o->be, dir, o->tracker, o->n * sizeof(float));
+    o->taken = false;
+    return true;
+}
+
+void rumor_optim_take(rumor_optim_t *o, float *grads)
 {
     const struct rumor_backend_ops *ops = o->be->ops;
     ops->axpy(o->be, o->tracker, o->last_grad, -1.0f, o->n);
     ops->axpy(o->be, o->tracker, grads, 1.0f, o->n);
     ops->copy(o->be, o->last_grad, grads, o->n * sizeof(float));
-    ops->copy(o->be, grads, o->tracker, o->n * sizeof(float));
+    ops->zero(o->be, grads, o->n * sizeof(float));
+    o->taken = true;
 }
 
 void rumor_optim_step(rumor_optim_t *o, float *params, float *grads, float lr)
 {
     const rumor_optim_config_t *c = &o->cfg;
-    if (c->tracking) track(o, grads);
     if (c->kind == RUMOR_OPT_QGM && !o->anchored) rumor_optim_anchor(o, params);
     o->steps++;
     /* In double, as torch.optim does: 1 - beta2^t is tiny early on. */

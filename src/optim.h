@@ -64,6 +64,14 @@ rumor_err_t rumor_optim_decay_only(rumor_optim_t *self, const size_t *at, int n,
  * consumed: left zeroed for the next accumulation. */
 void rumor_optim_step(rumor_optim_t *self, float *params, float *grads, float lr);
 
+/* Gradient tracking (cfg.tracking) steps after the round's mix: rumor_optim_take takes a
+ * gradient into the tracker (grads left zeroed) and the round mixes the trackers; then
+ * rumor_optim_lead copies the tracker into dir (true; false when no gradient waits) and
+ * rumor_optim_step steps along dir. rumor_optim_after_mix says whether the optimizer works so. */
+bool rumor_optim_after_mix(const rumor_optim_t *self);
+bool rumor_optim_lead(rumor_optim_t *self, float *dir);
+void rumor_optim_take(rumor_optim_t *self, float *grads);
+
 /* qgm: a gossip round ended and params is the mixed model: the momentum takes the motion since
  * the last round (or the first step), and params becomes the anchor. Nothing for sgd, adamw. */
 void rumor_optim_mixed(rumor_optim_t *self, const float *params);

@@ -249,24 +249,34 @@ rumor_err_t rumor_trainer_steps(rumor_trainer_t *t, long n, long at, rumor_train
     rumor_err_t rc;
     float *x = rumor_model_params(t->m);
     for (long i = 0; i < n; i++) {
+        float *g = rumor_model_grads(t->m);
+        const bool after_mix = rumor_optim_after_mix(t->o);
+        if (rumor_optim_lead(t->o, g)) { /* the last gradient's step, along the tracker the round mixed */
+            if (t->cfg.clip_grad > 0 && !t->cfg.dp) clip(t);
+            rumor_optim_step(t->o, x, g, rumor_schedule_lr(&t->cfg.sched, t->cfg.lr, at + i > 0 ? at + i - 1 : 0,
+                                                           t->cfg.total_steps, t->spe));
+        }
         const long step = rumor_optim_steps(t->o);
         double bl = 0.0;
         size_t bn;
+        st->lr = rumor_schedule_lr(&t->cfg.sched, t->cfg.lr, at + i, t->cfg.total_steps, t->spe);
         if (t->cfg.dp) {
             if (rumor_dp_over_budget(t->cfg.dp)) {
                 st->budget_spent = true;
                 break;
             }
             if ((rc = rumor_dp_step(t->cfg.dp, t->m, t->scratch, dp_load, t, &bn, &bl, err)) != RUMOR_OK) return rc;
-            st->lr = rumor_schedule_lr(&t->cfg.sched, t->cfg.lr, at + i, t->cfg.total_steps, t->spe);
-            rumor_optim_step(t->o, x, rumor_model_grads(t->m), st->lr);
+            if (after_mix) rumor_optim_take(t->o, g);
+            else rumor_optim_step(t->o, x, g, st->lr);
         } else {
             bn = take(t, step);
             long hits = 0; /* rumor_model_queue adds to both by the sync */
             if ((rc = rumor_model_queue(t->m, (int)bn, true, &bl, &hits, err)) != RUMOR_OK) return rc;
-            if (t->cfg.clip_grad > 0) clip(t);
-            st->lr = rumor_schedule_lr(&t->cfg.sched, t->cfg.lr, at + i, t->cfg.total_steps, t->spe);
-            rumor_optim_step(t->o, x, rumor_model_grads(t->m), st->lr);
+            if (after_mix) rumor_optim_take(t->o, g);
+            else {
+                if (t->cfg.clip_grad > 0) clip(t);
+                rumor_optim_step(t->o, x, g, st->lr);
+            }
             put(t, step + 1); /* the next batch, gathered (and uploaded) while this one computes */
             if ((rc = t->be->ops->sync(t->be, err)) != RUMOR_OK) return rc;
         }

@@ -204,12 +204,24 @@ static void test_qgm(rumor_backend_t *be)
     rumor_optim_destroy(&o);
 }
 
-/* Gradient tracking. Known answers: the first step follows the own gradient; after a mix has
- * replaced the tracker with T, the next follows T - g1 + g2. dadamw's gossiped
- * block is its second moment, then the tracker. And the property tracking exists for: peers
- * of a ring, each with its own quadratic f_i(x) = (x - b_i)^2 / 2, plain D-PSGD at a constant
- * rate settles with the peers apart and off the swarm's optimum mean(b); with exact tracking
- * every peer reaches mean(b). */
+/* A ring's or a complete graph's mix of one float per peer. */
+static float mix_of(const float *v, int peers, int i, bool complete)
+{
+    if (complete) {
+        float sum = 0.0f;
+        for (int k = 0; k < peers; k++) sum += v[k];
+        return sum / (float)peers;
+    }
+    return (v[(i + peers - 1) % peers] + v[i] + v[(i + 1) % peers]) / 3.0f;
+}
+
+/* Gradient tracking. Known answers: a gradient goes into the tracker and waits; the step
+ * follows the tracker as the mix left it; after a mix has replaced the tracker with T, a new
+ * gradient g2 makes it T - g1 + g2. dadamw's gossiped block is its second moment, then the
+ * tracker. And the properties tracking exists for: peers of a ring, each with its own quadratic
+ * f_i(x) = (x - b_i)^2 / 2, plain D-PSGD at a constant rate settles with the peers apart and off
+ * the swarm's optimum mean(b), while with tracking every peer reaches mean(b); and on a complete
+ * graph, AdamW along the tracker is centralized AdamW on the mean gradient, step for step. */
 static void test_tracking(rumor_backend_t *be)
 {
     char err[RUMOR_ERR_LEN];
@@ -221,19 +233,25 @@ static void test_tracking(rumor_backend_t *be)
     if (!o) return;
     size_t nv;
     float *t = rumor_optim_gossiped(o, &nv);
-    CHECK(t != NULL && nv == 2 && rumor_optim_state_count(o) == 3);
+    CHECK(t != NULL && nv == 2 && rumor_optim_state_count(o) == 3 && rumor_optim_after_mix(o));
     CHECK(strcmp(rumor_optim_state_name(o, 1), "tracker") == 0 && strcmp(rumor_optim_state_name(o, 2), "last_grad") == 0);
     CHECK(rumor_optim_state(o, 1) == t && rumor_optim_state_name(o, 3) == NULL);
-    float x[2] = {1.0f, -2.0f}, g[2] = {0.5f, 1.0f};
-    rumor_optim_step(o, x, g, 0.1f);
+    float x[2] = {1.0f, -2.0f}, g[2] = {0.5f, 1.0f}, d[2] = {0};
+    CHECK(!rumor_optim_lead(o, d)); /* nothing taken in yet */
+    rumor_optim_take(o, g);
+    CHECK(g[0] == 0.0f && g[1] == 0.0f && t[0] == 0.5f && t[1] == 1.0f && x[0] == 1.0f);
+    CHECK(rumor_optim_lead(o, d) && d[0] == 0.5f && d[1] == 1.0f);
+    rumor_optim_step(o, x, d, 0.1f);
     CHECK_NEAR(x[0], 1.0 - 0.1 * 0.5, 1e-6);
     CHECK_NEAR(x[1], -2.0 - 0.1 * 1.0, 1e-6);
-    CHECK(g[0] == 0.0f && t[0] == 0.5f && t[1] == 1.0f);
+    CHECK(!rumor_optim_lead(o, d) && rumor_optim_steps(o) == 1); /* one step a gradient */
     t[0] = 2.0f, t[1] = -1.0f; /* a mix */
     g[0] = 1.5f, g[1] = 0.0f;
-    rumor_optim_step(o, x, g, 0.1f);
+    rumor_optim_take(o, g);
     CHECK_NEAR(t[0], 2.0 - 0.5 + 1.5, 1e-6);
     CHECK_NEAR(t[1], -1.0 - 1.0 + 0.0, 1e-6);
+    CHECK(rumor_optim_lead(o, d));
+    rumor_optim_step(o, x, d, 0.1f);
     CHECK_NEAR(x[0], 0.95 - 0.1 * 3.0, 1e-6);
     CHECK_NEAR(x[1], -2.1 - 0.1 * -2.0, 1e-6);
     rumor_optim_destroy(&o);
@@ -247,41 +265,50 @@ static void test_tracking(rumor_backend_t *be)
     rumor_optim_destroy(&o);
     c = rumor_optim_defaults();
     o = rumor_optim_new(&c, be, 3, err);
-    CHECK(o != NULL && rumor_optim_gossiped(o, &nv) == NULL && nv == 0);
+    CHECK(o != NULL && rumor_optim_gossiped(o, &nv) == NULL && nv == 0 && !rumor_optim_after_mix(o));
     rumor_optim_destroy(&o);
 
     enum { PEERS = 5 };
     const double b[PEERS] = {3.0, -1.0, 0.5, 7.0, -4.0}, want = (3.0 - 1.0 + 0.5 + 7.0 - 4.0) / PEERS;
-    for (int tracking = 0; tracking < 2; tracking++) {
-        rumor_optim_t *q[PEERS] = {0};
-        float xs[PEERS], ts[PEERS];
+    for (int run = 0; run < 3; run++) { /* plain and tracking on the ring; AdamW on the complete graph */
+        const bool tracking = run > 0, complete = run == 2;
+        rumor_optim_t *q[PEERS] = {0}, *central = NULL;
+        float xs[PEERS], ys = 0.0f;
         c = rumor_optim_defaults();
         c.momentum = 0.0f;
+        if (complete) c.kind = RUMOR_OPT_ADAMW;
+        central = rumor_optim_new(&c, be, 1, err);
         c.tracking = tracking;
         for (int i = 0; i < PEERS; i++) {
             q[i] = rumor_optim_new(&c, be, 1, err);
             CHECK(q[i] != NULL);
-            if (!q[i]) return;
+            if (!q[i] || !central) return;
             xs[i] = 0.0f;
         }
+        const float lr = complete ? 0.05f : 0.3f;
+        double apart = 0.0; /* complete: the farthest a peer got from the centralized run */
         for (int r = 0; r < 400; r++) {
-            for (int i = 0; i < PEERS; i++) { /* a step, then the ring's mix (1/3 each) */
-                float gi = (float)(xs[i] - b[i]);
-                rumor_optim_step(q[i], &xs[i], &gi, 0.3f);
-            }
-            float nx[PEERS], nt[PEERS];
-            for (int i = 0; i < PEERS; i++) {
-                const int l = (i + PEERS - 1) % PEERS, h = (i + 1) % PEERS;
-                nx[i] = (xs[l] + xs[i] + xs[h]) / 3.0f;
-                if (tracking) {
-                    const float *tl = rumor_optim_gossiped(q[l], NULL), *ti = rumor_optim_gossiped(q[i], NULL),
-                                *th = rumor_optim_gossiped(q[h], NULL);
-                    nt[i] = (*tl + *ti + *th) / 3.0f;
+            for (int i = 0; i < PEERS; i++) { /* a step, then the mix */
+                float gi = (float)(xs[i] - b[i]), di;
+                if (!tracking) {
+                    rumor_optim_step(q[i], &xs[i], &gi, lr);
+                    continue;
                 }
+                if (rumor_optim_lead(q[i], &di)) rumor_optim_step(q[i], &xs[i], &di, lr);
+                if (complete) apart = fmax(apart, fabs(xs[i] - ys));
+                gi = (float)(xs[i] - b[i]);
+                rumor_optim_take(q[i], &gi);
             }
+            if (complete) { /* the mean gradient at ys, for the next round's step */
+                float gc = (float)(ys - want);
+                rumor_optim_step(central, &ys, &gc, lr);
+            }
+            float nx[PEERS], nt[PEERS], ts[PEERS];
+            for (int i = 0; i < PEERS; i++) ts[i] = tracking ? *rumor_optim_gossiped(q[i], NULL) : 0.0f;
+            for (int i = 0; i < PEERS; i++) nx[i] = mix_of(xs, PEERS, i, complete), nt[i] = mix_of(ts, PEERS, i, complete);
             for (int i = 0; i < PEERS; i++) {
                 xs[i] = nx[i];
-                if (tracking) ts[i] = nt[i], *rumor_optim_gossiped(q[i], NULL) = ts[i];
+                if (tracking) *rumor_optim_gossiped(q[i], NULL) = nt[i];
             }
         }
         double worst = 0.0;
@@ -289,7 +316,9 @@ static void test_tracking(rumor_backend_t *be)
             worst = fmax(worst, fabs(xs[i] - want));
             rumor_optim_destroy(&q[i]);
         }
-        if (tracking) CHECK(worst < 1e-5);
+        rumor_optim_destroy(&central);
+        if (complete) CHECK(apart < 1e-5 && worst < 1e-2);
+        else if (tracking) CHECK(worst < 1e-5);
         else CHECK(worst > 0.05);
     }
 }
