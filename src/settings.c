@@ -790,6 +790,7 @@ static rumor_err_t check_sim(const rumor_settings_t *c, char err[RUMOR_ERR_LEN])
     const char *loses = c->loss > 0 ? "--loss" : c->faults || c->soak ? "faults" : c->n_events ? "events"
                       : c->n_parts ? "a partition" : c->straggler >= 0 ? "--straggler" : c->byzantine >= 0 ? "--byzantine"
                       : strcmp(c->robust, "none") != 0 ? "--robust" /* clipping and trimming change the sum too */
+                      : c->dp_budget > 0 ? "--dp-budget" /* peers spend it in different rounds, then stop */
                       : NULL;
     if (c->tracking && strcmp(c->mode, "virtual") != 0)
         return rumor_fail(err, RUMOR_EINVAL, "--tracking needs --mode virtual: it needs every round complete, which "

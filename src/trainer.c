@@ -259,12 +259,12 @@ rumor_err_t rumor_trainer_steps(rumor_trainer_t *t, long n, long at, rumor_train
         const long step = rumor_optim_steps(t->o);
         double bl = 0.0;
         size_t bn;
+        if (t->cfg.dp && rumor_dp_over_budget(t->cfg.dp)) {
+            st->budget_spent = true;
+            break;
+        }
         st->lr = rumor_schedule_lr(&t->cfg.sched, t->cfg.lr, at + i, t->cfg.total_steps, t->spe);
         if (t->cfg.dp) {
-            if (rumor_dp_over_budget(t->cfg.dp)) {
-                st->budget_spent = true;
-                break;
-            }
             if ((rc = rumor_dp_step(t->cfg.dp, t->m, t->scratch, dp_load, t, &bn, &bl, err)) != RUMOR_OK) return rc;
             if (after_mix) rumor_optim_take(t->o, g);
             else rumor_optim_step(t->o, x, g, st->lr);

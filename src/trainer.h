@@ -62,7 +62,10 @@ typedef struct {
 } rumor_trainer_stats_t;
 
 /* Take up to n steps, the first at position `at` of the schedule (the next at at + 1, ...).
- * Stops early, with st->budget_spent, when a DP-SGD budget allows no further step. Errors:
+ * With gradient tracking each call computes a gradient and takes it into the tracker, and
+ * first steps along the tracker the round mixed from the call before (rumor_optim_lead); st->lr
+ * is then the rate of the last gradient's position. Stops early, with st->budget_spent, when a
+ * DP-SGD budget allows no further step. Errors:
  * divergence (EINVAL, "training diverged at step S (loss L): lower --lr"), a backend's. */
 rumor_err_t rumor_trainer_steps(rumor_trainer_t *self, long n, long at, rumor_trainer_stats_t *st,
                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;

@@ -518,6 +518,8 @@ def main():
                        (["--mode", "virtual", "--algo", "diloco:5", "--tracking"], "--tracking with diloco"),
                        (["--mode", "virtual", "--tracking", "--loss", "0.1"], "--tracking with lost messages"),
                        (["--mode", "virtual", "--tracking", "--robust", "trim:1"], "--tracking with robust mixing"),
+                       (["--mode", "virtual", "--tracking", "--dp", "clip=1,noise=1", "--dp-budget", "8"],
+                        "--tracking with a privacy budget"),
                        (["--mode", "proc", "--tracking"], "--tracking on real links")):
         r = subprocess.run([RUMOR, "sim", *args], capture_output=True, text=True, timeout=30)
         check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and r.stderr.count("\n") == 1,

@@ -5,6 +5,9 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "train.h"
+#include "trainer.h"
+
+#include <math.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +237,69 @@ out:
     rumor_backend_destroy(&be);
 }
 
+/* The trainer with tracking, alone (no mix: the tracker is the own gradient): every call steps
+ * along the gradient the call before took in, then takes in the next. So n + 1 calls make the
+ * n steps of plain training, with the same batches, rates (a warm-up and cosine) and clipping:
+ * a check of the order, the batch index, the rate index and the clip of the tracker's step. */
+static void test_tracking_trainer(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_dataset_t train = {0};
+    CHECK_RC(rumor_data_load_dir(&train, NULL, RUMOR_DEFAULT_DATA, err));
+    rumor_model_spec_t spec;
+    CHECK_RC(rumor_model_spec_parse(&spec, "mlp:16", err));
+    const rumor_model_input_t in = {.c = 1, .h = 28, .w = 28, .classes = 10};
+    rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
+    rumor_model_t *m[2] = {0};
+    rumor_optim_t *o[2] = {0};
+    rumor_trainer_t *tr[2] = {0};
+    size_t own[600];
+    for (size_t i = 0; i < 600; i++) own[i] = i * 7;
+    float mean, std;
+    rumor_data_stats(&train, &mean, &std);
+    rumor_trainer_config_t tc = {.data = &train, .own = own, .n = 600, .mean = mean, .std = std, .batch = 20,
+                                 .seed = 5, .clip_grad = 0.5f, .lr = 0.05f, .total_steps = 40};
+    CHECK_RC(rumor_schedule_parse(&tc.sched, "cosine", err));
+    tc.sched.warmup = 5;
+    enum { STEPS = 40 };
+    for (int k = 0; k < 2; k++) {
+        rumor_optim_config_t oc = rumor_optim_defaults();
+        oc.tracking = k == 1;
+        m[k] = rumor_model_new(&spec, in, be, 20, err);
+        o[k] = m[k] ? rumor_optim_new(&oc, be, rumor_model_param_count(m[k]), err) : NULL;
+        CHECK(m[k] && o[k]);
+        if (!m[k] || !o[k]) goto out;
+        CHECK_RC(rumor_model_init(m[k], 3));
+        tr[k] = rumor_trainer_new(&tc, m[k], o[k], err);
+        CHECK(tr[k] != NULL);
+        if (!tr[k]) goto out;
+        rumor_trainer_stats_t st;
+        for (long at = 0; at < STEPS + k; at += 7) { /* in pieces, as rounds call it */
+            const long n = at + 7 <= STEPS + k ? 7 : STEPS + k - at;
+            CHECK_RC(rumor_trainer_steps(tr[k], n, at, &st, err));
+        }
+    }
+    CHECK(rumor_optim_steps(o[0]) == STEPS && rumor_optim_steps(o[1]) == STEPS);
+    const size_t n = rumor_model_param_count(m[0]);
+    double worst = 0.0, moved = 0.0;
+    rumor_model_t *init = rumor_model_new(&spec, in, be, 20, err);
+    if (init && rumor_model_init(init, 3) == RUMOR_OK)
+        for (size_t i = 0; i < n; i++) {
+            worst = fmax(worst, fabs(rumor_model_params(m[0])[i] - rumor_model_params(m[1])[i]));
+            moved = fmax(moved, fabs(rumor_model_params(m[0])[i] - rumor_model_params(init)[i]));
+        }
+    rumor_model_destroy(&init);
+    CHECK_MSG(worst < 1e-6 && moved > 1e-2, "tracking alone: %g apart from plain training (moved %g)", worst, moved);
+out:
+    for (int k = 0; k < 2; k++) {
+        rumor_trainer_destroy(&tr[k]);
+        rumor_optim_destroy(&o[k]);
+        rumor_model_destroy(&m[k]);
+    }
+    rumor_backend_destroy(&be);
+    rumor_dataset_fini(&train);
+}
+
 int main(void)
 {
     struct stat st;
@@ -245,6 +311,7 @@ int main(void)
     test_logreg_accuracy();
     test_partitioned();
     test_tracking_checkpoint();
+    test_tracking_trainer();
     test_resume("mlp:32,16", RUMOR_OPT_SGD, false, "constant", 40);  /* at an epoch boundary */
     test_resume("mlp:32,16", RUMOR_OPT_SGD, true, "cosine", 57);     /* mid-epoch */
     test_resume("cnn:4,8", RUMOR_OPT_ADAMW, false, "step:1,0.5", 73);
