@@ -230,9 +230,11 @@ static void dp_load(void *arg, size_t *pos, size_t k)
 }
 
 /* Scale the gradient down to norm clip_grad when it is longer (global norm clipping, as
- * torch.nn.utils.clip_grad_norm_ does: by clip / (norm + 1e-6)). */
+ * torch.nn.utils.clip_grad_norm_ does: by clip / (norm + 1e-6)). Not under DP-SGD, which clips
+ * each example. */
 static void clip(rumor_trainer_t *t)
 {
+    if (!(t->cfg.clip_grad > 0) || t->cfg.dp) return;
     rumor_backend_t *be = t->be;
     float *g = rumor_model_grads(t->m);
     const size_t P = rumor_model_param_count(t->m);
@@ -252,7 +254,7 @@ rumor_err_t rumor_trainer_steps(rumor_trainer_t *t, long n, long at, rumor_train
         float *g = rumor_model_grads(t->m);
         const bool after_mix = rumor_optim_after_mix(t->o);
         if (rumor_optim_lead(t->o, g)) { /* the last gradient's step, along the tracker the round mixed */
-            if (t->cfg.clip_grad > 0 && !t->cfg.dp) clip(t);
+            clip(t);
             rumor_optim_step(t->o, x, g, rumor_schedule_lr(&t->cfg.sched, t->cfg.lr, at + i > 0 ? at + i - 1 : 0,
                                                            t->cfg.total_steps, t->spe));
         }
@@ -264,19 +266,20 @@ rumor_err_t rumor_trainer_steps(rumor_trainer_t *t, long n, long at, rumor_train
             break;
         }
         st->lr = rumor_schedule_lr(&t->cfg.sched, t->cfg.lr, at + i, t->cfg.total_steps, t->spe);
+        long hits = 0; /* rumor_model_queue adds to both by the sync */
         if (t->cfg.dp) {
             if ((rc = rumor_dp_step(t->cfg.dp, t->m, t->scratch, dp_load, t, &bn, &bl, err)) != RUMOR_OK) return rc;
-            if (after_mix) rumor_optim_take(t->o, g);
-            else rumor_optim_step(t->o, x, g, st->lr);
         } else {
             bn = take(t, step);
-            long hits = 0; /* rumor_model_queue adds to both by the sync */
             if ((rc = rumor_model_queue(t->m, (int)bn, true, &bl, &hits, err)) != RUMOR_OK) return rc;
-            if (after_mix) rumor_optim_take(t->o, g);
-            else {
-                if (t->cfg.clip_grad > 0) clip(t);
-                rumor_optim_step(t->o, x, g, st->lr);
-            }
+        }
+        if (after_mix) {
+            rumor_optim_take(t->o, g); /* its step waits for the round's mix */
+        } else {
+            clip(t);
+            rumor_optim_step(t->o, x, g, st->lr);
+        }
+        if (!t->cfg.dp) {
             put(t, step + 1); /* the next batch, gathered (and uploaded) while this one computes */
             if ((rc = t->be->ops->sync(t->be, err)) != RUMOR_OK) return rc;
         }
