@@ -281,7 +281,7 @@ static const rumor_setting_t table[] = {
     {"local-steps", NULL, RUMOR_SET_INT, N | S, RUMOR_SET_RECORD, AT(local_steps), 1, 100000, NULL, NULL, D3(NULL, "1", "10"),
      "local_steps", "N", "minibatch steps between gossip rounds (not with diloco:H, whose H it is)"},
     {"eval-every", NULL, RUMOR_SET_INT, N | S, 0, AT(eval_every), 0, 100000000, NULL, NULL, D3(NULL, "10", "20"),
-     "eval_every", "N", "rounds between test evaluations (0: at the end only)"},
+     "eval_every", "N", "rounds between test evaluations (0: at the start and the end only)"},
     {"outer-lr", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_OPEN_LO | RUMOR_SET_RECORD, AT(outer_lr), 0, 10, NULL, NULL, D("0.7"),
      "outer_lr", "X", "diloco's outer learning rate"},
     {"outer-momentum", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_OPEN_HI | RUMOR_SET_RECORD, AT(outer_momentum), 0, 1, NULL, NULL,

@@ -7,11 +7,14 @@ and the lab removes all it made, even when a check fails.
 usage: test_lab.py RUMOR_BINARY DATA_DIR [SCENARIO...] (default: all)
   shallow    two peers on a 100 Mbit/s link with a shallow token bucket: no round stalls
   bandwidth  a 24M-parameter model at >= 80% of the link rate, and the emulator agrees
-  nat        peers behind NAT routers join through a public peer and train, relayed where needed
+  nat        peers behind NAT routers join through a public peer and train, relayed where needed;
+             beside it, two LANs behind one carrier-grade NAT: each a site of its own
   moved      a NAT router gets another address while its peer trains: the peer notices and goes on
   partition  8 peers on two bridges, cut apart for 30 s: both halves train, detect, merge
   uncut      (only when named) the partition's swarm on loopback, never cut: its consensus
+  cgnat      (only when named) the carrier-grade NAT's swarm alone
 """
+import itertools
 import json
 import os
 import signal
@@ -38,11 +41,10 @@ class Swarm:
         self.dir = os.path.join(self.tmp, "swarm")
         assert run("swarm", "init", self.dir).returncode == 0
         self.keys = [make_peer(self.tmp, self.dir, "p%d" % i) for i in range(n)]
-        self.runs = 0
+        self.runs = itertools.count(1)  # (scenarios run side by side take names from it)
 
     def run_dir(self, name):
-        self.runs += 1
-        return os.path.join(self.tmp, "%s-%d" % (name, self.runs))
+        return os.path.join(self.tmp, "%s-%d" % (name, next(self.runs)))
 
 
 def node_args(swarm, i, listen, run_dir, extra, bootstrap=None):
@@ -60,6 +62,20 @@ def start(lab, host, args, log):
     out.close()
     line = p.stdout.readline()
     return p, (line.strip().split()[-1] if "rumor://" in line else None)
+
+
+def start_swarm(swarm, lab, hosts, listens, extra, name):
+    """A node in each of lab's hosts, listening at listens[i], the first the bootstrap, each with
+    a control socket: (processes, run dirs, control addresses)."""
+    dirs = [swarm.run_dir(name) for _ in hosts]
+    ctls = ["ipc://" + d + ".ctl" for d in dirs]
+    procs, boot = [], None
+    for i, host in enumerate(hosts):
+        args = node_args(swarm, i, listens[i], dirs[i], extra + ["--rank", str(i), "--control", ctls[i]], boot)
+        p, addr = start(lab, host, args, dirs[i] + ".log")
+        procs.append(p)
+        boot = boot or addr
+    return procs, dirs, ctls
 
 
 def metrics(run_dir):
@@ -137,14 +153,14 @@ def shallow(swarm):
     extra = ["--model", "mlp:1024,1024", "--algo", "dpsgd", "--rounds", "12", "--local-steps", "5",
              "--partition", "iid", "--of", "2", "--eval-every", "0", "--period", "200", "--suspect", "1000",
              "--round-timeout", "10"]
-    # Three pairs at a time, each on a link of its own (the links are the bottleneck here): two
-    # deep-queued and one shallow, then three times three shallow.
-    first = side_by_side(swarm, extra, [{"shape": ("1mb", "400ms")}] * 2 + [{"shape": ("256kb", "100ms")}])
+    # Four pairs at a time, each on a link of its own (the links are the bottleneck here): two
+    # deep-queued and two shallow, then twice four shallow.
+    first = side_by_side(swarm, extra, [{"shape": ("1mb", "400ms")}] * 2 + [{"shape": ("256kb", "100ms")}] * 2)
     deep = [r[1] for r in first[:2]]
     deep_s = min(deep)
     runs = first[2:]
-    for _ in range(3):
-        runs += side_by_side(swarm, extra, [{"shape": ("256kb", "100ms")}] * 3)
+    for _ in range(2):
+        runs += side_by_side(swarm, extra, [{"shape": ("256kb", "100ms")}] * 4)
     times, stalls, silent, fails = [], 0, 0, 0
     for codes, dt, ms in runs:
         fails += codes != [0, 0]
@@ -280,8 +296,11 @@ def nat(swarm):
             if lab:
                 lab.close()
 
-    # The same swarm on loopback and in the lab, side by side (each is light on the CPU).
+    # The same swarm on loopback and in the lab, and the carrier-grade NAT's swarm, side by side
+    # (each is light on the CPU).
+    cg = {}
     threads = [threading.Thread(target=run_swarm, args=(w,)) for w in ("loopback", "nat")]
+    threads.append(threading.Thread(target=cgnat_run, args=(swarm, cg)))
     for t in threads:
         t.start()
     for t in threads:
@@ -329,6 +348,89 @@ def nat(swarm):
     counted = [m[-1].get("relayed", 0) if m else 0 for m in ms]
     check(counted[0] == 0 and counted[3] >= 150 and counted[1] >= 50 and counted[2] >= 50,
           "the metrics count the models that went through a relay (%s)" % counted)
+    cgnat_check(cg)
+
+
+def cgnat_run(swarm, res):
+    """Carrier-grade NAT: two home routers behind one provider's NAT, each with two peers on a
+    LAN of the same subnet, and a public peer; a ring. Every peer behind them is seen at the
+    provider's address, yet each LAN is a site of its own (its members reach each other
+    directly, the other LAN's only through a relay), so the ring puts each LAN's pair side by
+    side: one relayed edge, not the up to three that treating all four as one site could give."""
+    n, rounds = 5, 100
+    extra = ["--model", "mlp:64", "--algo", "dpsgd", "--rounds", str(rounds), "--local-steps", "2", "--partition",
+             "iid", "--of", str(n), "--eval-every", "0", "--period", "200", "--suspect", "1000", "--topology", "ring",
+             "--init-seed", "7", "--min-peers", str(n), "--relay-budget", "50"]
+    hosts = ["pub", "a1", "a2", "b1", "b2"]
+    lab = netlab.Lab()
+    try:
+        lab.segment("wan")
+        lab.host("pub")
+        lab.plug("pub", "wan", "10.0.0.10/24")
+        listens = ["tcp://10.0.0.10:7000"]
+        lab.host("cg")
+        out = lab.plug("cg", "wan", "10.0.0.1/24")
+        lab.segment("isp")
+        lab.plug("cg", "isp", "100.64.0.1/24")
+        lab.nat("cg", out)
+        for j, r in enumerate(("ha", "hb")):
+            lab.host(r)
+            out = lab.plug(r, "isp", "100.64.0.%d/24" % (2 + j))
+            lab.route(r, "100.64.0.1")
+            lab.segment("lan" + r)
+            lab.plug(r, "lan" + r, "192.168.1.1/24")  # (both LANs one subnet, as two homes often are)
+            lab.nat(r, out)
+        for i, h in enumerate(hosts[1:]):
+            lab.host(h)
+            ip = "192.168.1.%d" % (10 + i)
+            lab.plug(h, "lan" + ("ha", "ha", "hb", "hb")[i], ip + "/24")
+            lab.route(h, "192.168.1.1")
+            listens.append("tcp://%s:7000" % ip)
+        procs, dirs, ctls = start_swarm(swarm, lab, hosts, listens, extra, "cgnat")
+        last, via = [None] * n, {}
+        deadline = time.time() + 90
+        while time.time() < deadline and any(p.poll() is None for p in procs):
+            sts = [status(c) for c in ctls]
+            keys = [(st or last[i] or {}).get("key") for i, st in enumerate(sts)]
+            for i, st in enumerate(sts):
+                last[i] = st or last[i]
+            for a_, b_ in ((1, 2), (3, 4), (1, 3), (2, 4)):
+                for v in (sts[a_] or {}).get("view", []):
+                    if v["key"] == keys[b_] and v["state"] == "alive" and v.get("via", "none") not in ("none",
+                                                                                                   "dialling"):
+                        via[(a_, b_)] = v["via"].split(":")[0]
+            time.sleep(0.1)
+        res.update(codes=wait_all(procs, 60), ms=[metrics(d) for d in dirs], last=last, via=via, n=n, rounds=rounds)
+    finally:
+        lab.close()
+
+
+def cgnat_check(res):
+    codes, ms, last, via, n, rounds = (res[k] for k in ("codes", "ms", "last", "via", "n", "rounds"))
+    seen = [((last[i] or {}).get("seen_as"), (last[i] or {}).get("site")) for i in range(n)]
+    print("cgnat: exit %s; seen at and sites %s; reached %s" % (codes, seen, via))
+    check(codes == [0] * n and all(m and m[-1].get("round") == rounds for m in ms),
+          "cgnat: five peers run %d rounds (exit codes %s)" % (rounds, codes))
+    check(all(seen[i][0] == "10.0.0.1" for i in range(1, n)) and seen[0][0] == "",
+          "the four behind the provider's NAT are all seen at its address (%s)" % [s[0] for s in seen])
+    check(seen[1][1] == seen[2][1] != seen[3][1] == seen[4][1],
+          "each LAN is a site of its own, shared by its two members (%s)" % [s[1] for s in seen])
+    check(via.get((1, 2)) == via.get((3, 4)) == "direct" and via.get((1, 3)) == via.get((2, 4)) == "relay",
+          "a LAN's members reach each other directly, the other LAN's through the public peer (%s)" % via)
+    # Models sent through a relay over the run, by all peers: one relayed edge is two models a
+    # round (one each way). A send is counted when it completes, and the first rounds may run
+    # before every LAN member has probed the other (a site settles within a few periods).
+    relayed = sum(m[-1].get("relayed", 0) for m in ms if m)
+    print("cgnat: %d models relayed in %d rounds (by peer: %s; one relayed edge: %d)" % (
+        relayed, rounds, [m[-1].get("relayed", 0) if m else None for m in ms], 2 * rounds))
+    check(relayed <= 2 * rounds + 20, "the ring has one relayed edge: %d models relayed in %d rounds" %
+          (relayed, rounds))
+
+
+def cgnat(swarm):
+    res = {}
+    cgnat_run(swarm, res)
+    cgnat_check(res)
 
 
 def moved(swarm):
@@ -441,14 +543,7 @@ def partition(swarm):
             lab.route(h, net + ".1")
             hosts.append(h)
             listens.append("tcp://%s.%d:7000" % (net, 10 + i))
-        dirs = [swarm.run_dir("part") for _ in range(n)]
-        ctls = ["ipc://" + d + ".ctl" for d in dirs]
-        procs, boot = [], None
-        for i in range(n):
-            args = node_args(swarm, i, listens[i], dirs[i], extra + ["--rank", str(i), "--control", ctls[i]], boot)
-            p, addr = start(lab, hosts[i], args, dirs[i] + ".log")
-            procs.append(p)
-            boot = boot or addr
+        procs, dirs, ctls = start_swarm(swarm, lab, hosts, listens, extra, "part")
         keys = [None] * n
 
         def views():
@@ -564,7 +659,7 @@ def partition(swarm):
 
 
 SCENARIOS = {"shallow": shallow, "bandwidth": bandwidth, "nat": nat, "moved": moved, "partition": partition}
-BY_NAME = {"uncut": uncut}  # not run by default
+BY_NAME = {"uncut": uncut, "cgnat": cgnat}  # not run by default (nat runs cgnat's swarm beside its own)
 
 
 def main():

@@ -788,13 +788,16 @@ static bool ip_text(const char *ip, char out[RUMOR_PROTO_SEEN_MAX + 1])
     return inet_pton(AF_INET6, ip, b) == 1 && ip_form(AF_INET6, b, out);
 }
 
-/* A site's name in hellos: a 64-bit hash (FNV-1a) of the address, top bit clear, never 0 (so
- * it cannot be taken for the class of a member nobody can dial, rumor_node_reach). */
-static uint64_t site_of(const char *ip)
+/* A site's name in hellos: a 64-bit hash (FNV-1a) of the address and of the smallest key on
+ * the node's own segment, top bit clear, never 0 (so it cannot be taken for the class of a
+ * member nobody can dial, rumor_node_reach). The key tells apart two LANs behind one
+ * carrier-grade NAT: they share the address, but not their members. */
+static uint64_t site_of(const char *ip, const uint8_t lan[RUMOR_KEY_LEN])
 {
     uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (const char *s = "rumor site v1:"; *s; s++) h = (h ^ (uint8_t)*s) * UINT64_C(0x100000001b3);
+    for (const char *s = "rumor site v2:"; *s; s++) h = (h ^ (uint8_t)*s) * UINT64_C(0x100000001b3);
     for (; *ip; ip++) h = (h ^ (uint8_t)*ip) * UINT64_C(0x100000001b3);
+    for (int i = 0; i < RUMOR_KEY_LEN; i++) h = (h ^ lan[i]) * UINT64_C(0x100000001b3);
     return (h & ~(UINT64_C(1) << 63)) | 1;
 }
 
@@ -834,19 +837,27 @@ static void greet_all(rumor_node_t *n);
  * two do, and more than name its own (one member cannot move it). A new one names our site in
  * every hello (members behind the same NAT share it: gossip graphs put them side by side); a
  * change of it means our address changed, and whether peers can dial us is found out anew.
+ * The site also names our segment by its smallest key, ours or a member's that names our own
+ * IP (it reached us with no NAT between): every member of a LAN finds the same one once they
+ * have probed each other, and two LANs behind one carrier-grade NAT find different ones.
  * At most once a period (housekeeping), so a member's reports cannot make it work more. */
 static void recount_seen(rumor_node_t *n, uint64_t now)
 {
     char was[RUMOR_PROTO_SEEN_MAX + 1];
     const char *self = n->self_ip, *rep[MAX_CONNS];
+    const uint8_t *lan = rumor_secret_key_public(n->key);
     int k = 0, own = 0;
     const int nv = rumor_memb_view_count(n->memb);
     for (int i = 0; i < nv && k < (int)RUMOR_ARRAY_LEN(rep); i++) {
         const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
         const conn_t *c = e ? node_find_conn(n, e->key, false, now) : NULL;
         if (!c || !c->admitted || !c->seen_us[0]) continue;
-        if (strcmp(c->seen_us, self) == 0) own++;
-        else rep[k++] = c->seen_us;
+        if (strcmp(c->seen_us, self) == 0) {
+            own++;
+            if (memcmp(e->key, lan, RUMOR_KEY_LEN) < 0) lan = e->key;
+        } else {
+            rep[k++] = c->seen_us;
+        }
     }
     qsort(rep, (size_t)k, sizeof *rep, str_cmp);
     const char *best = "";
@@ -857,10 +868,16 @@ static void recount_seen(rumor_node_t *n, uint64_t now)
         run = 0;
     }
     if (!(best_k >= 1 && (ip_private(self) || (best_k >= 2 && best_k > own)))) best = "";
-    if (strcmp(best, n->seen_as) == 0) return;
+    const uint64_t site = best[0] ? site_of(best, lan) : 0;
+    if (strcmp(best, n->seen_as) == 0) {
+        if (site == n->site) return;
+        n->site = site; /* (the same address; who shares our segment changed) */
+        greet_all(n);
+        return;
+    }
     memcpy(was, n->seen_as, sizeof was);
     snprintf(n->seen_as, sizeof n->seen_as, "%s", best);
-    n->site = best[0] ? site_of(best) : 0;
+    n->site = site;
     const bool log = ++n->seen_changes <= 10;
     if (was[0]) {
         if (log)
