@@ -16,6 +16,7 @@ This kernel may lack netem: latency and random loss stay with rumor's own emulat
 kernel gives bandwidth, partitions and NAT.
 """
 import atexit
+import itertools
 import os
 import re
 import shutil
@@ -25,7 +26,7 @@ import threading
 import time
 
 _LABS = []
-_COUNT = 0
+_COUNT = itertools.count(1)  # (labs made in threads take numbers from it)
 _HOOKED = False
 
 
@@ -98,9 +99,8 @@ class Lab:
 
     def __init__(self):
         _sweep_orphans()
-        global _COUNT, _HOOKED
-        _COUNT += 1
-        self.prefix = "rlab%d-%d." % (os.getpid(), _COUNT)  # labs of one process never collide
+        global _HOOKED
+        self.prefix = "rlab%d-%d." % (os.getpid(), next(_COUNT))  # labs of one process never collide
         self.spaces = []          # namespaces made, in order
         self.procs = []
         self.ifs = {}             # host -> count of interfaces, for names

@@ -559,11 +559,9 @@ static void run_actions(rumor_node_t *n, uint64_t now)
         rumor_key_short_id(id, ap->key);
         if (ap->kind == RUMOR_MEMB_ACT_UP) {
             rumor_log(RUMOR_LOG_INFO, "peer %s up at %s", id, ap->addr);
-            n->seen_dirty = true;
             continue;
         }
         if (ap->kind == RUMOR_MEMB_ACT_DOWN) {
-            n->seen_dirty = true;
             rumor_log(RUMOR_LOG_INFO, "peer %s %s", id, rumor_memb_state_name(ap->state));
             peer_t *p = node_find_peer(n, ap->key);
             if (p && ap->state != RUMOR_MEMB_ALIVE) close_peer(p);
@@ -801,16 +799,51 @@ static uint64_t site_of(const char *ip, const uint8_t lan[RUMOR_KEY_LEN])
     return (h & ~(UINT64_C(1) << 63)) | 1;
 }
 
-/* Where the message being handled came from: the IP of its connection to us, for our acks. */
-static void note_seen(rumor_node_t *n, conn_t *c)
+static bool ip_private(const char *ip);
+
+/* The IP of the connection the message being handled came in on (ip_form's form); false when
+ * it came otherwise (over our dial, through a relay). */
+static bool rx_ip(const rumor_node_t *n, char out[RUMOR_PROTO_SEEN_MAX + 1])
 {
     struct sockaddr_storage sa;
     socklen_t len = sizeof sa;
-    if (n->rx_fd < 0 || getpeername(n->rx_fd, (struct sockaddr *)&sa, &len) != 0) return;
+    if (n->rx_fd < 0 || getpeername(n->rx_fd, (struct sockaddr *)&sa, &len) != 0) return false;
     if (sa.ss_family == AF_INET)
-        c->seen_fresh = ip_form(AF_INET, (const uint8_t *)&((const struct sockaddr_in *)&sa)->sin_addr, c->seen);
-    else if (sa.ss_family == AF_INET6)
-        c->seen_fresh = ip_form(AF_INET6, ((const struct sockaddr_in6 *)&sa)->sin6_addr.s6_addr, c->seen);
+        return ip_form(AF_INET, (const uint8_t *)&((const struct sockaddr_in *)&sa)->sin_addr, out);
+    return sa.ss_family == AF_INET6 && ip_form(AF_INET6, ((const struct sockaddr_in6 *)&sa)->sin6_addr.s6_addr, out);
+}
+
+/* The host of an address "tcp://HOST:PORT" (an IPv6 one without its brackets), cut to fit. */
+static void addr_host(const char *addr, char host[RUMOR_HOST_MAX + 3])
+{
+    const char *h = strncmp(addr, "tcp://", 6) == 0 ? addr + 6 : addr, *colon = strrchr(h, ':');
+    const size_t hl = colon && colon > h ? (size_t)(colon - h) : 0;
+    snprintf(host, RUMOR_HOST_MAX + 3, "%.*s", (int)(hl < RUMOR_HOST_MAX + 2 ? hl : RUMOR_HOST_MAX + 2), h);
+    const size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') memmove(host, host + 1, n - 2), host[n - 2] = 0;
+}
+
+/* The IP of an address "tcp://IP:PORT" in ip_form's form; false when its host is no IP. */
+static bool addr_ip(const char *addr, char out[RUMOR_PROTO_SEEN_MAX + 1])
+{
+    char host[RUMOR_HOST_MAX + 3];
+    addr_host(addr, host);
+    return ip_text(host, out);
+}
+
+/* A member's message on its own connection to us (a ping or its hello): where it came from.
+ * A ping's source answers our next ack (`seen`); and a member whose connection comes from the
+ * LAN IP it advertises reached us with no NAT between: it shares our segment (its key may
+ * name our site, recount_seen). What the kernel says of a connection, no member can forge. */
+static void note_seen(rumor_node_t *n, conn_t *c, bool ping, uint64_t now)
+{
+    char ip[RUMOR_PROTO_SEEN_MAX + 1], adv[RUMOR_PROTO_SEEN_MAX + 1];
+    if (!rx_ip(n, ip)) return;
+    if (ping) {
+        memcpy(c->seen, ip, sizeof ip);
+        c->seen_fresh = true;
+    }
+    c->lan_ms = addr_ip(c->addr, adv) && ip_private(adv) && strcmp(ip, adv) == 0 ? now : 0;
 }
 
 /* Whether ip (ip_text's form) is not globally routable: private, shared (carrier-grade NAT),
@@ -837,10 +870,11 @@ static void greet_all(rumor_node_t *n);
  * two do, and more than name its own (one member cannot move it). A new one names our site in
  * every hello (members behind the same NAT share it: gossip graphs put them side by side); a
  * change of it means our address changed, and whether peers can dial us is found out anew.
- * The site also names our segment by its smallest key, ours or a member's that names our own
- * IP (it reached us with no NAT between): every member of a LAN finds the same one once they
- * have probed each other, and two LANs behind one carrier-grade NAT find different ones.
- * At most once a period (housekeeping), so a member's reports cannot make it work more. */
+ * The site also names our segment by its smallest key, ours or that of a member whose own
+ * connection to us lately came from the LAN IP it advertises (note_seen): the members of a LAN
+ * dial each other as they meet, so they find the same key from the start, and two LANs behind
+ * one carrier-grade NAT find different ones. Once a period (housekeeping), so a member's
+ * reports cannot make it work more. */
 static void recount_seen(rumor_node_t *n, uint64_t now)
 {
     char was[RUMOR_PROTO_SEEN_MAX + 1];
@@ -848,16 +882,17 @@ static void recount_seen(rumor_node_t *n, uint64_t now)
     const uint8_t *lan = rumor_secret_key_public(n->key);
     int k = 0, own = 0;
     const int nv = rumor_memb_view_count(n->memb);
+    /* A member on our segment pings us at least once in its round of the view (membership
+     * probes every member in turn): one not heard from there for four such rounds left it. */
+    const uint64_t lan_fresh = 4 * (uint64_t)(nv + 1) * n->cfg.memb.period_ms;
     for (int i = 0; i < nv && k < (int)RUMOR_ARRAY_LEN(rep); i++) {
         const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
         const conn_t *c = e ? node_find_conn(n, e->key, false, now) : NULL;
-        if (!c || !c->admitted || !c->seen_us[0]) continue;
-        if (strcmp(c->seen_us, self) == 0) {
-            own++;
-            if (memcmp(e->key, lan, RUMOR_KEY_LEN) < 0) lan = e->key;
-        } else {
-            rep[k++] = c->seen_us;
-        }
+        if (!c || !c->admitted) continue;
+        if (c->lan_ms && now - c->lan_ms <= lan_fresh && memcmp(e->key, lan, RUMOR_KEY_LEN) < 0) lan = e->key;
+        if (!c->seen_us[0]) continue;
+        if (strcmp(c->seen_us, self) == 0) own++;
+        else rep[k++] = c->seen_us;
     }
     qsort(rep, (size_t)k, sizeof *rep, str_cmp);
     const char *best = "";
@@ -901,7 +936,6 @@ static void note_seen_us(rumor_node_t *n, conn_t *c, const char *seen, uint64_t 
     if (c->seen_us[0] && now - c->seen_us_ms < n->cfg.memb.period_ms) return;
     memcpy(c->seen_us, ip, sizeof ip);
     c->seen_us_ms = now;
-    n->seen_dirty = true;
 }
 
 void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via, zmq_msg_t *rid, uint64_t now)
@@ -911,7 +945,10 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
     if (wp->type == RUMOR_MSG_HELLO) {
         node_handle_hello(n, key, rid, wp, now);
         conn_t *c = node_find_conn(n, key, false, now);
-        if (rid && c && c->admitted) node_note_rid(n, c, rid);
+        if (rid && c && c->admitted) {
+            node_note_rid(n, c, rid);
+            note_seen(n, c, false, now);
+        }
         return;
     }
     conn_t *c = node_find_conn(n, key, false, now);
@@ -943,7 +980,7 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
     if (node_memb_from_wire(mp, wp)) {
         if (wp->type == RUMOR_MSG_PING && rid) {
             n->last_pinged = now; /* (a dial reached us) */
-            note_seen(n, c);
+            note_seen(n, c, true, now);
         }
         if (wp->type == RUMOR_MSG_ACK && wp->u.ack.seen[0]) note_seen_us(n, c, wp->u.ack.seen, now);
         node_vet_entries(n, mp, now);
@@ -1154,10 +1191,7 @@ static rumor_err_t listen_and_advertise(rumor_node_t *n, char err[RUMOR_ERR_LEN]
     snprintf(bound, sizeof bound, "%.*s%s", (int)(listen_colon - cfg->listen), cfg->listen, port ? port : ":0");
     const char *adv = cfg->advertise ? cfg->advertise : bound;
     char host[RUMOR_HOST_MAX + 3];
-    const char *h = adv + 6, *colon = strrchr(adv, ':');
-    size_t hl = colon && colon > h ? (size_t)(colon - h) : 0;
-    snprintf(host, sizeof host, "%.*s", (int)(hl < sizeof host - 1 ? hl : sizeof host - 1), h);
-    if (host[0] == '[') memmove(host, host + 1, strlen(host)), host[strlen(host) - 1] = 0;
+    addr_host(adv, host);
     if (is_wildcard(host))
         return rumor_fail(err, RUMOR_EINVAL, "listening on %s, which peers cannot dial: give --advertise tcp://IP:PORT",
                           bound);
@@ -1366,8 +1400,7 @@ static void housekeeping(rumor_node_t *n, uint64_t now)
     rumor_memb_tick(n->memb, now);
     run_actions(n, now);
     node_relay_tick(n, now);
-    if (n->seen_dirty && now >= n->seen_next) {
-        n->seen_dirty = false;
+    if (now >= n->seen_next) {
         n->seen_next = now + n->cfg.memb.period_ms;
         recount_seen(n, now);
     }

@@ -240,6 +240,9 @@ typedef struct {
     bool seen_fresh;                 /* ... which our next ack to it answers (then cleared) */
     char seen_us[RUMOR_PROTO_SEEN_MAX + 1]; /* the IP it says ours came from (its acks) */
     uint64_t seen_us_ms;             /* ... since (it may change once a period) */
+    uint64_t lan_ms;                 /* when a message on its own connection last came from the
+                                        LAN IP it advertises (no NAT between: our segment); 0:
+                                        the last came from elsewhere, or none yet */
     uint64_t hello_asked_ms;         /* when we last asked it for its hello */
     uint64_t greeted_ms;             /* when we last answered its request for ours */
     bucket_t relay_inits;            /* inits it relays to us (RELAY_INITS_PER_S) */
@@ -309,8 +312,7 @@ struct rumor_node {
     char seen_as[RUMOR_PROTO_SEEN_MAX + 1]; /* the IP most members see us at, when that is not
                                                our advertised one (behind NAT); "" */
     uint64_t site;                   /* ... named for hellos (site_of); 0 with none */
-    bool seen_dirty;                 /* a member's report or the view changed: count again ... */
-    uint64_t seen_next;              /* ... at most once a period, from then */
+    uint64_t seen_next;              /* when to count members' reports again (once a period) */
     uint64_t seen_changes;           /* times seen_as changed (logged the first few) */
     uint64_t dials_given_up;         /* peers' addresses we stopped dialling (peer_path) */
     int rx_fd;                       /* the connection of the message being handled (-1: none) */
