@@ -414,7 +414,7 @@ def cgnat_run(swarm, res):
 
 
 def cgnat_check(res):
-    check("error" not in res, "cgnat: the lab and its swarm ran (%s)" % res.get("error"))
+    check("error" not in res, "cgnat: the lab and its swarm ran" + (" (%s)" % res["error"] if "error" in res else ""))
     if "error" in res:
         return
     codes, ms, last, via, sites0, n, rounds = (res[k] for k in ("codes", "ms", "last", "via", "sites0", "n", "rounds"))
