@@ -3,10 +3,14 @@ rumor binary, asking a node its status, making an admitted peer, and reading exp
 models.
 
 A test sets rumortest.RUMOR to the binary before calling run or make_peer."""
+import atexit
 import json
 import os
+import shutil
 import struct
 import subprocess
+import sys
+import tempfile
 
 RUMOR = None
 FAILS = []
@@ -16,6 +20,27 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         FAILS.append(what)
+
+
+def _note_crash(kind, value, tb):
+    FAILS.append("uncaught %s" % kind.__name__)
+    sys.__excepthook__(kind, value, tb)
+
+
+def scratch(name):
+    """A private scratch directory for a test (mode 0700: it holds secret keys and models),
+    removed when the test process ends with every check passed; after a failed check or an
+    uncaught exception it is kept, and the test says where, for a look at the nodes' logs."""
+    tmp = tempfile.mkdtemp(prefix="rumor-test-%s-" % name)
+    sys.excepthook = _note_crash
+
+    def tidy():
+        if FAILS:
+            print("(kept for inspection: %s)" % tmp, flush=True)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    atexit.register(tidy)
+    return tmp
 
 
 def run(*args):

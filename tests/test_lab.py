@@ -21,7 +21,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -37,7 +36,7 @@ class Swarm:
     """A swarm's authority and keys, made once for the whole test."""
 
     def __init__(self, n):
-        self.tmp = tempfile.mkdtemp(prefix="rumor-test-lab-")
+        self.tmp = rumortest.scratch("lab")
         self.dir = os.path.join(self.tmp, "swarm")
         assert run("swarm", "init", self.dir).returncode == 0
         self.keys = [make_peer(self.tmp, self.dir, "p%d" % i) for i in range(n)]

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import struct
-import tempfile
 import time
 
 import rumortest
@@ -114,7 +113,7 @@ def rss_kb(pid, what="VmRSS:"):
 def main():
     global RUMOR
     RUMOR = rumortest.RUMOR = os.path.abspath(sys.argv[1])
-    tmp = tempfile.mkdtemp(prefix="rumor-test-net-")
+    tmp = rumortest.scratch("net")
     swarm = os.path.join(tmp, "swarm")
     assert run("swarm", "init", swarm).returncode == 0
     keys = [make_peer(tmp, swarm, "n%d" % i) for i in range(6)]

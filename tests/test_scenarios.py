@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import rumortest
 from rumortest import FAILS, check, dist, tensors
@@ -193,7 +192,7 @@ def main():
     RUMOR, DATA = args
     shipped = sorted(f for f in os.listdir(SCEN) if f.endswith(".ini"))
     check(shipped == sorted(TESTS), "every shipped scenario has its test: %s" % sorted(set(shipped) ^ set(TESTS)))
-    tmp = tempfile.mkdtemp(prefix="rumor-test-scenarios-")
+    tmp = rumortest.scratch("scenarios")
     for name in shipped:
         if name in TESTS:
             TESTS[name](tmp)

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import rumortest
@@ -53,7 +52,7 @@ def main():
     if not args:
         return 77
     RUMOR, DATA = args
-    tmp = tempfile.mkdtemp(prefix="rumor-test-sim-")
+    tmp = rumortest.scratch("sim")
     small = ["--model", "logreg", "--limit", "4000", "--local-steps", "2", "--batch", "32", "--lr", "0.1",
              "--schedule", "constant"]
 

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import rumortest
@@ -59,7 +58,7 @@ def main():
             not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte")):
         print("skip: no dataset at " + DATA)
         return 77
-    tmp = tempfile.mkdtemp(prefix="rumor-test-train-")
+    tmp = rumortest.scratch("train")
     swarm = os.path.join(tmp, "swarm")
     assert run("swarm", "init", swarm).returncode == 0
     keys = [make_peer(tmp, swarm, "p%d" % i) for i in range(6)]
