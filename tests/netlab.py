@@ -164,6 +164,23 @@ class Lab:
             _sh("ip", "-n", self.ns(h), "link", "set", "dev", d, "up")
         return da, db
 
+    def attach(self, host, segment, addr, gateway=None):
+        """A new host plugged into segment at addr, its default route via gateway when given;
+        its interface's name."""
+        self.host(host)
+        dev = self.plug(host, segment, addr)
+        if gateway:
+            self.route(host, gateway)
+        return dev
+
+    def nat_router(self, name, up, up_addr, lan, lan_addr, gateway=None):
+        """A new router on segment up at up_addr (default route via gateway when given), with a
+        new segment lan behind it, where it is lan_addr, masqueraded (nat)."""
+        out = self.attach(name, up, up_addr, gateway)
+        self.segment(lan)
+        self.plug(name, lan, lan_addr)
+        self.nat(name, out)
+
     def route(self, host, via, dest="default"):
         _sh("ip", "-n", self.ns(host), "route", "add", dest, "via", via)
 

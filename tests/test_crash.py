@@ -17,11 +17,9 @@ import glob
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import rumortest
@@ -114,107 +112,104 @@ def main():
     seed = int(os.environ.get("RUMOR_CRASH_SEED", random.SystemRandom().randrange(1 << 30)))
     print("seed %d (RUMOR_CRASH_SEED=%d replays the kill delays)" % (seed, seed), flush=True)
     rng = random.Random(seed)
-    tmp = tempfile.mkdtemp(prefix="rumor-test-crash-")
+    tmp = rumortest.scratch("crash")
     total = 0
-    try:
-        # 1. rumor train, a checkpoint every step, killed at random. Long enough (564 steps) that
-        #    the 40 kills land before it ends however fast a machine steps (each kill waits for a
-        #    checkpoint of its own, then up to 80 ms: at 3 epochs a fast one finished after 27).
-        base = ["train", "--model", "mlp:512,256", "--data", DATA, "--limit", "6000", "--epochs", "6", "--batch", "64",
-                "--log-every", "5", "--no-eval", "--quiet", "--seed", "3"]
-        ref = os.path.join(tmp, "ref.safetensors")
-        r = subprocess.run([rumortest.RUMOR, *base, "--save", ref, "--metrics", os.path.join(tmp, "ref.jsonl")],
-                           capture_output=True, text=True, timeout=120)
-        check(r.returncode == 0, "the reference run finishes: %s" % r.stderr.strip()[-200:])
-        ck, out, met = (os.path.join(tmp, n) for n in ("ck.safetensors", "out.safetensors", "m.jsonl"))
-        # A stale temporary file from some earlier crash: the first write removes it.
-        with open(ck + ".tmp.ABCDEF", "w") as f:
-            f.write("half a checkpoint")
-        common = base + ["--checkpoint", ck, "--checkpoint-steps", "1", "--metrics", met, "--save", out]
-        total += kill_loop(common, common + ["--resume", ck], ck, [ck, out], rng, 40, 0.0, 0.08, "train")
-        r = subprocess.run([rumortest.RUMOR, *common, "--resume", ck], capture_output=True, text=True, timeout=120)
-        check(r.returncode == 0, "train: the last resume finishes: %s" % r.stderr.strip()[-200:])
-        same = os.path.exists(out) and open(out, "rb").read() == open(ref, "rb").read()
-        check(same, "train: the resumed model is byte-identical to the run never stopped")
-        a = metric_lines(os.path.join(tmp, "ref.jsonl"))
-        b = metric_lines(met) if os.path.exists(met) else []
-        diff = [(x, y) for x, y in zip(a, b) if x != y][:1]
-        check(a == b, "train: --metrics appended exactly (%d lines, %d expected; first difference %s)"
-              % (len(b), len(a), diff))
-        check(not temps(ck) and not temps(out), "train: no temporary file is left at the end")
+    # 1. rumor train, a checkpoint every step, killed at random. Long enough (564 steps) that
+    #    the 40 kills land before it ends however fast a machine steps (each kill waits for a
+    #    checkpoint of its own, then up to 80 ms: at 3 epochs a fast one finished after 27).
+    base = ["train", "--model", "mlp:512,256", "--data", DATA, "--limit", "6000", "--epochs", "6", "--batch", "64",
+            "--log-every", "5", "--no-eval", "--quiet", "--seed", "3"]
+    ref = os.path.join(tmp, "ref.safetensors")
+    r = subprocess.run([rumortest.RUMOR, *base, "--save", ref, "--metrics", os.path.join(tmp, "ref.jsonl")],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "the reference run finishes: %s" % r.stderr.strip()[-200:])
+    ck, out, met = (os.path.join(tmp, n) for n in ("ck.safetensors", "out.safetensors", "m.jsonl"))
+    # A stale temporary file from some earlier crash: the first write removes it.
+    with open(ck + ".tmp.ABCDEF", "w") as f:
+        f.write("half a checkpoint")
+    common = base + ["--checkpoint", ck, "--checkpoint-steps", "1", "--metrics", met, "--save", out]
+    total += kill_loop(common, common + ["--resume", ck], ck, [ck, out], rng, 40, 0.0, 0.08, "train")
+    r = subprocess.run([rumortest.RUMOR, *common, "--resume", ck], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "train: the last resume finishes: %s" % r.stderr.strip()[-200:])
+    same = os.path.exists(out) and open(out, "rb").read() == open(ref, "rb").read()
+    check(same, "train: the resumed model is byte-identical to the run never stopped")
+    a = metric_lines(os.path.join(tmp, "ref.jsonl"))
+    b = metric_lines(met) if os.path.exists(met) else []
+    diff = [(x, y) for x, y in zip(a, b) if x != y][:1]
+    check(a == b, "train: --metrics appended exactly (%d lines, %d expected; first difference %s)"
+          % (len(b), len(a), diff))
+    check(not temps(ck) and not temps(out), "train: no temporary file is left at the end")
 
-        # 1b. The same with Ctrl-C: SIGINT writes a checkpoint and exits 130; --resume ends
-        #     byte-identical (a resume that started from scratch, or from the wrong step, would not).
-        for f in (ck, out, met):
-            if os.path.exists(f):
-                os.unlink(f)
-        p = start(common)
-        wait_write(p, ck, None)
-        time.sleep(rng.uniform(0.0, 0.3))
-        p.send_signal(signal.SIGINT)
+    # 1b. The same with Ctrl-C: SIGINT writes a checkpoint and exits 130; --resume ends
+    #     byte-identical (a resume that started from scratch, or from the wrong step, would not).
+    for f in (ck, out, met):
+        if os.path.exists(f):
+            os.unlink(f)
+    p = start(common)
+    wait_write(p, ck, None)
+    time.sleep(rng.uniform(0.0, 0.3))
+    p.send_signal(signal.SIGINT)
+    rc = p.wait(timeout=30)
+    p.stderr.close()
+    check(rc == 130 and header_ok(ck), "train: SIGINT stops it with exit 130 and a whole checkpoint (%s)" % rc)
+    r = subprocess.run([rumortest.RUMOR, *common, "--resume", ck], capture_output=True, text=True, timeout=120)
+    same = r.returncode == 0 and os.path.exists(out) and open(out, "rb").read() == open(ref, "rb").read()
+    check(same and metric_lines(met) == a, "train: resumed after SIGINT, byte-identical, metrics exact (%s)"
+          % r.stderr.strip()[-200:])
+
+    # 2. A training rumor node, a checkpoint every round, killed at random.
+    swarm = os.path.join(tmp, "swarm")
+    assert run("swarm", "init", swarm).returncode == 0
+    key = make_peer(tmp, swarm, "solo")
+    node = ["node", "--key", key + ".key", "--cert", key + ".cert", "--swarm", os.path.join(swarm, "authority.pub"),
+            "--listen", "tcp://127.0.0.1:0", "--linger", "0", "--data", DATA, "--limit", "3000", "--model", "mlp:512,256",
+            "--local-steps", "2", "--checkpoint-every", "1", "--eval-every", "1000"]
+    rd = os.path.join(tmp, "node")
+    rounds = 600  # enough that the kills below never see the run end (a fast machine included)
+    args = node + ["--rounds", str(rounds), "--run-dir", rd]
+    nck = os.path.join(rd, "checkpoint.safetensors")
+    total += kill_loop(args, args + ["--resume"], nck, [nck, os.path.join(rd, "model.safetensors")], rng, 12, 0.0,
+                       0.2, "node")
+    # The last resume, unless a kill came after the run's very last checkpoint (it is done then,
+    # and a resume is refused as such).
+    if (metric_lines(os.path.join(rd, "metrics.jsonl")) or [{}])[-1].get("round") != rounds:
+        r = subprocess.run([rumortest.RUMOR, *args, "--resume"], capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, "node: the last resume finishes: %s" % r.stderr.strip()[-200:])
+    last = metric_lines(os.path.join(rd, "metrics.jsonl"))[-1]
+    check(last.get("round") == rounds and loads(os.path.join(rd, "model.safetensors")),
+          "node: it reaches round %d and its model loads (%s)" % (rounds, last.get("round")))
+
+    # 3. A DP node: SIGINT, then SIGKILL, each followed by --resume; its epsilon is the
+    #    accountant's for all the steps it took.
+    rd = os.path.join(tmp, "dp")
+    args = node[:node.index("--model")] + ["--model", "logreg", "--local-steps", "2", "--checkpoint-every", "1",
+                                           "--eval-every", "1000", "--dp", "clip=1,noise=1.1", "--rounds", "300",
+                                           "--run-dir", rd]
+    dck = os.path.join(rd, "checkpoint.safetensors")
+    for sig, resume in ((signal.SIGINT, False), (signal.SIGKILL, True)):
+        before = os.stat(dck).st_mtime_ns if os.path.exists(dck) else None
+        p = start(args + (["--resume"] if resume else []))
+        wait_write(p, dck, before)
+        time.sleep(0.1)
+        p.send_signal(sig)
         rc = p.wait(timeout=30)
         p.stderr.close()
-        check(rc == 130 and header_ok(ck), "train: SIGINT stops it with exit 130 and a whole checkpoint (%s)" % rc)
-        r = subprocess.run([rumortest.RUMOR, *common, "--resume", ck], capture_output=True, text=True, timeout=120)
-        same = r.returncode == 0 and os.path.exists(out) and open(out, "rb").read() == open(ref, "rb").read()
-        check(same and metric_lines(met) == a, "train: resumed after SIGINT, byte-identical, metrics exact (%s)"
-              % r.stderr.strip()[-200:])
-
-        # 2. A training rumor node, a checkpoint every round, killed at random.
-        swarm = os.path.join(tmp, "swarm")
-        assert run("swarm", "init", swarm).returncode == 0
-        key = make_peer(tmp, swarm, "solo")
-        node = ["node", "--key", key + ".key", "--cert", key + ".cert", "--swarm", os.path.join(swarm, "authority.pub"),
-                "--listen", "tcp://127.0.0.1:0", "--linger", "0", "--data", DATA, "--limit", "3000", "--model", "mlp:512,256",
-                "--local-steps", "2", "--checkpoint-every", "1", "--eval-every", "1000"]
-        rd = os.path.join(tmp, "node")
-        rounds = 600  # enough that the kills below never see the run end (a fast machine included)
-        args = node + ["--rounds", str(rounds), "--run-dir", rd]
-        nck = os.path.join(rd, "checkpoint.safetensors")
-        total += kill_loop(args, args + ["--resume"], nck, [nck, os.path.join(rd, "model.safetensors")], rng, 12, 0.0,
-                           0.2, "node")
-        # The last resume, unless a kill came after the run's very last checkpoint (it is done then,
-        # and a resume is refused as such).
-        if (metric_lines(os.path.join(rd, "metrics.jsonl")) or [{}])[-1].get("round") != rounds:
-            r = subprocess.run([rumortest.RUMOR, *args, "--resume"], capture_output=True, text=True, timeout=120)
-            check(r.returncode == 0, "node: the last resume finishes: %s" % r.stderr.strip()[-200:])
-        last = metric_lines(os.path.join(rd, "metrics.jsonl"))[-1]
-        check(last.get("round") == rounds and loads(os.path.join(rd, "model.safetensors")),
-              "node: it reaches round %d and its model loads (%s)" % (rounds, last.get("round")))
-
-        # 3. A DP node: SIGINT, then SIGKILL, each followed by --resume; its epsilon is the
-        #    accountant's for all the steps it took.
-        rd = os.path.join(tmp, "dp")
-        args = node[:node.index("--model")] + ["--model", "logreg", "--local-steps", "2", "--checkpoint-every", "1",
-                                               "--eval-every", "1000", "--dp", "clip=1,noise=1.1", "--rounds", "300",
-                                               "--run-dir", rd]
-        dck = os.path.join(rd, "checkpoint.safetensors")
-        for sig, resume in ((signal.SIGINT, False), (signal.SIGKILL, True)):
-            before = os.stat(dck).st_mtime_ns if os.path.exists(dck) else None
-            p = start(args + (["--resume"] if resume else []))
-            wait_write(p, dck, before)
-            time.sleep(0.1)
-            p.send_signal(sig)
-            rc = p.wait(timeout=30)
-            p.stderr.close()
-            if sig == signal.SIGINT:
-                check(rc == 130, "dp node: SIGINT stops it with exit 130 (%s)" % rc)
-            total += sig == signal.SIGKILL
-            check(header_ok(os.path.join(rd, "checkpoint.safetensors")), "dp node: a whole checkpoint after %s"
-                  % signal.Signals(sig).name)
-        r = subprocess.run([rumortest.RUMOR, *args, "--resume"], capture_output=True, text=True, timeout=120)
-        check(r.returncode == 0, "dp node: the last resume finishes: %s" % r.stderr.strip()[-200:])
-        lines = metric_lines(os.path.join(rd, "metrics.jsonl"))
-        steps, eps = lines[-1].get("step"), lines[-1].get("epsilon")
-        acc = run("privacy", "--sample-rate", repr(64 / 3000), "--noise", "1.1", "--steps", str(steps),
-                  "--delta", "1e-5", "--json")
-        want = json.loads(acc.stdout)["epsilon"] if acc.returncode == 0 else None
-        # (Steps a kill interrupted are done again after the resume: at least 600 in all.)
-        check(lines[-1].get("round") == 300 and steps >= 600 and want is not None and abs(eps - want) < 1e-4 * want,
-              "dp node: epsilon %s after %s steps over the stops, the accountant says %s" % (eps, steps, want))
-        check(total >= 50, "%d kills in all" % total)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if sig == signal.SIGINT:
+            check(rc == 130, "dp node: SIGINT stops it with exit 130 (%s)" % rc)
+        total += sig == signal.SIGKILL
+        check(header_ok(os.path.join(rd, "checkpoint.safetensors")), "dp node: a whole checkpoint after %s"
+              % signal.Signals(sig).name)
+    r = subprocess.run([rumortest.RUMOR, *args, "--resume"], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "dp node: the last resume finishes: %s" % r.stderr.strip()[-200:])
+    lines = metric_lines(os.path.join(rd, "metrics.jsonl"))
+    steps, eps = lines[-1].get("step"), lines[-1].get("epsilon")
+    acc = run("privacy", "--sample-rate", repr(64 / 3000), "--noise", "1.1", "--steps", str(steps),
+              "--delta", "1e-5", "--json")
+    want = json.loads(acc.stdout)["epsilon"] if acc.returncode == 0 else None
+    # (Steps a kill interrupted are done again after the resume: at least 600 in all.)
+    check(lines[-1].get("round") == 300 and steps >= 600 and want is not None and abs(eps - want) < 1e-4 * want,
+          "dp node: epsilon %s after %s steps over the stops, the accountant says %s" % (eps, steps, want))
+    check(total >= 50, "%d kills in all" % total)
     print("%d failed" % len(FAILS))
     return 1 if FAILS else 0
 

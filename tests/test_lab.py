@@ -78,6 +78,15 @@ def start_swarm(swarm, lab, hosts, listens, extra, name, linger=0):
     return procs, dirs, ctls
 
 
+def note_via(sts, keys, pairs, via):
+    """From the nodes' statuses sts: how node a reaches node b (direct, outbound, relay), for
+    each pair (a, b) where a's view holds b alive and reached, into via[(a, b)]."""
+    for a, b in pairs:
+        for v in (sts[a] or {}).get("view", []):
+            if v["key"] == keys[b] and v["state"] == "alive" and v.get("via", "none") not in ("none", "dialling"):
+                via[(a, b)] = v["via"].split(":")[0]
+
+
 def metrics(run_dir):
     try:
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
@@ -213,21 +222,14 @@ def nat_lab(lab, hosts):
     masquerade their LANs (hosts behind them cannot be dialled from outside); hosts[1:] behind
     r1, r1, r2. Each host's listen address."""
     lab.segment("wan")
-    lab.host(hosts[0])
-    lab.plug(hosts[0], "wan", "10.0.0.10/24")
+    lab.attach(hosts[0], "wan", "10.0.0.10/24")
     listens = ["tcp://10.0.0.10:7000"]
-    for r, net in (("r1", "192.168.1"), ("r2", "192.168.2")):
-        lab.segment("lan" + r[1])
-        lab.host(r)
-        out = lab.plug(r, "wan", "10.0.0.%s/24" % r[1])
-        lab.plug(r, "lan" + r[1], net + ".1/24")
-        lab.nat(r, out)
+    for r in ("1", "2"):
+        lab.nat_router("r" + r, "wan", "10.0.0.%s/24" % r, "lan" + r, "192.168.%s.1/24" % r)
     for i, h in enumerate(hosts[1:]):
         r = ("1", "1", "2")[i]
-        lab.host(h)
         ip = "192.168.%s.%d" % (r, 10 + i)
-        lab.plug(h, "lan" + r, ip + "/24")
-        lab.route(h, "192.168.%s.1" % r)
+        lab.attach(h, "lan" + r, ip + "/24", "192.168.%s.1" % r)
         listens.append("tcp://%s:7000" % ip)
     return listens
 
@@ -283,11 +285,7 @@ def nat(swarm):
                 for v in (sts[0] or {}).get("view", []):  # the sites the public peer's view holds, while it does
                     if v.get("site"):
                         sites0[v["key"]] = v["site"]
-                for a_, b_ in PAIRS:
-                    for v in (sts[a_] or {}).get("view", []):
-                        if v["key"] == keys[b_] and v.get("via", "none") not in ("none", "dialling") and \
-                                v["state"] == "alive":
-                            via[(a_, b_)] = v["via"].split(":")[0]
+                note_via(sts, keys, PAIRS, via)
                 time.sleep(0.1)
             codes = wait_all(procs, 60)
             results[where] = (codes, [metrics(d) for d in dirs], joined, via, last, sites0)
@@ -365,26 +363,14 @@ def cgnat_run(swarm, res):
     lab = netlab.Lab()
     try:
         lab.segment("wan")
-        lab.host("pub")
-        lab.plug("pub", "wan", "10.0.0.10/24")
+        lab.attach("pub", "wan", "10.0.0.10/24")
         listens = ["tcp://10.0.0.10:7000"]
-        lab.host("cg")
-        out = lab.plug("cg", "wan", "10.0.0.1/24")
-        lab.segment("isp")
-        lab.plug("cg", "isp", "100.64.0.1/24")
-        lab.nat("cg", out)
-        for j, r in enumerate(("ha", "hb")):
-            lab.host(r)
-            out = lab.plug(r, "isp", "100.64.0.%d/24" % (2 + j))
-            lab.route(r, "100.64.0.1")
-            lab.segment("lan" + r)
-            lab.plug(r, "lan" + r, "192.168.1.1/24")  # (both homes one subnet, as with one router brand)
-            lab.nat(r, out)
+        lab.nat_router("cg", "wan", "10.0.0.1/24", "isp", "100.64.0.1/24")
+        for j, r in enumerate(("ha", "hb")):  # (both homes one subnet, as with one router brand)
+            lab.nat_router(r, "isp", "100.64.0.%d/24" % (2 + j), "lan" + r, "192.168.1.1/24", "100.64.0.1")
         for i, h in enumerate(hosts[1:]):
-            lab.host(h)
             ip = "192.168.1.%d" % (10 + i % 2)  # (and the same addresses: a1 and b1, a2 and b2)
-            lab.plug(h, "lan" + ("ha", "ha", "hb", "hb")[i], ip + "/24")
-            lab.route(h, "192.168.1.1")
+            lab.attach(h, "lan" + ("ha", "ha", "hb", "hb")[i], ip + "/24", "192.168.1.1")
             listens.append("tcp://%s:7000" % ip)
         # (linger: the public peer relays and names the provider's address until all are done)
         procs, dirs, ctls = start_swarm(swarm, lab, hosts, listens, extra, "cgnat", linger=1)
@@ -398,11 +384,7 @@ def cgnat_run(swarm, res):
             if all(st and sum(v["state"] == "alive" for v in st.get("view", [])) == n - 1 for st in sts):
                 last = sts
                 sites0 = {v["key"]: v.get("site") for v in sts[0]["view"]}
-            for a_, b_ in ((1, 2), (3, 4), (1, 3), (2, 4)):
-                for v in (sts[a_] or {}).get("view", []):
-                    if v["key"] == keys[b_] and v["state"] == "alive" and v.get("via", "none") not in ("none",
-                                                                                                   "dialling"):
-                        via[(a_, b_)] = v["via"].split(":")[0]
+            note_via(sts, keys, ((1, 2), (3, 4), (1, 3), (2, 4)), via)
             time.sleep(0.1)
         res.update(codes=wait_all(procs, 10), ms=[metrics(d) for d in dirs], last=last, via=via, sites0=sites0, n=n,
                    rounds=rounds)
@@ -442,11 +424,11 @@ def cgnat_check(res):
           "and their hellos tell the members (the public peer's view: %s)" % sorted(sites0.values()))
     check(via.get((1, 2)) == via.get((3, 4)) == "direct" and via.get((1, 3)) == via.get((2, 4)) == "relay",
           "a LAN's members reach each other directly, the other LAN's through the public peer (%s)" % via)
+    if not ran:
+        return
     # Models sent through a relay in the run's second half, by all peers (the metrics' line k is
     # round k's): one relayed edge is two models a round, one each way. A send is counted when
     # it completes, a round or so after it began.
-    if not ran:
-        return
     half = rounds // 2
     relayed = sum(m[-1].get("relayed", 0) - m[half].get("relayed", 0) for m in ms if len(m) > rounds)
     print("cgnat: %d models relayed in rounds %d..%d (in all, by peer: %s; one relayed edge: %d)" % (
@@ -566,9 +548,8 @@ def partition(swarm):
         hosts, listens = [], []
         for i in range(n):
             side, net = ("a", "10.1.0") if i < n // 2 else ("b", "10.2.0")
-            h = lab.host("%s%d" % (side, i))
-            lab.plug(h, "s" + side, "%s.%d/24" % (net, 10 + i))
-            lab.route(h, net + ".1")
+            h = "%s%d" % (side, i)
+            lab.attach(h, "s" + side, "%s.%d/24" % (net, 10 + i), net + ".1")
             hosts.append(h)
             listens.append("tcp://%s.%d:7000" % (net, 10 + i))
         procs, dirs, ctls = start_swarm(swarm, lab, hosts, listens, extra, "part")

@@ -19,7 +19,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 import rumortest
 from rumortest import check
@@ -159,12 +158,9 @@ def main():
     if not rumortest.has_dataset(data):
         print("skip: no dataset at %s" % data)
         return 77
-    tmp = tempfile.mkdtemp(prefix="rumor-test-resume-")
-    try:
-        train_part(tmp, data)
-        node_part(tmp, data)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    tmp = rumortest.scratch("resume")
+    train_part(tmp, data)
+    node_part(tmp, data)
     print("%d failed" % len(rumortest.FAILS))
     return 1 if rumortest.FAILS else 0
 

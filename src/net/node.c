@@ -799,7 +799,19 @@ static uint64_t site_of(const char *ip, const uint8_t lan[RUMOR_KEY_LEN])
     return (h & ~(UINT64_C(1) << 63)) | 1;
 }
 
-static bool ip_private(const char *ip);
+/* Whether ip (ip_text's form) is not globally routable: private, shared (carrier-grade NAT),
+ * loopback or link-local IPv4; unique-local, link-local or loopback IPv6. A node there is
+ * likely behind NAT, and its LAN's members dialling it say nothing of how others see it. */
+static bool ip_private(const char *ip)
+{
+    uint8_t b[16];
+    if (inet_pton(AF_INET, ip, b) == 1)
+        return b[0] == 10 || b[0] == 127 || (b[0] == 172 && (b[1] & 0xf0) == 16) || (b[0] == 192 && b[1] == 168) ||
+               (b[0] == 100 && (b[1] & 0xc0) == 64) || (b[0] == 169 && b[1] == 254);
+    if (inet_pton(AF_INET6, ip, b) != 1) return false;
+    static const uint8_t loop[16] = {[15] = 1};
+    return (b[0] & 0xfe) == 0xfc || (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || memcmp(b, loop, 16) == 0;
+}
 
 /* The IP of the connection the message being handled came in on (ip_form's form); false when
  * it came otherwise (over our dial, through a relay). */
@@ -846,19 +858,6 @@ static void note_seen(rumor_node_t *n, conn_t *c, bool ping, uint64_t now)
     c->lan_ms = addr_ip(c->addr, adv) && ip_private(adv) && strcmp(ip, adv) == 0 ? now : 0;
 }
 
-/* Whether ip (ip_text's form) is not globally routable: private, shared (carrier-grade NAT),
- * loopback or link-local IPv4; unique-local, link-local or loopback IPv6. A node there is
- * likely behind NAT, and its LAN's members dialling it say nothing of how others see it. */
-static bool ip_private(const char *ip)
-{
-    uint8_t b[16];
-    if (inet_pton(AF_INET, ip, b) == 1)
-        return b[0] == 10 || b[0] == 127 || (b[0] == 172 && (b[1] & 0xf0) == 16) || (b[0] == 192 && b[1] == 168) ||
-               (b[0] == 100 && (b[1] & 0xc0) == 64) || (b[0] == 169 && b[1] == 254);
-    if (inet_pton(AF_INET6, ip, b) != 1) return false;
-    static const uint8_t loop[16] = {[15] = 1};
-    return (b[0] & 0xfe) == 0xfc || (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || memcmp(b, loop, 16) == 0;
-}
 
 static int str_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
@@ -904,27 +903,25 @@ static void recount_seen(rumor_node_t *n, uint64_t now)
     }
     if (!(best_k >= 1 && (ip_private(self) || (best_k >= 2 && best_k > own)))) best = "";
     const uint64_t site = best[0] ? site_of(best, lan) : 0;
-    if (strcmp(best, n->seen_as) == 0) {
-        if (site == n->site) return;
-        n->site = site; /* (the same address; who shares our segment changed) */
-        greet_all(n);
-        return;
+    if (strcmp(best, n->seen_as) != 0) {
+        memcpy(was, n->seen_as, sizeof was);
+        snprintf(n->seen_as, sizeof n->seen_as, "%s", best);
+        const bool log = ++n->seen_changes <= 10;
+        if (was[0]) {
+            if (log)
+                rumor_log(RUMOR_LOG_INFO, "peers now see this node at %s (was %s): its address changed; finding out "
+                          "again whether peers can dial it%s", best[0] ? best : self, was,
+                          n->seen_changes == 10 ? " (further changes are only counted)" : "");
+            n->last_pinged = 0;
+            n->joined_at = now;
+        } else if (log) {
+            rumor_log(RUMOR_LOG_INFO, "peers see this node at %s, not at its address %s: it is behind NAT, and the "
+                      "gossip graph puts it beside members it reaches directly", best, self);
+        }
+    } else if (site == n->site) {
+        return; /* (else the same address, and who shares our segment changed) */
     }
-    memcpy(was, n->seen_as, sizeof was);
-    snprintf(n->seen_as, sizeof n->seen_as, "%s", best);
     n->site = site;
-    const bool log = ++n->seen_changes <= 10;
-    if (was[0]) {
-        if (log)
-            rumor_log(RUMOR_LOG_INFO, "peers now see this node at %s (was %s): its address changed; finding out "
-                      "again whether peers can dial it%s", best[0] ? best : self, was,
-                      n->seen_changes == 10 ? " (further changes are only counted)" : "");
-        n->last_pinged = 0;
-        n->joined_at = now;
-    } else if (log) {
-        rumor_log(RUMOR_LOG_INFO, "peers see this node at %s, not at its address %s: it is behind NAT, and the gossip "
-                  "graph puts it beside members it reaches directly", best, self);
-    }
     greet_all(n); /* (our hello names the site) */
 }
 
