@@ -440,6 +440,14 @@ void rumor_gossip_set_view_reach(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_
     for (size_t i = 0; i < n; i++)
         if (u == 0 || memcmp(g->view[u - 1].key, g->view[i].key, RUMOR_KEY_LEN) != 0) g->view[u++] = g->view[i];
     g->view_count = u;
+    uint64_t h = rumor_fnv1a(UINT64_C(0xcbf29ce484222325), &self_reach, sizeof self_reach);
+    for (size_t i = 0; i < u; i++) {
+        h = rumor_fnv1a(h, g->view[i].key, RUMOR_KEY_LEN);
+        h = rumor_fnv1a(h, &g->view[i].boot, sizeof g->view[i].boot);
+        h = rumor_fnv1a(h, &g->view[i].reach, sizeof g->view[i].reach);
+    }
+    if (h != g->view_hash || g->view_gen == 0) g->view_gen++; /* (round_ready looks at the graph again) */
+    g->view_hash = h;
 }
 
 /* ---- the deadline ---- */
@@ -726,6 +734,31 @@ pending_t *gsp_push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], do
 }
 
 
+/* The members: the view and this peer, numbered by sorted key; those that cannot be dialled
+ * moved to where the graph joins them least to each other (arrange). Their count, and ours in
+ * *me. */
+static size_t gather_members(rumor_gossip_t *g, size_t *me)
+{
+    size_t n = 0;
+    bool placed = false;
+    for (size_t i = 0; i <= g->view_count; i++) {
+        if (!placed && (i == g->view_count || memcmp(g->cfg.self, g->view[i].key, RUMOR_KEY_LEN) < 0)) {
+            *me = n;
+            g->member_boot[n] = g->cfg.boot;
+            g->member_reach[n] = g->self_reach;
+            memcpy(g->members[n++], g->cfg.self, RUMOR_KEY_LEN);
+            placed = true;
+        }
+        if (i < g->view_count) {
+            g->member_boot[n] = g->view[i].boot;
+            g->member_reach[n] = g->view[i].reach;
+            memcpy(g->members[n++], g->view[i].key, RUMOR_KEY_LEN);
+        }
+    }
+    arrange(g, n, me);
+    return n;
+}
+
 /* Start round g->round from x: snapshot, own share, sends. */
 static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
 {
@@ -744,25 +777,8 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     g->cur_snap = sb;
     g->have_snap = true; /* own_rms is this snapshot's (snap_copy) */
 
-    /* Members: the view and this peer, numbered by sorted key; those that cannot be dialled
-     * moved to where the graph joins them least to each other (arrange). */
-    size_t n = 0, me = 0;
-    bool placed = false;
-    for (size_t i = 0; i <= g->view_count; i++) {
-        if (!placed && (i == g->view_count || memcmp(g->cfg.self, g->view[i].key, RUMOR_KEY_LEN) < 0)) {
-            me = n;
-            g->member_boot[n] = g->cfg.boot;
-            g->member_reach[n] = g->self_reach;
-            memcpy(g->members[n++], g->cfg.self, RUMOR_KEY_LEN);
-            placed = true;
-        }
-        if (i < g->view_count) {
-            g->member_boot[n] = g->view[i].boot;
-            g->member_reach[n] = g->view[i].reach;
-            memcpy(g->members[n++], g->view[i].key, RUMOR_KEY_LEN);
-        }
-    }
-    arrange(g, n, &me);
+    size_t me = 0;
+    const size_t n = gather_members(g, &me);
     slot_t *s = gsp_slot_for(g, g->round); /* never NULL: finishing freed every slot of an older round */
     double self_w = 1.0;
     const uint32_t *out = NULL, *in = NULL;
@@ -787,6 +803,8 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
         if (!rule->waits_for || rule->waits_for(g, g->members[in[k]]))
             memcpy(s->expected[n_exp++], g->members[in[k]], RUMOR_KEY_LEN);
     s->n_expected = n_exp;
+    for (int i = 0; i < n_exp; i++) s->still[i] = true;
+    s->in_gen = g->view_gen;
     rule->begin(g, s, &(gsp_round_t){.n = n, .me = me, .n_out = n_out, .n_in = n_in, .in = in, .has_in = has_in}, sb);
     g->st.last_out = (int)n_out;
     g->st.last_in = s->n_expected;
@@ -815,10 +833,26 @@ static bool moved_on(rumor_gossip_t *g, const slot_t *s, const uint8_t key[RUMOR
     return false;
 }
 
-/* Whether key is in the view (sorted by key). */
-static bool in_view(const rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN])
+/* Whether each of slot s's expected senders still sends to us in its round under the graph
+ * of the view as it stands now (s->still), looked at again when the view changed: one that
+ * left the view (it finished, left, or was found dead) sends nothing more, and a member that
+ * joined, left, or whose reach class became known moves others in the graph, so that some
+ * send to another now. Such a sender is not waited for (what it sends still counts if it
+ * comes). */
+static void recheck_in(rumor_gossip_t *g, slot_t *s)
 {
-    return g->view_count && bsearch(key, g->view, g->view_count, sizeof *g->view, key_cmp) != NULL;
+    if (s->in_gen == g->view_gen) return;
+    s->in_gen = g->view_gen;
+    size_t me = 0, n_in = 0;
+    const size_t n = gather_members(g, &me);
+    const uint32_t *in = NULL;
+    char terr[RUMOR_ERR_LEN];
+    if (n < 2 || rumor_topology_in(g->topo, n, s->round, me, &in, &n_in, terr) != RUMOR_OK) n_in = 0;
+    for (int i = 0; i < s->n_expected; i++) {
+        bool found = false;
+        for (size_t k = 0; k < n_in && !found; k++) found = memcmp(g->members[in[k]], s->expected[i], RUMOR_KEY_LEN) == 0;
+        s->still[i] = found;
+    }
 }
 
 static bool round_ready(rumor_gossip_t *g, uint64_t now)
@@ -835,12 +869,12 @@ static bool round_ready(rumor_gossip_t *g, uint64_t now)
     if (g->ahead >= g->round + SLOTS) return true; /* the neighbours have moved on */
     slot_t *s = slot_find(g, g->round);
     if (!s || now >= s->started + g->wait_ms) return true;
-    /* A neighbour that left the view since the round began (it finished, left, or was found
-     * dead) sends nothing more: it is not waited for. Nor is one whose model of a later round
-     * came: a sender's messages arrive in order, so the rest of this round's was lost. */
+    /* Not waited for: a neighbour the graph no longer joins to us (recheck_in), nor one whose
+     * model of a later round came (a sender's messages arrive in order, so the rest of this
+     * round's was lost). */
+    recheck_in(g, s);
     for (int i = 0; i < s->n_expected; i++)
-        if (!expected_done(g, s, s->expected[i]) && in_view(g, s->expected[i]) && !moved_on(g, s, s->expected[i]))
-            return false;
+        if (s->still[i] && !expected_done(g, s, s->expected[i]) && !moved_on(g, s, s->expected[i])) return false;
     return true;
 }
 
@@ -918,7 +952,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
     int peers = 0, missing = 0;
     for (int i = 0; i < s->n_senders; i++) peers += s->senders[i].got > 0;
     g->quiet = peers > 0 ? 0 : g->quiet + 1;
-    for (int i = 0; i < s->n_expected; i++) missing += !expected_done(g, s, s->expected[i]);
+    for (int i = 0; i < s->n_expected; i++) missing += s->still[i] && !expected_done(g, s, s->expected[i]);
     if (g->rule->after) g->rule->after(g, s);
     g->st.consensus = sqrt(cons);
     g->st.last_peers = peers;

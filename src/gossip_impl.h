@@ -64,9 +64,13 @@ typedef struct {
     double *cd2;      /* robust: RUMOR_GOSSIP_MAX_SENDERS * chunk_count distances */
     float *tbuf;      /* trim: RUMOR_GOSSIP_TRIM_SENDERS models, as they arrived */
     int n_trim;
-    /* dpsgd, diloco: the in-neighbours this round waits for */
+    /* dpsgd, diloco: the in-neighbours this round waits for (fixed at its start: secure
+     * mixing's masks and choco's mix are theirs), and whether each still sends to us under
+     * the graph of the view as it stands now (round_ready), as of view generation in_gen */
     uint8_t (*expected)[RUMOR_KEY_LEN];
     int n_expected;
+    bool still[RUMOR_GOSSIP_MAX_SENDERS];
+    uint64_t in_gen;
     /* secure mixing: masked words summed mod 2^32, senders and their shares per chunk */
     uint32_t *macc;   /* vec */
     uint32_t *mcount; /* chunk_count */
@@ -176,6 +180,7 @@ struct rumor_gossip {
     /* view */
     view_entry_t *view;
     size_t view_count;
+    uint64_t view_hash, view_gen;  /* what set_view_reach was last given, and how often it changed */
     uint8_t (*members)[RUMOR_KEY_LEN];
     uint64_t *member_boot;         /* each member's run id as this peer knows it (0: unknown) */
     uint64_t self_reach;           /* this peer's reach class (0: anyone can dial it) */

@@ -207,6 +207,48 @@ static void test_dead_peer(void)
     swarm_fini(&s);
 }
 
+/* ---- the graph moves during a round ---- */
+
+/* A member that joins while a round is in flight moves the ring: the neighbour it comes in
+ * beside now sends to it, not to us, and the round does not wait for that one (before, it
+ * waited out the round timeout: peers that began the round later, on the new view, never
+ * send to us). What the others send under the new ring finishes the round at once. */
+static void test_graph_moves(void)
+{
+    const int n = 5;
+    swarm_t s;
+    swarm_init(&s, n, "ring", "dpsgd", 16, 16, 5, 10000);
+    /* Peer 0 begins round 0 before peer 4 is in its view: ring 0-1-2-3, it waits for 1 and 3. */
+    rumor_gossip_set_view(s.g[0], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, 4);
+    const uint64_t now = 1000;
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], now) == RUMOR_GOSSIP_WAIT);
+    drain(&s, 0, now);
+    /* Peer 4 is in every view now (ring 0-1-2-3-4): the others begin on it, and 3 sends to 2
+     * and 4, not to 0; 4 sends to 0. */
+    rumor_gossip_set_view(s.g[0], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, (size_t)n);
+    for (int spin = 0; spin < 4; spin++)
+        for (int i = 1; i < n; i++)
+            if (rumor_gossip_round(s.g[i]) == 0) {
+                (void)rumor_gossip_step(s.g[i], s.x[i], now);
+                drain(&s, i, now);
+            }
+    /* 4 waits for 0, which sent to 1 and 3: nothing tells it yet that nothing comes. */
+    CHECK(rumor_gossip_round(s.g[1]) == 1 && rumor_gossip_round(s.g[2]) == 1 && rumor_gossip_round(s.g[3]) == 1);
+    CHECK(rumor_gossip_round(s.g[4]) == 0);
+    CHECK_MSG(rumor_gossip_step(s.g[0], s.x[0], now) == RUMOR_GOSSIP_DONE,
+              "a round waits for a neighbour the graph moved away");
+    rumor_gossip_stats_t st;
+    rumor_gossip_stats(s.g[0], &st);
+    CHECK_MSG(st.round == 1 && st.last_missing == 0 && st.last_peers == 2, "round %llu, missing %d, peers %d",
+              (unsigned long long)st.round, st.last_missing, st.last_peers);
+    CHECK(st.models_in == 2); /* 1's and 4's (3's model of round 0 went to its new neighbours) */
+    /* 0's next round, on the new ring, goes to 1 and 4: 4 sees that 0 moved on, and is done. */
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], now) == RUMOR_GOSSIP_WAIT);
+    drain(&s, 0, now);
+    CHECK(rumor_gossip_step(s.g[4], s.x[4], now) == RUMOR_GOSSIP_DONE);
+    swarm_fini(&s);
+}
+
 /* ---- known answers and rejections on three peers ---- */
 
 static void test_known_answers(void)
@@ -1478,6 +1520,7 @@ int main(void)
     test_push_sum("epidemic:2", 12);
     test_push_sum("onepeer-expo", 8);
     test_dead_peer();
+    test_graph_moves();
     test_known_answers();
     test_known_answers_plain();
     test_overlap_close();

@@ -401,21 +401,28 @@ def cgnat_check(res):
     codes, ms, last, via, sites0, n, rounds = (res[k] for k in ("codes", "ms", "last", "via", "sites0", "n", "rounds"))
     seen = [((last[i] or {}).get("seen_as"), (last[i] or {}).get("site")) for i in range(n)]
     print("cgnat: exit %s; seen at and sites %s; reached %s" % (codes, seen, via))
-    # Once in CI (not in some 50 runs here) this ring fell out of step at its start and never
+    # Once in CI (not in some 100 runs here) this ring fell out of step at its start and never
     # came back: every round at every peer ran into the round timeout, half the models sent
-    # never arrived, and the nodes were still at round 15 when stopped. Until that is found,
-    # a stall is reported with what each node saw, not asserted (docs/benchmarks.md); a node
-    # that fails still fails the test.
+    # never arrived, and the nodes were still at round 15 when stopped. Its start (a round
+    # that waited for a neighbour the graph had moved away) is fixed; until it is known that
+    # nothing else was at work, a stall is reported with what each node saw, not asserted
+    # (docs/benchmarks.md), and the nodes' directories are kept; a node that fails still
+    # fails the test.
     ran = codes == [0] * n and all(m and m[-1].get("round") == rounds for m in ms)
     check(all(c in (0, None) for c in codes), "cgnat: no node fails (exit codes %s)" % codes)
     print("cgnat: five peers run %d rounds: %s" % (rounds, "yes" if ran else "NO, STALLED (reported, not asserted)"))
-    if not ran:  # what each node saw of the others while all five were in every view
+    if not ran:  # what each node saw of the others while all five were in every view, and its first rounds
+        rumortest.keep("the carrier-grade NAT ring stalled")
         for i, st in enumerate(last):
             st = st or {}
-            print("  node %d (%s, site %s): %s; rejected %s; counters %s" % (
+            print("  node %d (%s, site %s): %s; rejected %s; counters %s; gossip %s" % (
                 i, st.get("key", "?")[:8], st.get("site"),
                 [(v["key"][:8], v.get("site"), v.get("via"), v.get("dialable"), v["state"]) for v in st.get("view", [])],
-                st.get("rejected"), st.get("counters")))
+                st.get("rejected"), st.get("counters"), {k: (st.get("train") or {}).get(k) for k in (
+                    "round", "gossip_round", "models_in", "missing", "sends", "sends_failed", "deadline_ms", "drops")}))
+            print("    rounds (round, t, wait, deadline, peers, missing, relayed): %s" % [
+                (m.get("round"), m.get("t"), m.get("wait_s"), m.get("deadline_s"), m.get("peers"), m.get("missing"),
+                 m.get("relayed")) for m in ms[i][:12]])
     check(all(seen[i][0] == "10.0.0.1" for i in range(1, n)) and seen[0][0] == "",
           "the four behind the provider's NAT are all seen at its address (%s)" % [s[0] for s in seen])
     check(seen[1][1] == seen[2][1] != seen[3][1] == seen[4][1],
@@ -426,6 +433,10 @@ def cgnat_check(res):
           "a LAN's members reach each other directly, the other LAN's through the public peer (%s)" % via)
     if not ran:
         return
+    # The public peer begins first, while the others' sites still settle: a round that waited
+    # for a neighbour its graph had before the sites settled ran into the round timeout (10 s).
+    waits = [max((m.get("wait_s", 0) for m in x[1:]), default=0) for x in ms]
+    check(max(waits) < 10, "no round waits out its timeout while the sites settle (longest waits %s s)" % waits)
     # Models sent through a relay in the run's second half, by all peers (the metrics' line k is
     # round k's): one relayed edge is two models a round, one each way. A send is counted when
     # it completes, a round or so after it began.
