@@ -169,7 +169,8 @@ bool node_open_dealer(rumor_node_t *n, peer_t *p)
     p->dial_since = rumor_now_ms();
     rumor_msg_t hello;
     node_fill_hello(n, &hello);
-    (void)dealer_send(n, p, &hello); /* a connection starts with our hello, whatever path others take */
+    /* A connection starts with our hello, whatever path others take. */
+    p->hello_due = dealer_send(n, p, &hello) != RUMOR_OK;
     return true;
 }
 
@@ -1334,14 +1335,28 @@ void rumor_node_destroy(rumor_node_t **self_p)
 /* Our hello again to every member we reach: what it says of us changed. Over our dials now,
  * back over members' connections now (and first on any new one), first in every relay
  * session. */
+/* Our hello on p's DEALER once it is connected, if it changed since the DEALER's first one
+ * (a DEALER still connecting holds that one, with what we said then) or did not go (a full
+ * DEALER: tried again each turn of the loop until it goes, not counted as a drop each time). */
+static void resend_hello(rumor_node_t *n, peer_t *p)
+{
+    if (!p->hello_due || !p->dealer || !p->linked) return;
+    rumor_msg_t hello;
+    node_fill_hello(n, &hello);
+    const size_t len = encode(n, &hello);
+    if (!len || !node_dealer_send(n, p, n->buf, len, NULL)) return;
+    p->hello_due = false;
+    n->msgs_out++;
+    n->bytes_out += len;
+}
+
 static void greet_all(rumor_node_t *n)
 {
     for (int i = 0; i < MAX_PEERS; i++) {
         peer_t *p = &n->peers[i];
-        if (!p->used || !p->dealer || !p->linked) continue;
-        rumor_msg_t hello;
-        node_fill_hello(n, &hello);
-        (void)dealer_send(n, p, &hello);
+        if (!p->used || !p->dealer) continue;
+        p->hello_due = true;
+        resend_hello(n, p);
     }
     for (int i = 0; i < n->n_conns; i++) {
         conn_t *c = &n->conns[i];
@@ -1467,6 +1482,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
                 else p->retry_at = now + (p->fails < 8 ? 1000u << (p->fails - 3) : 30000u);
             }
             if (!p->dealer && !p->knocking && p->retry_at && now >= p->retry_at) node_knock_start(n, p, now);
+            resend_hello(n, p);
             if (p->knocking && now - p->knock_since > 30000) {
                 /* Silence for 30 s: stop, and ask again in 30 s (it may be down for now), or
                  * much later when it reaches us over its own connection. */

@@ -115,11 +115,12 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
                ",\"connections\":%d,\"held_peak\":%" PRIu64 ",\"revocation_errors\":%" PRIu64
                ",\"dials_given_up\":%" PRIu64 ",\"msgs_back\":%" PRIu64 ",\"relayed_msgs\":%" PRIu64
                ",\"relayed_bytes\":%" PRIu64 ",\"sent_via_relay_msgs\":%" PRIu64 ",\"sent_via_relay_bytes\":%" PRIu64
-               ",\"received_via_relay_msgs\":%" PRIu64 ",\"models_given_up\":%" PRIu64 "},\"rejected\":{",
+               ",\"received_via_relay_msgs\":%" PRIu64 ",\"models_given_up\":%" PRIu64 ",\"stale_hellos\":%" PRIu64
+               "},\"rejected\":{",
             n->msgs_in, n->msgs_out, n->bytes_in, n->bytes_out, ms.pings_sent, ms.acks_received, ms.suspicions,
             ms.deaths, ms.refutations, n->knocks_in, n->knocks_out, n->stale_knocks, rumor_guard_count(n->guard),
             rumor_guard_peak(n->guard), n->revoke_errors, n->dials_given_up, n->reverse_msgs, n->relayed_msgs,
-            n->relayed_bytes, n->e2e_msgs_out, n->e2e_bytes_out, n->e2e_msgs_in, n->models_given_up);
+            n->relayed_bytes, n->e2e_msgs_out, n->e2e_bytes_out, n->e2e_msgs_in, n->models_given_up, n->stale_hellos);
         bool first = true;
         for (int i = 1; i < DROP_COUNT; i++)
             if (n->drops[i]) {

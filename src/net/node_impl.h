@@ -185,6 +185,7 @@ typedef struct {
     bool outbound;                   /* we gave up dialling it: it is reached over its own
                                         connection to us (peer_path) until REDIAL_MS */
     bool relayed;                    /* reached through a relay while our dial keeps trying */
+    bool hello_due;                  /* our hello changed and has not gone on the DEALER since */
 } peer_t;
 
 /* How a message reaches a peer: over our dial, back over its connection to us, or sealed end
@@ -235,6 +236,9 @@ typedef struct {
     uint64_t fd_serial;              /* ... and the guard's name for it (0: unknown) */
     uint64_t caps;                   /* its hello's capability bits */
     uint64_t site;                   /* its hello's site (behind NAT; 0: none said) */
+    uint64_t hello_boot;             /* the run, and the seq, of the hello those came from: an */
+    uint32_t hello_seq;              /* ... older one of that run changes nothing (node_handle_hello) */
+    bool hello_taken;
     char seen[RUMOR_PROTO_SEEN_MAX + 1];    /* the IP its last ping to us on its own
                                                connection came from ... */
     bool seen_fresh;                 /* ... which our next ack to it answers (then cleared) */
@@ -260,6 +264,7 @@ struct rumor_node {
     uint64_t done_sent;              /* the done_round our members have been told of */
     double knock_tokens;
     uint64_t knock_refill_ms, knocks_in, knocks_out, stale_knocks;
+    uint64_t stale_hellos;           /* hellos older than one taken from that member (node_handle_hello) */
     uint64_t revoke_errors;          /* reloads of a broken or unreadable revocation list */
     bucket_t knock_src[KNOCK_SOURCES];
     unsigned mon_seq;
