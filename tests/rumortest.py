@@ -14,7 +14,6 @@ import tempfile
 
 RUMOR = None
 FAILS = []
-KEEP = []  # why a passing test keeps its scratch directories (keep())
 
 
 def check(cond, what):
@@ -28,23 +27,16 @@ def _note_crash(kind, value, tb):
     sys.__excepthook__(kind, value, tb)
 
 
-def keep(why):
-    """Keep the scratch directories although every check passed: something to look at."""
-    KEEP.append(why)
-
-
 def scratch(name):
     """A private scratch directory for a test (mode 0700: it holds secret keys and models),
-    removed when the test process ends with every check passed; after a failed check, an
-    uncaught exception or keep() it is kept, and the test says where, for a look at the nodes'
-    logs."""
+    removed when the test process ends with every check passed; after a failed check or an
+    uncaught exception it is kept, and the test says where, for a look at the nodes' logs."""
     tmp = tempfile.mkdtemp(prefix="rumor-test-%s-" % name)
     sys.excepthook = _note_crash
 
     def tidy():
-        if FAILS or KEEP:
-            print("(kept for inspection: %s%s)" % (tmp, "; " + "; ".join(KEEP) if KEEP and not FAILS else ""),
-                  flush=True)
+        if FAILS:
+            print("(kept for inspection: %s)" % tmp, flush=True)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     atexit.register(tidy)

@@ -401,18 +401,14 @@ def cgnat_check(res):
     codes, ms, last, via, sites0, n, rounds = (res[k] for k in ("codes", "ms", "last", "via", "sites0", "n", "rounds"))
     seen = [((last[i] or {}).get("seen_as"), (last[i] or {}).get("site")) for i in range(n)]
     print("cgnat: exit %s; seen at and sites %s; reached %s" % (codes, seen, via))
-    # Once in CI (not in some 100 runs here) this ring fell out of step at its start and never
-    # came back: every round at every peer ran into the round timeout, half the models sent
-    # never arrived, and the nodes were still at round 15 when stopped. Its start (a round
-    # that waited for a neighbour the graph had moved away) is fixed; until it is known that
-    # nothing else was at work, a stall is reported with what each node saw, not asserted
-    # (docs/benchmarks.md), and the nodes' directories are kept; a node that fails still
-    # fails the test.
+    # Once in CI this ring fell out of step at its start and never came back: every round at
+    # every peer ran into the round timeout, and only one peer sent models through the relay,
+    # so the peers' graphs disagreed while all five were in every view (one held another's
+    # class wrongly). Two causes found: a round waited for a neighbour the graph had moved
+    # away, and a member's older hello, crossing a newer one, replaced it (docs/decisions.md).
     ran = codes == [0] * n and all(m and m[-1].get("round") == rounds for m in ms)
-    check(all(c in (0, None) for c in codes), "cgnat: no node fails (exit codes %s)" % codes)
-    print("cgnat: five peers run %d rounds: %s" % (rounds, "yes" if ran else "NO, STALLED (reported, not asserted)"))
+    check(ran, "cgnat: five peers run %d rounds (exit codes %s)" % (rounds, codes))
     if not ran:  # what each node saw of the others while all five were in every view, and its first rounds
-        rumortest.keep("the carrier-grade NAT ring stalled")
         for i, st in enumerate(last):
             st = st or {}
             print("  node %d (%s, site %s): %s; rejected %s; counters %s; gossip %s" % (
@@ -423,6 +419,11 @@ def cgnat_check(res):
             print("    rounds (round, t, wait, deadline, peers, missing, relayed): %s" % [
                 (m.get("round"), m.get("t"), m.get("wait_s"), m.get("deadline_s"), m.get("peers"), m.get("missing"),
                  m.get("relayed")) for m in ms[i][:12]])
+    own = {st["key"]: st.get("site") for st in last if st}
+    wrong = [(i, v["key"][:8], v.get("site"), own[v["key"]]) for i, st in enumerate(last)
+             for v in (st or {}).get("view", []) if v["key"] in own and v.get("site") != own[v["key"]]]
+    check(len(own) == n and not wrong, "every node's view gives each member the site it names itself (%d nodes; "
+          "wrong: %s)" % (len(own), wrong))
     check(all(seen[i][0] == "10.0.0.1" for i in range(1, n)) and seen[0][0] == "",
           "the four behind the provider's NAT are all seen at its address (%s)" % [s[0] for s in seen])
     check(seen[1][1] == seen[2][1] != seen[3][1] == seen[4][1],
