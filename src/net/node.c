@@ -279,7 +279,7 @@ path_t node_reach(rumor_node_t *n, const uint8_t *key, uint64_t now)
  * has one (a peer behind NAT is reached that way: PROTOCOL.md, "Reachability"); else the
  * DEALER, which holds messages until it connects. A dial that has not connected after
  * DIAL_GIVE_UP_MS while p talks to us over its own connection is given up (counted), and
- * tried again after REDIAL_MS. */
+ * tried again after REDIAL_MS, unless it connected before at this address. */
 path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
 {
     if (p->dealer && p->linked) {
@@ -292,8 +292,16 @@ path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
      * (the knock met a port-unreachable): membership's hellos must not queue unanswered in a
      * DEALER that cannot connect, or the peer is forgotten before a relay carries them. */
     const bool stale = p->dealer && (now - p->dial_since >= DIAL_GIVE_UP_MS || (p->unreachable && !p->answered));
+    /* Given up only for a member our dial never reached at this address, while it talks to us
+     * over its own connection (a message came on it since our dial began). One we reached before
+     * can be dialled, and a dial to it that fails now is the network's: it goes on (libzmq
+     * connects again once the link is back). And a connection the member opened long ago may be
+     * as dead as our dial: a partition cuts both ways, and a quiet member sends nothing that
+     * would find out. Giving dials up on such evidence left a quiet swarm's halves apart after
+     * a partition healed, until REDIAL_MS. */
+    const bool talks = back && c->rid_ms >= p->dial_since;
     char id[RUMOR_SHORT_ID_LEN + 1];
-    if (stale && back) {
+    if (stale && talks && strcmp(c->dialled, p->addr) != 0) {
         /* It talks to us over its own connection, and we cannot dial it: stop trying. */
         rumor_key_short_id(id, p->key);
         rumor_log(RUMOR_LOG_INFO, "peer %s cannot be dialled at %s: reaching it over its own connection", id, p->addr);
@@ -394,8 +402,9 @@ rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
 
 /* The connection a member's message came in on: where we answer it when we cannot dial it. A
  * routing id that another key held is not that key's any more. */
-void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid)
+void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid, uint64_t now)
 {
+    c->rid_ms = now;
     if (n->rx_fd >= 0) {
         c->fd = n->rx_fd;
         c->fd_serial = n->rx_serial;
@@ -643,11 +652,14 @@ static void handle_monitor(rumor_node_t *n, peer_t *p, uint64_t now)
         guard_event(n, event, value, now);
         switch (event) {
         case ZMQ_EVENT_CONNECT_RETRIED: p->conn_refused++; break;
-        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: {
             p->handshakes++;
             p->fails = 0;
             p->linked = true;
+            conn_t *c = node_find_conn(n, p->key, false, now);
+            if (c) snprintf(c->dialled, sizeof c->dialled, "%s", p->addr);
             break;
+        }
         case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
             /* Its ZAP handler refused our key: our knock did not reach it (lost, or it
              * restarted since), or it now refuses us. libzmq gives up on this connection;
@@ -943,8 +955,10 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
     if (wp->type == RUMOR_MSG_HELLO) {
         node_handle_hello(n, key, rid, wp, now);
         conn_t *c = node_find_conn(n, key, false, now);
+        const peer_t *p = via == PATH_DEALER && c && c->admitted ? node_find_peer(n, key) : NULL;
+        if (p && p->linked) snprintf(c->dialled, sizeof c->dialled, "%s", p->addr); /* (its hello comes first) */
         if (rid && c && c->admitted) {
-            node_note_rid(n, c, rid);
+            node_note_rid(n, c, rid, now);
             note_seen(n, c, false, now);
         }
         return;
@@ -967,7 +981,7 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
         return;
     }
     c->last_seen = now;
-    if (rid) node_note_rid(n, c, rid);
+    if (rid) node_note_rid(n, c, rid, now);
     if (wp->type == RUMOR_MSG_BYE && wp->u.bye.why[0]) {
         /* A member we reach back over its connection, or through a relay, asks for our hello
          * there (it lost it: it restarted, or forgot us); refusals belong on our DEALERs. */

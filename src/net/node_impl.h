@@ -232,6 +232,8 @@ typedef struct {
     uint8_t rid[RID_MAX];            /* the ROUTER's routing id of its newest connection to us */
     uint8_t rid_len;                 /* 0: none known */
     bool rid_hello;                  /* our hello went on that connection */
+    uint64_t rid_ms;                 /* when a message of its last came in on it */
+    char dialled[RUMOR_MEMB_ADDR_LEN]; /* the address our dial last reached it at ("": none) */
     int fd;                          /* that connection's descriptor ... */
     uint64_t fd_serial;              /* ... and the guard's name for it (0: unknown) */
     uint64_t caps;                   /* its hello's capability bits */
@@ -365,7 +367,7 @@ peer_t *node_get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uin
 rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg);
 path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now);
 bool node_router_send(rumor_node_t *n, conn_t *c, const void *frame, size_t len, zmq_msg_t *payload);
-void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid);
+void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid, uint64_t now);
 bool node_router_hello(rumor_node_t *n, conn_t *c);
 bool node_dealer_send(rumor_node_t *n, peer_t *p, const void *frame, size_t len, zmq_msg_t *payload);
 path_t node_reach(rumor_node_t *n, const uint8_t *key, uint64_t now);
