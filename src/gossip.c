@@ -847,10 +847,14 @@ static void recheck_in(rumor_gossip_t *g, slot_t *s)
     const size_t n = gather_members(g, &me);
     const uint32_t *in = NULL;
     char terr[RUMOR_ERR_LEN];
-    if (n < 2 || rumor_topology_in(g->topo, n, s->round, me, &in, &n_in, terr) != RUMOR_OK) n_in = 0;
+    /* (a graph not defined on this view says nothing of who sends: then only a sender that
+     * left the view is not waited for) */
+    const bool graph = n > 1 && rumor_topology_in(g->topo, n, s->round, me, &in, &n_in, terr) == RUMOR_OK;
     for (int i = 0; i < s->n_expected; i++) {
         bool found = false;
-        for (size_t k = 0; k < n_in && !found; k++) found = memcmp(g->members[in[k]], s->expected[i], RUMOR_KEY_LEN) == 0;
+        for (size_t k = 0; k < n_in && graph && !found; k++)
+            found = memcmp(g->members[in[k]], s->expected[i], RUMOR_KEY_LEN) == 0;
+        for (size_t k = 0; k < n && !graph && !found; k++) found = memcmp(g->members[k], s->expected[i], RUMOR_KEY_LEN) == 0;
         s->still[i] = found;
     }
 }
@@ -883,6 +887,7 @@ static bool round_ready(rumor_gossip_t *g, uint64_t now)
 static void finish_round(rumor_gossip_t *g, float *x)
 {
     slot_t *s = slot_find(g, g->round);
+    recheck_in(g, s); /* (for `missing`: a round that timed out may not have looked) */
     const float *snap = g->snaps[g->cur_snap].x;
     if (g->rule->settle) g->rule->settle(g, s, snap);
     double cons = 0.0;

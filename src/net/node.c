@@ -652,14 +652,12 @@ static void handle_monitor(rumor_node_t *n, peer_t *p, uint64_t now)
         guard_event(n, event, value, now);
         switch (event) {
         case ZMQ_EVENT_CONNECT_RETRIED: p->conn_refused++; break;
-        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: {
+        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
             p->handshakes++;
             p->fails = 0;
             p->linked = true;
-            conn_t *c = node_find_conn(n, p->key, false, now);
-            if (c) snprintf(c->dialled, sizeof c->dialled, "%s", p->addr);
+            p->dialled_noted = false; /* (note_dialled) */
             break;
-        }
         case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
             /* Its ZAP handler refused our key: our knock did not reach it (lost, or it
              * restarted since), or it now refuses us. libzmq gives up on this connection;
@@ -955,8 +953,6 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
     if (wp->type == RUMOR_MSG_HELLO) {
         node_handle_hello(n, key, rid, wp, now);
         conn_t *c = node_find_conn(n, key, false, now);
-        const peer_t *p = via == PATH_DEALER && c && c->admitted ? node_find_peer(n, key) : NULL;
-        if (p && p->linked) snprintf(c->dialled, sizeof c->dialled, "%s", p->addr); /* (its hello comes first) */
         if (rid && c && c->admitted) {
             node_note_rid(n, c, rid, now);
             note_seen(n, c, false, now);
@@ -1349,6 +1345,17 @@ void rumor_node_destroy(rumor_node_t **self_p)
 /* Our hello again to every member we reach: what it says of us changed. Over our dials now,
  * back over members' connections now (and first on any new one), first in every relay
  * session. */
+/* That our dial reached p at its address, in its entry (which outlives p: node_peer_path reads
+ * it), once it has one (the member's hello may come after our handshake). */
+static void note_dialled(rumor_node_t *n, peer_t *p, uint64_t now)
+{
+    if (p->dialled_noted || !p->linked) return;
+    conn_t *c = node_find_conn(n, p->key, false, now);
+    if (!c) return;
+    snprintf(c->dialled, sizeof c->dialled, "%s", p->addr);
+    p->dialled_noted = true;
+}
+
 /* Our hello on p's DEALER once it is connected, if it changed since the DEALER's first one
  * (a DEALER still connecting holds that one, with what we said then) or did not go (a full
  * DEALER: tried again each turn of the loop until it goes, not counted as a drop each time). */
@@ -1497,6 +1504,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             }
             if (!p->dealer && !p->knocking && p->retry_at && now >= p->retry_at) node_knock_start(n, p, now);
             resend_hello(n, p);
+            note_dialled(n, p, now);
             if (p->knocking && now - p->knock_since > 30000) {
                 /* Silence for 30 s: stop, and ask again in 30 s (it may be down for now), or
                  * much later when it reaches us over its own connection. */

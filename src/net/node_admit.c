@@ -221,14 +221,18 @@ void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, cons
     /* Its hellos come by paths that keep no order between them (its dial, ours, relays): one
      * older than the last taken from this run of it (its seq counts every message it sends)
      * says what it was, not what it is. A DEALER's first hello, queued while it connects, is
-     * often such a one: it arrives after the hello the member sent when its site changed. */
-    if (c->hello_taken && w->u.hello.boot == c->hello_boot && (int32_t)(w->seq - c->hello_seq) < 0) {
+     * often such a one: it arrives after the hello the member sent when its site changed.
+     * Hellos cross within seconds; past HELLO_ORDER_MS the seq may have gone half-way round
+     * (it counts model chunks too), and the newer is the one that came last. */
+    if (c->hello_taken && w->u.hello.boot == c->hello_boot && now - c->hello_ms < HELLO_ORDER_MS &&
+        (int32_t)(w->seq - c->hello_seq) < 0) {
         n->stale_hellos++;
         node_memb_from_wire(&n->mmsg, w);
         rumor_memb_recv(n->memb, c->key, c->addr, &n->mmsg, now);
         return;
     }
     c->hello_taken = true;
+    c->hello_ms = now;
     c->hello_boot = w->u.hello.boot;
     c->hello_seq = w->seq;
     c->caps = w->u.hello.caps;

@@ -54,6 +54,7 @@
 #define RID_MAX 32
 #define DIAL_GIVE_UP_MS 3000
 #define REDIAL_MS 300000
+#define HELLO_ORDER_MS 60000 /* a member's hellos are ordered by seq when they come this close */
 /* Relays (node_relay.c): end-to-end sessions with peers reached through a third. */
 #define RELAY_SESSIONS 64          /* sessions held; the least recently used makes room */
 #define RELAY_INIT_RETRY_MS 1500   /* an unanswered init is sent again (through the next relay) */
@@ -186,6 +187,7 @@ typedef struct {
                                         connection to us (peer_path) until REDIAL_MS */
     bool relayed;                    /* reached through a relay while our dial keeps trying */
     bool hello_due;                  /* our hello changed and has not gone on the DEALER since */
+    bool dialled_noted;              /* its entry (conn_t dialled) knows our dial reached it here */
 } peer_t;
 
 /* How a message reaches a peer: over our dial, back over its connection to us, or sealed end
@@ -238,8 +240,9 @@ typedef struct {
     uint64_t fd_serial;              /* ... and the guard's name for it (0: unknown) */
     uint64_t caps;                   /* its hello's capability bits */
     uint64_t site;                   /* its hello's site (behind NAT; 0: none said) */
-    uint64_t hello_boot;             /* the run, and the seq, of the hello those came from: an */
-    uint32_t hello_seq;              /* ... older one of that run changes nothing (node_handle_hello) */
+    uint64_t hello_boot;             /* the run, the seq and the time of the hello those came */
+    uint32_t hello_seq;              /* ... from: an older one of that run, soon after, changes */
+    uint64_t hello_ms;               /* ... nothing (node_handle_hello) */
     bool hello_taken;
     char seen[RUMOR_PROTO_SEEN_MAX + 1];    /* the IP its last ping to us on its own
                                                connection came from ... */
