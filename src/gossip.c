@@ -833,6 +833,12 @@ static bool moved_on(rumor_gossip_t *g, const slot_t *s, const uint8_t key[RUMOR
     return false;
 }
 
+/* Whether key is in the view (sorted by key). */
+static bool in_view(const rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN])
+{
+    return g->view_count && bsearch(key, g->view, g->view_count, sizeof *g->view, key_cmp) != NULL;
+}
+
 /* Whether each of slot s's expected senders still sends to us in its round under the graph
  * of the view as it stands now (s->still), looked at again when the view changed: one that
  * left the view (it finished, left, or was found dead) sends nothing more, and a member that
@@ -851,10 +857,9 @@ static void recheck_in(rumor_gossip_t *g, slot_t *s)
      * left the view is not waited for) */
     const bool graph = n > 1 && rumor_topology_in(g->topo, n, s->round, me, &in, &n_in, terr) == RUMOR_OK;
     for (int i = 0; i < s->n_expected; i++) {
-        bool found = false;
+        bool found = !graph && in_view(g, s->expected[i]);
         for (size_t k = 0; k < n_in && graph && !found; k++)
             found = memcmp(g->members[in[k]], s->expected[i], RUMOR_KEY_LEN) == 0;
-        for (size_t k = 0; k < n && !graph && !found; k++) found = memcmp(g->members[k], s->expected[i], RUMOR_KEY_LEN) == 0;
         s->still[i] = found;
     }
 }

@@ -1342,9 +1342,6 @@ void rumor_node_destroy(rumor_node_t **self_p)
     *self_p = NULL;
 }
 
-/* Our hello again to every member we reach: what it says of us changed. Over our dials now,
- * back over members' connections now (and first on any new one), first in every relay
- * session. */
 /* That our dial reached p at its address, in its entry (which outlives p: node_peer_path reads
  * it), once it has one (the member's hello may come after our handshake). */
 static void note_dialled(rumor_node_t *n, peer_t *p, uint64_t now)
@@ -1371,6 +1368,9 @@ static void resend_hello(rumor_node_t *n, peer_t *p)
     n->bytes_out += len;
 }
 
+/* Our hello again to every member we reach: what it says of us changed. Over our dials now,
+ * back over members' connections now (and first on any new one), first in every relay
+ * session. */
 static void greet_all(rumor_node_t *n)
 {
     for (int i = 0; i < MAX_PEERS; i++) {

@@ -224,25 +224,24 @@ void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, cons
      * often such a one: it arrives after the hello the member sent when its site changed.
      * Hellos cross within seconds; past HELLO_ORDER_MS the seq may have gone half-way round
      * (it counts model chunks too), and the newer is the one that came last. */
-    if (c->hello_taken && w->u.hello.boot == c->hello_boot && now - c->hello_ms < HELLO_ORDER_MS &&
-        (int32_t)(w->seq - c->hello_seq) < 0) {
+    const bool stale = c->hello_taken && w->u.hello.boot == c->hello_boot && now - c->hello_ms < HELLO_ORDER_MS &&
+                       (int32_t)(w->seq - c->hello_seq) < 0;
+    if (stale) {
         n->stale_hellos++;
-        node_memb_from_wire(&n->mmsg, w);
-        rumor_memb_recv(n->memb, c->key, c->addr, &n->mmsg, now);
-        return;
-    }
-    c->hello_taken = true;
-    c->hello_ms = now;
-    c->hello_boot = w->u.hello.boot;
-    c->hello_seq = w->seq;
-    c->caps = w->u.hello.caps;
-    c->site = w->u.hello.site;
-    snprintf(c->addr, sizeof c->addr, "%s", w->u.hello.addr);
-    if (w->u.hello.done) {
-        if (!c->done) rumor_log(RUMOR_LOG_INFO, "%s finished training at round %" PRIu64, id, w->u.hello.done);
-        c->done = w->u.hello.done, c->done_boot = w->u.hello.boot;
-    } else if (w->u.hello.boot != c->done_boot) {
-        c->done = 0; /* a new run of that member: it trains again */
+    } else {
+        c->hello_taken = true;
+        c->hello_ms = now;
+        c->hello_boot = w->u.hello.boot;
+        c->hello_seq = w->seq;
+        c->caps = w->u.hello.caps;
+        c->site = w->u.hello.site;
+        snprintf(c->addr, sizeof c->addr, "%s", w->u.hello.addr);
+        if (w->u.hello.done) {
+            if (!c->done) rumor_log(RUMOR_LOG_INFO, "%s finished training at round %" PRIu64, id, w->u.hello.done);
+            c->done = w->u.hello.done, c->done_boot = w->u.hello.boot;
+        } else if (w->u.hello.boot != c->done_boot) {
+            c->done = 0; /* a new run of that member: it trains again */
+        }
     }
     node_memb_from_wire(&n->mmsg, w);
     rumor_memb_recv(n->memb, c->key, c->addr, &n->mmsg, now);
