@@ -87,6 +87,7 @@ rumor_err_t rumor_checkpoint_save(const char *path, rumor_model_t *m, rumor_opti
     META("model", "%s", rumor_model_spec(m)->canonical);
     META("input", "%d,%d,%d", in.c, in.h, in.w);
     META("classes", "%d", in.classes);
+    if (rumor_model_spec(m)->kind == RUMOR_MODEL_GPT) META("tokens", "%s", in.ids ? "ids" : "bytes");
     META("layout_id", "%016" PRIx64, rumor_model_layout_id(m));
     META("input_mean", "%.9g", (double)info->input_mean);
     META("input_std", "%.9g", (double)info->input_std);
@@ -197,6 +198,14 @@ static rumor_err_t read_meta(const rumor_st_file_t *f, const char *path, rumor_m
         parse_long(rumor_st_meta(f, "classes"), 2, 65536, &classes) != RUMOR_OK)
         return rumor_fail(err, RUMOR_EFORMAT, "%s: bad input/classes metadata", path);
     in->classes = (int)classes;
+    /* a gpt model's tokens: bytes or a tokenizer's ids (files without the entry: ids unless
+     * the vocabulary is the bytes') */
+    const char *tokens = rumor_st_meta(f, "tokens");
+    if (tokens && strcmp(tokens, "ids") != 0 && strcmp(tokens, "bytes") != 0)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: bad tokens metadata '%s' (ids or bytes)", path, tokens);
+    in->ids = spec->kind == RUMOR_MODEL_GPT && (tokens ? strcmp(tokens, "ids") == 0 : classes != 256);
+    if (spec->kind == RUMOR_MODEL_GPT && !in->ids && classes != 256)
+        return rumor_fail(err, RUMOR_EFORMAT, "%s: a model of bytes with %ld classes", path, classes);
     if (parse_float(rumor_st_meta(f, "input_mean"), &info->input_mean) != RUMOR_OK ||
         parse_float(rumor_st_meta(f, "input_std"), &info->input_std) != RUMOR_OK ||
         !(info->input_std > 0.0f))
@@ -274,10 +283,11 @@ rumor_err_t rumor_checkpoint_load(const char *path, rumor_model_t *m, rumor_opti
     if ((rc = read_meta(f, path, &spec, &in, &info, err)) != RUMOR_OK) goto out;
     const rumor_model_input_t want = rumor_model_input(m);
     if (strcmp(spec.canonical, rumor_model_spec(m)->canonical) != 0 || in.c != want.c ||
-        in.h != want.h || in.w != want.w || in.classes != want.classes) {
-        rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: holds model %s on %dx%dx%d, expected %s on %dx%dx%d",
-                        path, spec.canonical, in.c, in.h, in.w, rumor_model_spec(m)->canonical,
-                        want.c, want.h, want.w);
+        in.h != want.h || in.w != want.w || in.classes != want.classes || in.ids != want.ids) {
+        rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: holds model %s on %dx%dx%d of %d %s, expected %s on %dx%dx%d of %d %s",
+                        path, spec.canonical, in.c, in.h, in.w, in.classes, in.ids ? "token ids" : "classes",
+                        rumor_model_spec(m)->canonical, want.c, want.h, want.w, want.classes,
+                        want.ids ? "token ids" : "classes");
         goto out;
     }
     if (o && (!info.has_optim || info.optim_kind != rumor_optim_config(o)->kind)) {

@@ -4,7 +4,9 @@
  * An exported model holds the model's tensors under PyTorch's names, so
  * `model.load_state_dict(...)` takes them (tools/safetensors_torch.py reads the file), and
  * __metadata__ with: format "rumor", model (canonical spec), input "C,H,W", classes,
- * layout_id (16 hex digits), input_mean and input_std (x = (pixel/255 - mean) / std).
+ * layout_id (16 hex digits), input_mean and input_std (x = (pixel/255 - mean) / std), and
+ * for a gpt model tokens: "bytes" (a corpus of .txt documents) or "ids" (token files; a file
+ * without the entry is of ids unless its vocabulary is 256).
  * A checkpoint adds the optimizer state per tensor ("optim.momentum.fc1.weight", or
  * exp_avg / exp_avg_sq for AdamW) and metadata optimizer, step, epoch, seed.
  * Files are written atomically (safetensors.h); loading checks every tensor's name, dtype

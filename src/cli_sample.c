@@ -88,7 +88,7 @@ int cmd_sample(int argc, char **argv)
         rc = rumor_fail(err, RUMOR_EINVAL, "%s: a %s model classifies, it does not write (sample takes gpt models)",
                         pos[0], spec.canonical);
     const int T = spec.ctx, V = in.classes;
-    const bool bytes = V == 256;
+    const bool bytes = !in.ids;
     const size_t plen = strlen(prompt);
     if (rc == RUMOR_OK && !bytes && plen)
         rc = rumor_fail(err, RUMOR_EINVAL, "%s works on token ids of its own tokenizer: --prompt is text (a model of "
@@ -104,7 +104,11 @@ int cmd_sample(int argc, char **argv)
     size_t n = 0;
     if (rc == RUMOR_OK) {
         for (; n < plen; n++) ctx[n] = (unsigned char)prompt[n];
-        if (!bytes) ctx[n++] = 0; /* token files: a start of zero */
+        if (!bytes) {
+            ctx[n++] = 0; /* token files: a start of zero */
+            fprintf(stderr, "rumor: %s is a model of token ids: they follow, one a line (its tokenizer makes "
+                    "them text)\n", pos[0]);
+        }
         if (n == 0) ctx[n++] = '\n'; /* bytes without a prompt: a fresh line */
         fwrite(prompt, 1, plen, stdout);
         fflush(stdout);

@@ -211,10 +211,20 @@ int cmd_eval(int argc, char **argv)
     rumor_err_t rc = rumor_checkpoint_peek(pos[0], &spec, &in, &info, err);
     if (rc != RUMOR_OK) goto out;
     text = spec.kind == RUMOR_MODEL_GPT;
+    /* A model of token ids is judged on its own token files: the folder it trained on. */
+    if (!data_dir && in.ids && !(data_dir = rumor_checkpoint_extra(&info, "train.data"))) {
+        rc = rumor_fail(err, RUMOR_EINVAL, "%s: a model of token ids, and the file does not say which token files it "
+                        "trained on: give them with --data DIR", pos[0]);
+        goto out;
+    }
     if (!data_dir) data_dir = text ? RUMOR_DEFAULT_TEXT : RUMOR_DEFAULT_DATA;
+    if (text && rumor_text_is_tokens(data_dir) != in.ids) {
+        rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: a model of %s, and %s holds %s", pos[0],
+                        in.ids ? "token ids" : "bytes", data_dir, in.ids ? "no token files (train.bin)" : "token files");
+        goto out;
+    }
     /* token files: the model's vocabulary; a corpus has its 256 */
-    const rumor_source_config_t sc = {.dir = data_dir, .spec = &spec, .vocab = text && in.classes != 256 ? in.classes : 0,
-                                      .eval = true};
+    const rumor_source_config_t sc = {.dir = data_dir, .spec = &spec, .vocab = in.ids ? in.classes : 0, .eval = true};
     if ((rc = rumor_source_load(&src, &sc, err)) != RUMOR_OK) goto out;
     const rumor_model_input_t want = rumor_source_input(&src, &spec);
     if (want.c != in.c || want.h != in.h || want.w != in.w || want.classes != in.classes) {
@@ -248,8 +258,8 @@ out:;
         printf("{\"model\":\"%s\",\"samples\":%zu,\"test_loss\":%.6f,\"test_acc\":%.4f}\n", spec.canonical, count, loss,
                acc);
     else if (text)
-        printf("%s: %s, val_loss %.4f nats per token (%.4f bits per byte), next-token accuracy %.4f over %zu tokens\n",
-               pos[0], spec.canonical, loss, loss / log(2.0), acc, count);
+        printf("%s: %s, val_loss %.4f nats per token (%.4f bits per %s), next-token accuracy %.4f over %zu tokens\n",
+               pos[0], spec.canonical, loss, loss / log(2.0), in.ids ? "token" : "byte", acc, count);
     else
         printf("%s: %s, test_acc %.4f, test_loss %.4f on %zu samples\n", pos[0], spec.canonical, acc, loss, count);
     return 0;

@@ -28,6 +28,7 @@
 #include "backend.h"
 #include "rumor.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,9 +62,12 @@ typedef struct {
     size_t count;  /* elements */
 } rumor_tensor_info_t;
 
-/* The input a model expects: channels, height, width, classes. */
+/* The input a model expects: channels, height, width, classes. A gpt model's classes are its
+ * vocabulary, and ids says whose tokens: a tokenizer's ids (token files), not bytes (a corpus
+ * of .txt documents), which a vocabulary of 256 alone does not tell. */
 typedef struct {
     int c, h, w, classes;
+    bool ids;
 } rumor_model_input_t;
 
 typedef struct rumor_model rumor_model_t;

@@ -81,9 +81,9 @@ void rumor_source_fini(rumor_source_t *src)
 
 rumor_model_input_t rumor_source_input(const rumor_source_t *src, const rumor_model_spec_t *spec)
 {
-    if (src->text) return (rumor_model_input_t){1, 1, spec->ctx, src->corpus.vocab};
+    if (src->text) return (rumor_model_input_t){1, 1, spec->ctx, src->corpus.vocab, src->corpus.width == 2};
     return (rumor_model_input_t){(int)src->train.channels, (int)src->train.rows, (int)src->train.cols,
-                                 src->train.classes};
+                                 src->train.classes, false};
 }
 
 void rumor_source_trainer(const rumor_source_t *src, const rumor_source_shard_t *sh, rumor_trainer_config_t *tc)

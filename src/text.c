@@ -180,6 +180,8 @@ static rumor_err_t load_tokens(rumor_text_t *t, const char *dir, int vocab, char
     return RUMOR_OK;
 }
 
+bool rumor_text_is_tokens(const char *dir) { return exists(dir, "train.bin"); }
+
 bool rumor_text_is_text(const char *dir)
 {
     if (exists(dir, "train.bin")) return true;

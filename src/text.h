@@ -54,6 +54,8 @@ typedef struct rumor_text {
 
 /* Whether dir holds text: a .txt file, or train.bin. */
 bool rumor_text_is_text(const char *dir);
+/* Whether dir holds token files (train.bin), whose tokens are a tokenizer's ids, not bytes. */
+bool rumor_text_is_tokens(const char *dir);
 
 /* Load the corpus or token files in dir; vocab is for token files (0: the default) and must
  * be 256 or nothing for a corpus. On failure *t is left empty and err says which file and why

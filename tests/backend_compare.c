@@ -470,7 +470,7 @@ static void test_streams(void)
 
 // ---- models: a training step, mixing, checkpoints ----
 
-static const rumor_model_input_t IN = {1, 28, 28, 10};
+static const rumor_model_input_t IN = {1, 28, 28, 10, false};
 
 static rumor_model_t *model_on(rumor_backend_t *be, const char *spec_s, int max_batch)
 {

@@ -56,7 +56,7 @@ static int dump_gpt(const char *path)
     rumor_model_spec_t spec;
     rumor_model_t *m = NULL;
     rumor_err_t rc = rumor_model_spec_parse(&spec, "gpt:2,2,32,16", err);
-    if (rc == RUMOR_OK && !(m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, GT, GV}, be, GB, err)))
+    if (rc == RUMOR_OK && !(m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, GT, GV, true}, be, GB, err)))
         rc = rumor_last_error();
     if (rc == RUMOR_OK) rc = rumor_model_init(m, 21);
     if (rc != RUMOR_OK) {

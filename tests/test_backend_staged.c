@@ -154,7 +154,7 @@ static void priv_both(void)
     size_t P = 0;
     for (int k = 0; k < 2; k++) {
         rumor_backend_t *be = k ? rumor_backend_open(&rumor_test_staged_ops, 1, err) : rumor_backend_new("cpu", 1, err);
-        rumor_model_t *m = be ? rumor_model_new(&spec, (rumor_model_input_t){1, 4, 4, 10}, be, MAXB, err) : NULL;
+        rumor_model_t *m = be ? rumor_model_new(&spec, (rumor_model_input_t){1, 4, 4, 10, false}, be, MAXB, err) : NULL;
         rumor_noise_t *ns = rumor_noise_new_seeded(11, 0xd9, 0, err);
         rumor_dp_t *dp = m ? rumor_dp_new(&cfg, m, 100, 10, &ns, err) : NULL;
         CHECK_MSG(dp != NULL, "%s", err);

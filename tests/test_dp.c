@@ -62,7 +62,7 @@ static void test_closed_form(void)
     rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
     rumor_model_spec_t spec;
     CHECK_RC(rumor_model_spec_parse(&spec, "logreg", err));
-    const rumor_model_input_t in = {1, 2, 2, CLASSES};
+    const rumor_model_input_t in = {1, 2, 2, CLASSES, false};
     rumor_model_t *m = rumor_model_new(&spec, in, be, B, err);
     CHECK(m != NULL);
     if (!m) return;
@@ -182,7 +182,7 @@ static void test_windows(void)
     rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
     rumor_model_spec_t spec;
     CHECK_RC(rumor_model_spec_parse(&spec, "gpt:1,2,8,6", err));
-    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, T, 256}, be, W, err);
+    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, T, 256, false}, be, W, err);
     CHECK(m != NULL);
     if (!m) return;
     CHECK_RC(rumor_model_init(m, 5));
@@ -311,7 +311,7 @@ static void test_sampling(void)
     rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
     rumor_model_spec_t spec;
     CHECK_RC(rumor_model_spec_parse(&spec, "logreg", err));
-    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 2, 2, CLASSES}, be, B, err);
+    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 2, 2, CLASSES, false}, be, B, err);
     rumor_dp_config_t cfg;
     CHECK_RC(rumor_dp_parse(&cfg, "clip=1,noise=1", err));
     enum { N = 600, BATCH = 30, T = 20000 };

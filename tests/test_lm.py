@@ -5,7 +5,8 @@ loss the run ended with, a run stopped and resumed ends with the very bytes of o
 two real nodes (rumor sim --mode proc) learn it together, a virtual swarm of one peer ends where
 `rumor train` ends and one of four replays byte for byte, and the exported model, loaded into
 tools/gpt_torch.py's PyTorch GPT with load_state_dict(strict=True), gives the same validation
-loss (within 1e-4).
+loss (within 1e-4); token files of a tokenizer of one's own (ids past 255, and a vocabulary of 256
+that is not bytes) train, evaluate on their own validation split, export and sample token ids.
 
 usage: test_lm.py RUMOR SOURCE_DIR
 Exits 77 (skipped) without torch.
@@ -14,6 +15,7 @@ import json
 import math
 import os
 import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -54,6 +56,78 @@ def val_loss_torch(model_path, data, T):
         total += loss.item() * x.numel()
         n += x.numel()
     return total / n
+
+
+def write_tokens(d, data, tokenize):
+    """nanoGPT's train.bin and val.bin (uint16) of data's documents, each tokenized and split at
+    its last tenth like a corpus."""
+    os.makedirs(d)
+    train, val = [], []
+    for name in sorted(os.listdir(data)):
+        ids = tokenize(open(os.path.join(data, name), "rb").read())
+        cut = len(ids) - len(ids) // 10
+        train += ids[:cut]
+        val += ids[cut:]
+    for name, ids in (("train.bin", train), ("val.bin", val)):
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(struct.pack("<%dH" % len(ids), *ids))
+    return val
+
+
+def token_files(tmp, data):
+    """Token files of a tokenizer of one's own: words as ids past 255 (vocabulary 320), and ids
+    that are all below 256 (a vocabulary of 256 that is still not bytes)."""
+    words = sorted({w for name in os.listdir(data) for w in open(os.path.join(data, name)).read().split()})
+    vocab = {w: 300 + i for i, w in enumerate(words)}
+    tok = os.path.join(tmp, "tok")
+    val = write_tokens(tok, data, lambda raw: [vocab[w] for w in raw.decode().split()])
+    model = os.path.join(tmp, "tok.safetensors")
+    r = run("train", "--model", "gpt:2,2,32,16", "--data", tok, "--vocab", "320", "--steps", "100", "--batch", "8",
+            "--threads", "1", "--quiet", "--save", model, "--metrics", os.path.join(tmp, "tok.jsonl"))
+    last = [json.loads(x) for x in open(os.path.join(tmp, "tok.jsonl"))][-1] if r.returncode == 0 else {}
+    check(last.get("val_loss", 9) < math.log(len(words)) + 0.4 < math.log(320),
+          "a gpt model learns token files of ids past 255: validation loss %s, near the %d words' entropy (%.2f; "
+          "%s)" % (last.get("val_loss"), len(words), math.log(len(words)), r.stderr.strip()[-200:]))
+    r = run("eval", model, "--json", "--threads", "1")
+    ev = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(abs(ev.get("val_loss", 0) - last.get("val_loss", 1)) < 1e-6 and ev.get("tokens") == (len(val) - 1) // 16 * 16,
+          "rumor eval of a model of token ids reads the token files it trained on: %s over %s tokens (%s)"
+          % (ev.get("val_loss"), ev.get("tokens"), r.stderr.strip()))
+    m = gpt_torch.load(model).double()
+    starts = range(0, len(val) - 16, 16)
+    with torch.no_grad():
+        _, loss = m(torch.tensor([val[s:s + 16] for s in starts]), torch.tensor([val[s + 1:s + 17] for s in starts]))
+    check(abs(loss.item() - ev.get("val_loss", 0)) <= 1e-4,
+          "PyTorch on the exported model of token ids: validation loss %.6f, rumor's %s" % (loss.item(),
+                                                                                         ev.get("val_loss")))
+    r = run("sample", model, "--tokens", "8", "--temperature", "0")
+    ids = [0]
+    with torch.no_grad():
+        for _ in range(8):
+            ids.append(int(m(torch.tensor([ids[-16:]]))[0][0, -1].argmax()))
+    check(r.returncode == 0 and r.stdout.split() == [str(i) for i in ids[1:]] and "token ids" in r.stderr,
+          "rumor sample prints a model's token ids one a line, PyTorch's greedy ones, and says so (%r, %r)"
+          % (r.stdout.split(), r.stderr.strip()))
+    for args, why in ((("sample", model, "--prompt", "the"), "a text prompt to a model of token ids"),
+                      (("eval", model, "--data", data), "a model of token ids judged on .txt documents"),
+                      (("eval", os.path.join(tmp, "ref.safetensors"), "--data", tok), "a model of bytes judged on "
+                       "token files")):
+        r = run(*args)
+        check(r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("rumor: error: "),
+              "%s: one line, exit 2 (%d, %r)" % (why, r.returncode, r.stderr))
+
+    # A vocabulary of 256 that is still a tokenizer's: the model says so, not its size.
+    tok256 = os.path.join(tmp, "tok256")
+    write_tokens(tok256, data, lambda raw: [vocab[w] - 300 + 200 for w in raw.decode().split()])
+    model = os.path.join(tmp, "tok256.safetensors")
+    r = run("train", "--model", "gpt:2,2,32,16", "--data", tok256, "--vocab", "256", "--steps", "20", "--batch", "8",
+            "--threads", "1", "--quiet", "--save", model)
+    ev = run("eval", model, "--json", "--threads", "1")
+    sample = run("sample", model, "--tokens", "3")
+    check(r.returncode == 0 and ev.returncode == 0 and json.loads(ev.stdout)["tokens"] == (len(val) - 1) // 16 * 16
+          and sample.returncode == 0 and len(sample.stdout.split()) == 3 and "token ids" in sample.stderr,
+          "token files of a 256-token vocabulary are token ids, not bytes: eval reads them, sample prints ids (%s)"
+          % (r.stderr + ev.stderr + sample.stderr).strip()[-300:])
 
 
 def main():
@@ -157,6 +231,7 @@ def main():
         check(abs(torch_loss - ev.get("val_loss", 0)) <= 1e-4,
               "PyTorch on the exported model: validation loss %.6f, rumor's %.6f" % (torch_loss,
                                                                                     ev.get("val_loss", 0)))
+        token_files(tmp, data)
     print("%d failed" % len(FAILS))
     return 1 if FAILS else 0
 

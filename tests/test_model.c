@@ -131,7 +131,7 @@ static void test_layout(void)
 {
     char err[RUMOR_ERR_LEN];
     rumor_model_spec_t s;
-    const rumor_model_input_t mnist = {1, 28, 28, 10};
+    const rumor_model_input_t mnist = {1, 28, 28, 10, false};
     CHECK_RC(rumor_model_spec_parse(&s, "mlp:256,128", err));
     rumor_model_t *m = rumor_model_new(&s, mnist, be, 4, err);
     size_t real = 0;
@@ -183,7 +183,7 @@ static void test_layout(void)
     CHECK(strcmp(fc->name, "fc1.weight") == 0 && fc->shape[0] == 10 && fc->shape[1] == 512);
     rumor_model_destroy(&m);
     /* A CNN on an input it cannot reduce is refused with a reason. */
-    m = rumor_model_new(&s, (rumor_model_input_t){1, 10, 10, 10}, be, 2, err);
+    m = rumor_model_new(&s, (rumor_model_input_t){1, 10, 10, 10, false}, be, 2, err);
     CHECK(m == NULL && strstr(err, "cnn"));
 }
 
@@ -196,7 +196,7 @@ static void test_gpt_layout(void)
     CHECK_RC(rumor_model_spec_parse(&s, "gpt:4,4,128,64", err));
     CHECK(s.kind == RUMOR_MODEL_GPT && s.layers == 4 && s.heads == 4 && s.dim == 128 && s.ctx == 64 &&
           strcmp(s.canonical, "gpt:4,4,128,64") == 0);
-    rumor_model_t *m = rumor_model_new(&s, (rumor_model_input_t){1, 1, 64, 256}, be, 2, err);
+    rumor_model_t *m = rumor_model_new(&s, (rumor_model_input_t){1, 1, 64, 256, false}, be, 2, err);
     CHECK_MSG(m != NULL, "%s", err);
     if (!m) return;
     CHECK(rumor_model_tensor_count(m) == 4 + 12 * 4);
@@ -226,7 +226,7 @@ static void test_gpt_layout(void)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         CHECK_MSG(rumor_model_spec_parse(&s, bad[i], err) == RUMOR_EINVAL, "%s accepted", bad[i]);
     CHECK_RC(rumor_model_spec_parse(&s, "gpt:1,1,8,4", err));
-    m = rumor_model_new(&s, (rumor_model_input_t){1, 28, 28, 10}, be, 2, err);
+    m = rumor_model_new(&s, (rumor_model_input_t){1, 28, 28, 10, false}, be, 2, err);
     CHECK(m == NULL && strstr(err, "takes windows of 4 tokens"));
 }
 
@@ -240,14 +240,14 @@ int main(void)
     }
     test_specs();
     test_layout();
-    gradcheck("logreg", (rumor_model_input_t){1, 6, 5, 4}, 5, 1000);
-    gradcheck("mlp:7,6", (rumor_model_input_t){1, 4, 5, 3}, 6, 1000);
-    gradcheck("mlp:9,8,7", (rumor_model_input_t){1, 3, 3, 5}, 4, 1000);
-    gradcheck("cnn:3,4", (rumor_model_input_t){1, 16, 16, 5}, 3, 200);
-    gradcheck("cnn:2,3", (rumor_model_input_t){2, 16, 16, 4}, 2, 200);
-    gradcheck("cnn:4,6", (rumor_model_input_t){1, 28, 28, 10}, 2, 60);
+    gradcheck("logreg", (rumor_model_input_t){1, 6, 5, 4, false}, 5, 1000);
+    gradcheck("mlp:7,6", (rumor_model_input_t){1, 4, 5, 3, false}, 6, 1000);
+    gradcheck("mlp:9,8,7", (rumor_model_input_t){1, 3, 3, 5, false}, 4, 1000);
+    gradcheck("cnn:3,4", (rumor_model_input_t){1, 16, 16, 5, false}, 3, 200);
+    gradcheck("cnn:2,3", (rumor_model_input_t){2, 16, 16, 4, false}, 2, 200);
+    gradcheck("cnn:4,6", (rumor_model_input_t){1, 28, 28, 10, false}, 2, 60);
     /* GPT-2: two blocks, two heads of 8, 6 positions, 23 tokens; tied head and embedding */
-    gradcheck("gpt:2,2,16,6", (rumor_model_input_t){1, 1, 6, 23}, 3, 40);
+    gradcheck("gpt:2,2,16,6", (rumor_model_input_t){1, 1, 6, 23, true}, 3, 40);
     test_gpt_layout();
     rumor_backend_destroy(&be);
     return check_done();

@@ -108,7 +108,7 @@ static void test_decay_only(rumor_backend_t *be)
     }
     rumor_model_spec_t spec;
     CHECK_RC(rumor_model_spec_parse(&spec, "gpt:2,2,16,8", err));
-    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, 8, 256}, be, 1, err);
+    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, 8, 256, false}, be, 1, err);
     CHECK(m != NULL);
     if (!m) return;
     size_t at[2 * RUMOR_MODEL_MAX_TENSORS], want = 0, got = 0;

@@ -313,7 +313,7 @@ static float *train_text(const rumor_text_t *t, const rumor_text_shard_t *s, rum
     rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
     rumor_model_spec_t spec;
     CHECK_RC(rumor_model_spec_parse(&spec, "gpt:1,2,16,8", err));
-    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, 8, 256}, be, 4, err);
+    rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, 8, 256, false}, be, 4, err);
     CHECK_MSG(m != NULL, "%s", err);
     CHECK_RC(rumor_model_init(m, 1));
     rumor_optim_config_t oc = rumor_optim_defaults();
@@ -374,7 +374,7 @@ static void test_trainer(void)
         rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
         rumor_model_spec_t spec;
         CHECK_RC(rumor_model_spec_parse(&spec, "gpt:1,2,16,8", err));
-        rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, 8, 256}, be, 1, err);
+        rumor_model_t *m = rumor_model_new(&spec, (rumor_model_input_t){1, 1, 8, 256, false}, be, 1, err);
         for (size_t i = 0; i < rumor_model_param_count(m); i++) d += ((double)p1[i] - p0[i]) * ((double)p1[i] - p0[i]);
         CHECK_MSG(sqrt(d) <= 0.01 * (1 + 1e-4) && sqrt(d) > 0.009, "a clipped step moved %g (clip 0.01)", sqrt(d));
         rumor_model_destroy(&m);
