@@ -474,13 +474,20 @@ __global__ void k_embed(float *out, const int32_t *tok, const float *wte, const 
     }
 }
 
-/* dwte: one thread a channel, over the positions in their order (a token's rows add up in the
- * order the CPU adds them, and never race). */
+/* dwte: one thread a channel and a class of tokens (token mod WTE_CLASSES), over the positions
+ * in their order, adding the rows of its class's tokens: a token's rows add up in the order the
+ * CPU adds them, no two threads write one entry, and the adds to global memory that depend on
+ * each other are a class's share of the positions, not all of them. Every thread reads every
+ * token (a warp's lanes the same one), which is cheap beside those adds. */
+#define WTE_CLASSES 64
 __global__ void k_embed_bwd_wte(float *dwte, const float *dout, const int32_t *tok, int N, int C)
 {
-    const int ch = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int ch = (int)(blockIdx.x * blockDim.x + threadIdx.x), k = (int)blockIdx.y;
     if (ch >= C) return;
-    for (int n = 0; n < N; n++) dwte[(size_t)tok[n] * C + ch] += dout[(size_t)n * C + ch];
+    for (int n = 0; n < N; n++) {
+        const int32_t t = tok[n];
+        if (t % WTE_CLASSES == k) dwte[(size_t)t * C + ch] += dout[(size_t)n * C + ch];
+    }
 }
 
 /* dwpe[t][c] += dout[b][t][c] over b in order. */
@@ -1008,7 +1015,8 @@ static void cuda_embed_bwd(rumor_backend_t *be, float *dwte, float *dwpe, const 
 {
     cuda_t *c = impl(be);
     if (B <= 0 || T <= 0 || C <= 0) return;
-    k_embed_bwd_wte<<<(unsigned)((C + THREADS - 1) / THREADS), THREADS, 0, c->stream>>>(dwte, dout, tok, B * T, C);
+    const dim3 grid((unsigned)((C + THREADS - 1) / THREADS), WTE_CLASSES);
+    k_embed_bwd_wte<<<grid, THREADS, 0, c->stream>>>(dwte, dout, tok, B * T, C);
     if (!LAUNCHED(c, "k_embed_bwd_wte")) return;
     k_embed_bwd_wpe<<<grid_for(c, (size_t)T * C), THREADS, 0, c->stream>>>(dwpe, dout, B, T, C);
     LAUNCHED(c, "k_embed_bwd_wpe");

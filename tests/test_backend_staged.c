@@ -26,21 +26,23 @@
 static char dir[] = "/tmp/rumor-test-staged-XXXXXX";
 
 /* One run of rumor train on the CPU backend and one on the staged backend: the same losses,
- * accuracy, checkpoint and exported model, bit for bit. */
-static void train_both(const char *model, rumor_opt_kind_t opt, int batch)
+ * accuracy, checkpoint and exported model, bit for bit. A gpt model trains on data, a folder
+ * of text (token windows staged as the images are), clipped as its runs are. */
+static void train_both(const char *model, rumor_opt_kind_t opt, int batch, const char *data)
 {
     char err[RUMOR_ERR_LEN] = "", save[2][512], ckpt[2][512];
     rumor_train_result_t res[2];
     for (int k = 0; k < 2; k++) {
         rumor_train_config_t c;
         rumor_train_config_defaults(&c);
-        c.data_dir = RUMOR_DEFAULT_DATA;
+        c.data_dir = data;
         c.threads = 1;
         c.log_every = 0;
         c.seed = 9;
         c.epochs = 2;
         c.batch = batch;
         c.limit = 1000; /* batches that do not divide it: a short last batch */
+        if (strncmp(model, "gpt:", 4) == 0) c.steps = 25, c.clip_grad = 1.0f, c.limit = 0;
         c.opt.kind = opt;
         if (opt == RUMOR_OPT_ADAMW) c.opt.lr = 1e-3f;
         if (rumor_model_spec_parse(&c.spec, model, err) != RUMOR_OK) abort();
@@ -266,6 +268,28 @@ out:
     rumor_backend_destroy(&cp);
 }
 
+/* rumor train of a gpt model on two documents of this test's own, on both backends. */
+static void text_both(void)
+{
+    char text[600], doc[700];
+    snprintf(text, sizeof text, "%s/text", dir);
+    CHECK(mkdir(text, 0700) == 0);
+    for (int d = 0; d < 2; d++) {
+        snprintf(doc, sizeof doc, "%s/doc%d.txt", text, d);
+        FILE *f = fopen(doc, "w");
+        CHECK(f != NULL);
+        if (!f) return;
+        for (int i = 0; i < 3000; i++) fputc("abcdefgh \n"[(i * (d + 3) + i / 7) % 10], f);
+        fclose(f);
+    }
+    train_both("gpt:2,2,16,12", RUMOR_OPT_ADAMW, 5, text);
+    for (int d = 0; d < 2; d++) {
+        snprintf(doc, sizeof doc, "%s/doc%d.txt", text, d);
+        remove(doc);
+    }
+    rmdir(text);
+}
+
 int main(void)
 {
     char err[RUMOR_ERR_LEN] = "";
@@ -276,13 +300,14 @@ int main(void)
     rumor_backend_destroy(&be);
     contract_checks();
     priv_both();
+    text_both();
 
     struct stat st;
     if (stat(RUMOR_DEFAULT_DATA, &st) != 0) {
         check_skip("no dataset at %s: the training and node runs not compared", RUMOR_DEFAULT_DATA);
     } else {
-        train_both("mlp:64,32", RUMOR_OPT_SGD, 64);
-        train_both("cnn:8,16", RUMOR_OPT_ADAMW, 96);
+        train_both("mlp:64,32", RUMOR_OPT_SGD, 64, RUMOR_DEFAULT_DATA);
+        train_both("cnn:8,16", RUMOR_OPT_ADAMW, 96, RUMOR_DEFAULT_DATA);
         node_both(false);
         node_both(true);
     }
