@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "fileio.h"
 #include "sim.h"
+#include "source.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -17,6 +18,31 @@ static void sim_stop_cb(int sig)
 {
     (void)sig;
     atomic_store(&stop_flag, true);
+}
+
+/* Every peer's shard, before anything starts: a split the data cannot give (more peers than
+ * documents, dirichlet on text, a shard without a sample) is the sim's one-line error in both
+ * modes, not real nodes that die with it in their logs. Nodes and virtual peers take the same
+ * data, partition and seed. */
+static rumor_err_t check_shards(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN])
+{
+    rumor_model_spec_t spec;
+    rumor_partition_t part;
+    rumor_err_t rc;
+    if ((rc = rumor_model_spec_parse(&spec, c->model, err)) != RUMOR_OK ||
+        (rc = rumor_partition_parse(&part, c->partition, err)) != RUMOR_OK)
+        return rc;
+    rumor_source_t src;
+    const rumor_source_config_t sc = {.dir = c->data, .spec = &spec, .vocab = c->vocab,
+                                      .limit = c->limit > 0 ? (size_t)c->limit : 0};
+    if ((rc = rumor_source_load(&src, &sc, err)) != RUMOR_OK) return rc;
+    for (int i = 0; rc == RUMOR_OK && i < c->peers; i++) {
+        rumor_source_shard_t sh;
+        if ((rc = rumor_source_shard(&src, &sh, &part, i, c->peers, c->seed, err)) == RUMOR_OK)
+            rumor_source_shard_fini(&sh);
+    }
+    rumor_source_fini(&src);
+    return rc;
 }
 
 static void sim_help(void)
@@ -91,6 +117,11 @@ int cmd_sim(int argc, char **argv)
         cli_error("%s holds a finished run; choose another --out", c.out);
         return 2;
     }
+    rumor_err_t rc = check_shards(&c, err);
+    if (rc != RUMOR_OK) {
+        cli_error("%s", err);
+        return cli_exit_code(rc);
+    }
     cli_on_stop_signals(sim_stop_cb);
     if (!c.quiet)
         fprintf(stderr, "rumor sim: %d peers (%s mode), results in %s/\n", c.peers, c.mode, c.out);
@@ -106,7 +137,7 @@ int cmd_sim(int argc, char **argv)
         if (st == 2) cli_error("%s", err);
         return atomic_load(&stop_flag) ? 130 : st;
     }
-    rumor_err_t rc = strcmp(c.mode, "virtual") == 0 ? rumor_sim_run_virtual(&c, &stop_flag, err)
+    rc = strcmp(c.mode, "virtual") == 0 ? rumor_sim_run_virtual(&c, &stop_flag, err)
                                                        : rumor_sim_run_proc(&c, exe, &stop_flag, err);
     if (rc != RUMOR_OK) {
         cli_error("%s", err);

@@ -36,6 +36,7 @@ int cli_exit_code(rumor_err_t rc)
     case RUMOR_EIO:
     case RUMOR_EAUTH:
     case RUMOR_ETIMEDOUT:
+    case RUMOR_ENODEV: /* a device asked for that the machine does not have */
     case RUMOR_ENOTSUP: return 2;
     default: return 1;
     }

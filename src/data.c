@@ -427,6 +427,17 @@ rumor_err_t rumor_data_load_dir(rumor_dataset_t *train, rumor_dataset_t *test, c
     if (train) memset(train, 0, sizeof *train);
     if (test) memset(test, 0, sizeof *test);
     if (ends_with(dir, ".safetensors")) return load_st(train, test, dir, err);
+    /* a file of another name: a safetensors file too, or said to be neither */
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISREG(st.st_mode)) {
+        if ((rc = load_st(train, test, dir, err)) != RUMOR_OK) {
+            char why[RUMOR_ERR_LEN];
+            const size_t n = strlen(dir);
+            snprintf(why, sizeof why, "%s", strncmp(err, dir, n) == 0 && err[n] == ':' ? err + n + 2 : err);
+            rumor_fail(err, rc, "%s: a file, not a folder of IDX files, and not a safetensors file (%s)", dir, why);
+        }
+        return rc;
+    }
     if (train && (rc = load_split(train, dir, "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                   err)) != RUMOR_OK)
         goto out;

@@ -12,20 +12,24 @@
 
 /* ---- spec parsing ---- */
 
-static int parse_widths(int *out, int max, const char *s, const char *what, char *err)
+/* Up to max comma-separated integers in 1..hi; names[i] says what the i-th is (NULL: widths),
+ * and with names there must be no more than max. */
+static int parse_widths(int *out, int max, long hi, const char *s, const char *what, const char *const *names,
+                        char *err)
 {
     int n = 0;
     while (*s) {
         if (n == max) {
-            rumor_fail(err, RUMOR_EINVAL, "%s: at most %d layers", what, max);
+            if (names) rumor_fail(err, RUMOR_EINVAL, "%s: more than %d values", what, max);
+            else rumor_fail(err, RUMOR_EINVAL, "%s: at most %d layers", what, max);
             return -1;
         }
         char *end;
         errno = 0;
         long v = strtol(s, &end, 10);
-        if (end == s || errno || (*end && *end != ',') || v < 1 || v > 65536) {
-            rumor_fail(err, RUMOR_EINVAL, "%s: width '%.*s' is not an integer in 1..65536",
-                       what, (int)strcspn(s, ","), s);
+        if (end == s || errno || (*end && *end != ',') || v < 1 || v > hi) {
+            rumor_fail(err, RUMOR_EINVAL, "%s: %s '%.*s' is not an integer in 1..%ld", what, names ? names[n] : "width",
+                       (int)strcspn(s, ","), s, hi);
             return -1;
         }
         out[n++] = (int)v;
@@ -52,16 +56,17 @@ rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
         return RUMOR_OK;
     }
     if (strncmp(spec, "gpt:", 4) == 0) {
+        static const char *const names[] = {"layers", "heads", "width", "context"};
         int v[4];
-        const int n = parse_widths(v, 4, spec + 4, "gpt", err);
-        if (n < 0) return RUMOR_EINVAL;
-        if (n != 4) return rumor_fail(err, RUMOR_EINVAL, "gpt: expected gpt:LAYERS,HEADS,WIDTH,CONTEXT (e.g. gpt:4,4,128,64)");
+        const int n = parse_widths(v, 4, 8192, spec + 4, "gpt", names, err);
+        if (n >= 0 && n != 4)
+            rumor_fail(err, RUMOR_EINVAL, "gpt: %d values, expected gpt:LAYERS,HEADS,WIDTH,CONTEXT (e.g. gpt:4,4,128,64)",
+                       n);
+        if (n != 4) return RUMOR_EINVAL;
         if (v[0] > RUMOR_GPT_MAX_LAYERS)
             return rumor_fail(err, RUMOR_EINVAL, "gpt: %d layers, at most %d", v[0], RUMOR_GPT_MAX_LAYERS);
         if (v[2] % v[1])
             return rumor_fail(err, RUMOR_EINVAL, "gpt: width %d is not a multiple of %d heads", v[2], v[1]);
-        if (v[2] > 8192 || v[3] > 8192)
-            return rumor_fail(err, RUMOR_EINVAL, "gpt: width and context at most 8192");
         out->kind = RUMOR_MODEL_GPT;
         out->layers = v[0], out->heads = v[1], out->dim = v[2], out->ctx = v[3];
         snprintf(out->canonical, sizeof out->canonical, "gpt:%d,%d,%d,%d", v[0], v[1], v[2], v[3]);
@@ -70,13 +75,13 @@ rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
     if (strcmp(spec, "mlp") == 0) spec = "mlp:256,128";
     if (strcmp(spec, "cnn") == 0) spec = "cnn:16,32";
     if (strncmp(spec, "mlp:", 4) == 0) {
-        int n = parse_widths(out->hidden, RUMOR_MODEL_MAX_LAYERS - 1, spec + 4, "mlp", err);
+        int n = parse_widths(out->hidden, RUMOR_MODEL_MAX_LAYERS - 1, 65536, spec + 4, "mlp", NULL, err);
         if (n < 0) return RUMOR_EINVAL;
         if (n == 0) return rumor_fail(err, RUMOR_EINVAL, "mlp: no widths (e.g. mlp:256,128)");
         out->kind = RUMOR_MODEL_MLP;
         out->n_hidden = n;
     } else if (strncmp(spec, "cnn:", 4) == 0) {
-        int n = parse_widths(out->hidden, 2, spec + 4, "cnn", err);
+        int n = parse_widths(out->hidden, 2, 65536, spec + 4, "cnn", NULL, err);
         if (n < 0) return RUMOR_EINVAL;
         if (n != 2) return rumor_fail(err, RUMOR_EINVAL, "cnn: expected two channel counts, cnn:C1,C2");
         if (out->hidden[0] > 1024 || out->hidden[1] > 1024)

@@ -11,6 +11,7 @@
 #include "gossip.h"
 #include "model.h"
 #include "optim.h"
+#include "text.h"
 #include "topology.h"
 
 #include <ctype.h>
@@ -221,7 +222,7 @@ static const rumor_setting_t table[] = {
     /* what is learnt, and how */
     {"data", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD, AT(data), 0, 0, NULL, NULL, D(RUMOR_DEFAULT_DATA), "data", "DIR",
      "IDX dataset folder, or a .safetensors file of train.x, train.y, test.x, test.y; for gpt models .txt "
-     "documents or train.bin/val.bin (default " RUMOR_DEFAULT_TEXT ")"},
+     "documents or train.bin/val.bin (gpt: " RUMOR_DEFAULT_TEXT ")"},
     {"model", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(model), 0, 0, check_model, NULL, D("mlp:256,128"), "model", "SPEC",
      "logreg | mlp:W1,W2,... | cnn[:C1,C2] | gpt:LAYERS,HEADS,WIDTH,CONTEXT"},
     {"vocab", NULL, RUMOR_SET_INT, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(vocab), 0, 65536, NULL, NULL, D(NULL), "vocab", "N",
@@ -230,7 +231,8 @@ static const rumor_setting_t table[] = {
      * a set of shards. */
     {"partition", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(partition), 0, 0, check_partition, NULL,
      D3(NULL, NULL, "dirichlet:0.5"), "partition", "SPEC",
-     "iid | dirichlet:ALPHA | shards:K | docs (text: whole documents; sim's default for gpt): how the training "
+     "iid | dirichlet:ALPHA | shards:K | docs (text: whole documents; sim's default for gpt, but for token "
+     "files, iid): how the training "
      "set is split among peers (train, node: this peer's shard is --rank of --of)"},
     {"rank", NULL, RUMOR_SET_INT, T | N, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(rank), 0, 99999, NULL, NULL, D(NULL), NULL, "I",
      "with --partition: this peer's shard (0-based)"},
@@ -710,8 +712,10 @@ void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd)
     if (rumor_model_spec_parse(&spec, s->model, err) == RUMOR_OK && spec.kind == RUMOR_MODEL_GPT)
         for (size_t i = 0; i < RUMOR_ARRAY_LEN(lm_defaults); i++) {
             const rumor_setting_t *r = rumor_settings_find(cmd, lm_defaults[i].name);
-            if (r && (lm_defaults[i].where & (1u << cmd)) && !s->given[r - table] &&
-                set_row(s, r, lm_defaults[i].value, err) != RUMOR_OK)
+            const char *v = lm_defaults[i].value;
+            /* token files are one document: a swarm's peers take equal slices of it */
+            if (strcmp(lm_defaults[i].name, "partition") == 0 && rumor_text_is_tokens(s->data)) v = "iid";
+            if (r && (lm_defaults[i].where & (1u << cmd)) && !s->given[r - table] && set_row(s, r, v, err) != RUMOR_OK)
                 abort(); /* a default the table refuses: a bug */
         }
     rounds_of_steps(s, cmd);

@@ -36,6 +36,12 @@ rumor_err_t rumor_source_load(rumor_source_t *src, const rumor_source_config_t *
     src->text = cfg->spec->kind == RUMOR_MODEL_GPT;
     src->T = cfg->spec->ctx;
     src->mean = 0.0f, src->std = 1.0f; /* tokens are not normalised; images get their own below */
+    /* Settings of the other kind of data are refused, not ignored. */
+    if (src->text && cfg->limit)
+        return rumor_fail(err, RUMOR_EINVAL, "--limit %zu: for labelled data (a gpt model takes all of its text)",
+                          cfg->limit);
+    if (!src->text && cfg->vocab)
+        return rumor_fail(err, RUMOR_EINVAL, "--vocab %d: for gpt models on token files", cfg->vocab);
     rumor_err_t rc = src->text ? load_text(src, cfg, err) : load_images(src, cfg, err);
     if (rc == RUMOR_OK) rc = rumor_source_shard(src, &src->shard, cfg->partition, cfg->rank, cfg->peers, cfg->seed, err);
     if (rc == RUMOR_OK && src->shard.n == 0)

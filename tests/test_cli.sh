@@ -22,6 +22,34 @@ expect_error "negative threads" '--threads -1: expected an integer in 0..1024' t
 expect_error "unknown model" "unknown model 'resnet'" train --model resnet
 expect_error "bad mlp width" "width '0' is not an integer in 1..65536" train --model mlp:0
 expect_error "unknown optimizer" "unknown optimizer 'lion'" train --optimizer lion
+
+# Language models: a spec that names its wrong field, and text that a split, a setting or a
+# token file does not fit (a corpus of two documents and token files written here).
+expect_error "gpt context 0" "gpt: context '0' is not an integer in 1..8192" train --model gpt:1,1,16,0
+expect_error "gpt heads 0" "gpt: heads '0'" train --model gpt:1,0,16,8
+expect_error "gpt too many values" "gpt: more than 4 values" train --model gpt:1,1,8,8,1
+expect_error "gpt heads not dividing the width" "width 8 is not a multiple of 3 heads" train --model gpt:2,3,8,8
+mkdir -p "$tmp/text" "$tmp/tok"
+for d in a b; do
+    i=0
+    while [ $i -lt 60 ]; do echo "to be or not to be, that is the question $d $i"; i=$((i + 1)); done >"$tmp/text/$d.txt"
+done
+expect_error "dirichlet on text" "for labelled data; text takes docs or iid" \
+    train --model gpt:1,1,8,8 --data "$tmp/text" --partition dirichlet:0.5 --rank 0 --of 2
+expect_error "more peers than documents" "--partition docs: 3 peers but 2 documents" \
+    sim --model gpt:1,1,8,8 --data "$tmp/text" --peers 3 --out "$tmp/sim-text"
+[ ! -e "$tmp/sim-text" ] || fail "a sim refused for its split left $tmp/sim-text behind"
+expect_error "more peers than documents, real nodes" "--partition docs: 3 peers but 2 documents" \
+    sim --mode proc --model gpt:1,1,8,8 --data "$tmp/text" --peers 3 --out "$tmp/sim-text"
+expect_error "--vocab on a corpus" "a corpus of .txt documents has 256 tokens" \
+    train --model gpt:1,1,8,8 --data "$tmp/text" --vocab 300
+expect_error "--limit on text" "--limit 100: for labelled data" train --model gpt:1,1,8,8 --data "$tmp/text" --limit 100
+expect_error "--vocab on images" "--vocab 300: for gpt models on token files" train --model logreg --vocab 300
+head -c 1001 /dev/zero >"$tmp/tok/train.bin"
+head -c 100 /dev/zero >"$tmp/tok/val.bin"
+expect_error "a token file of an odd size" "1001 bytes, not a whole number of uint16 tokens" \
+    train --model gpt:1,1,8,8 --data "$tmp/tok"
+expect_error "--vocab past uint16" "--vocab 70000" train --model gpt:1,1,8,8 --data "$tmp/tok" --vocab 70000
 expect_error "bad schedule" "schedule 'step:0,2': expected step:EPOCHS,GAMMA" train --schedule step:0,2
 expect_error "missing data dir" 'nothing/train-images-idx3-ubyte: no such file' train --data "$tmp/nothing"
 expect_error "eval without a file" 'eval needs a model file' eval
@@ -92,6 +120,10 @@ if [ -d "$data" ]; then
     expect_error "eval on an unknown device" "unknown device 'tpu'" eval "$tmp/ok.safetensors" --device tpu
     expect_error "bench train on an unknown device" "unknown device 'tpu'" bench train --device tpu
     expect_error "bench mix on an unknown device" "unknown device 'tpu'" bench mix --device tpu
+    # No GPU here (none built, or no driver or device): --device cuda is one line, exit 2.
+    if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
+        expect_error "--device cuda without a GPU" "cuda" train --device cuda --limit 500
+    fi
     head -c 200 "$tmp/ok.safetensors" >"$tmp/trunc.safetensors"
     expect_error "truncated model" 'trunc.safetensors: truncated: header says' \
         eval "$tmp/trunc.safetensors"

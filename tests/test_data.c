@@ -378,9 +378,11 @@ static void test_dir(void)
     snprintf(want, sizeof want, "%s/train-images-idx3-ubyte: no such file (nor .gz)", tmp);
     CHECK_MSG(strcmp(err, want) == 0, "'%s'", err);
     CHECK(is_empty(&train) && is_empty(&test));
-    /* a file where the folder belongs */
-    CHECK(rumor_data_load_dir(&train, &test, path_of("ok-images"), err) == RUMOR_EIO);
-    CHECK_MSG(strstr(err, "Not a directory") != NULL, "%s", err);
+    /* a file where the folder belongs: read as safetensors whatever its name, and said to be
+     * neither when it is not one */
+    CHECK(rumor_data_load_dir(&train, &test, path_of("ok-images"), err) == RUMOR_EFORMAT);
+    CHECK_MSG(strstr(err, "ok-images: a file, not a folder of IDX files, and not a safetensors file (header length") != NULL,
+              "%s", err);
     CHECK(is_empty(&train) && is_empty(&test));
     /* a failure in the second split releases the first (ASan would report the leak) */
     CHECK(mkdir(path_of("half"), 0700) == 0);
