@@ -4,10 +4,12 @@ here as the `safetensors` package writes it. Features (float32 [N, F], three cla
 blobs) train an MLP to the accuracy the blobs allow, and the export records the data's input
 shape and classes; images (uint8 [N, 3, 20, 20], a bright square whose corner is the class) train
 a 3-channel CNN; a swarm in virtual mode partitions the file's labels; `rumor eval` gives the
-run's test accuracy; and every malformed file is refused in one line, exit 2.
+run's test accuracy, and PyTorch the same loss and accuracy on both exports (the README's loader,
+tools/bench/torch_models.py, shaped by the export's metadata); and every malformed file is
+refused in one line, exit 2.
 
 usage: test_own_data.py RUMOR
-Exits 77 (skipped) without numpy.
+Exits 77 (skipped) without numpy or torch.
 """
 import json
 import os
@@ -47,14 +49,38 @@ def refused(path, what, contains):
           "%s: refused in one line (%s)" % (what, r.stderr.strip()))
 
 
+def in_torch(path, x, y, ev, pixels):
+    """The export in PyTorch as the README loads it (tools/bench/torch_models.py, with the input
+    shape and classes its metadata records): the test loss and accuracy `rumor eval` gives."""
+    state, meta = load(path)
+    net = build_model(meta["model"], meta["input"], meta["classes"])
+    net.load_state_dict(state)
+    x = torch.from_numpy(x.astype(np.float64) / (255.0 if pixels else 1.0))
+    x = ((x - float(meta["input_mean"])) / float(meta["input_std"])).float()
+    with torch.no_grad():
+        z = net(x)
+        loss = torch.nn.functional.cross_entropy(z, torch.from_numpy(y.astype(np.int64))).item()
+        acc = (z.argmax(1).numpy() == y).mean()
+    check(abs(loss - ev.get("test_loss", -1)) < 1e-4 and abs(acc - ev.get("test_acc", -1)) < 1e-4,
+          "%s in PyTorch (build_model on its metadata's input %s, classes %s): test loss %.6f, accuracy %.4f; rumor "
+          "eval: %s, %s" % (meta["model"], meta["input"], meta["classes"], loss, acc, ev.get("test_loss"),
+                            ev.get("test_acc")))
+
+
 def main():
     global RUMOR
     RUMOR = os.path.abspath(sys.argv[1])
+    global np, torch, load, build_model
     try:
         import numpy as np
+        import torch
     except ImportError:
-        print("skip: no numpy (Debian's python3-numpy)")
+        print("skip: no numpy or torch (Debian's python3-numpy, python3-torch)")
         return 77
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
+    sys.path[:0] = [tools, os.path.join(tools, "bench")]
+    from safetensors_torch import load
+    from torch_models import build_model
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:
         # ---- features: three Gaussian blobs in 20 dimensions, overlapping (the Bayes rule: about 0.9) ----
@@ -90,6 +116,12 @@ def main():
         ev = json.loads(r.stdout) if r.returncode == 0 else {}
         check(abs(ev.get("test_acc", -1) - last.get("test_acc", -2)) < 1e-4,
               "rumor eval gives the run's test accuracy (%s, %s)" % (ev.get("test_acc"), last.get("test_acc")))
+        in_torch(model, xte, yte, ev, False)
+        other = os.path.join(tmp, "blobs.bin")  # a file of another name is the same data
+        os.link(feats, other)
+        r = run("eval", model, "--data", other, "--json")
+        check(r.returncode == 0 and json.loads(r.stdout).get("test_acc") == ev.get("test_acc"),
+              "data of one's own in a file of any name (%s)" % r.stderr.strip())
 
         # ---- images: uint8 [N, 3, 20, 20], class k lights a square in corner k of channel k ----
         def squares(n):
@@ -104,11 +136,18 @@ def main():
         xte, yte = squares(300)
         imgs = os.path.join(tmp, "squares.safetensors")
         save(imgs, {"train.x": xtr, "train.y": ytr, "test.x": xte, "test.y": yte})
+        model = os.path.join(tmp, "cnn.safetensors")
         r = run("train", "--model", "cnn:4,8", "--data", imgs, "--epochs", "3", "--batch", "32", "--lr", "0.05",
-                "--threads", "1", "--metrics", os.path.join(tmp, "c.jsonl"), "--quiet")
+                "--threads", "1", "--metrics", os.path.join(tmp, "c.jsonl"), "--quiet", "--save", model)
         last = json.loads(open(os.path.join(tmp, "c.jsonl")).read().splitlines()[-1]) if r.returncode == 0 else {}
         check(last.get("test_acc", 0) > 0.95, "a CNN learns 3-channel uint8 images of one's own: test accuracy %s (%s)"
               % (last.get("test_acc"), r.stderr.strip()[-200:]))
+        # Judged on noise with a faint square (where it is not sure, so the loss tells layouts apart).
+        noise = os.path.join(tmp, "noise.safetensors")
+        xno = (rng.integers(0, 60, (300, 3, 20, 20)) + 30 * (xte > 200)).astype(np.uint8)
+        save(noise, {"train.x": xtr, "train.y": ytr, "test.x": xno, "test.y": yte})
+        r = run("eval", model, "--data", noise, "--json")
+        in_torch(model, xno, yte, json.loads(r.stdout) if r.returncode == 0 else {}, True)
 
         # ---- a swarm on the file: label skew over its four classes ----
         out = os.path.join(tmp, "sim")

@@ -5,12 +5,15 @@ names rumor exports (``fc1.weight``, ``fc1.bias``, ``conv1.weight``, ...).  ReLU
 max-pooling are applied functionally so they add no entries to ``named_modules()``
 and the parameter layout is exactly that of rumor's layers.
 
-Model specs:
+Model specs (on Fashion-MNIST's 1x28x28 images of 10 classes; data of one's own gives its own
+input shape C,H,W and classes, which an export records as its "input" and "classes" metadata):
     logreg          fc1 (784 -> 10)
     mlp:W1,W2,...   fc1 (784 -> W1), ReLU, fc2 (W1 -> W2), ReLU, ..., fcN (-> 10)
     cnn             same as cnn:16,32
     cnn:C1,C2       conv1 (1 -> C1, 5x5), ReLU, maxpool 2, conv2 (C1 -> C2, 5x5),
                     ReLU, maxpool 2, flatten, fc1 (C2*16 -> 10)
+
+build_model(meta["model"], meta["input"], meta["classes"]) builds the model of an export.
 
 This module imports torch, so a caller that needs to control BLAS/OpenMP thread
 counts must set the environment before importing it.
@@ -74,20 +77,22 @@ def canonical_spec(spec):
 class LogReg(nn.Module):
     """Multinomial logistic regression: a single linear layer on the flat image."""
 
-    def __init__(self):
+    def __init__(self, shape=IMAGE_SHAPE, classes=NUM_CLASSES):
         super().__init__()
-        self.fc1 = nn.Linear(IN_FEATURES, NUM_CLASSES)
+        self.features = shape[0] * shape[1] * shape[2]
+        self.fc1 = nn.Linear(self.features, classes)
 
     def forward(self, x):
-        return self.fc1(x.reshape(x.shape[0], IN_FEATURES))
+        return self.fc1(x.reshape(x.shape[0], self.features))
 
 
 class MLP(nn.Module):
     """Fully connected net; layers are attributes fc1..fcN so names match rumor's."""
 
-    def __init__(self, hidden):
+    def __init__(self, hidden, shape=IMAGE_SHAPE, classes=NUM_CLASSES):
         super().__init__()
-        widths = [IN_FEATURES] + list(hidden) + [NUM_CLASSES]
+        self.features = shape[0] * shape[1] * shape[2]
+        widths = [self.features] + list(hidden) + [classes]
         self.n_layers = len(widths) - 1
         for i in range(self.n_layers):
             # setattr registers the submodule under the exact name "fc<i+1>";
@@ -98,7 +103,7 @@ class MLP(nn.Module):
         return [getattr(self, "fc%d" % (i + 1)) for i in range(self.n_layers)]
 
     def forward(self, x):
-        x = x.reshape(x.shape[0], IN_FEATURES)
+        x = x.reshape(x.shape[0], self.features)
         layers = self.layers()
         for layer in layers[:-1]:
             x = F.relu(layer(x))
@@ -108,30 +113,37 @@ class MLP(nn.Module):
 class CNN(nn.Module):
     """Two 5x5 valid convolutions with 2x2 max-pooling, then one linear layer.
 
-    28x28 -> conv 24x24 -> pool 12x12 -> conv 8x8 -> pool 4x4, hence C2*16 features.
+    28x28 -> conv 24x24 -> pool 12x12 -> conv 8x8 -> pool 4x4, hence C2*16 features (an
+    H x W input: ((H - 4) // 2 - 4) // 2 rows of them, likewise columns).
     """
 
-    def __init__(self, c1=CNN_DEFAULT[0], c2=CNN_DEFAULT[1]):
+    def __init__(self, c1=CNN_DEFAULT[0], c2=CNN_DEFAULT[1], shape=IMAGE_SHAPE, classes=NUM_CLASSES):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, c1, kernel_size=5)
+        self.shape = tuple(shape)
+        h, w = ((shape[1] - 4) // 2 - 4) // 2, ((shape[2] - 4) // 2 - 4) // 2
+        self.conv1 = nn.Conv2d(shape[0], c1, kernel_size=5)
         self.conv2 = nn.Conv2d(c1, c2, kernel_size=5)
-        self.fc1 = nn.Linear(c2 * 16, NUM_CLASSES)
+        self.fc1 = nn.Linear(c2 * h * w, classes)
 
     def forward(self, x):
-        x = x.reshape(x.shape[0], *IMAGE_SHAPE)
+        x = x.reshape(x.shape[0], *self.shape)
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
         return self.fc1(x.flatten(1))
 
 
-def build_model(spec):
-    """Construct the nn.Module for a model spec string (see module docstring)."""
+def build_model(spec, shape=IMAGE_SHAPE, classes=NUM_CLASSES):
+    """Construct the nn.Module for a model spec string (see module docstring) on inputs of shape
+    (C, H, W) and that many classes; both may be an export's metadata strings ("3,20,20", "4")."""
+    if isinstance(shape, str):
+        shape = tuple(int(v) for v in shape.split(","))
+    classes = int(classes)
     kind, params = parse_spec(spec)
     if kind == "logreg":
-        return LogReg()
+        return LogReg(shape, classes)
     if kind == "mlp":
-        return MLP(params)
-    return CNN(*params)
+        return MLP(params, shape, classes)
+    return CNN(*params, shape=shape, classes=classes)
 
 
 def input_shape(spec, batch):
