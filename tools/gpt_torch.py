@@ -1,6 +1,7 @@
 """tools/gpt_torch.py - rumor's gpt:L,H,D,T models in PyTorch: GPT-2 as nanoGPT's model.py defines
-it (biases, no dropout, GELU's tanh approximation, the head tied to the token embedding), and a
-loader for the safetensors files rumor writes.
+it (biases, no dropout, the head tied to the token embedding) with GPT-2's own GELU, the tanh
+approximation (nanoGPT's model.py now takes the exact GELU: apart by under 1e-6 nats on a small
+model), and a loader for the safetensors files rumor writes.
 
     import sys; sys.path.insert(0, "tools")
     from gpt_torch import load
