@@ -21,8 +21,8 @@ static void sim_stop_cb(int sig)
 }
 
 /* Every peer's shard, before anything starts: a split the data cannot give (more peers than
- * documents, dirichlet on text, a shard without a sample) is the sim's one-line error in both
- * modes, not real nodes that die with it in their logs. Nodes and virtual peers take the same
+ * documents, dirichlet on text; for real nodes a shard without a sample) is the sim's one-line
+ * error, not nodes that die with it in their logs. Nodes and virtual peers take the same
  * data, partition and seed. */
 static rumor_err_t check_shards(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN])
 {
@@ -38,8 +38,10 @@ static rumor_err_t check_shards(const rumor_sim_config_t *c, char err[RUMOR_ERR_
     if ((rc = rumor_source_load(&src, &sc, err)) != RUMOR_OK) return rc;
     for (int i = 0; rc == RUMOR_OK && i < c->peers; i++) {
         rumor_source_shard_t sh;
-        if ((rc = rumor_source_shard(&src, &sh, &part, i, c->peers, c->seed, err)) == RUMOR_OK)
-            rumor_source_shard_fini(&sh);
+        if ((rc = rumor_source_shard(&src, &sh, &part, i, c->peers, c->seed, err)) != RUMOR_OK) break;
+        /* a node refuses a shard without a sample; a virtual peer waits it out */
+        if (strcmp(c->mode, "proc") == 0) rc = rumor_source_shard_owned(&sh, i, c->peers, err);
+        rumor_source_shard_fini(&sh);
     }
     rumor_source_fini(&src);
     return rc;
@@ -94,13 +96,18 @@ int cmd_sim(int argc, char **argv)
         printf("%s\n", json);
         return 0;
     }
+    rumor_err_t rc = check_shards(&c, err);
+    if (rc != RUMOR_OK) {
+        cli_error("%s", err);
+        return cli_exit_code(rc);
+    }
     if (!c.out[0]) { /* a folder of its own, even for runs started in the same second */
         const time_t now = time(NULL);
         struct tm tm;
         localtime_r(&now, &tm);
         char stamp[32];
         strftime(stamp, sizeof stamp, "runs/%Y%m%d-%H%M%S", &tm);
-        rumor_err_t rc = rumor_make_dirs("runs", 0755, err);
+        rc = rumor_make_dirs("runs", 0755, err);
         for (int k = 1; rc == RUMOR_OK; k++) {
             snprintf(c.out, sizeof c.out, k == 1 ? "%s" : "%s-%d", stamp, k);
             if (mkdir(c.out, 0755) == 0) break;
@@ -116,11 +123,6 @@ int cmd_sim(int argc, char **argv)
     if (access(probe, F_OK) == 0) {
         cli_error("%s holds a finished run; choose another --out", c.out);
         return 2;
-    }
-    rumor_err_t rc = check_shards(&c, err);
-    if (rc != RUMOR_OK) {
-        cli_error("%s", err);
-        return cli_exit_code(rc);
     }
     cli_on_stop_signals(sim_stop_cb);
     if (!c.quiet)

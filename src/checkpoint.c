@@ -204,6 +204,7 @@ static rumor_err_t read_meta(const rumor_st_file_t *f, const char *path, rumor_m
     if (tokens && strcmp(tokens, "ids") != 0 && strcmp(tokens, "bytes") != 0)
         return rumor_fail(err, RUMOR_EFORMAT, "%s: bad tokens metadata '%s' (ids or bytes)", path, tokens);
     in->ids = spec->kind == RUMOR_MODEL_GPT && (tokens ? strcmp(tokens, "ids") == 0 : classes != 256);
+    info->tokens_stated = tokens != NULL;
     if (spec->kind == RUMOR_MODEL_GPT && !in->ids && classes != 256)
         return rumor_fail(err, RUMOR_EFORMAT, "%s: a model of bytes with %ld classes", path, classes);
     if (parse_float(rumor_st_meta(f, "input_mean"), &info->input_mean) != RUMOR_OK ||
@@ -283,11 +284,12 @@ rumor_err_t rumor_checkpoint_load(const char *path, rumor_model_t *m, rumor_opti
     if ((rc = read_meta(f, path, &spec, &in, &info, err)) != RUMOR_OK) goto out;
     const rumor_model_input_t want = rumor_model_input(m);
     if (strcmp(spec.canonical, rumor_model_spec(m)->canonical) != 0 || in.c != want.c ||
-        in.h != want.h || in.w != want.w || in.classes != want.classes || in.ids != want.ids) {
+        in.h != want.h || in.w != want.w || in.classes != want.classes || (info.tokens_stated && in.ids != want.ids)) {
+        const bool gpt = spec.kind == RUMOR_MODEL_GPT;
         rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: holds model %s on %dx%dx%d of %d %s, expected %s on %dx%dx%d of %d %s",
-                        path, spec.canonical, in.c, in.h, in.w, in.classes, in.ids ? "token ids" : "classes",
+                        path, spec.canonical, in.c, in.h, in.w, in.classes, !gpt ? "classes" : in.ids ? "token ids" : "byte values",
                         rumor_model_spec(m)->canonical, want.c, want.h, want.w, want.classes,
-                        want.ids ? "token ids" : "classes");
+                        !gpt ? "classes" : want.ids ? "token ids" : "byte values");
         goto out;
     }
     if (o && (!info.has_optim || info.optim_kind != rumor_optim_config(o)->kind)) {

@@ -31,6 +31,8 @@ typedef struct {
     int epoch;          /* completed epochs (checkpoints) */
     uint64_t seed;      /* run seed (checkpoints) */
     bool has_optim;     /* file holds optimizer state */
+    bool tokens_stated; /* a gpt model's file says whether it reads bytes or ids (else in.ids
+                           is a guess from its vocabulary: files from before the entry) */
     rumor_opt_kind_t optim_kind;
     /* Further metadata whose keys start with "train." (the run's settings, owned by
      * train.c): written as given, read back when present. */

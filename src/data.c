@@ -434,7 +434,8 @@ rumor_err_t rumor_data_load_dir(rumor_dataset_t *train, rumor_dataset_t *test, c
             char why[RUMOR_ERR_LEN];
             const size_t n = strlen(dir);
             snprintf(why, sizeof why, "%s", strncmp(err, dir, n) == 0 && err[n] == ':' ? err + n + 2 : err);
-            rumor_fail(err, rc, "%s: a file, not a folder of IDX files, and not a safetensors file (%s)", dir, why);
+            rumor_fail(err, rc, "%s: a file, so not a folder of IDX files; read as a safetensors file of train.x, "
+                       "train.y, test.x and test.y: %s", dir, why);
         }
         return rc;
     }

@@ -12,10 +12,10 @@
 
 /* ---- spec parsing ---- */
 
-/* Up to max comma-separated integers in 1..hi; names[i] says what the i-th is (NULL: widths),
- * and with names there must be no more than max. */
+/* Up to max comma-separated integers in 1..hi; with names, names[i] says what the i-th is and
+ * his[i] its bound (else all are widths up to hi), and there must be no more than max. */
 static int parse_widths(int *out, int max, long hi, const char *s, const char *what, const char *const *names,
-                        char *err)
+                        const long *his, char *err)
 {
     int n = 0;
     while (*s) {
@@ -27,6 +27,7 @@ static int parse_widths(int *out, int max, long hi, const char *s, const char *w
         char *end;
         errno = 0;
         long v = strtol(s, &end, 10);
+        if (names) hi = his[n];
         if (end == s || errno || (*end && *end != ',') || v < 1 || v > hi) {
             rumor_fail(err, RUMOR_EINVAL, "%s: %s '%.*s' is not an integer in 1..%ld", what, names ? names[n] : "width",
                        (int)strcspn(s, ","), s, hi);
@@ -57,14 +58,13 @@ rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
     }
     if (strncmp(spec, "gpt:", 4) == 0) {
         static const char *const names[] = {"layers", "heads", "width", "context"};
+        static const long his[] = {RUMOR_GPT_MAX_LAYERS, 8192, 8192, 8192};
         int v[4];
-        const int n = parse_widths(v, 4, 8192, spec + 4, "gpt", names, err);
+        const int n = parse_widths(v, 4, 0, spec + 4, "gpt", names, his, err);
         if (n >= 0 && n != 4)
             rumor_fail(err, RUMOR_EINVAL, "gpt: %d values, expected gpt:LAYERS,HEADS,WIDTH,CONTEXT (e.g. gpt:4,4,128,64)",
                        n);
         if (n != 4) return RUMOR_EINVAL;
-        if (v[0] > RUMOR_GPT_MAX_LAYERS)
-            return rumor_fail(err, RUMOR_EINVAL, "gpt: %d layers, at most %d", v[0], RUMOR_GPT_MAX_LAYERS);
         if (v[2] % v[1])
             return rumor_fail(err, RUMOR_EINVAL, "gpt: width %d is not a multiple of %d heads", v[2], v[1]);
         out->kind = RUMOR_MODEL_GPT;
@@ -75,13 +75,13 @@ rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
     if (strcmp(spec, "mlp") == 0) spec = "mlp:256,128";
     if (strcmp(spec, "cnn") == 0) spec = "cnn:16,32";
     if (strncmp(spec, "mlp:", 4) == 0) {
-        int n = parse_widths(out->hidden, RUMOR_MODEL_MAX_LAYERS - 1, 65536, spec + 4, "mlp", NULL, err);
+        int n = parse_widths(out->hidden, RUMOR_MODEL_MAX_LAYERS - 1, 65536, spec + 4, "mlp", NULL, NULL, err);
         if (n < 0) return RUMOR_EINVAL;
         if (n == 0) return rumor_fail(err, RUMOR_EINVAL, "mlp: no widths (e.g. mlp:256,128)");
         out->kind = RUMOR_MODEL_MLP;
         out->n_hidden = n;
     } else if (strncmp(spec, "cnn:", 4) == 0) {
-        int n = parse_widths(out->hidden, 2, 65536, spec + 4, "cnn", NULL, err);
+        int n = parse_widths(out->hidden, 2, 65536, spec + 4, "cnn", NULL, NULL, err);
         if (n < 0) return RUMOR_EINVAL;
         if (n != 2) return rumor_fail(err, RUMOR_EINVAL, "cnn: expected two channel counts, cnn:C1,C2");
         if (out->hidden[0] > 1024 || out->hidden[1] > 1024)

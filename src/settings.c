@@ -889,13 +889,16 @@ int rumor_settings_record(const rumor_settings_t *s, rumor_cmd_t cmd, rumor_st_m
 
 /* Row r's value in a checkpoint, as text; NULL: not recorded. Checkpoints from before the
  * table recorded its rows used two other keys and "none" for no partition, and every
- * checkpoint keeps the model, seed and optimizer in its own metadata too. */
+ * checkpoint keeps the model, seed and optimizer in its own metadata too. Runs from before
+ * --limit (a gpt model's) and --vocab (a classifier's) were refused recorded what they
+ * ignored: that is no setting to take back. */
 static const char *recorded(const rumor_checkpoint_info_t *info, const rumor_model_spec_t *spec,
                             const rumor_setting_t *r, char *buf, size_t cap)
 {
     static const struct {
         const char *name, *key;
     } older[] = {{"weight-decay", "train.weight_decay"}, {"of", "train.peers"}};
+    if (strcmp(r->name, spec->kind == RUMOR_MODEL_GPT ? "limit" : "vocab") == 0) return NULL;
     snprintf(buf, cap, "train.%s", r->name);
     const char *v = rumor_checkpoint_extra(info, buf);
     for (size_t i = 0; !v && i < RUMOR_ARRAY_LEN(older); i++)

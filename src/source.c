@@ -44,10 +44,15 @@ rumor_err_t rumor_source_load(rumor_source_t *src, const rumor_source_config_t *
         return rumor_fail(err, RUMOR_EINVAL, "--vocab %d: for gpt models on token files", cfg->vocab);
     rumor_err_t rc = src->text ? load_text(src, cfg, err) : load_images(src, cfg, err);
     if (rc == RUMOR_OK) rc = rumor_source_shard(src, &src->shard, cfg->partition, cfg->rank, cfg->peers, cfg->seed, err);
-    if (rc == RUMOR_OK && src->shard.n == 0)
-        rc = rumor_fail(err, RUMOR_EINVAL, "peer %d of %d owns no samples under this partition", cfg->rank, cfg->peers);
+    if (rc == RUMOR_OK) rc = rumor_source_shard_owned(&src->shard, cfg->rank, cfg->peers, err);
     if (rc != RUMOR_OK) rumor_source_fini(src);
     return rc;
+}
+
+rumor_err_t rumor_source_shard_owned(const rumor_source_shard_t *sh, int rank, int peers, char err[RUMOR_ERR_LEN])
+{
+    if (sh->n == 0) return rumor_fail(err, RUMOR_EINVAL, "peer %d of %d owns no samples under this partition", rank, peers);
+    return RUMOR_OK;
 }
 
 rumor_err_t rumor_source_shard(const rumor_source_t *src, rumor_source_shard_t *sh, const rumor_partition_t *part,

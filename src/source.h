@@ -62,6 +62,9 @@ void rumor_source_fini(rumor_source_t *src);
 rumor_err_t rumor_source_shard(const rumor_source_t *src, rumor_source_shard_t *sh, const rumor_partition_t *part,
                                int rank, int peers, uint64_t seed, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 void rumor_source_shard_fini(rumor_source_shard_t *sh);
+/* EINVAL, saying so, for a shard without a sample (a node cannot train on it). */
+rumor_err_t rumor_source_shard_owned(const rumor_source_shard_t *sh, int rank, int peers,
+                                     char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 /* The input of a model that learns from src ({1, H, W, 10} for images, {1, 1, T, V} for text). */
 rumor_model_input_t rumor_source_input(const rumor_source_t *src, const rumor_model_spec_t *spec);

@@ -120,6 +120,9 @@ if [ -d "$data" ]; then
     expect_error "eval on an unknown device" "unknown device 'tpu'" eval "$tmp/ok.safetensors" --device tpu
     expect_error "bench train on an unknown device" "unknown device 'tpu'" bench train --device tpu
     expect_error "bench mix on an unknown device" "unknown device 'tpu'" bench mix --device tpu
+    expect_error "real nodes, a shard without a sample" "of 8 owns no samples under this partition" \
+        sim --mode proc --model logreg --limit 4 --peers 8 --partition iid --out "$tmp/sim-empty"
+    [ ! -e "$tmp/sim-empty" ] || fail "a sim refused for its split left $tmp/sim-empty behind"
     # No GPU here (none built, or no driver or device): --device cuda is one line, exit 2.
     if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
         expect_error "--device cuda without a GPU" "cuda" train --device cuda --limit 500

@@ -378,10 +378,10 @@ static void test_dir(void)
     snprintf(want, sizeof want, "%s/train-images-idx3-ubyte: no such file (nor .gz)", tmp);
     CHECK_MSG(strcmp(err, want) == 0, "'%s'", err);
     CHECK(is_empty(&train) && is_empty(&test));
-    /* a file where the folder belongs: read as safetensors whatever its name, and said to be
-     * neither when it is not one */
+    /* a file where the folder belongs: read as safetensors whatever its name, saying so */
     CHECK(rumor_data_load_dir(&train, &test, path_of("ok-images"), err) == RUMOR_EFORMAT);
-    CHECK_MSG(strstr(err, "ok-images: a file, not a folder of IDX files, and not a safetensors file (header length") != NULL,
+    CHECK_MSG(strstr(err, "ok-images: a file, so not a folder of IDX files; read as a safetensors file of train.x, "
+                          "train.y, test.x and test.y: header length") != NULL,
               "%s", err);
     CHECK(is_empty(&train) && is_empty(&test));
     /* a failure in the second split releases the first (ASan would report the leak) */

@@ -116,6 +116,13 @@ def token_files(tmp, data):
         check(r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("rumor: error: "),
               "%s: one line, exit 2 (%d, %r)" % (why, r.returncode, r.stderr))
 
+    # The token files moved away: eval says where the run had them, and takes --data.
+    os.rename(tok, tok + ".moved")
+    r = run("eval", model)
+    check(r.returncode == 2 and r.stderr.count("\n") == 1 and tok in r.stderr and "--data DIR" in r.stderr,
+          "eval of a model of token ids whose token files moved: one line naming them (%r)" % r.stderr)
+    os.rename(tok + ".moved", tok)
+
     # A vocabulary of 256 that is still a tokenizer's: the model says so, not its size.
     tok256 = os.path.join(tmp, "tok256")
     write_tokens(tok256, data, lambda raw: [vocab[w] - 300 + 200 for w in raw.decode().split()])
@@ -128,6 +135,33 @@ def token_files(tmp, data):
           and sample.returncode == 0 and len(sample.stdout.split()) == 3 and "token ids" in sample.stderr,
           "token files of a 256-token vocabulary are token ids, not bytes: eval reads them, sample prints ids (%s)"
           % (r.stderr + ev.stderr + sample.stderr).strip()[-300:])
+
+    # Files from before models said whose tokens they read (no "tokens" entry), of a run that
+    # recorded the --limit it ignored: such a checkpoint resumes on its token files, and such a
+    # model is judged on the token files it is given.
+    ck = os.path.join(tmp, "old.safetensors")
+    r = run("train", "--model", "gpt:2,2,32,16", "--data", tok256, "--vocab", "256", "--steps", "20", "--batch", "8",
+            "--threads", "1", "--quiet", "--checkpoint", ck, "--max-steps", "10")
+    rewrite_meta(ck, lambda m: (m.pop("tokens", None), m.update({"train.limit": "1000"})))
+    rewrite_meta(model, lambda m: m.pop("tokens", None))
+    again = run("train", "--resume", ck, "--quiet", "--threads", "1")
+    ev2 = run("eval", model, "--json", "--threads", "1", "--data", tok256)
+    check(r.returncode == 130 and again.returncode == 0 and ev2.returncode == 0
+          and json.loads(ev2.stdout)["val_loss"] == json.loads(ev.stdout)["val_loss"],
+          "an older checkpoint and model of token ids (256 of them) resume and evaluate on their token files (%s)"
+          % (again.stderr + ev2.stderr).strip()[-300:])
+
+
+def rewrite_meta(path, change):
+    """The safetensors file at path with its __metadata__ changed in place by change(meta)."""
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    change(head["__metadata__"])
+    h = json.dumps(head).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
 
 
 def main():
