@@ -140,6 +140,16 @@ static void test_tokens(void)
     CHECK_RC(rumor_text_shard(&s, &t, &iid, 2, 3, 64, err));
     CHECK(s.n_seg == 1 && s.seg[0].a == 3333 && s.seg[0].b == 5000 && s.windows == 1667 - 64);
     rumor_text_shard_fini(&s);
+    /* the slices of 7 peers follow one another and together are the whole of train.bin */
+    size_t next = 0;
+    for (int r = 0; r < 7; r++) {
+        CHECK_RC(rumor_text_shard(&s, &t, &iid, r, 7, 64, err));
+        CHECK_MSG(s.n_seg == 1 && s.seg[0].a == next && s.seg[0].b > s.seg[0].a, "peer %d of 7: [%zu, %zu) after %zu", r,
+                  s.seg[0].a, s.seg[0].b, next);
+        next = s.seg[0].b;
+        rumor_text_shard_fini(&s);
+    }
+    CHECK_MSG(next == N, "7 slices end at %zu of %d tokens", next, N);
     CHECK(rumor_text_shard(&s, &t, &docs, 0, 2, 64, err) == RUMOR_EINVAL && strstr(err, "token files are one"));
     CHECK_RC(rumor_text_shard(&s, &t, &docs, 0, 1, 64, err));
     CHECK(s.windows == N - 64);
