@@ -568,11 +568,13 @@ def partition(swarm, slowdown=1, together=2, merged_rounds=MERGED_ROUNDS):
             listens.append("tcp://%s.%d:7000" % (net, 10 + i))
         procs, dirs, ctls = start_swarm(swarm, lab, hosts, listens, extra, "part")
         keys = [None] * n
+        read_at = [0.0] * n  # when each node's view was last read (its answer came)
 
         def views():
             out = []
             for i, c in enumerate(ctls):
                 st = status(c) or {}
+                read_at[i] = time.time()
                 keys[i] = keys[i] or st.get("key")
                 out.append({v["key"] for v in st.get("view", []) if v["state"] in ("alive", "suspect")})
             return out
@@ -590,12 +592,17 @@ def partition(swarm, slowdown=1, together=2, merged_rounds=MERGED_ROUNDS):
         rounds_before = [m[-1].get("round", 0) for m in before]
         lab.link("r", "eth1", False)
         t_cut = time.time()
-        detected = [None] * n
+        # When each node declared the other half dead, as far as reading views a few times a
+        # second tells: after the last read that still held some of it, by the first that did not.
+        detected, held = [None] * n, [0.0] * n
         while time.time() - t_cut < 30:
             apart = halves_apart(views())
             for i in range(n):
-                if apart[i] and detected[i] is None:
-                    detected[i] = time.time() - t_cut
+                if detected[i] is None:
+                    if apart[i]:
+                        detected[i] = (held[i], read_at[i] - t_cut)
+                    else:
+                        held[i] = read_at[i] - t_cut
             time.sleep(0.2)
         alive_cut = [p.poll() is None for p in procs]
         lab.link("r", "eth1", True)
@@ -641,7 +648,7 @@ def partition(swarm, slowdown=1, together=2, merged_rounds=MERGED_ROUNDS):
           (cons_before, trail(range(0, 50, 10), 10), merged_rounds, trail(range(0, merged_rounds, 50), 50)))
     print("partition: rounds before %s; declared dead after %s s; merged %s s after the link came back; consensus "
           "before %.4f, back below within 50 rounds: %s; exit codes %s; longest wait %.2f s" % (
-              rounds_before, [round(d, 1) if d is not None else None for d in detected],
+              rounds_before, ["%.1f-%.1f" % d if d is not None else None for d in detected],
               round(merged, 1) if merged is not None else None, cons_before, back_below, codes, max(waits)))
     # (130: stopped by a signal after a checkpoint, to be resumed)
     check(all(alive_cut) and codes == [130] * n, "both halves keep training through the partition, and every peer "
@@ -652,9 +659,13 @@ def partition(swarm, slowdown=1, together=2, merged_rounds=MERGED_ROUNDS):
     # SWIM probes one member a period in round robin: a member is probed within (view) periods,
     # then suspected for the suspicion time.
     bound = ((n - 1) * period + suspect + period) / 1000.0
-    check(all(d is not None and d <= bound for d in detected),
-          "each half declares the other dead within %.1f s ((view + 1) periods + suspicion): %s" %
-          (bound, [round(d, 1) if d is not None else None for d in detected]))
+    # (A node that still held the other half when read after the bound is late; one read just
+    # before the bound and found apart just after it is not known to be: views are read a few
+    # times a second, eight nodes in turn, on a loaded machine.)
+    check(all(d is not None and d[0] <= bound for d in detected),
+          "each half declares the other dead within %.1f s ((view + 1) periods + suspicion; between the last read "
+          "that held it and the first that did not): %s" %
+          (bound, ["%.1f-%.1f" % d if d is not None else None for d in detected]))
     # A model stuck on the cut link holds one of the engine's two snapshot buffers in libzmq;
     # when the trainer wants that buffer back, what holds it is given up (the connection it waits
     # on goes with it), so no round waits past its own deadline. (0.1 s: the scheduling slack of
