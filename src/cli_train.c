@@ -12,7 +12,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* What `rumor train` shows: on a terminal a live bar on stderr, redrawn at most ten times a
@@ -213,22 +212,23 @@ int cmd_eval(int argc, char **argv)
     if (rc != RUMOR_OK) goto out;
     text = spec.kind == RUMOR_MODEL_GPT;
     /* A model of token ids is judged on its own token files: the folder it trained on. */
-    if (!data_dir && in.ids) {
-        struct stat st;
-        if (!(data_dir = rumor_checkpoint_extra(&info, "train.data")))
-            rc = rumor_fail(err, RUMOR_EINVAL, "%s: a model of token ids, and the file does not say which token files "
-                            "it trained on: give them with --data DIR", pos[0]);
-        else if (stat(data_dir, &st) != 0 || !S_ISDIR(st.st_mode))
-            rc = rumor_fail(err, RUMOR_EINVAL, "%s: a model of token ids trained on %s (as its run named them), which "
-                            "is not a folder here: give its token files with --data DIR", pos[0], data_dir);
-        if (rc != RUMOR_OK) goto out;
+    const bool recorded = !data_dir && in.ids;
+    if (recorded && !(data_dir = rumor_checkpoint_extra(&info, "train.data"))) {
+        rc = rumor_fail(err, RUMOR_EINVAL, "%s: a model of token ids, and the file does not say which token files it "
+                        "trained on: give them with --data DIR", pos[0]);
+        goto out;
     }
     if (!data_dir) data_dir = text ? RUMOR_DEFAULT_TEXT : RUMOR_DEFAULT_DATA;
+    const bool tokens = text && rumor_text_is_tokens(data_dir);
     /* a file from before models said whose tokens they read, of 256: the data says */
-    if (text && !info.tokens_stated && in.classes == 256) in.ids = rumor_text_is_tokens(data_dir);
-    if (text && rumor_text_is_tokens(data_dir) != in.ids) {
-        rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: a model of %s, and %s holds %s", pos[0],
-                        in.ids ? "token ids" : "bytes", data_dir, in.ids ? "no token files (train.bin)" : "token files");
+    if (text && !info.tokens_stated && in.classes == 256) in.ids = tokens;
+    if (tokens != in.ids) {
+        if (recorded)
+            rc = rumor_fail(err, RUMOR_EINVAL, "%s: a model of token ids trained on %s (as its run named them), which "
+                            "holds no token files here: give its token files with --data DIR", pos[0], data_dir);
+        else
+            rc = rumor_fail(err, RUMOR_ELAYOUT, "%s: a model of %s, and %s holds %s", pos[0],
+                            in.ids ? "token ids" : "bytes", data_dir, in.ids ? "no token files (train.bin)" : "token files");
         goto out;
     }
     /* token files: the model's vocabulary; a corpus has its 256 */

@@ -856,9 +856,10 @@ static void recheck_in(rumor_gossip_t *g, slot_t *s)
     /* (a graph not defined on this view says nothing of who sends: then only a sender that
      * left the view is not waited for) */
     const bool graph = n > 1 && rumor_topology_in(g->topo, n, s->round, me, &in, &n_in, terr) == RUMOR_OK;
+    if (!graph) n_in = 0;
     for (int i = 0; i < s->n_expected; i++) {
         bool found = !graph && in_view(g, s->expected[i]);
-        for (size_t k = 0; k < n_in && graph && !found; k++)
+        for (size_t k = 0; k < n_in && !found; k++)
             found = memcmp(g->members[in[k]], s->expected[i], RUMOR_KEY_LEN) == 0;
         s->still[i] = found;
     }

@@ -12,25 +12,32 @@
 
 /* ---- spec parsing ---- */
 
-/* Up to max comma-separated integers in 1..hi; with names, names[i] says what the i-th is and
- * his[i] its bound (else all are widths up to hi), and there must be no more than max. */
-static int parse_widths(int *out, int max, long hi, const char *s, const char *what, const char *const *names,
-                        const long *his, char *err)
+/* What a spec's i-th number is, and its bound. */
+typedef struct {
+    const char *name;
+    long hi;
+} field_t;
+
+/* Up to max comma-separated integers, the i-th as fields[i] says, or as the last of the
+ * n_fields when there are more (a model's widths: one field for all). With several fields
+ * there is one number each: more is "more than max values", not too many layers. */
+static int parse_widths(int *out, int max, const char *s, const char *what, const field_t *fields, int n_fields,
+                        char *err)
 {
     int n = 0;
     while (*s) {
         if (n == max) {
-            if (names) rumor_fail(err, RUMOR_EINVAL, "%s: more than %d values", what, max);
+            if (n_fields > 1) rumor_fail(err, RUMOR_EINVAL, "%s: more than %d values", what, max);
             else rumor_fail(err, RUMOR_EINVAL, "%s: at most %d layers", what, max);
             return -1;
         }
+        const field_t *f = &fields[n < n_fields ? n : n_fields - 1];
         char *end;
         errno = 0;
         long v = strtol(s, &end, 10);
-        if (names) hi = his[n];
-        if (end == s || errno || (*end && *end != ',') || v < 1 || v > hi) {
-            rumor_fail(err, RUMOR_EINVAL, "%s: %s '%.*s' is not an integer in 1..%ld", what, names ? names[n] : "width",
-                       (int)strcspn(s, ","), s, hi);
+        if (end == s || errno || (*end && *end != ',') || v < 1 || v > f->hi) {
+            rumor_fail(err, RUMOR_EINVAL, "%s: %s '%.*s' is not an integer in 1..%ld", what, f->name,
+                       (int)strcspn(s, ","), s, f->hi);
             return -1;
         }
         out[n++] = (int)v;
@@ -46,6 +53,8 @@ static int parse_widths(int *out, int max, long hi, const char *s, const char *w
     return n;
 }
 
+static const field_t WIDTH = {"width", 65536};
+
 rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
                                    char err[RUMOR_ERR_LEN])
 {
@@ -57,10 +66,10 @@ rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
         return RUMOR_OK;
     }
     if (strncmp(spec, "gpt:", 4) == 0) {
-        static const char *const names[] = {"layers", "heads", "width", "context"};
-        static const long his[] = {RUMOR_GPT_MAX_LAYERS, 8192, 8192, 8192};
+        static const field_t fields[] = {{"layers", RUMOR_GPT_MAX_LAYERS}, {"heads", 8192}, {"width", 8192},
+                                         {"context", 8192}};
         int v[4];
-        const int n = parse_widths(v, 4, 0, spec + 4, "gpt", names, his, err);
+        const int n = parse_widths(v, 4, spec + 4, "gpt", fields, 4, err);
         if (n >= 0 && n != 4)
             rumor_fail(err, RUMOR_EINVAL, "gpt: %d values, expected gpt:LAYERS,HEADS,WIDTH,CONTEXT (e.g. gpt:4,4,128,64)",
                        n);
@@ -75,13 +84,13 @@ rumor_err_t rumor_model_spec_parse(rumor_model_spec_t *out, const char *spec,
     if (strcmp(spec, "mlp") == 0) spec = "mlp:256,128";
     if (strcmp(spec, "cnn") == 0) spec = "cnn:16,32";
     if (strncmp(spec, "mlp:", 4) == 0) {
-        int n = parse_widths(out->hidden, RUMOR_MODEL_MAX_LAYERS - 1, 65536, spec + 4, "mlp", NULL, NULL, err);
+        int n = parse_widths(out->hidden, RUMOR_MODEL_MAX_LAYERS - 1, spec + 4, "mlp", &WIDTH, 1, err);
         if (n < 0) return RUMOR_EINVAL;
         if (n == 0) return rumor_fail(err, RUMOR_EINVAL, "mlp: no widths (e.g. mlp:256,128)");
         out->kind = RUMOR_MODEL_MLP;
         out->n_hidden = n;
     } else if (strncmp(spec, "cnn:", 4) == 0) {
-        int n = parse_widths(out->hidden, 2, 65536, spec + 4, "cnn", NULL, NULL, err);
+        int n = parse_widths(out->hidden, 2, spec + 4, "cnn", &WIDTH, 1, err);
         if (n < 0) return RUMOR_EINVAL;
         if (n != 2) return rumor_fail(err, RUMOR_EINVAL, "cnn: expected two channel counts, cnn:C1,C2");
         if (out->hidden[0] > 1024 || out->hidden[1] > 1024)

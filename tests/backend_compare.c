@@ -512,22 +512,15 @@ static rumor_model_t *model_on(rumor_backend_t *be, const char *spec_s, int max_
     return m;
 }
 
-/* b samples: images x and labels y, or windows of tokens x and their next tokens y (T each). */
-static void put_batch(rumor_model_t *m, const float *x, const int32_t *y, int b)
+/* b samples: images x and labels y, or (x NULL) windows of tokens and their next tokens y, T
+ * each. */
+static void put_batch(rumor_model_t *m, const float *x, const int32_t *tok, const int32_t *y, int b)
 {
     rumor_backend_t *be = rumor_model_backend(m);
-    const rumor_model_input_t in = rumor_model_input(m);
-    if (rumor_model_spec(m)->kind == RUMOR_MODEL_GPT) {
-        const size_t n = (size_t)b * (size_t)in.w;
-        int32_t *tok = malloc(n * sizeof *tok);
-        for (size_t i = 0; i < n; i++) tok[i] = (int32_t)x[i];
-        be->ops->upload(be, rumor_model_token_buf(m), tok, n * sizeof *tok);
-        be->ops->upload(be, rumor_model_label_buf(m), y, n * sizeof *y);
-        free(tok);
-        return;
-    }
-    be->ops->upload(be, rumor_model_input_buf(m), x, (size_t)b * 784 * sizeof(float));
-    be->ops->upload(be, rumor_model_label_buf(m), y, (size_t)b * sizeof *y);
+    const size_t ys = x ? (size_t)b : (size_t)b * (size_t)rumor_model_input(m).w;
+    if (x) be->ops->upload(be, rumor_model_input_buf(m), x, (size_t)b * 784 * sizeof(float));
+    else be->ops->upload(be, rumor_model_token_buf(m), tok, ys * sizeof *tok);
+    be->ops->upload(be, rumor_model_label_buf(m), y, ys * sizeof *y);
 }
 
 bool backend_same_file(const char *a, const char *b)
@@ -562,17 +555,17 @@ static void train_case(const char *spec, rumor_opt_kind_t kind, const char *tmpd
     CHECK_RC(rumor_model_init(md, 11));
     CHECK_RC(rumor_model_init(mc, 11));
     /* per sample: 784 pixels and a label, or T tokens and T next ones */
-    const size_t xs = gpt ? (size_t)rumor_model_input(md).w : 784, ys = gpt ? xs : 1;
-    float *x = malloc((size_t)B * xs * sizeof *x);
-    int32_t *y = malloc((size_t)B * ys * sizeof *y);
+    const size_t T = (size_t)rumor_model_input(md).w, ys = gpt ? T : 1;
+    float *x = gpt ? NULL : malloc((size_t)B * 784 * sizeof *x);
+    int32_t *tok = gpt ? malloc((size_t)B * T * sizeof *tok) : NULL, *y = malloc((size_t)B * ys * sizeof *y);
     /* Three steps, the last on a partial batch (37 samples; a gpt model's 4 windows). */
     for (int step = 0; step < 3; step++) {
         const int b = step == 2 ? (gpt ? 4 : 37) : B;
-        for (size_t i = 0; i < (size_t)b * xs; i++)
-            x[i] = gpt ? (float)rumor_rng_below(&rng, GPT_VOCAB) : (float)rumor_rng_normal(&rng);
+        for (size_t i = 0; x && i < (size_t)b * 784; i++) x[i] = (float)rumor_rng_normal(&rng);
+        for (size_t i = 0; tok && i < (size_t)b * T; i++) tok[i] = (int32_t)rumor_rng_below(&rng, GPT_VOCAB);
         for (size_t i = 0; i < (size_t)b * ys; i++) y[i] = (int32_t)rumor_rng_below(&rng, gpt ? GPT_VOCAB : 10);
-        put_batch(md, x, y, b);
-        put_batch(mc, x, y, b);
+        put_batch(md, x, tok, y, b);
+        put_batch(mc, x, tok, y, b);
         double ld = 0, lc = 0;
         long rd = 0, rc = 0;
         CHECK_RC(rumor_model_run(md, b, true, &ld, &rd, err));
@@ -638,6 +631,7 @@ static void train_case(const char *spec, rumor_opt_kind_t kind, const char *tmpd
         rumor_model_destroy(&m3);
     }
     free(x);
+    free(tok);
     free(y);
     rumor_optim_destroy(&od);
     rumor_optim_destroy(&oc_);

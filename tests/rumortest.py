@@ -98,6 +98,27 @@ def tensors(path):
     return out
 
 
+def metadata(path):
+    """A safetensors file's __metadata__."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n])["__metadata__"]
+
+
+def rewrite_metadata(path, fn):
+    """Replace a safetensors file's __metadata__ with fn(old metadata)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    head["__metadata__"] = fn(head["__metadata__"])
+    text = json.dumps(head, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+
+
 def dist(a, b):
     """Euclidean distance between two models' tensors."""
     return sum((x - y) ** 2 for k in a for x, y in zip(a[k], b[k])) ** 0.5

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from rumortest import FAILS, check
+from rumortest import FAILS, check, metadata
 
 SKIPPED = []  # checks not run: PyTorch is missing
 DTYPES = {"float32": "F32", "float64": "F64", "uint8": "U8", "int64": "I64", "int32": "I32", "uint16": "U16"}
@@ -111,11 +111,7 @@ def main():
         check(last.get("test_acc", 0) > bayes - 0.03,
               "an MLP learns float features of one's own: test accuracy %s, the Bayes rule's %.3f (%s)"
               % (last.get("test_acc"), bayes, r.stderr.strip()[-200:]))
-        meta = {}
-        if os.path.exists(model):
-            raw = open(model, "rb").read()
-            n = struct.unpack("<Q", raw[:8])[0]
-            meta = json.loads(raw[8:8 + n]).get("__metadata__", {})
+        meta = metadata(model) if os.path.exists(model) else {}
         check(meta.get("input") == "1,1,20" and meta.get("classes") == "3",
               "the export records the data's input shape and classes (%s, %s)" % (meta.get("input"),
                                                                                  meta.get("classes")))

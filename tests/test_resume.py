@@ -16,36 +16,15 @@ usage: test_resume.py RUMOR DATA
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
 import rumortest
-from rumortest import check
+from rumortest import check, metadata, rewrite_metadata
 
 
 def run(*args, timeout=60):
     return subprocess.run([rumortest.RUMOR, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def metadata(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    return json.loads(raw[8:8 + n])["__metadata__"]
-
-
-def rewrite_metadata(path, fn):
-    """Replace a safetensors file's __metadata__ with fn(old metadata)."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    head["__metadata__"] = fn(head["__metadata__"])
-    text = json.dumps(head, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
 
 
 def as_before_the_table(meta):

@@ -246,17 +246,23 @@ bool node_dealer_send(rumor_node_t *n, peer_t *p, const void *frame, size_t len,
     return true;
 }
 
-static rumor_err_t dealer_send(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
+/* msg on p's DEALER, counted as sent; EINVAL when it does not encode, ETIMEDOUT when the
+ * DEALER is full (not counted: dealer_send counts it a drop, a retried hello does not). */
+static rumor_err_t dealer_put(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
 {
     const size_t len = encode(n, msg);
     if (!len) return RUMOR_EINVAL;
-    if (!node_dealer_send(n, p, n->buf, len, NULL)) {
-        n->drops[DROP_SEND_FULL]++;
-        return RUMOR_ETIMEDOUT;
-    }
+    if (!node_dealer_send(n, p, n->buf, len, NULL)) return RUMOR_ETIMEDOUT;
     n->msgs_out++;
     n->bytes_out += len;
     return RUMOR_OK;
+}
+
+static rumor_err_t dealer_send(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
+{
+    const rumor_err_t rc = dealer_put(n, p, msg);
+    if (rc == RUMOR_ETIMEDOUT) n->drops[DROP_SEND_FULL]++;
+    return rc;
 }
 
 /* How the member `key` is reached now, without node_peer_path's side effects (status,
@@ -1361,11 +1367,7 @@ static void resend_hello(rumor_node_t *n, peer_t *p)
     if (!p->hello_due || !p->dealer || !p->linked) return;
     rumor_msg_t hello;
     node_fill_hello(n, &hello);
-    const size_t len = encode(n, &hello);
-    if (!len || !node_dealer_send(n, p, n->buf, len, NULL)) return;
-    p->hello_due = false;
-    n->msgs_out++;
-    n->bytes_out += len;
+    p->hello_due = dealer_put(n, p, &hello) != RUMOR_OK;
 }
 
 /* Our hello again to every member we reach: what it says of us changed. Over our dials now,
