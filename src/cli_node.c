@@ -9,6 +9,7 @@
 #include "peer.h"
 #include "train.h"
 
+#include <sys/prctl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -175,6 +176,10 @@ int cmd_node(int argc, char **argv)
         return 2;
     }
     if (s.check) return cli_print_settings(&s, RUMOR_CMD_NODE);
+    /* The secret key has copies outside libsodium's guarded memory (libzmq's, one per CURVE
+     * socket and connection): no core dump, and no other process of this user reads them
+     * (docs/security.md, "Secret keys in memory"). */
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     rumor_node_config_t cfg = {0};
     cfg.memb = rumor_memb_defaults();
     cfg.exit_on_refusal = 1;

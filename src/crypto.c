@@ -822,6 +822,23 @@ uint64_t rumor_random_u64(void)
     return v;
 }
 
+void rumor_random_bytes(void *out, size_t n)
+{
+    (void)crypto_sodium_ready(NULL);
+    randombytes_buf(out, n);
+}
+
+uint64_t rumor_shorthash(const uint8_t key[16], const void *in, size_t len)
+{
+    _Static_assert(crypto_shorthash_KEYBYTES == 16 && crypto_shorthash_BYTES == 8, "SipHash-2-4");
+    uint8_t h[crypto_shorthash_BYTES];
+    (void)crypto_sodium_ready(NULL);
+    crypto_shorthash(h, in, len, key);
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)h[i] << (8 * i);
+    return v;
+}
+
 /* ---- noise for differential privacy ---- */
 
 #define NOISE_BUF 4096 /* output bytes per refill; a multiple of 8 */

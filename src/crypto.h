@@ -319,6 +319,11 @@ rumor_err_t rumor_admit_open(rumor_admit_msg_t *out, const rumor_secret_key_t *s
                              size_t len) RUMOR_MUST_CHECK;
 /* A random 64-bit value (a boot id). */
 uint64_t rumor_random_u64(void);
+/* n random bytes (libsodium's randombytes). */
+void rumor_random_bytes(void *out, size_t n);
+/* SipHash-2-4 of in[0..len) under a 16-byte key (libsodium's crypto_shorthash): a hash whose
+ * collisions nobody without the key can aim at, for the buckets of per-source limits. */
+uint64_t rumor_shorthash(const uint8_t key[16], const void *in, size_t len);
 
 /* ---- end to end through a relay (PROTOCOL.md, "Relays") ----
  *

@@ -58,6 +58,15 @@ def status(ctl):
         return None
 
 
+def rss_kb(pid, what="VmRSS:"):
+    """A process's resident memory now, or at its peak with what="VmHWM:" (kB)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(what):
+                return int(line.split()[1])
+    return 0
+
+
 def make_peer(tmp, swarm, name, days="30"):
     """A key pair tmp/name.{key,pub} and a certificate of the swarm for it."""
     key = os.path.join(tmp, name)

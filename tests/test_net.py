@@ -14,7 +14,7 @@ import struct
 import time
 
 import rumortest
-from rumortest import FAILS, check, make_peer, run, status
+from rumortest import FAILS, check, make_peer, rss_kb, run, status
 SKIPS = []  # parts that could not run here, each with its reason
 
 RUMOR = None
@@ -101,13 +101,79 @@ def cert_bytes(path):
     return raw[:85 + raw[84] + 64]
 
 
-def rss_kb(pid, what="VmRSS:"):
-    """Resident memory now, or at its peak with what="VmHWM:"."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(what):
-                return int(line.split()[1])
-    return 0
+def relay_share(ctx, tmp, swarm, mallory, pubs, port, ctl):
+    """The relay budget is shared among the members that ask for it: mallory asks the node to
+    forward as much as it can (50 kB messages, far over the default 10 MB/s), eve asks for 2 MB/s
+    (100 kB, 20 a second): every one of eve's messages is forwarded, and what mallory asks beyond
+    its share is dropped and counted. (With one pool for all, mallory's stream took the budget
+    and most of eve's messages were dropped.)"""
+    import zmq
+    eve = make_peer(tmp, swarm, "eve")
+    r = run("ping", "--key", eve + ".key", "--cert", eve + ".cert", "--swarm", os.path.join(swarm, "authority.pub"),
+            "rumor://%s@127.0.0.1:%d" % (pubs[1], port))
+    check(r.returncode == 0, "a second member knocks: %s" % (r.stdout + r.stderr).strip())
+
+    def member(who):
+        s = ctx.socket(zmq.DEALER)
+        s.linger = 0
+        s.sndhwm = 64
+        s.curve_secretkey = key_text(who + ".key").encode()
+        s.curve_publickey = key_text(who + ".pub").encode()
+        s.curve_serverkey = pubs[1].encode()
+        s.connect("tcp://127.0.0.1:%d" % port)
+        s.send(mp({"v": 2, "t": "hello", "seq": 1, "cert": cert_bytes(who + ".cert"), "addr": "tcp://127.0.0.1:9",
+                   "layout": 0, "caps": 1, "inc": 1, "boot": int.from_bytes(os.urandom(4), "big") + 1}))
+        return s
+    m, e = member(mallory), member(eve)
+    import zmq.utils.z85
+    key = {who: zmq.utils.z85.decode(key_text(who + ".pub")) for who in (mallory, eve)}
+    time.sleep(1.0)
+    before = (status(ctl) or {}).get("rejected", {}).get("relay-budget", 0)
+
+    def relay(to, ctr):
+        return mp({"v": 2, "t": "relay", "seq": ctr + 1, "to": key[to], "kind": 3, "ctr": ctr})
+    got = {mallory: 0, eve: 0}  # relayed messages each received from the other
+
+    def drain(s, who):
+        other = eve if who == mallory else mallory
+        while s.poll(0):
+            parts = s.recv_multipart()
+            # (data from the other; other members' relayed inits reach them too)
+            if b"\xa5relay" in parts[0] and b"\xa4from\xc4\x20" + key[other] in parts[0] and len(parts) == 2:
+                got[who] += 1
+    small, big = os.urandom(50_000), os.urandom(100_000)
+    sent_m = sent_e = 0
+    end, next_e = time.time() + 4.0, time.time()
+    while time.time() < end:
+        for _ in range(20):
+            try:
+                m.send_multipart([relay(eve, sent_m + 1), small], zmq.NOBLOCK)
+                sent_m += 1
+            except zmq.Again:
+                break
+        if time.time() >= next_e:
+            e.send_multipart([relay(mallory, sent_e + 1), big])
+            sent_e += 1
+            next_e += 0.05
+        drain(m, mallory)
+        drain(e, eve)
+        time.sleep(0.002)
+    stop = time.time() + 1.5
+    while time.time() < stop:
+        drain(m, mallory)
+        drain(e, eve)
+        time.sleep(0.01)
+    dropped = (status(ctl) or {}).get("rejected", {}).get("relay-budget", 0) - before
+    print("     relay share: mallory asked %d x 50 kB, %d forwarded; eve asked %d x 100 kB, %d forwarded; "
+          "%d refused (relay-budget)" % (sent_m, got[eve], sent_e, got[mallory], dropped))
+    check(sent_e >= 60 and got[mallory] == sent_e,
+          "a member within its share of the relay budget has every message forwarded while another asks "
+          "for all of it (%d of %d)" % (got[mallory], sent_e))
+    check(dropped > 0 and got[eve] * 50_000 < 0.75 * 4.0 * 10e6,
+          "what the other asks beyond its share is refused and counted (%d; forwarded %.1f MB in 4 s)"
+          % (dropped, got[eve] * 50_000 / 1e6))
+    m.close()
+    e.close()
 
 
 def main():
@@ -131,6 +197,8 @@ def main():
     check(full, "6 nodes reach a full view (%.1f s)" % (time.time() - t0))
     check(wait_for(lambda: all((status(c) or {}).get("reachable") for _, c in nodes), 3),
           "every node is probed by its peers: its advertised address works")
+    check((status(c0) or {}).get("dumpable") is False,
+          "a node is not dumpable: no core dump, and no other process of its user reads its memory")
 
     # 2. Hostile input to node 1: raw TCP garbage, then a plain ZeroMQ handshake attempt. The node
     #    keeps serving and its memory stays flat.
@@ -436,6 +504,7 @@ def main():
               sorted(set(pubs) - {pubs[1]}) == sorted(set(alive_peers(nodes[1][1]) or []) - {key_text(mallory + ".pub")}),
               "the node keeps its honest peers through the flood")
         d.close()
+        relay_share(ctx, tmp, swarm, mallory, pubs, port1, nodes[1][1])
         ctx.term()
 
     # 3. SIGKILL the bootstrap: the others declare it dead within the suspicion time and keep a

@@ -4,7 +4,6 @@
 #include "check.h"
 #include "crypto.h"
 #include "net/bench.h"
-#include "net/guard.h"
 #include "net/node.h"
 #include "net/node_impl.h"
 
@@ -112,58 +111,6 @@ static void test_independent_stop(void)
     CHECK(system(cmd) == 0);
 }
 
-/* A connected pair on loopback: *a accepted, *b dialled. */
-static bool tcp_pair(int *a, int *b)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    const int l = socket(AF_INET, SOCK_STREAM, 0);
-    *a = *b = -1;
-    if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(l, 1) != 0 ||
-        getsockname(l, (struct sockaddr *)&sa, &len) != 0 || (*b = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
-        connect(*b, (struct sockaddr *)&sa, sizeof sa) != 0 || (*a = accept(l, NULL, NULL)) < 0) {
-        if (l >= 0) close(l);
-        return false;
-    }
-    close(l);
-    return true;
-}
-
-/* The guard cuts a connection by its serial only while the descriptor is still that
- * connection: one closed and reused for another is never cut by mistake. */
-static void test_guard_cut(void)
-{
-    rumor_guard_t *g = rumor_guard_new(1u << 20);
-    int a, b, a2, b2;
-    CHECK(g && tcp_pair(&a, &b));
-    if (!g || a < 0) return;
-    CHECK(rumor_guard_open(g, a, 0));
-    const uint64_t s1 = rumor_guard_serial(g, a);
-    CHECK(s1 != 0 && rumor_guard_serial(g, b) == 0); /* b is not watched */
-    CHECK(!rumor_guard_cut(g, a, s1 + 1));           /* another connection's name */
-    char c = 0;
-    CHECK(send(b, "x", 1, 0) == 1 && recv(a, &c, 1, 0) == 1 && c == 'x'); /* still up */
-    /* a closes without the guard hearing of it, and the kernel gives its number to a new one */
-    close(a);
-    close(b);
-    CHECK(tcp_pair(&a2, &b2));
-    if (a2 != a) { /* (the lowest free number: a, unless another thread took it) */
-        fprintf(stderr, "guard: descriptor %d not reused (%d): the reuse case not checked\n", a, a2);
-    } else {
-        CHECK(!rumor_guard_cut(g, a2, s1)); /* the old name: the new connection stays up */
-        CHECK(send(b2, "y", 1, 0) == 1 && recv(a2, &c, 1, 0) == 1 && c == 'y');
-        CHECK(rumor_guard_open(g, a2, 0));
-        const uint64_t s2 = rumor_guard_serial(g, a2);
-        CHECK(s2 > s1);
-        CHECK(rumor_guard_cut(g, a2, s2)); /* its own name: shut down, the far end sees the end */
-        CHECK(recv(b2, &c, 1, 0) == 0);
-        CHECK(rumor_guard_serial(g, a2) == 0 && rumor_guard_count(g) == 0);
-    }
-    close(a2);
-    close(b2);
-    rumor_guard_destroy(&g);
-}
-
 /* The index of connections by key: every key heard is found, a key never heard is not, and
  * once the table is full a new key takes over the longest silent entry, which is then found
  * no more while every other still is (the index's deletions keep the probe runs whole). */
@@ -221,6 +168,5 @@ int main(void)
     CHECK_MSG(r.peak_kb < (long)(1000003 * 4 / 1024) + 16 * 1024, "peak %ld kB", r.peak_kb);
 #endif
     test_independent_stop();
-    test_guard_cut();
     return check_done();
 }

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* struct in6_pktinfo */
 #include "net/admit.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -128,23 +129,60 @@ ssize_t rumor_admit_recv(int fd, uint8_t *buf, size_t cap, rumor_admit_from_t *f
     return len;
 }
 
-uint32_t rumor_admit_source_hash(const rumor_admit_from_t *from)
+bool rumor_admit_ip16_addr(const struct sockaddr *sa, socklen_t len, uint8_t out[16])
 {
-    const uint8_t *a = NULL;
-    size_t n = 0;
-    if (from->addr.ss_family == AF_INET) {
-        a = (const uint8_t *)&((const struct sockaddr_in *)&from->addr)->sin_addr;
-        n = 4;
-        if (a[0] == 127) return 0;
-    } else if (from->addr.ss_family == AF_INET6) {
-        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)&from->addr)->sin6_addr;
-        if (IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127)) return 0;
-        a = a6->s6_addr;
-        n = 16;
+    if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+        memset(out, 0, 10);
+        out[10] = out[11] = 0xff;
+        memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return true;
     }
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ a[i]) * 16777619u;
-    return h;
+    if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+        memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        return true;
+    }
+    return false;
+}
+
+bool rumor_admit_ip16_text(const char *ip, uint8_t out[16])
+{
+    struct in_addr a4;
+    if (inet_pton(AF_INET, ip, &a4) == 1) {
+        memset(out, 0, 10);
+        out[10] = out[11] = 0xff;
+        memcpy(out + 12, &a4, 4);
+        return true;
+    }
+    return inet_pton(AF_INET6, ip, out) == 1;
+}
+
+static bool is_v4(const uint8_t a[16])
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return memcmp(a, mapped, 12) == 0;
+}
+
+bool rumor_admit_ip16_loopback(const uint8_t a[16])
+{
+    static const uint8_t one[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    return (is_v4(a) && a[12] == 127) || memcmp(a, one, 16) == 0;
+}
+
+uint64_t rumor_admit_source(const uint8_t a[16], const uint8_t salt[16])
+{
+    uint8_t s[16];
+    memcpy(s, a, 16);
+    if (!is_v4(a)) memset(s + 8, 0, 8); /* IPv6: its /64 */
+    return rumor_shorthash(salt, s, sizeof s);
+}
+
+uint64_t rumor_admit_source_of(const rumor_admit_from_t *from, const uint8_t salt[16])
+{
+    uint8_t a[16];
+    if (!rumor_admit_ip16_addr((const struct sockaddr *)&from->addr, from->addr_len, a)) return 1;
+    if (rumor_admit_ip16_loopback(a)) return 0;
+    const uint64_t h = rumor_admit_source(a, salt);
+    return h ? h : 1;
 }
 
 void rumor_admit_reply(int fd, const rumor_admit_from_t *to, const uint8_t *buf, size_t len)

@@ -37,9 +37,19 @@ typedef struct {
 int rumor_admit_listen(const char *endpoint, uint16_t port, char err[RUMOR_ERR_LEN]);
 /* One datagram from the listening socket, non-blocking: its length, or -1 (none). */
 ssize_t rumor_admit_recv(int fd, uint8_t *buf, size_t cap, rumor_admit_from_t *from);
-/* A hash of the sender's address (not its port), for per-source rate limits; 0 for a
- * loopback sender (this machine's own processes, such as a simulated swarm: not limited). */
-uint32_t rumor_admit_source_hash(const rumor_admit_from_t *from);
+/* An address as the 16 bytes of an IPv6 address (IPv4 as ::ffff:a.b.c.d), from a socket
+ * address or an IP literal; false for anything else. */
+bool rumor_admit_ip16_addr(const struct sockaddr *sa, socklen_t len, uint8_t out[16]);
+bool rumor_admit_ip16_text(const char *ip, uint8_t out[16]);
+/* Whether ip16 is a loopback address (127/8, ::1). */
+bool rumor_admit_ip16_loopback(const uint8_t ip16[16]);
+/* The source of ip16 for per-source limits: an IPv4 address, or an IPv6 /64 (what one host or
+ * one customer of a provider usually has, so that walking a prefix gains nothing), under a
+ * keyed hash (SipHash with salt, random per node: nobody can aim addresses at one bucket). */
+uint64_t rumor_admit_source(const uint8_t ip16[16], const uint8_t salt[16]);
+/* The source of a datagram's sender (rumor_admit_source); 0 for a loopback sender (this
+ * machine's own processes, such as a simulated swarm: knocks from them are not limited). */
+uint64_t rumor_admit_source_of(const rumor_admit_from_t *from, const uint8_t salt[16]);
 /* Answer from the address the datagram was sent to. */
 void rumor_admit_reply(int fd, const rumor_admit_from_t *to, const uint8_t *buf, size_t len);
 

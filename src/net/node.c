@@ -630,21 +630,21 @@ static bool monitor_event(void *mon, uint16_t *event, uint32_t *value)
     return true;
 }
 
-/* A connection opened or closed, for the guard. */
-static void guard_event(rumor_node_t *n, uint16_t event, uint32_t fd, uint64_t now)
+/* A connection opened or closed, for the guard: on our ROUTER (p NULL: a stranger until its
+ * first message), or on the DEALER we dialled p with. */
+static void guard_event(rumor_node_t *n, const peer_t *p, uint16_t event, uint32_t fd, uint64_t now)
 {
-    if (event == ZMQ_EVENT_ACCEPTED || event == ZMQ_EVENT_CONNECTED) {
-        if (!rumor_guard_open(n->guard, (int)fd, now)) n->drops[DROP_CONNS]++;
-    } else if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CLOSED) {
+    if (event == ZMQ_EVENT_ACCEPTED || event == ZMQ_EVENT_CONNECTED)
+        (void)rumor_guard_open(n->guard, (int)fd, p ? p->key : NULL, now); /* (a refusal is counted there) */
+    else if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CLOSED)
         rumor_guard_close(n->guard, (int)fd);
-    }
 }
 
 static void handle_router_monitor(rumor_node_t *n, uint64_t now)
 {
     uint16_t event;
     uint32_t value;
-    while (monitor_event(n->router_mon, &event, &value)) guard_event(n, event, value, now);
+    while (monitor_event(n->router_mon, &event, &value)) guard_event(n, NULL, event, value, now);
 }
 
 /* Connection events of a bootstrap's DEALER: counts that explain a failed join. A
@@ -655,11 +655,14 @@ static void handle_monitor(rumor_node_t *n, peer_t *p, uint64_t now)
     uint16_t event;
     uint32_t value;
     while (monitor_event(p->monitor, &event, &value)) {
-        guard_event(n, event, value, now);
+        guard_event(n, p, event, value, now);
         switch (event) {
         case ZMQ_EVENT_CONNECT_RETRIED: p->conn_refused++; break;
         case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
-            p->handshakes++;
+            /* A new connection (not the first: our hello went first on that one) starts with
+             * our hello too, so that the far end knows it as ours at once (guard.h: until its
+             * first message, a connection is a stranger's). */
+            if (p->handshakes++ > 0) p->hello_due = true;
             p->fails = 0;
             p->linked = true;
             p->dialled_noted = false; /* (note_dialled) */
@@ -1080,13 +1083,15 @@ static void handle_socket(rumor_node_t *n, peer_t *p, uint64_t now)
         if (count == 0) return;
         const int held = count < 4 ? count : 4;
         n->msgs_in++;
-        n->rx_fd = zmq_msg_get(&parts[held - 1], ZMQ_SRCFD);
-        n->rx_serial = rumor_guard_delivered(n->guard, n->rx_fd, now);
         for (int i = skip; i < held; i++) n->bytes_in += zmq_msg_size(&parts[i]);
         uint8_t key[RUMOR_KEY_LEN];
         const char *uid = !p && count >= 2 ? zmq_msg_gets(&parts[1], "User-Id") : NULL;
+        const bool keyed = p || (uid && rumor_key_from_z85(key, uid, NULL) == RUMOR_OK);
+        /* The connection it came on is that key's from now on (guard.h). */
+        n->rx_fd = zmq_msg_get(&parts[held - 1], ZMQ_SRCFD);
+        n->rx_serial = keyed ? rumor_guard_delivered(n->guard, n->rx_fd, p ? p->key : key, !p, now) : 0;
         if (count < 1 + skip || count > 2 + skip) n->drops[DROP_FRAMES]++;
-        else if (!p && (!uid || rumor_key_from_z85(key, uid, NULL) != RUMOR_OK)) n->drops[DROP_NO_USER_ID]++;
+        else if (!keyed) n->drops[DROP_NO_USER_ID]++;
         else if (decode(n, parts + skip, count - skip)) {
             if (p && n->wmsg.type == RUMOR_MSG_BYE && n->wmsg.u.bye.why[0]) dealer_bye(n, p, &n->wmsg);
             else node_dispatch(n, p ? p->key : key, p ? PATH_DEALER : PATH_ROUTER, p ? NULL : &parts[0], now);
@@ -1133,16 +1138,32 @@ static rumor_err_t load_identity(rumor_node_t *n, char err[RUMOR_ERR_LEN])
     return RUMOR_OK;
 }
 
+/* Descriptors: every connection the guard may watch, a DEALER, its monitor and its mailbox
+ * per peer, and a few of our own. Raised to that where the hard limit allows; said where it
+ * does not (then the kernel refuses connections beyond it, and libzmq counts them). */
+#define FDS_NEEDED (GUARD_MAX + 4 * MAX_PEERS + 64)
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    if (rl.rlim_cur < FDS_NEEDED && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max < FDS_NEEDED ? rl.rlim_max : FDS_NEEDED;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < FDS_NEEDED)
+        rumor_log(RUMOR_LOG_WARN, "this node may open %llu descriptors and needs up to %d (connections, and "
+                  "sockets for %d peers): raise the hard limit (ulimit -Hn, or LimitNOFILE= of a service)",
+                  (unsigned long long)rl.rlim_cur, FDS_NEEDED, MAX_PEERS);
+    else
+        rumor_log(RUMOR_LOG_DEBUG, "descriptors: %llu allowed, up to %d needed", (unsigned long long)rl.rlim_cur,
+                  FDS_NEEDED);
+}
+
 /* The ZAP handler, and the ROUTER peers connect to (CURVE server, watched by the guard). */
 static rumor_err_t open_router(rumor_node_t *n, char err[RUMOR_ERR_LEN])
 {
-    /* A DEALER, its monitor and its connection per peer: more descriptors than the usual soft
-     * limit of 1024 allows at MAX_PEERS. */
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 8192 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max < 8192 ? rl.rlim_max : 8192;
-        (void)setrlimit(RLIMIT_NOFILE, &rl);
-    }
+    raise_fd_limit();
     n->ctx = zmq_ctx_new();
     if (!n->ctx) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     (void)zmq_ctx_set(n->ctx, ZMQ_MAX_SOCKETS, 4 * MAX_PEERS + 64);
@@ -1154,6 +1175,10 @@ static rumor_err_t open_router(rumor_node_t *n, char err[RUMOR_ERR_LEN])
     n->router = zmq_socket(n->ctx, ZMQ_ROUTER);
     set_common(n->router);
     node_set_int(n->router, ZMQ_CURVE_SERVER, 1);
+    node_set_int(n->router, ZMQ_HANDSHAKE_IVL, HANDSHAKE_MS); /* (the guard's deadline too) */
+    /* Connections the kernel completes before libzmq accepts them: a burst of strangers must
+     * not fill the queue, or an honest dial waits for TCP's retry of its SYN (a second). */
+    node_set_int(n->router, ZMQ_BACKLOG, 1024);
     node_set_int(n->router, ZMQ_RCVHWM, RECV_HWM);
     node_set_int(n->router, ZMQ_SNDHWM, SEND_HWM);
     /* Sends back over a peer's own connection (node_peer_path) must fail, not vanish, when
@@ -1163,7 +1188,12 @@ static rumor_err_t open_router(rumor_node_t *n, char err[RUMOR_ERR_LEN])
     /* Every connection the ROUTER accepts is watched by the guard (guard.h). */
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://monitor-router-%p", (void *)n);
-    if (!(n->guard = rumor_guard_new(GUARD_LIMIT))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    const rumor_guard_limits_t limits = {
+        .share = GUARD_SHARE, .node_held = GUARD_NODE_HELD, .stranger_bytes = GUARD_STRANGER_BYTES,
+        .handshake_ms = HANDSHAKE_MS, .strangers = GUARD_STRANGERS, .strangers_per_source = GUARD_STRANGERS_PER_SOURCE,
+        .key_conns = GUARD_KEY_CONNS};
+    rumor_random_bytes(n->source_salt, sizeof n->source_salt);
+    if (!(n->guard = rumor_guard_new(&limits, n->source_salt))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     if (zmq_socket_monitor(n->router, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED) != 0 ||
         !(n->router_mon = zmq_socket(n->ctx, ZMQ_PAIR)) || zmq_connect(n->router_mon, ep) != 0)
         return rumor_fail(err, RUMOR_EIO, "cannot monitor the listening socket: %s", zmq_strerror(errno));
@@ -1426,7 +1456,7 @@ static void check_reachable(rumor_node_t *n, uint64_t now)
 static void housekeeping(rumor_node_t *n, uint64_t now)
 {
     if (now >= n->guard_next) {
-        n->drops[DROP_HELD] += (uint64_t)rumor_guard_check(n->guard, now);
+        (void)rumor_guard_check(n->guard, now); /* (cuts are counted there) */
         n->guard_next = now + GUARD_CHECK_MS;
     }
     node_release_held(n);

@@ -324,7 +324,7 @@ void node_handle_udp(rumor_node_t *n, uint64_t now)
             n->drops[DROP_ADMIT_MALFORMED]++;
             continue;
         }
-        const uint32_t src = rumor_admit_source_hash(&from);
+        const uint64_t src = rumor_admit_source_of(&from, n->source_salt);
         if (src && !node_bucket_take(&n->knock_src[src % KNOCK_SOURCES], KNOCK_SOURCE_RATE, now)) {
             n->drops[DROP_ADMIT_RATE]++;
             continue;
@@ -420,17 +420,30 @@ void node_handle_zap(rumor_node_t *n)
     if (count == 7 && zmq_msg_size(&f[5]) == 5 && memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
         zmq_msg_size(&f[6]) == RUMOR_KEY_LEN) {
         const uint8_t *key = zmq_msg_data(&f[6]);
-        const conn_t *c = node_find_conn(n, key, false, rumor_now_ms());
+        const uint64_t now = rumor_now_ms();
+        conn_t *c = node_find_conn(n, key, false, now);
         if (n->revoked && rumor_revoked_has(n->revoked, key)) {
             n->drops[DROP_CERT_FIRST + RUMOR_CERT_REVOKED]++;
             text = "revoked";
         } else if (!c || !(c->knocked || c->admitted) || (c->expires_at && unix_now() >= c->expires_at)) {
             n->drops[DROP_NOT_ADMITTED]++;
             text = "knock first";
+        } else if (!node_bucket_take(&c->handshakes, KEY_HANDSHAKE_RATE, now)) {
+            /* One key's connections are few (guard.h); a key that opens them faster only
+             * spends our handshakes. Its dial tries again after a knock, as after any refusal. */
+            n->drops[DROP_HANDSHAKE_RATE]++;
+            text = "too many handshakes";
         } else {
             status = "200";
             text = "OK";
             rumor_key_to_z85(user, key);
+            /* The connection it came on may claim this admission before its first message (a
+             * large one, or none yet): the request's address frame is the peer's IP. */
+            char ip[64];
+            const size_t il = zmq_msg_size(&f[3]) < sizeof ip - 1 ? zmq_msg_size(&f[3]) : sizeof ip - 1;
+            memcpy(ip, zmq_msg_data(&f[3]), il);
+            ip[il] = 0;
+            rumor_guard_approved(n->guard, key, ip, now);
         }
     }
     /* Reply: version, request id, status code, status text, user id, metadata. */

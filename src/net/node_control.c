@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -32,8 +33,7 @@ static const char *drop_name(int i, char buf[48])
     case DROP_ADMIT_MALFORMED: return "admit-malformed";
     case DROP_ADMIT_UNSEALED: return "admit-unsealed";
     case DROP_ADMIT_RATE: return "admit-rate";
-    case DROP_HELD: return "held-too-much";
-    case DROP_CONNS: return "too-many-connections";
+    case DROP_HANDSHAKE_RATE: return "handshake-rate";
     case DROP_ENTRY_CERT: return "entry-cert";
     case DROP_RELAY_REFUSED: return "relay-refused";
     case DROP_RELAY_BUDGET: return "relay-budget"; /* (over the rate, or over what it may hold) */
@@ -91,9 +91,10 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
         rumor_key_to_z85(z85, rumor_secret_key_public(n->key));
         out(o, "{\"id\":\"%s\",\"key\":\"%s\",\"address\":\"%s\",\"incarnation\":%" PRIu32
                ",\"uptime_s\":%.1f,\"reachable\":%s,\"seen_as\":\"%s\",\"site\":\"%016" PRIx64
-               "\",\"peers\":%d,\"passive\":%d,\"view\":[",
+               "\",\"dumpable\":%s,\"peers\":%d,\"passive\":%d,\"view\":[",
             n->id, z85, n->address, rumor_memb_incarnation(n->memb), (double)(now - n->start_ms) / 1000.0,
-            n->last_pinged ? "true" : "false", n->seen_as, n->site, nv, rumor_memb_passive_count(n->memb));
+            n->last_pinged ? "true" : "false", n->seen_as, n->site, prctl(PR_GET_DUMPABLE) == 0 ? "false" : "true", nv,
+            rumor_memb_passive_count(n->memb));
         for (int i = 0; i < nv; i++) {
             const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
             char id[RUMOR_SHORT_ID_LEN + 1];
@@ -112,19 +113,26 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
                ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64
                ",\"suspicions\":%" PRIu64 ",\"deaths\":%" PRIu64 ",\"refutations\":%" PRIu64
                ",\"knocks_in\":%" PRIu64 ",\"knocks_out\":%" PRIu64 ",\"stale_knocks\":%" PRIu64
-               ",\"connections\":%d,\"held_peak\":%" PRIu64 ",\"revocation_errors\":%" PRIu64
+               ",\"connections\":%d,\"strangers\":%d,\"held_peak\":%" PRIu64 ",\"held_total_peak\":%" PRIu64
+               ",\"revocation_errors\":%" PRIu64
                ",\"dials_given_up\":%" PRIu64 ",\"msgs_back\":%" PRIu64 ",\"relayed_msgs\":%" PRIu64
                ",\"relayed_bytes\":%" PRIu64 ",\"sent_via_relay_msgs\":%" PRIu64 ",\"sent_via_relay_bytes\":%" PRIu64
                ",\"received_via_relay_msgs\":%" PRIu64 ",\"models_given_up\":%" PRIu64 ",\"stale_hellos\":%" PRIu64
                "},\"rejected\":{",
             n->msgs_in, n->msgs_out, n->bytes_in, n->bytes_out, ms.pings_sent, ms.acks_received, ms.suspicions,
             ms.deaths, ms.refutations, n->knocks_in, n->knocks_out, n->stale_knocks, rumor_guard_count(n->guard),
-            rumor_guard_peak(n->guard), n->revoke_errors, n->dials_given_up, n->reverse_msgs, n->relayed_msgs,
+            rumor_guard_strangers(n->guard), rumor_guard_peak(n->guard), rumor_guard_total_peak(n->guard), n->revoke_errors, n->dials_given_up, n->reverse_msgs, n->relayed_msgs,
             n->relayed_bytes, n->e2e_msgs_out, n->e2e_bytes_out, n->e2e_msgs_in, n->models_given_up, n->stale_hellos);
         bool first = true;
         for (int i = 1; i < DROP_COUNT; i++)
             if (n->drops[i]) {
                 out(o, "%s\"%s\":%" PRIu64, first ? "" : ",", drop_name(i, nb), n->drops[i]);
+                first = false;
+            }
+        for (int i = 0; i < GUARD_CUT_COUNT; i++)
+            if (rumor_guard_cuts(n->guard, (rumor_guard_cut_t)i)) {
+                out(o, "%s\"%s\":%" PRIu64, first ? "" : ",", rumor_guard_cut_name((rumor_guard_cut_t)i),
+                    rumor_guard_cuts(n->guard, (rumor_guard_cut_t)i));
                 first = false;
             }
         if (ms.dropped_input) {
@@ -173,6 +181,10 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
         n->bytes_in, n->msgs_out, n->bytes_out);
     for (int i = 1; i < DROP_COUNT; i++)
         if (n->drops[i]) out(o, "rejected %s: %" PRIu64 "\n", drop_name(i, nb), n->drops[i]);
+    for (int i = 0; i < GUARD_CUT_COUNT; i++)
+        if (rumor_guard_cuts(n->guard, (rumor_guard_cut_t)i))
+            out(o, "connections cut, %s: %" PRIu64 "\n", rumor_guard_cut_name((rumor_guard_cut_t)i),
+                rumor_guard_cuts(n->guard, (rumor_guard_cut_t)i));
     if (n->status_cb && o->len < o->cap) o->len += n->status_cb(n->status_arg, false, o->buf + o->len, o->cap - o->len);
 }
 

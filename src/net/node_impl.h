@@ -33,10 +33,19 @@
 #define MAX_INFLIGHT 4       /* model chunks queued per peer: the rest of SEND_HWM stays free
                                 for pings and acks, so a model in transit never starves them */
 #define MAX_MSG_SIZE (RUMOR_PROTO_MAX_HEADER + RUMOR_PROTO_MAX_PAYLOAD + 64)
-/* What one connection may make libzmq hold (guard.h): its queue of whole messages, one being
- * read, one more of slack; each frame at most MAX_MSG_SIZE, and no honest message has more
- * than two frames. Anything beyond is a message that never ends: the connection is cut. */
-#define GUARD_LIMIT ((uint64_t)(RECV_HWM + 2) * MAX_MSG_SIZE)
+/* What connections may make libzmq hold, and who may hold one (guard.h; docs/security.md has
+ * the figures). A member key's share: its queue of whole messages, one being read, one more
+ * of slack; each frame at most MAX_MSG_SIZE, and no honest message has more than two frames.
+ * All its connections together (at most GUARD_KEY_CONNS: its dial to us and ours to it, and a
+ * restart's new ones beside old ones not yet found dead) hold no more. */
+#define GUARD_SHARE ((uint64_t)(RECV_HWM + 2) * MAX_MSG_SIZE)
+#define GUARD_KEY_CONNS 4
+#define GUARD_NODE_HELD (256ull << 20)  /* every connection together (about 12 shares) */
+#define GUARD_STRANGERS 256             /* connections before their first message, in all ... */
+#define GUARD_STRANGERS_PER_SOURCE 64   /* ... from one IPv4 address or IPv6 /64 */
+#define GUARD_STRANGER_BYTES (16u << 10) /* ... each sending at most this (a handshake is < 1 KiB) */
+#define HANDSHAKE_MS 5000               /* ... within this (libzmq's ZMQ_HANDSHAKE_IVL too) */
+#define KEY_HANDSHAKE_RATE 4.0          /* handshakes the ZAP handler admits per key a second */
 #define PULL_INTERVAL_MS 2000 /* one answered pull per peer per interval */
 #define BATCH 64             /* messages taken from one socket per loop, for fairness */
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -44,8 +53,9 @@
 #define KNOCK_RETRY_MAX_MS 2000
 #define KNOCK_RATE 500.0     /* admission datagrams read per second at most (each costs an X25519
                                 and an Ed25519 verification); the rest are dropped and counted */
-#define KNOCK_SOURCE_RATE 20.0 /* ... and from one address (hashed into KNOCK_SOURCES buckets), so
-                                  one sender cannot spend the node's budget on its own */
+#define KNOCK_SOURCE_RATE 20.0 /* ... and from one address or IPv6 /64 (a keyed hash into
+                                  KNOCK_SOURCES buckets), so one sender cannot spend the node's
+                                  budget on its own */
 #define KNOCK_SOURCES 256
 /* Reaching a peer that cannot be dialled (behind NAT, a firewall): while our DEALER to it has
  * no working connection, what we send it goes back over the connection it opened to our
@@ -77,6 +87,8 @@
 #define RELAY_BUDGET_MBPS 10.0     /* what a node forwards for others by default, MB/s */
 #define RELAY_HELD_MAX (32u << 20) /* bytes forwarded for others that libzmq may hold at once: a
                                       destination that stops reading cannot make a relay hold more */
+#define RELAY_USER_MS 2000         /* a member that asked us to forward this recently shares the
+                                      budget: each has budget / (such members) a second */
 
 _Static_assert(RUMOR_CERT_MAX_LEN <= RUMOR_MEMB_CERT_MAX, "membership must hold a whole certificate");
 
@@ -112,8 +124,7 @@ enum {
     DROP_ADMIT_MALFORMED,                       /* an admission datagram of the wrong shape */
     DROP_ADMIT_UNSEALED,                        /* one that does not open with our key */
     DROP_ADMIT_RATE,                            /* over KNOCK_RATE */
-    DROP_HELD,                                  /* a connection held more than GUARD_LIMIT: cut */
-    DROP_CONNS,                                 /* a connection beyond GUARD_MAX: cut */
+    DROP_HANDSHAKE_RATE,                        /* a key's handshakes over KEY_HANDSHAKE_RATE */
     DROP_ENTRY_CERT,                            /* a membership entry without a valid certificate */
     DROP_RELAY_REFUSED,                         /* asked to forward: relaying off, no route, a loop */
     DROP_RELAY_BUDGET,                          /* asked to forward beyond --relay-budget */
@@ -255,6 +266,11 @@ typedef struct {
     uint64_t hello_asked_ms;         /* when we last asked it for its hello */
     uint64_t greeted_ms;             /* when we last answered its request for ours */
     bucket_t relay_inits;            /* inits it relays to us (RELAY_INITS_PER_S) */
+    bucket_t handshakes;             /* handshakes its key passes (KEY_HANDSHAKE_RATE) */
+    double relay_tokens;             /* bytes it may still have us forward now (its share of
+                                        --relay-budget: node_relay.c, budget()) ... */
+    uint64_t relay_refill_ms;        /* ... as of then (0: never asked) */
+    uint64_t relay_asked_ms;         /* when it last asked us to forward */
 } conn_t;
 
 struct rumor_node {
@@ -272,6 +288,7 @@ struct rumor_node {
     uint64_t stale_hellos;           /* hellos older than one taken from that member (node_handle_hello) */
     uint64_t revoke_errors;          /* reloads of a broken or unreadable revocation list */
     bucket_t knock_src[KNOCK_SOURCES];
+    uint8_t source_salt[GUARD_SALT_LEN]; /* keys the hash of sources (knocks, strangers) */
     unsigned mon_seq;
     rumor_secret_key_t *key;
     uint8_t authority[RUMOR_KEY_LEN];
@@ -342,6 +359,8 @@ struct rumor_node {
     double relay_rate;               /* bytes per second forwarded at most */
     double relay_tokens;
     uint64_t relay_refill_ms;
+    int relay_users;                 /* members that asked us to forward in the last RELAY_USER_MS */
+    uint64_t relay_users_ms;         /* ... counted then */
     uint64_t relayed_msgs, relayed_bytes;   /* forwarded for others */
     _Atomic uint64_t relay_held;            /* ... still held by libzmq (freed from its I/O thread) */
     uint64_t e2e_msgs_out, e2e_bytes_out;   /* sent through relays */

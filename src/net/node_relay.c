@@ -255,16 +255,37 @@ bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t le
     return true;
 }
 
-/* Refill the forwarding budget; whether `bytes` fit in it now (then spent). */
-static bool budget(rumor_node_t *n, size_t bytes, uint64_t now)
+/* A token bucket of rate bytes a second holding at least one largest message; whether bytes
+ * fit in it now (spent when spend). */
+static bool bucket_bytes(double *tokens, uint64_t *refill_ms, double rate, size_t bytes, bool spend, uint64_t now)
 {
-    const double cap = n->relay_rate > 2.0 * RUMOR_PROTO_MAX_PAYLOAD ? n->relay_rate : 2.0 * RUMOR_PROTO_MAX_PAYLOAD;
-    if (!n->relay_refill_ms) n->relay_tokens = cap;
-    else n->relay_tokens += n->relay_rate * (double)(now - n->relay_refill_ms) / 1000.0;
-    if (n->relay_tokens > cap) n->relay_tokens = cap;
-    n->relay_refill_ms = now;
-    if (n->relay_tokens < (double)bytes) return false;
-    n->relay_tokens -= (double)bytes;
+    const double cap = rate > 2.0 * RUMOR_PROTO_MAX_PAYLOAD ? rate : 2.0 * RUMOR_PROTO_MAX_PAYLOAD;
+    double t = *refill_ms ? *tokens + rate * (double)(now - *refill_ms) / 1000.0 : cap;
+    if (t > cap) t = cap;
+    const bool fits = t >= (double)bytes;
+    if (fits && spend) t -= (double)bytes;
+    *tokens = t;
+    *refill_ms = now ? now : 1;
+    return fits;
+}
+
+/* The forwarding budget (--relay-budget), shared: each member that asked us to forward in the
+ * last RELAY_USER_MS may use its share, budget / (those members), so one member that asks
+ * for all of it leaves the others theirs; one alone may use all. Whether `bytes` from c fit
+ * in both its share and the whole budget now (then spent from both). */
+static bool budget(rumor_node_t *n, conn_t *c, size_t bytes, uint64_t now)
+{
+    c->relay_asked_ms = now ? now : 1;
+    if (now - n->relay_users_ms >= 250 || n->relay_users == 0) { /* (counted a few times a second) */
+        n->relay_users = 0;
+        for (int i = 0; i < n->n_conns; i++)
+            n->relay_users += n->conns[i].used && n->conns[i].relay_asked_ms && now - n->conns[i].relay_asked_ms < RELAY_USER_MS;
+        n->relay_users_ms = now;
+    }
+    const double share = n->relay_rate / (n->relay_users > 1 ? n->relay_users : 1);
+    if (!bucket_bytes(&c->relay_tokens, &c->relay_refill_ms, share, bytes, false, now)) return false;
+    if (!bucket_bytes(&n->relay_tokens, &n->relay_refill_ms, n->relay_rate, bytes, true, now)) return false;
+    (void)bucket_bytes(&c->relay_tokens, &c->relay_refill_ms, share, bytes, true, now);
     return true;
 }
 
@@ -288,9 +309,10 @@ static void held_free(void *data, void *hint)
 static void forward(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_t *r, uint64_t now)
 {
     const conn_t *dc = node_find_conn(n, r->peer, false, now);
+    conn_t *fc = node_find_conn(n, from, false, now);
     const path_t way = node_reach(n, r->peer, now);
     const bool reach = dc && dc->admitted && (way == PATH_DEALER || way == PATH_ROUTER);
-    if (!n->relay_serve || same_key(r->peer, from) || same_key(r->peer, self_key(n)) || !reach) {
+    if (!n->relay_serve || !fc || same_key(r->peer, from) || same_key(r->peer, self_key(n)) || !reach) {
         n->drops[DROP_RELAY_REFUSED]++;
         return;
     }
@@ -298,7 +320,7 @@ static void forward(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_
     const size_t hl = relay_header(hdr, sizeof hdr, false, from, r->kind, r->kind == RUMOR_RELAY_DATA ? NULL : r->eph,
                                    r->ctr, r->payload_len, ++n->seq);
     if (!hl) return;
-    if (atomic_load(&n->relay_held) + r->payload_len > RELAY_HELD_MAX || !budget(n, hl + r->payload_len, now)) {
+    if (atomic_load(&n->relay_held) + r->payload_len > RELAY_HELD_MAX || !budget(n, fc, hl + r->payload_len, now)) {
         n->drops[DROP_RELAY_BUDGET]++;
         return;
     }
