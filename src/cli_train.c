@@ -87,6 +87,8 @@ static rumor_err_t train_config(const rumor_settings_t *s, rumor_train_config_t 
     cfg->checkpoint_path = s->checkpoint[0] ? s->checkpoint : NULL;
     cfg->checkpoint_every = s->checkpoint_steps;
     cfg->resume_path = !s->resume ? NULL : s->resume_from[0] ? s->resume_from : s->checkpoint;
+    /* A run resumed from a file lives there: it goes on writing its checkpoints to it. */
+    if (!cfg->checkpoint_path && cfg->resume_path && cfg->resume_path[0]) cfg->checkpoint_path = cfg->resume_path;
     static rumor_st_meta_t recorded[RUMOR_CHECKPOINT_EXTRA];
     cfg->settings = recorded;
     cfg->n_settings = rumor_settings_record(s, RUMOR_CMD_TRAIN, recorded, RUMOR_CHECKPOINT_EXTRA);
@@ -157,12 +159,14 @@ int cmd_train(int argc, char **argv)
         return cli_exit_code(rc);
     }
     if (res.interrupted) {
+        /* --max-steps is a stop the user planned: a success for their scripts; a signal is not. */
+        const char *why = res.max_steps ? " (--max-steps)" : "";
         if (cfg.checkpoint_path)
-            fprintf(stderr, "rumor: stopped at step %ld; continue with --resume %s\n", res.steps,
+            fprintf(stderr, "rumor: stopped at step %ld%s; continue with --resume %s\n", res.steps, why,
                     cfg.checkpoint_path);
         else
-            fprintf(stderr, "rumor: stopped at step %ld (no --checkpoint, nothing saved)\n", res.steps);
-        return 130;
+            fprintf(stderr, "rumor: stopped at step %ld%s (no --checkpoint, nothing saved)\n", res.steps, why);
+        return res.max_steps ? 0 : 130;
     }
     if (!s.quiet) {
         printf("done: %d epochs, %ld steps, %.1fs training, %.0f %s/s (%.1f GFLOP/s)", res.epochs_done, res.steps,

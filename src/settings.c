@@ -344,10 +344,11 @@ static const rumor_setting_t table[] = {
     {"checkpoint-steps", "checkpoint-every", RUMOR_SET_LONG, T, 0, AT(checkpoint_steps), 0, 1e15, NULL, NULL, D(NULL),
      NULL, "N", "also checkpoint every N steps (0: off)"},
     {"max-steps", NULL, RUMOR_SET_LONG, T, 0, AT(max_steps), 0, 1e15, NULL, NULL, D(NULL), NULL, "N",
-     "stop after N steps in all, with a checkpoint (0: no limit)"},
+     "stop after N steps in all, with a checkpoint, and exit 0 (0: no limit)"},
     {"resume", NULL, RUMOR_SET_BOOL, T | N, RUMOR_SET_OPT_VALUE, AT(resume), 0, 0, NULL, set_resume_from, D(NULL),
      NULL, NULL,
-     "continue from the checkpoint (train: --checkpoint's, or --resume FILE; node: the run folder's)"},
+     "continue from the checkpoint (train: --checkpoint's, or --resume FILE, which then goes on being the "
+     "checkpoint; node: the run folder's)"},
     {"eval", NULL, RUMOR_SET_BOOL, T, 0, AT(eval), 0, 0, NULL, NULL, D("yes"), NULL, NULL,
      "skip the test accuracy after each epoch"},
     {"quiet", NULL, RUMOR_SET_BOOL, T | S, 0, AT(quiet), 0, 0, NULL, NULL, D(NULL), NULL, NULL,

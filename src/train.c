@@ -102,6 +102,7 @@ typedef struct {
     long loss_count, window_count;
     int epochs;               /* the run's: --epochs, or enough for --steps */
     bool text;                /* a language model: its figures are per token, on validation text */
+    bool max_steps;           /* --max-steps were done */
 } run_t;
 
 static rumor_err_t save_checkpoint(run_t *r, int epochs_done, char err[RUMOR_ERR_LEN])
@@ -169,7 +170,7 @@ static rumor_err_t epoch_steps(run_t *r, rumor_trainer_t *tr, const epoch_t *ep,
     rumor_err_t rc;
     for (long s = ep->first; s < ep->end; s++) {
         if (cfg->max_steps > 0 && *step >= cfg->max_steps) {
-            *halt = true;
+            *halt = r->max_steps = true;
             break;
         }
         rumor_trainer_stats_t ts;
@@ -315,9 +316,10 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         rc = rumor_last_error();
         goto out;
     }
-    if (cfg->resume_path)
+    if (cfg->resume_path) {
+        rumor_clean_stale_temps(cfg->resume_path); /* what a killed write of it left, whatever writes it next */
         rc = rumor_checkpoint_load(cfg->resume_path, r.m, r.o, NULL, err);
-    else
+    } else
         rc = rumor_model_init(r.m, cfg->seed);
     if (rc != RUMOR_OK) goto out;
 
@@ -387,6 +389,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
         }
     }
     res->steps = step;
+    res->max_steps = res->interrupted && r.max_steps;
     if (n_rates > 0) {
         res->samples_per_s = rumor_median(epoch_rates, (size_t)n_rates);
         /* flops are per sample; a text rate is in tokens, T a sample */

@@ -84,7 +84,8 @@ typedef struct {
     double train_seconds;  /* time in the training loop only (no eval, no checkpoints) */
     double samples_per_s;  /* median over epochs trained in this run */
     double gflops;         /* achieved, from the model's flop count */
-    bool interrupted;
+    bool interrupted;      /* it stopped before its end (a signal, or --max-steps) */
+    bool max_steps;        /* ... because --max-steps were done: a stop the user planned */
     bool text;             /* a language model: samples_per_s counts tokens, test_* is validation */
 } rumor_train_result_t;
 

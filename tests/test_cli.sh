@@ -150,14 +150,24 @@ if [ -d "$data" ]; then
         --seed 9 --checkpoint "$tmp/run/a/ck.safetensors" --max-steps 5 >/dev/null 2>&1
     rc=$?
     checks=$((checks + 1))
-    [ $rc -eq 130 ] && [ -f "$tmp/run/a/ck.safetensors" ] ||
-        { echo "FAIL: --max-steps should stop with exit 130 and a checkpoint"; fails=$((fails + 1)); }
+    [ $rc -eq 0 ] && [ -f "$tmp/run/a/ck.safetensors" ] ||
+        { echo "FAIL: --max-steps should stop with exit 0 (a planned stop) and a checkpoint"; fails=$((fails + 1)); }
     expect_error "new run over a checkpoint" 'ck.safetensors exists: continue that run with --resume' \
         train --checkpoint "$tmp/run/a/ck.safetensors" --limit 1000
     expect_error "resume with another seed" "--seed 10 differs from the checkpoint's 9" \
         train --resume "$tmp/run/a/ck.safetensors" --seed 10
     expect_error "resume into another model" "--model mlp:8 differs from the checkpoint's logreg" \
         train --model mlp:8 --resume "$tmp/run/a/ck.safetensors"
+    # Resumed with --resume FILE alone, the run lives in FILE: it goes on checkpointing there
+    # (step 5, then 8), and the temporary files a killed write of FILE left are gone.
+    checks=$((checks + 1))
+    cp "$tmp/run/a/ck.safetensors" "$tmp/run/a/c2.safetensors"
+    : > "$tmp/run/a/c2.safetensors.tmp.Ab3dE9"
+    "$rumor" train --resume "$tmp/run/a/c2.safetensors" --max-steps 8 --threads 1 --quiet --no-eval \
+        >/dev/null 2>&1 && [ ! -e "$tmp/run/a/c2.safetensors.tmp.Ab3dE9" ] &&
+        "$rumor" train --resume "$tmp/run/a/c2.safetensors" --max-steps 5 --threads 1 --no-eval 2>&1 |
+        grep -q 'stopped at step 8 (--max-steps)' ||
+        { echo "FAIL: --resume FILE alone should sweep FILE's temporary files and checkpoint into FILE"; fails=$((fails + 1)); }
     checks=$((checks + 1))
     "$rumor" train --resume "$tmp/run/a/ck.safetensors" --checkpoint "$tmp/run/a/ck.safetensors" \
         --threads 1 --quiet --no-eval --save "$tmp/run/b/m.safetensors" &&

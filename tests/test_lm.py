@@ -146,7 +146,7 @@ def token_files(tmp, data):
     rewrite_metadata(model, lambda m: {k: v for k, v in m.items() if k != "tokens"})
     again = run("train", "--resume", ck, "--quiet", "--threads", "1")
     ev2 = run("eval", model, "--json", "--threads", "1", "--data", tok256)
-    check(r.returncode == 130 and again.returncode == 0 and ev2.returncode == 0
+    check(r.returncode == 0 and again.returncode == 0 and ev2.returncode == 0
           and json.loads(ev2.stdout)["val_loss"] == json.loads(ev.stdout)["val_loss"],
           "an older checkpoint and model of token ids (256 of them) resume and evaluate on their token files (%s)"
           % (again.stderr + ev2.stderr).strip()[-300:])
@@ -183,7 +183,7 @@ def main():
         # Stopped at step 70 and resumed with --resume alone: the same bytes as never stopped.
         ck, out = os.path.join(tmp, "ck.safetensors"), os.path.join(tmp, "out.safetensors")
         r = run(*base, "--checkpoint", ck, "--max-steps", "70")
-        check(r.returncode == 130, "stopped at step 70 with a checkpoint (exit %d)" % r.returncode)
+        check(r.returncode == 0, "stopped at step 70 with a checkpoint, a planned stop (exit %d)" % r.returncode)
         r = run("train", "--resume", ck, "--save", out, "--quiet", "--threads", "1")  # threads change the sums
         same = r.returncode == 0 and open(out, "rb").read() == open(ref, "rb").read()
         check(same, "resumed with nothing else given (but the same --threads), the model is the run's never stopped (%s)"
