@@ -90,6 +90,7 @@ static rumor_err_t node_training(const rumor_settings_t *s, rumor_peer_config_t 
     pc->n_settings = rumor_settings_record(s, RUMOR_CMD_NODE, recorded, RUMOR_CHECKPOINT_EXTRA);
     pc->late_join = s->late_join;
     pc->linger_ms = (uint64_t)(s->linger * 1000.0);
+    pc->linger_given = rumor_settings_given(s, "linger");
     pc->min_peers = s->min_peers ? s->min_peers : pc->partitioned ? pc->of : 1;
     pc->round_timeout_ms = (uint64_t)(s->round_timeout * 1000.0);
     pc->slowdown = s->slowdown;

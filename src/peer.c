@@ -385,6 +385,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
     double last_ckpt = rumor_now();
     long last_ckpt_k = p->k;
 
+    if (p->complete) return evaluate(p, err); /* (its figures for the end: the model is the final one) */
     /* Wait for the swarm, so that round 0 is a round with neighbours; a resumed peer only for
      * two members (or one, in a swarm of two) to ask where the swarm is. */
     bool said = false;
@@ -551,11 +552,22 @@ static void linger(peer_t *p)
     pthread_mutex_unlock(&p->mu);
     rumor_node_set_done(p->node, round ? round : 1);
     if (p->cfg->linger_ms == 0) return;
-    rumor_log(RUMOR_LOG_INFO, "training done; staying %.0f s to answer late peers with the final model (--linger)",
-              (double)p->cfg->linger_ms / 1000.0);
+    rumor_log(RUMOR_LOG_INFO, "training done; staying %.0f s to answer late peers with the final model (--linger)%s",
+              (double)p->cfg->linger_ms / 1000.0, p->cfg->linger_given ? "" : ", or until every member has finished");
     const uint64_t until = rumor_now_ms() + p->cfg->linger_ms;
+    uint64_t all_since = 0; /* when every member in view had said it finished, none suspect */
     pthread_mutex_lock(&p->mu);
-    while (!atomic_load(&p->stop) && rumor_now_ms() < until) wait_cv(p, 100);
+    while (!atomic_load(&p->stop) && rumor_now_ms() < until) {
+        wait_cv(p, 100);
+        /* Nobody is left to ask for the final model, unless the user said to wait (a peer
+         * still to come that the view does not hold yet). */
+        const uint64_t now = rumor_now_ms();
+        all_since = p->all_finished ? (all_since ? all_since : now) : 0;
+        if (!p->cfg->linger_given && all_since && now - all_since >= LINGER_GRACE_MS) {
+            rumor_log(RUMOR_LOG_INFO, "every member has finished: leaving");
+            break;
+        }
+    }
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -675,9 +687,13 @@ static rumor_err_t setup_files(peer_t *p, char err[RUMOR_ERR_LEN])
         snprintf(p->mask_path, sizeof p->mask_path, "%s/secure-mix.round", c->run_dir);
         if ((rc = peer_mask_floor(p, err)) != RUMOR_OK) return rc;
     }
-    if (c->resume && p->k >= c->rounds)
-        return rumor_fail(err, RUMOR_EINVAL, "%s: already %ld rounds in; give a larger --rounds to go on", p->ckpt_path,
-                          p->k);
+    /* Killed while it lingered, and started again (a supervisor restarts what stopped): its
+     * run is complete, and it is a finished peer again, not a failure that restarts forever. */
+    if (c->resume && p->k >= c->rounds) {
+        p->complete = true;
+        rumor_log(RUMOR_LOG_INFO, "%s: this run is complete (%ld rounds of %ld): staying as a finished peer (give a "
+                  "larger --rounds to train on)", p->ckpt_path, p->k, c->rounds);
+    }
     char mpath[1100];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->run_dir);
     if (c->resume && (rc = rumor_trim_lines(mpath, "round", (uint64_t)p->k, err)) != RUMOR_OK) return rc;

@@ -77,6 +77,8 @@ typedef struct {
     int n_settings;
     bool late_join;              /* a fresh peer first takes a neighbour's model if the swarm runs */
     uint64_t linger_ms;          /* after training, stay this long to answer late peers' pulls */
+    bool linger_given;           /* ... as the user asked: else a peer leaves 2 s after every member
+                                    in its view said it finished, none suspect (LINGER_GRACE_MS) */
     int min_peers;               /* start training once the view holds min_peers - 1 others */
     uint64_t round_timeout_ms;
     double slowdown;             /* >= 1: compute this many times slower (a straggler, for experiments) */

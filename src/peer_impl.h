@@ -39,6 +39,7 @@
 #define MASK_POOL 16 /* masked send buffers kept for reuse */
 #define LATE_JOIN_ROUNDS 4 /* a neighbour this many rounds in means the swarm is running */
 #define RESYNC_EVERY 10.0  /* seconds: asked again at most this often */
+#define LINGER_GRACE_MS 2000 /* a finished peer leaves this long after every member in view has (unless --linger) */
 
 typedef struct {
     const rumor_peer_config_t *cfg;
@@ -131,6 +132,8 @@ typedef struct {
     double epsilon;           /* spent so far (under mu) */
     bool budget_spent;
     bool interrupted;
+    bool complete;            /* resumed from a checkpoint of its last round: nothing to train */
+    bool all_finished;        /* every member in view said it finished, none suspect (under mu) */
     double test_acc, test_loss;
 } peer_t;
 

@@ -395,11 +395,13 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
      * peers would disagree on the graph and wait for models that cannot be sent. */
     /* A member that finished training sends no more models: nobody waits for it. */
     const int members = rumor_node_peer_count(node);
-    int n = 0, admitted = 0, done = 0;
+    int n = 0, admitted = 0, done = 0, finished = 0;
     bool asked_there = false; /* (the member a pull went to is still an admitted member) */
     rumor_node_member_t m;
     for (int i = 0; i < members; i++) {
-        if (!rumor_node_member(node, i, &m) || !m.admitted) continue;
+        if (!rumor_node_member(node, i, &m)) continue;
+        finished += m.admitted && m.done && !m.suspect;
+        if (!m.admitted) continue;
         asked_there |= memcmp(m.key, p->pull_peer, 32) == 0;
         if (n == MAX_VIEW) continue;
         admitted++;
@@ -414,6 +416,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
     pthread_mutex_lock(&p->mu);
     p->n_members = admitted;
     p->n_done = done;
+    p->all_finished = finished == members;
     if (p->pull_state == PULL_ASKED) {
         /* The member asked left (or was found dead): no answer will come, ask another. */
         if (!asked_there) {

@@ -128,7 +128,7 @@ def node_args(swarm, key, run_dir, rank, extra=()):
             "ipc://" + run_dir + ".ctl", "--period", "200", "--suspect", "1000", "--run-dir", run_dir,
             "--threads", "1", "--data", DATA, "--model", "logreg", "--partition", "iid", "--of", "2", "--rank",
             str(rank), "--limit", "2000", "--batch", "32", "--lr", "0.1", "--local-steps", "1", "--eval-every", "0",
-            "--rounds", "400", "--topology", "complete", "--algo", "dpsgd", "--linger", "60", *extra]
+            "--rounds", "1000000", "--topology", "complete", "--algo", "dpsgd", *extra]  # (never ends by itself)
 
 
 def alive(ctl, key):

@@ -21,12 +21,13 @@ DATA = None
 PROCS = []
 
 
-def start(tmp, swarm, key, run_dir, extra, bootstrap=None):
-    """A training node; it leaves as soon as it finishes unless extra gives --linger."""
+def start(tmp, swarm, key, run_dir, extra, bootstrap=None, linger="0"):
+    """A training node; it leaves as soon as it finishes unless extra gives --linger (linger
+    None: the default, not given)."""
     args = [RUMOR, "node", "--key", key + ".key", "--cert", key + ".cert",
             "--swarm", os.path.join(swarm, "authority.pub"), "--listen", "tcp://127.0.0.1:0",
             "--period", "200", "--suspect", "1000", "--run-dir", run_dir, "--threads", "1",
-            "--data", DATA, *([] if "--linger" in extra else ["--linger", "0"]), *extra]
+            "--data", DATA, *([] if "--linger" in extra or linger is None else ["--linger", linger]), *extra]
     if bootstrap:
         args += ["--bootstrap", bootstrap]
     log = open(key + ".log", "a")
@@ -94,6 +95,41 @@ def main():
         pair = max(dist(fin[i], fin[j]) for i in range(4) for j in range(i + 1, 4))
         size = max(norm(f) for f in fin)
         check(pair < 0.2 * size, "final models agree: max pairwise distance %.3f, norm %.3f" % (pair, size))
+        # A finished peer started again on its run (a supervisor restarting what stopped) is a
+        # finished peer again: it says so, stays --linger, leaves with 0, and rewrites nothing.
+        model0 = open(os.path.join(runs[0], "model.safetensors"), "rb").read()
+        lines0 = len(ms[0])
+        r = subprocess.run([RUMOR, "node", "--key", keys[0] + ".key", "--cert", keys[0] + ".cert", "--swarm",
+                            os.path.join(swarm, "authority.pub"), "--listen", "tcp://127.0.0.1:0", "--run-dir",
+                            runs[0], "--data", DATA, "--threads", "1", "--resume", "--linger", "1", *common,
+                            "--rank", "0"], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and "this run is complete (40 rounds of 40)" in r.stderr and "done: 40 rounds" in r.stdout
+              and len(metrics(runs[0])) == lines0
+              and open(os.path.join(runs[0], "model.safetensors"), "rb").read() == model0,
+              "a finished peer resumed stays a finished peer, exits 0, and rewrites nothing (exit %d: %s)"
+              % (r.returncode, (r.stderr + r.stdout).strip()[-300:]))
+
+    # 1a. Without --linger, a swarm that finished together leaves together: each peer goes 2 s
+    #     after every member in its view said it finished (the default linger is 30 s); with
+    #     --linger given, it stays that long.
+    common = ["--model", "logreg", "--partition", "iid", "--of", "2", "--limit", "2000", "--rounds", "12",
+              "--batch", "32", "--eval-every", "0"]
+    for linger in (None, "4"):
+        runs = [os.path.join(tmp, "leave%s-%d" % (linger, i)) for i in range(2)]
+        for k in keys[:2]:
+            open(k + ".log", "w").close()
+        p0, a0 = start(tmp, swarm, keys[0], runs[0], common + ["--rank", "0"], linger=linger)
+        p1, _ = start(tmp, swarm, keys[1], runs[1], common + ["--rank", "1"], bootstrap=a0, linger=linger)
+        codes = [wait_exit(p, 28) for p in (p0, p1)]
+        logs = [open(k + ".log").read() for k in keys[:2]]
+        left = ["every member has finished: leaving" in l for l in logs]
+        if linger is None:
+            check(codes == [0, 0] and left == [True, True],
+                  "without --linger, two peers that finished leave once both have (exit codes %s, said so: %s)"
+                  % (codes, left))
+        else:
+            check(codes == [0, 0] and left == [False, False] and all("staying 4 s" in l for l in logs),
+                  "with --linger 4 they stay the 4 s asked (exit codes %s, left early: %s)" % (codes, left))
 
     # 1b. Push-sum on a directed, time-varying graph, and DiLoCo: the same four peers. Push-sum
     #     has no barrier, so it gets rounds enough for all four to overlap.

@@ -162,6 +162,8 @@ typedef struct {
     /* Who can dial it, by what its hello says: its reach class (PROTOCOL.md "Reachability";
      * rumor_gossip_set_view_reach); 0 unless admitted. */
     uint64_t reach;
+    /* Whether membership suspects it (it did not answer a probe in time). */
+    bool suspect;
 } rumor_node_member_t;
 /* false (and *out zeroed) when i is not in the view. */
 bool rumor_node_member(rumor_node_t *self, int i, rumor_node_member_t *out);

@@ -125,6 +125,7 @@ bool rumor_node_member(rumor_node_t *n, int i, rumor_node_member_t *out)
     out->boot = c && c->knocked && c->boot ? c->boot : e->boot; /* (else from its hello, or second hand) */
     out->done = c ? c->done : 0;
     out->reach = c && c->admitted ? reach_class(c->key, c->caps, c->site) : 0;
+    out->suspect = e->state != RUMOR_MEMB_ALIVE;
     return true;
 }
 
