@@ -348,7 +348,7 @@ stop:
         rumor_sim_status_read(c->out, c->peers, NULL, c->rounds, wall, &st);
         rumor_sim_status_print(c, &st, isatty(STDERR_FILENO), true);
         char e2[RUMOR_ERR_LEN];
-        if (rumor_sim_write_summary(c, wall, rumor_asked(stop), NAN, e2) != RUMOR_OK && rc == RUMOR_OK)
+        if (rumor_sim_write_summary(c, wall, NAN, rumor_asked(stop), NAN, e2) != RUMOR_OK && rc == RUMOR_OK)
             rc = rumor_fail(err, RUMOR_EIO, "%s", e2);
         /* A peer that failed by itself (not killed by the scenario, not stopped by us). */
         for (int i = 0; i < c->peers && rc == RUMOR_OK && !rumor_asked(stop); i++)

@@ -92,7 +92,7 @@ void rumor_sim_status_read(const char *out, int peers, const bool *alive, long r
     st->acc_mean = st->acc_min = st->val_mean = st->val_max = NAN;
     st->loss_mean = st->loss_min = st->loss_max = NAN;
     st->elapsed_s = elapsed_s;
-    st->eta_s = NAN;
+    st->eta_s = st->virtual_s = NAN;
     peer_state_t *s = read_all(out, peers);
     if (!s) return;
     double loss_sum = 0, acc_sum = 0, cons_sum = 0, val_sum = 0;
@@ -160,8 +160,14 @@ void rumor_sim_status_print(const rumor_sim_config_t *c, const rumor_sim_status_
     if (c->quiet) return;
     if (!final && st->elapsed_s - last_draw < (tty ? 0.25 : 0.0)) return;
     last_draw = st->elapsed_s;
-    char el[32], eta[32], a[5][24];
+    char el[64], eta[32], a[5][24];
     clock_text(el, sizeof el, st->elapsed_s);
+    if (!isnan(st->virtual_s)) { /* virtual mode: both clocks, each named */
+        char v[32];
+        clock_text(v, sizeof v, st->virtual_s);
+        const size_t l = strlen(el);
+        snprintf(el + l, sizeof el - l, " (%s virtual)", v);
+    }
     clock_text(eta, sizeof eta, final ? NAN : st->eta_s);
     f4(a[0], sizeof a[0], st->loss_mean);
     f4(a[1], sizeof a[1], st->loss_min);
@@ -245,8 +251,8 @@ static double files_spread(const rumor_sim_config_t *c)
     return spread;
 }
 
-rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, bool interrupted, double spread,
-                                    char err[RUMOR_ERR_LEN])
+rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, double virtual_s, bool interrupted,
+                                    double spread, char err[RUMOR_ERR_LEN])
 {
     if (isnan(spread) && strcmp(c->mode, "proc") == 0 && c->peers <= 256) spread = files_spread(c);
     /* Read every peer's file from the start (the status cache may be behind). */
@@ -301,6 +307,7 @@ rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, 
                                 strcmp(c->mode, "virtual") == 0 ? "seeded: replayable from --seed, protects nothing"
                                                                 : "secret: libsodium, not reproducible");
     len += (size_t)num(text + len, sizeof text - len, "wall_s", wall_s, true);
+    if (!isnan(virtual_s)) len += (size_t)num(text + len, sizeof text - len, "virtual_s", virtual_s, true);
     len += (size_t)snprintf(text + len, sizeof text - len, ",\"interrupted\":%s,\"config\":%s}\n",
                             interrupted ? "true" : "false", cfg);
     if (len >= sizeof text) return rumor_fail(err, RUMOR_EINVAL, "summary too long");

@@ -17,8 +17,8 @@
  *                          "final_test_acc_min", "final_test_acc_max" (a language model:
  *                          "final_val_loss_mean", "final_val_loss_max"), "consensus" (the mean of
  *                          the peers' last consensus), "model_spread" (of the final models),
- *                          "bytes_total", "wall_s", "interrupted", "config": {...}}
- *                         (virtual mode: "wall_s" is virtual seconds; real time is printed)
+ *                          "bytes_total", "wall_s" (real seconds), "virtual_s" (virtual mode:
+ *                          the seconds of virtual time it simulated), "interrupted", "config": {...}}
  *                         with --dp also "epsilon_max" and "dp_noise": "seeded: ..." in
  *                         virtual mode (batches and noise from --seed, replayable, protecting
  *                         nothing), "secret: ..." in proc mode (libsodium, as every node)
@@ -72,7 +72,8 @@ typedef struct {
     double consensus;           /* mean over live peers */
     double mb_sent;
     int alive;
-    double elapsed_s, eta_s;
+    double elapsed_s, eta_s;    /* real seconds */
+    double virtual_s;           /* virtual mode: the virtual clock (else NAN) */
 } rumor_sim_status_t;
 
 /* Read every peer's metrics.jsonl under out (peers NNN = 0..peers-1) into st; `alive[i]`
@@ -82,11 +83,12 @@ void rumor_sim_status_read(const char *out, int peers, const bool *alive, long r
 /* Draw the status: an updating block on a TTY, a plain line otherwise (call it often; it
  * rate-limits itself). final: the last one. */
 void rumor_sim_status_print(const rumor_sim_config_t *c, const rumor_sim_status_t *st, bool tty, bool final);
-/* Write OUT/summary.json atomically from the peers' metrics. spread: the spread of the final
+/* Write OUT/summary.json atomically from the peers' metrics: wall_s real seconds, virtual_s
+ * the virtual ones (NAN: not a virtual run). spread: the spread of the final
  * models, sqrt(mean_i |x_i - mean|^2), when the caller knows it (virtual mode), else NAN (proc
  * mode reads it from the peers' model.safetensors): "model_spread". */
-rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, bool interrupted, double spread,
-                                    char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+rumor_err_t rumor_sim_write_summary(const rumor_sim_config_t *c, double wall_s, double virtual_s, bool interrupted,
+                                    double spread, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* Draw OUT/plots with tools/plot; a warning (not an error) when gnuplot is missing. */
 void rumor_sim_plot(const char *out);
 

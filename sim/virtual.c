@@ -580,6 +580,7 @@ static void show_status(sim_t *s, double t0, bool final)
     if (s->c->quiet) return;
     rumor_sim_status_t st;
     rumor_sim_status_read(s->c->out, s->n, s->alive, s->c->rounds, rumor_now() - t0, &st);
+    st.virtual_s = (double)(final ? s->end_us : s->now_us) / 1e6;
     rumor_sim_status_print(s->c, &st, isatty(STDERR_FILENO) == 1, final);
 }
 
@@ -711,7 +712,8 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool
         if ((rc = frc) != RUMOR_OK) goto out;
     }
     show_status(&s, t0, true);
-    if ((rc = rumor_sim_write_summary(c, (double)s.end_us / 1e6, interrupted, virt_models_spread(&s), err)) != RUMOR_OK)
+    if ((rc = rumor_sim_write_summary(c, rumor_now() - t0, (double)s.end_us / 1e6, interrupted, virt_models_spread(&s),
+                                      err)) != RUMOR_OK)
         goto out;
     if (!c->quiet)
         rumor_log(RUMOR_LOG_INFO, "virtual run: %.3f s of virtual time in %.1f s real, %" PRIu64

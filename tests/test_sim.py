@@ -24,6 +24,14 @@ def sim(*args, timeout=240):
     return subprocess.run([RUMOR, "sim", *args, "--data", DATA], capture_output=True, text=True, timeout=timeout)
 
 
+def replayed(run):
+    """A virtual run's summary.json, less what no seed replays (the real seconds it took, its
+    folder's name)."""
+    s = summary(run)
+    s.pop("wall_s", None)
+    return json.dumps(s, sort_keys=True).replace(run, "OUT")
+
+
 def metrics(run, i):
     with open(os.path.join(run, "peer-%03d" % i, "metrics.jsonl")) as f:
         return [json.loads(l) for l in f if l.strip().endswith("}")]
@@ -65,7 +73,7 @@ def main():
     s = summary(run) if os.path.exists(os.path.join(run, "summary.json")) else {}
     keys = ["peers", "rounds", "final_test_acc_mean", "final_test_acc_min", "consensus", "bytes_total", "wall_s",
             "config"]
-    check(all(k in s for k in keys), "summary.json has %s" % keys)
+    check(all(k in s for k in keys) and "virtual_s" not in s, "summary.json has %s (and no virtual_s)" % keys)
     check(s.get("peers") == 4 and s.get("rounds_done_min") == 30 and not s.get("interrupted"), "summary: 4 peers, 30 rounds")
     check((s.get("final_test_acc_min") or 0) > 0.6, "every peer learned: worst %s" % s.get("final_test_acc_min"))
     check(s.get("bytes_total", 0) > 0 and s.get("config", {}).get("topology") == "expo", "bytes and configuration")
@@ -168,9 +176,7 @@ def main():
         outs.append(run)
     same = all(os.path.exists(os.path.join(o, "summary.json")) for o in outs)
     if same:
-        a, b = (open(os.path.join(o, "summary.json")).read() for o in outs)
-        a = a.replace(outs[0], "OUT")
-        b = b.replace(outs[1], "OUT")
+        a, b = (replayed(o) for o in outs)
         same = a == b
         for i in range(16):
             same &= open(os.path.join(outs[0], "peer-%03d" % i, "metrics.jsonl")).read() == \
@@ -181,6 +187,7 @@ def main():
     #     until their probes fail and the suspicion runs out (period 0.5 s, suspicion 2 s, as
     #     proc mode's nodes), and rounds wait for it meanwhile; then the views drop it.
     run = os.path.join(tmp, "virtual-kill")
+    t_virtual = time.time()
     r = sim("--mode", "virtual", "--peers", "8", "--rounds", "300", "--step-ms", "10", "--eval-every", "0",
             "--event", "kill peer 7 at round 20", "--out", run, "--no-plots", *small)
     check(r.returncode == 0, "virtual run with a kill finishes (exit %d) %s" % (r.returncode, r.stderr.strip()[-300:]))
@@ -195,6 +202,14 @@ def main():
         check(detect is not None and 2.0 <= detect <= 6.0,
               "the kill is noticed by failed probes and suspicion: %s s after it" % detect)
         check(any(l.get("missing", 0) > 0 for l in full), "rounds wait for the dead peer until then")
+        # Its summary names each clock: the virtual seconds it simulated (the metrics' last t, for
+        # rounds of 10 ms steps and more), the real ones it took.
+        sm = summary(run)
+        last_t = max(l["t"] for i in range(8) for l in metrics(run, i))
+        check(abs(sm.get("virtual_s", 0) - last_t) < 1.0 and 0 < sm.get("wall_s", 0) < time.time() - t_virtual
+              and "virtual)" in r.stderr,
+              "virtual_s is the virtual time (%s, metrics end at %.3f), wall_s the real time (%s), and the status "
+              "names both" % (sm.get("virtual_s"), last_t, sm.get("wall_s")))
 
     # 4b'. A restarted peer goes on from its last checkpoint (every 10 rounds), as a node does:
     #      killed at round 65, it comes back with the optimizer's steps of round 60, its metrics
@@ -259,7 +274,7 @@ def main():
         sim(*soak_args, "--faults", "7", "--out", o)
     same = all(os.path.exists(os.path.join(o, "summary.json")) for o in outs)
     if same:
-        a, b = (open(os.path.join(o, "summary.json")).read().replace(o, "OUT") for o in outs)
+        a, b = (replayed(o) for o in outs)
         same = a == b and all(open(os.path.join(outs[0], "peer-%03d" % i, "metrics.jsonl")).read() ==
                               open(os.path.join(outs[1], "peer-%03d" % i, "metrics.jsonl")).read() for i in range(8))
     check(same, "--faults 7 replays exactly: the same summary and metrics twice")
