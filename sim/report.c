@@ -21,6 +21,7 @@ typedef struct {
     double loss, acc, consensus, bytes_out, t, epsilon;
     bool has_loss, has_acc, has_eps, has_val;
     double val;           /* a language model's last validation loss */
+    long eval_round, eval_step; /* the round and step of its last evaluation */
 } peer_state_t;
 
 static peer_state_t *states;
@@ -59,11 +60,14 @@ static void read_peer(const char *out, int i, peer_state_t *s)
     while (fgets(line, sizeof line, f)) {
         if (!strchr(line, '\n')) break; /* a line still being written: next time */
         s->offset += (long)strlen(line);
-        double v;
+        double v, step = 0;
         if (field(line, "round", &v)) s->round = (long)v;
+        (void)field(line, "step", &step);
         if (field(line, "loss", &v)) s->loss = v, s->has_loss = true;
-        if (field(line, "test_acc", &v)) s->acc = v, s->has_acc = true;
-        if (field(line, "val_loss", &v)) s->val = v, s->has_val = true;
+        bool evaluated = false;
+        if (field(line, "test_acc", &v)) s->acc = v, s->has_acc = evaluated = true;
+        if (field(line, "val_loss", &v)) s->val = v, s->has_val = evaluated = true;
+        if (evaluated) s->eval_round = s->round, s->eval_step = (long)step;
         if (field(line, "consensus", &v)) s->consensus = v;
         if (field(line, "bytes_out", &v)) s->bytes_out = v;
         if (field(line, "t", &v)) s->t = v;
@@ -97,7 +101,7 @@ void rumor_sim_status_read(const char *out, int peers, const bool *alive, long r
     if (!s) return;
     double loss_sum = 0, acc_sum = 0, cons_sum = 0, val_sum = 0;
     int n_loss = 0, n_acc = 0, n_live = 0, n_val = 0;
-    st->round_min = -1;
+    st->round_min = st->eval_round = -1;
     for (int i = 0; i < peers; i++) {
         st->mb_sent += s[i].bytes_out / 1e6;
         if (alive && !alive[i]) continue;
@@ -111,6 +115,10 @@ void rumor_sim_status_read(const char *out, int peers, const bool *alive, long r
             if (n_loss == 0 || s[i].loss < st->loss_min) st->loss_min = s[i].loss;
             if (n_loss == 0 || s[i].loss > st->loss_max) st->loss_max = s[i].loss;
             n_loss++;
+        }
+        if ((s[i].has_acc || s[i].has_val) && (st->eval_round < 0 || s[i].eval_round < st->eval_round)) {
+            st->eval_round = s[i].eval_round; /* (the oldest of the figures shown) */
+            st->eval_step = s[i].eval_step;
         }
         if (s[i].has_acc) {
             acc_sum += s[i].acc;
@@ -162,6 +170,7 @@ void rumor_sim_status_print(const rumor_sim_config_t *c, const rumor_sim_status_
     last_draw = st->elapsed_s;
     char el[64], eta[32], a[5][24];
     clock_text(el, sizeof el, st->elapsed_s);
+    strcat(el, " elapsed");
     if (!isnan(st->virtual_s)) { /* virtual mode: both clocks, each named */
         char v[32];
         clock_text(v, sizeof v, st->virtual_s);
@@ -176,12 +185,17 @@ void rumor_sim_status_print(const rumor_sim_config_t *c, const rumor_sim_status_
     const bool lm = !isnan(st->val_mean);
     f4(a[3], sizeof a[3], lm ? st->val_mean : st->acc_mean);
     f4(a[4], sizeof a[4], lm ? st->val_max : st->acc_min);
+    /* which evaluation the figures are from: a language model's by its step, a classifier's by
+     * its round (rounds of many steps evaluate seldom: the figure may be older than the loss) */
+    char when[48] = "";
+    if (st->eval_round >= 0)
+        snprintf(when, sizeof when, lm ? "at step %ld" : "at round %ld", lm ? st->eval_step : st->eval_round);
     if (tty) {
         if (drawn) fprintf(stderr, "\033[4A");
-        fprintf(stderr, "\r\033[K%d peers, %s, %s, %s, %s (%s)   round %ld/%ld   %s elapsed, ETA %s\n", c->peers,
+        fprintf(stderr, "\r\033[K%d peers, %s, %s, %s, %s (%s)   round %ld/%ld   %s, ETA %s\n", c->peers,
                 c->model, c->partition, c->topology, c->algo, c->mode, st->round_min, c->rounds, el, eta);
         fprintf(stderr, "\033[K  loss       mean %s   min %s   max %s\n", a[0], a[1], a[2]);
-        fprintf(stderr, "\033[K  %s   mean %s   worst peer %s\n", lm ? "val loss" : "test acc", a[3], a[4]);
+        fprintf(stderr, "\033[K  %s   mean %s   worst peer %s   %s\n", lm ? "val loss" : "test acc", a[3], a[4], when);
         fprintf(stderr, "\033[K  consensus  %.4g   sent %.1f MB   peers alive %d/%d\n", st->consensus, st->mb_sent,
                 st->alive, c->peers);
         fflush(stderr);
@@ -190,9 +204,9 @@ void rumor_sim_status_print(const rumor_sim_config_t *c, const rumor_sim_status_
     }
     if (!final && st->elapsed_s - last_plain < 5.0) return;
     last_plain = st->elapsed_s;
-    fprintf(stderr, "round %ld/%ld  %s elapsed  ETA %s  loss %s  %s mean %s worst %s  consensus %.4g  %.1f MB  alive %d/%d\n",
-            st->round_min, c->rounds, el, eta, a[0], lm ? "val_loss" : "test_acc", a[3], a[4], st->consensus,
-            st->mb_sent, st->alive, c->peers);
+    fprintf(stderr, "round %ld/%ld  %s  ETA %s  loss %s  %s mean %s worst %s%s%s  consensus %.4g  %.1f MB  "
+            "alive %d/%d\n", st->round_min, c->rounds, el, eta, a[0], lm ? "val_loss" : "test_acc", a[3], a[4],
+            when[0] ? " " : "", when, st->consensus, st->mb_sent, st->alive, c->peers);
 }
 
 /* JSON has no NaN: a value that is not finite is written as null. */

@@ -69,6 +69,7 @@ typedef struct {
     double loss_mean, loss_min, loss_max;
     double acc_mean, acc_min;   /* latest evaluated, NAN when none yet */
     double val_mean, val_max;   /* a language model's latest validation loss, NAN when none yet */
+    long eval_round, eval_step; /* the oldest of those figures: its round and step (-1: none) */
     double consensus;           /* mean over live peers */
     double mb_sent;
     int alive;

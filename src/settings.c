@@ -282,8 +282,9 @@ static const rumor_setting_t table[] = {
      "N", "gossip rounds to train"},
     {"local-steps", NULL, RUMOR_SET_INT, N | S, RUMOR_SET_RECORD, AT(local_steps), 1, 100000, NULL, NULL, D3(NULL, "1", "10"),
      "local_steps", "N", "minibatch steps between gossip rounds (not with diloco:H, whose H it is)"},
-    {"eval-every", NULL, RUMOR_SET_INT, N | S, 0, AT(eval_every), 0, 100000000, NULL, NULL, D3(NULL, "10", "20"),
-     "eval_every", "N", "rounds between test evaluations (0: at the start and the end only)"},
+    {"eval-every", NULL, RUMOR_SET_INT, N | S, 0, AT(eval_every), 0, 100000000, NULL, NULL, D(NULL),
+     "eval_every", "N", "rounds between test evaluations (0: at the start and the end only; default: a tenth of "
+     "the run's rounds, about ten evaluations)"},
     {"outer-lr", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_OPEN_LO | RUMOR_SET_RECORD, AT(outer_lr), 0, 10, NULL, NULL, D("0.7"),
      "outer_lr", "X", "diloco's outer learning rate"},
     {"outer-momentum", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_OPEN_HI | RUMOR_SET_RECORD, AT(outer_momentum), 0, 1, NULL, NULL,
@@ -720,6 +721,10 @@ void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd)
                 abort(); /* a default the table refuses: a bug */
         }
     rounds_of_steps(s, cmd);
+    /* About ten evaluations a run, whatever a round is (a diloco round of a language model is
+     * 50 steps: a fixed count of rounds left a run with its first and last figures only). */
+    if (cmd != RUMOR_CMD_TRAIN && !rumor_settings_given(s, "eval-every"))
+        s->eval_every = s->rounds >= 10 ? (int)((s->rounds + 9) / 10) : 1;
 }
 
 rumor_err_t rumor_settings_algo(const rumor_settings_t *s, rumor_algo_t *out, char err[RUMOR_ERR_LEN])

@@ -187,6 +187,22 @@ else
     skip "no dataset at $data: corrupt data, bad model files, resume and file modes not checked"
 fi
 
+# About ten evaluations a run by default, whatever a round is: a diloco:50 run of 500 steps is
+# 10 rounds, evaluated every round; 300 rounds every 30; a given --eval-every is kept.
+checks=$((checks + 1))
+a=$("$rumor" sim --check --model gpt:2,2,32,32 --algo diloco:50 --steps 500 | tr ',' '\n' | grep '"eval_every"')
+b=$("$rumor" sim --check --rounds 300 | tr ',' '\n' | grep '"eval_every"')
+c=$("$rumor" sim --check --rounds 300 --eval-every 7 | tr ',' '\n' | grep '"eval_every"')
+[ "$a $b $c" = '"eval_every":1 "eval_every":30 "eval_every":7' ] ||
+    { echo "FAIL: default evaluation cadence: $a $b $c"; fails=$((fails + 1)); }
+if [ -f "$data/train-images-idx3-ubyte.gz" ] || [ -f "$data/train-images-idx3-ubyte" ]; then
+    # The status says which evaluation its figures are from, and names both clocks.
+    checks=$((checks + 1))
+    "$rumor" sim --mode virtual --peers 2 --rounds 10 --model logreg --limit 500 --no-plots --data "$data" \
+        --out "$tmp/vsim" 2>&1 | tail -n 3 | grep -q 'elapsed (0:00 virtual).*test_acc mean [0-9.]* worst [0-9.]* at round 10 ' ||
+        { echo "FAIL: a virtual sim's status: the evaluation's round, both clocks"; fails=$((fails + 1)); }
+fi
+
 # The ring's spectral gap has a closed form: 1 - (1/3 + 2/3 cos(2 pi / n)); n = 8: 0.1952621459.
 checks=$((checks + 1))
 "$rumor" topo --kind ring --peers 8 --json | grep -q '"spectral_gap":0.19526214' ||
