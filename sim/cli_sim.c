@@ -59,31 +59,66 @@ static void sim_help(void)
     rumor_settings_help(stdout, RUMOR_CMD_SIM);
 }
 
-int cmd_sim(int argc, char **argv)
+/* The settings of `rumor sim ARGS` into c: a scenario file first, then the flags; with
+ * --resume DIR, the settings DIR's run was started with (DIR/settings.ini) in place of a
+ * scenario, then the flags. 0 when they are there, 1 for --help, 2 after saying what is wrong. */
+static int sim_settings(rumor_sim_config_t *c, int argc, char **argv)
 {
-    rumor_sim_config_t c;
-    rumor_settings_defaults(&c, RUMOR_CMD_SIM);
     char err[RUMOR_ERR_LEN];
+    rumor_settings_defaults(c, RUMOR_CMD_SIM);
     int first = 2;
-    if (first < argc && argv[first][0] != '-') {
-        if (rumor_settings_load(&c, argv[first], err) != RUMOR_OK) {
-            cli_error("%s", err);
-            return 2;
-        }
-        first++;
+    const char *scenario = first < argc && argv[first][0] != '-' ? argv[first++] : NULL;
+    if (scenario && rumor_settings_load(c, scenario, err) != RUMOR_OK) {
+        cli_error("%s", err);
+        return 2;
     }
     const char *pos[1];
     int n_pos;
     bool help;
-    if (!rumor_settings_parse_args(&c, RUMOR_CMD_SIM, argc, argv, first, pos, 0, &n_pos, &help, err)) {
+    if (!rumor_settings_parse_args(c, RUMOR_CMD_SIM, argc, argv, first, pos, 0, &n_pos, &help, err)) {
         if (strncmp(err, "unexpected argument", 19) == 0) cli_error("%s (a scenario file comes first)", err);
         else cli_error("%s", err);
         return 2;
     }
     if (help) {
         sim_help();
-        return 0;
+        return 1;
     }
+    if (!c->resume) return 0;
+    char dir[RUMOR_SETTINGS_PATH], path[RUMOR_SETTINGS_PATH + 16];
+    snprintf(dir, sizeof dir, "%s", c->resume_from);
+    if (!dir[0] || scenario) {
+        cli_error(scenario ? "--resume DIR continues a run with the settings it was started with: give no scenario file"
+                           : "--resume DIR: which run to continue (the folder of an interrupted `rumor sim`)");
+        return 2;
+    }
+    snprintf(path, sizeof path, "%s/settings.ini", dir);
+    if (access(path, F_OK) != 0) {
+        cli_error("--resume %s: no settings.ini there (not the folder of a `rumor sim` run, or one from an older "
+                  "rumor, which did not record its settings)", dir);
+        return 2;
+    }
+    /* Its settings, then the flags again (say, more --rounds), in that folder. */
+    rumor_settings_defaults(c, RUMOR_CMD_SIM);
+    if (rumor_settings_load(c, path, err) != RUMOR_OK ||
+        !rumor_settings_parse_args(c, RUMOR_CMD_SIM, argc, argv, first, pos, 0, &n_pos, &help, err)) {
+        cli_error("%s", err);
+        return 2;
+    }
+    snprintf(c->out, sizeof c->out, "%s", dir);
+    if (strcmp(c->mode, "proc") != 0) {
+        cli_error("--resume %s: a %s run keeps no checkpoints; run it again (the same --seed replays it)", dir, c->mode);
+        return 2;
+    }
+    return 0;
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    rumor_sim_config_t c;
+    char err[RUMOR_ERR_LEN];
+    const int got = sim_settings(&c, argc, argv);
+    if (got) return got == 1 ? 0 : got;
     if (c.faults) rumor_sim_faults(&c, c.faults);
     rumor_settings_family(&c, RUMOR_CMD_SIM);
     if (rumor_settings_check(&c, RUMOR_CMD_SIM, err) != RUMOR_OK) {
@@ -120,9 +155,17 @@ int cmd_sim(int argc, char **argv)
     }
     char probe[600];
     snprintf(probe, sizeof probe, c.soak ? "%s/fault-free/summary.json" : "%s/summary.json", c.out);
-    if (access(probe, F_OK) == 0) {
-        cli_error("%s holds a finished run; choose another --out", c.out);
+    if (!c.resume && access(probe, F_OK) == 0) {
+        cli_error("%s holds a run; choose another --out, or continue it with --resume %s", c.out, c.out);
         return 2;
+    }
+    /* What --resume needs to go on: the settings given (not the events: they happened). */
+    static const char *const not_kept[] = {"out", "resume", "check", "soak", "soak-from", "faults", NULL};
+    snprintf(probe, sizeof probe, "%s/settings.ini", c.out);
+    if (!c.resume && !c.soak &&
+        ((rc = rumor_make_dirs(c.out, 0755, err)) != RUMOR_OK || (rc = rumor_settings_write(&c, probe, not_kept, err)) != RUMOR_OK)) {
+        cli_error("%s", err);
+        return cli_exit_code(rc);
     }
     cli_on_stop_signals(sim_stop_cb);
     if (!c.quiet)

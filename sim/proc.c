@@ -25,6 +25,7 @@ typedef struct {
     int exit_code;      /* when done: the exit status, or 128 + signal */
     char addr[256];     /* rumor://... once it printed it */
     char dir[600];
+    long log_from;      /* its node.log's size when it started: what it prints comes after */
     int restarts;
 } peer_t;
 
@@ -147,6 +148,8 @@ static rumor_err_t spawn(peer_t *p, const rumor_sim_config_t *c, const char *exe
     node_args(a, c, exe, i, bootstrap, threads, resume);
     char log[700];
     snprintf(log, sizeof log, "%s/node.log", p->dir);
+    struct stat sb;
+    p->log_from = stat(log, &sb) == 0 ? (long)sb.st_size : 0; /* (a restart's log goes on after the last run's) */
     const pid_t pid = start_logged(a->v, log, true);
     free(a);
     if (pid < 0) return rumor_fail(err, RUMOR_EIO, "fork: %s", strerror(errno));
@@ -165,6 +168,10 @@ static void find_addr(peer_t *p)
     snprintf(log, sizeof log, "%s/node.log", p->dir);
     FILE *f = fopen(log, "r");
     if (!f) return;
+    if (fseek(f, p->log_from, SEEK_SET) != 0) {
+        fclose(f);
+        return;
+    }
     while (fgets(line, sizeof line, f)) {
         const char *k = strstr(line, "join with --bootstrap ");
         if (!k) continue;
@@ -188,6 +195,32 @@ static void reap(peer_t *peers, int n)
     }
 }
 
+/* Whether peer p starts from its checkpoint: a restart, or a run continued (--resume), when it
+ * has one (one killed before its first checkpoint starts over). */
+static bool has_checkpoint(const peer_t *p)
+{
+    char ckpt[700];
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", p->dir);
+    return access(ckpt, F_OK) == 0;
+}
+
+static bool resumes(const rumor_sim_config_t *c, const peer_t *p) { return c->resume && has_checkpoint(p); }
+
+/* The wall_s of the run in out so far (its summary.json; 0 when there is none). */
+static double previous_wall_s(const char *out)
+{
+    char path[700], text[32768];
+    snprintf(path, sizeof path, "%s/summary.json", out);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0.0;
+    const size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    const char *w = strstr(text, "\"wall_s\":");
+    const double v = w ? strtod(w + 9, NULL) : 0.0;
+    return isfinite(v) && v > 0 ? v : 0.0;
+}
+
 /* The peers an event applies to: one, or the first `percent` of the live ones by index. */
 static void apply_event(const rumor_sim_event_t *e, peer_t *peers, const rumor_sim_config_t *c, const char *exe,
                         int threads)
@@ -205,10 +238,9 @@ static void apply_event(const rumor_sim_event_t *e, peer_t *peers, const rumor_s
             const char *boot = NULL;
             for (int j = 0; j < c->peers && !boot; j++)
                 if (j != i && peers[j].pid && peers[j].addr[0]) boot = peers[j].addr;
-            char err[RUMOR_ERR_LEN], ckpt[700];
+            char err[RUMOR_ERR_LEN];
             /* Killed before its first checkpoint (still loading, or joining): it starts over. */
-            snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", p->dir);
-            const bool resume = access(ckpt, F_OK) == 0;
+            const bool resume = has_checkpoint(p);
             rumor_log(RUMOR_LOG_INFO, "scenario: restarting peer %d %s", i,
                       resume ? "from its checkpoint" : "from the start (it had no checkpoint yet)");
             if (spawn(p, c, exe, i, boot, threads, resume, err) != RUMOR_OK) rumor_log(RUMOR_LOG_ERROR, "%s", err);
@@ -266,7 +298,10 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, con
     const int threads = c->threads > 0 ? c->threads : (int)(cores / c->peers > 1 ? cores / c->peers : 1);
 
     const double t0 = rumor_now();
-    if ((rc = spawn(&peers[0], c, exe, 0, NULL, threads, false, err)) != RUMOR_OK) goto out;
+    /* A run continued (--resume): each peer from its checkpoint, one that had none from the
+     * start; the time the run took before counts in its wall_s. */
+    const double before_s = c->resume ? previous_wall_s(c->out) : 0.0;
+    if ((rc = spawn(&peers[0], c, exe, 0, NULL, threads, resumes(c, &peers[0]), err)) != RUMOR_OK) goto out;
     /* The others bootstrap through peer 0 once it says where it listens. */
     while (!peers[0].addr[0] && rumor_now() - t0 < 60 && !rumor_asked(stop)) {
         find_addr(&peers[0]);
@@ -280,7 +315,8 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, con
         goto stop;
     }
     for (int i = 1; i < c->peers && !rumor_asked(stop); i++)
-        if ((rc = spawn(&peers[i], c, exe, i, peers[0].addr, threads, false, err)) != RUMOR_OK) goto stop;
+        if ((rc = spawn(&peers[i], c, exe, i, peers[0].addr, threads, resumes(c, &peers[i]), err)) != RUMOR_OK)
+            goto stop;
 
     const bool tty = isatty(STDERR_FILENO);
     rumor_sim_status_t st;
@@ -293,7 +329,7 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, con
             if (alive[i]) find_addr(&peers[i]);
         }
         const double el = rumor_now() - t0;
-        rumor_sim_status_read(c->out, c->peers, alive, c->rounds, el, &st);
+        rumor_sim_status_read(c->out, c->peers, alive, c->rounds, before_s + el, &st);
         bool fired_now = false;
         for (int k = 0; k < c->n_events; k++) {
             const rumor_sim_event_t *e = &c->events[k];
@@ -344,7 +380,7 @@ stop:
         nanosleep(&ts, NULL);
     }
     {
-        const double wall = rumor_now() - t0;
+        const double wall = before_s + rumor_now() - t0;
         rumor_sim_status_read(c->out, c->peers, NULL, c->rounds, wall, &st);
         rumor_sim_status_print(c, &st, isatty(STDERR_FILENO), true);
         char e2[RUMOR_ERR_LEN];

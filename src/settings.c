@@ -8,6 +8,7 @@
 #include "config.h"
 #include "data.h"
 #include "dp.h"
+#include "fileio.h"
 #include "gossip.h"
 #include "model.h"
 #include "optim.h"
@@ -346,10 +347,11 @@ static const rumor_setting_t table[] = {
      NULL, "N", "also checkpoint every N steps (0: off)"},
     {"max-steps", NULL, RUMOR_SET_LONG, T, 0, AT(max_steps), 0, 1e15, NULL, NULL, D(NULL), NULL, "N",
      "stop after N steps in all, with a checkpoint, and exit 0 (0: no limit)"},
-    {"resume", NULL, RUMOR_SET_BOOL, T | N, RUMOR_SET_OPT_VALUE, AT(resume), 0, 0, NULL, set_resume_from, D(NULL),
-     NULL, NULL,
+    {"resume", NULL, RUMOR_SET_BOOL, T | N | S, RUMOR_SET_OPT_VALUE | RUMOR_SET_BY_PROC, AT(resume), 0, 0, NULL,
+     set_resume_from, D(NULL), NULL, NULL,
      "continue from the checkpoint (train: --checkpoint's, or --resume FILE, which then goes on being the "
-     "checkpoint; node: the run folder's)"},
+     "checkpoint; node: the run folder's; sim: --resume DIR, a proc run's folder, with the settings it was "
+     "started with, less its events)"},
     {"eval", NULL, RUMOR_SET_BOOL, T, 0, AT(eval), 0, 0, NULL, NULL, D("yes"), NULL, NULL,
      "skip the test accuracy after each epoch"},
     {"quiet", NULL, RUMOR_SET_BOOL, T | S, 0, AT(quiet), 0, 0, NULL, NULL, D(NULL), NULL, NULL,
@@ -633,9 +635,9 @@ bool rumor_settings_parse_args(rumor_settings_t *s, rumor_cmd_t cmd, int argc, c
                 return false;
             }
             v = "no";
-        } else if (r->type == RUMOR_SET_BOOL && (r->flags & RUMOR_SET_OPT_VALUE) && cmd == RUMOR_CMD_TRAIN &&
+        } else if (r->type == RUMOR_SET_BOOL && (r->flags & RUMOR_SET_OPT_VALUE) && cmd != RUMOR_CMD_NODE &&
                    (eq || (i + 1 < argc && argv[i + 1][0] != '-'))) {
-            /* the older spelling, --resume FILE */
+            /* train's --resume FILE, sim's --resume DIR */
             rumor_err_t rc = r->set(s, eq ? eq + 1 : argv[++i], err);
             if (rc != RUMOR_OK) return false;
             s->given[r - table] = 1;
@@ -693,6 +695,26 @@ rumor_err_t rumor_settings_load(rumor_settings_t *s, const char *path, char err[
     }
     fclose(f);
     return rc;
+}
+
+rumor_err_t rumor_settings_write(const rumor_settings_t *s, const char *path, const char *const *skip,
+                                 char err[RUMOR_ERR_LEN])
+{
+    static char text[65536];
+    size_t len = (size_t)snprintf(text, sizeof text, "# the settings given, as `rumor sim --resume` reads them back\n");
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(table) && len < sizeof text; i++) {
+        const rumor_setting_t *r = &table[i];
+        bool skipped = !s->given[i] || r->type == RUMOR_SET_LIST;
+        for (int k = 0; skip && skip[k] && !skipped; k++) skipped = strcmp(skip[k], r->name) == 0;
+        if (skipped) continue;
+        char v[RUMOR_SETTINGS_PATH];
+        rumor_settings_format(s, r, v, sizeof v);
+        if (r->type == RUMOR_SET_DOUBLE) /* every bit */
+            snprintf(v, sizeof v, "%.17g", *(const double *)((const char *)s + r->offset));
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s = %s\n", r->name, v);
+    }
+    if (len >= sizeof text) return rumor_fail(err, RUMOR_EINVAL, "%s: the settings are too long", path);
+    return rumor_write_atomic(path, &(rumor_piece_t){text, len}, 1, 0644, true, err);
 }
 
 /* A swarm's run given in steps: the rounds whose local steps make them (at least that many). */
@@ -990,7 +1012,8 @@ void rumor_settings_help(FILE *f, rumor_cmd_t cmd)
         const bool on = r->type == RUMOR_SET_BOOL && r->def[cmd] && *(const bool *)((const char *)&d + r->offset);
         if (r->type == RUMOR_SET_BOOL)
             snprintf(head, sizeof head, "--%s%s%s", on ? "no-" : "", r->name,
-                     r->flags & RUMOR_SET_OPT_VALUE && cmd == RUMOR_CMD_TRAIN ? " [FILE]" : "");
+                     r->flags & RUMOR_SET_OPT_VALUE && cmd == RUMOR_CMD_TRAIN ? " [FILE]"
+                     : r->flags & RUMOR_SET_OPT_VALUE && cmd == RUMOR_CMD_SIM ? " DIR" : "");
         else snprintf(head, sizeof head, "--%s %s", r->name, r->meta ? r->meta : "VALUE");
         if (r->type != RUMOR_SET_BOOL && r->def[cmd]) snprintf(def, sizeof def, " (default %s)", r->def[cmd]);
         fprintf(f, "  %-30s %s%s\n", head, r->help, def);

@@ -195,6 +195,11 @@ bool rumor_settings_parse_args(rumor_settings_t *s, rumor_cmd_t cmd, int argc, c
                                const char **pos, int max_pos, int *n_pos, bool *help, char err[RUMOR_ERR_LEN]);
 /* Read a scenario file (rumor sim): `key = value` lines, `#` comments, `[sections]` ignored. */
 rumor_err_t rumor_settings_load(rumor_settings_t *s, const char *path, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The settings the user gave (flags, scenario keys) to path, atomically, in the scenario form
+ * that rumor_settings_load reads back: one `key = value` line each, rows that repeat (--event,
+ * --bootstrap) and the rows named in skip (a NULL-terminated list, or NULL) left out. */
+rumor_err_t rumor_settings_write(const rumor_settings_t *s, const char *path, const char *const *skip,
+                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* The settings as a whole, for cmd: what no single value shows (a shard's rank within its
  * count, --dp-budget without --dp, codecs and modes that exclude each other, peers a topology
  * cannot join). EINVAL with one sentence in err. */

@@ -187,6 +187,14 @@ else
     skip "no dataset at $data: corrupt data, bad model files, resume and file modes not checked"
 fi
 
+# rumor sim --resume DIR: only a folder of a proc run, which records its settings; alone.
+mkdir -p "$tmp/notarun"
+expect_error "sim --resume of a folder without settings" 'no settings.ini there' sim --resume "$tmp/notarun"
+expect_error "sim --resume without a folder" '--resume DIR: which run to continue' sim --resume
+printf 'mode = virtual\npeers = 2\n' > "$tmp/notarun/settings.ini"
+expect_error "sim --resume of a virtual run" 'a virtual run keeps no checkpoints' sim --resume "$tmp/notarun"
+expect_error "sim --resume with a scenario" 'give no scenario file' sim "$tmp/notarun/settings.ini" --resume "$tmp/notarun"
+
 # About ten evaluations a run by default, whatever a round is: a diloco:50 run of 500 steps is
 # 10 rounds, evaluated every round; 300 rounds every 30; a given --eval-every is kept.
 checks=$((checks + 1))
