@@ -225,7 +225,7 @@ def main():
     q0, a = start(tmp, swarm, keys[0], rc1, common + ["--rank", "0", "--min-peers", "2"])
     q1, _ = start(tmp, swarm, keys[1], rc2, common + ["--rank", "1", "--min-peers", "2"], bootstrap=a)
     ok = False
-    end = time.time() + 20
+    end = time.time() + 90  # (a bound on waiting, not a speed: about 3 s on an idle machine)
     while time.time() < end and not ok:
         time.sleep(0.1)
         try:
@@ -235,7 +235,7 @@ def main():
     check(ok, "two peers train for 300 rounds")
     q2, _ = start(tmp, swarm, keys[2], rc3, common + ["--rank", "2", "--init-seed", "99"], bootstrap=a)
     ok = False
-    end = time.time() + 20
+    end = time.time() + 60  # (as above)
     while time.time() < end and not ok:
         time.sleep(0.1)
         try:
