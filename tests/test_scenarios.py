@@ -142,8 +142,12 @@ def shakespeare(tmp):
 def straggler(tmp):
     # Real nodes (4, mlp, 30 rounds): the fast peers' time for rounds 1..30 with peer 2 4x
     # slower, against none slower.
+    # The claim is an order: push-sum's fast peers do not wait for the straggler, D-PSGD's
+    # wait for it every round (about 4x, its pace). The bounds are loose for loaded machines
+    # (measured on an idle one: about 3.9x and 1.2x); the order is the test.
     short = ["--peers", "4", "--rounds", "30", "--limit", "4000", "--eval-every", "0", "--no-plots", "--quiet"]
-    for algo, most in (("dpsgd", 4.5), ("sgp", 2.0)):
+    ratios = {}
+    for algo, most in (("dpsgd", 6.0), ("sgp", 2.5)):
         took = {}
         for what, extra in (("slow", []), ("none", ["--straggler", "-1"])):
             got, out = sim(tmp, "straggler-%s-%s" % (what, algo), "straggler.ini", "--algo", algo, *extra, *short)
@@ -158,9 +162,13 @@ def straggler(tmp):
                 check(len(ts) == 3, "straggler.ini (%s, %s): the three fast peers log rounds 1 and 30" % (algo, what))
                 took[what] = sorted(ts)[len(ts) // 2] if ts else None
         if took.get("slow") and took.get("none"):
+            ratios[algo] = took["slow"] / took["none"]
             check(took["slow"] < most * took["none"],
                   "straggler.ini (%s): the fast peers take %.2fx as long with a 4x slower neighbour (at most %.1fx)"
                   % (algo, took["slow"] / took["none"], most))
+    if len(ratios) == 2:
+        check(ratios["sgp"] < ratios["dpsgd"], "straggler.ini: push-sum's fast peers are slowed less than D-PSGD's "
+              "(%.2fx against %.2fx)" % (ratios["sgp"], ratios["dpsgd"]))
 
 
 def thousand(tmp):
