@@ -71,6 +71,7 @@
  * read only to pace the live status display.
  */
 #include "virtual_impl.h"
+#include "round.h"
 
 static bool ev_less(const event_t *x, const event_t *y) { return x->t < y->t || (x->t == y->t && x->seq < y->seq); }
 
@@ -412,9 +413,9 @@ static rumor_err_t round_done(sim_t *s, int i)
         return virt_fail(s, RUMOR_EINVAL, "peer %d's round %ld left out %d neighbour%s: --tracking needs every round "
                          "complete", i, p->k, st.last_missing,
                          st.last_missing == 1 ? "" : "s");
-    const bool eval = p->k == c->rounds || p->budget_spent || (c->eval_every > 0 && p->k % c->eval_every == 0);
+    const bool eval = rumor_round_evaluates(p->k, c->rounds, p->budget_spent, c->eval_every);
     if (eval && evaluate(s, i) != RUMOR_OK) return s->rc;
-    const bool last = p->k >= c->rounds || p->budget_spent;
+    const bool last = rumor_round_finished(p->k, c->rounds, p->budget_spent);
     const rumor_metrics_line_t ml = {.t = (double)s->now_us / 1e6, .t_decimals = 6, .round = p->k,
                                      .step = rumor_optim_steps(p->o), .trained = true,
                                      .loss = p->loss_sum / (double)(p->loss_count ? p->loss_count : 1), .lr = p->lr,
@@ -484,7 +485,7 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
     vpeer_t *p = &s->p[i];
     if (p->state != P_WAITING) return RUMOR_OK;
     if (p->view_dirty) virt_view_set(p);
-    if (p->k + 1 >= s->c->rounds || p->budget_spent) rumor_gossip_close(p->g); /* its last round: end on a mix */
+    if (rumor_round_last(p->k, s->c->rounds, p->budget_spent)) rumor_gossip_close(p->g); /* (round.h) */
     const uint64_t now_ms = s->now_us / 1000;
     size_t nv;
     float *x = rumor_model_params(p->m), *v = rumor_optim_gossiped(p->o, &nv);

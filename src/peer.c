@@ -1,5 +1,6 @@
 /* peer.c - a training peer: node, trainer thread and gossip engine (see peer.h). */
 #include "peer_impl.h"
+#include "round.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -466,13 +467,12 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
                           "the budget or the noise (rumor privacy computes either)", c->dp.budget, c->dp.noise);
             else
                 rumor_log(RUMOR_LOG_INFO, "privacy budget spent: epsilon %.4g after %" PRIu64 " private steps (budget "
-                          "%g); this peer stops training", rumor_dp_epsilon(p->dp), rumor_dp_steps(p->dp),
-                          c->dp.budget);
-            break;
+                          "%g); this peer stops training after this round", rumor_dp_epsilon(p->dp),
+                          rumor_dp_steps(p->dp), c->dp.budget);
         }
         bool done = false;
         const double wait0 = rumor_now();
-        if (p->k + 1 >= c->rounds) {
+        if (rumor_round_last(p->k, c->rounds, p->budget_spent)) { /* (round.h: it ends on a mix) */
             pthread_mutex_lock(&p->mu);
             rumor_gossip_close(p->g);
             pthread_mutex_unlock(&p->mu);
@@ -488,7 +488,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         const uint64_t out = p->bytes_out, relayed = p->relayed_out;
         const int view = p->view_count;
         pthread_mutex_unlock(&p->mu);
-        const bool eval = p->k == c->rounds || (c->eval_every > 0 && p->k % c->eval_every == 0);
+        const bool eval = rumor_round_evaluates(p->k, c->rounds, p->budget_spent, c->eval_every);
         if (eval && (rc = evaluate(p, err)) != RUMOR_OK) return rc;
         rumor_metrics_line_t ml = {.t = rumor_now() - p->t0, .t_decimals = 3, .round = p->k,
                                    .step = rumor_optim_steps(p->o), .trained = true,
@@ -512,7 +512,8 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
          * most a minute of work whatever its round time. */
         const bool due = c->checkpoint_every > 0 ? p->k - last_ckpt_k >= c->checkpoint_every
                                                  : rumor_now() - last_ckpt >= 60.0;
-        if (due && p->k < c->rounds) {
+        if (rumor_round_finished(p->k, c->rounds, p->budget_spent)) break;
+        if (due) {
             if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
             last_ckpt = rumor_now();
             last_ckpt_k = p->k;
