@@ -521,23 +521,38 @@ def main():
           and all(os.path.isfile(os.path.join(here, "runs", d, "summary.json")) for d in made),
           "three runs started together: exit %s, folders %s" % (rcs, made))
 
-    # 5. Errors: one line each.
-    for args, what in ((["--peers", "0"], "--peers 0"), (["--frob", "1"], "an unknown option"),
-                       ([os.path.join(tmp, "missing.ini")], "a missing scenario"),
-                       (["--event", "explode peer 1 at 2s"], "a bad event"),
-                       (["--topology", "hypercube", "--peers", "6"], "a topology not defined on 6 peers"),
-                       (["--faults", "0"], "--faults 0"), (["--soak", "3", "--faults", "2"], "--soak with --faults"),
-                       (["--algo", "diloco:10", "--overlap", "--overlap-steps", "10"], "--overlap-steps of all of H"),
-                       (["--algo", "sgp", "--optimizer", "dadamw"], "dadamw with sgp"),
-                       (["--mode", "virtual", "--algo", "diloco:5", "--tracking"], "--tracking with diloco"),
-                       (["--mode", "virtual", "--tracking", "--loss", "0.1"], "--tracking with lost messages"),
-                       (["--mode", "virtual", "--tracking", "--robust", "trim:1"], "--tracking with robust mixing"),
-                       (["--mode", "virtual", "--tracking", "--dp", "clip=1,noise=1", "--dp-budget", "8"],
-                        "--tracking with a privacy budget"),
-                       (["--mode", "proc", "--tracking"], "--tracking on real links")):
+    # 5. Errors: one line each, exit 2, saying what is wrong.
+    missing = os.path.join(tmp, "missing.ini")
+    for args, what, reason in (
+            (["--peers", "0"], "--peers 0", "--peers 0: expected an integer in 1..4096"),
+            (["--frob", "1"], "an unknown option", "unknown option '--frob' (see rumor sim --help)"),
+            ([missing], "a missing scenario", missing + ": No such file or directory"),
+            (["--event", "explode peer 1 at 2s"], "a bad event",
+             "event 'explode peer 1 at 2s': expected 'kill peer N at 40s', 'restart peer N at 60s' or 'kill 25% at "
+             "round 50'"),
+            (["--topology", "hypercube", "--peers", "6"], "a topology not defined on 6 peers",
+             "hypercube needs a power of 2 peers, not 6"),
+            (["--faults", "0"], "--faults 0", "--faults 0: expected an integer, 1 or more"),
+            (["--soak", "3", "--faults", "2"], "--soak with --faults",
+             "--soak runs seeds 1..N, --faults one seed: give one of them"),
+            (["--algo", "diloco:10", "--overlap", "--overlap-steps", "10"], "--overlap-steps of all of H",
+             "--overlap-steps 10: diloco:10 overlaps 1 to 9 inner steps"),
+            (["--algo", "sgp", "--optimizer", "dadamw"], "dadamw with sgp",
+             "--optimizer dadamw (optimizer state gossiped with the model) needs dpsgd"),
+            (["--mode", "virtual", "--algo", "diloco:5", "--tracking"], "--tracking with diloco",
+             "--tracking (optimizer state gossiped with the model) needs dpsgd"),
+            (["--mode", "virtual", "--tracking", "--loss", "0.1"], "--tracking with lost messages",
+             "--tracking and --loss exclude each other"),
+            (["--mode", "virtual", "--tracking", "--robust", "trim:1"], "--tracking with robust mixing",
+             "--tracking and --robust exclude each other"),
+            (["--mode", "virtual", "--tracking", "--dp", "clip=1,noise=1", "--dp-budget", "8"],
+             "--tracking with a privacy budget", "--tracking and --dp-budget exclude each other"),
+            (["--mode", "proc", "--tracking"], "--tracking on real links", "--tracking needs --mode virtual")):
         r = subprocess.run([RUMOR, "sim", *args], capture_output=True, text=True, timeout=30)
-        check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and r.stderr.count("\n") == 1,
-              "%s: %s" % (what, r.stderr.strip()))
+        lines = r.stderr.splitlines()
+        check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and r.stderr.count("\n") == 1
+              and len(lines) == 1 and reason in lines[0] and not r.stdout,
+              "%s: exit %d, %r (expected one line saying %r)" % (what, r.returncode, r.stderr.strip(), reason))
     return 1 if FAILS else 0
 
 
