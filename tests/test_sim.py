@@ -164,6 +164,33 @@ def main():
         except (OSError, ValueError):
             pass
     check(not alive, "no peer of the interrupted run is left running")
+    # 3b. ... and `rumor sim --resume` continues it: every peer from its checkpoint, with the
+    #     settings it was started with (here with fewer rounds, so that it ends), and the whole
+    #     run in its files: each peer's metrics hold every round once, in order, to the end.
+    if s.get("rounds_done_min"):
+        until = s["rounds_done_min"] + 40
+        r = subprocess.run([RUMOR, "sim", "--resume", run, "--rounds", str(until)], capture_output=True, text=True,
+                           timeout=240)
+        s2 = summary(run) if os.path.exists(os.path.join(run, "summary.json")) else {}
+        rounds = [[l["round"] for l in metrics(run, i) if "round" in l] for i in range(3)]
+        check(r.returncode == 0 and s2.get("interrupted") is False and s2.get("rounds_done_min") == until
+              and all(rs == list(range(until + 1)) for rs in rounds) and s2.get("wall_s", 0) > s.get("wall_s", 0)
+              and "continue with --resume" not in r.stderr,
+              "rumor sim --resume continues the interrupted run to round %d (exit %d, rounds %s, wall_s %s then %s) %s"
+              % (until, r.returncode, [(rs[0], rs[-1], len(rs)) if rs else None for rs in rounds], s.get("wall_s"),
+                 s2.get("wall_s"), r.stderr.strip()[-300:]))
+
+    # 3c. A peer whose privacy budget runs out ends on a mix in both modes: the first peer to
+    #     stop stops at the same round on real nodes and in virtual mode.
+    ends = {}
+    for mode in ("proc", "virtual"):
+        out = os.path.join(tmp, "budget-" + mode)
+        r = sim("--mode", mode, "--peers", "4", "--model", "logreg", "--topology", "ring", "--local-steps", "2",
+                "--dp", "clip=1,noise=1", "--dp-budget", "1.5", "--rounds", "400", "--eval-every", "0", "--out", out,
+                "--no-plots", "--quiet", timeout=300)
+        ends[mode] = summary(out).get("rounds_done_min") if r.returncode == 0 else None
+    check(ends["proc"] is not None and ends["proc"] == ends["virtual"] and ends["proc"] < 400,
+          "a spent privacy budget ends a peer at the same round on real nodes and in virtual mode (%s)" % ends)
 
     # 4. Virtual mode: the same configuration gives the same files.
     outs = []
