@@ -525,9 +525,9 @@ static rumor_err_t set_row(rumor_settings_t *s, const rumor_setting_t *r, const 
         char *end;
         errno = 0;
         const long long x = *v && !isspace((unsigned char)*v) ? strtoll(v, &end, 10) : 0;
-        if (!*v || isspace((unsigned char)*v) || *end || errno)
+        if (!*v || isspace((unsigned char)*v) || *end || (errno && errno != ERANGE))
             return rumor_fail(err, RUMOR_EINVAL, "--%s: '%s' is not an integer", r->name, v);
-        if ((double)x < r->lo || (double)x > r->hi) {
+        if (errno == ERANGE || (double)x < r->lo || (double)x > r->hi) { /* (ERANGE: an integer, and a huge one) */
             range_text(r, range, sizeof range);
             return rumor_fail(err, RUMOR_EINVAL, "--%s %s: expected an integer in %s", r->name, v, range);
         }
@@ -539,8 +539,9 @@ static rumor_err_t set_row(rumor_settings_t *s, const rumor_setting_t *r, const 
         char *end;
         errno = 0;
         const unsigned long long x = *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
-        if (!(*v >= '0' && *v <= '9') || *end || errno)
+        if (!(*v >= '0' && *v <= '9') || *end || (errno && errno != ERANGE))
             return rumor_fail(err, RUMOR_EINVAL, "--%s: '%s' is not a non-negative integer", r->name, v);
+        if (errno == ERANGE) return rumor_fail(err, RUMOR_EINVAL, "--%s %s: expected an integer below 2^64", r->name, v);
         if ((double)x < r->lo) {
             range_text(r, range, sizeof range);
             return rumor_fail(err, RUMOR_EINVAL, "--%s %s: expected an integer, %s", r->name, v, range);
@@ -551,9 +552,13 @@ static rumor_err_t set_row(rumor_settings_t *s, const rumor_setting_t *r, const 
     case RUMOR_SET_FLOAT:
     case RUMOR_SET_DOUBLE: {
         char *end;
-        const double x = *v && !isspace((unsigned char)*v) ? strtod(v, &end) : NAN;
+        double x = *v && !isspace((unsigned char)*v) ? strtod(v, &end) : NAN;
         if (!*v || isspace((unsigned char)*v) || *end || !isfinite(x))
             return rumor_fail(err, RUMOR_EINVAL, "--%s: '%s' is not a finite number", r->name, v);
+        /* A float setting is checked as the float it will be: 0.99999999999 is 1 in float, and
+         * 1e-50 is 0, which the range may refuse (checked as typed, --check and the run
+         * disagreed). */
+        if (r->type == RUMOR_SET_FLOAT) x = (double)(float)x;
         if (x < r->lo || x > r->hi || (x == r->lo && (r->flags & RUMOR_SET_OPEN_LO)) ||
             (x == r->hi && (r->flags & RUMOR_SET_OPEN_HI))) {
             range_text(r, range, sizeof range);

@@ -187,6 +187,14 @@ else
     skip "no dataset at $data: corrupt data, bad model files, resume and file modes not checked"
 fi
 
+# A number too large for its type is still a number out of range; a float setting is checked
+# as the float it will be (0.99999999999 is 1 in float, outside [0, 1)).
+expect_error "an integer past 2^63" '--batch 99999999999999999999: expected an integer in 1..65536' \
+    train --check --batch 99999999999999999999
+expect_error "a u64 past 2^64" 'expected an integer below 2^64' train --check --seed 18446744073709551616
+expect_error "a float that rounds onto a refused end" '--momentum 0.99999999999: expected a number in [0, 1)' \
+    train --check --momentum 0.99999999999
+
 # rumor sim --resume DIR: only a folder of a proc run, which records its settings; alone.
 mkdir -p "$tmp/notarun"
 expect_error "sim --resume of a folder without settings" 'no settings.ini there' sim --resume "$tmp/notarun"

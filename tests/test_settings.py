@@ -186,7 +186,8 @@ def ends(t, rng):
         if t in ("int", "long", "u64"):
             out.append((end - 1 if outward < 0 else end + 1, end))
         elif bracket in "[]":
-            out.append((math.nextafter(end, outward), end))
+            # (a float setting is checked as the float it will be: past its end by a float)
+            out.append((f32_inward(end, outward > 0) if t == "float" else math.nextafter(end, outward), end))
         else:
             inward = -outward
             out.append((end, f32_inward(end, inward > 0) if t == "float" else math.nextafter(end, inward)))
@@ -198,9 +199,7 @@ def refusal_reason(t, name, v, rng):
     if t == "u64" and int(v) < 0:
         return "--%s: '%s' is not a non-negative integer" % (name, v)
     if t == "u64" and int(v) > U64_MAX:
-        # rumor says "'18446744073709551616' is not a non-negative integer", which is not why
-        # (it is one, past 2^64 - 1): only the setting and the value are asked for here.
-        return "--%s: '%s'" % (name, v)
+        return "--%s %s: expected an integer below 2^64" % (name, v)
     what = "an integer, " if t == "u64" else "an integer in " if t in ("int", "long") else "a number in "
     return "--%s %s: expected %s%s" % (name, v, what, range_text(t, rng))
 
@@ -214,7 +213,7 @@ def bad_values(row):
     text its parser must refuse."""
     t = row["type"]
     name = row["name"]
-    junk = {"int": ["abc", "1.5", "99999999999999999999"], "long": ["abc", " 1"], "u64": ["-1", "abc", "0x10"],
+    junk = {"int": ["abc", "1.5"], "long": ["abc", " 1"], "u64": ["-1", "abc", "0x10"],
             "float": ["nan", "inf", "x", "1e999"], "double": ["nan", "-inf", "1,5"]}.get(t, [])
     if t in PARSED:
         junk = []
