@@ -22,7 +22,7 @@
 
 /* ---- sockets ---- */
 
-static rumor_err_t dealer_send(rumor_node_t *n, peer_t *p, rumor_msg_t *msg);
+static rumor_err_t dealer_send(rumor_node_t *n, dial_t *p, rumor_msg_t *msg);
 
 static int set_curve_keys(rumor_node_t *n, void *s)
 {
@@ -73,7 +73,7 @@ void node_release_held(rumor_node_t *n)
     n->n_held = kept;
 }
 
-void node_close_dealer(peer_t *p)
+void node_close_dealer(dial_t *p)
 {
     if (p->send.out) node_outgoing_unref(p->send.out); /* chunks not yet queued are dropped */
     p->send.out = NULL;
@@ -85,14 +85,14 @@ void node_close_dealer(peer_t *p)
     p->dealer = p->monitor = NULL;
 }
 
-void node_stop_knocking(peer_t *p)
+void node_stop_knocking(dial_t *p)
 {
     if (p->knocking) close(p->knock_fd);
     p->knocking = false;
     p->knock_fd = -1;
 }
 
-static void close_peer(peer_t *p)
+static void close_peer(dial_t *p)
 {
     node_close_dealer(p);
     node_stop_knocking(p);
@@ -100,7 +100,7 @@ static void close_peer(peer_t *p)
     p->knock_fd = -1;
 }
 
-peer_t *node_find_peer(rumor_node_t *n, const uint8_t *key)
+dial_t *node_find_peer(rumor_node_t *n, const uint8_t *key)
 {
     for (int i = 0; i < MAX_PEERS; i++)
         if (n->peers[i].used && same_key(n->peers[i].key, key)) return &n->peers[i];
@@ -128,7 +128,7 @@ void node_fill_hello(rumor_node_t *n, rumor_msg_t *m)
 
 /* The DEALER to an admitting peer, with a monitor (a refused handshake is how a peer that
  * restarted, and so forgot our knock, shows), greeted with our hello. */
-bool node_open_dealer(rumor_node_t *n, peer_t *p)
+bool node_open_dealer(rumor_node_t *n, dial_t *p)
 {
     void *d = zmq_socket(n->ctx, ZMQ_DEALER);
     if (!d) return false;
@@ -178,9 +178,9 @@ bool node_open_dealer(rumor_node_t *n, peer_t *p)
  * travels half a round trip, the CURVE handshake two or more, so the knock is there first;
  * if it was lost, the refused handshake makes us knock and dial again). The table is
  * bounded: when full, the least recently used peer outside the view makes room. */
-peer_t *node_get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uint64_t now)
+dial_t *node_get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uint64_t now)
 {
-    peer_t *p = node_find_peer(n, key);
+    dial_t *p = node_find_peer(n, key);
     if (p && (!addr || !*addr || strcmp(p->addr, addr) == 0)) {
         p->last_used = now;
         return p;
@@ -190,7 +190,7 @@ peer_t *node_get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uin
     for (int i = 0; i < MAX_PEERS && !p; i++)
         if (!n->peers[i].used) p = &n->peers[i];
     if (!p) {
-        peer_t *lru = NULL;
+        dial_t *lru = NULL;
         for (int i = 0; i < MAX_PEERS; i++) {
             bool in_view = false;
             for (int k = 0; k < rumor_memb_view_count(n->memb) && !in_view; k++)
@@ -229,7 +229,7 @@ static size_t encode(rumor_node_t *n, rumor_msg_t *msg)
 
 /* One message (frame, and payload when not NULL: consumed either way) on our DEALER to p,
  * without blocking; false when it is full (then nothing went). */
-bool node_dealer_send(rumor_node_t *n, peer_t *p, const void *frame, size_t len, zmq_msg_t *payload)
+bool node_dealer_send(rumor_node_t *n, dial_t *p, const void *frame, size_t len, zmq_msg_t *payload)
 {
     int events = 0;
     size_t sz = sizeof events;
@@ -248,7 +248,7 @@ bool node_dealer_send(rumor_node_t *n, peer_t *p, const void *frame, size_t len,
 
 /* msg on p's DEALER, counted as sent; EINVAL when it does not encode, ETIMEDOUT when the
  * DEALER is full (not counted: dealer_send counts it a drop, a retried hello does not). */
-static rumor_err_t dealer_put(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
+static rumor_err_t dealer_put(rumor_node_t *n, dial_t *p, rumor_msg_t *msg)
 {
     const size_t len = encode(n, msg);
     if (!len) return RUMOR_EINVAL;
@@ -258,7 +258,7 @@ static rumor_err_t dealer_put(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
     return RUMOR_OK;
 }
 
-static rumor_err_t dealer_send(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
+static rumor_err_t dealer_send(rumor_node_t *n, dial_t *p, rumor_msg_t *msg)
 {
     const rumor_err_t rc = dealer_put(n, p, msg);
     if (rc == RUMOR_ETIMEDOUT) n->drops[DROP_SEND_FULL]++;
@@ -271,7 +271,7 @@ static rumor_err_t dealer_send(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
  * or, for a member we do not dial, a session is up), else PATH_NONE. */
 path_t node_reach(rumor_node_t *n, const uint8_t *key, uint64_t now)
 {
-    const peer_t *p = node_find_peer(n, key);
+    const dial_t *p = node_find_peer(n, key);
     if (p && p->dealer && p->linked) return PATH_DEALER;
     const conn_t *c = node_find_conn(n, key, false, now);
     if (c && c->admitted && c->rid_len) return PATH_ROUTER;
@@ -286,7 +286,7 @@ path_t node_reach(rumor_node_t *n, const uint8_t *key, uint64_t now)
  * DEALER, which holds messages until it connects. A dial that has not connected after
  * DIAL_GIVE_UP_MS while p talks to us over its own connection is given up (counted), and
  * tried again after REDIAL_MS, unless it connected before at this address. */
-path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now)
+path_t node_peer_path(rumor_node_t *n, dial_t *p, uint64_t now)
 {
     if (p->dealer && p->linked) {
         p->relayed = false;
@@ -380,7 +380,7 @@ bool node_router_hello(rumor_node_t *n, conn_t *c)
     return true;
 }
 
-rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg)
+rumor_err_t node_send_msg(rumor_node_t *n, dial_t *p, rumor_msg_t *msg)
 {
     const uint64_t now = rumor_now_ms();
     const path_t path = node_peer_path(n, p, now);
@@ -579,7 +579,7 @@ static void run_actions(rumor_node_t *n, uint64_t now)
         }
         if (ap->kind == RUMOR_MEMB_ACT_DOWN) {
             rumor_log(RUMOR_LOG_INFO, "peer %s %s", id, rumor_memb_state_name(ap->state));
-            peer_t *p = node_find_peer(n, ap->key);
+            dial_t *p = node_find_peer(n, ap->key);
             if (p && ap->state != RUMOR_MEMB_ALIVE) close_peer(p);
             if (ap->state == RUMOR_MEMB_LEFT) {
                 /* It said bye: if it comes back it says hello again; until then we do not
@@ -589,7 +589,7 @@ static void run_actions(rumor_node_t *n, uint64_t now)
             }
             continue;
         }
-        peer_t *p = node_get_peer(n, ap->key, ap->addr, now);
+        dial_t *p = node_get_peer(n, ap->key, ap->addr, now);
         if (!p) continue;
         memb_to_wire(n, wp, &ap->msg);
         if (wp->type == RUMOR_MSG_ACK) { /* (where the ping it answers came from, as we saw it) */
@@ -632,7 +632,7 @@ static bool monitor_event(void *mon, uint16_t *event, uint32_t *value)
 
 /* A connection opened or closed, for the guard: on our ROUTER (p NULL: a stranger until its
  * first message), or on the DEALER we dialled p with. */
-static void guard_event(rumor_node_t *n, const peer_t *p, uint16_t event, uint32_t fd, uint64_t now)
+static void guard_event(rumor_node_t *n, const dial_t *p, uint16_t event, uint32_t fd, uint64_t now)
 {
     if (event == ZMQ_EVENT_ACCEPTED || event == ZMQ_EVENT_CONNECTED)
         (void)rumor_guard_open(n->guard, (int)fd, p ? p->key : NULL, now); /* (a refusal is counted there) */
@@ -650,7 +650,7 @@ static void handle_router_monitor(rumor_node_t *n, uint64_t now)
 /* Connection events of a bootstrap's DEALER: counts that explain a failed join. A
  * disconnection before any handshake succeeded means the CURVE handshake failed: with
  * CURVE that is what a wrong server key looks like from the client. */
-static void handle_monitor(rumor_node_t *n, peer_t *p, uint64_t now)
+static void handle_monitor(rumor_node_t *n, dial_t *p, uint64_t now)
 {
     uint16_t event;
     uint32_t value;
@@ -693,7 +693,7 @@ static bool join_failed(rumor_node_t *n, uint64_t waited_ms, char why[400], size
     if (n->joined || n->n_boot == 0 || rumor_memb_view_count(n->memb) > 0) return false;
     if (n->cfg.join_timeout_ms == 0 || waited_ms < n->cfg.join_timeout_ms) return false;
     const rumor_addr_t *b = &n->boot[0];
-    peer_t *p = node_find_peer(n, b->key);
+    dial_t *p = node_find_peer(n, b->key);
     char host[64]; /* shortened for the message; the full address is in the user's command */
     snprintf(host, sizeof host, "%.63s", b->endpoint + 6);
     const char *port = strrchr(b->endpoint, ':');
@@ -734,7 +734,7 @@ static bool join_failed(rumor_node_t *n, uint64_t waited_ms, char why[400], size
  * it went. */
 static bool send_back(rumor_node_t *n, const uint8_t *key, path_t via, rumor_msg_t *m)
 {
-    peer_t *p = node_find_peer(n, key);
+    dial_t *p = node_find_peer(n, key);
     if (!p) return false;
     if (via == PATH_DEALER) return p->dealer && dealer_send(n, p, m) == RUMOR_OK;
     const size_t len = encode(n, m);
@@ -1016,7 +1016,7 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
 }
 
 /* A refusal, or a request for our hello, on the DEALER we dialled p with. */
-static void dealer_bye(rumor_node_t *n, peer_t *p, const rumor_msg_t *w)
+static void dealer_bye(rumor_node_t *n, dial_t *p, const rumor_msg_t *w)
 {
     if (strcmp(w->u.bye.why, "hello") == 0) {
         /* It lost our hello (it restarted, or forgot us): greet it again. */
@@ -1073,7 +1073,7 @@ static bool decode(rumor_node_t *n, zmq_msg_t *frames, int count)
  * id, and the ZAP handler set the key as User-Id), or the DEALER we dialled p with (its key is
  * the one the CURVE handshake proved; it sends refusals and hello requests there, and, when it
  * cannot dial us, everything it has for us). */
-static void handle_socket(rumor_node_t *n, peer_t *p, uint64_t now)
+static void handle_socket(rumor_node_t *n, dial_t *p, uint64_t now)
 {
     const int skip = p ? 0 : 1; /* frames before the header */
     for (int k = 0; k < BATCH && (!p || p->dealer); k++) {
@@ -1380,7 +1380,7 @@ void rumor_node_destroy(rumor_node_t **self_p)
 
 /* That our dial reached p at its address, in its entry (which outlives p: node_peer_path reads
  * it), once it has one (the member's hello may come after our handshake). */
-static void note_dialled(rumor_node_t *n, peer_t *p, uint64_t now)
+static void note_dialled(rumor_node_t *n, dial_t *p, uint64_t now)
 {
     if (p->dialled_noted || !p->linked) return;
     conn_t *c = node_find_conn(n, p->key, false, now);
@@ -1392,7 +1392,7 @@ static void note_dialled(rumor_node_t *n, peer_t *p, uint64_t now)
 /* Our hello on p's DEALER once it is connected, if it changed since the DEALER's first one
  * (a DEALER still connecting holds that one, with what we said then) or did not go (a full
  * DEALER: tried again each turn of the loop until it goes, not counted as a drop each time). */
-static void resend_hello(rumor_node_t *n, peer_t *p)
+static void resend_hello(rumor_node_t *n, dial_t *p)
 {
     if (!p->hello_due || !p->dealer || !p->linked) return;
     rumor_msg_t hello;
@@ -1406,7 +1406,7 @@ static void resend_hello(rumor_node_t *n, peer_t *p)
 static void greet_all(rumor_node_t *n)
 {
     for (int i = 0; i < MAX_PEERS; i++) {
-        peer_t *p = &n->peers[i];
+        dial_t *p = &n->peers[i];
         if (!p->used || !p->dealer) continue;
         p->hello_due = true;
         resend_hello(n, p);
@@ -1477,7 +1477,7 @@ static bool all_bootstraps_refused(rumor_node_t *n, char *why, size_t len)
 {
     if (n->joined || n->n_boot == 0 || rumor_memb_view_count(n->memb) > 0) return false;
     for (int b = 0; b < n->n_boot; b++) {
-        peer_t *p = node_find_peer(n, n->boot[b].key);
+        dial_t *p = node_find_peer(n, n->boot[b].key);
         if (!p || !p->refused) return false;
         snprintf(why, len, "%s", p->refusal);
     }
@@ -1500,7 +1500,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
     /* Each peer's sockets in this turn's poll: its DEALER, the DEALER's monitor, and its knock
      * socket while it knocks (-1: not polled). */
     struct {
-        peer_t *p;
+        dial_t *p;
         int dealer, monitor, knock;
     } polled[MAX_PEERS];
     rumor_err_t rc = RUMOR_OK;
@@ -1521,7 +1521,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         items[ni++] = (zmq_pollitem_t){.socket = n->router_mon, .events = ZMQ_POLLIN};
         uint64_t next_knock = UINT64_MAX;
         for (int i = 0; i < MAX_PEERS; i++) {
-            peer_t *p = &n->peers[i];
+            dial_t *p = &n->peers[i];
             if (!p->used) continue;
             /* A refused handshake: libzmq has given up on that connection. Knock, and dial
              * again once it answers. */
@@ -1586,7 +1586,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         if (items[udp_item].revents & ZMQ_POLLIN) node_handle_udp(n, now);
         if (items[mon_item].revents & ZMQ_POLLIN) handle_router_monitor(n, now);
         for (int i = 0; i < np; i++) {
-            peer_t *p = polled[i].p;
+            dial_t *p = polled[i].p;
             if (polled[i].knock >= 0 && (items[polled[i].knock].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
                 node_handle_knock_answer(n, p, now);
             if (polled[i].monitor >= 0 && (items[polled[i].monitor].revents & ZMQ_POLLIN) && p->monitor)
@@ -1601,7 +1601,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             }
         }
         for (int i = 0; i < np; i++) {
-            peer_t *p = polled[i].p;
+            dial_t *p = polled[i].p;
             if (polled[i].dealer >= 0 && (items[polled[i].dealer].revents & ZMQ_POLLIN) && p->used && p->dealer)
                 handle_socket(n, p, now);
             if (p->used && p->send.out) node_pump(n, p);

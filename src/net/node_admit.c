@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-void node_knock_send(rumor_node_t *n, peer_t *p, uint64_t now)
+void node_knock_send(rumor_node_t *n, dial_t *p, uint64_t now)
 {
     if (send(p->knock_fd, p->knock, p->knock_len, 0) < 0 && errno == ECONNREFUSED) p->unreachable = true;
     n->knocks_out++;
@@ -36,7 +36,7 @@ bool node_bucket_take(bucket_t *b, double rate, uint64_t now)
 
 /* Knock at the peer's UDP port: our certificate, sealed for its key. Its answer lets our
  * handshakes through its ZAP handler and tells us whether it admits us, and why not. */
-void node_knock_start(rumor_node_t *n, peer_t *p, uint64_t now)
+void node_knock_start(rumor_node_t *n, dial_t *p, uint64_t now)
 {
     if (p->knocking) return;
     char why[RUMOR_ERR_LEN];
@@ -248,7 +248,7 @@ void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, cons
 }
 
 /* Datagrams on a peer's knock socket: its answer (or a diagnosis). */
-void node_handle_knock_answer(rumor_node_t *n, peer_t *p, uint64_t now)
+void node_handle_knock_answer(rumor_node_t *n, dial_t *p, uint64_t now)
 {
     for (int k = 0; k < 8 && p->knocking; k++) {
         uint8_t buf[RUMOR_ADMIT_MAX + 1];
@@ -379,7 +379,7 @@ void node_handle_udp(rumor_node_t *n, uint64_t now)
             }
             /* A peer that restarted forgot our knock: knock again before our DEALER's
              * reconnection reaches its ZAP handler. */
-            peer_t *p = restarted ? node_find_peer(n, m.from) : NULL;
+            dial_t *p = restarted ? node_find_peer(n, m.from) : NULL;
             if (p && !p->knocking) node_knock_start(n, p, now);
         }
         const size_t alen = rumor_admit_answer(out, n->key, m.from, m.nonce, status, n->boot_id,

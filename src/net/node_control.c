@@ -77,7 +77,7 @@ static const char *reach_name(rumor_node_t *n, const uint8_t *key, uint64_t now,
         snprintf(buf, 32, "relay:%s", id);
         return buf;
     }
-    const peer_t *p = node_find_peer(n, key);
+    const dial_t *p = node_find_peer(n, key);
     return r == PATH_RELAY ? "relay" : p && p->dealer ? "dialling" : "none";
 }
 

@@ -167,6 +167,8 @@ typedef struct {
     bool dealer, router;             /* ... in our DEALER to it / on its connection to us */
 } held_t;
 
+/* Our dial to a member: the DEALER we connect to it with, its monitor, the knock that goes
+ * first, and the model on its way to it (the training peer's own state is src/peer_impl.h's). */
 typedef struct {
     bool used;
     uint8_t key[RUMOR_KEY_LEN];
@@ -199,7 +201,7 @@ typedef struct {
     bool relayed;                    /* reached through a relay while our dial keeps trying */
     bool hello_due;                  /* our hello changed and has not gone on the DEALER since */
     bool dialled_noted;              /* its entry (conn_t dialled) knows our dial reached it here */
-} peer_t;
+} dial_t;
 
 /* How a message reaches a peer: over our dial, back over its connection to us, or sealed end
  * to end through a third peer that reaches both. */
@@ -304,7 +306,7 @@ struct rumor_node {
     char control_path[512];
     rumor_addr_t boot[RUMOR_NODE_MAX_BOOTSTRAPS];
     int n_boot;
-    peer_t peers[MAX_PEERS];
+    dial_t peers[MAX_PEERS];
     conn_t conns[MAX_CONNS];   /* used ones first: an entry is never freed, only taken over */
     int n_conns;
     int16_t conn_index[CONN_INDEX]; /* conns by a salted hash of their key, linear probing; -1: empty */
@@ -380,25 +382,25 @@ static inline uint64_t until(uint64_t deadline, uint64_t now) { return deadline 
 void node_set_int(void *s, int opt, int v);
 void node_outgoing_unref(outgoing_t *o);
 void node_release_held(rumor_node_t *n);
-void node_close_dealer(peer_t *p);
-void node_stop_knocking(peer_t *p);
-peer_t *node_find_peer(rumor_node_t *n, const uint8_t *key);
+void node_close_dealer(dial_t *p);
+void node_stop_knocking(dial_t *p);
+dial_t *node_find_peer(rumor_node_t *n, const uint8_t *key);
 void node_fill_hello(rumor_node_t *n, rumor_msg_t *m);
-bool node_open_dealer(rumor_node_t *n, peer_t *p);
-peer_t *node_get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uint64_t now);
-rumor_err_t node_send_msg(rumor_node_t *n, peer_t *p, rumor_msg_t *msg);
-path_t node_peer_path(rumor_node_t *n, peer_t *p, uint64_t now);
+bool node_open_dealer(rumor_node_t *n, dial_t *p);
+dial_t *node_get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uint64_t now);
+rumor_err_t node_send_msg(rumor_node_t *n, dial_t *p, rumor_msg_t *msg);
+path_t node_peer_path(rumor_node_t *n, dial_t *p, uint64_t now);
 bool node_router_send(rumor_node_t *n, conn_t *c, const void *frame, size_t len, zmq_msg_t *payload);
 void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid, uint64_t now);
 bool node_router_hello(rumor_node_t *n, conn_t *c);
-bool node_dealer_send(rumor_node_t *n, peer_t *p, const void *frame, size_t len, zmq_msg_t *payload);
+bool node_dealer_send(rumor_node_t *n, dial_t *p, const void *frame, size_t len, zmq_msg_t *payload);
 path_t node_reach(rumor_node_t *n, const uint8_t *key, uint64_t now);
 void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why);
 bool node_memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w);
 
 /* node_admit.c: admission */
-void node_knock_send(rumor_node_t *n, peer_t *p, uint64_t now);
-void node_knock_start(rumor_node_t *n, peer_t *p, uint64_t now);
+void node_knock_send(rumor_node_t *n, dial_t *p, uint64_t now);
+void node_knock_start(rumor_node_t *n, dial_t *p, uint64_t now);
 void node_vet_entries(rumor_node_t *n, rumor_memb_msg_t *m, uint64_t now);
 /* One token from b, refilled at rate a second up to rate; false (nothing taken) when empty. */
 bool node_bucket_take(bucket_t *b, double rate, uint64_t now);
@@ -407,14 +409,14 @@ conn_t *node_find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint64_
 void node_conn_index_init(rumor_node_t *n);
 void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, const rumor_msg_t *w,
                        uint64_t now);
-void node_handle_knock_answer(rumor_node_t *n, peer_t *p, uint64_t now);
+void node_handle_knock_answer(rumor_node_t *n, dial_t *p, uint64_t now);
 void node_handle_udp(rumor_node_t *n, uint64_t now);
 void node_handle_zap(rumor_node_t *n);
 void node_reload_revocations(rumor_node_t *n);
 
 /* node_relay.c: relays */
-bool node_relay_possible(rumor_node_t *n, const peer_t *p, uint64_t now);
-bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t len, const uint8_t *payload,
+bool node_relay_possible(rumor_node_t *n, const dial_t *p, uint64_t now);
+bool node_relay_send(rumor_node_t *n, dial_t *p, const uint8_t *frame, size_t len, const uint8_t *payload,
                      size_t payload_len, outgoing_t *hold, bool hello, uint64_t now);
 void node_relay_handle(rumor_node_t *n, const uint8_t from[RUMOR_KEY_LEN], uint64_t now);
 void node_relay_tick(rumor_node_t *n, uint64_t now);
@@ -426,6 +428,6 @@ void node_handle_control(rumor_node_t *n, uint64_t now);
 
 /* node_models.c: models */
 void node_announce_done(rumor_node_t *n);
-void node_pump(rumor_node_t *n, peer_t *p);
+void node_pump(rumor_node_t *n, dial_t *p);
 
 #endif

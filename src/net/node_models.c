@@ -52,7 +52,7 @@ rumor_err_t rumor_node_pull(rumor_node_t *n, const uint8_t peer[32], uint64_t la
     if (v < 0) return RUMOR_EINVAL;
     const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
     if (!c || !c->admitted) return RUMOR_EAUTH;
-    peer_t *p = node_get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
+    dial_t *p = node_get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
     if (!p) return RUMOR_EINVAL;
     rumor_msg_t m;
     memset(&m, 0, sizeof m);
@@ -143,7 +143,7 @@ void node_announce_done(rumor_node_t *n)
     n->done_sent = d;
     rumor_msg_t hello;
     for (int i = 0; i < MAX_PEERS; i++) {
-        peer_t *p = &n->peers[i];
+        dial_t *p = &n->peers[i];
         if (!p->used) continue;
         node_fill_hello(n, &hello);
         (void)node_send_msg(n, p, &hello);
@@ -154,7 +154,7 @@ void node_announce_done(rumor_node_t *n)
  * own connection to our ROUTER (node_peer_path). A path that is full is tried again at the
  * loop's next turn: the DEALER says when it drains; the ROUTER does not, so the loop looks
  * again soon (n->router_blocked). */
-void node_pump(rumor_node_t *n, peer_t *p)
+void node_pump(rumor_node_t *n, dial_t *p)
 {
     sending_t *s = &p->send;
     const uint64_t now = rumor_now_ms();
@@ -248,7 +248,7 @@ bool rumor_node_relayed(rumor_node_t *n, const uint8_t peer[32])
 
 uint64_t rumor_node_sending_since(rumor_node_t *n, const uint8_t peer[32])
 {
-    const peer_t *p = node_find_peer(n, peer);
+    const dial_t *p = node_find_peer(n, peer);
     return p && p->send.out ? p->send.since : 0;
 }
 
@@ -257,7 +257,7 @@ uint64_t rumor_node_sending_since(rumor_node_t *n, const uint8_t peer[32])
  * once; its connection to us is shut down (it dials again). */
 static void let_go(rumor_node_t *n, const uint8_t *key, bool dealer, bool router, uint64_t now)
 {
-    peer_t *q = dealer ? node_find_peer(n, key) : NULL;
+    dial_t *q = dealer ? node_find_peer(n, key) : NULL;
     if (q && q->dealer) {
         node_close_dealer(q); /* (a newer model in that DEALER goes with it) */
         q->retry_at = now;
@@ -268,7 +268,7 @@ static void let_go(rumor_node_t *n, const uint8_t *key, bool dealer, bool router
 
 /* p's model still being handed to libzmq: the rest is not sent, and what libzmq holds of it
  * goes with the connection it waits on (p's, or the relay's). */
-static void give_up_out(rumor_node_t *n, peer_t *p, uint64_t now)
+static void give_up_out(rumor_node_t *n, dial_t *p, uint64_t now)
 {
     char id[RUMOR_SHORT_ID_LEN + 1];
     rumor_key_short_id(id, p->key);
@@ -285,7 +285,7 @@ static void give_up_out(rumor_node_t *n, peer_t *p, uint64_t now)
 
 void rumor_node_abandon(rumor_node_t *n, const uint8_t peer[32])
 {
-    peer_t *p = node_find_peer(n, peer);
+    dial_t *p = node_find_peer(n, peer);
     if (p && p->send.out) give_up_out(n, p, rumor_now_ms());
 }
 
@@ -301,7 +301,7 @@ int rumor_node_give_up(rumor_node_t *n, bool (*which)(void *arg, void *ctx), voi
             k++;
         }
     for (int i = 0; i < MAX_PEERS; i++) {
-        peer_t *p = &n->peers[i];
+        dial_t *p = &n->peers[i];
         if (p->used && p->send.out && which(p->send.out->arg, ctx)) {
             give_up_out(n, p, now);
             k++;
@@ -345,7 +345,7 @@ rumor_err_t rumor_node_send(rumor_node_t *n, const uint8_t peer[32], const rumor
      * and whose certificate is still valid. */
     const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
     if (!c || !c->admitted || (c->expires_at && unix_now() >= c->expires_at)) return RUMOR_EAUTH;
-    peer_t *p = node_get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
+    dial_t *p = node_get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
     if (!p) return RUMOR_EINVAL;
     if (p->send.out || node_peer_path(n, p, rumor_now_ms()) == PATH_NONE) return RUMOR_ECLOSED;
     outgoing_t *o = malloc(sizeof *o);

@@ -12,7 +12,7 @@
 static const uint8_t *self_key(const rumor_node_t *n) { return rumor_secret_key_public(n->key); }
 
 /* A peer we reach without a relay: over our dial, or back over its connection to us. */
-static bool direct(rumor_node_t *n, const peer_t *q, uint64_t now)
+static bool direct(rumor_node_t *n, const dial_t *q, uint64_t now)
 {
     if (q->dealer && q->linked) return true; /* (node_reach's first answer, without its lookup) */
     return node_reach(n, q->key, now) == PATH_ROUTER;
@@ -55,20 +55,20 @@ static relay_sess_t *sess_find(rumor_node_t *n, const uint8_t *key, bool create,
  * peers we reach directly that relay, but not the ones the session failed through (an init
  * they left unanswered, data that did not open) while there are others, the one the
  * session's tries point at. *fresh (when not NULL) says whether it is one of those others. */
-static peer_t *pick_relay(rumor_node_t *n, const uint8_t *to, const relay_sess_t *s, uint64_t now, bool *fresh)
+static dial_t *pick_relay(rumor_node_t *n, const uint8_t *to, const relay_sess_t *s, uint64_t now, bool *fresh)
 {
     if (fresh) *fresh = false;
     if (s && s->state != SESS_NONE) {
-        peer_t *v = node_find_peer(n, s->via);
+        dial_t *v = node_find_peer(n, s->via);
         if (v && !same_key(v->key, to) && direct(n, v, now) && serves(n, v->key, now) &&
             (s->state == SESS_READY || now - s->init_ms < RELAY_INIT_RETRY_MS))
             return v;
     }
-    peer_t *cand[MAX_PEERS];
+    dial_t *cand[MAX_PEERS];
     int nc = 0, nf = 0;
-    peer_t *failed[RELAY_FAILED_MAX];
+    dial_t *failed[RELAY_FAILED_MAX];
     for (int i = 0; i < MAX_PEERS; i++) {
-        peer_t *q = &n->peers[i];
+        dial_t *q = &n->peers[i];
         if (!q->used || same_key(q->key, to) || !direct(n, q, now) || !serves(n, q->key, now)) continue;
         bool bad = false;
         for (int f = 0; s && f < s->n_failed && !bad; f++) bad = same_key(q->key, s->failed_via[f]);
@@ -80,7 +80,7 @@ static peer_t *pick_relay(rumor_node_t *n, const uint8_t *to, const relay_sess_t
     return nf ? failed[(s ? s->tries : 0) % nf] : NULL;
 }
 
-bool node_relay_possible(rumor_node_t *n, const peer_t *p, uint64_t now)
+bool node_relay_possible(rumor_node_t *n, const dial_t *p, uint64_t now)
 {
     return pick_relay(n, p->key, node_relay_session(n, p->key), now, NULL) != NULL;
 }
@@ -90,7 +90,7 @@ bool node_relay_possible(rumor_node_t *n, const peer_t *p, uint64_t now)
 static bool send_direct(rumor_node_t *n, const uint8_t *to, const uint8_t *frame, size_t len, zmq_msg_t *payload,
                         uint64_t now)
 {
-    peer_t *q = node_find_peer(n, to);
+    dial_t *q = node_find_peer(n, to);
     if (q && q->dealer && q->linked) return node_dealer_send(n, q, frame, len, payload);
     conn_t *c = node_find_conn(n, to, false, now);
     if (!c || !c->admitted || !c->rid_len || !node_router_hello(n, c)) {
@@ -198,7 +198,7 @@ static void sess_failed(relay_sess_t *s, const uint8_t *via)
 }
 
 /* Start (or, unanswered for a while, restart through the next relay) a session with p. */
-static void maybe_init(rumor_node_t *n, peer_t *p, relay_sess_t *s, uint64_t now)
+static void maybe_init(rumor_node_t *n, dial_t *p, relay_sess_t *s, uint64_t now)
 {
     if (s->state == SESS_INIT && now - s->init_ms < RELAY_INIT_RETRY_MS) return;
     if (s->state == SESS_INIT) {
@@ -214,7 +214,7 @@ static void maybe_init(rumor_node_t *n, peer_t *p, relay_sess_t *s, uint64_t now
         rumor_e2e_eph_new(&s->eph);
         s->inits = 1;
     }
-    peer_t *r = pick_relay(n, p->key, s, now, NULL);
+    dial_t *r = pick_relay(n, p->key, s, now, NULL);
     if (!r) {
         s->state = SESS_NONE;
         return;
@@ -231,7 +231,7 @@ static void maybe_init(rumor_node_t *n, peer_t *p, relay_sess_t *s, uint64_t now
     }
 }
 
-bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t len, const uint8_t *payload,
+bool node_relay_send(rumor_node_t *n, dial_t *p, const uint8_t *frame, size_t len, const uint8_t *payload,
                      size_t payload_len, outgoing_t *hold, bool hello, uint64_t now)
 {
     relay_sess_t *s = sess_find(n, p->key, true, now);
@@ -239,7 +239,7 @@ bool node_relay_send(rumor_node_t *n, peer_t *p, const uint8_t *frame, size_t le
         maybe_init(n, p, s, now);
         return false;
     }
-    peer_t *r = pick_relay(n, p->key, s, now, NULL);
+    dial_t *r = pick_relay(n, p->key, s, now, NULL);
     if (!r) {
         s->state = SESS_NONE; /* its relay is gone: a new session through another */
         rumor_e2e_wipe(&s->k, sizeof s->k);
@@ -512,7 +512,7 @@ void node_relay_tick(rumor_node_t *n, uint64_t now)
         const bool resend = s->state == SESS_INIT && s->initiator && s->inits < RELAY_INIT_TRIES;
         const bool failed = s->n_failed > 0 && (s->state == SESS_NONE || (s->state == SESS_INIT && !resend));
         if (!resend && !failed) continue;
-        peer_t *p = node_find_peer(n, s->key);
+        dial_t *p = node_find_peer(n, s->key);
         if (!p || !p->relayed) continue;
         if (failed) {
             bool fresh;
