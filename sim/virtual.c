@@ -365,15 +365,6 @@ static rumor_err_t send_all(sim_t *s, int i)
             /* The Byzantine peer sends its poisoned copy; the snapshot is still what is released. */
             m.params = rumor_poison_get(&p->poison, &s->attack, m.snap, m.round, m.params, &s->attack_rng);
         }
-        if (!m.choco && s->codec.id != RUMOR_CODEC_F32 && m.snap >= 0 && m.snap < 2) {
-            /* Encoded once a snapshot, as a node does (src/peer_node.c); every receiver
-             * decodes it on arrival. */
-            char e2[RUMOR_ERR_LEN];
-            if (rumor_wire_encode_snapshot(&p->coded, &m, m.params, e2) != RUMOR_OK) {
-                rumor_gossip_release(p->g, &m, false);
-                return virt_fail(s, RUMOR_EINVAL, "peer %d: %s", i, e2);
-            }
-        }
         const uint64_t bytes = rumor_wire_send_bytes(&m, &s->codec);
         msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->g = p->g, msg->s = m;
         const uint64_t depart = p->link_free_us > s->now_us ? p->link_free_us : s->now_us;
@@ -554,12 +545,11 @@ static rumor_err_t arrive(sim_t *s, int id)
         const uint64_t now_ms = s->now_us / 1000;
         bool masked_ok = true;
         if (m->masked && mask_model(s, from, m, &masked_ok) != RUMOR_OK) return s->rc;
-        /* The model as a node sends it (wire.h), chunk by chunk through the receiver's path. */
-        const bool coded = !m->choco && !m->masked && s->codec.id != RUMOR_CODEC_F32 && m->snap >= 0 && m->snap < 2;
+        /* The model as a node sends it (wire.h: encoded once a snapshot, into the sender's
+         * buffers), chunk by chunk through the receiver's path. */
+        size_t wire;
         const rumor_wire_model_t wm =
-            rumor_wire_model_of(m, m->params, m->masked ? RUMOR_CODEC_MASKED : coded ? s->codec.id : RUMOR_CODEC_F32,
-                                m->masked ? s->masked : coded ? pf->coded.enc[m->snap] : NULL,
-                                m->masked ? s->masked_off : coded ? pf->coded.off[m->snap] : NULL);
+            rumor_wire_model_for(m, m->params, &pf->coded, (const uint8_t *)s->masked, s->masked_off, &wire, NULL);
         for (uint32_t k = 0; k < chunks && masked_ok; k++) {
             rumor_msg_model_t mm;
             rumor_wire_chunk(&wm, k, &mm);

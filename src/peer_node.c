@@ -228,27 +228,13 @@ static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t
     if (rumor_attack_poisons(&p->cfg->attack) && !s.pulled && s.snap >= 0 && s.snap < 2) {
         params = rumor_poison_get(&p->poison, &p->cfg->attack, s.snap, s.round, s.params, &p->attack_rng);
     }
-    const rumor_codec_t *cd = &p->cfg->codec;
-    const size_t chunks = rumor_chunks(s.count, s.chunk_params);
-    size_t wire = s.count * sizeof(float);
+    size_t wire;
     rumor_err_t rc = RUMOR_EINVAL;
     bool mask_failed = false;
-    rumor_wire_model_t m;
-    if (s.masked) {
-        /* (masked once: a send that waited for the node is not masked again) */
-        if (!c->masked_off) mask_failed = !(mask_reserve(p, s.round) && mask_send(p, c, params));
-        m = rumor_wire_model_of(&s, params, RUMOR_CODEC_MASKED, c->masked, c->masked_off);
-    } else if (s.choco) {
-        m = rumor_wire_model_of(&s, params, RUMOR_CODEC_F32, NULL, NULL);
-        if (s.enc) wire = s.enc_off[chunks];
-    } else if (cd->id != RUMOR_CODEC_F32 && !s.pulled && s.snap >= 0 && s.snap < 2 &&
-               rumor_wire_encode_snapshot(&p->enc, &s, params, NULL) == RUMOR_OK) {
-        /* (one that cannot be encoded goes as float32) */
-        m = rumor_wire_model_of(&s, params, cd->id, p->enc.enc[s.snap], p->enc.off[s.snap]);
-        wire = p->enc.off[s.snap][chunks];
-    } else {
-        m = rumor_wire_model_of(&s, params, RUMOR_CODEC_F32, NULL, NULL);
-    }
+    /* (masked once: a send that waited for the node is not masked again) */
+    if (s.masked && !c->masked_off) mask_failed = !(mask_reserve(p, s.round) && mask_send(p, c, params));
+    const rumor_wire_model_t m =
+        rumor_wire_model_for(&s, params, &p->enc, (const uint8_t *)c->masked, c->masked_off, &wire, NULL);
     /* (asked before the send: once sent, c may be released, and freed, at any moment) */
     *relayed_out = rumor_node_relayed(node, s.peer);
     if (!mask_failed) rc = rumor_node_send(node, s.peer, &m, release_cb, c);

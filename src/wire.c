@@ -52,6 +52,25 @@ rumor_wire_model_t rumor_wire_model_of(const rumor_gossip_send_t *s, const float
     return m;
 }
 
+rumor_wire_model_t rumor_wire_model_for(const rumor_gossip_send_t *s, const float *params, rumor_wire_enc_t *enc,
+                                        const uint8_t *masked, const size_t *masked_off, size_t *wire_bytes,
+                                        char err[RUMOR_ERR_LEN])
+{
+    const size_t chunks = rumor_chunks(s->count, s->chunk_params);
+    *wire_bytes = s->count * sizeof(float);
+    if (s->masked) return rumor_wire_model_of(s, params, RUMOR_CODEC_MASKED, masked, masked_off);
+    if (s->choco) {
+        if (s->enc) *wire_bytes = s->enc_off[chunks];
+        return rumor_wire_model_of(s, params, RUMOR_CODEC_F32, NULL, NULL);
+    }
+    if (enc && enc->codec.id != RUMOR_CODEC_F32 && !s->pulled && s->snap >= 0 && s->snap < 2 &&
+        rumor_wire_encode_snapshot(enc, s, params, err) == RUMOR_OK) {
+        *wire_bytes = enc->off[s->snap][chunks];
+        return rumor_wire_model_of(s, params, (rumor_proto_codec_t)enc->codec.id, enc->enc[s->snap], enc->off[s->snap]);
+    }
+    return rumor_wire_model_of(s, params, RUMOR_CODEC_F32, NULL, NULL);
+}
+
 void rumor_wire_chunk(const rumor_wire_model_t *m, uint32_t c, rumor_msg_model_t *out)
 {
     const uint64_t off = (uint64_t)c * m->chunk_params;

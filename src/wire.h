@@ -67,6 +67,16 @@ void rumor_wire_enc_fini(rumor_wire_enc_t *e);
 rumor_err_t rumor_wire_encode_snapshot(rumor_wire_enc_t *e, const rumor_gossip_send_t *s, const float *x,
                                        char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
+/* What send s of params (the snapshot's, or a poisoned copy of them) goes as on the wire: the
+ * one decision of a node and of virtual mode alike. Masked words (s->masked: masked and
+ * masked_off hold them), a piece of a public copy (s->choco, as the engine encoded it), the
+ * sender's codec (a snapshot of this round, not an answer to a pull, encoded once a round into
+ * enc when enc's codec is not float32; enc NULL: none), or float32 (and a snapshot the codec
+ * cannot encode: err says why, and it goes as float32). *wire_bytes: its frame 2 bytes in all. */
+rumor_wire_model_t rumor_wire_model_for(const rumor_gossip_send_t *s, const float *params, rumor_wire_enc_t *enc,
+                                        const uint8_t *masked, const size_t *masked_off, size_t *wire_bytes,
+                                        char err[RUMOR_ERR_LEN]);
+
 /* The bytes send s's parameters take on the wire (every chunk's frame 2) when its sender's
  * codec is codec: a public copy's delta as the engine encoded it, a snapshot in the codec, and
  * float32 for the rest (keyframes, masked words, a pull's answer). What an emulated link
