@@ -367,11 +367,9 @@ static rumor_err_t send_all(sim_t *s, int i)
         }
         const uint64_t bytes = rumor_wire_send_bytes(&m, &s->codec);
         msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->g = p->g, msg->s = m;
-        const uint64_t depart = p->link_free_us > s->now_us ? p->link_free_us : s->now_us;
-        const uint64_t xfer = c->bandwidth_mbps > 0 ? (uint64_t)llround((double)bytes * 8.0 / c->bandwidth_mbps) : 0;
-        p->link_free_us = depart + xfer;
+        const uint64_t arrive_us = rumor_wire_link_send(&p->link, s->now_us, bytes, c->bandwidth_mbps, s->latency_us);
         p->bytes_out += bytes;
-        if (virt_heap_push(&s->q, p->link_free_us + s->latency_us, EV_ARRIVE, id, 0) != RUMOR_OK)
+        if (virt_heap_push(&s->q, arrive_us, EV_ARRIVE, id, 0) != RUMOR_OK)
             return virt_fail(s, RUMOR_ENOMEM, "out of memory for events");
     }
     return RUMOR_OK;

@@ -114,7 +114,7 @@ typedef struct {
     long steps_done;         /* steps of its round taken before this phase */
     uint64_t wait_done_us;   /* ... and its waits at those earlier points */
     uint64_t retry_ms;       /* deadline of the pending retry event (0: none) */
-    uint64_t link_free_us;   /* when the uplink is free again */
+    rumor_wire_link_t link;  /* its uplink (emulated) */
     uint64_t waits_from_us;  /* when its local phase ended: its wait on gossip starts */
     uint64_t bytes_out;
     rumor_memb_t *memb;      /* its membership state machine */

@@ -102,7 +102,7 @@ typedef struct {
     int n_delayed;
     struct send_ctx *retry[64];   /* sends the node could not take yet, in order (retry_sends) */
     int n_retry;
-    uint64_t uplink_free;
+    rumor_wire_link_t uplink; /* the emulated network's (wire.h) */
     rumor_rng_t emu_rng;
     /* a Byzantine peer (--attack): what it sends instead of each snapshot, per snapshot */
     rumor_poison_t poison;

@@ -209,11 +209,9 @@ static bool emulate(peer_t *p, send_ctx_t *c, uint64_t now)
         peer_send_ctx_free(c);
         return true;
     }
-    uint64_t start = p->uplink_free > now ? p->uplink_free : now;
-    if (cfg->emu_bandwidth_mbps > 0)
-        start += (uint64_t)((double)rumor_wire_send_bytes(&c->s, &cfg->codec) * 8.0 / (cfg->emu_bandwidth_mbps * 1e3) + 0.5);
-    p->uplink_free = start;
-    c->due = start + (uint64_t)(cfg->emu_latency_ms + 0.5);
+    const uint64_t due_us = rumor_wire_link_send(&p->uplink, now * 1000, rumor_wire_send_bytes(&c->s, &cfg->codec),
+                                                 cfg->emu_bandwidth_mbps, (uint64_t)(cfg->emu_latency_ms * 1e3 + 0.5));
+    c->due = (due_us + 999) / 1000; /* (the node's clock counts milliseconds) */
     if (p->n_delayed == (int)RUMOR_ARRAY_LEN(p->delayed)) return false; /* full: send now */
     p->delayed[p->n_delayed++] = c;
     return true;

@@ -83,6 +83,23 @@ rumor_wire_model_t rumor_wire_model_for(const rumor_gossip_send_t *s, const floa
  * charges, in virtual mode and a node's alike. */
 size_t rumor_wire_send_bytes(const rumor_gossip_send_t *s, const rumor_codec_t *codec);
 
+/* An emulated uplink (--latency, --bandwidth), the same for a node and for virtual mode: one
+ * model at a time, each taking its bytes at the link's rate, then the latency. */
+typedef struct {
+    uint64_t free_us;      /* when the link has sent what it was given */
+} rumor_wire_link_t;
+
+/* A model of `bytes` handed to link l at now_us, mbps megabits a second (0: no limit) and
+ * latency_us: when it arrives (it leaves once the link is free). */
+static inline uint64_t rumor_wire_link_send(rumor_wire_link_t *l, uint64_t now_us, uint64_t bytes, double mbps,
+                                            uint64_t latency_us)
+{
+    const uint64_t depart = l->free_us > now_us ? l->free_us : now_us;
+    const uint64_t xfer = mbps > 0 ? (uint64_t)((double)bytes * 8.0 / mbps + 0.5) : 0;
+    l->free_us = depart + xfer;
+    return l->free_us + latency_us;
+}
+
 /* Chunk c of m as the protocol carries it: the header, with its payload (payload,
  * payload_len) pointing into m's parameters or encoding. */
 void rumor_wire_chunk(const rumor_wire_model_t *m, uint32_t c, rumor_msg_model_t *out);
