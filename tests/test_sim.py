@@ -185,9 +185,10 @@ def main():
     ends = {}
     for mode in ("proc", "virtual"):
         out = os.path.join(tmp, "budget-" + mode)
-        r = sim("--mode", mode, "--peers", "4", "--model", "logreg", "--topology", "ring", "--local-steps", "2",
-                "--dp", "clip=1,noise=1", "--dp-budget", "1.5", "--rounds", "400", "--eval-every", "0", "--out", out,
-                "--no-plots", "--quiet", timeout=300)
+        r = subprocess.run([RUMOR, "sim", "--mode", mode, "--peers", "4", "--model", "logreg", "--topology", "ring",
+                            "--local-steps", "2", "--dp", "clip=1,noise=3", "--dp-budget", "1.5", "--rounds", "400",
+                            "--eval-every", "0", "--limit", "8000", "--data", DATA, "--out", out, "--no-plots",
+                            "--quiet"], capture_output=True, text=True, timeout=300)
         ends[mode] = summary(out).get("rounds_done_min") if r.returncode == 0 else None
     check(ends["proc"] is not None and ends["proc"] == ends["virtual"] and ends["proc"] < 400,
           "a spent privacy budget ends a peer at the same round on real nodes and in virtual mode (%s)" % ends)
