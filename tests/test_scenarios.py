@@ -145,7 +145,7 @@ def straggler(tmp):
     # The claim is an order: push-sum's fast peers do not wait for the straggler, D-PSGD's
     # wait for it every round (at most its pace, 4x: logreg's rounds are mostly communication,
     # so less). The bounds are loose for loaded machines (measured on a busy 2-core machine:
-    # 1.53x and 1.17x); the order is the test.
+    # 1.2x to 1.5x, and 0.7x to 1.2x); the order is the test.
     short = ["--peers", "4", "--rounds", "30", "--limit", "4000", "--eval-every", "0", "--no-plots", "--quiet"]
     ratios = {}
     for algo, most in (("dpsgd", 6.0), ("sgp", 2.5)):
@@ -155,12 +155,12 @@ def straggler(tmp):
             if got:
                 ts = []
                 for i in (0, 1, 3):
-                    m = metrics(out, i)
-                    t = {l["round"]: l["t"] for l in m if "loss" in l}
-                    if 1 in t and 30 in t:
-                        ts.append(t[30] - t[1])
-                # (every fast peer's metrics hold rounds 1 and 30: a run that has not is a failure)
-                check(len(ts) == 3, "straggler.ini (%s, %s): the three fast peers log rounds 1 and 30" % (algo, what))
+                    # A fast peer's time a round, from its first round trained to its last (push-sum
+                    # peers may skip round numbers when they catch up: not every round is logged).
+                    t = sorted((l["round"], l["t"]) for l in metrics(out, i) if "loss" in l and l["round"] >= 1)
+                    if len(t) >= 2 and t[-1][0] > t[0][0]:
+                        ts.append((t[-1][1] - t[0][1]) / (t[-1][0] - t[0][0]))
+                check(len(ts) == 3, "straggler.ini (%s, %s): the three fast peers log their rounds" % (algo, what))
                 took[what] = sorted(ts)[len(ts) // 2] if ts else None
         if took.get("slow") and took.get("none"):
             ratios[algo] = took["slow"] / took["none"]
