@@ -520,12 +520,8 @@ static rumor_err_t mask_model(sim_t *s, int from, const rumor_gossip_send_t *m, 
         memcpy(e.peer[k], rumor_secret_key_public(s->p[j].mkey), RUMOR_SECMIX_KEY_LEN);
     }
     char e2[RUMOR_ERR_LEN];
-    rumor_secmix_send_t snd;
-    if (rumor_secmix_send_init(s->p[from].sm, &e, &snd, e2) != RUMOR_OK)
-        return virt_fail(s, RUMOR_EINVAL, "peer %d: %s", from, e2);
-    *ok = rumor_secmix_encode_model(&snd, m->params, m->count, m->chunk_params, m->share, m->w, s->masked,
-                                    s->masked_off, e2) == RUMOR_OK;
-    rumor_secmix_send_fini(&snd);
+    *ok = rumor_secmix_mask_model(s->p[from].sm, &e, m->params, m->count, m->chunk_params, m->share, m->w, s->masked,
+                                  s->masked_off, e2) == RUMOR_OK;
     if (!*ok) rumor_log(RUMOR_LOG_WARN, "peer %d: %s: round %" PRIu64 " not sent", from, e2, m->round);
     return RUMOR_OK;
 }

@@ -186,14 +186,8 @@ static bool mask_send(peer_t *p, send_ctx_t *c, const float *x)
     c->masked_off = malloc((chunks + 1) * sizeof *c->masked_off);
     if (!c->masked || !c->masked_off) return false;
     char err[RUMOR_ERR_LEN];
-    rumor_secmix_send_t snd;
-    if (rumor_secmix_send_init(p->secmix, &s->edges, &snd, err) != RUMOR_OK) {
-        rumor_log(RUMOR_LOG_WARN, "%s", err);
-        return false;
-    }
-    const bool ok = rumor_secmix_encode_model(&snd, x, s->count, s->chunk_params, s->share, s->w, c->masked,
-                                              c->masked_off, err) == RUMOR_OK;
-    rumor_secmix_send_fini(&snd);
+    const bool ok = rumor_secmix_mask_model(p->secmix, &s->edges, x, s->count, s->chunk_params, s->share, s->w,
+                                            c->masked, c->masked_off, err) == RUMOR_OK;
     if (!ok) rumor_log(RUMOR_LOG_WARN, "%s: round %" PRIu64 " not sent", err, s->round);
     return ok;
 }

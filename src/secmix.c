@@ -192,3 +192,15 @@ rumor_err_t rumor_secmix_encode_model(const rumor_secmix_send_t *snd, const floa
     }
     return RUMOR_OK;
 }
+
+rumor_err_t rumor_secmix_mask_model(rumor_secmix_t *s, const rumor_secmix_edges_t *e, const float *x, size_t count,
+                                    size_t chunk_params, double share, const double *w, uint8_t *out,
+                                    size_t *out_off, char err[RUMOR_ERR_LEN])
+{
+    rumor_secmix_send_t snd;
+    rumor_err_t rc = rumor_secmix_send_init(s, e, &snd, err);
+    if (rc != RUMOR_OK) return rc;
+    rc = rumor_secmix_encode_model(&snd, x, count, chunk_params, share, w, out, out_off, err);
+    rumor_secmix_send_fini(&snd);
+    return rc;
+}

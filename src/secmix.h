@@ -92,5 +92,10 @@ rumor_err_t rumor_secmix_encode(const rumor_secmix_send_t *snd, size_t off, cons
 rumor_err_t rumor_secmix_encode_model(const rumor_secmix_send_t *snd, const float *x, size_t count, size_t chunk_params,
                                       double share, const double *w, uint8_t *out, size_t *out_off,
                                       char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* A whole send masked for the edges e, as a node and virtual mode both do: the send's keys
+ * (rumor_secmix_send_init), its chunks encoded (rumor_secmix_encode_model), the keys wiped. */
+rumor_err_t rumor_secmix_mask_model(rumor_secmix_t *s, const rumor_secmix_edges_t *e, const float *x, size_t count,
+                                    size_t chunk_params, double share, const double *w, uint8_t *out,
+                                    size_t *out_off, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
 #endif
