@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <inttypes.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,7 +125,8 @@ static rumor_err_t parse_float(const char *s, float *out)
     if (!s) return RUMOR_EFORMAT;
     char *end;
     double v = strtod(s, &end);
-    if (end == s || *end || !isfinite(v)) return RUMOR_EFORMAT;
+    /* finite as the float it becomes: 1e39 is one double, and an infinity in float */
+    if (end == s || *end || !isfinite(v) || !isfinite((float)v)) return RUMOR_EFORMAT;
     *out = (float)v;
     return RUMOR_OK;
 }
@@ -209,7 +211,7 @@ static rumor_err_t read_meta(const rumor_st_file_t *f, const char *path, rumor_m
         return rumor_fail(err, RUMOR_EFORMAT, "%s: a model of bytes with %ld classes", path, classes);
     if (parse_float(rumor_st_meta(f, "input_mean"), &info->input_mean) != RUMOR_OK ||
         parse_float(rumor_st_meta(f, "input_std"), &info->input_std) != RUMOR_OK ||
-        !(info->input_std > 0.0f))
+        !(info->input_std >= FLT_MIN)) /* (a subnormal divides the inputs into infinities) */
         return rumor_fail(err, RUMOR_EFORMAT, "%s: bad input_mean/input_std metadata", path);
     const char *opt = rumor_st_meta(f, "optimizer");
     if (opt) {
