@@ -2,7 +2,8 @@
 # tests/run_fuzz.sh SOURCE_ROOT BUILD_DIR SECONDS [TARGET] - fuzz a parser of network input.
 #
 # TARGET is proto (the wire protocol decoder, the default), admit (the admission datagrams
-# of the UDP port) or files (the loaders of text, token files, IDX data and safetensors). Builds tests/fuzz_TARGET.c with libFuzzer, AddressSanitizer and
+# of the UDP port) or files (the loaders of text, token files, IDX data, safetensors and
+# checkpoints). Builds tests/fuzz_TARGET.c with libFuzzer, AddressSanitizer and
 # UndefinedBehaviorSanitizer (clang, outside meson: the fuzzer runtime needs clang whatever
 # compiler meson uses) into BUILD_DIR/fuzz-TARGET/, then runs it for SECONDS on a copy of the
 # seed corpus tests/fuzz/TARGET/ (regenerate proto's with
@@ -24,7 +25,12 @@ target=${4:-proto}
 case "$target" in
 proto) sources="proto/proto.c src/rumor.c" libs="-lmsgpackc -lm" ;;
 admit) sources="src/crypto.c src/cert.c src/fileio.c src/rumor.c" libs="-lsodium -lm" ;;
-files) sources="src/text.c src/data.c src/partition.c src/safetensors.c src/fileio.c src/rng.c src/rumor.c" libs="-lcjson -lz -lm" ;;
+files)
+    # checkpoint.c loads into a model on the CPU backend: the models, the optimizers and BLAS.
+    sources="src/text.c src/data.c src/partition.c src/safetensors.c src/fileio.c src/rng.c src/rumor.c
+             src/checkpoint.c src/model.c src/model_gpt.c src/optim.c src/backend.c src/backend_cpu.c"
+    blas=$(pkg-config --cflags --libs openblas 2>/dev/null) || blas=-lopenblas
+    libs="-lcjson -lz -lm -ldl -lpthread $blas" ;;
 *) echo "run_fuzz: unknown target $target" >&2; exit 2 ;;
 esac
 out="$build/fuzz-$target"
@@ -57,13 +63,15 @@ if ! "$cc" -fsanitize=fuzzer,address,undefined "$out/probe.c" -o "$out/probe" \
 fi
 
 # proto.c checks its version against meson's config.h; outside a configured build folder,
-# take the number from meson.build so the check still means something.
+# take the number from meson.build so the check still means something. checkpoint.c writes
+# the version of rumor into the files (backend.c's CUDA entries stay undefined: no CUDA).
 inc="$build"
 if [ ! -f "$build/config.h" ]; then
     inc="$out/include"
     mkdir -p "$inc"
     ver=$(sed -n "s/.*'RUMOR_PROTO_VERSION', *\([0-9][0-9]*\).*/\1/p" "$src/meson.build")
-    printf '#define RUMOR_PROTO_VERSION %s\n' "${ver:-0}" >"$inc/config.h"
+    rver=$(sed -n "s/^ *version: *'\([^']*\)'.*/\1/p" "$src/meson.build" | head -n 1)
+    printf '#define RUMOR_PROTO_VERSION %s\n#define RUMOR_VERSION "%s"\n' "${ver:-0}" "${rver:-0}" >"$inc/config.h"
 fi
 
 set --
@@ -95,6 +103,22 @@ if [ "$target" = files ]; then
 "\"dtype\":\"F32\""
 "\"shape\":["
 "\"data_offsets\":["
+"\"format\":\"rumor\""
+"\"optimizer\":\"sgd\""
+"\"optimizer\":\"adamw\""
+"\"step\":\""
+"\"epoch\":\""
+"\"seed\":\""
+"\"input_mean\":\""
+"\"input_std\":\""
+"\"model\":\"mlp:"
+"\"model\":\"gpt:"
+"\"input\":\"1,"
+"\"classes\":\""
+"\"tokens\":\"ids\""
+"optim.momentum."
+"optim.exp_avg."
+"optim.tracker."
 EOF
 elif [ "$target" = admit ]; then
     cat >"$out/$target.dict" <<'EOF'
