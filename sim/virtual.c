@@ -71,7 +71,6 @@
  * read only to pace the live status display.
  */
 #include "virtual_impl.h"
-#include "round.h"
 
 static bool ev_less(const event_t *x, const event_t *y) { return x->t < y->t || (x->t == y->t && x->seq < y->seq); }
 
@@ -196,7 +195,7 @@ rumor_err_t virt_model_line(sim_t *s, int i, const char *flag)
 {
     if (evaluate(s, i) != RUMOR_OK) return s->rc;
     const vpeer_t *p = &s->p[i];
-    const rumor_metrics_line_t l = {.t = (double)s->now_us / 1e6, .t_decimals = 6, .round = p->k,
+    const rumor_metrics_line_t l = {.t = (double)s->now_us / 1e6, .t_decimals = 6, .round = p->core.k,
                                     .step = rumor_optim_steps(p->o), .evaluated = true, .test_loss = s->test_loss,
                                     .test_acc = s->test_acc, .text = s->src.text, .flag = flag};
     return metrics_put(s, i, &l);
@@ -209,16 +208,12 @@ rumor_err_t virt_model_line(sim_t *s, int i, const char *flag)
 static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
 {
     vpeer_t *p = &s->p[i];
-    if (p->steps_done == 0) p->loss_sum = 0.0, p->loss_count = 0;
-    if (!p->tr || p->budget_spent) return RUMOR_OK;
+    if (!p->tr || p->core.budget_spent) return RUMOR_OK;
     rumor_trainer_stats_t ts;
     char e2[RUMOR_ERR_LEN];
-    if (rumor_trainer_steps(p->tr, p->phase_steps, p->sched_k * s->H + p->steps_done, &ts, e2) != RUMOR_OK)
+    if (rumor_trainer_steps(p->tr, p->ph.count, p->ph.first, &ts, e2) != RUMOR_OK)
         return rumor_fail(err, rumor_last_error(), "peer %d: %s", i, e2);
-    p->budget_spent = ts.budget_spent;
-    p->loss_sum += ts.loss_sum;
-    p->loss_count += ts.samples;
-    if (ts.steps) p->lr = ts.lr;
+    rumor_core_stepped(&p->core, &ts);
     return RUMOR_OK;
 }
 
@@ -379,52 +374,45 @@ static rumor_err_t send_all(sim_t *s, int i)
 static int finished_seen(const sim_t *s, int i)
 {
     int n = 0;
-    if (s->n_finished < 2) return s->n_finished; /* every round of every peer asks: no scan until two */
+    if (s->n_finished == 0) return 0; /* every round of every peer asks: no scan until one */
     for (int j = 0; j < s->n; j++) n += j != i && s->p[j].state == P_FINISHED && !virt_cut(s, i, j);
     return n;
 }
 
-/* Peer i finished a round: its metrics line, an evaluation when due, the next phase. */
-static rumor_err_t round_done(sim_t *s, int i)
+/* Peer i's round is mixed (rumor_core_mixed said what follows): its metrics line, an
+ * evaluation when due, a checkpoint, the next phase or its end. */
+static rumor_err_t round_done(sim_t *s, int i, const rumor_core_after_t *a)
 {
     vpeer_t *p = &s->p[i];
-    const rumor_sim_config_t *c = s->c;
+    const long k = p->core.k;
     rumor_optim_mixed(p->o, rumor_model_params(p->m));
-    s->at_round[p->k]--;
-    p->k++;
-    s->at_round[p->k]++;
-    if (p->k > s->round_top) s->round_top = p->k;
+    s->at_round[k - 1]--;
+    s->at_round[k]++;
+    if (k > s->round_top) s->round_top = k;
     virt_round_min_advance(s);
     if (s->now_us > s->end_us) s->end_us = s->now_us;
     rumor_gossip_stats_t st;
     rumor_gossip_stats(p->g, &st);
     if (s->opt.tracking && st.last_missing > 0) /* the trackers' sum is off for good: say so, stop */
         return virt_fail(s, RUMOR_EINVAL, "peer %d's round %ld left out %d neighbour%s: --tracking needs every round "
-                         "complete", i, p->k, st.last_missing,
-                         st.last_missing == 1 ? "" : "s");
-    const bool eval = rumor_round_evaluates(p->k, c->rounds, p->budget_spent, c->eval_every);
-    if (eval && evaluate(s, i) != RUMOR_OK) return s->rc;
-    const bool last = rumor_round_finished(p->k, c->rounds, p->budget_spent);
-    const rumor_metrics_line_t ml = {.t = (double)s->now_us / 1e6, .t_decimals = 6, .round = p->k,
-                                     .step = rumor_optim_steps(p->o), .trained = true,
-                                     .loss = p->loss_sum / (double)(p->loss_count ? p->loss_count : 1), .lr = p->lr,
-                                     .consensus = st.consensus, .w = st.w, .peers = p->view_peers,
-                                     .neighbours = st.last_peers, .missing = st.last_missing,
-                                     .bytes_out = p->bytes_out, .bytes_in = st.bytes_in,
-                                     .wait_s = (double)(s->now_us - p->waits_from_us + p->wait_done_us) / 1e6,
-                                     .evaluated = eval,
-                                     .test_loss = s->test_loss, .test_acc = s->test_acc, .text = s->src.text,
-                                     .private = p->dp != NULL,
-                                     .epsilon = p->dp ? rumor_dp_epsilon(p->dp) : 0.0,
-                                     .secure_mix = c->secure_mix, .unmixed = st.chunks_unmixed,
-                                     .implausible = st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]};
-    p->steps_done = 0, p->wait_done_us = 0;
-    if (metrics_put(s, i, &ml) != RUMOR_OK)
-        return s->rc;
-    if (s->restarts && !last && p->k % CKPT_EVERY == 0 && virt_ckpt_save(s, i) != RUMOR_OK) return s->rc;
-    if (!last && (p->view_peers <= 1 || (!c->secure_mix && finished_seen(s, i) >= 2)) && virt_finish_with_swarm(s, i))
+                         "complete", i, k, st.last_missing, st.last_missing == 1 ? "" : "s");
+    if (a->evaluate && evaluate(s, i) != RUMOR_OK) return s->rc;
+    const rumor_core_facts_t f = {.t = (double)s->now_us / 1e6, .t_decimals = 6, .step = rumor_optim_steps(p->o),
+                                  .peers = p->view_peers, .bytes_out = p->bytes_out,
+                                  .wait_s = (double)(s->now_us - p->waits_from_us + p->wait_done_us) / 1e6,
+                                  .evaluated = a->evaluate, .text = s->src.text, .test_loss = s->test_loss,
+                                  .test_acc = s->test_acc, .private = p->dp != NULL,
+                                  .epsilon = p->dp ? rumor_dp_epsilon(p->dp) : 0.0};
+    rumor_metrics_line_t ml;
+    rumor_core_line(&p->core, &f, &st, &ml);
+    p->wait_done_us = 0;
+    if (metrics_put(s, i, &ml) != RUMOR_OK) return s->rc;
+    if (a->checkpoint && virt_ckpt_save(s, i) != RUMOR_OK) return s->rc;
+    /* Members it knows: those in its view, and the finished ones it heard say bye. */
+    const int seen = a->finished ? 0 : finished_seen(s, i);
+    if (!a->finished && rumor_core_swarm_over(&p->core, p->view_peers - 1 + seen, seen) && virt_finish_with_swarm(s, i))
         return s->rc == RUMOR_OK ? virt_round_churn(s) : s->rc;
-    if (last) {
+    if (a->finished) {
         p->state = P_FINISHED; /* and out of the others' views: it says bye */
         s->n_finished++;
         rumor_memb_leave(p->memb, s->now_us / 1000);
@@ -435,9 +423,10 @@ static rumor_err_t round_done(sim_t *s, int i)
     return virt_round_churn(s);
 }
 
-/* Every other member left its view, and some finished: as a node does (src/peer.c), peer i
- * asks up to RUMOR_RESYNC_ASKS finished peers for their final models, takes their mean when two
- * confirm each other, or keeps its own, and ends. (A node asks members that linger; here
+/* The swarm is over for peer i (rumor_core_swarm_over): as a node does (src/peer.c), it asks
+ * up to RUMOR_RESYNC_ASKS finished members it can reach for their final models, takes their
+ * mean when two confirm each other, or keeps its own, and ends; under secure mixing no model
+ * is lent in the clear, and it ends with its own. (A node asks members that linger; here
  * finished peers answer, the lowest indices first.) true when it ended. */
 bool virt_finish_with_swarm(sim_t *s, int i)
 {
@@ -446,17 +435,17 @@ bool virt_finish_with_swarm(sim_t *s, int i)
     rumor_confirm_init(&cf, rumor_model_param_count(p->m));
     int done = 0;
     for (int j = 0; j < s->n && done < RUMOR_RESYNC_ASKS && cf.a < 0; j++) {
-        if (j == i || s->p[j].state != P_FINISHED) continue;
+        if (j == i || s->p[j].state != P_FINISHED || virt_cut(s, i, j)) continue;
         done++;
         const float *xj = rumor_model_params(s->p[j].m);
-        if (rumor_gossip_plausible(p->g, xj)) rumor_confirm_add(&cf, xj, (uint64_t)s->c->rounds);
+        if (!s->c->secure_mix && rumor_gossip_plausible(p->g, xj)) rumor_confirm_add(&cf, xj, (uint64_t)s->c->rounds);
     }
     if (done == 0) return false; /* alone for another reason (a partition, deaths): it trains on */
     if (cf.a >= 0) {
         (void)rumor_confirm_mean(&cf, rumor_model_params(p->m));
-        s->at_round[p->k]--;
-        p->k = s->c->rounds;
-        s->at_round[p->k]++;
+        s->at_round[p->core.k]--;
+        p->core.k = s->c->rounds;
+        s->at_round[p->core.k]++;
         virt_round_min_advance(s);
         if (virt_model_line(s, i, "swarm_final") != RUMOR_OK) return true;
     }
@@ -474,7 +463,7 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
     vpeer_t *p = &s->p[i];
     if (p->state != P_WAITING) return RUMOR_OK;
     if (p->view_dirty) virt_view_set(p);
-    if (rumor_round_last(p->k, s->c->rounds, p->budget_spent)) rumor_gossip_close(p->g); /* (round.h) */
+    rumor_core_gossip_point(&p->core);
     const uint64_t now_ms = s->now_us / 1000;
     size_t nv;
     float *x = rumor_model_params(p->m), *v = rumor_optim_gossiped(p->o, &nv);
@@ -483,19 +472,19 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
         memcpy(p->gx, x, P * sizeof *x);
         memcpy(p->gx + P, v, nv * sizeof *v);
     }
-    const bool lands = rumor_gossip_merging(p->g); /* overlapped diloco: mid-round, its round lands */
     const rumor_gossip_status_t gs = rumor_gossip_step(p->g, p->gx ? p->gx : x, now_ms);
     if (send_all(s, i) != RUMOR_OK) return s->rc;
     if (gs == RUMOR_GOSSIP_DONE && p->gx) {
         memcpy(x, p->gx, P * sizeof *x);
         memcpy(v, p->gx + P, nv * sizeof *v);
     }
-    if (gs == RUMOR_GOSSIP_DONE && lands) { /* the rest of the round's steps */
-        p->steps_done += p->phase_steps;
-        p->wait_done_us += s->now_us - p->waits_from_us;
+    if (gs == RUMOR_GOSSIP_DONE) {
+        rumor_core_after_t a;
+        rumor_core_mixed(&p->core, (double)s->now_us / 1e6, &a);
+        if (!a.landed) return round_done(s, i, &a);
+        p->wait_done_us += s->now_us - p->waits_from_us; /* overlapped diloco: the rest of the round's steps */
         return virt_schedule_phase(s, i);
     }
-    if (gs == RUMOR_GOSSIP_DONE) return round_done(s, i);
     const uint64_t d = rumor_gossip_deadline(p->g);
     /* A deadline already passed means the engine waits for a snapshot to come free: the
      * release of one of its sends will call again. */
@@ -681,7 +670,7 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool
             if (virt_running(&s.p[i])) {
                 /* No event left, yet a live peer has rounds to go: an engine waits with no
                  * deadline and nothing in flight. Not expected; say so rather than hang. */
-                rumor_log(RUMOR_LOG_WARN, "virtual: peer %d stuck at round %ld with no event pending", i, s.p[i].k);
+                rumor_log(RUMOR_LOG_WARN, "virtual: peer %d stuck at round %ld with no event pending", i, s.p[i].core.k);
                 break;
             }
     }

@@ -67,11 +67,11 @@ static rumor_err_t resync(sim_t *s, int i)
         const uint64_t r = rumor_confirm_mean(&cf, x);
         rumor_gossip_adopt(p->g, x, r);
         rumor_optim_anchor(p->o, x);
-        if ((long)r > p->k) {
-            s->at_round[p->k]--;
-            p->k = (long)r < s->c->rounds ? (long)r : s->c->rounds - 1;
-            s->at_round[p->k]++;
-            if (p->k > s->round_top) s->round_top = p->k;
+        if ((long)r > p->core.k) {
+            s->at_round[p->core.k]--;
+            p->core.k = (long)r < s->c->rounds ? (long)r : s->c->rounds - 1;
+            s->at_round[p->core.k]++;
+            if (p->core.k > s->round_top) s->round_top = p->core.k;
             virt_round_min_advance(s);
         }
         rc = virt_model_line(s, i, "resync");
@@ -99,11 +99,11 @@ static rumor_err_t maybe_start(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
     if (p->state != P_JOINING || !ready(s, i)) return RUMOR_OK;
-    if (!s->opt.tracking || p->k > 0) return start(s, i);
+    if (!s->opt.tracking || p->core.k > 0) return start(s, i);
     for (int j = 0; j < s->n; j++)
-        if (s->p[j].state == P_JOINING && s->p[j].k == 0 && !ready(s, j)) return RUMOR_OK;
+        if (s->p[j].state == P_JOINING && s->p[j].core.k == 0 && !ready(s, j)) return RUMOR_OK;
     for (int j = 0; j < s->n; j++)
-        if (s->p[j].state == P_JOINING && s->p[j].k == 0 && start(s, j) != RUMOR_OK) return s->rc;
+        if (s->p[j].state == P_JOINING && s->p[j].core.k == 0 && start(s, j) != RUMOR_OK) return s->rc;
     return RUMOR_OK;
 }
 
@@ -321,15 +321,19 @@ void virt_round_min_advance(sim_t *s)
     while (s->round_min <= s->c->rounds && s->at_round[s->round_min] == 0) s->round_min++;
 }
 
+/* Peer i's round from round k on (its start, or a checkpoint's), with its engine of now. */
+void virt_core_start(sim_t *s, int i, long k)
+{
+    rumor_core_init(&s->p[i].core, &s->core_c, s->p[i].g, k, (double)s->now_us / 1e6);
+}
+
 rumor_err_t virt_schedule_phase(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
     const double slow = i == s->c->straggler && s->c->slowdown > 0 ? s->c->slowdown : 1.0;
-    /* Overlapped diloco: the steps until the round in flight lands, then the rest of the round. */
-    p->phase_steps = rumor_gossip_merging(p->g) ? p->gc.algo.overlap_steps : s->H - p->steps_done;
-    const uint64_t dur = (uint64_t)llround((double)p->phase_steps * (double)s->step_us * slow);
+    rumor_core_phase(&p->core, &p->ph); /* here: the phase may run on the other core */
+    const uint64_t dur = (uint64_t)llround((double)p->ph.count * (double)s->step_us * slow);
     p->state = P_COMPUTING;
-    p->sched_k = rumor_gossip_schedule_round(p->g, p->k); /* here: the phase may run on the other core */
     if (virt_heap_push(&s->q, s->now_us + (dur ? dur : 1), EV_PHASE, i, p->inc) != RUMOR_OK)
         return virt_fail(s, RUMOR_ENOMEM, "out of memory for events");
     virt_queue_phase(s, i);
@@ -363,7 +367,7 @@ rumor_err_t virt_ckpt_save(sim_t *s, int i)
     }
     ck->steps = rumor_optim_steps(p->o);
     ck->dp_steps = p->dp ? rumor_dp_steps(p->dp) : 0;
-    ck->k = p->k;
+    ck->k = p->core.k;
     ck->round = rumor_gossip_round(p->g);
     ck->mbytes = p->mflushed + p->mlen;
     ck->has = true;
@@ -398,12 +402,10 @@ static rumor_err_t ckpt_restore(sim_t *s, int i)
     rumor_optim_set_steps(p->o, ck->steps);
     rumor_optim_anchor(p->o, x); /* qgm: motion counts from the restored model */
     if (p->dp) rumor_dp_restore(p->dp, ck->dp_steps);
-    p->budget_spent = false;
-    p->loss_sum = 0.0, p->loss_count = 0;
-    p->steps_done = 0, p->wait_done_us = 0;
+    virt_core_start(s, i, ck->k);
+    p->wait_done_us = 0;
     p->coded.set[0] = p->coded.set[1] = false;
     p->view_dirty = true;
-    p->k = ck->k;
     if (ck->mbytes >= p->mflushed) {
         p->mlen = ck->mbytes - p->mflushed;
     } else {
@@ -433,7 +435,7 @@ static void kill_peer(sim_t *s, int i)
     p->retry_ms = 0;
     s->alive[i] = false;
     s->n_alive--;
-    s->at_round[p->k]--;
+    s->at_round[p->core.k]--;
     virt_round_min_advance(s);
 }
 
@@ -455,8 +457,8 @@ static rumor_err_t restart_peer(sim_t *s, int i)
         p->want_view = s->n - 1 < 2 ? s->n - 1 : 2;
         p->resumed = !s->c->secure_mix; /* secure mixing lends no model in the clear */
     }
-    s->at_round[p->k]++;
-    if (p->k < s->round_min) s->round_min = p->k;
+    s->at_round[p->core.k]++;
+    if (p->core.k < s->round_min) s->round_min = p->core.k;
     if (p->state != P_FINISHED && virt_memb_start(s, i, rumor_memb_incarnation(p->memb) + 1) != RUMOR_OK) return s->rc;
     if (p->state == P_JOINING) return maybe_start(s, i);
     if (p->state == P_COMPUTING) return virt_schedule_phase(s, i); /* the phase cut by the kill, again */

@@ -11,6 +11,7 @@
 #include "attack.h"
 #include "backend.h"
 #include "codec.h"
+#include "core.h"
 #include "data.h"
 #include "dp.h"
 #include "gossip.h"
@@ -107,12 +108,9 @@ typedef struct {
     rumor_trainer_t *tr;     /* its local steps, over its shard (NULL: it owns none) */
     pstate_t state, before_kill;
     uint32_t inc;            /* incarnation: bumped by kill and restart, stale events are skipped */
-    long k;                  /* gossip rounds done */
-    long sched_k;            /* the round its schedule is at in its phase (rumor_gossip_schedule_round) */
-    long phase_steps;        /* the steps of its phase: H, or for an overlapped diloco the steps until
-                                its round lands (algo.overlap_steps), then the rest of H */
-    long steps_done;         /* steps of its round taken before this phase */
-    uint64_t wait_done_us;   /* ... and its waits at those earlier points */
+    rumor_core_t core;       /* its round (src/core.h): rounds done, budget, the round's steps and loss */
+    rumor_core_phase_t ph;   /* the steps of its phase (the schedule's, taken on either core) */
+    uint64_t wait_done_us;   /* its waits at the earlier gossip points of its round (overlapped diloco) */
     uint64_t retry_ms;       /* deadline of the pending retry event (0: none) */
     rumor_wire_link_t link;  /* its uplink (emulated) */
     uint64_t waits_from_us;  /* when its local phase ended: its wait on gossip starts */
@@ -125,14 +123,10 @@ typedef struct {
     uint64_t mtick_us;       /* when its pending membership tick fires (0: none) */
     uint64_t view_changed_us;/* the last change of its membership view */
     rumor_dp_t *dp;        /* DP-SGD (--dp), for peers that own samples */
-    bool budget_spent;       /* its privacy budget is spent: it stops at the end of the round */
     rumor_wire_enc_t coded;  /* --codec: each snapshot encoded once a round, as a node's */
     rumor_poison_t poison;   /* the Byzantine peer: what it sends instead of each snapshot */
     rumor_secret_key_t *mkey;/* --secure-mix: its X25519 key for masks (identities here are indices) */
     rumor_secmix_t *sm;
-    double loss_sum;         /* the round's summed loss and sample count, over its phases */
-    long loss_count;
-    float lr;
     char *mbuf;              /* metrics lines not yet written to the file */
     size_t mlen, mcap;
     size_t mflushed;         /* bytes of metrics in the file */
@@ -179,6 +173,7 @@ typedef struct {
     const rumor_sim_config_t *c;
     int n;
     long H;                  /* local steps per round */
+    rumor_core_config_t core_c; /* every peer's round (src/core.h) */
     long total_steps;        /* for the schedule: rounds * H */
     rumor_schedule_t sched;
     rumor_optim_config_t opt;
@@ -272,6 +267,7 @@ rumor_err_t virt_schedule_phase(sim_t *s, int i);
 rumor_err_t virt_round_churn(sim_t *s);
 uint64_t virt_vboot(const uint8_t key[RUMOR_KEY_LEN]);
 void virt_round_min_advance(sim_t *s);
+void virt_core_start(sim_t *s, int i, long k);
 
 /* virtual_setup.c */
 double virt_models_spread(const sim_t *s);

@@ -237,6 +237,12 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
             s->churn_pending++;
         }
     }
+    /* Each peer's round, as a node's (src/core.h); checkpoints, in memory, only when a peer
+     * may restart from one. */
+    s->core_c = (rumor_core_config_t){.rounds = c->rounds, .local_steps = s->H, .overlap_steps = algo.overlap_steps,
+                                      .eval_every = c->eval_every, .checkpoint_every = s->restarts ? CKPT_EVERY : 0,
+                                      .checkpoint_s = INFINITY, .secure_mix = c->secure_mix};
+    for (int i = 0; i < s->n; i++) virt_core_start(s, i, 0);
     return RUMOR_OK;
 }
 

@@ -1,6 +1,5 @@
 /* peer.c - a training peer: node, trainer thread and gossip engine (see peer.h). */
 #include "peer_impl.h"
-#include "round.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -44,7 +43,7 @@ static rumor_err_t save_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
     info.n_tensors = nt;
     /* Its state first (a full list drops what comes last, and without these it cannot resume),
      * then the settings it was made with. */
-    rumor_checkpoint_extra_add(&info, "train.round", "%ld", p->k);
+    rumor_checkpoint_extra_add(&info, "train.round", "%ld", p->core.k);
     rumor_checkpoint_extra_add(&info, "train.gossip_round", "%" PRIu64, ground);
     if (p->dp) rumor_checkpoint_extra_add(&info, "train.dp_steps", "%" PRIu64, rumor_dp_steps(p->dp));
     for (int i = 0; i < c->n_settings; i++)
@@ -103,7 +102,7 @@ static rumor_err_t load_checkpoint(peer_t *p, char err[RUMOR_ERR_LEN])
             memcpy(dst[i], t->data, P * sizeof(float));
         }
     }
-    p->k = k;
+    p->core.k = k;
 out:
     free(w);
     rumor_st_destroy(&f);
@@ -305,7 +304,7 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
     *took = true;
     /* Into step with the swarm: its round too, so this peer ends with it (and its schedule is
      * the swarm's). Two confirming members vouch for the round as for the model. */
-    if (why != RESYNC_FINISHED && (long)r > p->k) p->k = (long)r < p->cfg->rounds ? (long)r : p->cfg->rounds - 1;
+    if (why != RESYNC_FINISHED && (long)r > p->core.k) p->core.k = (long)r < p->cfg->rounds ? (long)r : p->cfg->rounds - 1;
     if (why == RESYNC_FINISHED)
         rumor_log(RUMOR_LOG_INFO, "the swarm finished (round %" PRIu64 "): took the mean of two members' final models, "
                   "which confirm each other (hashes verified)", r);
@@ -328,7 +327,7 @@ static rumor_err_t model_line(peer_t *p, const char *flag, char err[RUMOR_ERR_LE
 {
     rumor_err_t rc = evaluate(p, err);
     if (rc != RUMOR_OK) return rc;
-    const rumor_metrics_line_t l = {.t = rumor_now() - p->t0, .t_decimals = 3, .round = p->k,
+    const rumor_metrics_line_t l = {.t = rumor_now() - p->t0, .t_decimals = 3, .round = p->core.k,
                                     .step = rumor_optim_steps(p->o), .evaluated = true, .text = p->src.text,
                                     .test_loss = p->test_loss,
                                     .test_acc = p->test_acc, .flag = flag};
@@ -358,7 +357,7 @@ static rumor_err_t finish_with_swarm(peer_t *p, float *x, char err[RUMOR_ERR_LEN
     rumor_err_t rc;
     if (p->cfg->secure_mix) {
         rumor_log(RUMOR_LOG_INFO, "every member finished; under secure mixing no model is lent in the clear: this "
-                  "peer ends with its own (round %ld)", p->k);
+                  "peer ends with its own (round %ld)", p->core.k);
     } else {
         int answered;
         if ((rc = resync(p, p->hx ? p->hx : x, RESYNC_FINISHED, &took, &answered, err)) != RUMOR_OK) return rc;
@@ -368,13 +367,52 @@ static rumor_err_t finish_with_swarm(peer_t *p, float *x, char err[RUMOR_ERR_LEN
         }
         if (!took)
             rumor_log(RUMOR_LOG_INFO, "every member finished, and no two of their final models confirmed each other: "
-                      "this peer ends with its own (round %ld)", p->k);
+                      "this peer ends with its own (round %ld)", p->core.k);
         if (took && p->hx && (rc = device_push(p, err)) != RUMOR_OK) return rc;
     }
     p->swarm_over = true;
     if (!took) return RUMOR_OK;
-    p->k = p->cfg->rounds;
+    p->core.k = p->cfg->rounds;
     return model_line(p, "swarm_final", err);
+}
+
+/* The privacy budget ran out in this round's steps: this round is the peer's last. */
+static void budget_note(peer_t *p)
+{
+    if (rumor_dp_steps(p->dp) == 0)
+        rumor_log(RUMOR_LOG_WARN, "--dp-budget %g is below what one private step spends at noise %g: raise the budget "
+                  "or the noise (rumor privacy computes either)", p->cfg->dp.budget, p->cfg->dp.noise);
+    else
+        rumor_log(RUMOR_LOG_INFO, "privacy budget spent: epsilon %.4g after %" PRIu64 " private steps (budget %g); "
+                  "this peer stops training after this round", rumor_dp_epsilon(p->dp), rumor_dp_steps(p->dp),
+                  p->cfg->dp.budget);
+}
+
+/* The round just mixed: an evaluation when due, and its metrics line. */
+static rumor_err_t round_line(peer_t *p, const rumor_core_after_t *after, double wait_s, char err[RUMOR_ERR_LEN])
+{
+    rumor_gossip_stats_t st;
+    pthread_mutex_lock(&p->mu);
+    rumor_gossip_stats(p->g, &st);
+    const uint64_t out = p->bytes_out, relayed = p->relayed_out;
+    const int view = p->view_count;
+    pthread_mutex_unlock(&p->mu);
+    rumor_err_t rc;
+    if (after->evaluate && (rc = evaluate(p, err)) != RUMOR_OK) return rc;
+    const rumor_core_facts_t f = {.t = rumor_now() - p->t0, .t_decimals = 3, .step = rumor_optim_steps(p->o),
+                                  .peers = view + 1, .bytes_out = out, .relayed = relayed, .wait_s = wait_s,
+                                  .deadline_s = (double)st.deadline_ms / 1000.0, .evaluated = after->evaluate,
+                                  .text = p->src.text, .test_loss = p->test_loss, .test_acc = p->test_acc,
+                                  .private = p->dp != NULL, .epsilon = p->dp ? rumor_dp_epsilon(p->dp) : 0.0};
+    if (p->dp) {
+        pthread_mutex_lock(&p->mu);
+        p->epsilon = f.epsilon;
+        pthread_mutex_unlock(&p->mu);
+    }
+    rumor_metrics_line_t ml;
+    rumor_core_line(&p->core, &f, &st, &ml);
+    metrics_write(p, &ml);
+    return RUMOR_OK;
 }
 
 static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
@@ -382,9 +420,11 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
     const rumor_peer_config_t *c = p->cfg;
     rumor_err_t rc = RUMOR_OK;
     float *x = rumor_model_params(p->m);
-    const long H = c->algo.local_steps;
-    double last_ckpt = rumor_now();
-    long last_ckpt_k = p->k;
+    const rumor_core_config_t cc = {.rounds = c->rounds, .local_steps = c->algo.local_steps,
+                                    .overlap_steps = c->algo.overlap_steps, .eval_every = c->eval_every,
+                                    .checkpoint_every = c->checkpoint_every, .checkpoint_s = 60.0,
+                                    .secure_mix = c->secure_mix};
+    rumor_core_init(&p->core, &cc, p->g, p->core.k, rumor_now());
 
     if (p->complete) return evaluate(p, err); /* (its figures for the end: the model is the final one) */
     /* Wait for the swarm, so that round 0 is a round with neighbours; a resumed peer only for
@@ -414,8 +454,8 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
     /* A fresh peer joining a running swarm, or a resumed one: the swarm's model, if two members
      * confirm it (secure mixing never lends a model in the clear: such a peer keeps its own
      * and catches up through gossip). */
-    const bool fresh = p->k == 0 && !c->resume;
-    const long k0 = p->k;
+    const bool fresh = p->core.k == 0 && !c->resume;
+    const long k0 = p->core.k;
     if (!atomic_load(&p->stop) && !c->secure_mix && ((fresh && c->late_join) || c->resume) && !swarm_done(p)) {
         bool took;
         int answered;
@@ -425,101 +465,54 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         if (took) rumor_optim_anchor(p->o, x);
     }
     /* The model it starts from: the initial one, or the swarm's it fell into step with. */
-    if ((p->k == 0 || p->k != k0) && !atomic_load(&p->stop) &&
-        (rc = model_line(p, p->k != k0 ? "resync" : NULL, err)) != RUMOR_OK)
+    if ((p->core.k == 0 || p->core.k != k0) && !atomic_load(&p->stop) &&
+        (rc = model_line(p, p->core.k != k0 ? "resync" : NULL, err)) != RUMOR_OK)
         return rc;
-    while (p->k < c->rounds && !atomic_load(&p->stop)) {
-        if (swarm_done(p) && rumor_now() - p->last_resync >= RESYNC_EVERY) {
+    rumor_core_t *core = &p->core;
+    double wait_s = 0.0; /* the round's, at its gossip points */
+    while (core->k < c->rounds && !atomic_load(&p->stop)) {
+        if (core->steps_done == 0 && swarm_done(p) && rumor_now() - p->last_resync >= RESYNC_EVERY) {
             if ((rc = finish_with_swarm(p, x, err)) != RUMOR_OK) return rc;
             if (p->swarm_over) break;
         }
+        rumor_core_phase_t ph;
         pthread_mutex_lock(&p->mu);
-        const long kr = rumor_gossip_schedule_round(p->g, p->k);
-        const bool lands = rumor_gossip_merging(p->g);
+        rumor_core_phase(core, &ph);
         pthread_mutex_unlock(&p->mu);
+        if (core->steps_done == 0) wait_s = 0.0;
         const double work0 = rumor_now();
-        rumor_trainer_stats_t ts, ts0 = {0};
-        /* Overlapped diloco: the round in flight lands a few steps into this phase. */
-        const long h0 = lands ? c->algo.overlap_steps : 0;
-        double wait_land = 0.0;
-        if (h0) {
-            if ((rc = rumor_trainer_steps(p->tr, h0, kr * H, &ts0, err)) != RUMOR_OK) return rc;
-            bool landed = false;
-            const double w0 = rumor_now();
-            /* (landing spends no privacy: it happens with the budget spent too) */
-            if ((rc = gossip_point_any(p, x, &landed, err)) != RUMOR_OK) return rc;
-            if (!landed) break;
-            wait_land = rumor_now() - w0;
+        if (!core->budget_spent) {
+            rumor_trainer_stats_t ts;
+            if ((rc = rumor_trainer_steps(p->tr, ph.count, ph.first, &ts, err)) != RUMOR_OK) return rc;
+            rumor_core_stepped(core, &ts);
+            if (core->budget_spent) budget_note(p);
         }
-        if ((rc = rumor_trainer_steps(p->tr, H - h0, kr * H + h0, &ts, err)) != RUMOR_OK) return rc;
-        ts.budget_spent |= ts0.budget_spent;
-        ts.loss_sum += ts0.loss_sum;
-        ts.samples += ts0.samples;
-        p->budget_spent = ts.budget_spent;
         if (c->slowdown > 1.0) { /* a straggler: make the local phase last slowdown times as long */
-            const double extra = (rumor_now() - work0 - wait_land) * (c->slowdown - 1.0);
+            const double extra = (rumor_now() - work0) * (c->slowdown - 1.0);
             struct timespec d = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
             nanosleep(&d, NULL);
         }
-        if (p->budget_spent) {
-            if (rumor_dp_steps(p->dp) == 0)
-                rumor_log(RUMOR_LOG_WARN, "--dp-budget %g is below what one private step spends at noise %g: raise "
-                          "the budget or the noise (rumor privacy computes either)", c->dp.budget, c->dp.noise);
-            else
-                rumor_log(RUMOR_LOG_INFO, "privacy budget spent: epsilon %.4g after %" PRIu64 " private steps (budget "
-                          "%g); this peer stops training after this round", rumor_dp_epsilon(p->dp),
-                          rumor_dp_steps(p->dp), c->dp.budget);
-        }
-        bool done = false;
+        bool mixed = false;
         const double wait0 = rumor_now();
-        if (rumor_round_last(p->k, c->rounds, p->budget_spent)) { /* (round.h: it ends on a mix) */
-            pthread_mutex_lock(&p->mu);
-            rumor_gossip_close(p->g);
-            pthread_mutex_unlock(&p->mu);
-        }
-        if ((rc = gossip_point_any(p, x, &done, err)) != RUMOR_OK) return rc;
-        if (!done) break;
-        rumor_optim_mixed(p->o, x);
-        const double wait_s = rumor_now() - wait0 + wait_land;
-        p->k++;
-        rumor_gossip_stats_t st;
         pthread_mutex_lock(&p->mu);
-        rumor_gossip_stats(p->g, &st);
-        const uint64_t out = p->bytes_out, relayed = p->relayed_out;
-        const int view = p->view_count;
+        rumor_core_gossip_point(core); /* (the last round closes the engine: it ends on a mix) */
         pthread_mutex_unlock(&p->mu);
-        const bool eval = rumor_round_evaluates(p->k, c->rounds, p->budget_spent, c->eval_every);
-        if (eval && (rc = evaluate(p, err)) != RUMOR_OK) return rc;
-        rumor_metrics_line_t ml = {.t = rumor_now() - p->t0, .t_decimals = 3, .round = p->k,
-                                   .step = rumor_optim_steps(p->o), .trained = true,
-                                   .loss = ts.loss_sum / (double)(ts.samples ? ts.samples : 1), .lr = ts.lr,
-                                   .consensus = st.consensus, .w = st.w, .peers = view + 1,
-                                   .neighbours = st.last_peers, .missing = st.last_missing, .bytes_out = out,
-                                   .bytes_in = st.bytes_in, .wait_s = wait_s,
-                                   .deadline_s = (double)st.deadline_ms / 1000.0, .evaluated = eval, .text = p->src.text,
-                                   .test_loss = p->test_loss,
-                                   .test_acc = p->test_acc, .private = p->dp != NULL, .secure_mix = c->secure_mix,
-                                   .unmixed = st.chunks_unmixed, .relayed = relayed,
-                                   .implausible = st.drops[RUMOR_GOSSIP_DROP_IMPLAUSIBLE]};
-        if (p->dp) {
-            ml.epsilon = rumor_dp_epsilon(p->dp);
-            pthread_mutex_lock(&p->mu);
-            p->epsilon = ml.epsilon;
-            pthread_mutex_unlock(&p->mu);
-        }
-        metrics_write(p, &ml);
-        /* Every N rounds when asked; otherwise once a minute, so that a killed peer loses at
-         * most a minute of work whatever its round time. */
-        const bool due = c->checkpoint_every > 0 ? p->k - last_ckpt_k >= c->checkpoint_every
-                                                 : rumor_now() - last_ckpt >= 60.0;
-        if (rumor_round_finished(p->k, c->rounds, p->budget_spent)) break;
-        if (due) {
+        /* (landing an overlapped round spends no privacy: it happens with the budget spent too) */
+        if ((rc = gossip_point_any(p, x, &mixed, err)) != RUMOR_OK) return rc;
+        if (!mixed) break;
+        wait_s += rumor_now() - wait0;
+        rumor_core_after_t after;
+        rumor_core_mixed(core, rumor_now(), &after);
+        if (after.landed) continue;
+        rumor_optim_mixed(p->o, x);
+        if ((rc = round_line(p, &after, wait_s, err)) != RUMOR_OK) return rc;
+        if (after.finished) break;
+        if (after.checkpoint) {
             if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
-            last_ckpt = rumor_now();
-            last_ckpt_k = p->k;
+            rumor_core_checkpointed(core, rumor_now());
         }
     }
-    p->interrupted = p->k < c->rounds && !p->budget_spent && !p->swarm_over;
+    p->interrupted = core->k < c->rounds && !core->budget_spent && !p->swarm_over;
     if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
     if (!p->interrupted) {
         rumor_checkpoint_info_t info = {.input_mean = p->src.mean, .input_std = p->src.std, .seed = c->seed};
@@ -690,14 +683,14 @@ static rumor_err_t setup_files(peer_t *p, char err[RUMOR_ERR_LEN])
     }
     /* Killed while it lingered, and started again (a supervisor restarts what stopped): its
      * run is complete, and it is a finished peer again, not a failure that restarts forever. */
-    if (c->resume && p->k >= c->rounds) {
+    if (c->resume && p->core.k >= c->rounds) {
         p->complete = true;
         rumor_log(RUMOR_LOG_INFO, "%s: this run is complete (%ld rounds of %ld): staying as a finished peer (give a "
-                  "larger --rounds to train on)", p->ckpt_path, p->k, c->rounds);
+                  "larger --rounds to train on)", p->ckpt_path, p->core.k, c->rounds);
     }
     char mpath[1100];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->run_dir);
-    if (c->resume && (rc = rumor_trim_lines(mpath, "round", (uint64_t)p->k, err)) != RUMOR_OK) return rc;
+    if (c->resume && (rc = rumor_trim_lines(mpath, "round", (uint64_t)p->core.k, err)) != RUMOR_OK) return rc;
     if (!(p->metrics = rumor_fopen_private(mpath, c->resume)))
         return rumor_fail(err, RUMOR_EIO, "%s: %s", mpath, strerror(errno));
     if (c->command_line) {
@@ -810,7 +803,7 @@ rumor_err_t rumor_peer_run(const rumor_peer_config_t *c, rumor_peer_result_t *re
         rc = nrc;
         snprintf(err, RUMOR_ERR_LEN, "%s", nerr);
     }
-    res->rounds = p.k;
+    res->rounds = p.core.k;
     res->test_acc = p.test_acc;
     res->test_loss = p.test_loss;
     res->interrupted = p.interrupted;

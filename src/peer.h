@@ -12,7 +12,7 @@
  *
  * Files in the run folder: metrics.jsonl (one line per round: t, round, step, loss, lr,
  * consensus, w, peers, missing, bytes_out, bytes_in, wait_s, deadline_s, and test_acc/test_loss every
- * --eval-every rounds), checkpoint.safetensors (every --checkpoint-every rounds or else
+ * --eval-every rounds), checkpoint.safetensors (at every --checkpoint-every-th round or else
  * every minute, at the end, and on SIGINT/SIGTERM; model, optimizer and the gossip state: round, push-sum
  * weights, DiLoCo's outer parameters and momentum), model.safetensors (the exported model
  * at the end), command.txt (the command line, to rerun the peer by hand).
@@ -69,7 +69,7 @@ typedef struct {
     long rounds;
     const char *run_dir;
     int eval_every;              /* rounds between test evaluations; 0: only at start and end */
-    int checkpoint_every;        /* rounds between checkpoints; 0: every minute (and at the end, on stop) */
+    int checkpoint_every;        /* checkpoint at rounds that are multiples of it; 0: every minute (and at the end, on stop) */
     bool resume;                 /* continue from run_dir/RUMOR_PEER_CHECKPOINT */
     /* Metadata its checkpoints record besides its state: the settings it was made with
      * (rumor_settings_record), so that a resume can take them back. */

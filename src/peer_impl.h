@@ -12,6 +12,7 @@
 #include "trainer.h"
 #include "backend.h"
 #include "checkpoint.h"
+#include "core.h"
 #include "crypto.h"
 #include "fileio.h"
 #include "rng.h"
@@ -91,7 +92,7 @@ typedef struct {
     rumor_model_t *m;
     rumor_optim_t *o;
     FILE *metrics;
-    long k;                   /* gossip rounds done */
+    rumor_core_t core;        /* its round (src/core.h): rounds done, budget (trainer thread) */
     double t0;
     char ckpt_path[1024], model_path[1024];
     rumor_err_t trc;
@@ -130,7 +131,6 @@ typedef struct {
     uint64_t mask_reserved;
     char mask_path[1024];
     double epsilon;           /* spent so far (under mu) */
-    bool budget_spent;
     bool interrupted;
     bool complete;            /* resumed from a checkpoint of its last round: nothing to train */
     bool all_finished;        /* every member in view said it finished, none suspect (under mu) */

@@ -394,7 +394,7 @@ static const rumor_setting_t table[] = {
     {"late-join", NULL, RUMOR_SET_BOOL, N, 0, AT(late_join), 0, 0, NULL, NULL, D("yes"), NULL, NULL,
      "start from this peer's own initial model even if the swarm is running (default: from the swarm's)"},
     {"checkpoint-every", NULL, RUMOR_SET_INT, N, 0, AT(checkpoint_every), 0, 100000000, NULL, NULL, D(NULL), NULL,
-     "N", "rounds between checkpoints (0: every minute, at the end and on stop)"},
+     "N", "checkpoint at every N-th round (0: every minute; and at the end and on stop)"},
     {"min-peers", NULL, RUMOR_SET_INT, N, 0, AT(min_peers), 0, 100000, NULL, NULL, D(NULL), NULL, "N",
      "start training once this many peers (with this one) are in view, or after --join-timeout (0: --of, "
      "else 1)"},
