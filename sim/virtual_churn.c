@@ -35,41 +35,36 @@ static void addr_of(int i, char addr[RUMOR_MEMB_ADDR_LEN]) { snprintf(addr, RUMO
 
 
 /* Peer i, restarted from its checkpoint, falls into step with the swarm as a resumed node does
- * (src/peer.c, resync): it asks members of its view, one after another and at most
- * RUMOR_RESYNC_ASKS (one that is gone or cut off uses an ask), for their latest snapshot. When
- * two that are ahead of it confirm each other, it takes their mean, at the lower of their rounds,
- * and that round as its own; otherwise it keeps its checkpoint. */
+ * (src/peer.c, resync; the peer core decides, src/core.h): it asks members of its view, one
+ * after another and at most RUMOR_RESYNC_ASKS (one that is gone or cut off uses an ask), for
+ * their latest snapshot. When two that are ahead of it confirm each other, it takes their mean,
+ * at the lower of their rounds, and that round as its own; otherwise it keeps its checkpoint. */
 static rumor_err_t resync(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
-    const size_t P = rumor_model_param_count(p->m);
-    const uint64_t own = rumor_gossip_round(p->g);
     rumor_gossip_send_t got[RUMOR_RESYNC_ASKS];
     rumor_gossip_t *lent[RUMOR_RESYNC_ASKS];
-    rumor_confirm_t cf;
-    rumor_confirm_init(&cf, P);
+    rumor_core_resync_t rs;
+    rumor_core_resync_begin(&p->core, &rs, RUMOR_CORE_BEHIND, rumor_model_param_count(p->m));
     int n = 0;
-    for (int v = 1, asks = 0; v < p->view_peers && asks < RUMOR_RESYNC_ASKS && cf.a < 0; v++, asks++) {
+    for (int v = 1, asks = 0; v < p->view_peers && rumor_core_resync_more(&rs, asks); v++, asks++) {
         const int j = virt_index_of(s, p->vkeys[v]);
         if (j < 0 || !virt_running(&s->p[j]) || virt_cut(s, i, j)) continue; /* no answer */
         lent[n] = s->p[j].g;
         rumor_gossip_lend(lent[n], &got[n]);
-        if (!rumor_gossip_plausible(p->g, got[n].params) || got[n].round < own + RUMOR_RESYNC_AHEAD) {
+        if (rumor_core_resync_answer(&p->core, &rs, got[n].params, got[n].round, false) != RUMOR_CORE_TAKEN) {
             rumor_gossip_release(lent[n], &got[n], false);
             continue;
         }
-        rumor_confirm_add(&cf, got[n].params, got[n].round);
         n++;
     }
     rumor_err_t rc = RUMOR_OK;
-    if (cf.a >= 0) {
-        float *x = rumor_model_params(p->m);
-        const uint64_t r = rumor_confirm_mean(&cf, x);
-        rumor_gossip_adopt(p->g, x, r);
-        rumor_optim_anchor(p->o, x);
-        if ((long)r > p->core.k) {
-            s->at_round[p->core.k]--;
-            p->core.k = (long)r < s->c->rounds ? (long)r : s->c->rounds - 1;
+    const long k0 = p->core.k;
+    uint64_t r;
+    if (rumor_core_resync_end(&p->core, &rs, rumor_model_params(p->m), &r)) {
+        rumor_optim_anchor(p->o, rumor_model_params(p->m));
+        if (p->core.k != k0) {
+            s->at_round[k0]--;
             s->at_round[p->core.k]++;
             if (p->core.k > s->round_top) s->round_top = p->core.k;
             virt_round_min_advance(s);

@@ -86,3 +86,45 @@ bool rumor_core_swarm_over(const rumor_core_t *core, int members, int finished)
 {
     return members > 0 && (finished == members || (!core->c.secure_mix && finished >= 2));
 }
+
+void rumor_core_resync_begin(const rumor_core_t *core, rumor_core_resync_t *rs, rumor_core_resync_why_t why,
+                             size_t params)
+{
+    memset(rs, 0, sizeof *rs);
+    rs->why = why;
+    rs->own = rumor_gossip_round(core->g);
+    rumor_confirm_init(&rs->cf, params);
+}
+
+rumor_core_answer_t rumor_core_resync_answer(const rumor_core_t *core, rumor_core_resync_t *rs, const float *x,
+                                             uint64_t r, bool finished)
+{
+    rs->answers++;
+    if (!rumor_gossip_plausible(core->g, x)) return RUMOR_CORE_IMPLAUSIBLE;
+    if (rs->why == RUMOR_CORE_JOIN && r < RUMOR_CORE_LATE_JOIN_ROUNDS) {
+        rs->starting = true;
+        return RUMOR_CORE_STARTING;
+    }
+    if (rs->why == RUMOR_CORE_FINISHED ? !finished : rs->why == RUMOR_CORE_BEHIND && r < rs->own + RUMOR_RESYNC_AHEAD)
+        return RUMOR_CORE_NOT_AHEAD;
+    rumor_confirm_add(&rs->cf, x, r);
+    return RUMOR_CORE_TAKEN;
+}
+
+bool rumor_core_resync_more(const rumor_core_resync_t *rs, int asked)
+{
+    return asked < RUMOR_RESYNC_ASKS && rs->cf.a < 0 && !rs->starting;
+}
+
+bool rumor_core_resync_end(rumor_core_t *core, const rumor_core_resync_t *rs, float *x, uint64_t *round)
+{
+    if (rs->cf.a < 0) return false;
+    const uint64_t r = rumor_confirm_mean(&rs->cf, x);
+    rumor_gossip_adopt(core->g, x, rs->why == RUMOR_CORE_FINISHED ? rs->own : r);
+    /* Into step with the swarm: its round too, so this peer ends with it (and its schedule is
+     * the swarm's). Two confirming members vouch for the round as for the model. */
+    if (rs->why != RUMOR_CORE_FINISHED && (long)r > core->k)
+        core->k = (long)r < core->c.rounds ? (long)r : core->c.rounds - 1;
+    *round = r;
+    return true;
+}

@@ -22,9 +22,15 @@
  *     rumor_core_mixed(&core, now, &after);    landed: next phase; else evaluate, write
  *                                              rumor_core_line, checkpoint, end as after says
  *
+ * Falling into step with the swarm (a late join, a resumed peer, a swarm that finished
+ * without it) is decided here too: the driver asks members for their models one after
+ * another and hands each answer to rumor_core_resync_answer, which says whether it counts;
+ * rumor_core_resync_end takes the mean of two that confirm each other, or nothing.
+ *
  * Pure: no I/O, threads or clock; the engine it is given is the driver's, used under the
  * driver's lock. Non-goals: the engine's sends and arrivals (the driver hands them to its
- * network), joining and resync (the driver asks members; rumor_core_swarm_over decides when).
+ * network), how members are asked and answer (a node pulls over the network, virtual mode
+ * lends a snapshot).
  */
 #ifndef RUMOR_CORE_H
 #define RUMOR_CORE_H
@@ -122,5 +128,45 @@ void rumor_core_line(const rumor_core_t *core, const rumor_core_facts_t *f, cons
  * behind them would otherwise train on, with fewer neighbours each round and a learning rate
  * of its own, into a model of its own. */
 bool rumor_core_swarm_over(const rumor_core_t *core, int members, int finished);
+
+/* ---- falling into step with the swarm ---- */
+
+#define RUMOR_CORE_LATE_JOIN_ROUNDS 4 /* a member this many rounds in: the swarm is running */
+
+typedef enum {
+    RUMOR_CORE_JOIN,         /* a fresh peer: the swarm's model if it is running */
+    RUMOR_CORE_BEHIND,       /* a resumed peer: the swarm's model if it has moved on */
+    RUMOR_CORE_FINISHED,     /* every member finished: the swarm's final model, and the end */
+} rumor_core_resync_why_t;
+
+typedef struct {
+    rumor_core_resync_why_t why;
+    uint64_t own;            /* the engine's round when it began */
+    rumor_confirm_t cf;      /* the answers that count, until two confirm each other */
+    int answers;             /* whole answers handed in */
+    bool starting;           /* a join found the swarm starting together: nothing to take */
+} rumor_core_resync_t;
+
+/* What one answer is to the resync. */
+typedef enum {
+    RUMOR_CORE_TAKEN,        /* it counts: keep it unchanged until rumor_core_resync_end */
+    RUMOR_CORE_IMPLAUSIBLE,  /* not finite, or out of all scale with this peer's model */
+    RUMOR_CORE_NOT_AHEAD,    /* of no use: not far enough ahead, or (at the end) not finished */
+    RUMOR_CORE_STARTING,     /* a join, and the swarm is starting together: ask no further */
+} rumor_core_answer_t;
+
+void rumor_core_resync_begin(const rumor_core_t *core, rumor_core_resync_t *rs, rumor_core_resync_why_t why,
+                             size_t params);
+/* A member's whole model x (its hash verified) made at round r; finished: that member said it
+ * finished. */
+rumor_core_answer_t rumor_core_resync_answer(const rumor_core_t *core, rumor_core_resync_t *rs, const float *x,
+                                             uint64_t r, bool finished);
+/* Whether to ask one more member (asked: members asked so far, answered or not). */
+bool rumor_core_resync_more(const rumor_core_resync_t *rs, int asked);
+/* Done asking. When two answers confirm each other: their mean into x (the peer's parameters
+ * as the engine mixes them), adopted by the engine, and the round they vouch for taken as the
+ * peer's own (at most its last but one, so that it still trains a round; at the end, the
+ * peer keeps its round and is finished); true, with that round. Else nothing changes: false. */
+bool rumor_core_resync_end(rumor_core_t *core, const rumor_core_resync_t *rs, float *x, uint64_t *round);
 
 #endif

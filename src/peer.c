@@ -234,17 +234,13 @@ static bool ask_one(peer_t *p, bool want_done, uint64_t *round, uint64_t *done, 
     return ok;
 }
 
-typedef enum {
-    RESYNC_JOIN,     /* a fresh peer: take the swarm's model if it is running */
-    RESYNC_BEHIND,   /* a resumed peer: take the swarm's model if it has moved on */
-    RESYNC_FINISHED, /* every member finished: take the swarm's final model and end */
-} resync_why_t;
-
-/* Fall into step with the swarm: ask up to RUMOR_RESYNC_ASKS members for their models and take one
- * only when two of them confirm each other (their mean, at the lower of their rounds): one
- * member alone can never hand this peer a model. Models are checked whole (hash), finite and
- * of a plausible scale against ours. Otherwise this peer keeps its own. *took: it did. */
-static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int *answered, char err[RUMOR_ERR_LEN])
+/* Fall into step with the swarm: ask up to RUMOR_RESYNC_ASKS members for their models, and
+ * take one only when two of them confirm each other (the peer core decides, core.h: their
+ * mean, at the lower of their rounds): one member alone can never hand this peer a model.
+ * Models are checked whole (hash), finite and of a plausible scale against ours. Otherwise
+ * this peer keeps its own. *took: it did. */
+static rumor_err_t resync(peer_t *p, float *x, rumor_core_resync_why_t why, bool *took, int *answered,
+                          char err[RUMOR_ERR_LEN])
 {
     const size_t P = rumor_model_param_count(p->m);
     *took = false;
@@ -256,61 +252,49 @@ static rumor_err_t resync(peer_t *p, float *x, resync_why_t why, bool *took, int
         p->pull_bits = calloc((p->pull_chunks + 63) / 64, sizeof *p->pull_bits);
     }
     p->n_asked = 0;
-    const uint64_t own = rumor_gossip_round(p->g);
+    rumor_core_resync_t rs;
+    rumor_core_resync_begin(&p->core, &rs, why, P);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < RUMOR_RESYNC_ASKS; i++)
         if (!p->ans[i]) p->ans[i] = malloc(P * sizeof *p->ans[i]);
     if (!p->pull_buf || !p->pull_bits || !p->ans[RUMOR_RESYNC_ASKS - 1])
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for pulled models");
     p->last_resync = rumor_now();
-    rumor_confirm_t cf;
-    rumor_confirm_init(&cf, P);
-    int answers = 0;
-    for (int ask = 0; ask < RUMOR_RESYNC_ASKS && cf.a < 0 && !atomic_load(&p->stop); ask++) {
+    int kept = 0;
+    for (int ask = 0; rumor_core_resync_more(&rs, ask) && !atomic_load(&p->stop); ask++) {
         uint64_t r, done;
         bool nobody;
-        if (!ask_one(p, why == RESYNC_FINISHED, &r, &done, &nobody)) {
+        if (!ask_one(p, why == RUMOR_CORE_FINISHED, &r, &done, &nobody)) {
             if (nobody) break;
             continue;
         }
-        answers++;
+        memcpy(p->ans[kept], p->pull_buf, P * sizeof *x);
         pthread_mutex_lock(&p->mu);
-        const bool sane = rumor_gossip_plausible(p->g, p->pull_buf);
+        const rumor_core_answer_t a = rumor_core_resync_answer(&p->core, &rs, p->ans[kept], r, done != 0);
         pthread_mutex_unlock(&p->mu);
-        if (!sane) {
+        if (a == RUMOR_CORE_IMPLAUSIBLE)
             rumor_log(RUMOR_LOG_WARN, "a member's model is not finite or out of all scale with ours: not taken");
-            continue;
-        }
-        if (why == RESYNC_JOIN && r < LATE_JOIN_ROUNDS) break; /* the swarm is starting together */
-        if (why == RESYNC_FINISHED ? !done : why == RESYNC_JOIN ? false : r < own + RUMOR_RESYNC_AHEAD) continue;
-        memcpy(p->ans[cf.n], p->pull_buf, P * sizeof *x);
-        rumor_confirm_add(&cf, p->ans[cf.n], r);
+        kept += a == RUMOR_CORE_TAKEN;
     }
-    *answered = answers;
-    const int n = cf.n;
-    if (cf.a < 0) {
-        if (why == RESYNC_JOIN && answers > 0 && n > 0)
-            rumor_log(RUMOR_LOG_INFO, "no two members' models confirmed each other: starting from our own");
-        else if (why == RESYNC_JOIN && answers == 0)
-            rumor_log(RUMOR_LOG_INFO, "no member sent its model in time: starting from our own");
-        else if (why == RESYNC_BEHIND && n > 0)
-            rumor_log(RUMOR_LOG_INFO, "a member is ahead of us but no second one confirmed its model: keeping our own");
-        return RUMOR_OK;
-    }
-    const uint64_t r = rumor_confirm_mean(&cf, x);
+    *answered = rs.answers;
+    uint64_t r = 0;
     pthread_mutex_lock(&p->mu);
-    rumor_gossip_adopt(p->g, x, why == RESYNC_FINISHED ? own : r);
+    *took = rumor_core_resync_end(&p->core, &rs, x, &r);
     pthread_mutex_unlock(&p->mu);
-    *took = true;
-    /* Into step with the swarm: its round too, so this peer ends with it (and its schedule is
-     * the swarm's). Two confirming members vouch for the round as for the model. */
-    if (why != RESYNC_FINISHED && (long)r > p->core.k) p->core.k = (long)r < p->cfg->rounds ? (long)r : p->cfg->rounds - 1;
-    if (why == RESYNC_FINISHED)
+    if (!*took) {
+        if (why == RUMOR_CORE_JOIN && rs.answers > 0 && kept > 0)
+            rumor_log(RUMOR_LOG_INFO, "no two members' models confirmed each other: starting from our own");
+        else if (why == RUMOR_CORE_JOIN && rs.answers == 0)
+            rumor_log(RUMOR_LOG_INFO, "no member sent its model in time: starting from our own");
+        else if (why == RUMOR_CORE_BEHIND && kept > 0)
+            rumor_log(RUMOR_LOG_INFO, "a member is ahead of us but no second one confirmed its model: keeping our own");
+    } else if (why == RUMOR_CORE_FINISHED) {
         rumor_log(RUMOR_LOG_INFO, "the swarm finished (round %" PRIu64 "): took the mean of two members' final models, "
                   "which confirm each other (hashes verified)", r);
-    else
+    } else {
         rumor_log(RUMOR_LOG_INFO, "%s the swarm at round %" PRIu64 ": took the mean of two members' models, which "
-                  "confirm each other (hashes verified)", why == RESYNC_JOIN ? "joined" : "fell back into step with", r);
+                  "confirm each other (hashes verified)", why == RUMOR_CORE_JOIN ? "joined" : "fell back into step with", r);
+    }
     return RUMOR_OK;
 }
 
@@ -360,7 +344,7 @@ static rumor_err_t finish_with_swarm(peer_t *p, float *x, char err[RUMOR_ERR_LEN
                   "peer ends with its own (round %ld)", p->core.k);
     } else {
         int answered;
-        if ((rc = resync(p, p->hx ? p->hx : x, RESYNC_FINISHED, &took, &answered, err)) != RUMOR_OK) return rc;
+        if ((rc = resync(p, p->hx ? p->hx : x, RUMOR_CORE_FINISHED, &took, &answered, err)) != RUMOR_OK) return rc;
         if (!took && answered == 0) {
             rumor_log(RUMOR_LOG_INFO, "every member finished and none answered: training on alone");
             return RUMOR_OK;
@@ -459,7 +443,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
     if (!atomic_load(&p->stop) && !c->secure_mix && ((fresh && c->late_join) || c->resume) && !swarm_done(p)) {
         bool took;
         int answered;
-        if ((rc = resync(p, p->hx ? p->hx : x, fresh ? RESYNC_JOIN : RESYNC_BEHIND, &took, &answered, err)) != RUMOR_OK)
+        if ((rc = resync(p, p->hx ? p->hx : x, fresh ? RUMOR_CORE_JOIN : RUMOR_CORE_BEHIND, &took, &answered, err)) != RUMOR_OK)
             return rc;
         if (took && p->hx && (rc = device_push(p, err)) != RUMOR_OK) return rc;
         if (took) rumor_optim_anchor(p->o, x);

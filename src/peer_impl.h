@@ -38,7 +38,6 @@
 #define EVAL_BATCH 256
 #define MAX_VIEW 256
 #define MASK_POOL 16 /* masked send buffers kept for reuse */
-#define LATE_JOIN_ROUNDS 4 /* a neighbour this many rounds in means the swarm is running */
 #define RESYNC_EVERY 10.0  /* seconds: asked again at most this often */
 #define LINGER_GRACE_MS 2000 /* a finished peer leaves this long after every member in view has (unless --linger) */
 

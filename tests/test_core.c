@@ -200,11 +200,72 @@ static void test_swarm_over(void)
     CHECK(rumor_core_swarm_over(&core, 5, 5));
 }
 
+/* Falling into step: which answers count, when to stop asking, what is taken. */
+static void test_resync(void)
+{
+    swarm_t s;
+    engines(&s, "dpsgd", 0);
+    const size_t P = s.P;
+    rumor_core_t core;
+    const rumor_core_config_t c = {.rounds = 20, .local_steps = 1};
+    rumor_core_init(&core, &c, s.g[0], 2, 0.0);
+    float a[8], b[8], far[8], nan_[8], x[8];
+    for (size_t j = 0; j < P; j++)
+        a[j] = s.x[0][j] * 1.02f, b[j] = s.x[0][j] * 0.98f, far[j] = s.x[0][j] * 5.0f, nan_[j] = NAN;
+    rumor_core_resync_t rs;
+
+    /* behind: a model not 4 rounds ahead does not count; two that agree are taken, their mean,
+     * at the lower of their rounds, and the peer takes that round */
+    rumor_core_resync_begin(&core, &rs, RUMOR_CORE_BEHIND, P);
+    CHECK(rumor_core_resync_answer(&core, &rs, nan_, 30, false) == RUMOR_CORE_IMPLAUSIBLE);
+    CHECK(rumor_core_resync_answer(&core, &rs, a, 3, false) == RUMOR_CORE_NOT_AHEAD);
+    CHECK(rumor_core_resync_more(&rs, 2));
+    CHECK(rumor_core_resync_answer(&core, &rs, a, 12, false) == RUMOR_CORE_TAKEN);
+    CHECK(rumor_core_resync_more(&rs, 2) && !rumor_core_resync_more(&rs, RUMOR_RESYNC_ASKS));
+    CHECK(rumor_core_resync_answer(&core, &rs, b, 10, false) == RUMOR_CORE_TAKEN);
+    CHECK_MSG(!rumor_core_resync_more(&rs, 2), "two that confirm each other: no further ask");
+    uint64_t r = 0;
+    CHECK(rumor_core_resync_end(&core, &rs, x, &r));
+    double worst = 0.0;
+    for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs((double)x[j] - 0.5 * ((double)a[j] + b[j])));
+    CHECK_MSG(r == 10 && core.k == 10 && worst < 1e-5 && rumor_gossip_round(s.g[0]) == 10,
+              "their mean (%g off) at round %" PRIu64 ", the peer's round %ld", worst, r, core.k);
+
+    /* one alone, or two that do not agree: nothing is taken */
+    rumor_core_resync_begin(&core, &rs, RUMOR_CORE_BEHIND, P);
+    CHECK(rumor_core_resync_answer(&core, &rs, x, 40, false) == RUMOR_CORE_TAKEN);
+    const rumor_core_answer_t fa = rumor_core_resync_answer(&core, &rs, far, 40, false); /* 5x: disagrees */
+    CHECK(fa == RUMOR_CORE_TAKEN || fa == RUMOR_CORE_IMPLAUSIBLE);
+    CHECK(rumor_core_resync_more(&rs, 2));
+    CHECK(!rumor_core_resync_end(&core, &rs, x, &r) && core.k == 10);
+
+    /* a join that finds the swarm starting together asks no further */
+    rumor_core_resync_begin(&core, &rs, RUMOR_CORE_JOIN, P);
+    CHECK(rumor_core_resync_answer(&core, &rs, x, 2, false) == RUMOR_CORE_STARTING);
+    CHECK(!rumor_core_resync_more(&rs, 1) && !rumor_core_resync_end(&core, &rs, x, &r));
+
+    /* a join far behind: the swarm's round, but at most the last but one */
+    rumor_core_resync_begin(&core, &rs, RUMOR_CORE_JOIN, P);
+    CHECK(rumor_core_resync_answer(&core, &rs, x, 50, false) == RUMOR_CORE_TAKEN);
+    CHECK(rumor_core_resync_answer(&core, &rs, x, 60, false) == RUMOR_CORE_TAKEN);
+    CHECK_MSG(rumor_core_resync_end(&core, &rs, x, &r) && r == 50 && core.k == 19,
+              "round %" PRIu64 ": the peer at %ld (19: one round left)", r, core.k);
+
+    /* at the end: only finished members count, and the peer keeps its round */
+    rumor_core_resync_begin(&core, &rs, RUMOR_CORE_FINISHED, P);
+    CHECK(rumor_core_resync_answer(&core, &rs, x, 60, false) == RUMOR_CORE_NOT_AHEAD);
+    CHECK(rumor_core_resync_answer(&core, &rs, x, 60, true) == RUMOR_CORE_TAKEN);
+    CHECK(rumor_core_resync_answer(&core, &rs, x, 60, true) == RUMOR_CORE_TAKEN);
+    CHECK(rumor_core_resync_end(&core, &rs, x, &r) && core.k == 19 && rs.answers == 3);
+    swarm_fini(&s);
+}
+
 int main(void)
 {
     test_rounds();
     test_budget();
     test_overlap();
     test_swarm_over();
+    test_resync();
     return check_done();
 }
