@@ -118,6 +118,7 @@ static void node_args(args_t *a, const rumor_sim_config_t *c, const char *exe, i
     snprintf(ctl, sizeof ctl, "ipc://%s/peer-%03d/control", c->out, i);
     if (strlen(ctl) < 100) arg(a, "--control"), arg(a, "%s", ctl); /* the ipc path limit is 107 bytes */
     arg(a, "--run-dir"), arg(a, "%s/peer-%03d", c->out, i);
+    if (c->trace_peers) arg(a, "--trace"), arg(a, "%s/peer-%03d/trace", c->out, i);
     arg(a, "--rank"), arg(a, "%d", i);
     arg(a, "--of"), arg(a, "%d", c->peers);
     pass_settings(a, c);

@@ -134,6 +134,7 @@ void virt_key_of(uint8_t key[RUMOR_KEY_LEN], int i)
 
 int virt_index_of(const sim_t *s, const uint8_t key[RUMOR_KEY_LEN])
 {
+    if (s->replaying) return virt_replay_index(&s->replay, key); /* the nodes' keys */
     const uint32_t i = (uint32_t)key[0] << 24 | (uint32_t)key[1] << 16 | (uint32_t)key[2] << 8 | key[3];
     return i < (uint32_t)s->n && memcmp(s->p[i].key, key, RUMOR_KEY_LEN) == 0 ? (int)i : -1;
 }
@@ -361,8 +362,13 @@ static rumor_err_t send_all(sim_t *s, int i)
             m.params = rumor_poison_get(&p->poison, &s->attack, m.snap, m.round, m.params, &s->attack_rng);
         }
         const uint64_t bytes = rumor_wire_send_bytes(&m, &s->codec);
-        msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->g = p->g, msg->s = m;
-        const uint64_t arrive_us = rumor_wire_link_send(&p->link, s->now_us, bytes, c->bandwidth_mbps, s->latency_us);
+        msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->g = p->g, msg->s = m, msg->lost = false;
+        uint64_t arrive_us = rumor_wire_link_send(&p->link, s->now_us, bytes, c->bandwidth_mbps, s->latency_us);
+        rumor_trace_send(p->trace, s->now_us, m.peer, m.round);
+        if (s->replaying) { /* when the receiving node had it; one it never had is lost */
+            msg->lost = !virt_replay_arrival(&s->replay, to, i, m.round, &arrive_us);
+            if (msg->lost || arrive_us < s->now_us) arrive_us = s->now_us;
+        }
         p->bytes_out += bytes;
         if (virt_heap_push(&s->q, arrive_us, EV_ARRIVE, id, 0) != RUMOR_OK)
             return virt_fail(s, RUMOR_ENOMEM, "out of memory for events");
@@ -373,6 +379,7 @@ static rumor_err_t send_all(sim_t *s, int i)
 /* Peers that finished, which peer i heard say so (their bye; none across a partition). */
 static int finished_seen(const sim_t *s, int i)
 {
+    if (s->replaying) return s->p[i].rdone; /* as the node heard it */
     int n = 0;
     if (s->n_finished == 0) return 0; /* every round of every peer asks: no scan until one */
     for (int j = 0; j < s->n; j++) n += j != i && s->p[j].state == P_FINISHED && !virt_cut(s, i, j);
@@ -407,11 +414,11 @@ static rumor_err_t round_done(sim_t *s, int i, const rumor_core_after_t *a)
     rumor_core_line(&p->core, &f, &st, &ml);
     p->wait_done_us = 0;
     if (metrics_put(s, i, &ml) != RUMOR_OK) return s->rc;
-    if (a->checkpoint && virt_ckpt_save(s, i) != RUMOR_OK) return s->rc;
     /* Members it knows: those in its view, and the finished ones it heard say bye. */
     const int seen = a->finished ? 0 : finished_seen(s, i);
     if (!a->finished && rumor_core_swarm_over(&p->core, p->view_peers - 1 + seen, seen) && virt_finish_with_swarm(s, i))
         return s->rc == RUMOR_OK ? virt_round_churn(s) : s->rc;
+    if (a->checkpoint && virt_ckpt_save(s, i) != RUMOR_OK) return s->rc;
     if (a->finished) {
         p->state = P_FINISHED; /* and out of the others' views: it says bye */
         s->n_finished++;
@@ -434,6 +441,7 @@ bool virt_finish_with_swarm(sim_t *s, int i)
     rumor_confirm_t cf;
     rumor_confirm_init(&cf, rumor_model_param_count(p->m));
     int done = 0;
+    const long k = p->core.k;
     for (int j = 0; j < s->n && done < RUMOR_RESYNC_ASKS && cf.a < 0; j++) {
         if (j == i || s->p[j].state != P_FINISHED || virt_cut(s, i, j)) continue;
         done++;
@@ -441,6 +449,7 @@ bool virt_finish_with_swarm(sim_t *s, int i)
         if (!s->c->secure_mix && rumor_gossip_plausible(p->g, xj)) rumor_confirm_add(&cf, xj, (uint64_t)s->c->rounds);
     }
     if (done == 0) return false; /* alone for another reason (a partition, deaths): it trains on */
+    rumor_trace_end(p->trace, s->now_us, k, cf.a >= 0);
     if (cf.a >= 0) {
         (void)rumor_confirm_mean(&cf, rumor_model_params(p->m));
         s->at_round[p->core.k]--;
@@ -462,7 +471,7 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
     if (p->state != P_WAITING) return RUMOR_OK;
-    if (p->view_dirty) virt_view_set(p);
+    if (p->view_dirty) virt_view_set(s, i);
     rumor_core_gossip_point(&p->core);
     const uint64_t now_ms = s->now_us / 1000;
     size_t nv;
@@ -481,6 +490,7 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
     if (gs == RUMOR_GOSSIP_DONE) {
         rumor_core_after_t a;
         rumor_core_mixed(&p->core, (double)s->now_us / 1e6, &a);
+        rumor_trace_mixed(p->trace, s->now_us, &p->core, &a);
         if (!a.landed) return round_done(s, i, &a);
         p->wait_done_us += s->now_us - p->waits_from_us; /* overlapped diloco: the rest of the round's steps */
         return virt_schedule_phase(s, i);
@@ -521,7 +531,7 @@ static rumor_err_t arrive(sim_t *s, int id)
     const int from = msg->from, to = msg->to;
     vpeer_t *pf = &s->p[from], *pt = &s->p[to];
     const bool lost = s->c->loss > 0 && rumor_rng_uniform(&s->loss_rng) < s->c->loss;
-    const bool deliver = !lost && pf->inc == msg->from_inc && virt_running(pt) && !virt_cut(s, from, to);
+    const bool deliver = !lost && !msg->lost && pf->inc == msg->from_inc && virt_running(pt) && !virt_cut(s, from, to);
     const rumor_gossip_send_t *m = &msg->s;
     if (deliver) {
         const uint32_t chunks = (uint32_t)rumor_chunks(m->count, m->chunk_params);
@@ -536,6 +546,7 @@ static rumor_err_t arrive(sim_t *s, int id)
         for (uint32_t k = 0; k < chunks && masked_ok; k++) {
             rumor_msg_model_t mm;
             rumor_wire_chunk(&wm, k, &mm);
+            rumor_trace_arrive(pt->trace, s->now_us, pf->key, mm.round, mm.chunk);
             (void)rumor_wire_receive(&s->wire_in, pt->g, pf->key, &mm, now_ms);
         }
     }
@@ -621,6 +632,7 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool
             s.progress_us = s.now_us;
             p->state = P_WAITING;
             p->waits_from_us = s.now_us;
+            rumor_trace_phase(p->trace, s.now_us, p->core.k);
             (void)virt_try_gossip(&s, e.a);
             break;
         }
@@ -644,6 +656,14 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool
             break;
         case EV_MMSG:
             (void)virt_memb_arrive(&s, e.a);
+            break;
+        case EV_VIEW: /* --replay: the node's view changed */
+            s.p[e.a].rview = (int)e.b;
+            s.p[e.a].view_dirty = true;
+            (void)virt_try_gossip(&s, e.a);
+            break;
+        case EV_DONE: /* --replay: members the node heard say they finished */
+            s.p[e.a].rdone = (int)e.b;
             break;
         }
         /* Membership ticks never end: the run does when no peer has rounds to go and no churn

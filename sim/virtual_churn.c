@@ -15,16 +15,26 @@ uint64_t virt_vboot(const uint8_t key[RUMOR_KEY_LEN])
 }
 
 /* The engine's view: the peer and the members of its membership view. */
-void virt_view_set(vpeer_t *p)
+void virt_view_set(sim_t *s, int i)
 {
+    vpeer_t *p = &s->p[i];
     int m = 0;
     p->vboots[m] = virt_vboot(p->key);
     memcpy(p->vkeys[m++], p->key, RUMOR_KEY_LEN);
-    for (int k = 0; k < rumor_memb_view_count(p->memb); k++) {
+    if (s->replaying) { /* the node's view, as it had it then */
+        const rview_t *v = p->rview >= 0 ? &s->replay.p[i].view[p->rview] : NULL;
+        for (int k = 0; v && k < v->n; k++) {
+            p->vboots[m] = virt_vboot(s->p[v->idx[k]].key);
+            memcpy(p->vkeys[m++], s->p[v->idx[k]].key, RUMOR_KEY_LEN);
+        }
+    }
+    for (int k = 0; !s->replaying && k < rumor_memb_view_count(p->memb); k++) {
         p->vboots[m] = virt_vboot(rumor_memb_view_at(p->memb, k)->key);
         memcpy(p->vkeys[m++], rumor_memb_view_at(p->memb, k)->key, RUMOR_KEY_LEN);
     }
     rumor_gossip_set_view_boots(p->g, (const uint8_t(*)[RUMOR_KEY_LEN])p->vkeys, p->vboots, (size_t)m);
+    if (p->trace && (m != p->view_peers || p->view_dirty))
+        rumor_trace_view(p->trace, s->now_us, (const uint8_t(*)[RUMOR_KEY_LEN])p->vkeys, m);
     p->view_peers = m;
     p->view_dirty = false;
 }
@@ -62,6 +72,7 @@ static rumor_err_t resync(sim_t *s, int i)
     const long k0 = p->core.k;
     uint64_t r;
     if (rumor_core_resync_end(&p->core, &rs, rumor_model_params(p->m), &r)) {
+        rumor_trace_resync(p->trace, s->now_us, r, p->core.k);
         rumor_optim_anchor(p->o, rumor_model_params(p->m));
         if (p->core.k != k0) {
             s->at_round[k0]--;
@@ -105,7 +116,18 @@ static rumor_err_t maybe_start(sim_t *s, int i)
 static rumor_err_t start(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
-    virt_view_set(p);
+    virt_view_set(s, i);
+    const rpeer_t *rp = s->replaying ? &s->replay.p[i] : NULL;
+    if (rp && rp->resync_k >= 0 && p->core.k == 0) { /* the node joined a running swarm: at its round */
+        rumor_gossip_adopt(p->g, rumor_model_params(p->m), rp->resync_round);
+        s->at_round[0]--;
+        s->at_round[rp->resync_k]++;
+        p->core.k = rp->resync_k;
+        if (p->core.k > s->round_top) s->round_top = p->core.k;
+        virt_round_min_advance(s);
+        rumor_trace_resync(p->trace, s->now_us, rp->resync_round, p->core.k);
+        if (virt_model_line(s, i, "resync") != RUMOR_OK) return s->rc;
+    }
     if (p->resumed) {
         p->resumed = false;
         if (resync(s, i) != RUMOR_OK) return s->rc;
@@ -327,7 +349,14 @@ rumor_err_t virt_schedule_phase(sim_t *s, int i)
     vpeer_t *p = &s->p[i];
     const double slow = i == s->c->straggler && s->c->slowdown > 0 ? s->c->slowdown : 1.0;
     rumor_core_phase(&p->core, &p->ph); /* here: the phase may run on the other core */
-    const uint64_t dur = (uint64_t)llround((double)p->ph.count * (double)s->step_us * slow);
+    uint64_t dur = (uint64_t)llround((double)p->ph.count * (double)s->step_us * slow);
+    if (!p->trace_started) {
+        rumor_trace_start(p->trace, s->now_us);
+        p->trace_started = true;
+    }
+    bool known = false;
+    const uint64_t at = s->replaying ? virt_replay_phase_end(&s->replay, i, &known) : 0;
+    if (known) dur = at > s->now_us ? at - s->now_us : 0; /* when the node's phase ended */
     p->state = P_COMPUTING;
     if (virt_heap_push(&s->q, s->now_us + (dur ? dur : 1), EV_PHASE, i, p->inc) != RUMOR_OK)
         return virt_fail(s, RUMOR_ENOMEM, "out of memory for events");

@@ -23,6 +23,7 @@
 #include "rng.h"
 #include "source.h"
 #include "topology.h"
+#include "trace.h"
 #include "train.h"
 #include "trainer.h"
 #include <assert.h>
@@ -59,14 +60,14 @@
 
 // ---- the event queue: a binary heap ordered by (time, insertion sequence) ----
 
-typedef enum { EV_PHASE, EV_RETRY, EV_ARRIVE, EV_CHURN, EV_MTICK, EV_MMSG } ev_kind_t;
+typedef enum { EV_PHASE, EV_RETRY, EV_ARRIVE, EV_CHURN, EV_MTICK, EV_MMSG, EV_VIEW, EV_DONE } ev_kind_t;
 
 typedef struct {
     uint64_t t;   /* virtual microseconds */
     uint64_t seq; /* insertion order: equal times pop in the order they were pushed */
     int kind;
-    int a;        /* phase, retry, mtick: the peer; arrive, mmsg: the message; churn: the event */
-    uint32_t b;   /* phase, retry, mtick: the peer's incarnation when scheduled */
+    int a;        /* phase, retry, mtick, view: the peer; arrive, mmsg: the message; churn: the event */
+    uint32_t b;   /* phase, retry, mtick: the peer's incarnation when scheduled; view: which; done: how many */
 } event_t;
 
 typedef struct {
@@ -138,6 +139,10 @@ typedef struct {
     int want_view;           /* members it waits for before it trains */
     bool resumed;            /* restarted from its checkpoint: it resyncs before it trains */
     /* its local phase as a job for the second core (see ensure_phase) */
+    rumor_trace_t *trace;    /* --trace-peers, --replay: its round events (trace.h) */
+    bool trace_started;
+    int rview;               /* --replay: the node's view it has now (-1: none yet) */
+    int rdone;               /* --replay: members it heard say they finished */
     int job;                 /* JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE */
     rumor_err_t job_rc;
     char job_err[RUMOR_ERR_LEN];
@@ -151,6 +156,7 @@ typedef struct {
     rumor_gossip_t *g;       /* the engine that lent it (a restart makes a new one) */
     int next_free;
     rumor_gossip_send_t s;   /* params points into the sender's snapshot until released */
+    bool lost;               /* --replay: the receiving node never had it */
 } msg_t;
 
 /* A membership message in flight, packed: the fixed fields, then the strings and updates it
@@ -169,9 +175,40 @@ typedef struct {
     int n_upd, n_peers;
 } mhead_t;
 
+/* --replay: a proc-mode run's traces (replay.c), times from its first peer's start. */
+typedef struct {
+    uint64_t t;
+    int n, *idx;             /* the members (indices), itself not among them */
+} rview_t;
+typedef struct {
+    int from;
+    uint64_t round, t;       /* a model of from's round came in whole at t */
+} rarr_t;
+typedef struct {
+    uint64_t start;
+    bool has_start;
+    uint64_t *phase;         /* its gossip points */
+    int n_phase, next_phase;
+    rview_t *view;
+    int n_view;
+    rarr_t *arr;             /* by (from, round) */
+    int n_arr;
+    long resync_k;           /* it joined the swarm at this round (rounds done; -1: it did not) */
+    uint64_t resync_round;   /* ... taking the model of the engine's round */
+    uint64_t *done_t;        /* when the members that said they finished became done_n */
+    int *done_n, n_done;
+} rpeer_t;
+typedef struct {
+    int n;
+    uint8_t (*keys)[RUMOR_KEY_LEN];
+    rpeer_t *p;
+} virt_replay_t;
+
 typedef struct {
     const rumor_sim_config_t *c;
     int n;
+    bool replaying;          /* --replay */
+    virt_replay_t replay;
     long H;                  /* local steps per round */
     rumor_core_config_t core_c; /* every peer's round (src/core.h) */
     long total_steps;        /* for the schedule: rounds * H */
@@ -262,7 +299,7 @@ rumor_err_t virt_memb_drain(sim_t *s, int i);
 rumor_err_t virt_memb_tick(sim_t *s, int i);
 rumor_err_t virt_ckpt_save(sim_t *s, int i);
 rumor_err_t virt_memb_start(sim_t *s, int i, uint32_t inc);
-void virt_view_set(vpeer_t *p);
+void virt_view_set(sim_t *s, int i);
 rumor_err_t virt_schedule_phase(sim_t *s, int i);
 rumor_err_t virt_round_churn(sim_t *s);
 uint64_t virt_vboot(const uint8_t key[RUMOR_KEY_LEN]);
@@ -273,5 +310,15 @@ void virt_core_start(sim_t *s, int i, long k);
 double virt_models_spread(const sim_t *s);
 rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN]);
 void virt_teardown(sim_t *s);
+
+/* replay.c: a proc run's traces in dir, for n peers (RUMOR_EFORMAT with err when one is not
+ * there or not a trace); free; a key's peer (-1: none); when a model of from's round came in
+ * at peer `to` (false: it never did); the time of peer i's next gossip point (*known false
+ * once the trace has no more). */
+rumor_err_t virt_replay_load(virt_replay_t *r, const char *dir, int n, char err[RUMOR_ERR_LEN]);
+void virt_replay_free(virt_replay_t *r);
+int virt_replay_index(const virt_replay_t *r, const uint8_t key[RUMOR_KEY_LEN]);
+bool virt_replay_arrival(const virt_replay_t *r, int to, int from, uint64_t round, uint64_t *t);
+uint64_t virt_replay_phase_end(virt_replay_t *r, int i, bool *known);
 
 #endif

@@ -163,6 +163,12 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
      * swarm starts formed: each view is seeded with every peer, instead of a join whose
      * messages grow with the square of the swarm. */
     s->seeded = s->n - 1 > s->mcfg.view_size;
+    /* --replay: the nodes' keys (topologies place peers by key), and their views from the
+     * start; each peer begins at once, and its gossip points come when the nodes' did. */
+    if (c->replay[0]) {
+        if (virt_replay_load(&s->replay, c->replay, s->n, err) != RUMOR_OK) return rumor_last_error();
+        s->replaying = s->seeded = true;
+    }
     if (s->seeded) {
         s->mcfg.view_size = s->n - 1;
         s->mcfg.passive_size = 16;
@@ -171,7 +177,23 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
     if (!(s->p = calloc((size_t)s->n, sizeof *s->p)) || !(s->alive = calloc((size_t)s->n, sizeof *s->alive)) ||
         !(s->act = malloc(sizeof *s->act)) || !(s->mscratch = calloc(1, sizeof *s->mscratch)) || !(s->at_round = calloc((size_t)c->rounds + 1, sizeof *s->at_round)))
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %d peers", s->n);
-    for (int i = 0; i < s->n; i++) virt_key_of(s->p[i].key, i), s->p[i].want_view = s->want_view;
+    for (int i = 0; i < s->n; i++) {
+        virt_key_of(s->p[i].key, i), s->p[i].want_view = s->want_view;
+        if (s->replaying) memcpy(s->p[i].key, s->replay.keys[i], RUMOR_KEY_LEN);
+        char path[1200];
+        snprintf(path, sizeof path, "%s/peer-%03d/trace", c->out, i);
+        if ((c->trace_peers || s->replaying) && !(s->p[i].trace = rumor_trace_open(path, s->p[i].key, false, err)))
+            return rumor_last_error();
+        s->p[i].rview = -1;
+        for (int k = 0; s->replaying && k < s->replay.p[i].n_view; k++) { /* views from before the start: now */
+            if (s->replay.p[i].view[k].t == 0) s->p[i].rview = k;
+            else if (virt_heap_push(&s->q, s->replay.p[i].view[k].t, EV_VIEW, i, (uint32_t)k) != RUMOR_OK)
+                return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        }
+        for (int k = 0; s->replaying && k < s->replay.p[i].n_done; k++)
+            if (virt_heap_push(&s->q, s->replay.p[i].done_t[k], EV_DONE, i, (uint32_t)s->replay.p[i].done_n[k]) != RUMOR_OK)
+                return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    }
     s->wire_in.cap = RUMOR_GOSSIP_CHUNK_DEFAULT; /* any codec decodes here, as at a node (src/peer.c) */
     if (!(s->wire_in.dec = malloc(s->wire_in.cap * sizeof *s->wire_in.dec)))
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
@@ -240,7 +262,8 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
     /* Each peer's round, as a node's (src/core.h); checkpoints, in memory, only when a peer
      * may restart from one. */
     s->core_c = (rumor_core_config_t){.rounds = c->rounds, .local_steps = s->H, .overlap_steps = algo.overlap_steps,
-                                      .eval_every = c->eval_every, .checkpoint_every = s->restarts ? CKPT_EVERY : 0,
+                                      .eval_every = c->eval_every,
+                                      .checkpoint_every = s->restarts || s->replaying ? CKPT_EVERY : 0,
                                       .checkpoint_s = INFINITY, .secure_mix = c->secure_mix};
     for (int i = 0; i < s->n; i++) virt_core_start(s, i, 0);
     return RUMOR_OK;
@@ -306,6 +329,8 @@ void virt_teardown(sim_t *s)
             rumor_trainer_destroy(&p->tr);
             rumor_source_shard_fini(&p->shard);
             free(p->mbuf);
+            char err[RUMOR_ERR_LEN];
+            if (rumor_trace_close(p->trace, err) != RUMOR_OK) rumor_log(RUMOR_LOG_WARN, "peer %d's trace: %s", i, err);
         }
     }
     free(s->p);
@@ -328,4 +353,5 @@ void virt_teardown(sim_t *s)
     free(s->mm_free);
     free(s->at_round);
     free(s->round_ev);
+    virt_replay_free(&s->replay);
 }

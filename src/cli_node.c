@@ -80,6 +80,7 @@ static rumor_err_t node_training(const rumor_settings_t *s, rumor_peer_config_t 
     pc->topology = s->topology;
     pc->rounds = s->rounds;
     pc->run_dir = s->run_dir;
+    pc->trace = s->trace;
     pc->eval_every = s->eval_every;
     pc->checkpoint_every = s->checkpoint_every;
     pc->resume = s->resume;

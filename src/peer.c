@@ -116,6 +116,9 @@ static rumor_err_t evaluate(peer_t *p, char err[RUMOR_ERR_LEN])
     return rumor_source_evaluate(&p->src, p->m, &p->test_loss, &p->test_acc, err);
 }
 
+/* The node's clock for its trace, in microseconds. */
+static uint64_t now_us(void) { return (uint64_t)(rumor_now() * 1e6); }
+
 /* Wait on p->cv (p->mu held) for a wake-up or at most ms milliseconds. */
 static void wait_cv(peer_t *p, uint64_t ms)
 {
@@ -259,7 +262,7 @@ static rumor_err_t resync(peer_t *p, float *x, rumor_core_resync_why_t why, bool
         if (!p->ans[i]) p->ans[i] = malloc(P * sizeof *p->ans[i]);
     if (!p->pull_buf || !p->pull_bits || !p->ans[RUMOR_RESYNC_ASKS - 1])
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for pulled models");
-    p->last_resync = rumor_now();
+    if (why == RUMOR_CORE_FINISHED) p->last_resync = rumor_now(); /* (a join's ask does not delay the end's) */
     int kept = 0;
     for (int ask = 0; rumor_core_resync_more(&rs, ask) && !atomic_load(&p->stop); ask++) {
         uint64_t r, done;
@@ -280,6 +283,7 @@ static rumor_err_t resync(peer_t *p, float *x, rumor_core_resync_why_t why, bool
     uint64_t r = 0;
     pthread_mutex_lock(&p->mu);
     *took = rumor_core_resync_end(&p->core, &rs, x, &r);
+    if (*took && why != RUMOR_CORE_FINISHED) rumor_trace_resync(p->trace, now_us(), r, p->core.k);
     pthread_mutex_unlock(&p->mu);
     if (!*took) {
         if (why == RUMOR_CORE_JOIN && rs.answers > 0 && kept > 0)
@@ -326,7 +330,7 @@ static rumor_err_t model_line(peer_t *p, const char *flag, char err[RUMOR_ERR_LE
 static bool swarm_done(peer_t *p)
 {
     pthread_mutex_lock(&p->mu);
-    const bool over = p->n_members > 0 && (p->n_done == p->n_members || (!p->cfg->secure_mix && p->n_done >= 2));
+    const bool over = rumor_core_swarm_over(&p->core, p->n_members, p->n_done);
     pthread_mutex_unlock(&p->mu);
     return over;
 }
@@ -355,6 +359,9 @@ static rumor_err_t finish_with_swarm(peer_t *p, float *x, char err[RUMOR_ERR_LEN
         if (took && p->hx && (rc = device_push(p, err)) != RUMOR_OK) return rc;
     }
     p->swarm_over = true;
+    pthread_mutex_lock(&p->mu);
+    rumor_trace_end(p->trace, now_us(), p->core.k, took);
+    pthread_mutex_unlock(&p->mu);
     if (!took) return RUMOR_OK;
     p->core.k = p->cfg->rounds;
     return model_line(p, "swarm_final", err);
@@ -454,11 +461,13 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         return rc;
     rumor_core_t *core = &p->core;
     double wait_s = 0.0; /* the round's, at its gossip points */
-    while (core->k < c->rounds && !atomic_load(&p->stop)) {
-        if (core->steps_done == 0 && swarm_done(p) && rumor_now() - p->last_resync >= RESYNC_EVERY) {
-            if ((rc = finish_with_swarm(p, x, err)) != RUMOR_OK) return rc;
-            if (p->swarm_over) break;
-        }
+    pthread_mutex_lock(&p->mu);
+    rumor_trace_start(p->trace, now_us());
+    pthread_mutex_unlock(&p->mu);
+    /* A peer that comes back to a swarm that finished without it ends with it at once; after
+     * that, the swarm's end is looked at once a round is mixed, as virtual mode does. */
+    if (core->k < c->rounds && swarm_done(p) && (rc = finish_with_swarm(p, x, err)) != RUMOR_OK) return rc;
+    while (core->k < c->rounds && !atomic_load(&p->stop) && !p->swarm_over) {
         rumor_core_phase_t ph;
         pthread_mutex_lock(&p->mu);
         rumor_core_phase(core, &ph);
@@ -480,6 +489,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         const double wait0 = rumor_now();
         pthread_mutex_lock(&p->mu);
         rumor_core_gossip_point(core); /* (the last round closes the engine: it ends on a mix) */
+        rumor_trace_phase(p->trace, now_us(), core->k);
         pthread_mutex_unlock(&p->mu);
         /* (landing an overlapped round spends no privacy: it happens with the budget spent too) */
         if ((rc = gossip_point_any(p, x, &mixed, err)) != RUMOR_OK) return rc;
@@ -487,10 +497,19 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         wait_s += rumor_now() - wait0;
         rumor_core_after_t after;
         rumor_core_mixed(core, rumor_now(), &after);
+        pthread_mutex_lock(&p->mu);
+        rumor_trace_mixed(p->trace, now_us(), core, &after);
+        pthread_mutex_unlock(&p->mu);
         if (after.landed) continue;
+        /* Whether the swarm is over, as it stands at the mix (not after the evaluation). */
+        const bool over = swarm_done(p) && rumor_now() - p->last_resync >= RESYNC_EVERY;
         rumor_optim_mixed(p->o, x);
         if ((rc = round_line(p, &after, wait_s, err)) != RUMOR_OK) return rc;
         if (after.finished) break;
+        if (over) {
+            if ((rc = finish_with_swarm(p, x, err)) != RUMOR_OK) return rc;
+            if (p->swarm_over) break;
+        }
         if (after.checkpoint) {
             if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
             rumor_core_checkpointed(core, rumor_now());
@@ -632,6 +651,8 @@ static rumor_err_t setup_node(peer_t *p, rumor_gossip_config_t *gc, char err[RUM
     rumor_addr_t self;
     if ((rc = rumor_addr_parse(&self, rumor_node_address(p->node), err)) != RUMOR_OK) return rc;
     memcpy(gc->self, self.key, 32);
+    p->traced_n = -1;
+    if (c->trace && c->trace[0] && !(p->trace = rumor_trace_open(c->trace, self.key, c->resume, err))) return rumor_last_error();
     gc->boot = rumor_node_boot(p->node);
     if (c->secure_mix &&
         !(p->secmix = rumor_secmix_new(rumor_node_secret_key(p->node), rumor_node_boot(p->node), gc->layout, err)))
@@ -712,6 +733,8 @@ static void teardown(peer_t *p, bool mu_init)
     }
     for (int i = 0; i < p->n_mask_pool; i++) free(p->mask_pool[i]);
     if (p->metrics) fclose(p->metrics);
+    char terr[RUMOR_ERR_LEN];
+    if (rumor_trace_close(p->trace, terr) != RUMOR_OK) rumor_log(RUMOR_LOG_WARN, "the trace: %s", terr);
     rumor_topology_destroy(&p->topo);
     rumor_trainer_destroy(&p->tr); /* its buffers are the backend's, as the others' below */
     rumor_dp_destroy(&p->dp);

@@ -68,6 +68,7 @@ typedef struct {
     const char *topology;
     long rounds;
     const char *run_dir;
+    const char *trace;           /* its round events, one line each (trace.h); NULL or "": none */
     int eval_every;              /* rounds between test evaluations; 0: only at start and end */
     int checkpoint_every;        /* checkpoint at rounds that are multiples of it; 0: every minute (and at the end, on stop) */
     bool resume;                 /* continue from run_dir/RUMOR_PEER_CHECKPOINT */

@@ -133,8 +133,10 @@ void peer_chunk_cb(void *arg, const uint8_t peer[32], const rumor_msg_model_t *m
     pthread_mutex_lock(&p->mu);
     if (m->has_hash)
         pull_chunk(p, peer, m);
-    else if (rumor_wire_receive(&p->wire_in, p->g, peer, m, rumor_now_ms()))
-        pthread_cond_broadcast(&p->cv);
+    else {
+        if (p->trace) rumor_trace_arrive(p->trace, (uint64_t)(rumor_now() * 1e6), peer, m->round, m->chunk);
+        if (rumor_wire_receive(&p->wire_in, p->g, peer, m, rumor_now_ms())) pthread_cond_broadcast(&p->cv);
+    }
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -393,6 +395,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
     }
     pthread_mutex_lock(&p->mu);
     p->n_members = admitted;
+    if (done != p->n_done) rumor_trace_done(p->trace, (uint64_t)(rumor_now() * 1e6), done);
     p->n_done = done;
     p->all_finished = finished == members;
     if (p->pull_state == PULL_ASKED) {
@@ -425,6 +428,11 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
         rumor_gossip_set_view_reach(p->g, (const uint8_t(*)[32])keys, p->view_boots, p->view_reach, (size_t)n,
                                     rumor_node_reach(node));
         p->view_count = n;
+        if (p->trace && (n != p->traced_n || memcmp(p->traced_view, keys, (size_t)n * 32) != 0)) {
+            rumor_trace_view(p->trace, (uint64_t)(rumor_now() * 1e6), (const uint8_t(*)[32])keys, n);
+            memcpy(p->traced_view, keys, (size_t)n * 32);
+            p->traced_n = n;
+        }
         while (nb < 64) {
             send_ctx_t *c = calloc(1, sizeof *c);
             if (!c) break;
@@ -434,6 +442,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
                 peer_send_ctx_free(c);
                 break;
             }
+            if (p->trace && !c->s.pulled) rumor_trace_send(p->trace, (uint64_t)(rumor_now() * 1e6), c->s.peer, c->s.round);
             if (p->emulate && emulate(p, c, now)) continue;
             batch[nb++] = c;
         }

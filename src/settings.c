@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the values strings take: each one's own parser ---- */
 
@@ -389,6 +390,9 @@ static const rumor_setting_t table[] = {
      "log every membership change and refusal"},
     {"run-dir", NULL, RUMOR_SET_STR, N, 0, AT(run_dir), 0, 0, NULL, NULL, D(NULL), NULL, "DIR",
      "a training node's metrics, checkpoints and model"},
+    {"trace", NULL, RUMOR_SET_STR, N, 0, AT(trace), 0, 0, NULL, NULL, D(NULL), NULL, "FILE",
+     "write every round event (gossip points, views, sends, arrivals, mixes, evaluations, checkpoints, the end) "
+     "to FILE, one line each (rumor sim --replay)"},
     {"linger", NULL, RUMOR_SET_DOUBLE, N, 0, AT(linger), 0, 86400, NULL, NULL, D("30"), NULL, "S",
      "seconds to stay reachable after training, answering late peers with the final model (0: leave at once)"},
     {"late-join", NULL, RUMOR_SET_BOOL, N, 0, AT(late_join), 0, 0, NULL, NULL, D("yes"), NULL, NULL,
@@ -422,6 +426,11 @@ static const rumor_setting_t table[] = {
      "most twice the fault-free run's, on iid shards accuracy within 1 point; exit 1 if one did not hold"},
     {"soak-from", NULL, RUMOR_SET_INT, S, 0, AT(soak_from), 1, 100000, NULL, NULL, D("1"), NULL, "K",
      "start the soak at seed K (resume a stopped one)"},
+    {"trace-peers", NULL, RUMOR_SET_BOOL, S, 0, AT(trace_peers), 0, 0, NULL, NULL, D(NULL), NULL, NULL,
+     "every peer writes its round events to OUT/peer-NNN/trace (rumor node --trace)"},
+    {"replay", NULL, RUMOR_SET_STR, S, 0, AT(replay), 0, 0, NULL, NULL, D(NULL), NULL, "DIR",
+     "virtual mode: each peer's gossip points, views and arrivals at the times a proc-mode run's nodes saw them "
+     "(its folder, run with --trace-peers), so that both can be set side by side"},
     {"out", NULL, RUMOR_SET_STR, S, 0, AT(out), 0, 0, NULL, NULL, D(NULL), NULL, "DIR",
      "the run folder (default runs/<time>)"},
     {"plots", NULL, RUMOR_SET_BOOL, S, 0, AT(plots), 0, 0, NULL, NULL, D("yes"), NULL, NULL,
@@ -835,6 +844,18 @@ static rumor_err_t check_sim(const rumor_settings_t *c, char err[RUMOR_ERR_LEN])
     if (c->tracking && loses)
         return rumor_fail(err, RUMOR_EINVAL, "--tracking and %s exclude each other: tracking needs every round to "
                                              "mix every tracker whole", loses);
+    if (c->replay[0] && strcmp(c->mode, "virtual") != 0)
+        return rumor_fail(err, RUMOR_EINVAL, "--replay needs --mode virtual: it replays real nodes' traces");
+    if (c->replay[0]) {
+        char trace[RUMOR_SETTINGS_PATH + 32];
+        snprintf(trace, sizeof trace, "%s/peer-000/trace", c->replay);
+        if (access(trace, R_OK) != 0)
+            return rumor_fail(err, RUMOR_EINVAL, "--replay %s: no peer traces there (%s: %s); make them with rumor sim "
+                              "--trace-peers", c->replay, trace, strerror(errno));
+    }
+    if (c->replay[0] && (c->soak || c->faults || c->n_events || c->n_parts || c->loss > 0))
+        return rumor_fail(err, RUMOR_EINVAL, "--replay takes the run as the nodes saw it: give no faults, events, "
+                                             "partitions or --loss");
     if (c->soak_from > 1 && c->soak_from > c->soak)
         return rumor_fail(err, RUMOR_EINVAL, "--soak-from %d: the soak's seeds end at --soak %d", c->soak_from, c->soak);
     return RUMOR_OK;

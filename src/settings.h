@@ -113,6 +113,9 @@ typedef struct rumor_settings {
     int view_size, period_ms, suspect_ms;
     bool verbose;
     char run_dir[RUMOR_SETTINGS_PATH];
+    char trace[RUMOR_SETTINGS_PATH]; /* node: its round events' file ("": none) */
+    bool trace_peers;        /* sim: every peer writes OUT/peer-NNN/trace */
+    char replay[RUMOR_SETTINGS_PATH]; /* sim, virtual: a proc run's folder whose traces it replays */
     bool resume;            /* node: continue from the run folder's checkpoint; train: from --checkpoint */
     double linger;          /* s */
     bool late_join;

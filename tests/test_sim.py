@@ -17,6 +17,7 @@ from rumortest import FAILS, check, dist, norm, tensors
 
 RUMOR = None
 DATA = None
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -183,15 +184,51 @@ def main():
     # 3c. A peer whose privacy budget runs out ends on a mix in both modes: the first peer to
     #     stop stops at the same round on real nodes and in virtual mode.
     ends = {}
+    budget = ["--peers", "4", "--model", "logreg", "--topology", "ring", "--local-steps", "2", "--dp", "clip=1,noise=3",
+              "--dp-budget", "1.5", "--rounds", "400", "--eval-every", "0", "--limit", "8000", "--data", DATA,
+              "--no-plots", "--quiet"]
     for mode in ("proc", "virtual"):
         out = os.path.join(tmp, "budget-" + mode)
-        r = subprocess.run([RUMOR, "sim", "--mode", mode, "--peers", "4", "--model", "logreg", "--topology", "ring",
-                            "--local-steps", "2", "--dp", "clip=1,noise=3", "--dp-budget", "1.5", "--rounds", "400",
-                            "--eval-every", "0", "--limit", "8000", "--data", DATA, "--out", out, "--no-plots",
-                            "--quiet"], capture_output=True, text=True, timeout=300)
+        r = subprocess.run([RUMOR, "sim", "--mode", mode, "--out", out, "--trace-peers", *budget],
+                           capture_output=True, text=True, timeout=300)
         ends[mode] = summary(out).get("rounds_done_min") if r.returncode == 0 else None
     check(ends["proc"] is not None and ends["proc"] == ends["virtual"] and ends["proc"] < 400,
           "a spent privacy budget ends a peer at the same round on real nodes and in virtual mode (%s)" % ends)
+
+    # 3d. One peer core, two drivers: real nodes' traces (what each peer received, and when)
+    #     replayed through virtual mode give the same decisions, peer by peer and round by round:
+    #     the models sent and to whom, the mixes (and an overlapped round's landing), the
+    #     evaluations, the checkpoints and the end.
+    compare = os.path.join(ROOT, "tools", "compare-traces")
+    cases = [("budget", budget),
+             ("overlap", ["--peers", "5", "--model", "mlp:32", "--algo", "diloco:4", "--overlap", "--overlap-steps", "2",
+                          "--rounds", "24", "--latency", "5", "--bandwidth", "200", "--limit", "4000", "--data", DATA,
+                          "--no-plots", "--quiet"])]
+    for name, args in cases:
+        proc_out = os.path.join(tmp, "budget-proc") if name == "budget" else os.path.join(tmp, name + "-proc")
+        if name != "budget":
+            subprocess.run([RUMOR, "sim", "--out", proc_out, "--trace-peers", *args], capture_output=True, text=True,
+                           timeout=300)
+        rep = os.path.join(tmp, name + "-replay")
+        r = subprocess.run([RUMOR, "sim", "--mode", "virtual", "--replay", proc_out, "--out", rep, *args],
+                           capture_output=True, text=True, timeout=300)
+        c = subprocess.run([compare, proc_out, rep], capture_output=True, text=True, timeout=60)
+        lines = c.stdout.strip().splitlines()
+        check(r.returncode == 0 and c.returncode == 0 and lines[-1:] == ["%s of %s peers the same" % (args[1], args[1])]
+              and all("mixes" in l for l in lines[:-1]),
+              "%s: real nodes replayed through virtual mode decide the same, round by round (%s) %s"
+              % (name, "; ".join(lines), r.stderr.strip()[-300:]))
+    c = subprocess.run([compare, os.path.join(tmp, "budget-proc"), os.path.join(tmp, "overlap-replay")],
+                       capture_output=True, text=True, timeout=60)
+    check(c.returncode == 1 and "differs" in c.stdout,
+          "tools/compare-traces tells two different runs apart (exit %d: %s)" % (c.returncode, c.stdout.strip()[:200]))
+    for args, want in ((["--mode", "proc", "--replay", tmp], "--replay needs --mode virtual"),
+                       (["--mode", "virtual", "--replay", os.path.join(tmp, "nothing")], "--replay: ")):
+        r = subprocess.run([RUMOR, "sim", "--peers", "2", "--out", os.path.join(tmp, "bad-replay"), *args],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and want in r.stderr
+              and len(r.stderr.strip().splitlines()) == 1,
+              "rumor sim %s: one line, exit 2 (%d: %s)" % (" ".join(args[:2]), r.returncode, r.stderr.strip()))
 
     # 4. Virtual mode: the same configuration gives the same files.
     outs = []
