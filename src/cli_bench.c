@@ -294,7 +294,7 @@ static int bench_train(int argc, char **argv)
                 flops = res.gflops / res.samples_per_s;
                 if (no_torch) continue;
                 /* PyTorch at its best on T cores: its OpenMP pool at T, or at 1 with only
-                 * OpenBLAS at T (REFERENCE.md: both at T can oversubscribe); the faster counts. */
+                 * OpenBLAS at T (both at T can oversubscribe the cores); the faster counts. */
                 double t = torch_rate(script, cfg.data_dir, cfg.spec.canonical, threads[ti], threads[ti], batch,
                                       cfg.epochs, cfg.steps, cfg.opt.lr, momentum);
                 if (threads[ti] > 1) {

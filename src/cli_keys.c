@@ -12,8 +12,9 @@
 #define DAY_SECONDS 86400
 
 /* The shared parser knows only long options; these commands document the short -o and -a
- * (DESIGN.md), so they are spelled out here before parsing. An option's value is copied
- * as it is, so `--name -o` names a peer "-o". Returns a new argv (free it) or NULL. */
+ * (`keygen -o PATH`, `swarm admit -a DIR -o CERT`), so they are spelled out here before
+ * parsing. An option's value is copied as it is, so `--name -o` names a peer "-o".
+ * Returns a new argv (free it) or NULL. */
 static char **expand_short(int argc, char **argv, const cli_opt_t *opts, int n_opts)
 {
     static char long_output[] = "--output", long_authority[] = "--authority", long_help[] = "--help";

@@ -2,10 +2,10 @@
  * crypto.h - identities and admission: Z85 text, peer keys (Curve25519), the swarm authority
  * (Ed25519), certificates, revocation lists, peer addresses.
  *
- * This is the only module that includes sodium.h (STYLE.md); everything else reaches keys
- * through the opaque types below. A peer *is* its Curve25519 public key, the same key CURVE
- * uses on the wire (DESIGN.md decision 4); a swarm is an Ed25519 authority whose signature on
- * a certificate admits a peer (decision 5).
+ * This is the only module that includes sodium.h (the code style, docs/ARCHITECTURE.md);
+ * everything else reaches keys through the opaque types below. A peer *is* its Curve25519
+ * public key, the same key CURVE uses on the wire; a swarm is an Ed25519 authority whose
+ * signature on a certificate admits a peer (docs/ARCHITECTURE.md).
  *
  * Invariants:
  *  - Secret keys, and the Z85 text they are read from or written as, only ever sit in

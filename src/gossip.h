@@ -1,7 +1,7 @@
 /*
  * gossip.h - the gossip engine: how a peer mixes its parameters with its neighbours'.
  *
- * A pure state machine (DESIGN.md decision 1): no sockets, threads, clocks or randomness.
+ * A pure state machine (docs/ARCHITECTURE.md): no sockets, threads, clocks or randomness.
  * Times are passed in (milliseconds, any monotonic origin); what to send comes out as an
  * outbox of (peer, share) pairs the driver turns into model messages, and model chunks come
  * in through rumor_gossip_on_chunk. The node (src/peer.c) and the tests drive the same code.
@@ -42,7 +42,7 @@
  *             moves the phase onto it, x <- x + (theta_{r+1} - x_r), so only those steps were
  *             taken from a stale point. The next send is H steps after the last.
  *
- * Mixing on arrival (decision 6). A model travels in chunks of chunk_params floats; every
+ * Mixing on arrival. A model travels in chunks of chunk_params floats; every
  * accepted chunk is added, weighted, straight into the accumulator of its round, and the
  * accumulator keeps one weight total per chunk. Finishing a round divides each chunk by its
  * own total, so a neighbour whose model arrived only in part still contributes exactly the

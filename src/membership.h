@@ -1,7 +1,7 @@
 /*
  * membership.h - who is in the swarm: join, peer exchange, failure detection, leave.
  *
- * A sans-I/O state machine (DESIGN.md decision 1). It owns no sockets, threads, clock or
+ * A sans-I/O state machine (docs/ARCHITECTURE.md). It owns no sockets, threads, clock or
  * global randomness: the driver feeds it events (rumor_memb_tick with the time, messages
  * from admitted peers, join and leave requests) and carries out the actions it queues (send
  * this message to that peer; this member came up; that one went down). The same code runs

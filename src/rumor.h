@@ -1,9 +1,10 @@
 /*
  * rumor.h - what every module shares: the error enum, result conventions, logging.
  *
- * Conventions (STYLE.md): functions that can fail return rumor_err_t (RUMOR_OK = 0) and
- * pass results through out-pointers; where the caller needs detail they fill an optional
- * `char err[RUMOR_ERR_LEN]` (NULL allowed) with one human sentence, no trailing newline.
+ * Conventions (the code style, docs/ARCHITECTURE.md): functions that can fail return
+ * rumor_err_t (RUMOR_OK = 0) and pass results through out-pointers; where the caller needs
+ * detail they fill an optional `char err[RUMOR_ERR_LEN]` (NULL allowed) with one human
+ * sentence, no trailing newline.
  * Programming errors assert; input from files or the network never does.
  */
 #ifndef RUMOR_RUMOR_H

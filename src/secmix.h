@@ -19,7 +19,7 @@
  * unit and a half of a x: below 2^23 units it is rounded in float32, four lanes at a time).
  *
  * Keys: each pair's secret is an X25519 shared secret of the two peers' identity keys (the
- * CURVE keys, decision 4: every member already knows every other's public key), hashed with
+ * CURVE keys: every member already knows every other's public key), hashed with
  * both public keys. A mask for receiver R, round r and parameters [off, off + n) is the
  * ChaCha20 keystream (IETF variant, zero nonce) under BLAKE2b(pair secret; R || r || layout ||
  * boot of the smaller key || boot of the larger), from block off / 16: any chunk is computed

@@ -144,7 +144,8 @@ static void test_layout(void)
     CHECK(strcmp(rumor_model_tensor(m, 0)->name, "fc1.weight") == 0);
     CHECK(rumor_model_tensor(m, 0)->shape[0] == 256 && rumor_model_tensor(m, 0)->shape[1] == 784);
     CHECK(strcmp(rumor_model_tensor(m, 5)->name, "fc3.bias") == 0);
-    /* 1.0 MFLOP per training sample, as REFERENCE.md counts it. */
+    /* 1.0 MFLOP per training sample: 2 FLOPs a weight forward, 2 for its gradient and 2 for
+     * the input gradient of every layer but the first. */
     CHECK_NEAR(rumor_model_flops(m, true), 2.0 * (784 * 256 + 256 * 128 + 128 * 10) * 2 +
                                                2.0 * (256 * 128 + 128 * 10), 1);
     uint64_t id = rumor_model_layout_id(m);

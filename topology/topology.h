@@ -1,6 +1,6 @@
 /*
  * topology.h - who gossips with whom at each round, and with what weights: the communication
- * graphs of a swarm behind one ops table (DESIGN.md decision 3), and spectral tooling to
+ * graphs of a swarm behind one ops table (docs/ARCHITECTURE.md), and spectral tooling to
  * compare them (`rumor topo`).
  *
  * Ranks. Nodes are the ranks 0..n-1. A node numbers the members of its view by their sorted

@@ -7,7 +7,7 @@
  * handshake (and refuses keys that did not knock, or are revoked, before any message of theirs
  * is read); an optional control socket answers `rumor status`.
  *
- * Admission (DESIGN.md decision 5): a connection's CURVE key is its identity. Until a valid
+ * Admission (docs/ARCHITECTURE.md): a connection's CURVE key is its identity. Until a valid
  * `hello` arrives from a key, with a certificate of this swarm for that very key, nothing
  * else from it is processed; a refused hello is answered with a `bye` that says why, logged
  * once per key and counted by reason. Everything a peer sends is decoded strictly
@@ -26,7 +26,7 @@
  * A peer whose certificate is valid can still send such messages; revoking its key is the
  * remedy (the ZAP handler and the knock both honour the list).
  *
- * This is the only module that includes zmq.h (STYLE.md).
+ * This is the only module that includes zmq.h (the code style, docs/ARCHITECTURE.md).
  */
 #ifndef RUMOR_NET_NODE_H
 #define RUMOR_NET_NODE_H
@@ -87,7 +87,7 @@ void rumor_node_reload(rumor_node_t *self);
 
 /* ---- models (how the gossip engine uses the node) ----
  *
- * A model travels as chunks (DESIGN.md decision 6): per chunk one `model` header frame and one
+ * A model travels as chunks, mixed as they arrive: per chunk one `model` header frame and one
  * raw payload frame sent zero-copy straight from the caller's parameters. A peer's chunks go
  * out as its socket drains, never more than the send high-water mark at once, so a slow peer
  * costs a bounded queue, not a copy of the model. */
