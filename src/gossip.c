@@ -1,454 +1,8 @@
-/* gossip.c - the gossip engine (see gossip.h for the algorithms and the contract). */
+/* gossip.c - the gossip engine's round loop (see gossip.h for the algorithms and the contract):
+ * the deadline, rounds (accumulators, snapshots, the members placed on the graph, a round begun
+ * and finished, the step), the outbox and plain mixing. Its life, chunks in and its state are in
+ * gossip_life.c, gossip_in.c and gossip_state.c (gossip_impl.h). */
 #include "gossip_impl.h"
-
-#include <errno.h>
-#include <stdio.h>
-
-/* ---- algorithm specs ---- */
-
-rumor_err_t rumor_algo_parse(rumor_algo_t *out, const char *spec, char err[RUMOR_ERR_LEN])
-{
-    memset(out, 0, sizeof *out);
-    out->local_steps = 1;
-    out->outer_lr = 0.7;
-    out->outer_momentum = 0.9;
-    if (!spec) spec = "";
-    if (strcmp(spec, "dpsgd") == 0) {
-        out->kind = RUMOR_ALGO_DPSGD;
-        return RUMOR_OK;
-    }
-    if (strcmp(spec, "sgp") == 0) {
-        out->kind = RUMOR_ALGO_SGP;
-        return RUMOR_OK;
-    }
-    if (strncmp(spec, "diloco:", 7) == 0) {
-        const char *a = spec + 7;
-        char *end;
-        errno = 0;
-        long h = (*a >= '0' && *a <= '9') ? strtol(a, &end, 10) : -1;
-        if (h < 1 || h > 100000 || errno || *end)
-            return rumor_fail(err, RUMOR_EINVAL, "--algo %s: diloco:H needs H in 1..100000 local steps", spec);
-        out->kind = RUMOR_ALGO_DILOCO;
-        out->local_steps = (int)h;
-        return RUMOR_OK;
-    }
-    return rumor_fail(err, RUMOR_EINVAL, "unknown --algo '%s' (expected dpsgd, sgp or diloco:H)", spec);
-}
-
-void rumor_algo_format(char *buf, size_t len, const rumor_algo_t *a)
-{
-    switch (a->kind) {
-    case RUMOR_ALGO_DPSGD: snprintf(buf, len, "dpsgd"); break;
-    case RUMOR_ALGO_SGP: snprintf(buf, len, "sgp"); break;
-    case RUMOR_ALGO_DILOCO: snprintf(buf, len, "diloco:%d", a->local_steps); break;
-    }
-}
-
-rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[RUMOR_ERR_LEN])
-{
-    memset(out, 0, sizeof *out);
-    if (!spec || !*spec || strcmp(spec, "none") == 0) return RUMOR_OK;
-    if (strncmp(spec, "trim:", 5) == 0) {
-        char *end;
-        errno = 0;
-        const long b = strtol(spec + 5, &end, 10);
-        if (end == spec + 5 || *end || errno || b < 1 || b > RUMOR_GOSSIP_TRIM_MAX)
-            return rumor_fail(err, RUMOR_EINVAL, "--robust %s: trim:B needs 1 <= B <= %d", spec, RUMOR_GOSSIP_TRIM_MAX);
-        out->trim = (int)b;
-        return RUMOR_OK;
-    }
-    if (strcmp(spec, "clip") == 0 || strncmp(spec, "clip:", 5) == 0) {
-        out->clip = true;
-        out->clip_fraction = 0.25;
-        if (spec[4] == ':') {
-            char *end;
-            errno = 0;
-            const double f = strtod(spec + 5, &end);
-            if (end == spec + 5 || *end || errno || !(f > 0.0 && f < 1.0))
-                return rumor_fail(err, RUMOR_EINVAL, "--robust %s: clip:F needs a fraction 0 < F < 1", spec);
-            out->clip_fraction = f;
-        }
-        return RUMOR_OK;
-    }
-    return rumor_fail(err, RUMOR_EINVAL, "unknown --robust '%s' (expected none, clip, clip:F or trim:B)", spec);
-}
-
-const char *rumor_gossip_drop_name(rumor_gossip_drop_t d)
-{
-    static const char *names[RUMOR_GOSSIP_DROP_COUNT] = {"layout", "shape",   "weight", "nonfinite", "duplicate", "stale",
-                                                         "ahead",  "senders", "banned", "mode",      "copy",
-                                                         "implausible"};
-    return (unsigned)d < RUMOR_GOSSIP_DROP_COUNT ? names[d] : "?";
-}
-
-/* ---- plausibility ---- */
-
-/* The sum of squares of chunk v (n float32, any alignment): finite exactly when every value
- * is. Summed in float first (twice the lanes of double; it is compared against a bound 16
- * times away, so float's rounding does not matter); a sum that overflows float (a value
- * beyond about 1e19, or not finite) is redone in double, where FLT_MAX squared and summed
- * over a whole chunk stays finite. */
-double gsp_sumsq(const void *v, size_t n)
-{
-    const uint8_t *restrict p = v;
-    float f = 0.0f;
-#pragma omp simd reduction(+ : f)
-    for (size_t i = 0; i < n; i++) {
-        float x;
-        memcpy(&x, p + 4 * i, 4);
-        f += x * x;
-    }
-    if (isfinite(f)) return (double)f;
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (size_t i = 0; i < n; i++) {
-        float x;
-        memcpy(&x, p + 4 * i, 4);
-        s += (double)x * (double)x;
-    }
-    return s;
-}
-
-/* own_rms from the latest snapshot (one pass over the model). */
-static void own_scale(rumor_gossip_t *g)
-{
-    const float *x = g->snaps[g->cur_snap].x;
-    for (size_t c = 0; c < g->chunks; c++) {
-        const size_t n = chunk_len(g, c);
-        g->own_rms[c] = sqrt(gsp_sumsq(x + c * g->chunk_params, n) / (double)n);
-    }
-}
-
-/* dst = src (a new snapshot), and own_rms from it in the same pass. */
-static void snap_copy(rumor_gossip_t *g, float *restrict dst, const float *restrict src)
-{
-    for (size_t c = 0; c < g->chunks; c++) {
-        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (size_t i = 0; i < n; i++) {
-            const float v = src[off + i];
-            dst[off + i] = v;
-            s += (double)v * (double)v;
-        }
-        g->own_rms[c] = sqrt(s / (double)n);
-    }
-}
-
-/* Whether n values of chunk c whose sum of squares is ss are of a scale this peer's own
- * parameters of that range make plausible: RMS <= PLAUSIBLE_RMS * RMS(own) + PLAUSIBLE_FLOOR
- * (false for a non-finite ss). */
-bool gsp_plausible_ss(const rumor_gossip_t *g, size_t c, double ss, size_t n)
-{
-    const double bound = PLAUSIBLE_RMS * g->own_rms[c] + PLAUSIBLE_FLOOR;
-    return ss <= bound * bound * (double)n;
-}
-
-/* sgp: the most weight one message, or this peer after a round, can plausibly hold. The
- * weights of a swarm sum to its member count: more than the members this peer knows of (twice
- * over, and some: views lag) is made up. Capping our own weight there too means a neighbour
- * that slips in weights just under the bound cannot inflate everyone's until honest messages
- * pass it. */
-static double weight_bound(const rumor_gossip_t *g)
-{
-    const double b = 2.0 * (double)(g->view_count + 1) + RUMOR_GOSSIP_SGP_WEIGHT_SLACK;
-    return b < SHARE_MAX_SGP ? b : SHARE_MAX_SGP;
-}
-
-/* ---- life cycle ---- */
-
-static void slot_reset(rumor_gossip_t *g, slot_t *s)
-{
-    if (s->live || s->self_added) {
-        memset(s->acc, 0, g->vec * sizeof *s->acc);
-        memset(s->accw, 0, g->chunks * sizeof *s->accw);
-        if (s->macc) {
-            memset(s->macc, 0, g->vec * sizeof *s->macc);
-            memset(s->mcount, 0, g->chunks * sizeof *s->mcount);
-            memset(s->mshare, 0, g->chunks * sizeof *s->mshare);
-        }
-    }
-    s->live = s->self_added = false;
-    s->started = 0;
-    s->n_senders = 0;
-    s->n_expected = 0;
-    s->n_trim = 0;
-}
-
-/* choco: a copy's base, FNV-1a 64 of its version 0 (the float32 bytes), never 0. */
-uint64_t gsp_copy_hash(const float *x, size_t n)
-{
-    const uint64_t h = rumor_fnv1a(RUMOR_FNV_BASIS, x, n * sizeof *x);
-    return h ? h : 1;
-}
-
-rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robust_t *robust, bool secure_mix,
-                                     const rumor_codec_t *codec, double gamma, const char *state, char err[RUMOR_ERR_LEN])
-{
-    const bool robust_on = robust->clip || robust->trim;
-    if (algo->overlap && algo->kind == RUMOR_ALGO_DILOCO && algo->local_steps < 2)
-        return rumor_fail(err, RUMOR_EINVAL, "--overlap with diloco:%d: a phase of one step has nothing to overlap",
-                          algo->local_steps);
-    if (algo->overlap && algo->kind == RUMOR_ALGO_DILOCO &&
-        (algo->overlap_steps < 1 || algo->overlap_steps >= algo->local_steps))
-        return rumor_fail(err, RUMOR_EINVAL, "--overlap-steps %d: diloco:%d overlaps 1 to %d inner steps",
-                          algo->overlap_steps, algo->local_steps, algo->local_steps - 1);
-    if (state && (algo->kind != RUMOR_ALGO_DPSGD || rumor_codec_is_delta(codec->id)))
-        return rumor_fail(err, RUMOR_EINVAL, "%s (optimizer state gossiped with the model) needs dpsgd, without --codec "
-                                             "topk or int4", state);
-    if (rumor_codec_is_delta(codec->id)) {
-        const char *name = rumor_codec_name(codec->id);
-        if (algo->kind == RUMOR_ALGO_SGP || (algo->kind == RUMOR_ALGO_DILOCO && codec->id == RUMOR_CODEC_TOPK) ||
-            robust_on || secure_mix)
-            return rumor_fail(err, RUMOR_EINVAL,
-                              "--codec %s (compressed gossip, CHOCO-SGD) needs dpsgd%s, without --robust or --secure-mix",
-                              name, codec->id == RUMOR_CODEC_INT4 ? " or diloco" : "");
-        if (!(gamma >= 0.0 && gamma <= 1.0))
-            return rumor_fail(err, RUMOR_EINVAL, "--consensus-step %g: expected 0 < gamma <= 1", gamma);
-    }
-    if (!secure_mix) return RUMOR_OK;
-    if (algo->kind == RUMOR_ALGO_SGP)
-        return rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs dpsgd or diloco (push-sum sends its weight in the clear)");
-    if (robust_on)
-        return rumor_fail(err, RUMOR_EINVAL,
-                          "--secure-mix and --robust exclude each other: masked models cannot be clipped or trimmed");
-    if (codec->id != RUMOR_CODEC_F32)
-        return rumor_fail(err, RUMOR_EINVAL, "--secure-mix sends its own fixed-point encoding: leave --codec at f32");
-    return RUMOR_OK;
-}
-
-rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topology_t *topo, const float *x0,
-                                 char err[RUMOR_ERR_LEN])
-{
-    if (cfg->params == 0 || cfg->params > ((size_t)1 << 36)) {
-        rumor_fail(err, RUMOR_EINVAL, "gossip: model of %zu parameters", cfg->params);
-        return NULL;
-    }
-    if (cfg->robust.clip && (cfg->algo.kind == RUMOR_ALGO_SGP || !(cfg->robust.clip_fraction > 0.0) ||
-                             !(cfg->robust.clip_fraction < 1.0))) {
-        rumor_fail(err, RUMOR_EINVAL, cfg->algo.kind == RUMOR_ALGO_SGP
-                                          ? "--robust clip needs dpsgd or diloco (push-sum weights are not clipped)"
-                                          : "--robust clip: the fraction must be in (0, 1)");
-        return NULL;
-    }
-    if (cfg->robust.trim && cfg->algo.kind == RUMOR_ALGO_SGP) {
-        rumor_fail(err, RUMOR_EINVAL, "--robust trim needs dpsgd or diloco (push-sum weights are not trimmed)");
-        return NULL;
-    }
-    if (cfg->robust.trim && (double)cfg->params * 4.0 * RUMOR_GOSSIP_TRIM_SENDERS * SLOTS > 4294967296.0) {
-        rumor_fail(err, RUMOR_EINVAL, "--robust trim holds %d copies of the model: %zu parameters is too many (use clip)",
-                   RUMOR_GOSSIP_TRIM_SENDERS * SLOTS, cfg->params);
-        return NULL;
-    }
-    const bool choco = cfg->choco.id != RUMOR_CODEC_F32;
-    if (choco && !rumor_codec_is_delta(cfg->choco.id)) {
-        rumor_fail(err, RUMOR_EINVAL, "compressed gossip needs the topk or int4 codec");
-        return NULL;
-    }
-    if (rumor_gossip_check_modes(&cfg->algo, &cfg->robust, cfg->secure_mix, &cfg->choco, cfg->choco_gamma,
-                                 cfg->extra ? "optimizer state" : NULL, err) != RUMOR_OK)
-        return NULL;
-    if (cfg->secure_mix && (cfg->chunk_params ? cfg->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT) % 16 != 0) {
-        rumor_fail(err, RUMOR_EINVAL, "--secure-mix needs chunks of a multiple of 16 parameters");
-        return NULL;
-    }
-    if (choco && (double)cfg->params * 4.0 * (RUMOR_GOSSIP_CHOCO_PEERS + 4) > 4294967296.0) {
-        rumor_fail(err, RUMOR_EINVAL, "--codec %s holds copies of %d neighbours' models: %zu parameters is too many",
-                   rumor_codec_name(cfg->choco.id), RUMOR_GOSSIP_CHOCO_PEERS, cfg->params);
-        return NULL;
-    }
-    rumor_gossip_t *g = calloc(1, sizeof *g);
-    if (!g) goto nomem;
-    g->cfg = *cfg;
-    g->choco = choco;
-    g->rule = choco ? &gsp_rule_choco : cfg->secure_mix ? &gsp_rule_secure : cfg->robust.trim ? &gsp_rule_trim
-            : cfg->robust.clip ? &gsp_rule_clip : &gsp_rule_plain;
-    if (choco && !(g->cfg.choco_gamma > 0.0))
-        g->cfg.choco_gamma = cfg->choco.id == RUMOR_CODEC_INT4 ? RUMOR_GOSSIP_CHOCO_GAMMA_INT4 : RUMOR_GOSSIP_CHOCO_GAMMA;
-    if (!g->cfg.round_timeout_ms) g->cfg.round_timeout_ms = 10000;
-    if (!g->cfg.min_wait_ms) g->cfg.min_wait_ms = 100;
-    if (!(g->cfg.deadline_k > 0)) g->cfg.deadline_k = 4.0;
-    g->topo = topo;
-    g->P = cfg->params;
-    g->vec = g->P + cfg->extra; /* floats a round sends: the model (diloco: its inner result), any state */
-    g->chunk_params = cfg->chunk_params ? cfg->chunk_params : RUMOR_GOSSIP_CHUNK_DEFAULT;
-    g->chunks = rumor_chunks(g->vec, g->chunk_params);
-    g->words = (g->chunks + 63) / 64;
-    g->overlap = cfg->algo.kind == RUMOR_ALGO_SGP || (cfg->algo.overlap && cfg->algo.kind == RUMOR_ALGO_DPSGD);
-    g->dol = cfg->algo.overlap && cfg->algo.kind == RUMOR_ALGO_DILOCO;
-    g->wait_ms = g->cfg.round_timeout_ms;
-    if (!(g->w = malloc(g->chunks * sizeof *g->w))) goto nomem;
-    for (size_t c = 0; c < g->chunks; c++) g->w[c] = 1.0;
-    for (int i = 0; i < 2; i++) {
-        snap_t *sn = &g->snaps[i];
-        sn->x = malloc(g->vec * sizeof *sn->x);
-        sn->w = malloc(g->chunks * sizeof *sn->w);
-        if (!sn->x || !sn->w) goto nomem;
-    }
-    for (int i = 0; i < SLOTS; i++) {
-        slot_t *sl = &g->slots[i];
-        sl->acc = calloc(g->vec, sizeof *sl->acc);
-        sl->accw = calloc(g->chunks, sizeof *sl->accw);
-        sl->bits = calloc((size_t)RUMOR_GOSSIP_MAX_SENDERS * g->words, sizeof *sl->bits);
-        sl->expected = malloc(RUMOR_GOSSIP_MAX_SENDERS * sizeof *sl->expected);
-        if (!sl->acc || !sl->accw || !sl->bits || !sl->expected) goto nomem;
-        for (int k = 0; k < RUMOR_GOSSIP_MAX_SENDERS; k++) sl->senders[k].bits = sl->bits + (size_t)k * g->words;
-        if (cfg->robust.trim && !(sl->tbuf = malloc((size_t)RUMOR_GOSSIP_TRIM_SENDERS * g->vec * sizeof *sl->tbuf)))
-            goto nomem;
-        if (cfg->robust.clip) {
-            if (!(sl->cd2 = malloc((size_t)RUMOR_GOSSIP_MAX_SENDERS * g->chunks * sizeof *sl->cd2))) goto nomem;
-            for (int k = 0; k < RUMOR_GOSSIP_MAX_SENDERS; k++) sl->senders[k].cd2 = sl->cd2 + (size_t)k * g->chunks;
-        }
-        if (cfg->secure_mix) {
-            sl->macc = calloc(g->vec, sizeof *sl->macc);
-            sl->mcount = calloc(g->chunks, sizeof *sl->mcount);
-            sl->mshare = calloc(g->chunks, sizeof *sl->mshare);
-            if (!sl->macc || !sl->mcount || !sl->mshare) goto nomem;
-        }
-    }
-    if (choco && !gsp_choco_alloc(g, x0)) goto nomem;
-    g->out_rank = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_rank);
-    g->out_share = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_share);
-    if (!g->out_rank || !g->out_share) goto nomem;
-    if (cfg->secure_mix && !(g->chunk_ok = malloc(g->chunks * sizeof *g->chunk_ok))) goto nomem;
-    if (cfg->robust.clip && !(g->tau = calloc(g->chunks, sizeof *g->tau))) goto nomem;
-    if (!(g->own_rms = malloc(g->chunks * sizeof *g->own_rms))) goto nomem;
-    if (cfg->algo.kind == RUMOR_ALGO_DILOCO) {
-        g->theta = malloc(g->P * sizeof *g->theta);
-        g->mom = calloc(g->P, sizeof *g->mom);
-        if (!g->theta || !g->mom) goto nomem;
-        memcpy(g->theta, x0, g->P * sizeof *g->theta);
-        if (g->dol && !(g->sent = malloc(g->P * sizeof *g->sent))) goto nomem;
-        if (g->sent) memcpy(g->sent, x0, g->P * sizeof *g->sent);
-    }
-    /* Snapshot 0 is the initial model, round 0: the reference of accumulators filled before
-     * the first round, and what a joining peer gets if it pulls this early. */
-    memcpy(g->snaps[0].x, g->theta ? g->theta : x0, g->P * sizeof *g->snaps[0].x);
-    memset(g->snaps[0].x + g->P, 0, cfg->extra * sizeof *g->snaps[0].x); /* state starts at 0 */
-    for (size_t c = 0; c < g->chunks; c++) g->snaps[0].w[c] = 1.0;
-    g->cur_snap = 0;
-    g->have_snap = true;
-    own_scale(g);
-    g->view = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->view);
-    g->members = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->members);
-    g->member_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_boot);
-    g->member_reach = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_reach);
-    g->pos_reach = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->pos_reach);
-    g->reach_grp = malloc(2 * RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_grp);
-    g->reach_key = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_key);
-    g->reach_rank = malloc(2 * RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->reach_rank);
-    g->tmp_keys = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->tmp_keys);
-    g->tmp_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->tmp_boot);
-    g->out_cap = 2 * RUMOR_GOSSIP_MAX_MEMBERS;
-    g->outbox = malloc(g->out_cap * sizeof *g->outbox);
-    if (!g->view || !g->members || !g->member_boot || !g->member_reach || !g->pos_reach || !g->reach_grp || !g->reach_key ||
-        !g->reach_rank || !g->tmp_keys || !g->tmp_boot || !g->outbox)
-        goto nomem;
-    g->st.w = 1.0;
-    return g;
-nomem:
-    rumor_gossip_destroy(&g);
-    rumor_fail(err, RUMOR_ENOMEM, "out of memory for the gossip buffers of %zu parameters", cfg->params);
-    return NULL;
-}
-
-void rumor_gossip_destroy(rumor_gossip_t **self_p)
-{
-    rumor_gossip_t *g = *self_p;
-    if (!g) return;
-    for (int i = 0; i < 2; i++) {
-        free(g->snaps[i].x);
-        free(g->snaps[i].w);
-    }
-    for (int i = 0; i < SLOTS; i++) {
-        free(g->slots[i].acc);
-        free(g->slots[i].accw);
-        free(g->slots[i].bits);
-        free(g->slots[i].expected);
-        free(g->slots[i].cd2);
-        free(g->slots[i].tbuf);
-        free(g->slots[i].macc);
-        free(g->slots[i].mcount);
-        free(g->slots[i].mshare);
-    }
-    free(g->out_rank);
-    free(g->out_share);
-    free(g->chunk_ok);
-    free(g->xhat);
-    free(g->x0);
-    for (int k = 0; k < 2; k++) {
-        free(g->enc[k]);
-        free(g->enc_off[k]);
-    }
-    for (int k = 0; g->copies && k < RUMOR_GOSSIP_CHOCO_PEERS; k++) {
-        free(g->copies[k].x);
-        free(g->copies[k].ver);
-        free(g->copies[k].valid);
-    }
-    free(g->copies);
-    free(g->pend);
-    free(g->pend_bytes);
-    free(g->tau);
-    free(g->own_rms);
-    free(g->w);
-    free(g->theta);
-    free(g->mom);
-    free(g->sent);
-    free(g->view);
-    free(g->member_boot);
-    free(g->member_reach);
-    free(g->pos_reach);
-    free(g->reach_grp);
-    free(g->reach_key);
-    free(g->reach_adj);
-    free(g->reach_deg);
-    free(g->reach_rank);
-    free(g->tmp_keys);
-    free(g->tmp_boot);
-    free(g->members);
-    free(g->outbox);
-    free(g);
-    *self_p = NULL;
-}
-
-static int key_cmp(const void *a, const void *b) { return memcmp(a, b, RUMOR_KEY_LEN); }
-
-void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN], size_t count)
-{
-    rumor_gossip_set_view_boots(g, keys, NULL, count);
-}
-
-void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN],
-                                 const uint64_t *boots, size_t count)
-{
-    rumor_gossip_set_view_reach(g, keys, boots, NULL, count, 0);
-}
-
-void rumor_gossip_set_view_reach(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN], const uint64_t *boots,
-                                 const uint64_t *reach, size_t count, uint64_t self_reach)
-{
-    size_t n = 0;
-    g->self_reach = self_reach;
-    for (size_t i = 0; i < count && n < RUMOR_GOSSIP_MAX_MEMBERS - 1; i++)
-        if (memcmp(keys[i], g->cfg.self, RUMOR_KEY_LEN) != 0) {
-            memcpy(g->view[n].key, keys[i], RUMOR_KEY_LEN);
-            g->view[n].reach = reach ? reach[i] : 0;
-            g->view[n++].boot = boots ? boots[i] : 0;
-        }
-    qsort(g->view, n, sizeof *g->view, key_cmp); /* the key leads the entry */
-    size_t u = 0;
-    for (size_t i = 0; i < n; i++)
-        if (u == 0 || memcmp(g->view[u - 1].key, g->view[i].key, RUMOR_KEY_LEN) != 0) g->view[u++] = g->view[i];
-    g->view_count = u;
-    uint64_t h = rumor_fnv1a(UINT64_C(0xcbf29ce484222325), &self_reach, sizeof self_reach);
-    for (size_t i = 0; i < u; i++) {
-        h = rumor_fnv1a(h, g->view[i].key, RUMOR_KEY_LEN);
-        h = rumor_fnv1a(h, &g->view[i].boot, sizeof g->view[i].boot);
-        h = rumor_fnv1a(h, &g->view[i].reach, sizeof g->view[i].reach);
-    }
-    if (h != g->view_hash || g->view_gen == 0) g->view_gen++; /* (round_ready looks at the graph again) */
-    g->view_hash = h;
-}
 
 /* ---- the deadline ---- */
 
@@ -490,6 +44,24 @@ static uint64_t adaptive_wait(const rumor_gossip_t *g)
 }
 
 /* ---- rounds ---- */
+
+void gsp_slot_reset(rumor_gossip_t *g, slot_t *s)
+{
+    if (s->live || s->self_added) {
+        memset(s->acc, 0, g->vec * sizeof *s->acc);
+        memset(s->accw, 0, g->chunks * sizeof *s->accw);
+        if (s->macc) {
+            memset(s->macc, 0, g->vec * sizeof *s->macc);
+            memset(s->mcount, 0, g->chunks * sizeof *s->mcount);
+            memset(s->mshare, 0, g->chunks * sizeof *s->mshare);
+        }
+    }
+    s->live = s->self_added = false;
+    s->started = 0;
+    s->n_senders = 0;
+    s->n_expected = 0;
+    s->n_trim = 0;
+}
 
 /* The accumulator of `round`, or NULL. Slots are found by their round, not its parity: a
  * peer far behind parks a neighbour's model of a much later round in its free slot and jumps
@@ -678,7 +250,7 @@ int rumor_gossip_snap_wanted(const rumor_gossip_t *g, uint64_t *deadline_ms)
 
 /* Move a live accumulator to the reference `to` (a snapshot, or -1 for absolute sums):
  * acc += accw[c] (from - to). */
-static void rebase(rumor_gossip_t *g, slot_t *s, int to)
+void gsp_rebase(rumor_gossip_t *g, slot_t *s, int to)
 {
     const float *from = ref_of(g, s), *nx = to >= 0 ? g->snaps[to].x : NULL;
     for (size_t c = 0; c < g->chunks && (from || nx); c++) {
@@ -766,16 +338,16 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     if (g->choco) {
         /* What travels is the public copy, moved towards x by this round's delta. */
         gsp_choco_encode(g, x, sb);
-        snap_copy(g, sn->x, g->xhat);
+        gsp_snap_copy(g, sn->x, g->xhat);
     } else {
-        snap_copy(g, sn->x, x); /* diloco too: the inner result is what travels */
+        gsp_snap_copy(g, sn->x, x); /* diloco too: the inner result is what travels */
     }
     memcpy(sn->w, g->w, g->chunks * sizeof *sn->w);
     /* Live accumulators (neighbours ahead of us) move to the new reference. */
     for (int k = 0; k < SLOTS && !g->choco; k++)
-        if (g->slots[k].live && g->slots[k].ref != sb) rebase(g, &g->slots[k], sb);
+        if (g->slots[k].live && g->slots[k].ref != sb) gsp_rebase(g, &g->slots[k], sb);
     g->cur_snap = sb;
-    g->have_snap = true; /* own_rms is this snapshot's (snap_copy) */
+    g->have_snap = true; /* own_rms is this snapshot's (gsp_snap_copy) */
 
     size_t me = 0;
     const size_t n = gather_members(g, &me);
@@ -811,7 +383,7 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     if (g->choco) {
         s->ref = sb;
     } else {
-        if (s->ref != sb) rebase(g, s, sb); /* fresh slot: nothing to move, only the reference */
+        if (s->ref != sb) gsp_rebase(g, s, sb); /* fresh slot: nothing to move, only the reference */
         add_snapshot(g, s, sn->x, sn->w, self_w);
     }
     s->self_added = true;
@@ -836,7 +408,7 @@ static bool moved_on(rumor_gossip_t *g, const slot_t *s, const uint8_t key[RUMOR
 /* Whether key is in the view (sorted by key). */
 static bool in_view(const rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN])
 {
-    return g->view_count && bsearch(key, g->view, g->view_count, sizeof *g->view, key_cmp) != NULL;
+    return g->view_count && bsearch(key, g->view, g->view_count, sizeof *g->view, gsp_key_cmp) != NULL;
 }
 
 /* Whether each of slot s's expected senders still sends to us in its round under the graph
@@ -898,7 +470,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
     if (g->rule->settle) g->rule->settle(g, s, snap);
     double cons = 0.0;
     const rumor_algo_kind_t kind = g->cfg.algo.kind;
-    const double wcap = weight_bound(g);
+    const double wcap = gsp_weight_bound(g);
     /* What this peer sent, exactly: where an overlapped diloco's round lands, x has moved on. */
     float *landing = g->dol && !g->began ? g->sent : NULL; /* overlapped diloco: where the round lands */
     if (g->rule->mix) cons = g->rule->mix(g, s, landing ? landing : x);
@@ -987,7 +559,7 @@ static void finish_round(rumor_gossip_t *g, float *x)
     g->ahead = g->forced = 0;
     for (int i = 0; i < SLOTS; i++)
         if (g->slots[i].live && (g->slots[i].round < next || g->slots[i].round >= next + SLOTS))
-            slot_reset(g, &g->slots[i]); /* outside the new window: it would block a slot */
+            gsp_slot_reset(g, &g->slots[i]); /* outside the new window: it would block a slot */
     g->round = next;
 }
 
@@ -1129,142 +701,6 @@ void rumor_gossip_release(rumor_gossip_t *g, const rumor_gossip_send_t *s, bool 
     if (sl) add_snapshot(g, sl, sn->x, sn->w, s->share);
 }
 
-/* ---- input ---- */
-
-bool gsp_drop(rumor_gossip_t *g, rumor_gossip_drop_t why)
-{
-    g->st.drops[why]++;
-    return false;
-}
-
-/* The exponent of a float32 all ones means Inf or NaN; test the bits (no FP exceptions, any
- * alignment, vectorisable). */
-bool gsp_all_finite(const uint8_t *p, size_t n)
-{
-    /* 16 independent lanes of all-ones masks: the compiler keeps them in registers and the
-     * loop runs about twice as fast as one OR-reduction (measured on baseline x86-64). */
-    uint32_t lane[16] = {0};
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) {
-            uint32_t u;
-            memcpy(&u, p + 4 * (i + (size_t)j), 4);
-            lane[j] |= (u & 0x7f800000u) == 0x7f800000u ? ~0u : 0u;
-        }
-    uint32_t bad = 0;
-    for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, p + 4 * i, 4);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    for (int j = 0; j < 16; j++) bad |= lane[j];
-    return bad == 0;
-}
-
-/* The accumulator a dpsgd or diloco chunk of round c->round goes to, or NULL with *why: a
- * stale round (a late one of the round before teaches the deadline how late), one past all
- * rounds, or one ahead that is not the lowest seen ahead (see rumor_gossip_on_chunk). */
-static slot_t *round_slot(rumor_gossip_t *g, const rumor_gossip_chunk_t *c, uint64_t now, rumor_gossip_drop_t *why)
-{
-    if (c->round < g->round) {
-        if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
-            gsp_note_delay(g, (double)(now - g->prev_started)); /* how late: the deadline learns */
-        *why = RUMOR_GOSSIP_DROP_STALE;
-        return NULL;
-    }
-    *why = RUMOR_GOSSIP_DROP_AHEAD;
-    if (c->round > RUMOR_GOSSIP_ROUND_MAX) return NULL; /* no round number ever wraps */
-    if (c->round < g->round + SLOTS) {
-        *why = RUMOR_GOSSIP_DROP_STALE; /* (no free accumulator for it) */
-        return gsp_slot_for(g, c->round);
-    }
-    /* The lowest round seen ahead: one peer with an inflated counter cannot drag us. */
-    if (g->ahead == 0 || c->round < g->ahead) g->ahead = c->round;
-    /* While a round is in flight its slot is taken; the other one holds the model of the
-     * round we are about to jump to, evicting the next round's (we will skip it). */
-    if (!g->inflight || c->round != g->ahead) return NULL;
-    slot_t *s = gsp_slot_for(g, c->round);
-    for (int i = 0; i < SLOTS && !s; i++) {
-        slot_t *o = &g->slots[i];
-        if (o->live && o->round != g->round) {
-            slot_reset(g, o);
-            s = gsp_slot_for(g, c->round);
-        }
-    }
-    return s;
-}
-
-bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], const rumor_gossip_chunk_t *c,
-                           const void *payload, size_t len, uint64_t now)
-{
-    if (c->layout != g->cfg.layout) return gsp_drop(g, RUMOR_GOSSIP_DROP_LAYOUT);
-    if (c->chunks != g->chunks || c->chunk >= g->chunks) return gsp_drop(g, RUMOR_GOSSIP_DROP_SHAPE);
-    const size_t off = (size_t)c->chunk * g->chunk_params;
-    const size_t n = chunk_len(g, c->chunk);
-    if (c->off != off || c->n != n || (!c->choco && len != n * sizeof(float))) return gsp_drop(g, RUMOR_GOSSIP_DROP_SHAPE);
-    const bool sgp = g->cfg.algo.kind == RUMOR_ALGO_SGP;
-    const double wmax = sgp ? weight_bound(g) : 1.0;
-    if (!(c->w > 0.0) || !(c->w <= wmax)) return gsp_drop(g, RUMOR_GOSSIP_DROP_WEIGHT);
-    if (c->masked != g->cfg.secure_mix || c->choco != g->choco) return gsp_drop(g, RUMOR_GOSSIP_DROP_MODE);
-    if (g->rule->chunk) return g->rule->chunk(g, peer, c, payload, len, off, n, now);
-
-    slot_t *s;
-    if (sgp) {
-        if (c->round > g->round + SGP_AHEAD) return gsp_drop(g, RUMOR_GOSSIP_DROP_AHEAD);
-        s = gsp_slot_for(g, g->round); /* no barrier: everything goes into the round in flight */
-    } else {
-        rumor_gossip_drop_t why = RUMOR_GOSSIP_DROP_STALE;
-        if (!(s = round_slot(g, c, now, &why))) return gsp_drop(g, why);
-    }
-    if (!s) return gsp_drop(g, RUMOR_GOSSIP_DROP_STALE);
-    sender_t *e = gsp_find_sender(s, peer, sgp ? c->round : s->round);
-    if (!e) {
-        /* sgp keeps a record per (sender, round): one sender holds at most SENDER_ROUNDS of a
-         * slot's records, its oldest round's record is reused past that, so made-up rounds
-         * cannot crowd others out. A record only guards against a chunk delivered twice, which
-         * an honest sender never does: reusing it costs an honest sender nothing. */
-        sender_t *oldest = NULL;
-        int mine = 0;
-        for (int i = 0; sgp && i < s->n_senders; i++) {
-            sender_t *o = &s->senders[i];
-            if (memcmp(o->key, peer, RUMOR_KEY_LEN) != 0) continue;
-            mine++;
-            if (!oldest || o->round < oldest->round) oldest = o;
-        }
-        if (mine >= SENDER_ROUNDS) {
-            e = oldest;
-        } else {
-            if (s->n_senders == RUMOR_GOSSIP_MAX_SENDERS) return gsp_drop(g, RUMOR_GOSSIP_DROP_SENDERS);
-            e = &s->senders[s->n_senders++];
-        }
-        memcpy(e->key, peer, RUMOR_KEY_LEN);
-        e->round = sgp ? c->round : s->round;
-        e->got = 0;
-        e->bad = e->complete = e->struck = false;
-        e->tidx = -1;
-        e->share = 0.0f;
-        e->mix = c->mix;
-        e->mix_bad = false;
-        if (e->cd2)
-            for (size_t k = 0; k < g->chunks; k++) e->cd2[k] = -1.0;
-        memset(e->bits, 0, g->words * sizeof *e->bits);
-    }
-    if (e->bad) return gsp_drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
-    const uint64_t bit = UINT64_C(1) << (c->chunk % 64);
-    if (e->bits[c->chunk / 64] & bit) return gsp_drop(g, RUMOR_GOSSIP_DROP_DUPLICATE);
-    if (!g->rule->add(g, s, e, c, payload, off, n)) return false;
-    e->bits[c->chunk / 64] |= bit;
-    g->st.chunks_in++;
-    g->st.bytes_in += c->wire_bytes ? c->wire_bytes : len;
-    if (++e->got == g->chunks) {
-        e->complete = true;
-        g->st.models_in++;
-        if (g->cfg.algo.kind != RUMOR_ALGO_SGP && s->round == g->round)
-            gsp_note_delay(g, s->self_added && now > s->started ? (double)(now - s->started) : 0.0);
-    }
-    return true;
-}
-
 /* ---- plain mixing ---- */
 
 void gsp_plain_begin(rumor_gossip_t *g, slot_t *s, const gsp_round_t *r, int sb)
@@ -1293,98 +729,3 @@ static bool plain_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_gos
 }
 
 const gsp_rule_t gsp_rule_plain = {.name = "plain", .begin = gsp_plain_begin, .add = plain_add};
-
-/* ---- state ---- */
-
-void rumor_gossip_mass(const rumor_gossip_t *g, double *z, double *wt)
-{
-    for (int k = 0; k < SLOTS; k++) {
-        const slot_t *s = &g->slots[k];
-        if (!s->live && !s->self_added) continue;
-        const float *ref = ref_of(g, s);
-        for (size_t i = 0; i < g->vec; i++)
-            z[i] += (double)s->acc[i] + (ref ? s->accw[i / g->chunk_params] * (double)ref[i] : 0.0);
-        for (size_t c = 0; c < g->chunks; c++) wt[c] += s->accw[c];
-    }
-}
-
-void rumor_gossip_stats(const rumor_gossip_t *g, rumor_gossip_stats_t *st) { *st = g->st; }
-uint64_t rumor_gossip_round(const rumor_gossip_t *g) { return g->round; }
-
-long rumor_gossip_schedule_round(const rumor_gossip_t *g, long k)
-{
-    /* Rounds the swarm has done: the engine's round, and the one in flight (dpsgd, sgp). */
-    const uint64_t swarm = g->round + (g->inflight ? 1 : 0), most = (uint64_t)k + RUMOR_SCHEDULE_AHEAD;
-    return swarm <= (uint64_t)k ? k : (long)(swarm < most ? swarm : most);
-}
-size_t rumor_gossip_chunk_count(const rumor_gossip_t *g) { return g->chunks; }
-const double *rumor_gossip_weights(const rumor_gossip_t *g) { return g->w; }
-float *rumor_gossip_outer(rumor_gossip_t *g) { return g->theta; }
-float *rumor_gossip_momentum(rumor_gossip_t *g) { return g->mom; }
-
-rumor_err_t rumor_gossip_restore(rumor_gossip_t *g, uint64_t round, const double *w, size_t count,
-                                 char err[RUMOR_ERR_LEN])
-{
-    if (g->inflight || g->st.round) return rumor_fail(err, RUMOR_EINVAL, "gossip: restore after the first round");
-    if (count != g->chunks)
-        return rumor_fail(err, RUMOR_ELAYOUT, "gossip: %zu push-sum weights for %zu chunks", count, g->chunks);
-    for (size_t c = 0; c < count; c++)
-        if (!(w[c] > 0.0) || !(w[c] <= SHARE_MAX_SGP))
-            return rumor_fail(err, RUMOR_EINVAL, "gossip: push-sum weight %g out of range", w[c]);
-    memcpy(g->w, w, count * sizeof *g->w);
-    g->round = round;
-    for (int i = 0; i < SLOTS; i++) slot_reset(g, &g->slots[i]);
-    return RUMOR_OK;
-}
-
-bool rumor_gossip_plausible(const rumor_gossip_t *g, const float *x)
-{
-    for (size_t c = 0; c < g->chunks && c * g->chunk_params < g->P; c++) { /* the model's chunks */
-        const size_t off = c * g->chunk_params, n = g->P - off < chunk_len(g, c) ? g->P - off : chunk_len(g, c);
-        const double ss = gsp_sumsq(x + off, n);
-        if (!isfinite(ss) || !gsp_plausible_ss(g, c, ss, n)) return false;
-    }
-    return true;
-}
-
-void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
-{
-    snap_t *sn = &g->snaps[g->cur_snap];
-    if (!g->inflight && sn->refs == 0) {
-        /* The snapshot is the reference of what arrived before round one; what arrived is
-         * kept (push-sum mass), moved to the new reference. */
-        for (int k = 0; k < SLOTS; k++)
-            if (g->slots[k].live && g->slots[k].ref == g->cur_snap) rebase(g, &g->slots[k], -1);
-        memcpy(sn->x, x, g->P * sizeof *sn->x);
-        for (int k = 0; k < SLOTS; k++)
-            if (g->slots[k].live && g->slots[k].ref < 0) rebase(g, &g->slots[k], g->cur_snap);
-    }
-    if (g->theta) memcpy(g->theta, x, g->P * sizeof *g->theta);
-    if (g->mom) memset(g->mom, 0, g->P * sizeof *g->mom);
-    /* Overlapped diloco: a round in flight still lands, its outer step taken on the adopted
-     * theta (the drivers adopt only between rounds, where none is). */
-    if (g->sent) memcpy(g->sent, x, g->P * sizeof *g->sent);
-    if (g->choco) { /* a public copy that starts from the adopted model: neighbours get keyframes */
-        memcpy(g->xhat, x, g->P * sizeof *g->xhat);
-        g->base = gsp_copy_hash(x, g->P);
-        g->cver = 0;
-    }
-    for (size_t c = 0; c < g->chunks; c++) g->w[c] = 1.0; /* a newcomer brings its own unit of mass */
-    own_scale(g);
-    if (g->inflight) {
-        /* The round in flight finishes first (it mixes little: the neighbours are ahead), and
-         * the engine goes on from `round` at that finish. */
-        g->forced = round;
-        return;
-    }
-    g->round = round;
-    g->ahead = 0;
-    /* Accumulators of rounds before the new one are stale now (dpsgd, diloco); push-sum's
-     * go into the first round. */
-    for (int i = 0; i < SLOTS; i++) {
-        slot_t *sl = &g->slots[i];
-        if (!sl->live) continue;
-        if (g->cfg.algo.kind == RUMOR_ALGO_SGP) sl->round = round; /* its only slot */
-        else if (sl->round < round || sl->round >= round + SLOTS) slot_reset(g, sl);
-    }
-}

@@ -1,13 +1,15 @@
 /*
- * gossip_impl.h - what the gossip engine's files share (gossip.c, gossip_robust.c,
- * gossip_secure.c, gossip_choco.c); not an interface: gossip.h is.
+ * gossip_impl.h - what the gossip engine's files share (gossip.c, gossip_life.c, gossip_in.c,
+ * gossip_state.c, gossip_robust.c, gossip_secure.c, gossip_choco.c); not an interface:
+ * gossip.h is.
  *
  * The engine is one round loop (gossip.c) and a mixing rule chosen at creation: how a round's
  * sends are made, how a neighbour's chunk joins the round's accumulator, and what the
  * accumulator becomes at the round's end. Plain weighted averaging lives in gossip.c; robust
  * mixing (clip, trim), secure mixing (masked sums) and compressed gossip (CHOCO) each in a
- * file of their own, behind the table of rules below. Functions one file lends another are
- * gsp_*; the rest stay static.
+ * file of their own, behind the table of rules below. The engine's life (gossip_life.c),
+ * chunks in (gossip_in.c) and its state (gossip_state.c) are files of their own too.
+ * Functions one file lends another are gsp_*; the rest stay static.
  */
 #ifndef RUMOR_GOSSIP_IMPL_H
 #define RUMOR_GOSSIP_IMPL_H
@@ -307,18 +309,27 @@ static inline void acc_add(float *restrict acc, const void *v, const float *rest
     }
 }
 
-/* gossip.c */
-double gsp_sumsq(const void *v, size_t n);
-bool gsp_drop(rumor_gossip_t *g, rumor_gossip_drop_t why);
-bool gsp_all_finite(const uint8_t *p, size_t n);
-bool gsp_plausible_ss(const rumor_gossip_t *g, size_t c, double ss, size_t n);
+/* gossip.c: the round loop */
 void gsp_note_delay(rumor_gossip_t *g, double ms);
+void gsp_slot_reset(rumor_gossip_t *g, slot_t *s);
 pending_t *gsp_push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], double share, int snap);
 slot_t *gsp_slot_for(rumor_gossip_t *g, uint64_t round);
+void gsp_rebase(rumor_gossip_t *g, slot_t *s, int to);
 sender_t *gsp_find_sender(slot_t *s, const uint8_t key[RUMOR_KEY_LEN], uint64_t round);
-uint64_t gsp_copy_hash(const float *x, size_t n);
 /* The plain rule's sends: the snapshot to every out-neighbour, with its share. */
 void gsp_plain_begin(rumor_gossip_t *g, slot_t *s, const gsp_round_t *r, int sb);
+/* gossip_life.c: specs, creation, the view */
+uint64_t gsp_copy_hash(const float *x, size_t n);
+int gsp_key_cmp(const void *a, const void *b);
+/* gossip_in.c: chunks in */
+bool gsp_drop(rumor_gossip_t *g, rumor_gossip_drop_t why);
+bool gsp_all_finite(const uint8_t *p, size_t n);
+/* gossip_state.c: plausibility, state */
+double gsp_sumsq(const void *v, size_t n);
+void gsp_own_scale(rumor_gossip_t *g);
+void gsp_snap_copy(rumor_gossip_t *g, float *restrict dst, const float *restrict src);
+bool gsp_plausible_ss(const rumor_gossip_t *g, size_t c, double ss, size_t n);
+double gsp_weight_bound(const rumor_gossip_t *g);
 /* gossip_choco.c */
 bool gsp_choco_alloc(rumor_gossip_t *g, const float *x0);
 void gsp_choco_encode(rumor_gossip_t *g, const float *x, int sb);

@@ -1,8 +1,11 @@
 /*
  * node_impl.h - the ZeroMQ node's inside, shared by its files (not an interface): node.c
- * (sockets, the poll loop, the node's life), node_admit.c (admission: knocks, the ZAP
+ * (sockets, the poll loop, the node's life), node_dial.c (our dials, the paths messages take,
+ * sending), node_memb.c (membership on the wire), node_dispatch.c (messages in), node_seen.c
+ * (where peers see us from: sites, reachability), node_admit.c (admission: knocks, the ZAP
  * handler, hellos, membership entries' certificates, revocations), node_control.c (the
- * control socket: `rumor status`) and node_models.c (models in and out for the engine).
+ * control socket: `rumor status`), node_models.c (models in and out for the engine) and
+ * node_relay.c (relays).
  */
 #ifndef RUMOR_NODE_IMPL_H
 #define RUMOR_NODE_IMPL_H
@@ -378,16 +381,23 @@ static inline bool same_key(const uint8_t *a, const uint8_t *b) { return memcmp(
 /* Milliseconds from now to a deadline, 0 once it has passed (never a wrapped difference). */
 static inline uint64_t until(uint64_t deadline, uint64_t now) { return deadline > now ? deadline - now : 0; }
 
-/* node.c: sockets, peers, membership on the wire */
+/* node.c: sockets */
 void node_set_int(void *s, int opt, int v);
+int node_set_curve_keys(rumor_node_t *n, void *s);
+void node_set_common(void *s);
 void node_outgoing_unref(outgoing_t *o);
 void node_release_held(rumor_node_t *n);
+
+/* node_dial.c: our dials, the paths messages take, sending */
 void node_close_dealer(dial_t *p);
 void node_stop_knocking(dial_t *p);
+void node_close_peer(dial_t *p);
 dial_t *node_find_peer(rumor_node_t *n, const uint8_t *key);
 void node_fill_hello(rumor_node_t *n, rumor_msg_t *m);
 bool node_open_dealer(rumor_node_t *n, dial_t *p);
 dial_t *node_get_peer(rumor_node_t *n, const uint8_t *key, const char *addr, uint64_t now);
+size_t node_encode(rumor_node_t *n, rumor_msg_t *msg);
+rumor_err_t node_send_dealer(rumor_node_t *n, dial_t *p, rumor_msg_t *msg);
 rumor_err_t node_send_msg(rumor_node_t *n, dial_t *p, rumor_msg_t *msg);
 path_t node_peer_path(rumor_node_t *n, dial_t *p, uint64_t now);
 bool node_router_send(rumor_node_t *n, conn_t *c, const void *frame, size_t len, zmq_msg_t *payload);
@@ -395,8 +405,25 @@ void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid, uint64_t now);
 bool node_router_hello(rumor_node_t *n, conn_t *c);
 bool node_dealer_send(rumor_node_t *n, dial_t *p, const void *frame, size_t len, zmq_msg_t *payload);
 path_t node_reach(rumor_node_t *n, const uint8_t *key, uint64_t now);
-void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why);
+void node_resend_hello(rumor_node_t *n, dial_t *p);
+void node_greet_all(rumor_node_t *n);
+
+/* node_memb.c: membership on the wire */
 bool node_memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w);
+void node_run_actions(rumor_node_t *n, uint64_t now);
+
+/* node_dispatch.c: messages in */
+void node_reply_bye(rumor_node_t *n, zmq_msg_t *rid, const char *why);
+void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via, zmq_msg_t *rid, uint64_t now);
+void node_handle_socket(rumor_node_t *n, dial_t *p, uint64_t now);
+
+/* node_seen.c: where peers see us from */
+bool node_ip_text(const char *ip, char out[RUMOR_PROTO_SEEN_MAX + 1]);
+void node_addr_host(const char *addr, char host[RUMOR_HOST_MAX + 3]);
+void node_note_seen(rumor_node_t *n, conn_t *c, bool ping, uint64_t now);
+void node_recount_seen(rumor_node_t *n, uint64_t now);
+void node_note_seen_us(rumor_node_t *n, conn_t *c, const char *seen, uint64_t now);
+void node_check_reachable(rumor_node_t *n, uint64_t now);
 
 /* node_admit.c: admission */
 void node_knock_send(rumor_node_t *n, dial_t *p, uint64_t now);
@@ -421,7 +448,6 @@ bool node_relay_send(rumor_node_t *n, dial_t *p, const uint8_t *frame, size_t le
 void node_relay_handle(rumor_node_t *n, const uint8_t from[RUMOR_KEY_LEN], uint64_t now);
 void node_relay_tick(rumor_node_t *n, uint64_t now);
 const relay_sess_t *node_relay_session(const rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN]);
-void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via, zmq_msg_t *rid, uint64_t now);
 
 /* node_control.c: the control socket */
 void node_handle_control(rumor_node_t *n, uint64_t now);
