@@ -1,6 +1,6 @@
 /* virtual_setup.c - setting virtual mode up and tearing it down (virtual_impl.h). */
 #include "virtual_impl.h"
-#include "cli.h"
+#include "settings.h"
 
 // ---- set-up ----
 
@@ -112,6 +112,31 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
     return RUMOR_OK;
 }
 
+/* Peer i's key (the node's, when replaying), its trace, and the replayed node's views and
+ * finished members as events at the times the node saw them. */
+static rumor_err_t identity(sim_t *s, int i, char err[RUMOR_ERR_LEN])
+{
+    const rumor_sim_config_t *c = s->c;
+    vpeer_t *p = &s->p[i];
+    if (s->replaying) memcpy(p->key, s->replay.keys[i], RUMOR_KEY_LEN);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/peer-%03d/trace", c->out, i);
+    if ((c->trace_peers || s->replaying) && !(p->trace = rumor_trace_open(path, p->key, false, err)))
+        return rumor_last_error();
+    p->rview = -1;
+    if (!s->replaying) return RUMOR_OK;
+    const rpeer_t *r = &s->replay.p[i];
+    for (int k = 0; k < r->n_view; k++) { /* views from before the start: now */
+        if (r->view[k].t == 0) p->rview = k;
+        else if (virt_heap_push(&s->q, r->view[k].t, EV_VIEW, i, (uint32_t)k) != RUMOR_OK)
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    }
+    for (int k = 0; k < r->n_done; k++)
+        if (virt_heap_push(&s->q, r->done_t[k], EV_DONE, i, (uint32_t)r->done_n[k]) != RUMOR_OK)
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    return RUMOR_OK;
+}
+
 rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
 {
     const rumor_sim_config_t *c = s->c;
@@ -132,7 +157,7 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
     rumor_rng_init2(&s->attack_rng, c->seed, 0xa77ac, 0);
     if ((rc = rumor_schedule_parse(&s->sched, c->schedule[0] ? c->schedule : "constant", err)) != RUMOR_OK) return rc;
     s->sched.warmup = c->warmup;
-    if ((rc = cli_optim(c, &s->opt, err)) != RUMOR_OK) return rc; /* (the one train and node use) */
+    if ((rc = rumor_settings_optim(c, &s->opt, err)) != RUMOR_OK) return rc; /* (the one train and node use) */
 
     /* Data, once for all peers. */
     const rumor_source_config_t sc = {.dir = c->data, .spec = &spec, .vocab = c->vocab,
@@ -179,20 +204,7 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %d peers", s->n);
     for (int i = 0; i < s->n; i++) {
         virt_key_of(s->p[i].key, i), s->p[i].want_view = s->want_view;
-        if (s->replaying) memcpy(s->p[i].key, s->replay.keys[i], RUMOR_KEY_LEN);
-        char path[1200];
-        snprintf(path, sizeof path, "%s/peer-%03d/trace", c->out, i);
-        if ((c->trace_peers || s->replaying) && !(s->p[i].trace = rumor_trace_open(path, s->p[i].key, false, err)))
-            return rumor_last_error();
-        s->p[i].rview = -1;
-        for (int k = 0; s->replaying && k < s->replay.p[i].n_view; k++) { /* views from before the start: now */
-            if (s->replay.p[i].view[k].t == 0) s->p[i].rview = k;
-            else if (virt_heap_push(&s->q, s->replay.p[i].view[k].t, EV_VIEW, i, (uint32_t)k) != RUMOR_OK)
-                return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        }
-        for (int k = 0; s->replaying && k < s->replay.p[i].n_done; k++)
-            if (virt_heap_push(&s->q, s->replay.p[i].done_t[k], EV_DONE, i, (uint32_t)s->replay.p[i].done_n[k]) != RUMOR_OK)
-                return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        if (identity(s, i, err) != RUMOR_OK) return rumor_last_error();
     }
     s->wire_in.cap = RUMOR_GOSSIP_CHUNK_DEFAULT; /* any codec decodes here, as at a node (src/peer.c) */
     if (!(s->wire_in.dec = malloc(s->wire_in.cap * sizeof *s->wire_in.dec)))

@@ -180,32 +180,6 @@ void cli_json_number(const char *key, double v, bool last)
     else printf("\"%s\":null%s", key, last ? "" : ",");
 }
 
-rumor_err_t cli_optim(const rumor_settings_t *s, rumor_optim_config_t *opt, char err[RUMOR_ERR_LEN])
-{
-    *opt = rumor_optim_defaults();
-    const rumor_err_t rc = rumor_optim_kind_parse(&opt->kind, s->optimizer[0] ? s->optimizer : "sgd", err);
-    if (rc != RUMOR_OK) return rc;
-    opt->lr = s->lr;
-    opt->momentum = s->momentum;
-    opt->nesterov = s->nesterov;
-    opt->weight_decay = s->weight_decay;
-    opt->tracking = s->tracking;
-    return rumor_optim_config_check(opt, err);
-}
-
-rumor_err_t cli_learning(const rumor_settings_t *s, rumor_model_spec_t *spec, rumor_optim_config_t *opt,
-                         rumor_schedule_t *sched, rumor_partition_t *part, bool *partitioned, char err[RUMOR_ERR_LEN])
-{
-    rumor_err_t rc;
-    if ((rc = rumor_model_spec_parse(spec, s->model, err)) != RUMOR_OK || (rc = cli_optim(s, opt, err)) != RUMOR_OK ||
-        (rc = rumor_schedule_parse(sched, s->schedule, err)) != RUMOR_OK)
-        return rc;
-    sched->warmup = s->warmup;
-    *partitioned = s->partition[0] && rumor_settings_given(s, "rank");
-    if (*partitioned && (rc = rumor_partition_parse(part, s->partition, err)) != RUMOR_OK) return rc;
-    return RUMOR_OK;
-}
-
 /* `rumor settings [--json]`: the settings table, for people (one setting a line) or tools. */
 int cmd_settings(int argc, char **argv)
 {

@@ -44,13 +44,6 @@ void cli_json_number(const char *key, double v, bool last);
 /* Create the folder an output file goes into (as mkdir -p) and check it is writable; false
  * with a sentence in err otherwise. */
 bool cli_prepare_output(const char *path, char err[RUMOR_ERR_LEN]);
-/* The optimizer s names: its kind, rate, momentum, Nesterov and weight decay (train, node and
- * both sim modes alike). */
-rumor_err_t cli_optim(const rumor_settings_t *s, rumor_optim_config_t *opt, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-/* The model, optimizer, schedule and shard of s (checked: rumor_settings_check). */
-rumor_err_t cli_learning(const rumor_settings_t *s, rumor_model_spec_t *spec, rumor_optim_config_t *opt,
-                         rumor_schedule_t *sched, rumor_partition_t *part, bool *partitioned,
-                         char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* --check: cmd's settings as one JSON line on stdout; 0. */
 int cli_print_settings(const rumor_settings_t *s, rumor_cmd_t cmd);
 

@@ -60,7 +60,7 @@ static void install_signals(void)
 static rumor_err_t node_training(const rumor_settings_t *s, rumor_peer_config_t *pc, char err[RUMOR_ERR_LEN])
 {
     rumor_err_t rc;
-    if ((rc = cli_learning(s, &pc->spec, &pc->opt, &pc->sched, &pc->partition, &pc->partitioned, err)) != RUMOR_OK ||
+    if ((rc = rumor_settings_learning(s, &pc->spec, &pc->opt, &pc->sched, &pc->partition, &pc->partitioned, err)) != RUMOR_OK ||
         (rc = rumor_settings_algo(s, &pc->algo, err)) != RUMOR_OK ||
         (rc = rumor_robust_parse(&pc->robust, s->robust, err)) != RUMOR_OK ||
         (rc = rumor_attack_parse(&pc->attack, s->attack, err)) != RUMOR_OK ||

@@ -67,7 +67,7 @@ static void show_progress(void *arg, const rumor_train_progress_t *p)
 static rumor_err_t train_config(const rumor_settings_t *s, rumor_train_config_t *cfg, char err[RUMOR_ERR_LEN])
 {
     rumor_train_config_defaults(cfg);
-    rumor_err_t rc = cli_learning(s, &cfg->spec, &cfg->opt, &cfg->sched, &cfg->partition, &cfg->partitioned, err);
+    rumor_err_t rc = rumor_settings_learning(s, &cfg->spec, &cfg->opt, &cfg->sched, &cfg->partition, &cfg->partitioned, err);
     if (rc != RUMOR_OK) return rc;
     cfg->spec_set = true;
     cfg->data_dir = s->data;

@@ -16,7 +16,10 @@
 #ifndef RUMOR_SETTINGS_H
 #define RUMOR_SETTINGS_H
 
+#include "data.h"
 #include "gossip.h"
+#include "model.h"
+#include "optim.h"
 #include "rumor.h"
 #include "safetensors.h"
 
@@ -216,6 +219,14 @@ void rumor_settings_family(rumor_settings_t *s, rumor_cmd_t cmd);
 /* The gossip algorithm of node or sim settings: --algo, its local steps (--local-steps unless
  * diloco:H), the outer step, --overlap. EINVAL with a sentence in err. */
 rumor_err_t rumor_settings_algo(const rumor_settings_t *s, rumor_algo_t *out, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The optimizer s names: its kind, rate, momentum, Nesterov and weight decay (train, node, a
+ * library peer and both sim modes alike). */
+rumor_err_t rumor_settings_optim(const rumor_settings_t *s, rumor_optim_config_t *opt,
+                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The model, optimizer, schedule and shard of s (checked: rumor_settings_check). */
+rumor_err_t rumor_settings_learning(const rumor_settings_t *s, rumor_model_spec_t *spec, rumor_optim_config_t *opt,
+                                    rumor_schedule_t *sched, rumor_partition_t *part, bool *partitioned,
+                                    char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* Whether a node trains: any of --data, --model, --algo, --rounds, --run-dir, --partition,
  * --resume given (else it only keeps the swarm's membership). */
 bool rumor_settings_node_trains(const rumor_settings_t *s);

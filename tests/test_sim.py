@@ -223,7 +223,7 @@ def main():
     check(c.returncode == 1 and "differs" in c.stdout,
           "tools/compare-traces tells two different runs apart (exit %d: %s)" % (c.returncode, c.stdout.strip()[:200]))
     for args, want in ((["--mode", "proc", "--replay", tmp], "--replay needs --mode virtual"),
-                       (["--mode", "virtual", "--replay", os.path.join(tmp, "nothing")], "--replay: ")):
+                       (["--mode", "virtual", "--replay", os.path.join(tmp, "nothing")], "no peer traces there")):
         r = subprocess.run([RUMOR, "sim", "--peers", "2", "--out", os.path.join(tmp, "bad-replay"), *args],
                            capture_output=True, text=True, timeout=60)
         check(r.returncode == 2 and r.stderr.startswith("rumor: error: ") and want in r.stderr
