@@ -1,8 +1,8 @@
 /*
  * backend_cuda.cu - the CUDA backend: cuBLAS for every matrix product, kernels for the rest,
- * behind the ops table of src/backend.h. This file is the host side (errors, launch geometry,
+ * behind the ops table of src/ml/backend.h. This file is the host side (errors, launch geometry,
  * the device's memory, streams and staging, each op's launches); the kernels are in
- * backend_cuda_kernels.cu (backend_cuda_impl.h). The CPU backend (src/backend_cpu.c) is the
+ * backend_cuda_kernels.cu (backend_cuda_impl.h). The CPU backend (src/ml/backend_cpu.c) is the
  * oracle: each kernel computes what its CPU twin computes, in the same arithmetic where that
  * is cheap, so tests compare tightly (tests/test_backend_cuda.c).
  *

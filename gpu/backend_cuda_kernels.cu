@@ -1,6 +1,6 @@
 /* backend_cuda_kernels.cu - the CUDA backend's kernels (backend_cuda_impl.h): the device
  * helpers, and a kernel for each op that is not a matrix product, launched by its op in
- * backend_cuda.cu; each computes what its CPU twin (src/backend_cpu.c) computes. */
+ * backend_cuda.cu; each computes what its CPU twin (src/ml/backend_cpu.c) computes. */
 #include "backend_cuda_impl.h"
 
 #include <math.h>

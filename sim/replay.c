@@ -1,5 +1,5 @@
 /*
- * replay.c - a proc-mode run's traces (src/trace.h), read for virtual mode to replay: each
+ * replay.c - a proc-mode run's traces (src/peer/trace.h), read for virtual mode to replay: each
  * peer's key, the times of its gossip points, its views and the models that came in, on one
  * clock whose zero is the first peer's start.
  */

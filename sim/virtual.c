@@ -3,7 +3,7 @@
  *
  * What is real and what is simulated. Every peer is a real trainer (its own model, optimizer
  * and data shard, the local steps of `rumor node` with the same epoch shuffle) and a real
- * gossip engine (src/gossip.h, the code a node runs); only time and the network are
+ * gossip engine (src/engine/gossip.h, the code a node runs); only time and the network are
  * simulated. A discrete-event loop advances a virtual clock from event to event:
  *   phase    a peer has done its local steps: they are computed (for real) and the peer
  *            reaches its gossip point (rumor_gossip_step);
@@ -32,7 +32,7 @@
  * with an acknowledged transport; a peer cannot run more than a round ahead of its own
  * messages.
  *
- * Membership. Every peer runs the membership state machine of `rumor node` (src/membership.h,
+ * Membership. Every peer runs the membership state machine of `rumor node` (src/engine/membership.h,
  * with the period and suspicion time proc mode gives its nodes): its messages travel the same
  * emulated network (latency and loss, not bandwidth: they are small), its timers are events.
  * Peers join through peer 0, as in proc mode, and start training once their view holds
@@ -204,7 +204,7 @@ rumor_err_t virt_model_line(sim_t *s, int i, const char *flag)
 
 // ---- training and evaluation ----
 
-/* The local steps of one phase, taken as a node takes them (src/trainer.c). A peer that owns
+/* The local steps of one phase, taken as a node takes them (src/train/trainer.c). A peer that owns
  * no samples (possible under strong label skew on many peers) takes none and only gossips. */
 static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
 {
@@ -430,7 +430,7 @@ static rumor_err_t round_done(sim_t *s, int i, const rumor_core_after_t *a)
     return virt_round_churn(s);
 }
 
-/* The swarm is over for peer i (rumor_core_swarm_over): as a node does (src/peer.c), it asks
+/* The swarm is over for peer i (rumor_core_swarm_over): as a node does (src/peer/peer.c), it asks
  * up to RUMOR_RESYNC_ASKS finished members it can reach for their final models, takes their
  * mean when two confirm each other, or keeps its own, and ends; under secure mixing no model
  * is lent in the clear, and it ends with its own. (A node asks members that linger; here

@@ -45,7 +45,7 @@ static void addr_of(int i, char addr[RUMOR_MEMB_ADDR_LEN]) { snprintf(addr, RUMO
 
 
 /* Peer i, restarted from its checkpoint, falls into step with the swarm as a resumed node does
- * (src/peer.c, resync; the peer core decides, src/core.h): it asks members of its view, one
+ * (src/peer/peer.c, resync; the peer core decides, src/peer/core.h): it asks members of its view, one
  * after another and at most RUMOR_RESYNC_ASKS (one that is gone or cut off uses an ask), for
  * their latest snapshot. When two that are ahead of it confirm each other, it takes their mean,
  * at the lower of their rounds, and that round as its own; otherwise it keeps its checkpoint. */

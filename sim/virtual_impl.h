@@ -82,7 +82,7 @@ typedef enum { P_COMPUTING, P_WAITING, P_FINISHED, P_DEAD, P_JOINING } pstate_t;
 
 #define CKPT_EVERY 10 /* rounds between a peer's checkpoints when the run restarts peers (as proc's) */
 
-/* What a peer's checkpoint file would hold (src/peer.c save_checkpoint), kept in memory: a
+/* What a peer's checkpoint file would hold (src/peer/peer.c save_checkpoint), kept in memory: a
  * restarted peer goes on from here, as a restarted node goes on from its file. */
 typedef struct {
     bool has;
@@ -109,7 +109,7 @@ typedef struct {
     rumor_trainer_t *tr;     /* its local steps, over its shard (NULL: it owns none) */
     pstate_t state, before_kill;
     uint32_t inc;            /* incarnation: bumped by kill and restart, stale events are skipped */
-    rumor_core_t core;       /* its round (src/core.h): rounds done, budget, the round's steps and loss */
+    rumor_core_t core;       /* its round (src/peer/core.h): rounds done, budget, the round's steps and loss */
     rumor_core_phase_t ph;   /* the steps of its phase (the schedule's, taken on either core) */
     uint64_t wait_done_us;   /* its waits at the earlier gossip points of its round (overlapped diloco) */
     uint64_t retry_ms;       /* deadline of the pending retry event (0: none) */
@@ -210,7 +210,7 @@ typedef struct {
     bool replaying;          /* --replay */
     virt_replay_t replay;
     long H;                  /* local steps per round */
-    rumor_core_config_t core_c; /* every peer's round (src/core.h) */
+    rumor_core_config_t core_c; /* every peer's round (src/peer/core.h) */
     long total_steps;        /* for the schedule: rounds * H */
     rumor_schedule_t sched;
     rumor_optim_config_t opt;

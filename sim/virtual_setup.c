@@ -85,7 +85,7 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
         if ((rc = rumor_dp_parse(&pv, c->dp, err)) != RUMOR_OK) return rc;
         pv.budget = c->dp_budget;
         /* Seeded, so that the simulation replays exactly; its noise protects nothing and
-         * the summary says so (a real node's comes from libsodium: src/peer.c). */
+         * the summary says so (a real node's comes from libsodium: src/peer/peer.c). */
         rumor_noise_t *ns = rumor_noise_new_seeded(c->seed, 0xd9, (uint64_t)i, err);
         if (!ns) return RUMOR_ENOMEM;
         if (!(p->dp = rumor_dp_new(&pv, p->m, p->shard.examples, c->batch, &ns, err))) return rumor_last_error();
@@ -206,7 +206,7 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
         virt_key_of(s->p[i].key, i), s->p[i].want_view = s->want_view;
         if (identity(s, i, err) != RUMOR_OK) return rumor_last_error();
     }
-    s->wire_in.cap = RUMOR_GOSSIP_CHUNK_DEFAULT; /* any codec decodes here, as at a node (src/peer.c) */
+    s->wire_in.cap = RUMOR_GOSSIP_CHUNK_DEFAULT; /* any codec decodes here, as at a node (src/peer/peer.c) */
     if (!(s->wire_in.dec = malloc(s->wire_in.cap * sizeof *s->wire_in.dec)))
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     if (c->secure_mix) {
@@ -271,7 +271,7 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
             s->churn_pending++;
         }
     }
-    /* Each peer's round, as a node's (src/core.h); checkpoints, in memory, only when a peer
+    /* Each peer's round, as a node's (src/peer/core.h); checkpoints, in memory, only when a peer
      * may restart from one. */
     s->core_c = (rumor_core_config_t){.rounds = c->rounds, .local_steps = s->H, .overlap_steps = algo.overlap_steps,
                                       .eval_every = c->eval_every,

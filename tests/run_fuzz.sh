@@ -23,12 +23,12 @@ build=$2
 secs=$3
 target=${4:-proto}
 case "$target" in
-proto) sources="proto/proto.c src/rumor.c" libs="-lmsgpackc -lm" ;;
-admit) sources="src/crypto.c src/cert.c src/fileio.c src/rumor.c" libs="-lsodium -lm" ;;
+proto) sources="proto/proto.c src/base/rumor.c" libs="-lmsgpackc -lm" ;;
+admit) sources="src/keys/crypto.c src/keys/cert.c src/base/fileio.c src/base/rumor.c" libs="-lsodium -lm" ;;
 files)
     # checkpoint.c loads into a model on the CPU backend: the models, the optimizers and BLAS.
-    sources="src/text.c src/data.c src/partition.c src/safetensors.c src/fileio.c src/rng.c src/rumor.c
-             src/checkpoint.c src/model.c src/model_gpt.c src/optim.c src/backend.c src/backend_cpu.c"
+    sources="src/ml/text.c src/ml/data.c src/ml/partition.c src/ml/safetensors.c src/base/fileio.c src/base/rng.c src/base/rumor.c
+             src/train/checkpoint.c src/ml/model.c src/ml/model_gpt.c src/ml/optim.c src/ml/backend.c src/ml/backend_cpu.c"
     blas=$(pkg-config --cflags --libs openblas 2>/dev/null) || blas=-lopenblas
     libs="-lcjson -lz -lm -ldl -lpthread $blas" ;;
 *) echo "run_fuzz: unknown target $target" >&2; exit 2 ;;
@@ -76,11 +76,13 @@ fi
 
 set --
 for f in $sources; do set -- "$@" "$src/$f"; done
+parts=""   # each part's folder, as its meson library declares it
+for d in "$src"/src/*/; do parts="$parts -I$d"; done
 # shellcheck disable=SC2086
 if ! "$cc" -std=c11 -g -O1 -fno-omit-frame-pointer \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
         -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra \
-        -I"$inc" -I"$src/src" -I"$src/proto" \
+        -I"$inc" $parts -I"$src/proto" \
         "$@" "$src/tests/fuzz_$target.c" \
         $libs -o "$out/fuzz_$target" >"$out/build.log" 2>&1; then
     cat "$out/build.log"

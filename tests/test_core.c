@@ -1,4 +1,4 @@
-/* test_core.c - the peer core (src/core.h) driven as a driver drives it, over real gossip
+/* test_core.c - the peer core (src/peer/core.h) driven as a driver drives it, over real gossip
  * engines wired by hand (gossip_swarm.h): the phases it asks for, when it evaluates,
  * checkpoints and ends, what its line says, and when the swarm is over for it. */
 #include "core.h"

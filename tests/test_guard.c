@@ -4,8 +4,8 @@
  * a key's share or the node's bound is passed. "libzmq has read" is played by the test reading
  * the accepted end. */
 #include "check.h"
-#include "net/admit.h"
-#include "net/guard.h"
+#include "admit.h"
+#include "guard.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

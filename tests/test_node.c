@@ -3,9 +3,9 @@
  * within the model plus a bounded margin; and each node stops on its own. */
 #include "check.h"
 #include "crypto.h"
-#include "net/bench.h"
-#include "net/node.h"
-#include "net/node_impl.h"
+#include "bench.h"
+#include "node.h"
+#include "node_impl.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -25,7 +25,7 @@ CHECKS = 0
 U64_MAX = 2 ** 64 - 1
 NUMBERS = ("int", "long", "u64", "float", "double")
 
-# The range of every number setting, as src/settings.c's table has it today (`rumor CMD --help`
+# The range of every number setting, as src/settings/settings.c's table has it today (`rumor CMD --help`
 # names a few ends: sim's "proc mode: at most 256" peers, node's "--suspect at least --period";
 # the rest only here): name -> (bracket, min, max, bracket), "[" and "]" an end that is
 # accepted, "(" and ")" one that is not. Written here, not read from rumor, so that a range

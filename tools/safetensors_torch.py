@@ -12,7 +12,7 @@ format itself:
 Floating-point tensors (F64, F32, F16, BF16) come back as float32; integer and bool
 tensors keep their type (``load_state_dict`` copies into each parameter's own dtype).
 
-The file is checked the way rumor's C reader checks it (src/safetensors.c): header length
+The file is checked the way rumor's C reader checks it (src/ml/safetensors.c): header length
 within bounds and within the file, header valid UTF-8 JSON without repeated keys, known
 dtypes, shapes of non-negative integers, and tensors that tile the data area exactly,
 each exactly dtype size * product(shape) bytes. Any problem raises SafetensorsError

@@ -1,6 +1,6 @@
 /* admit.c - UDP sockets for admission datagrams, and `rumor ping`. */
 #define _GNU_SOURCE /* struct in6_pktinfo */
-#include "net/admit.h"
+#include "admit.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -3,10 +3,10 @@
  * chunking, CURVE, the node's poll loop) against raw libzmq CURVE moving the same bytes in
  * the same chunks between two sockets, in one run.
  */
-#include "net/bench.h"
+#include "bench.h"
 
 #include "crypto.h"
-#include "net/node.h"
+#include "node.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,7 +1,7 @@
 /* guard.c - a bound on what connections can make libzmq hold, and on who holds one (guard.h). */
-#include "net/guard.h"
+#include "guard.h"
 
-#include "net/admit.h"
+#include "admit.h"
 
 #include <errno.h>
 #include <linux/sockios.h>

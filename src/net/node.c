@@ -3,7 +3,7 @@
  * node_dial.c, node_memb.c, node_dispatch.c and node_seen.c; admission, the control socket,
  * models and relays in node_admit.c, node_control.c, node_models.c and node_relay.c
  * (node_impl.h). */
-#include "net/node_impl.h"
+#include "node_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* node_admit.c - admission (node_impl.h): knocks out and in, the ZAP handler, hellos, the
  * certificates of membership entries, and revocations. */
-#include "net/node_impl.h"
+#include "node_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* node_control.c - the control socket (node_impl.h): what `rumor status` shows. */
-#include "net/node_impl.h"
+#include "node_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

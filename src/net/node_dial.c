@@ -1,7 +1,7 @@
 /* node_dial.c - dials and paths (node_impl.h): our DEALERs to members and the table of them,
  * the way a message reaches a member (over our dial, back over its connection to us, or through
  * a relay), sending it there, and our hellos on each way. */
-#include "net/node_impl.h"
+#include "node_impl.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* node_dispatch.c - messages in (node_impl.h): read from our ROUTER and our DEALERs, decoded,
  * and handed by type to membership, models, relays and pulls; answers on the way a message
  * came (byes, hellos). */
-#include "net/node_impl.h"
+#include "node_impl.h"
 
 #include <stdio.h>
 #include <string.h>

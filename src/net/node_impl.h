@@ -10,11 +10,11 @@
 #ifndef RUMOR_NODE_IMPL_H
 #define RUMOR_NODE_IMPL_H
 
-#include "net/node.h"
+#include "node.h"
 
 #include "crypto.h"
-#include "net/admit.h"
-#include "net/guard.h"
+#include "admit.h"
+#include "guard.h"
 #include "proto.h"
 
 #include <stdatomic.h>
@@ -171,7 +171,7 @@ typedef struct {
 } held_t;
 
 /* Our dial to a member: the DEALER we connect to it with, its monitor, the knock that goes
- * first, and the model on its way to it (the training peer's own state is src/peer_impl.h's). */
+ * first, and the model on its way to it (the training peer's own state is src/peer/peer_impl.h's). */
 typedef struct {
     bool used;
     uint8_t key[RUMOR_KEY_LEN];

@@ -1,6 +1,6 @@
 /* node_memb.c - membership on the wire (node_impl.h): membership's messages to and from the
  * wire's, and what membership asks the node to do. */
-#include "net/node_impl.h"
+#include "node_impl.h"
 
 #include <stdio.h>
 #include <string.h>

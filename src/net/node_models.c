@@ -1,5 +1,5 @@
 /* node_models.c - models in and out for the gossip engine (node_impl.h). */
-#include "net/node_impl.h"
+#include "node_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * talk through a third that reaches both, sealed end to end (PROTOCOL.md, "Relays"; the
  * cryptography is crypto.h's "end to end"). The relay reads only the `relay` header (who to,
  * who from, which kind) and forwards the sealed frame untouched, within its budget. */
-#include "net/node_impl.h"
+#include "node_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

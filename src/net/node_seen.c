@@ -1,7 +1,7 @@
 /* node_seen.c - where peers see us from (node_impl.h; PROTOCOL.md "Reachability"): the IPs of
  * members' connections and of what their acks say of ours, the site our hellos name, and
  * whether peers can dial us at all. */
-#include "net/node_impl.h"
+#include "node_impl.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

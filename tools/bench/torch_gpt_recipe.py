@@ -22,7 +22,7 @@ T, B, STEPS, WARMUP, LR = 64, 12, 2000, 100, 1e-3
 
 
 def lr_at(step):
-    """rumor's cosine schedule after a linear warm-up (src/optim.c)."""
+    """rumor's cosine schedule after a linear warm-up (src/ml/optim.c)."""
     t = min(1.0, max(0.0, (step - WARMUP) / (STEPS - WARMUP)))
     lr = LR * 0.5 * (1 + math.cos(math.pi * t))
     return lr * (step + 1) / WARMUP if step < WARMUP else lr

@@ -1,6 +1,6 @@
 /*
  * core.h - the peer core: what one training peer's round decides, said once for every
- * driver. The node (src/peer.c: a trainer thread, sockets), virtual mode (sim/virtual.c: a
+ * driver. The node (src/peer/peer.c: a trainer thread, sockets), virtual mode (sim/virtual.c: a
  * virtual clock, emulated links) and a caller's own trainer drive it; each takes the steps it
  * is told to, runs the gossip engine at the gossip point it is told of, and evaluates,
  * checkpoints and ends when told to. A simulation therefore answers questions about the node.

@@ -38,7 +38,7 @@
 #include "dp.h"
 #include "gossip.h"
 #include "model.h"
-#include "net/node.h"
+#include "node.h"
 #include "optim.h"
 #include "rumor.h"
 #include "safetensors.h"

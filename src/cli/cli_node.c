@@ -4,8 +4,8 @@
 #include "config.h"
 #include "settings.h"
 #include "membership.h"
-#include "net/admit.h"
-#include "net/node.h"
+#include "admit.h"
+#include "node.h"
 #include "peer.h"
 #include "train.h"
 

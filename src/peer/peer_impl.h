@@ -92,7 +92,7 @@ typedef struct {
     rumor_model_t *m;
     rumor_optim_t *o;
     FILE *metrics;
-    rumor_core_t core;        /* its round (src/core.h): rounds done, budget (trainer thread) */
+    rumor_core_t core;        /* its round (src/peer/core.h): rounds done, budget (trainer thread) */
     double t0;
     char ckpt_path[1024], model_path[1024];
     rumor_err_t trc;

@@ -20,7 +20,7 @@
 #include "config.h"
 #include "gossip.h"
 #include "model.h"
-#include "net/bench.h"
+#include "bench.h"
 #include "proto.h"
 #include "rng.h"
 #include "train.h"

@@ -8,7 +8,7 @@
  * mode delivers chunk by chunk the same way. Inbound, a chunk as a node receives it is validated against its codec, decoded to float32
  * where the engine mixes floats (f32, fp16, bf16, int8), passed as it is where the engine reads
  * the encoding itself (masked words, a compressed delta or keyframe of a public copy), and
- * handed to rumor_gossip_on_chunk. A node (src/peer_node.c) and virtual mode (sim/virtual.c)
+ * handed to rumor_gossip_on_chunk. A node (src/peer/peer_node.c) and virtual mode (sim/virtual.c)
  * both deliver through here, so a simulated swarm runs the receiver's path of a real one.
  * Answers to a pull (has_hash) are not gossip: the caller keeps them.
  */

@@ -1,6 +1,6 @@
 /*
  * dp.h - DP-SGD's gradient: per-sample clipping and Gaussian noise (Abadi et al. 2016), the
- * batches it is computed on, and the privacy it spends (src/privacy.h's accountant).
+ * batches it is computed on, and the privacy it spends (src/train/privacy.h's accountant).
  *
  * A private step draws its batch by Poisson sampling: each of the peer's n own samples is in
  * it independently with probability q = min(1, B / n), B the configured batch size, so the

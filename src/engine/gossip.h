@@ -4,7 +4,7 @@
  * A pure state machine (docs/ARCHITECTURE.md): no sockets, threads, clocks or randomness.
  * Times are passed in (milliseconds, any monotonic origin); what to send comes out as an
  * outbox of (peer, share) pairs the driver turns into model messages, and model chunks come
- * in through rumor_gossip_on_chunk. The node (src/peer.c) and the tests drive the same code.
+ * in through rumor_gossip_on_chunk. The node (src/peer/peer.c) and the tests drive the same code.
  *
  * Algorithms (`--algo`):
  *   dpsgd     synchronous D-PSGD, local steps then average (decentralizepy's D-PSGD; Lian et
