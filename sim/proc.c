@@ -251,74 +251,42 @@ static void apply_event(const rumor_sim_event_t *e, peer_t *peers, const rumor_s
     }
 }
 
-rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, const atomic_bool *stop,
-                               char err[RUMOR_ERR_LEN])
+/* The swarm, made with the commands a user would type: the authority, and each peer's key,
+ * certificate and folder (kept when a resumed run has them). */
+static rumor_err_t make_swarm(const rumor_sim_config_t *c, const char *exe, peer_t *peers, char err[RUMOR_ERR_LEN])
 {
-    rumor_err_t rc = RUMOR_OK;
-    peer_t *peers = calloc((size_t)c->peers, sizeof *peers);
-    bool *alive = calloc((size_t)c->peers, sizeof *alive);
-    bool *fired = calloc((size_t)c->n_events + 1, sizeof *fired);
-    if (!peers || !alive || !fired) {
-        rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-        goto out;
-    }
-    char path[700], log[700];
-    snprintf(path, sizeof path, "%s/swarm", c->out);
-    if ((rc = rumor_make_dirs(path, 0755, err)) != RUMOR_OK) goto out;
+    char path[700], log[700], a0[600], a3[700];
+    snprintf(a3, sizeof a3, "%s/swarm", c->out);
+    rumor_err_t rc = rumor_make_dirs(a3, 0755, err);
+    if (rc != RUMOR_OK) return rc;
     snprintf(log, sizeof log, "%s/swarm/setup.log", c->out);
-
-    /* The swarm, made with the commands a user would type. */
-    {
-        char *av[12];
-        char a0[600], a3[700];
-        snprintf(a0, sizeof a0, "%s", exe);
-        snprintf(a3, sizeof a3, "%s/swarm", c->out);
-        av[0] = a0, av[1] = "swarm", av[2] = "init", av[3] = a3, av[4] = NULL;
-        snprintf(path, sizeof path, "%s/swarm/authority.pub", c->out);
-        if (access(path, F_OK) != 0 && run_wait(av, log) != 0) {
-            rc = rumor_fail(err, RUMOR_EIO, "rumor swarm init failed (see %s)", log);
-            goto out;
-        }
-        for (int i = 0; i < c->peers; i++) {
-            char k[600], cert[700], pub[700], name[32];
-            snprintf(k, sizeof k, "%s/swarm/peer-%03d", c->out, i);
-            snprintf(cert, sizeof cert, "%s.cert", k);
-            snprintf(pub, sizeof pub, "%s.pub", k);
-            snprintf(name, sizeof name, "peer-%03d", i);
-            char *kv[] = {a0, "keygen", "-o", k, NULL};
-            char *cv[] = {a0, "swarm", "admit", "-a", a3, "-o", cert, "--name", name, pub, NULL};
-            if (access(cert, F_OK) != 0 && (run_wait(kv, log) != 0 || run_wait(cv, log) != 0)) {
-                rc = rumor_fail(err, RUMOR_EIO, "making peer %d's key and certificate failed (see %s)", i, log);
-                goto out;
-            }
-            snprintf(peers[i].dir, sizeof peers[i].dir, "%s/peer-%03d", c->out, i);
-            if ((rc = rumor_make_dirs(peers[i].dir, 0755, err)) != RUMOR_OK) goto out;
-        }
+    snprintf(a0, sizeof a0, "%s", exe);
+    char *av[] = {a0, "swarm", "init", a3, NULL};
+    snprintf(path, sizeof path, "%s/swarm/authority.pub", c->out);
+    if (access(path, F_OK) != 0 && run_wait(av, log) != 0)
+        return rumor_fail(err, RUMOR_EIO, "rumor swarm init failed (see %s)", log);
+    for (int i = 0; i < c->peers; i++) {
+        char k[600], cert[700], pub[700], name[32];
+        snprintf(k, sizeof k, "%s/swarm/peer-%03d", c->out, i);
+        snprintf(cert, sizeof cert, "%s.cert", k);
+        snprintf(pub, sizeof pub, "%s.pub", k);
+        snprintf(name, sizeof name, "peer-%03d", i);
+        char *kv[] = {a0, "keygen", "-o", k, NULL};
+        char *cv[] = {a0, "swarm", "admit", "-a", a3, "-o", cert, "--name", name, pub, NULL};
+        if (access(cert, F_OK) != 0 && (run_wait(kv, log) != 0 || run_wait(cv, log) != 0))
+            return rumor_fail(err, RUMOR_EIO, "making peer %d's key and certificate failed (see %s)", i, log);
+        snprintf(peers[i].dir, sizeof peers[i].dir, "%s/peer-%03d", c->out, i);
+        if ((rc = rumor_make_dirs(peers[i].dir, 0755, err)) != RUMOR_OK) return rc;
     }
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const int threads = c->threads > 0 ? c->threads : (int)(cores / c->peers > 1 ? cores / c->peers : 1);
+    return RUMOR_OK;
+}
 
-    const double t0 = rumor_now();
-    /* A run continued (--resume): each peer from its checkpoint, one that had none from the
-     * start; the time the run took before counts in its wall_s. */
-    const double before_s = c->resume ? previous_wall_s(c->out) : 0.0;
-    if ((rc = spawn(&peers[0], c, exe, 0, NULL, threads, resumes(c, &peers[0]), err)) != RUMOR_OK) goto out;
-    /* The others bootstrap through peer 0 once it says where it listens. */
-    while (!peers[0].addr[0] && rumor_now() - t0 < 60 && !rumor_asked(stop)) {
-        find_addr(&peers[0]);
-        reap(peers, 1);
-        if (peers[0].done) break;
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    if (!peers[0].addr[0]) {
-        rc = rumor_fail(err, RUMOR_EIO, "peer 0 did not start (see %s/node.log)", peers[0].dir);
-        goto stop;
-    }
-    for (int i = 1; i < c->peers && !rumor_asked(stop); i++)
-        if ((rc = spawn(&peers[i], c, exe, i, peers[0].addr, threads, resumes(c, &peers[i]), err)) != RUMOR_OK)
-            goto stop;
 
+/* Until every peer ended (or a stop): the status line, the scenario's events as they fall
+ * due, and peers released once every live one finished. */
+static void watch(const rumor_sim_config_t *c, const char *exe, peer_t *peers, bool *alive, bool *fired, int threads,
+                  double t0, double before_s, const atomic_bool *stop)
+{
     const bool tty = isatty(STDERR_FILENO);
     rumor_sim_status_t st;
     for (;;) {
@@ -364,24 +332,69 @@ rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, con
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
-stop:
-    /* Stop whoever still runs: SIGTERM (they checkpoint and leave), SIGKILL after 30 s. */
-    for (int i = 0; i < c->peers; i++)
+}
+
+/* Stop whoever still runs: SIGTERM (they checkpoint and leave), SIGKILL after 30 s. */
+static void stop_all(peer_t *peers, int n)
+{
+    for (int i = 0; i < n; i++)
         if (peers[i].pid) kill(peers[i].pid, SIGTERM);
     for (double until = rumor_now() + 30;;) {
-        reap(peers, c->peers);
+        reap(peers, n);
         int running = 0;
-        for (int i = 0; i < c->peers; i++) running += peers[i].pid != 0;
+        for (int i = 0; i < n; i++) running += peers[i].pid != 0;
         if (!running) break;
         if (rumor_now() > until) {
-            for (int i = 0; i < c->peers; i++)
+            for (int i = 0; i < n; i++)
                 if (peers[i].pid) kill(peers[i].pid, SIGKILL);
         }
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
+}
+
+rumor_err_t rumor_sim_run_proc(const rumor_sim_config_t *c, const char *exe, const atomic_bool *stop,
+                               char err[RUMOR_ERR_LEN])
+{
+    rumor_err_t rc = RUMOR_OK;
+    peer_t *peers = calloc((size_t)c->peers, sizeof *peers);
+    bool *alive = calloc((size_t)c->peers, sizeof *alive);
+    bool *fired = calloc((size_t)c->n_events + 1, sizeof *fired);
+    if (!peers || !alive || !fired) {
+        rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = make_swarm(c, exe, peers, err)) != RUMOR_OK) goto out;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int threads = c->threads > 0 ? c->threads : (int)(cores / c->peers > 1 ? cores / c->peers : 1);
+
+    const double t0 = rumor_now();
+    /* A run continued (--resume): each peer from its checkpoint, one that had none from the
+     * start; the time the run took before counts in its wall_s. */
+    const double before_s = c->resume ? previous_wall_s(c->out) : 0.0;
+    if ((rc = spawn(&peers[0], c, exe, 0, NULL, threads, resumes(c, &peers[0]), err)) != RUMOR_OK) goto out;
+    /* The others bootstrap through peer 0 once it says where it listens. */
+    while (!peers[0].addr[0] && rumor_now() - t0 < 60 && !rumor_asked(stop)) {
+        find_addr(&peers[0]);
+        reap(peers, 1);
+        if (peers[0].done) break;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (!peers[0].addr[0]) {
+        rc = rumor_fail(err, RUMOR_EIO, "peer 0 did not start (see %s/node.log)", peers[0].dir);
+        goto stop;
+    }
+    for (int i = 1; i < c->peers && !rumor_asked(stop); i++)
+        if ((rc = spawn(&peers[i], c, exe, i, peers[0].addr, threads, resumes(c, &peers[i]), err)) != RUMOR_OK)
+            goto stop;
+
+    watch(c, exe, peers, alive, fired, threads, t0, before_s, stop);
+stop:
+    stop_all(peers, c->peers);
     {
         const double wall = before_s + rumor_now() - t0;
+        rumor_sim_status_t st;
         rumor_sim_status_read(c->out, c->peers, NULL, c->rounds, wall, &st);
         rumor_sim_status_print(c, &st, isatty(STDERR_FILENO), true);
         char e2[RUMOR_ERR_LEN];

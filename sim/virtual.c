@@ -569,11 +569,118 @@ static void show_status(sim_t *s, double t0, bool final)
     rumor_sim_status_print(s->c, &st, isatty(STDERR_FILENO) == 1, final);
 }
 
+/* The run folder and one empty metrics file per peer. */
+static rumor_err_t make_folders(const rumor_sim_config_t *c, char err[RUMOR_ERR_LEN])
+{
+    char path[1100];
+    rumor_err_t rc = rumor_make_dirs(c->out, 0755, err);
+    for (int i = 0; i < c->peers && rc == RUMOR_OK; i++) {
+        snprintf(path, sizeof path, "%s/peer-%03d", c->out, i);
+        if ((rc = rumor_make_dirs(path, 0755, err)) != RUMOR_OK) break;
+        snprintf(path, sizeof path, "%s/peer-%03d/metrics.jsonl", c->out, i);
+        FILE *f = fopen(path, "w");
+        if (!f || fclose(f) != 0) rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    }
+    return rc;
+}
+
+/* The second core, when there is one, computes local phases (see sim_t). */
+static void worker_start(sim_t *s)
+{
+    s->q_cap = 4 * s->n + 16;
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || !(s->queue = malloc((size_t)s->q_cap * sizeof *s->queue))) return;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->worker_on = pthread_create(&s->worker, NULL, worker_main, s) == 0;
+    if (!s->worker_on) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+    }
+}
+
+/* The events, in time order, until none is left, the run is over, an error, or a stop: true
+ * when stopped. */
+static bool run_events(sim_t *s, const atomic_bool *stop, double t0)
+{
+    const rumor_sim_config_t *c = s->c;
+    bool interrupted = false;
+    double last_show = rumor_now();
+    const double show_every = PROGRESS_S * (s->n > PROGRESS_PEERS ? (double)s->n / PROGRESS_PEERS : 1.0);
+    while (s->rc == RUMOR_OK && s->q.n > 0) {
+        if (rumor_asked(stop)) {
+            interrupted = true;
+            break;
+        }
+        const event_t e = heap_pop(&s->q);
+        s->now_us = e.t;
+        s->events++;
+        switch (e.kind) {
+        case EV_PHASE: {
+            vpeer_t *p = &s->p[e.a];
+            if (p->inc != e.b || p->state != P_COMPUTING) break; /* killed since */
+            if (virt_ensure_phase(s, e.a) != RUMOR_OK) break;
+            s->progress_us = s->now_us;
+            p->state = P_WAITING;
+            p->waits_from_us = s->now_us;
+            rumor_trace_phase(p->trace, s->now_us, p->core.k);
+            (void)virt_try_gossip(s, e.a);
+            break;
+        }
+        case EV_RETRY: {
+            vpeer_t *p = &s->p[e.a];
+            if (p->inc != e.b) break;
+            if (p->retry_ms * 1000 == e.t) p->retry_ms = 0;
+            (void)virt_try_gossip(s, e.a);
+            break;
+        }
+        case EV_ARRIVE:
+            (void)arrive(s, e.a);
+            break;
+        case EV_CHURN:
+            s->churn_pending--;
+            (void)virt_fire_churn(s, e.a);
+            (void)virt_round_churn(s);
+            break;
+        case EV_MTICK:
+            if (s->p[e.a].inc == e.b && s->p[e.a].mtick_us == e.t) (void)virt_memb_tick(s, e.a);
+            break;
+        case EV_MMSG:
+            (void)virt_memb_arrive(s, e.a);
+            break;
+        case EV_VIEW: /* --replay: the node's view changed */
+            s->p[e.a].rview = (int)e.b;
+            s->p[e.a].view_dirty = true;
+            (void)virt_try_gossip(s, e.a);
+            break;
+        case EV_DONE: /* --replay: members the node heard say they finished */
+            s->p[e.a].rdone = (int)e.b;
+            break;
+        }
+        /* Membership ticks never end: the run does when no peer has rounds to go and no churn
+         * can bring one back, or when nothing has progressed for an hour of virtual time (an
+         * engine waiting with no deadline; not expected: said below). */
+        if (e.kind == EV_MTICK && s->now_us >= s->done_check_us) {
+            /* (at most every 100 ms of virtual time: a tick per peer per quarter period would
+             * make this scan quadratic in the swarm) */
+            s->done_check_us = s->now_us + 100000;
+            bool active = false;
+            for (int i = 0; i < s->n && !active; i++)
+                active = virt_running(&s->p[i]) || s->p[i].state == P_JOINING;
+            if ((!active && s->churn_pending == 0) || s->now_us > s->progress_us + 3600000000ULL) break;
+        }
+        if (s->events % PROGRESS_EVENTS == 0 && !c->quiet && rumor_now() - last_show >= show_every) {
+            if (metrics_flush_all(s) != RUMOR_OK) break;
+            show_status(s, t0, false);
+            last_show = rumor_now();
+        }
+    }
+    return interrupted;
+}
+
 rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool *stop, char err[RUMOR_ERR_LEN])
 {
     sim_t s = {.c = c, .n = c->peers};
     rumor_err_t rc = RUMOR_OK;
-    char path[1100];
     const double t0 = rumor_now();
     bool interrupted = false;
     if (!c->out[0]) return rumor_fail(err, RUMOR_EINVAL, "virtual mode: no run folder given");
@@ -583,27 +690,9 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool
     if (c->batch < 1) return rumor_fail(err, RUMOR_EINVAL, "--batch %d: expected at least 1", c->batch);
     if (!(c->loss >= 0 && c->loss <= 1)) return rumor_fail(err, RUMOR_EINVAL, "loss %g: expected 0..1", c->loss);
 
-    /* The run folder and one empty metrics file per peer. */
-    if ((rc = rumor_make_dirs(c->out, 0755, err)) != RUMOR_OK) return rc;
-    for (int i = 0; i < c->peers; i++) {
-        snprintf(path, sizeof path, "%s/peer-%03d", c->out, i);
-        if ((rc = rumor_make_dirs(path, 0755, err)) != RUMOR_OK) return rc;
-        snprintf(path, sizeof path, "%s/peer-%03d/metrics.jsonl", c->out, i);
-        FILE *f = fopen(path, "w");
-        if (!f || fclose(f) != 0) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
-    }
+    if ((rc = make_folders(c, err)) != RUMOR_OK) return rc;
     if ((rc = virt_setup(&s, err)) != RUMOR_OK) goto out;
-    /* The second core, when there is one, computes local phases (see sim_t). */
-    s.q_cap = 4 * s.n + 16;
-    if (sysconf(_SC_NPROCESSORS_ONLN) >= 2 && (s.queue = malloc((size_t)s.q_cap * sizeof *s.queue))) {
-        pthread_mutex_init(&s.mu, NULL);
-        pthread_cond_init(&s.cv, NULL);
-        s.worker_on = pthread_create(&s.worker, NULL, worker_main, &s) == 0;
-        if (!s.worker_on) {
-            pthread_mutex_destroy(&s.mu);
-            pthread_cond_destroy(&s.cv);
-        }
-    }
+    worker_start(&s);
 
     /* Round 0: every peer evaluated at its start; it joins, and trains once in the swarm. */
     for (int i = 0; i < s.n && s.rc == RUMOR_OK; i++) {
@@ -614,76 +703,7 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool
     (void)virt_round_churn(&s);
     if (s.rc == RUMOR_OK && metrics_flush_all(&s) == RUMOR_OK) show_status(&s, t0, false);
 
-    double last_show = rumor_now();
-    const double show_every = PROGRESS_S * (s.n > PROGRESS_PEERS ? (double)s.n / PROGRESS_PEERS : 1.0);
-    while (s.rc == RUMOR_OK && s.q.n > 0) {
-        if (rumor_asked(stop)) {
-            interrupted = true;
-            break;
-        }
-        const event_t e = heap_pop(&s.q);
-        s.now_us = e.t;
-        s.events++;
-        switch (e.kind) {
-        case EV_PHASE: {
-            vpeer_t *p = &s.p[e.a];
-            if (p->inc != e.b || p->state != P_COMPUTING) break; /* killed since */
-            if (virt_ensure_phase(&s, e.a) != RUMOR_OK) break;
-            s.progress_us = s.now_us;
-            p->state = P_WAITING;
-            p->waits_from_us = s.now_us;
-            rumor_trace_phase(p->trace, s.now_us, p->core.k);
-            (void)virt_try_gossip(&s, e.a);
-            break;
-        }
-        case EV_RETRY: {
-            vpeer_t *p = &s.p[e.a];
-            if (p->inc != e.b) break;
-            if (p->retry_ms * 1000 == e.t) p->retry_ms = 0;
-            (void)virt_try_gossip(&s, e.a);
-            break;
-        }
-        case EV_ARRIVE:
-            (void)arrive(&s, e.a);
-            break;
-        case EV_CHURN:
-            s.churn_pending--;
-            (void)virt_fire_churn(&s, e.a);
-            (void)virt_round_churn(&s);
-            break;
-        case EV_MTICK:
-            if (s.p[e.a].inc == e.b && s.p[e.a].mtick_us == e.t) (void)virt_memb_tick(&s, e.a);
-            break;
-        case EV_MMSG:
-            (void)virt_memb_arrive(&s, e.a);
-            break;
-        case EV_VIEW: /* --replay: the node's view changed */
-            s.p[e.a].rview = (int)e.b;
-            s.p[e.a].view_dirty = true;
-            (void)virt_try_gossip(&s, e.a);
-            break;
-        case EV_DONE: /* --replay: members the node heard say they finished */
-            s.p[e.a].rdone = (int)e.b;
-            break;
-        }
-        /* Membership ticks never end: the run does when no peer has rounds to go and no churn
-         * can bring one back, or when nothing has progressed for an hour of virtual time (an
-         * engine waiting with no deadline; not expected: said below). */
-        if (e.kind == EV_MTICK && s.now_us >= s.done_check_us) {
-            /* (at most every 100 ms of virtual time: a tick per peer per quarter period would
-             * make this scan quadratic in the swarm) */
-            s.done_check_us = s.now_us + 100000;
-            bool active = false;
-            for (int i = 0; i < s.n && !active; i++)
-                active = virt_running(&s.p[i]) || s.p[i].state == P_JOINING;
-            if ((!active && s.churn_pending == 0) || s.now_us > s.progress_us + 3600000000ULL) break;
-        }
-        if (s.events % PROGRESS_EVENTS == 0 && !c->quiet && rumor_now() - last_show >= show_every) {
-            if (metrics_flush_all(&s) != RUMOR_OK) break;
-            show_status(&s, t0, false);
-            last_show = rumor_now();
-        }
-    }
+    interrupted = run_events(&s, stop, t0);
     if (interrupted) s.end_us = s.now_us;
     if (s.rc == RUMOR_OK && !interrupted) {
         for (int i = 0; i < s.n; i++)

@@ -515,6 +515,52 @@ static bool all_bootstraps_refused(rumor_node_t *n, char *why, size_t len)
 }
 
 
+/* One dial's upkeep before a poll: a refused handshake knocked again (less and less often
+ * when it keeps being refused), a retry due, its hello, a knock that went unanswered given up
+ * or sent again; *next_knock: the earliest knock or retry to wake for. */
+static void tend_dial(rumor_node_t *n, dial_t *p, uint64_t now, uint64_t *next_knock)
+{
+    /* A refused handshake: libzmq has given up on that connection. Knock, and dial again once
+     * it answers. */
+    if (p->auth_failed) {
+        node_close_dealer(p);
+        p->auth_failed = false;
+        p->answered = false;
+        /* Again at once, but a node that keeps refusing handshakes it admitted (evicted us,
+         * restarting in a loop) is asked less and less often. */
+        if (++p->fails <= 3) node_knock_start(n, p, now);
+        else p->retry_at = now + (p->fails < 8 ? 1000u << (p->fails - 3) : 30000u);
+    }
+    if (!p->dealer && !p->knocking && p->retry_at && now >= p->retry_at) node_knock_start(n, p, now);
+    node_resend_hello(n, p);
+    note_dialled(n, p, now);
+    if (p->knocking && now - p->knock_since > 30000) {
+        /* Silence for 30 s: stop, and ask again in 30 s (it may be down for now), or much
+         * later when it reaches us over its own connection. */
+        node_stop_knocking(p);
+        p->retry_at = now + (p->outbound ? REDIAL_MS : 30000);
+    }
+    if (p->knocking && p->knock_next <= now) node_knock_send(n, p, now);
+    if (p->knocking && p->knock_next < *next_knock) *next_knock = p->knock_next;
+    if (!p->dealer && !p->knocking && p->retry_at && p->retry_at < *next_knock) *next_knock = p->retry_at;
+}
+
+/* The node's wait before its next turn: the next membership deadline, tick, knock or guard
+ * check, and no more than a moment while libzmq may free chunks or drain a connection
+ * without waking us. */
+static uint64_t turn_wait(rumor_node_t *n, uint64_t now, uint64_t next_knock, bool sending_capped)
+{
+    uint64_t wait = rumor_memb_next_deadline(n->memb, rumor_now_ms());
+    if (wait > n->tick_ms) wait = n->tick_ms;
+    if (next_knock != UINT64_MAX && until(next_knock, now) < wait) wait = until(next_knock, now);
+    if (sending_capped) wait = 1; /* libzmq frees chunks without waking us: look again soon */
+    if (n->router_blocked) wait = wait < 2 ? wait : 2; /* ... nor says when a peer's connection drains */
+    n->router_blocked = false;
+    /* A message that never ends wakes nobody: the guard looks on its own schedule. */
+    if (rumor_guard_count(n->guard) > 0 && until(n->guard_next, now) < wait) wait = until(n->guard_next, now);
+    return wait;
+}
+
 rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
 {
     /* A stop asked for between the node's making and now (a trainer that failed at once, a
@@ -553,29 +599,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         for (int i = 0; i < MAX_PEERS; i++) {
             dial_t *p = &n->peers[i];
             if (!p->used) continue;
-            /* A refused handshake: libzmq has given up on that connection. Knock, and dial
-             * again once it answers. */
-            if (p->auth_failed) {
-                node_close_dealer(p);
-                p->auth_failed = false;
-                p->answered = false;
-                /* Again at once, but a node that keeps refusing handshakes it admitted
-                 * (evicted us, restarting in a loop) is asked less and less often. */
-                if (++p->fails <= 3) node_knock_start(n, p, now);
-                else p->retry_at = now + (p->fails < 8 ? 1000u << (p->fails - 3) : 30000u);
-            }
-            if (!p->dealer && !p->knocking && p->retry_at && now >= p->retry_at) node_knock_start(n, p, now);
-            node_resend_hello(n, p);
-            note_dialled(n, p, now);
-            if (p->knocking && now - p->knock_since > 30000) {
-                /* Silence for 30 s: stop, and ask again in 30 s (it may be down for now), or
-                 * much later when it reaches us over its own connection. */
-                node_stop_knocking(p);
-                p->retry_at = now + (p->outbound ? REDIAL_MS : 30000);
-            }
-            if (p->knocking && p->knock_next <= now) node_knock_send(n, p, now);
-            if (p->knocking && p->knock_next < next_knock) next_knock = p->knock_next;
-            if (!p->dealer && !p->knocking && p->retry_at && p->retry_at < next_knock) next_knock = p->retry_at;
+            tend_dial(n, p, now, &next_knock);
 
             polled[np].p = p;
             polled[np].dealer = polled[np].monitor = polled[np].knock = -1;
@@ -599,14 +623,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
             }
             np++;
         }
-        uint64_t wait = rumor_memb_next_deadline(n->memb, rumor_now_ms());
-        if (wait > n->tick_ms) wait = n->tick_ms;
-        if (next_knock != UINT64_MAX && until(next_knock, now) < wait) wait = until(next_knock, now);
-        if (sending_capped) wait = 1; /* libzmq frees chunks without waking us: look again soon */
-        if (n->router_blocked) wait = wait < 2 ? wait : 2; /* ... nor says when a peer's connection drains */
-        n->router_blocked = false;
-        /* A message that never ends wakes nobody: the guard looks on its own schedule. */
-        if (rumor_guard_count(n->guard) > 0 && until(n->guard_next, now) < wait) wait = until(n->guard_next, now);
+        const uint64_t wait = turn_wait(n, now, next_knock, sending_capped);
         if (zmq_poll(items, ni, (long)wait) < 0 && errno != EINTR) {
             rc = rumor_fail(err, RUMOR_EIO, "poll: %s", zmq_strerror(errno));
             break;

@@ -266,6 +266,23 @@ static rumor_err_t open_metrics(run_t *r, long step, char err[RUMOR_ERR_LEN])
     return r->metrics ? RUMOR_OK : rumor_fail(err, RUMOR_EIO, "%s: %s", cfg->metrics_path, strerror(errno));
 }
 
+/* The backend, the model and its optimizer, from the checkpoint resumed or initialised from
+ * the seed. */
+static rumor_err_t make_model(const rumor_train_config_t *cfg, const rumor_source_t *src, const rumor_model_spec_t *spec,
+                              rumor_backend_t **be, run_t *r, char err[RUMOR_ERR_LEN])
+{
+    *be = cfg->backend_ops ? rumor_backend_open(cfg->backend_ops, cfg->threads, err)
+                           : rumor_backend_new(cfg->device, cfg->threads, err);
+    if (!*be) return rumor_last_error();
+    /* Images are evaluated in batches of EVAL_BATCH; text in the training batch's windows. */
+    const int max_batch = src->text || cfg->batch > EVAL_BATCH ? cfg->batch : EVAL_BATCH;
+    if (!(r->m = rumor_model_new(spec, rumor_source_input(src, spec), *be, max_batch, err))) return rumor_last_error();
+    if (!(r->o = rumor_optim_new(&cfg->opt, *be, rumor_model_param_count(r->m), err))) return rumor_last_error();
+    if (!cfg->resume_path) return rumor_model_init(r->m, cfg->seed);
+    rumor_clean_stale_temps(cfg->resume_path); /* what a killed write of it left, whatever writes it next */
+    return rumor_checkpoint_load(cfg->resume_path, r->m, r->o, NULL, err);
+}
+
 rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_t *res,
                             char err[RUMOR_ERR_LEN])
 {
@@ -300,28 +317,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     r.info.input_std = cfg->resume_path ? resume.input_std : src.std;
     r.info.seed = cfg->seed;
 
-    be = cfg->backend_ops ? rumor_backend_open(cfg->backend_ops, cfg->threads, err)
-                          : rumor_backend_new(cfg->device, cfg->threads, err);
-    if (!be) {
-        rc = rumor_last_error();
-        goto out;
-    }
-    /* Images are evaluated in batches of EVAL_BATCH; text in the training batch's windows. */
-    const int max_batch = src.text || cfg->batch > EVAL_BATCH ? cfg->batch : EVAL_BATCH;
-    if (!(r.m = rumor_model_new(&spec, rumor_source_input(&src, &spec), be, max_batch, err))) {
-        rc = rumor_last_error();
-        goto out;
-    }
-    if (!(r.o = rumor_optim_new(&cfg->opt, be, rumor_model_param_count(r.m), err))) {
-        rc = rumor_last_error();
-        goto out;
-    }
-    if (cfg->resume_path) {
-        rumor_clean_stale_temps(cfg->resume_path); /* what a killed write of it left, whatever writes it next */
-        rc = rumor_checkpoint_load(cfg->resume_path, r.m, r.o, NULL, err);
-    } else
-        rc = rumor_model_init(r.m, cfg->seed);
-    if (rc != RUMOR_OK) goto out;
+    if ((rc = make_model(cfg, &src, &spec, &be, &r, err)) != RUMOR_OK) goto out;
 
     rumor_trainer_config_t trc = {.batch = cfg->batch, .seed = cfg->seed, .sched = cfg->sched, .lr = cfg->opt.lr,
                                   .clip_grad = cfg->clip_grad};
