@@ -403,6 +403,34 @@ def main():
         missing = os.path.join(tmp, "x.safetensors")
         refused("train --resume FILE", ["train", "--resume", missing, "--check"], missing,
                 missing + ": No such file or directory")
+        # The one text form of settings: --config FILE reads `key = value` lines as if the flags
+        # were given there (train, node, sim alike); later flags override them.
+        conf = os.path.join(tmp, "node.conf")
+        with open(conf, "w") as f:
+            f.write("# a node's settings\nmodel = mlp:64\nlr = 0.125  # comment\n\n[swarm]\ntopology = ring\n"
+                    "bootstrap = rumor://%s@127.0.0.1:7470\n" % ("A" * 40))
+        flags = ["--model", "mlp:64", "--lr", "0.125", "--topology", "ring", "--bootstrap",
+                 "rumor://%s@127.0.0.1:7470" % ("A" * 40)]
+        r1 = run("node", *ident, "--config", conf, "--check")
+        r2 = run("node", *ident, *flags, "--check")
+        j1 = json.loads(r1[1]) if r1[0] == 0 else {}
+        j2 = json.loads(r2[1]) if r2[0] == 0 else {}
+        j1.pop("config", None), j2.pop("config", None)
+        check(r1[0] == 0 and j1 == j2, "node --config FILE sets what the same flags set (%s) %s" % (r1[2].strip(), r2[2].strip()))
+        r3 = run("node", *ident, "--config", conf, "--lr", "0.5", "--check")
+        check(r3[0] == 0 and float(json.loads(r3[1])["lr"]) == 0.5, "a flag after --config overrides its line")
+        r4 = run("train", "--config", conf, "--check")
+        check(r4[0] == 2 and r4[2].startswith("rumor: error: ") and conf + ":6:" in r4[2] and "'topology'" in r4[2],
+              "train --config names the file and line of a setting train does not take (%s)" % r4[2].strip())
+        with open(conf, "w") as f:
+            f.write("lr = 0.1\nmodel = mlp:64\nlr = fast\n")
+        refused("a bad line of --config", ["train", "--config", conf, "--check"], conf + ":3: --lr", "is not a finite number")
+        with open(conf, "w") as f:
+            f.write("config = %s\n" % conf)
+        refused("--config inside --config", ["train", "--config", conf, "--check"], conf + ":1",
+                "settings files do not include other files")
+        refused("--config of no file", ["train", "--config", os.path.join(tmp, "none.conf"), "--check"],
+                os.path.join(tmp, "none.conf"), "No such file or directory")
     finally:
         for f in os.listdir(tmp):
             os.unlink(os.path.join(tmp, f))

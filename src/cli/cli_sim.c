@@ -68,7 +68,7 @@ static int sim_settings(rumor_sim_config_t *c, int argc, char **argv)
     rumor_settings_defaults(c, RUMOR_CMD_SIM);
     int first = 2;
     const char *scenario = first < argc && argv[first][0] != '-' ? argv[first++] : NULL;
-    if (scenario && rumor_settings_load(c, scenario, err) != RUMOR_OK) {
+    if (scenario && rumor_settings_load(c, RUMOR_CMD_SIM, scenario, err) != RUMOR_OK) {
         cli_error("%s", err);
         return 2;
     }
@@ -100,7 +100,7 @@ static int sim_settings(rumor_sim_config_t *c, int argc, char **argv)
     }
     /* Its settings, then the flags again (say, more --rounds), in that folder. */
     rumor_settings_defaults(c, RUMOR_CMD_SIM);
-    if (rumor_settings_load(c, path, err) != RUMOR_OK ||
+    if (rumor_settings_load(c, RUMOR_CMD_SIM, path, err) != RUMOR_OK ||
         !rumor_settings_parse_args(c, RUMOR_CMD_SIM, argc, argv, first, pos, 0, &n_pos, &help, err)) {
         cli_error("%s", err);
         return 2;

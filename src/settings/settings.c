@@ -390,6 +390,9 @@ static const rumor_setting_t table[] = {
      "log every membership change and refusal"},
     {"run-dir", NULL, RUMOR_SET_STR, N, 0, AT(run_dir), 0, 0, NULL, NULL, D(NULL), NULL, "DIR",
      "a training node's metrics, checkpoints and model"},
+    {"config", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_BY_PROC, AT(config), 0, 0, NULL, NULL, D(NULL), NULL, "FILE",
+     "settings from FILE, one `key = value` a line (the scenario files' form), as if given here: flags "
+     "after it override them"},
     {"trace", NULL, RUMOR_SET_STR, N, 0, AT(trace), 0, 0, NULL, NULL, D(NULL), NULL, "FILE",
      "write every round event (gossip points, views, sends, arrivals, mixes, evaluations, checkpoints, the end) "
      "to FILE, one line each (rumor sim --replay)"},
@@ -586,7 +589,9 @@ rumor_err_t rumor_settings_set(rumor_settings_t *s, rumor_cmd_t cmd, const char 
 {
     const rumor_setting_t *r = rumor_settings_find(cmd, name);
     if (!r) return rumor_fail(err, RUMOR_EINVAL, "unknown setting '%s'", name);
-    rumor_err_t rc = set_row(s, r, value, err);
+    /* --config FILE: its lines, as if given here (flags after it override them). */
+    rumor_err_t rc = strcmp(r->name, "config") == 0 ? rumor_settings_load(s, cmd, value, err) : RUMOR_OK;
+    if (rc == RUMOR_OK) rc = set_row(s, r, value, err);
     if (rc != RUMOR_OK) return rc;
     s->given[r - table] = 1;
     if (r->flags & RUMOR_SET_NET) s->net_given = true;
@@ -678,34 +683,56 @@ static char *trim(char *s)
     return s;
 }
 
-rumor_err_t rumor_settings_load(rumor_settings_t *s, const char *path, char err[RUMOR_ERR_LEN])
+/* One line of the settings text (NUL-terminated, without its newline), numbered no. */
+static rumor_err_t read_line(rumor_settings_t *s, rumor_cmd_t cmd, char *line, const char *origin, int no,
+                             char err[RUMOR_ERR_LEN])
+{
+    char e2[RUMOR_ERR_LEN];
+    char *h = strchr(line, '#');
+    if (h) *h = 0;
+    char *t = trim(line);
+    if (!*t || *t == '[') return RUMOR_OK; /* blank, comment, or an INI section header */
+    char *eq = strchr(t, '=');
+    if (!eq) return rumor_fail(err, RUMOR_EINVAL, "%s:%d: expected key = value", origin, no);
+    *eq = 0;
+    const char *key = trim(t);
+    if (strcmp(key, "config") == 0)
+        return rumor_fail(err, RUMOR_EINVAL, "%s:%d: settings files do not include other files", origin, no);
+    const rumor_err_t rc = rumor_settings_set(s, cmd, key, trim(eq + 1), e2);
+    return rc == RUMOR_OK ? rc : rumor_fail(err, rc, "%s:%d: %s", origin, no, e2);
+}
+
+rumor_err_t rumor_settings_read(rumor_settings_t *s, rumor_cmd_t cmd, const char *text, const char *origin,
+                                char err[RUMOR_ERR_LEN])
+{
+    char line[1024];
+    int no = 0;
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        const size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        no++;
+        if (len >= sizeof line) return rumor_fail(err, RUMOR_EINVAL, "%s:%d: line too long", origin, no);
+        memcpy(line, p, len);
+        line[len] = 0;
+        const rumor_err_t rc = read_line(s, cmd, line, origin, no, err);
+        if (rc != RUMOR_OK) return rc;
+        p += len + (nl != NULL);
+    }
+    return RUMOR_OK;
+}
+
+rumor_err_t rumor_settings_load(rumor_settings_t *s, rumor_cmd_t cmd, const char *path, char err[RUMOR_ERR_LEN])
 {
     FILE *f = fopen(path, "r");
     if (!f) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
-    char line[1024], e2[RUMOR_ERR_LEN];
+    char line[1024];
     int no = 0;
     rumor_err_t rc = RUMOR_OK;
-    while (fgets(line, sizeof line, f)) {
+    while (rc == RUMOR_OK && fgets(line, sizeof line, f)) {
         no++;
-        if (!strchr(line, '\n') && !feof(f)) {
-            rc = rumor_fail(err, RUMOR_EINVAL, "%s:%d: line too long", path, no);
-            break;
-        }
-        char *h = strchr(line, '#');
-        if (h) *h = 0;
-        char *t = trim(line);
-        if (!*t || *t == '[') continue; /* blank, comment, or an INI section header */
-        char *eq = strchr(t, '=');
-        if (!eq) {
-            rc = rumor_fail(err, RUMOR_EINVAL, "%s:%d: expected key = value", path, no);
-            break;
-        }
-        *eq = 0;
-        const char *key = trim(t);
-        if ((rc = rumor_settings_set(s, RUMOR_CMD_SIM, key, trim(eq + 1), e2)) != RUMOR_OK) {
-            rumor_fail(err, rc, "%s:%d: %s", path, no, e2);
-            break;
-        }
+        char *nl = strchr(line, '\n');
+        if (!nl && !feof(f)) rc = rumor_fail(err, RUMOR_EINVAL, "%s:%d: line too long", path, no);
+        else rc = read_line(s, cmd, (nl ? (*nl = 0, line) : line), path, no, err);
     }
     fclose(f);
     return rc;
@@ -718,7 +745,7 @@ rumor_err_t rumor_settings_write(const rumor_settings_t *s, const char *path, co
     size_t len = (size_t)snprintf(text, sizeof text, "# the settings given, as `rumor sim --resume` reads them back\n");
     for (size_t i = 0; i < RUMOR_ARRAY_LEN(table) && len < sizeof text; i++) {
         const rumor_setting_t *r = &table[i];
-        bool skipped = !s->given[i] || r->type == RUMOR_SET_LIST;
+        bool skipped = !s->given[i] || r->type == RUMOR_SET_LIST || strcmp(r->name, "config") == 0; /* (its lines are here) */
         for (int k = 0; skip && skip[k] && !skipped; k++) skipped = strcmp(skip[k], r->name) == 0;
         if (skipped) continue;
         char v[RUMOR_SETTINGS_PATH];

@@ -117,6 +117,7 @@ typedef struct rumor_settings {
     bool verbose;
     char run_dir[RUMOR_SETTINGS_PATH];
     char trace[RUMOR_SETTINGS_PATH]; /* node: its round events' file ("": none) */
+    char config[RUMOR_SETTINGS_PATH]; /* the last --config file read */
     bool trace_peers;        /* sim: every peer writes OUT/peer-NNN/trace */
     char replay[RUMOR_SETTINGS_PATH]; /* sim, virtual: a proc run's folder whose traces it replays */
     bool resume;            /* node: continue from the run folder's checkpoint; train: from --checkpoint */
@@ -199,8 +200,17 @@ bool rumor_settings_given(const rumor_settings_t *s, const char *name);
  * go to pos (max_pos at most). false with one sentence in err; *help when --help was given. */
 bool rumor_settings_parse_args(rumor_settings_t *s, rumor_cmd_t cmd, int argc, char **argv, int first,
                                const char **pos, int max_pos, int *n_pos, bool *help, char err[RUMOR_ERR_LEN]);
-/* Read a scenario file (rumor sim): `key = value` lines, `#` comments, `[sections]` ignored. */
-rumor_err_t rumor_settings_load(rumor_settings_t *s, const char *path, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The one text form of settings, for any command: a scenario file (rumor sim), a --config
+ * file (train, node, sim), and what a launcher hands a library peer. One `key = value` a line,
+ * keys the flags' names; `#` starts a comment, `[sections]` and blank lines are ignored; a
+ * repeatable setting (bootstrap, event) is given once a line. Each value is set as the flag
+ * would be, in order; the first that is refused stops the reading, with err "ORIGIN:LINE:
+ * why". A `config` line is refused (files do not include files). */
+rumor_err_t rumor_settings_read(rumor_settings_t *s, rumor_cmd_t cmd, const char *text, const char *origin,
+                                char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The same, from the file at path (errors "PATH:LINE: why"; RUMOR_EIO when it cannot be read). */
+rumor_err_t rumor_settings_load(rumor_settings_t *s, rumor_cmd_t cmd, const char *path,
+                                char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* The settings the user gave (flags, scenario keys) to path, atomically, in the scenario form
  * that rumor_settings_load reads back: one `key = value` line each, rows that repeat (--event,
  * --bootstrap) and the rows named in skip (a NULL-terminated list, or NULL) left out. */
