@@ -1,0 +1,351 @@
+/*
+ * rumor.h - librumor: one peer of a rumor swarm inside your own training program.
+ *
+ * rumor trains models in a peer-to-peer swarm: peers gossip their parameters over CurveZMQ
+ * (always encrypted; a peer is admitted only with a certificate of the swarm's authority) and
+ * mix them with their neighbours' after their local steps. `rumor node` does that for rumor's
+ * own models. This library does it for yours: you register your tensors, train on them in
+ * place, and call one function at each gossip point.
+ *
+ * Lifecycle
+ *
+ *     rumor_peer_open(settings)              settings by name; keys loaded, sockets bound
+ *     rumor_peer_add_tensor(name, shape)     once per tensor, in a fixed order
+ *     rumor_peer_commit(flags)               the layout is fixed; one flat float32 buffer
+ *     rumor_peer_view(i) / rumor_peer_buffer copy your initial values in; train on these
+ *     [rumor_peer_load(path)]                resume the engine's state
+ *     rumor_peer_start(timeout)              joins the swarm (a late joiner takes its model)
+ *     loop:
+ *         rumor_peer_phase(&steps, &first)   how many local steps to take now
+ *         ... your optimizer takes them on the views ...
+ *         rumor_peer_round(&io, timeout)     the gossip point: the views are mixed in place
+ *         [rumor_peer_save(path)]            beside your own checkpoint, when io.checkpoint_due
+ *     rumor_peer_finish(timeout)             no more steps; the swarm is told
+ *     [rumor_peer_wait(timeout)]             stay until the others finished (they may pull)
+ *     rumor_peer_close(peer)                 leave
+ *     rumor_peer_destroy(&peer)              free (the views die here, not at close)
+ *
+ * Errors. Every function that can fail returns rumor_err_t (RUMOR_OK = 0). The sentence that
+ * says what went wrong and what to do is rumor_errmsg(), on the calling thread, until the next
+ * call on that thread that fails. Codes are ABI; sentences are not (do not parse them).
+ *
+ * Timeouts. Calls that can wait (start, round, finish, wait) take timeout_ms: -1 waits until
+ * done; 0 or more returns RUMOR_EAGAIN after at most that long with the call's state kept:
+ * call it again (with the same arguments) to go on. rumor_peer_interrupt makes a waiting call
+ * return RUMOR_EAGAIN at once. A Python wrapper calls with 100 ms so that Ctrl-C works.
+ *
+ * Threads. Each started peer has one thread of its own (its node: sockets, membership, mixing
+ * what arrives). A peer's functions are called from one thread at a time (which thread may
+ * change), except rumor_peer_address, rumor_peer_status and rumor_peer_interrupt, which any
+ * thread may call at any time. Different peers are independent. Process-wide: the log sink.
+ * No function keeps a lock when it returns; none calls back into your code except the log
+ * sink. The library installs no signal handler and does not change the process's dumpable
+ * flag (rumor node does: see docs/security.md).
+ *
+ * Processes. A peer belongs to the process that opened it. In a forked child (a DataLoader
+ * worker), every call on it returns RUMOR_ESTATE and rumor_peer_destroy frees nothing there.
+ *
+ * Memory. Strings this library returns through `char **` are yours: free them with
+ * rumor_free. A `const char *` it returns is borrowed for as long as its comment says.
+ * The flat buffer and every view into it belong to the peer and stay valid until
+ * rumor_peer_destroy (a closed peer's memory is still readable).
+ *
+ * Settings are given by name, as `rumor node` takes them (without "--"): the one table of
+ * settings in rumor decides what a library peer accepts, each value is checked when given,
+ * and a setting a library peer does not take is refused with the reason. The text form is the
+ * one of rumor's scenario files and of `rumor node --config FILE`:
+ *
+ *     # comments; blank lines and [sections] are ignored
+ *     swarm = authority.pub
+ *     key = peer.key
+ *     cert = peer.cert
+ *     listen = tcp://0.0.0.0:7000
+ *     bootstrap = rumor://KEY@10.0.0.1:7000     (repeated keys of a list setting append)
+ *     algo = diloco:50
+ *     topology = expo
+ *
+ * ABI. librumor.so.0: the number after .so changes on any incompatible change (a function
+ * removed or its signature or meaning changed, an enum value or macro changed, a field of
+ * rumor_round_t moved, a setting removed or its meaning changed) and on nothing else. New
+ * functions, new error codes and flags (appended), new fields at the end of rumor_round_t,
+ * new settings and new keys in the status JSON come without a change. Only the symbols
+ * declared here are exported (a version script, node RUMOR_0). The wire protocol has its own
+ * version (rumor_protocol_version) and compatibility table (proto/PROTOCOL.md).
+ */
+#ifndef RUMOR_H
+#define RUMOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define RUMOR_API __attribute__((visibility("default")))
+#else
+#define RUMOR_API
+#endif
+
+/* The library's version, for compile-time checks (rumor_version gives the run-time one). */
+#define RUMOR_VERSION_MAJOR 0
+#define RUMOR_VERSION_MINOR 2
+#define RUMOR_VERSION_PATCH 0
+#define RUMOR_ABI_VERSION 0
+
+/* ---- errors ---- */
+
+typedef enum {
+    RUMOR_OK = 0,
+    RUMOR_EINVAL = 1,     /* a bad argument or setting; the message names it and the range */
+    RUMOR_ENOMEM = 2,     /* out of memory */
+    RUMOR_EPROTO = 3,     /* a protocol violation */
+    RUMOR_EAUTH = 4,      /* admission failed: certificate, key, revocation, every bootstrap refused */
+    RUMOR_ECLOSED = 5,    /* the peer is closed (rumor_peer_close was called, or its node ended) */
+    RUMOR_ETIMEDOUT = 6,  /* a deadline of the swarm's passed (join-timeout: nobody let us in) */
+    RUMOR_ELAYOUT = 7,    /* tensors that do not fit: the message names the first that differs */
+    RUMOR_ENOTSUP = 8,    /* not supported by this build or with these settings */
+    RUMOR_EIO = 9,        /* a file or socket could not be read or written */
+    RUMOR_EFORMAT = 10,   /* a file is not what it should be (a state file, a key, a certificate) */
+    RUMOR_ENODEV = 11,    /* the machine lacks a device (unused by the peer functions) */
+    RUMOR_ESTATE = 12,    /* called out of order (add_tensor after commit, round before start),
+                             on a finished peer, or in a process that did not open the peer */
+    RUMOR_EAGAIN = 13,    /* not done within timeout_ms, or interrupted: call again to go on */
+} rumor_err_t;
+
+/* A short static description of code ("layout mismatch"); never NULL, also for unknown codes.
+ * Any thread. */
+RUMOR_API const char *rumor_strerror(rumor_err_t code);
+
+/* The sentence of the last call on this thread that failed: what is wrong and what to do
+ * ("bootstrap 'rumor://x': expected rumor://KEY@HOST:PORT"). "" when no call on this thread has
+ * failed. Borrowed: valid until the next failing call on this thread. Thread-local. */
+RUMOR_API const char *rumor_errmsg(void);
+
+/* ---- version ---- */
+
+/* The library's version as "0.2.0"; each pointer that is not NULL gets its number. Static
+ * string. Any thread. */
+RUMOR_API const char *rumor_version(int *major, int *minor, int *patch);
+/* The number in the library's soname (librumor.so.N): a program built against another N
+ * must not use it. Any thread. */
+RUMOR_API int rumor_abi_version(void);
+/* The wire protocol's version this library speaks (3); peers speak only their own. */
+RUMOR_API int rumor_protocol_version(void);
+
+/* ---- logging ---- */
+
+typedef enum {
+    RUMOR_LOG_ERROR = 0,
+    RUMOR_LOG_WARN = 1,
+    RUMOR_LOG_INFO = 2,
+    RUMOR_LOG_DEBUG = 3,
+} rumor_log_level_t;
+
+/* One log line (no trailing newline; a peer's lines start with its short id). Called from any
+ * of rumor's threads (a node thread, or the caller's inside a rumor call), one line at a time:
+ * calls are serialised. It must return quickly and must not call any rumor function. */
+typedef void (*rumor_log_fn)(void *arg, rumor_log_level_t level, const char *line);
+
+/* Send log lines up to `level` (RUMOR_LOG_INFO by default) to fn(arg, ...) instead of stderr;
+ * fn NULL: back to stderr. Process-wide, for every peer. Any thread; lines already being
+ * written may still go to the previous sink. */
+RUMOR_API void rumor_set_log(rumor_log_fn fn, void *arg, rumor_log_level_t level);
+
+/* Free a string this library returned through a `char **`. NULL is fine. Any thread. */
+RUMOR_API void rumor_free(void *ptr);
+
+/* ---- settings ---- */
+
+/* Every setting a library peer takes, as a JSON array of objects (name, older spelling, type,
+ * range, default, help), and the ones it refuses with the reason: the same table
+ * `rumor settings --json` prints, for a peer. *json is yours (rumor_free). ENOMEM. Any thread. */
+RUMOR_API rumor_err_t rumor_peer_settings_table(char **json);
+
+/* Check settings as rumor_peer_open would, without opening anything: first `settings` (the
+ * text form above; NULL or "" for none), then `pairs` (NULL, or name, value, name, value, ...,
+ * NULL: each overrides the text; a list setting appends), then the settings as a whole. On
+ * success, when canonical is not NULL, *canonical is the given settings in the text form,
+ * canonically spelt, one per line: what a launcher puts in a child's RUMOR_SETTINGS (yours:
+ * rumor_free). EINVAL with the sentence (a text's line is named "LINE n:"). Any thread. */
+RUMOR_API rumor_err_t rumor_peer_check(const char *settings, const char *const *pairs, char **canonical);
+
+/* ---- a peer ---- */
+
+typedef struct rumor_peer rumor_peer_t;
+
+/* Open a peer from settings (as rumor_peer_check takes them): the settings are checked, the
+ * key and certificate read, the listen address bound. Nothing is sent and no thread runs
+ * until rumor_peer_start. *out is NULL on failure. Errors: EINVAL (a setting: its name, its
+ * value and what is expected; a setting a library peer does not take, with why: "lr: a
+ * library peer trains nothing itself; set it in your optimizer"), EIO/EFORMAT (a key,
+ * certificate or authority file), EAUTH (a certificate not valid for the swarm or the key),
+ * ENOMEM. Any thread; the peer then belongs to this process. */
+RUMOR_API rumor_err_t rumor_peer_open(const char *settings, const char *const *pairs, rumor_peer_t **out);
+
+/* Where others reach this peer: "rumor://KEY@HOST:PORT" (a bootstrap for the next peers).
+ * Borrowed, valid until rumor_peer_destroy. Any thread. */
+RUMOR_API const char *rumor_peer_address(const rumor_peer_t *peer);
+
+/* The value of setting `name` for this peer as text, canonically spelt ("diloco:50", "yes",
+ * "0.7"): the given value, or the default. A list setting gives its values one per line. *value
+ * is yours (rumor_free). EINVAL: no setting of that name for a library peer. */
+RUMOR_API rumor_err_t rumor_peer_setting(const rumor_peer_t *peer, const char *name, char **value);
+
+/* Register the next tensor: its name (1..200 bytes of A-Z a-z 0-9 _ . / -, unique in the
+ * peer) and shape (ndim 0..8; each dimension 1..2^31-1; ndim 0 is a scalar). float32 only:
+ * rumor mixes float32 (keep a float32 master copy of lower-precision parameters). The order of
+ * calls is the layout's order, which every peer of the swarm must share: use your framework's
+ * state order (PyTorch: state_dict order). The shape is copied. Errors: EINVAL (name or shape,
+ * said which), ESTATE (after rumor_peer_commit: "the layout is fixed once committed"),
+ * ENOMEM. */
+RUMOR_API rumor_err_t rumor_peer_add_tensor(rumor_peer_t *peer, const char *name, int ndim, const int64_t *shape);
+
+/* Flags of rumor_peer_commit. */
+enum {
+    /* One block of optimizer state, laid out as the model, is mixed with it (dadamw: AdamW
+     * whose second moment the swarm averages). dpsgd only, without topk or int4 codecs. */
+    RUMOR_MIX_STATE = 1,
+};
+
+/* Fix the layout: every tensor at an offset aligned to 16 floats in one flat buffer (padding
+ * zero, and kept zero: never write it), then, with RUMOR_MIX_STATE, the state block. The
+ * buffer is zeroed and page-aligned (a CUDA caller may pin it with cudaHostRegister). The
+ * layout's id, from the tensors' names and shapes alone, is what this peer announces: only
+ * peers with the same id mix. Errors: EINVAL (no tensor; too large for the protocol: 2^40
+ * floats; a flag the settings exclude, said why), ESTATE (committed already), ENOMEM. */
+RUMOR_API rumor_err_t rumor_peer_commit(rumor_peer_t *peer, unsigned flags);
+
+/* Tensor i's view (i in registration order): *data its values (shape as registered,
+ * row-major, contiguous), *state its optimizer-state twin (NULL without RUMOR_MIX_STATE).
+ * Either pointer may be NULL. Borrowed until rumor_peer_destroy. Between rounds the values are
+ * yours to read and write; during rumor_peer_round the peer writes them. EINVAL: no tensor i;
+ * ESTATE: not committed. */
+RUMOR_API rumor_err_t rumor_peer_view(rumor_peer_t *peer, int i, float **data, float **state);
+
+/* The whole flat buffer: *params and *count floats of the model including the padding (one
+ * copy to and from a device per round moves the model), then, with RUMOR_MIX_STATE, *count
+ * more of state at *params + *count. Borrowed until rumor_peer_destroy. ESTATE: not committed. */
+RUMOR_API rumor_err_t rumor_peer_buffer(rumor_peer_t *peer, float **params, size_t *count);
+
+/* The layout this peer announces: *id, and when text is not NULL its canonical text (yours:
+ * rumor_free): "rumor-layout-2" then one "name:d0,d1,..." line per tensor; the id is FNV-1a
+ * 64 of that text. ESTATE: not committed. */
+RUMOR_API rumor_err_t rumor_peer_layout(const rumor_peer_t *peer, uint64_t *id, char **text);
+
+/* Resume: read the engine's state that rumor_peer_save wrote (its round, push-sum weights,
+ * diloco's outer parameters and momentum), to take effect at rumor_peer_start. Call after
+ * rumor_peer_commit and after putting your model's checkpointed values in the views, before
+ * start. The started peer falls back into step with the swarm if the swarm has moved on (two
+ * members must confirm the model it takes). Errors: EIO, EFORMAT (not such a file), ELAYOUT
+ * (another layout: the first tensor that differs), EINVAL (a setting that fixes the run's
+ * course differs: "algo is diloco:50 in FILE and diloco:20 here"), ESTATE (not committed,
+ * or started). */
+RUMOR_API rumor_err_t rumor_peer_load(rumor_peer_t *peer, const char *path);
+
+/* Join the swarm: the engine starts from the buffer's values (every fresh peer should start
+ * from the same ones: same initialisation seed), the peer's thread starts, and the call waits
+ * for min-peers members (at most join-timeout). A fresh peer of a swarm already 4 rounds in,
+ * or a resumed one left behind, then asks members for their model and takes the mean of two
+ * that confirm each other, into the buffer (*joined = 1; else 0; joined may be NULL): copy it
+ * to your device, reset stale optimizer state. Errors: EAGAIN (timeout: call again), ELAYOUT
+ * (a member announces another layout: the first tensor that differs; see rumor_peer_round),
+ * EAUTH (every bootstrap refused this peer, with their reason), ETIMEDOUT (no bootstrap let
+ * it in within join-timeout), ESTATE (not committed, or started), ECLOSED. */
+RUMOR_API rumor_err_t rumor_peer_start(rumor_peer_t *peer, int timeout_ms, int *joined);
+
+/* The local steps to take before the next rumor_peer_round: *steps (local-steps, or H of
+ * diloco:H; an overlapped diloco round has two phases, overlap-steps then the rest) and
+ * *first, the position of the first of them in the swarm's learning-rate schedule (rounds
+ * times H: a late joiner's schedule continues the swarm's). Either pointer may be NULL.
+ * Taking another number of steps is allowed (the schedule position is then yours to keep).
+ * ESTATE: not started, or finished. */
+RUMOR_API rumor_err_t rumor_peer_phase(rumor_peer_t *peer, int64_t *steps, int64_t *first);
+
+/* In and out of rumor_peer_round. Set size to sizeof(rumor_round_t) (RUMOR_ROUND_INIT): later
+ * versions append fields and read or write only the ones within size. */
+typedef struct rumor_round {
+    size_t size;
+    /* in: the local steps since the last gossip point, for status and metrics (0: unknown) */
+    int64_t steps;
+    double loss_sum;        /* summed over the samples */
+    int64_t samples;
+    /* out */
+    int64_t round;          /* rounds this peer has finished (the swarm's round after a resync) */
+    int landed;             /* an overlapped round landed mid-round: take the next phase, the
+                               round goes on (the views changed) */
+    int finished;           /* its last round is mixed (rounds given), or the swarm finished
+                               without it: call rumor_peer_finish */
+    int replaced;           /* the views now hold a model taken from the swarm (two members'
+                               confirmed final model): reset stale optimizer state */
+    int checkpoint_due;     /* checkpoint-every rounds, or a minute, passed: a good time to save */
+    int neighbours;         /* neighbours whose models were mixed in this round */
+    int missing;            /* neighbours expected and left out (dead, slow, another layout) */
+    double consensus;       /* distance between this peer's model and the round's mix */
+    double wait_s;          /* the round's wait at the gossip point */
+} rumor_round_t;
+#define RUMOR_ROUND_INIT {sizeof(rumor_round_t), 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0}
+
+/* The gossip point, after the phase's local steps: the peer's model (the views, and the state
+ * block) goes to this round's out-neighbours, and the call waits until the in-neighbours'
+ * models are mixed into the views in place or the round's adaptive deadline passes (a dead or
+ * slow neighbour is left out; round-timeout bounds the wait). What the algorithm does happens
+ * here: dpsgd's average, sgp's push-sum (the views always hold the de-biased model), diloco's
+ * outer Nesterov step (the views then hold the new outer parameters), CHOCO's compressed copies
+ * (codec topk or int4). Do not touch the buffer during the call (another thread of yours
+ * neither). io's inputs are read at the first call of a gossip point; on EAGAIN call again
+ * with the same io. Errors: EAGAIN (timeout or interrupt: call again), ELAYOUT (only while this
+ * peer has mixed no round yet: a member announces another layout, named by the first tensor
+ * that differs; the member is left out and the next call goes on; a peer already training only
+ * logs it and lists it in status), ESTATE (not started, finished), ECLOSED (closed, or its
+ * node ended; the message says why), EINVAL (io NULL or its size too small). */
+RUMOR_API rumor_err_t rumor_peer_round(rumor_peer_t *peer, rumor_round_t *io, int timeout_ms);
+
+/* Write the engine's state (round, push-sum weights, diloco's outer parameters and momentum,
+ * the layout and the settings that fix the run's course) to path, atomically (a crash leaves
+ * the old file or the new one): store it beside your model's checkpoint. Not the model: that
+ * is in your views and your checkpoint. Between rounds only. Errors: EIO, ESTATE (not started,
+ * or inside a gossip point), ENOMEM. */
+RUMOR_API rumor_err_t rumor_peer_save(rumor_peer_t *peer, const char *path);
+
+/* The peer's status as JSON, the object `rumor status --json` prints for a node: its id,
+ * address, view, counters, and "train" (algo, topology, round, consensus, models and bytes in
+ * and out, drops by reason, layout and layout_mismatch, ...). *json is yours (rumor_free).
+ * Errors: ENOMEM, ETIMEDOUT (the node thread did not answer within a second), ECLOSED. Any
+ * thread, at any time after rumor_peer_open. */
+RUMOR_API rumor_err_t rumor_peer_status(rumor_peer_t *peer, char **json);
+
+/* No more local steps: when a round is still in flight (overlap, sgp, overlapped diloco), run
+ * one closing gossip point so the views end mixed; then tell every member this peer finished
+ * (they stop waiting for it) and keep a copy of the final model that the peer's thread sends to
+ * late peers that ask, until rumor_peer_close. The views are yours again afterwards. Errors:
+ * EAGAIN (call again), ESTATE (not started), ECLOSED. A second call does nothing. */
+RUMOR_API rumor_err_t rumor_peer_finish(rumor_peer_t *peer, int timeout_ms);
+
+/* After rumor_peer_finish: wait until leaving costs nobody anything: every member in view has
+ * finished (then 2 s more), or `linger` seconds passed (when given). Errors: EAGAIN (not yet;
+ * call again, or close anyway), ESTATE (not finished). */
+RUMOR_API rumor_err_t rumor_peer_wait(rumor_peer_t *peer, int timeout_ms);
+
+/* Make the call that waits on this peer (start, round, finish, wait) return RUMOR_EAGAIN at
+ * once, its state kept. Any thread, and async-signal-safe. Does nothing when none waits. */
+RUMOR_API void rumor_peer_interrupt(rumor_peer_t *peer);
+
+/* Leave the swarm now: a goodbye to every member, the peer's thread stopped and joined (within
+ * about a second), sockets closed. Every later call but rumor_peer_address, rumor_peer_view,
+ * rumor_peer_buffer, rumor_peer_layout and rumor_peer_destroy returns ECLOSED. The views stay
+ * valid until rumor_peer_destroy. Returns the error that ended the node, if one did (else OK);
+ * a second call returns OK. */
+RUMOR_API rumor_err_t rumor_peer_close(rumor_peer_t *peer);
+
+/* Close if needed, free everything (the buffer and the views with it), and set *peer to NULL.
+ * NULL and *peer NULL are fine. In a process other than the one that opened the peer it frees
+ * nothing (a forked child must not touch the parent's sockets) and only clears *peer. */
+RUMOR_API void rumor_peer_destroy(rumor_peer_t **peer);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
