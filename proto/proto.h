@@ -31,7 +31,7 @@
 #ifndef RUMOR_PROTO_H
 #define RUMOR_PROTO_H
 
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 #include <stddef.h>

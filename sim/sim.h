@@ -34,7 +34,7 @@
 #ifndef RUMOR_SIM_H
 #define RUMOR_SIM_H
 
-#include "rumor.h"
+#include "base.h"
 #include "settings.h"
 
 #include <stdbool.h>

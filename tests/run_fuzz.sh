@@ -82,7 +82,7 @@ for d in "$src"/src/*/; do parts="$parts -I$d"; done
 if ! "$cc" -std=c11 -g -O1 -fno-omit-frame-pointer \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
         -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra \
-        -I"$inc" $parts -I"$src/proto" \
+        -I"$inc" $parts -I"$src/include" -I"$src/proto" \
         "$@" "$src/tests/fuzz_$target.c" \
         $libs -o "$out/fuzz_$target" >"$out/build.log" 2>&1; then
     cat "$out/build.log"

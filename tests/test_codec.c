@@ -5,7 +5,7 @@
 #include "check.h"
 #include "codec.h"
 #include "rng.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <float.h>
 #include <math.h>

@@ -2,7 +2,7 @@
  * forms, values of the defining integral, monotonicity, the inverse, accumulation, errors. */
 #include "check.h"
 #include "privacy.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <math.h>
 #include <string.h>

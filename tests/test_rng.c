@@ -1,7 +1,7 @@
 /* test_rng.c - the seeded generator: known answers, ranges, distributions. */
 #include "check.h"
 #include "rng.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -56,7 +56,7 @@
 #ifndef RUMOR_TOPOLOGY_H
 #define RUMOR_TOPOLOGY_H
 
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 #include <stddef.h>

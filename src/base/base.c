@@ -1,6 +1,7 @@
-/* rumor.c - error strings, logging, clock. */
-#include "rumor.h"
+/* base.c - error strings and messages, logging, the clock. */
+#include "base.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,29 +25,47 @@ const char *rumor_strerror(rumor_err_t err)
     case RUMOR_EIO: return "I/O error";
     case RUMOR_EFORMAT: return "bad file format";
     case RUMOR_ENODEV: return "no such device";
+    case RUMOR_ESTATE: return "called out of order";
+    case RUMOR_EAGAIN: return "not done yet: call again";
     }
     return "unknown error";
 }
 
 static _Thread_local rumor_err_t last_error;
+static _Thread_local char last_message[RUMOR_ERR_LEN];
 
 rumor_err_t rumor_last_error(void) { return last_error; }
+
+const char *rumor_errmsg(void) { return last_message; }
 
 rumor_err_t rumor_fail(char *err, rumor_err_t code, const char *fmt, ...)
 {
     last_error = code;
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, RUMOR_ERR_LEN, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_message, sizeof last_message, fmt, ap);
+    va_end(ap);
+    if (err && err != last_message) memcpy(err, last_message, RUMOR_ERR_LEN);
     return code;
 }
 
 void rumor_log_set_id(const char *id)
 {
     snprintf(log_id, sizeof log_id, "%s", id ? id : "");
+}
+
+/* rumor_set_log's sink, and the lock that serialises its calls. */
+static rumor_log_fn log_sink;
+static void *log_arg;
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void rumor_set_log(rumor_log_fn sink, void *arg, rumor_log_level_t level)
+{
+    pthread_mutex_lock(&log_mu);
+    log_sink = sink;
+    log_arg = arg;
+    pthread_mutex_unlock(&log_mu);
+    rumor_log_level = (int)level;
 }
 
 void rumor_log_write(rumor_log_level_t level, const char *fmt, ...)
@@ -57,6 +76,11 @@ void rumor_log_write(rumor_log_level_t level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    pthread_mutex_lock(&log_mu);
+    const rumor_log_fn sink = log_sink;
+    if (sink) sink(log_arg, level, line);
+    pthread_mutex_unlock(&log_mu);
+    if (sink) return;
     if (log_id[0])
         fprintf(stderr, "rumor[%s] %s: %s\n", log_id, names[level], line);
     else

@@ -1,5 +1,6 @@
 /*
- * rumor.h - what every module shares: the error enum, result conventions, logging.
+ * base.h - what every module shares: the error codes (the public header's, include/rumor.h),
+ * result conventions, logging, the clock.
  *
  * Conventions (the code style, docs/ARCHITECTURE.md): functions that can fail return
  * rumor_err_t (RUMOR_OK = 0) and pass results through out-pointers; where the caller needs
@@ -7,8 +8,10 @@
  * sentence, no trailing newline.
  * Programming errors assert; input from files or the network never does.
  */
-#ifndef RUMOR_RUMOR_H
-#define RUMOR_RUMOR_H
+#ifndef RUMOR_BASE_H
+#define RUMOR_BASE_H
+
+#include "rumor.h" /* rumor_err_t, rumor_strerror, rumor_errmsg, rumor_log_level_t, rumor_set_log */
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -24,37 +27,20 @@
 #define RUMOR_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define RUMOR_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-typedef enum {
-    RUMOR_OK = 0,
-    RUMOR_EINVAL,    /* invalid argument or malformed input */
-    RUMOR_ENOMEM,    /* allocation failed */
-    RUMOR_EPROTO,    /* protocol violation */
-    RUMOR_EAUTH,     /* authentication or admission failed */
-    RUMOR_ECLOSED,   /* object or connection closed */
-    RUMOR_ETIMEDOUT, /* deadline passed */
-    RUMOR_ELAYOUT,   /* parameter layout mismatch */
-    RUMOR_ENOTSUP,   /* capability not supported by this build or backend */
-    RUMOR_EIO,       /* I/O error; errno holds the cause */
-    RUMOR_EFORMAT,   /* a file is not in the expected format */
-    RUMOR_ENODEV,    /* the machine lacks the device a backend needs (no driver, no device) */
-} rumor_err_t;
-
-/* Static string, never NULL. */
-const char *rumor_strerror(rumor_err_t err);
-
 /* Fill err (if not NULL) with a formatted message and return code; for one-line error paths:
- *   return rumor_fail(err, RUMOR_EFORMAT, "%s: bad magic", path); */
+ *   return rumor_fail(err, RUMOR_EFORMAT, "%s: bad magic", path);
+ * The message is also this thread's rumor_errmsg(). */
 rumor_err_t rumor_fail(char *err, rumor_err_t code, const char *fmt, ...) RUMOR_PRINTF(3, 4);
 /* The code of this thread's last rumor_fail, as errno is for libc: what a constructor that
  * returned NULL (with its message in err) failed with, so its caller need not guess. */
 rumor_err_t rumor_last_error(void);
 
 /* ---- logging ---- */
-typedef enum { RUMOR_LOG_ERROR = 0, RUMOR_LOG_WARN, RUMOR_LOG_INFO, RUMOR_LOG_DEBUG } rumor_log_level_t;
 
 extern int rumor_log_level; /* messages above this level cost one comparison */
 
-/* Arguments are not evaluated unless the level is enabled. Lines go to stderr. */
+/* Arguments are not evaluated unless the level is enabled. Lines go to stderr, or to the sink
+ * rumor_set_log gave. */
 #define rumor_log(level, ...)                                                                 \
     do {                                                                                      \
         if ((int)(level) <= rumor_log_level) rumor_log_write((level), __VA_ARGS__);          \

@@ -6,7 +6,7 @@
 #ifndef RUMOR_FILEIO_H
 #define RUMOR_FILEIO_H
 
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 #include <stdint.h>

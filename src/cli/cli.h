@@ -8,7 +8,7 @@
 #include "data.h"
 #include "model.h"
 #include "optim.h"
-#include "rumor.h"
+#include "base.h"
 #include "settings.h"
 
 #include <stdbool.h>

@@ -62,7 +62,7 @@
 #define RUMOR_CODEC_H
 
 #include "proto.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <stddef.h>
 #include <stdint.h>

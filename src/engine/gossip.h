@@ -180,7 +180,7 @@
 #define RUMOR_GOSSIP_H
 
 #include "codec.h"
-#include "rumor.h"
+#include "base.h"
 #include "secmix_sum.h"
 #include "topology.h"
 

@@ -75,7 +75,7 @@
 #define RUMOR_MEMBERSHIP_H
 
 #include "rng.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 #include <stddef.h>

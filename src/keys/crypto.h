@@ -24,7 +24,7 @@
 #ifndef RUMOR_CRYPTO_H
 #define RUMOR_CRYPTO_H
 
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -51,7 +51,7 @@
 #define RUMOR_SECMIX_H
 
 #include "crypto.h"
-#include "rumor.h"
+#include "base.h"
 #include "secmix_sum.h"
 
 #include <stddef.h>

@@ -26,7 +26,7 @@
 #ifndef RUMOR_BACKEND_H
 #define RUMOR_BACKEND_H
 
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -29,7 +29,7 @@
 #ifndef RUMOR_DATA_H
 #define RUMOR_DATA_H
 
-#include "rumor.h"
+#include "base.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -26,7 +26,7 @@
 #define RUMOR_MODEL_H
 
 #include "backend.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 #include <stddef.h>

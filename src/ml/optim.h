@@ -12,7 +12,7 @@
 #define RUMOR_OPTIM_H
 
 #include "backend.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 

@@ -19,7 +19,7 @@
 #ifndef RUMOR_SAFETENSORS_H
 #define RUMOR_SAFETENSORS_H
 
-#include "rumor.h"
+#include "base.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -28,7 +28,7 @@
 #define RUMOR_TEXT_H
 
 #include "data.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -15,7 +15,7 @@
 #define RUMOR_NET_ADMIT_H
 
 #include "crypto.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <netinet/in.h>
 #include <stdbool.h>

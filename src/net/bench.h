@@ -4,7 +4,7 @@
 #ifndef RUMOR_NET_BENCH_H
 #define RUMOR_NET_BENCH_H
 
-#include "rumor.h"
+#include "base.h"
 
 #include <stddef.h>
 

@@ -35,7 +35,7 @@
 #include "membership.h"
 #include "proto.h"
 #include "wire.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -15,7 +15,7 @@
 #define RUMOR_ATTACK_H
 
 #include "rng.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -40,7 +40,7 @@
 #include "model.h"
 #include "node.h"
 #include "optim.h"
-#include "rumor.h"
+#include "base.h"
 #include "safetensors.h"
 
 #include <stdatomic.h>

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "core.h"
-#include "rumor.h"
+#include "base.h"
 
 typedef struct rumor_trace rumor_trace_t;
 

@@ -20,7 +20,7 @@
 #include "gossip.h"
 #include "model.h"
 #include "optim.h"
-#include "rumor.h"
+#include "base.h"
 #include "safetensors.h"
 
 #include <stdbool.h>

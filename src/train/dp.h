@@ -36,7 +36,7 @@
 #include "crypto.h"
 #include "model.h"
 #include "privacy.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -22,7 +22,7 @@
 #ifndef RUMOR_PRIVACY_H
 #define RUMOR_PRIVACY_H
 
-#include "rumor.h"
+#include "base.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -11,7 +11,7 @@
 
 #include "data.h"
 #include "model.h"
-#include "rumor.h"
+#include "base.h"
 #include "text.h"
 #include "trainer.h"
 

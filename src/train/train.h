@@ -17,7 +17,7 @@
 #include "data.h"
 #include "model.h"
 #include "optim.h"
-#include "rumor.h"
+#include "base.h"
 #include "safetensors.h"
 
 #include <stdbool.h>

@@ -18,7 +18,7 @@
 #include "dp.h"
 #include "model.h"
 #include "optim.h"
-#include "rumor.h"
+#include "base.h"
 
 #include <stdbool.h>
 
