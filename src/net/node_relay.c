@@ -255,11 +255,12 @@ bool node_relay_send(rumor_node_t *n, dial_t *p, const uint8_t *frame, size_t le
     return true;
 }
 
-/* A token bucket of rate bytes a second holding at least one largest message; whether bytes
- * fit in it now (spent when spend). */
-static bool bucket_bytes(double *tokens, uint64_t *refill_ms, double rate, size_t bytes, bool spend, uint64_t now)
+/* A token bucket of rate bytes a second holding burst_s seconds of it, and at least two
+ * largest messages; whether bytes fit in it now (spent when spend). */
+static bool bucket_bytes(double *tokens, uint64_t *refill_ms, double rate, double burst_s, size_t bytes, bool spend,
+                         uint64_t now)
 {
-    const double cap = rate > 2.0 * RUMOR_PROTO_MAX_PAYLOAD ? rate : 2.0 * RUMOR_PROTO_MAX_PAYLOAD;
+    const double cap = rate * burst_s > 2.0 * RUMOR_PROTO_MAX_PAYLOAD ? rate * burst_s : 2.0 * RUMOR_PROTO_MAX_PAYLOAD;
     double t = *refill_ms ? *tokens + rate * (double)(now - *refill_ms) / 1000.0 : cap;
     if (t > cap) t = cap;
     const bool fits = t >= (double)bytes;
@@ -275,17 +276,24 @@ static bool bucket_bytes(double *tokens, uint64_t *refill_ms, double rate, size_
  * in both its share and the whole budget now (then spent from both). */
 static bool budget(rumor_node_t *n, conn_t *c, size_t bytes, uint64_t now)
 {
+    /* (counted a few times a second, and at once when a member starts asking: until it counts,
+     * the others' shares are larger than they should be) */
+    const bool new_user = !c->relay_asked_ms || now - c->relay_asked_ms >= RELAY_USER_MS;
     c->relay_asked_ms = now ? now : 1;
-    if (now - n->relay_users_ms >= 250 || n->relay_users == 0) { /* (counted a few times a second) */
+    if (new_user || now - n->relay_users_ms >= 250 || n->relay_users == 0) {
         n->relay_users = 0;
         for (int i = 0; i < n->n_conns; i++)
             n->relay_users += n->conns[i].used && n->conns[i].relay_asked_ms && now - n->conns[i].relay_asked_ms < RELAY_USER_MS;
         n->relay_users_ms = now;
     }
     const double share = n->relay_rate / (n->relay_users > 1 ? n->relay_users : 1);
-    if (!bucket_bytes(&c->relay_tokens, &c->relay_refill_ms, share, bytes, false, now)) return false;
-    if (!bucket_bytes(&n->relay_tokens, &n->relay_refill_ms, n->relay_rate, bytes, true, now)) return false;
-    (void)bucket_bytes(&c->relay_tokens, &c->relay_refill_ms, share, bytes, true, now);
+    /* A member's bucket holds a second of its share (a share that shrinks caps what it holds);
+     * the node's holds two of the whole, so that what one member took in a burst before the
+     * others counted leaves theirs (measured: a member asking for all of it took the first
+     * quarter second's budget, and the first of another's messages was dropped). */
+    if (!bucket_bytes(&c->relay_tokens, &c->relay_refill_ms, share, 1.0, bytes, false, now)) return false;
+    if (!bucket_bytes(&n->relay_tokens, &n->relay_refill_ms, n->relay_rate, 2.0, bytes, true, now)) return false;
+    (void)bucket_bytes(&c->relay_tokens, &c->relay_refill_ms, share, 1.0, bytes, true, now);
     return true;
 }
 
