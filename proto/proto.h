@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 /* The only protocol version; config.h carries the same number (proto.c asserts they agree). */
-#define RUMOR_PROTO_VERSION 2
+#define RUMOR_PROTO_VERSION 3
 
 /* ---- limits (PROTOCOL.md "Limits") ---- */
 #define RUMOR_PROTO_MAX_HEADER (64u * 1024u)          /* frame 1 bytes */

@@ -23,12 +23,12 @@ build=$2
 secs=$3
 target=${4:-proto}
 case "$target" in
-proto) sources="proto/proto.c src/base/rumor.c" libs="-lmsgpackc -lm" ;;
-admit) sources="src/keys/crypto.c src/keys/cert.c src/base/fileio.c src/base/rumor.c" libs="-lsodium -lm" ;;
+proto) sources="proto/proto.c src/base/base.c" libs="-lmsgpackc -lm" ;;
+admit) sources="src/keys/crypto.c src/keys/cert.c src/base/fileio.c src/base/base.c" libs="-lsodium -lm" ;;
 files)
     # checkpoint.c loads into a model on the CPU backend: the models, the optimizers and BLAS.
-    sources="src/ml/text.c src/ml/data.c src/ml/partition.c src/ml/safetensors.c src/base/fileio.c src/base/rng.c src/base/rumor.c
-             src/train/checkpoint.c src/ml/model.c src/ml/model_gpt.c src/ml/optim.c src/ml/backend.c src/ml/backend_cpu.c"
+    sources="src/ml/text.c src/ml/data.c src/ml/partition.c src/ml/safetensors.c src/base/fileio.c src/base/rng.c src/base/base.c
+             src/train/checkpoint.c src/ml/model.c src/ml/model_gpt.c src/ml/layout.c src/ml/optim.c src/ml/backend.c src/ml/backend_cpu.c"
     blas=$(pkg-config --cflags --libs openblas 2>/dev/null) || blas=-lopenblas
     libs="-lcjson -lz -lm -ldl -lpthread $blas" ;;
 *) echo "run_fuzz: unknown target $target" >&2; exit 2 ;;

@@ -156,6 +156,14 @@ static void test_layout(void)
     rumor_model_t *other = rumor_model_new(&s, mnist, be, 4, err);
     CHECK(rumor_model_layout_id(other) != id);
     rumor_model_destroy(&other);
+    /* The id is the layout's (PROTOCOL.md "Layouts"): FNV-1a 64 of the names and shapes alone. */
+    {
+        const char *text = "rumor-layout-2\nfc1.weight:256,784\nfc1.bias:256\nfc2.weight:128,256\nfc2.bias:128\n"
+                           "fc3.weight:10,128\nfc3.bias:10\n";
+        uint64_t h = 0xcbf29ce484222325ULL;
+        for (const char *c = text; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ULL;
+        CHECK(id == h);
+    }
     /* Same seed, same parameters; another seed, others. */
     CHECK_RC(rumor_model_spec_parse(&s, "mlp:256,128", err));
     rumor_model_t *a = rumor_model_new(&s, mnist, be, 4, err), *b = rumor_model_new(&s, mnist, be, 4, err);

@@ -121,7 +121,7 @@ def relay_share(ctx, tmp, swarm, mallory, pubs, port, ctl):
         s.curve_publickey = key_text(who + ".pub").encode()
         s.curve_serverkey = pubs[1].encode()
         s.connect("tcp://127.0.0.1:%d" % port)
-        s.send(mp({"v": 2, "t": "hello", "seq": 1, "cert": cert_bytes(who + ".cert"), "addr": "tcp://127.0.0.1:9",
+        s.send(mp({"v": 3, "t": "hello", "seq": 1, "cert": cert_bytes(who + ".cert"), "addr": "tcp://127.0.0.1:9",
                    "layout": 0, "caps": 1, "inc": 1, "boot": int.from_bytes(os.urandom(4), "big") + 1}))
         return s
     m, e = member(mallory), member(eve)
@@ -131,7 +131,7 @@ def relay_share(ctx, tmp, swarm, mallory, pubs, port, ctl):
     before = (status(ctl) or {}).get("rejected", {}).get("relay-budget", 0)
 
     def relay(to, ctr):
-        return mp({"v": 2, "t": "relay", "seq": ctr + 1, "to": key[to], "kind": 3, "ctr": ctr})
+        return mp({"v": 3, "t": "relay", "seq": ctr + 1, "to": key[to], "kind": 3, "ctr": ctr})
     got = {mallory: 0, eve: 0}  # relayed messages each received from the other
 
     def drain(s, who):
@@ -361,7 +361,7 @@ def main():
         d.connect("tcp://127.0.0.1:%d" % port1)
         # A member that asks for the node's hello before the node holds its own (both lost the
         # other's) is answered with it, and asked for its own.
-        d.send(mp({"v": 2, "t": "bye", "seq": 1, "why": "hello"}))
+        d.send(mp({"v": 3, "t": "bye", "seq": 1, "why": "hello"}))
         got = [d.recv()] if d.poll(3000) else []
         while got and d.poll(300):
             got.append(d.recv())
@@ -369,7 +369,7 @@ def main():
               "asked for its hello by a member it holds none of, a node answers with it and asks back (%d replies)"
               % len(got))
         def hello(seq, **more):
-            d.send(mp({"v": 2, "t": "hello", "seq": seq, "cert": cert_bytes(mallory + ".cert"),
+            d.send(mp({"v": 3, "t": "hello", "seq": seq, "cert": cert_bytes(mallory + ".cert"),
                        "addr": "tcp://127.0.0.1:9", "layout": 0, "caps": 0, "inc": 1, "boot": 0x5eed, **more}))
         hello(1)
         # Hellos come by paths that keep no order between them (a dial each way, relays): one
@@ -396,17 +396,17 @@ def main():
         bad = [
             b"\xc1garbage",                                           # reserved byte
             b"\xdf\xff\xff\xff\xff" + b"\x00" * 5,                     # a map claiming 4 billion entries
-            mp({"v": 2, "t": "ping", "seq": 2}) [:-1] + b"\xdb\xff\xff\xff\xff",  # a str with a lying length
+            mp({"v": 3, "t": "ping", "seq": 2}) [:-1] + b"\xdb\xff\xff\xff\xff",  # a str with a lying length
             b"\xde\x00\x28" + b"".join(mp("k%d" % i) + mp(i) for i in range(40)),  # 40 entries
-            mp({"v": 3, "t": "ping", "seq": 3, "inc": 1}),               # a version from the future
+            mp({"v": 4, "t": "ping", "seq": 3, "inc": 1}),               # a version from the future
             mp({"v": 2, "t": "ping", "seq": 3, "inc": 1}),               # the version before
-            mp({"v": 2, "t": "nonsense", "seq": 4}),                     # an unknown type
-            mp({"v": 2, "t": "ping", "seq": 5, "inc": 1}) + b"\x00",     # trailing bytes
+            mp({"v": 3, "t": "nonsense", "seq": 4}),                     # an unknown type
+            mp({"v": 3, "t": "ping", "seq": 5, "inc": 1}) + b"\x00",     # trailing bytes
         ]
         for b in bad:
             d.send(b)
         # A model chunk whose payload disagrees with its header, and a message of four frames.
-        d.send_multipart([mp({"v": 2, "t": "model", "seq": 6, "round": 1, "w": 1.0, "codec": 0, "layout": 7,
+        d.send_multipart([mp({"v": 3, "t": "model", "seq": 6, "round": 1, "w": 1.0, "codec": 0, "layout": 7,
                               "chunk": 0, "chunks": 1, "off": 0, "n": 10}), b"\x00" * 39])
         d.send_multipart([b"a", b"b", b"c"])
         time.sleep(1.0)
@@ -441,7 +441,7 @@ def main():
         node2_key = zmq.utils.z85.decode(pubs[2])
         before = (status(nodes[1][1]) or {}).get("rejected", {})
         for k in range(5):
-            d.send(mp({"v": 2, "t": "peers", "seq": 20 + k, "peers": [
+            d.send(mp({"v": 3, "t": "peers", "seq": 20 + k, "peers": [
                 {"k": fake, "a": trap, "inc": 1, "s": 0},
                 {"k": fake, "a": trap, "inc": 2, "s": 0, "cert": cert_bytes(mallory + ".cert")},
                 {"k": node2_key, "a": trap, "inc": 0xFFFFFFFF, "s": 2, "cert": cert_bytes(keys[2] + ".cert")},

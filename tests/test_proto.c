@@ -455,7 +455,7 @@ static void test_names(void)
 
 static void test_known_answer(void)
 {
-    /* {"v": 2, "t": "bye", "seq": 7} */
+    /* {"v": 3, "t": "bye", "seq": 7} */
     static const uint8_t bye7[] = {0x83, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't', 0xa3, 'b', 'y', 'e',
                                    0xa3, 's', 'e', 'q', 0x07};
     rumor_msg_t m = {.type = RUMOR_MSG_BYE, .seq = 7};
@@ -469,7 +469,7 @@ static void test_known_answer(void)
     CHECK_RC(rumor_proto_decode(&back, bye7, sizeof bye7, NULL, 0, &why));
     CHECK(back.type == RUMOR_MSG_BYE && back.seq == 7);
 
-    /* {"v": 2, "t": "ack", "seq": 300, "ack": 65536}: uint16 and uint32 forms. */
+    /* {"v": 3, "t": "ack", "seq": 300, "ack": 65536}: uint16 and uint32 forms. */
     static const uint8_t ack[] = {0x84, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't', 0xa3, 'a', 'c', 'k', 0xa3,
                                   's', 'e', 'q', 0xcd, 0x01, 0x2c, 0xa3, 'a', 'c', 'k', 0xce,
                                   0x00, 0x01, 0x00, 0x00};
@@ -494,7 +494,7 @@ static void test_known_answer(void)
     CHECK_RC(rumor_proto_decode(&back, bb->b, bb->n, NULL, 0, &why));
     CHECK(msg_eq(&back, &a));
 
-    /* {"v": 2, "t": "pull", "seq": 7, "layout": 0xabcdef} */
+    /* {"v": 3, "t": "pull", "seq": 7, "layout": 0xabcdef} */
     static const uint8_t pull[] = {0x84, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't', 0xa4, 'p', 'u', 'l', 'l',
                                    0xa3, 's', 'e', 'q', 0x07, 0xa6, 'l', 'a', 'y', 'o', 'u', 't',
                                    0xce, 0x00, 0xab, 0xcd, 0xef};
@@ -1745,7 +1745,7 @@ static void test_relay(void)
     for (int i = 0; i < 32; i++) k[i] = (uint8_t)(0xa0 + i), e[i] = (uint8_t)(0x10 + i);
     for (int i = 0; i < 64; i++) sealed[i] = (uint8_t)(i * 5);
 
-    /* Known answer: {"v": 2, "t": "relay", "seq": 1, "to": K, "kind": 1, "eph": E} */
+    /* Known answer: {"v": 3, "t": "relay", "seq": 1, "to": K, "kind": 1, "eph": E} */
     uint8_t want[160];
     size_t w = 0;
     const uint8_t head[] = {0x86, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't', 0xa5, 'r', 'e', 'l', 'a', 'y',

@@ -1,10 +1,12 @@
 /* model.c - logreg, MLP and CNN over one flat parameter buffer. */
 #include "model_impl.h"
+#include "layout.h"
 
 #include "rng.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,23 +139,24 @@ static void add_linear(rumor_model_t *m, const char *prefix, int out, int in)
     model_add_tensor(m, name, 1, (int[]){out});
 }
 
+/* The layout id peers agree on (layout.h, PROTOCOL.md "Layouts"): the tensors' names and shapes
+ * alone, so that a caller's own tensors of the same names and shapes agree with this model. */
 static uint64_t layout_hash(const rumor_model_t *m)
 {
-    char buf[128];
-    uint64_t h = RUMOR_FNV_BASIS;
-    int n = snprintf(buf, sizeof buf, "rumor-layout-1;%s;in=%d,%d,%d;classes=%d;", m->spec.canonical,
-                     m->in.c, m->in.h, m->in.w, m->in.classes);
-    h = rumor_fnv1a(h, buf, (size_t)n);
+    rumor_layout_t l;
+    rumor_layout_init(&l);
+    char err[RUMOR_ERR_LEN];
     for (int i = 0; i < m->n_tensors; i++) {
         const rumor_tensor_info_t *t = &m->t[i];
-        n = snprintf(buf, sizeof buf, "%s@%zu:", t->name, t->offset);
-        h = rumor_fnv1a(h, buf, (size_t)n);
-        for (int d = 0; d < t->ndim; d++) {
-            n = snprintf(buf, sizeof buf, "%d,", t->shape[d]);
-            h = rumor_fnv1a(h, buf, (size_t)n);
-        }
+        uint64_t shape[RUMOR_LAYOUT_MAX_DIMS];
+        for (int d = 0; d < t->ndim; d++) shape[d] = (uint64_t)t->shape[d];
+        const rumor_err_t rc = rumor_layout_add(&l, t->name, t->ndim, shape, err);
+        assert(rc == RUMOR_OK && l.t[i].offset == t->offset); /* (the same rule lays them out) */
+        (void)rc;
     }
-    return h;
+    const uint64_t id = rumor_layout_id(&l);
+    rumor_layout_fini(&l);
+    return id;
 }
 
 static const rumor_tensor_info_t *tensor(const rumor_model_t *m, int i) { return &m->t[i]; }
