@@ -166,6 +166,24 @@ def main():
             check(all(0 < w < 4 for w in ws), "sgp: push-sum weights stay positive and bounded: %s" % ws)
             check(all(all(math.isfinite(l.get("loss", 0)) for l in m) for m in ms), "sgp: no loss is NaN")
 
+    # 1c. Two peers training different models (their hellos' layouts differ) stay apart: each
+    #     leaves the other out of its view, starts after --join-timeout alone and never waits
+    #     a round for models it would drop (before, each round ran into the round timeout with
+    #     the other missing).
+    qa, qb = make_peer(tmp, swarm, "qa"), make_peer(tmp, swarm, "qb")
+    other = ["--partition", "iid", "--of", "2", "--limit", "2000", "--rounds", "4", "--batch", "32", "--lr", "0.1",
+             "--topology", "complete", "--eval-every", "0", "--min-peers", "2", "--join-timeout", "2",
+             "--round-timeout", "3"]
+    ra, rb = os.path.join(tmp, "other-a"), os.path.join(tmp, "other-b")
+    pa, aa = start(tmp, swarm, qa, ra, other + ["--model", "mlp:32", "--rank", "0"], linger="4")
+    pb, _ = start(tmp, swarm, qb, rb, other + ["--model", "mlp:16", "--rank", "1"], bootstrap=aa, linger="4")
+    codes = [wait_exit(p, 60) for p in (pa, pb)]
+    ma, mb = (metrics(r) if c == 0 else [] for r, c in zip((ra, rb), codes))
+    rounds = [l for l in ma + mb if "round" in l and l["round"] > 0]
+    check(codes == [0, 0] and len(rounds) == 8 and all(l.get("peers") == 1 and l.get("missing", 0) == 0 for l in rounds),
+          "two peers of different models stay apart: every round of each alone, none missing a model (exit %s, "
+          "rounds %s)" % (codes, [(l.get("round"), l.get("peers"), l.get("missing")) for l in rounds]))
+
     # 2. A peer stopped with SIGTERM leaves a checkpoint; with --resume it goes on from there.
     common = ["--model", "logreg", "--partition", "iid", "--of", "2", "--limit", "2000", "--batch", "32",
               "--lr", "0.05", "--topology", "complete", "--eval-every", "0", "--round-timeout", "0.5",

@@ -55,6 +55,7 @@ typedef struct {
     rumor_memb_config_t memb;
     int exit_on_refusal;     /* exit with an error when every bootstrap refused us */
     uint64_t join_timeout_ms;/* give up (and say why) when no bootstrap let us in by then; 0: wait */
+    uint64_t layout;         /* the layout id of the model it trains, for its hellos (0: none) */
     bool no_relay;           /* forward nothing for peers that cannot reach each other (--relay no) */
     double relay_budget_mbps;/* forward at most this many MB/s for others; 0: RELAY_BUDGET_MBPS */
     bool relay_tamper;       /* --attack relay-tamper (experiments): flip a bit of what we relay */
@@ -164,6 +165,9 @@ typedef struct {
     uint64_t reach;
     /* Whether membership suspects it (it did not answer a probe in time). */
     bool suspect;
+    /* The layout id of the model it trains, by its hello (0: none said, or not admitted):
+     * a member of another layout cannot be mixed with. */
+    uint64_t layout;
 } rumor_node_member_t;
 /* false (and *out zeroed) when i is not in the view. */
 bool rumor_node_member(rumor_node_t *self, int i, rumor_node_member_t *out);

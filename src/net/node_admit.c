@@ -235,6 +235,7 @@ void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, cons
         c->hello_seq = w->seq;
         c->caps = w->u.hello.caps;
         c->site = w->u.hello.site;
+        c->layout = w->u.hello.layout;
         snprintf(c->addr, sizeof c->addr, "%s", w->u.hello.addr);
         if (w->u.hello.done) {
             if (!c->done) rumor_log(RUMOR_LOG_INFO, "%s finished training at round %" PRIu64, id, w->u.hello.done);

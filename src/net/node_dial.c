@@ -60,6 +60,7 @@ void node_fill_hello(rumor_node_t *n, rumor_msg_t *m)
     m->u.hello.caps = RUMOR_CAP_RELAY | (n->relay_serve && !n->warned_unreachable ? RUMOR_CAP_RELAY_SERVE : 0) |
                       (n->warned_unreachable ? RUMOR_CAP_UNDIALABLE : 0);
     m->u.hello.site = n->site;
+    m->u.hello.layout = n->cfg.layout;
 }
 
 

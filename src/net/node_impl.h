@@ -256,6 +256,7 @@ typedef struct {
     uint64_t fd_serial;              /* ... and the guard's name for it (0: unknown) */
     uint64_t caps;                   /* its hello's capability bits */
     uint64_t site;                   /* its hello's site (behind NAT; 0: none said) */
+    uint64_t layout;                 /* its hello's model layout id (0: none) */
     uint64_t hello_boot;             /* the run, the seq and the time of the hello those came */
     uint32_t hello_seq;              /* ... from: an older one of that run, soon after, changes */
     uint64_t hello_ms;               /* ... nothing (node_handle_hello) */

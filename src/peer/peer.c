@@ -647,7 +647,9 @@ static rumor_err_t setup_node(peer_t *p, rumor_gossip_config_t *gc, char err[RUM
 {
     const rumor_peer_config_t *c = p->cfg;
     rumor_err_t rc;
-    if (!(p->node = rumor_node_new(&c->node, err))) return rumor_last_error();
+    rumor_node_config_t nc = c->node;
+    nc.layout = rumor_model_layout_id(p->m); /* (its hellos say what it trains: members of another model stay apart) */
+    if (!(p->node = rumor_node_new(&nc, err))) return rumor_last_error();
     rumor_addr_t self;
     if ((rc = rumor_addr_parse(&self, rumor_node_address(p->node), err)) != RUMOR_OK) return rc;
     memcpy(gc->self, self.key, 32);

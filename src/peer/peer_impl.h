@@ -60,6 +60,7 @@ typedef struct {
     /* Members (under mu, from the tick): admitted ones, and how many of them said they
      * finished (PROTOCOL.md "Finishing"); the gossip view is the others. */
     int n_members, n_done;
+    int n_other_layout;       /* admitted members training another model (left out of everything) */
     /* Pulls (under mu): the trainer wants a member's model, the tick asks one it has not asked
      * in this resync (a finished one when pull_want_done), the chunk callback assembles and
      * verifies the answer. PULL_NOBODY: no member left to ask. */

@@ -375,11 +375,18 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
      * peers would disagree on the graph and wait for models that cannot be sent. */
     /* A member that finished training sends no more models: nobody waits for it. */
     const int members = rumor_node_peer_count(node);
-    int n = 0, admitted = 0, done = 0, finished = 0;
+    const uint64_t layout = rumor_model_layout_id(p->m);
+    int n = 0, admitted = 0, done = 0, finished = 0, others = 0;
     bool asked_there = false; /* (the member a pull went to is still an admitted member) */
     rumor_node_member_t m;
     for (int i = 0; i < members; i++) {
         if (!rumor_node_member(node, i, &m)) continue;
+        /* A member training another model (its hello's layout) is never mixed with: out of the
+         * view, the graph and the count of members a round or a start waits for. */
+        if (m.layout && m.layout != layout) {
+            others += m.admitted;
+            continue;
+        }
         finished += m.admitted && m.done && !m.suspect;
         if (!m.admitted) continue;
         asked_there |= memcmp(m.key, p->pull_peer, 32) == 0;
@@ -394,10 +401,11 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
         memcpy(keys[n++], m.key, 32);
     }
     pthread_mutex_lock(&p->mu);
+    p->n_other_layout = others;
     p->n_members = admitted;
     if (done != p->n_done) rumor_trace_done(p->trace, (uint64_t)(rumor_now() * 1e6), done);
     p->n_done = done;
-    p->all_finished = finished == members;
+    p->all_finished = finished == members - others;
     if (p->pull_state == PULL_ASKED) {
         /* The member asked left (or was found dead): no answer will come, ask another. */
         if (!asked_there) {
@@ -498,11 +506,14 @@ size_t peer_status_cb(void *arg, bool json, char *buf, size_t cap)
     const uint64_t round = rumor_gossip_round(p->g);
     const double eps = p->epsilon;
     const uint64_t mask_fails = p->mask_fails;
+    const int other_layout = p->n_other_layout;
     pthread_mutex_unlock(&p->mu);
     size_t len = 0;
     if (json) {
+        put(buf, cap, &len, "{\"layout\":\"%016" PRIx64 "\",\"other_layout\":%d,", rumor_model_layout_id(p->m),
+            other_layout);
         put(buf, cap, &len,
-            "{\"algo\":\"%s\",\"topology\":\"%s\",\"round\":%" PRIu64 ",\"gossip_round\":%" PRIu64
+            "\"algo\":\"%s\",\"topology\":\"%s\",\"round\":%" PRIu64 ",\"gossip_round\":%" PRIu64
             ",\"rounds\":%ld,\"w\":%.6g,\"consensus\":%.6g,\"models_in\":%" PRIu64 ",\"bytes_in\":%" PRIu64
             ",\"bytes_out\":%" PRIu64 ",\"missing\":%" PRIu64 ",\"sends\":%" PRIu64 ",\"sends_failed\":%" PRIu64
             ",\"deadline_ms\":%" PRIu64 ",\"drops\":{",
