@@ -25,6 +25,7 @@ target=${4:-proto}
 case "$target" in
 proto) sources="proto/proto.c src/base/base.c" libs="-lmsgpackc -lm" ;;
 admit) sources="src/keys/crypto.c src/keys/cert.c src/base/fileio.c src/base/base.c" libs="-lsodium -lm" ;;
+layout) sources="src/ml/layout.c src/base/base.c" libs="-lm -lpthread" ;;
 files)
     # checkpoint.c loads into a model on the CPU backend: the models, the optimizers and BLAS.
     sources="src/ml/text.c src/ml/data.c src/ml/partition.c src/ml/safetensors.c src/base/fileio.c src/base/rng.c src/base/base.c
@@ -121,6 +122,16 @@ if [ "$target" = files ]; then
 "optim.momentum."
 "optim.exp_avg."
 "optim.tracker."
+EOF
+elif [ "$target" = layout ]; then
+    cat >"$out/$target.dict" <<'EOF'
+"rumor-layout-2\x0a"
+":"
+","
+"\x0a"
+".weight"
+"2147483647"
+"2147483648"
 EOF
 elif [ "$target" = admit ]; then
     cat >"$out/$target.dict" <<'EOF'
