@@ -70,7 +70,7 @@ inc="$build"
 if [ ! -f "$build/config.h" ]; then
     inc="$out/include"
     mkdir -p "$inc"
-    ver=$(sed -n "s/.*'RUMOR_PROTO_VERSION', *\([0-9][0-9]*\).*/\1/p" "$src/meson.build")
+    ver=$(sed -n "s/^proto_version = *\([0-9][0-9]*\).*/\1/p" "$src/meson.build")
     rver=$(sed -n "s/^ *version: *'\([^']*\)'.*/\1/p" "$src/meson.build" | head -n 1)
     printf '#define RUMOR_PROTO_VERSION %s\n#define RUMOR_VERSION "%s"\n' "${ver:-0}" "${rver:-0}" >"$inc/config.h"
 fi

@@ -1,15 +1,15 @@
 /*
  * test_api.c - librumor through its one public header only (linked against librumor.so, not
- * the parts): the versions agree with the header and the build, every error code has its own
- * description, a failure's sentence is the thread's rumor_errmsg, and the log sink receives
- * what rumor logs.
+ * the parts). usage: test_api VERSION SOVERSION PROTOCOL, as meson.build has them (the
+ * project's version, librumor's soversion, the protocol's): the library and the header must
+ * both say them (a soname bumped without RUMOR_ABI_VERSION, or a release whose header still
+ * names the last, fails here); every error code has a description of its own.
  */
 #include <rumor.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-
-#include "config.h"
 
 static int checks, failed;
 
@@ -20,19 +20,28 @@ static void check(int cond, const char *what)
     printf("%s %s\n", cond ? "ok  " : "FAIL", what);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_api VERSION SOVERSION PROTOCOL\n");
+        return 2;
+    }
+    const char *version = argv[1];
+    const int soversion = atoi(argv[2]), protocol = atoi(argv[3]);
     int major = -1, minor = -1, patch = -1;
     const char *v = rumor_version(&major, &minor, &patch);
-    char want[64];
-    snprintf(want, sizeof want, "%d.%d.%d", RUMOR_VERSION_MAJOR, RUMOR_VERSION_MINOR, RUMOR_VERSION_PATCH);
-    check(v && strcmp(v, RUMOR_VERSION) == 0, "rumor_version() is the build's version (meson's project version)");
-    check(strcmp(v, want) == 0 && major == RUMOR_VERSION_MAJOR && minor == RUMOR_VERSION_MINOR &&
-              patch == RUMOR_VERSION_PATCH,
-          "the header's RUMOR_VERSION_* are the library's numbers");
+    char header[64], numbers[64];
+    snprintf(header, sizeof header, "%d.%d.%d", RUMOR_VERSION_MAJOR, RUMOR_VERSION_MINOR, RUMOR_VERSION_PATCH);
+    snprintf(numbers, sizeof numbers, "%d.%d.%d", major, minor, patch);
+    printf("(the build: version %s, soversion %d, protocol %d; the library: %s; the header: %s, abi %d)\n", version,
+           soversion, protocol, v ? v : "(null)", header, RUMOR_ABI_VERSION);
+    check(v && strcmp(v, version) == 0 && strcmp(numbers, version) == 0,
+          "rumor_version() and its numbers are the project's version");
+    check(strcmp(header, version) == 0, "the header's RUMOR_VERSION_* are the project's version");
     check(rumor_version(NULL, NULL, NULL) == v, "rumor_version takes NULL for numbers not wanted");
-    check(rumor_abi_version() == RUMOR_ABI_VERSION, "rumor_abi_version() is the header's RUMOR_ABI_VERSION");
-    check(rumor_protocol_version() == RUMOR_PROTO_VERSION, "rumor_protocol_version() is the protocol's version");
+    check(rumor_abi_version() == soversion && RUMOR_ABI_VERSION == soversion,
+          "rumor_abi_version() and RUMOR_ABI_VERSION are the number in the library's soname");
+    check(rumor_protocol_version() == protocol, "rumor_protocol_version() is the protocol's version");
 
     /* Every code its own description; unknown codes one too. */
     const char *seen[RUMOR_EAGAIN + 1];

@@ -1,11 +1,6 @@
-/* test_header.c - include/rumor.h alone, compiled as C99 and C11 with -Wall -Wextra -Wpedantic
- * -Werror (tests/meson.build builds it both ways; test_header.cpp as C++11): the one public
- * header needs nothing but itself. Runs to say so. */
-#include <rumor.h>
+/* test_header.c - include/rumor.h alone, compiled as C99 and as C11 with -Wpedantic -Werror
+ * (tests/meson.build builds it both ways; test_header.cpp as C++11): the one public header
+ * needs nothing but itself, and its numbers are the ABI's (header_checks.h). */
+#include "header_checks.h"
 
-int main(void)
-{
-    rumor_err_t e = RUMOR_OK;
-    rumor_log_level_t l = RUMOR_LOG_ERROR;
-    return (int)e + (int)l + RUMOR_ABI_VERSION;
-}
+int main(void) { return header_checks() ? 1 : 0; }

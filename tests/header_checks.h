@@ -1,0 +1,43 @@
+/* header_checks.h - what include/rumor.h promises as ABI, checked the same way from C (C99 and
+ * C11: test_header.c) and C++ (test_header.cpp): every error code and log level has the number
+ * the header documents, and the library's functions are reached through it (from C++: with C
+ * linkage) and answer. Returns the count of what differs, each printed. */
+#include <rumor.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#define HEADER_PIN(name, value)                                                               \
+    do {                                                                                      \
+        const int got_ = (int)(name);                                                         \
+        printf("%s %s = %d\n", got_ == (value) ? "ok  " : "FAIL", #name, got_);               \
+        bad += got_ != (value);                                                               \
+    } while (0)
+
+static int header_checks(void)
+{
+    int bad = 0;
+    HEADER_PIN(RUMOR_OK, 0);
+    HEADER_PIN(RUMOR_EINVAL, 1);
+    HEADER_PIN(RUMOR_ENOMEM, 2);
+    HEADER_PIN(RUMOR_EPROTO, 3);
+    HEADER_PIN(RUMOR_EAUTH, 4);
+    HEADER_PIN(RUMOR_ECLOSED, 5);
+    HEADER_PIN(RUMOR_ETIMEDOUT, 6);
+    HEADER_PIN(RUMOR_ELAYOUT, 7);
+    HEADER_PIN(RUMOR_ENOTSUP, 8);
+    HEADER_PIN(RUMOR_EIO, 9);
+    HEADER_PIN(RUMOR_EFORMAT, 10);
+    HEADER_PIN(RUMOR_ENODEV, 11);
+    HEADER_PIN(RUMOR_ESTATE, 12);
+    HEADER_PIN(RUMOR_EAGAIN, 13);
+    HEADER_PIN(RUMOR_LOG_ERROR, 0);
+    HEADER_PIN(RUMOR_LOG_WARN, 1);
+    HEADER_PIN(RUMOR_LOG_INFO, 2);
+    HEADER_PIN(RUMOR_LOG_DEBUG, 3);
+    const char *s = rumor_strerror(RUMOR_ELAYOUT);
+    const int called = s && strcmp(s, "parameter layout mismatch") == 0 && rumor_abi_version() == RUMOR_ABI_VERSION;
+    printf("%s the library answers through the header: rumor_strerror(RUMOR_ELAYOUT) = \"%s\"\n", called ? "ok  " : "FAIL",
+           s ? s : "(null)");
+    return bad + !called;
+}
