@@ -1,5 +1,6 @@
 /*
- * rumor.h - librumor: one peer of a rumor swarm inside your own training program.
+ * docs/design/rumor.h - the draft of what include/rumor.h is to declare next (librumor: one
+ * peer of a rumor swarm inside your own training program). It compiles against include/.
  *
  * rumor trains models in a peer-to-peer swarm: peers gossip their parameters over CurveZMQ
  * (always encrypted; a peer is admitted only with a certificate of the swarm's authority) and
@@ -72,8 +73,8 @@
  * declared here are exported (a version script, node RUMOR_0). The wire protocol has its own
  * version (rumor_protocol_version) and compatibility table (proto/PROTOCOL.md).
  */
-#ifndef RUMOR_H
-#define RUMOR_H
+#ifndef RUMOR_DESIGN_DRAFT_H
+#define RUMOR_DESIGN_DRAFT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -82,79 +83,10 @@
 extern "C" {
 #endif
 
-#if defined(__GNUC__)
-#define RUMOR_API __attribute__((visibility("default")))
-#else
-#define RUMOR_API
-#endif
-
-/* The library's version, for compile-time checks (rumor_version gives the run-time one). */
-#define RUMOR_VERSION_MAJOR 0
-#define RUMOR_VERSION_MINOR 2
-#define RUMOR_VERSION_PATCH 0
-#define RUMOR_ABI_VERSION 0
-
-/* ---- errors ---- */
-
-typedef enum {
-    RUMOR_OK = 0,
-    RUMOR_EINVAL = 1,     /* a bad argument or setting; the message names it and the range */
-    RUMOR_ENOMEM = 2,     /* out of memory */
-    RUMOR_EPROTO = 3,     /* a protocol violation */
-    RUMOR_EAUTH = 4,      /* admission failed: certificate, key, revocation, every bootstrap refused */
-    RUMOR_ECLOSED = 5,    /* the peer is closed (rumor_peer_close was called, or its node ended) */
-    RUMOR_ETIMEDOUT = 6,  /* a deadline of the swarm's passed (join-timeout: nobody let us in) */
-    RUMOR_ELAYOUT = 7,    /* tensors that do not fit: the message names the first that differs */
-    RUMOR_ENOTSUP = 8,    /* not supported by this build or with these settings */
-    RUMOR_EIO = 9,        /* a file or socket could not be read or written */
-    RUMOR_EFORMAT = 10,   /* a file is not what it should be (a state file, a key, a certificate) */
-    RUMOR_ENODEV = 11,    /* the machine lacks a device (unused by the peer functions) */
-    RUMOR_ESTATE = 12,    /* called out of order (add_tensor after commit, round before start),
-                             on a finished peer, or in a process that did not open the peer */
-    RUMOR_EAGAIN = 13,    /* not done within timeout_ms, or interrupted: call again to go on */
-} rumor_err_t;
-
-/* A short static description of code ("layout mismatch"); never NULL, also for unknown codes.
- * Any thread. */
-RUMOR_API const char *rumor_strerror(rumor_err_t code);
-
-/* The sentence of the last call on this thread that failed: what is wrong and what to do
- * ("bootstrap 'rumor://x': expected rumor://KEY@HOST:PORT"). "" when no call on this thread has
- * failed. Borrowed: valid until the next failing call on this thread. Thread-local. */
-RUMOR_API const char *rumor_errmsg(void);
-
-/* ---- version ---- */
-
-/* The library's version as "0.2.0"; each pointer that is not NULL gets its number. Static
- * string. Any thread. */
-RUMOR_API const char *rumor_version(int *major, int *minor, int *patch);
-/* The number in the library's soname (librumor.so.N): a program built against another N
- * must not use it. Any thread. */
-RUMOR_API int rumor_abi_version(void);
-/* The wire protocol's version this library speaks (3); peers speak only their own. */
-RUMOR_API int rumor_protocol_version(void);
-
-/* ---- logging ---- */
-
-typedef enum {
-    RUMOR_LOG_ERROR = 0,
-    RUMOR_LOG_WARN = 1,
-    RUMOR_LOG_INFO = 2,
-    RUMOR_LOG_DEBUG = 3,
-} rumor_log_level_t;
-
-/* One log line (no trailing newline; a peer's lines start with its short id). Called from any
- * of rumor's threads (a node thread, or the caller's inside a rumor call), one line at a time:
- * calls are serialised. It must return quickly and must not call any rumor function. */
-typedef void (*rumor_log_fn)(void *arg, rumor_log_level_t level, const char *line);
-
-/* Send log lines up to `level` (RUMOR_LOG_INFO by default) to fn(arg, ...) instead of stderr;
- * fn NULL: back to stderr. Process-wide, for every peer. Any thread; lines already being
- * written may still go to the previous sink. */
-RUMOR_API void rumor_set_log(rumor_log_fn fn, void *arg, rumor_log_level_t level);
-
-/* Free a string this library returned through a `char **`. NULL is fine. Any thread. */
-RUMOR_API void rumor_free(void *ptr);
+/* The error codes (with RUMOR_ESTATE and RUMOR_EAGAIN), rumor_strerror, rumor_errmsg, the
+ * versions, rumor_set_log and RUMOR_API are include/rumor.h's as they landed: this draft
+ * declares what is still to come, to be added there. */
+#include <rumor.h>
 
 /* ---- settings ---- */
 

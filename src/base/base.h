@@ -63,6 +63,8 @@ static inline size_t rumor_chunks(size_t count, size_t per) { return (count + pe
 double rumor_now(void);
 /* The same clock in whole milliseconds (the unit the state machines are driven in). */
 uint64_t rumor_now_ms(void);
+/* ... and in microseconds (round traces). */
+uint64_t rumor_now_us(void);
 /* Wall-clock time in unix milliseconds: for timestamps another machine reads (knocks). */
 uint64_t rumor_unix_ms(void);
 

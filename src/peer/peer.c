@@ -116,9 +116,6 @@ static rumor_err_t evaluate(peer_t *p, char err[RUMOR_ERR_LEN])
     return rumor_source_evaluate(&p->src, p->m, &p->test_loss, &p->test_acc, err);
 }
 
-/* The node's clock for its trace, in microseconds. */
-static uint64_t now_us(void) { return (uint64_t)(rumor_now() * 1e6); }
-
 /* Wait on p->cv (p->mu held) for a wake-up or at most ms milliseconds. */
 static void wait_cv(peer_t *p, uint64_t ms)
 {
@@ -283,7 +280,7 @@ static rumor_err_t resync(peer_t *p, float *x, rumor_core_resync_why_t why, bool
     uint64_t r = 0;
     pthread_mutex_lock(&p->mu);
     *took = rumor_core_resync_end(&p->core, &rs, x, &r);
-    if (*took && why != RUMOR_CORE_FINISHED) rumor_trace_resync(p->trace, now_us(), r, p->core.k);
+    if (*took && why != RUMOR_CORE_FINISHED) rumor_trace_resync(p->trace, rumor_now_us(), r, p->core.k);
     pthread_mutex_unlock(&p->mu);
     if (!*took) {
         if (why == RUMOR_CORE_JOIN && rs.answers > 0 && kept > 0)
@@ -359,9 +356,7 @@ static rumor_err_t finish_with_swarm(peer_t *p, float *x, char err[RUMOR_ERR_LEN
         if (took && p->hx && (rc = device_push(p, err)) != RUMOR_OK) return rc;
     }
     p->swarm_over = true;
-    pthread_mutex_lock(&p->mu);
-    rumor_trace_end(p->trace, now_us(), p->core.k, took);
-    pthread_mutex_unlock(&p->mu);
+    rumor_trace_end(p->trace, rumor_now_us(), p->core.k, took);
     if (!took) return RUMOR_OK;
     p->core.k = p->cfg->rounds;
     return model_line(p, "swarm_final", err);
@@ -461,9 +456,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         return rc;
     rumor_core_t *core = &p->core;
     double wait_s = 0.0; /* the round's, at its gossip points */
-    pthread_mutex_lock(&p->mu);
-    rumor_trace_start(p->trace, now_us());
-    pthread_mutex_unlock(&p->mu);
+    rumor_trace_start(p->trace, rumor_now_us());
     /* A peer that comes back to a swarm that finished without it ends with it at once; after
      * that, the swarm's end is looked at once a round is mixed, as virtual mode does. */
     if (core->k < c->rounds && swarm_done(p) && (rc = finish_with_swarm(p, x, err)) != RUMOR_OK) return rc;
@@ -489,7 +482,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         const double wait0 = rumor_now();
         pthread_mutex_lock(&p->mu);
         rumor_core_gossip_point(core); /* (the last round closes the engine: it ends on a mix) */
-        rumor_trace_phase(p->trace, now_us(), core->k);
+        rumor_trace_phase(p->trace, rumor_now_us(), core->k);
         pthread_mutex_unlock(&p->mu);
         /* (landing an overlapped round spends no privacy: it happens with the budget spent too) */
         if ((rc = gossip_point_any(p, x, &mixed, err)) != RUMOR_OK) return rc;
@@ -497,9 +490,7 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
         wait_s += rumor_now() - wait0;
         rumor_core_after_t after;
         rumor_core_mixed(core, rumor_now(), &after);
-        pthread_mutex_lock(&p->mu);
-        rumor_trace_mixed(p->trace, now_us(), core, &after);
-        pthread_mutex_unlock(&p->mu);
+        rumor_trace_mixed(p->trace, rumor_now_us(), core, &after);
         if (after.landed) continue;
         /* Whether the swarm is over, as it stands at the mix (not after the evaluation). */
         const bool over = swarm_done(p) && rumor_now() - p->last_resync >= RESYNC_EVERY;

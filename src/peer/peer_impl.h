@@ -136,7 +136,7 @@ typedef struct {
     bool complete;            /* resumed from a checkpoint of its last round: nothing to train */
     bool all_finished;        /* every member in view said it finished, none suspect (under mu) */
     double test_acc, test_loss;
-    /* --trace: its round events (trace.h), under mu: the trainer and the node thread write */
+    /* --trace: its round events (trace.h; the trainer and the node thread write) */
     rumor_trace_t *trace;
     uint8_t traced_view[MAX_VIEW][32]; /* the view last written (the tick sets it every time) */
     int traced_n;                      /* -1: none yet */

@@ -134,7 +134,7 @@ void peer_chunk_cb(void *arg, const uint8_t peer[32], const rumor_msg_model_t *m
     if (m->has_hash)
         pull_chunk(p, peer, m);
     else {
-        if (p->trace) rumor_trace_arrive(p->trace, (uint64_t)(rumor_now() * 1e6), peer, m->round, m->chunk);
+        rumor_trace_arrive(p->trace, rumor_now_us(), peer, m->round, m->chunk);
         if (rumor_wire_receive(&p->wire_in, p->g, peer, m, rumor_now_ms())) pthread_cond_broadcast(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);
@@ -403,7 +403,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
     pthread_mutex_lock(&p->mu);
     p->n_other_layout = others;
     p->n_members = admitted;
-    if (done != p->n_done) rumor_trace_done(p->trace, (uint64_t)(rumor_now() * 1e6), done);
+    if (done != p->n_done) rumor_trace_done(p->trace, rumor_now_us(), done);
     p->n_done = done;
     p->all_finished = finished == members - others;
     if (p->pull_state == PULL_ASKED) {
@@ -437,7 +437,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
                                     rumor_node_reach(node));
         p->view_count = n;
         if (p->trace && (n != p->traced_n || memcmp(p->traced_view, keys, (size_t)n * 32) != 0)) {
-            rumor_trace_view(p->trace, (uint64_t)(rumor_now() * 1e6), (const uint8_t(*)[32])keys, n);
+            rumor_trace_view(p->trace, rumor_now_us(), (const uint8_t(*)[32])keys, n);
             memcpy(p->traced_view, keys, (size_t)n * 32);
             p->traced_n = n;
         }
@@ -450,7 +450,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
                 peer_send_ctx_free(c);
                 break;
             }
-            if (p->trace && !c->s.pulled) rumor_trace_send(p->trace, (uint64_t)(rumor_now() * 1e6), c->s.peer, c->s.round);
+            if (p->trace && !c->s.pulled) rumor_trace_send(p->trace, rumor_now_us(), c->s.peer, c->s.round);
             if (p->emulate && emulate(p, c, now)) continue;
             batch[nb++] = c;
         }

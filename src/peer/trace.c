@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ struct rumor_trace {
     char *buf;
     size_t len, cap;
     uint8_t self[RUMOR_KEY_LEN];
+    pthread_mutex_t mu;      /* a node's trainer and node threads both write */
     bool failed;             /* an append failed: the rest is dropped, close says so */
     int err_no;
 };
@@ -40,7 +42,7 @@ static void flush(rumor_trace_t *t)
 static void line(rumor_trace_t *t, const char *fmt, ...) RUMOR_PRINTF(2, 3);
 static void line(rumor_trace_t *t, const char *fmt, ...)
 {
-    if (!t || t->failed) return;
+    if (t->failed) return;
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
@@ -67,9 +69,10 @@ static void line(rumor_trace_t *t, const char *fmt, ...)
     if (t->len >= FLUSH_AT) flush(t);
 }
 
-static void hex16(char out[17], const uint8_t key[RUMOR_KEY_LEN])
+/* The first n bytes of key in hex (out holds 2n + 1). */
+static void hex(char *out, const uint8_t *key, int n)
 {
-    for (int i = 0; i < 8; i++) snprintf(out + 2 * i, 3, "%02x", key[i]);
+    for (int i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", key[i]);
 }
 
 rumor_trace_t *rumor_trace_open(const char *path, const uint8_t self[RUMOR_KEY_LEN], bool append,
@@ -91,9 +94,10 @@ rumor_trace_t *rumor_trace_open(const char *path, const uint8_t self[RUMOR_KEY_L
     }
     close(fd);
     memcpy(t->self, self, RUMOR_KEY_LEN);
-    char hex[2 * RUMOR_KEY_LEN + 1];
-    for (int i = 0; i < RUMOR_KEY_LEN; i++) snprintf(hex + 2 * i, 3, "%02x", self[i]);
-    line(t, "self %s\n", hex);
+    pthread_mutex_init(&t->mu, NULL);
+    char h[2 * RUMOR_KEY_LEN + 1];
+    hex(h, self, RUMOR_KEY_LEN);
+    line(t, "self %s\n", h);
     return t;
 }
 
@@ -103,64 +107,77 @@ rumor_err_t rumor_trace_close(rumor_trace_t *t, char err[RUMOR_ERR_LEN])
     flush(t);
     const rumor_err_t rc =
         t->failed ? rumor_fail(err, RUMOR_EIO, "%s: %s", t->path, strerror(t->err_no)) : RUMOR_OK;
+    pthread_mutex_destroy(&t->mu);
     free(t->path), free(t->buf), free(t);
     return rc;
 }
 
-void rumor_trace_start(rumor_trace_t *t, uint64_t us) { line(t, "start %" PRIu64 "\n", us); }
+/* Each event is written whole under the trace's lock. */
+#define LOCKED(t, ...)                                                                        \
+    do {                                                                                      \
+        if (!(t)) return;                                                                     \
+        pthread_mutex_lock(&(t)->mu);                                                         \
+        __VA_ARGS__;                                                                          \
+        pthread_mutex_unlock(&(t)->mu);                                                       \
+    } while (0)
 
-void rumor_trace_phase(rumor_trace_t *t, uint64_t us, long k) { line(t, "phase %" PRIu64 " %ld\n", us, k); }
+void rumor_trace_start(rumor_trace_t *t, uint64_t us) { LOCKED(t, line(t, "start %" PRIu64 "\n", us)); }
+
+void rumor_trace_phase(rumor_trace_t *t, uint64_t us, long k) { LOCKED(t, line(t, "phase %" PRIu64 " %ld\n", us, k)); }
 
 void rumor_trace_view(rumor_trace_t *t, uint64_t us, const uint8_t (*keys)[RUMOR_KEY_LEN], int n)
 {
-    if (!t) return;
     int others = 0;
-    for (int i = 0; i < n; i++) others += memcmp(keys[i], t->self, RUMOR_KEY_LEN) != 0;
-    line(t, "view %" PRIu64 " %d", us, others);
-    for (int i = 0; i < n; i++) {
-        if (memcmp(keys[i], t->self, RUMOR_KEY_LEN) == 0) continue;
-        char h[17];
-        hex16(h, keys[i]);
-        line(t, " %s", h);
-    }
-    line(t, "\n");
+    for (int i = 0; t && i < n; i++) others += memcmp(keys[i], t->self, RUMOR_KEY_LEN) != 0;
+    LOCKED(t, {
+        line(t, "view %" PRIu64 " %d", us, others);
+        for (int i = 0; i < n; i++) {
+            if (memcmp(keys[i], t->self, RUMOR_KEY_LEN) == 0) continue;
+            char h[17];
+            hex(h, keys[i], 8);
+            line(t, " %s", h);
+        }
+        line(t, "\n");
+    });
 }
 
 void rumor_trace_send(rumor_trace_t *t, uint64_t us, const uint8_t to[RUMOR_KEY_LEN], uint64_t round)
 {
-    if (!t) return;
     char h[17];
-    hex16(h, to);
-    line(t, "send %" PRIu64 " %s %" PRIu64 "\n", us, h, round);
+    hex(h, to, 8);
+    LOCKED(t, line(t, "send %" PRIu64 " %s %" PRIu64 "\n", us, h, round));
 }
 
 void rumor_trace_arrive(rumor_trace_t *t, uint64_t us, const uint8_t from[RUMOR_KEY_LEN], uint64_t round,
                         uint32_t chunk)
 {
-    if (!t) return;
     char h[17];
-    hex16(h, from);
-    line(t, "arrive %" PRIu64 " %s %" PRIu64 " %" PRIu32 "\n", us, h, round, chunk);
+    hex(h, from, 8);
+    LOCKED(t, line(t, "arrive %" PRIu64 " %s %" PRIu64 " %" PRIu32 "\n", us, h, round, chunk));
 }
 
 void rumor_trace_mixed(rumor_trace_t *t, uint64_t us, const rumor_core_t *core, const rumor_core_after_t *after)
 {
-    if (!t) return;
     const long k = after->landed ? core->k : core->k - 1;
-    line(t, "mix %" PRIu64 " %ld %s\n", us, k, after->landed ? "landed" : "mixed");
-    if (after->evaluate) line(t, "eval %" PRIu64 " %ld\n", us, k);
-    if (after->checkpoint) line(t, "ckpt %" PRIu64 " %ld\n", us, k);
-    if (after->finished) line(t, "end %" PRIu64 " %ld\n", us, k);
+    LOCKED(t, {
+        line(t, "mix %" PRIu64 " %ld %s\n", us, k, after->landed ? "landed" : "mixed");
+        if (after->evaluate) line(t, "eval %" PRIu64 " %ld\n", us, k);
+        if (after->checkpoint) line(t, "ckpt %" PRIu64 " %ld\n", us, k);
+        if (after->finished) line(t, "end %" PRIu64 " %ld\n", us, k);
+    });
 }
 
 void rumor_trace_end(rumor_trace_t *t, uint64_t us, long k, bool took)
 {
-    line(t, "end %" PRIu64 " %ld %s\n", us, k, took ? "took" : "own");
+    LOCKED(t, line(t, "end %" PRIu64 " %ld %s\n", us, k, took ? "took" : "own"));
 }
 
 void rumor_trace_resync(rumor_trace_t *t, uint64_t us, uint64_t round, long k)
 {
-    line(t, "resync %" PRIu64 " %" PRIu64 " %ld\n", us, round, k);
+    LOCKED(t, line(t, "resync %" PRIu64 " %" PRIu64 " %ld\n", us, round, k));
 }
 
-void rumor_trace_done(rumor_trace_t *t, uint64_t us, int finished) { line(t, "done %" PRIu64 " %d\n", us, finished); }
+void rumor_trace_done(rumor_trace_t *t, uint64_t us, int finished)
+{
+    LOCKED(t, line(t, "done %" PRIu64 " %d\n", us, finished));
+}

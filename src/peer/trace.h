@@ -47,7 +47,7 @@ rumor_trace_t *rumor_trace_open(const char *path, const uint8_t self[RUMOR_KEY_L
 rumor_err_t rumor_trace_close(rumor_trace_t *t, char err[RUMOR_ERR_LEN]);
 
 /* Each records one line (us: microseconds; k: the core's rounds done; round: the engine's). A NULL trace records
- * nothing, so a driver calls these unconditionally. */
+ * nothing, so a driver calls these unconditionally; any thread may (each line is written whole). */
 void rumor_trace_start(rumor_trace_t *t, uint64_t us);
 void rumor_trace_phase(rumor_trace_t *t, uint64_t us, long k);
 void rumor_trace_view(rumor_trace_t *t, uint64_t us, const uint8_t (*keys)[RUMOR_KEY_LEN], int n);
