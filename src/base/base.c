@@ -8,7 +8,8 @@
 #include <time.h>
 
 int rumor_log_level = RUMOR_LOG_INFO;
-static char log_id[32];
+static char log_id[32];                  /* the process's node (rumor node has one) */
+static _Thread_local char thread_log_id[32]; /* this thread's node, where several run (librumor) */
 
 const char *rumor_strerror(rumor_err_t err)
 {
@@ -52,6 +53,7 @@ rumor_err_t rumor_fail(char *err, rumor_err_t code, const char *fmt, ...)
 void rumor_log_set_id(const char *id)
 {
     snprintf(log_id, sizeof log_id, "%s", id ? id : "");
+    snprintf(thread_log_id, sizeof thread_log_id, "%s", id ? id : "");
 }
 
 /* rumor_set_log's sink, and the lock that serialises its calls. */
@@ -81,8 +83,9 @@ void rumor_log_write(rumor_log_level_t level, const char *fmt, ...)
     if (sink) sink(log_arg, level, line);
     pthread_mutex_unlock(&log_mu);
     if (sink) return;
-    if (log_id[0])
-        fprintf(stderr, "rumor[%s] %s: %s\n", log_id, names[level], line);
+    const char *id = thread_log_id[0] ? thread_log_id : log_id;
+    if (id[0])
+        fprintf(stderr, "rumor[%s] %s: %s\n", id, names[level], line);
     else
         fprintf(stderr, "rumor %s: %s\n", names[level], line);
 }

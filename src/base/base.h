@@ -47,7 +47,8 @@ extern int rumor_log_level; /* messages above this level cost one comparison */
     } while (0)
 
 void rumor_log_write(rumor_log_level_t level, const char *fmt, ...) RUMOR_PRINTF(2, 3);
-/* Short id printed at the start of every line (a node's key prefix); NULL for none. */
+/* Short id printed at the start of every line (a node's key prefix); NULL for none: the
+ * process's, and this thread's (which wins where several nodes run in one process). */
 void rumor_log_set_id(const char *id);
 
 /* Whether a caller's request flag (a stop a signal handler set) is raised; NULL: never. Only

@@ -382,6 +382,9 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     n->udp = -1;
     atomic_init(&n->stop, false);
     atomic_init(&n->reload, false);
+    atomic_init(&n->status_req, 0);
+    pthread_mutex_init(&n->status_mu, NULL);
+    pthread_cond_init(&n->status_cv, NULL);
     n->start_ms = rumor_now_ms();
     n->wake[0] = n->wake[1] = -1;
     n->tick_ms = 100;
@@ -465,6 +468,8 @@ void rumor_node_destroy(rumor_node_t **self_p)
     if (n->e2e_out) rumor_e2e_wipe(n->e2e_out, RUMOR_PROTO_MAX_PAYLOAD);
     free(n->e2e_buf);
     free(n->e2e_out);
+    pthread_mutex_destroy(&n->status_mu);
+    pthread_cond_destroy(&n->status_cv);
     free(n);
     *self_p = NULL;
 }
@@ -563,6 +568,7 @@ static uint64_t turn_wait(rumor_node_t *n, uint64_t now, uint64_t next_knock, bo
 
 rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
 {
+    rumor_log_set_id(n->id); /* (this thread's lines are this node's) */
     /* A stop asked for between the node's making and now (a trainer that failed at once, a
      * Ctrl-C during set-up) still stops the loop. */
     uint64_t now = rumor_now_ms();
@@ -642,6 +648,7 @@ rumor_err_t rumor_node_run(rumor_node_t *n, char err[RUMOR_ERR_LEN])
         if (items[1].revents & ZMQ_POLLIN) node_handle_zap(n);
         if (items[0].revents & ZMQ_POLLIN) node_handle_socket(n, NULL, now);
         if (n->control && (items[2].revents & ZMQ_POLLIN)) node_handle_control(n, now);
+        node_serve_status(n, now);
         if (items[wake_item].revents & ZMQ_POLLIN) {
             char drain[64];
             while (read(n->wake[0], drain, sizeof drain) > 0) {

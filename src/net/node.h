@@ -181,6 +181,16 @@ uint64_t rumor_node_reach(const rumor_node_t *self);
  * hello) and every later hello says it. Any thread. */
 void rumor_node_set_done(rumor_node_t *self, uint64_t round);
 
+/* The layout id its hellos announce (rumor_node_config_t.layout), once the model is known:
+ * before rumor_node_run. */
+void rumor_node_set_layout(rumor_node_t *self, uint64_t layout);
+
+/* The node's status, as `rumor status` prints it (json: the --json object), into out (cap
+ * bytes, NUL-terminated). running: rumor_node_run is looping on another thread, which
+ * answers within timeout_ms (else RUMOR_ETIMEDOUT); false: computed here. Any thread. */
+rumor_err_t rumor_node_status(rumor_node_t *self, bool running, bool json, char *out, size_t cap, int timeout_ms,
+                              char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
 /* `rumor status`: ask the node at control endpoint for its status, JSON or text, into out. */
 rumor_err_t rumor_node_query_status(const char *control, bool json, char *out, size_t cap,
                                     char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;

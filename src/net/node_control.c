@@ -209,6 +209,51 @@ void node_handle_control(rumor_node_t *n, uint64_t now)
     zmq_send(n->control, n->status_buf, o.len, 0);
 }
 
+/* A status asked for by another thread (rumor_node_status): answered from the loop. */
+void node_serve_status(rumor_node_t *n, uint64_t now)
+{
+    const int req = atomic_exchange(&n->status_req, 0);
+    if (!req) return;
+    pthread_mutex_lock(&n->status_mu);
+    out_t o = {n->status_buf, sizeof n->status_buf, 0};
+    status_text(n, req == 2, &o, now);
+    n->status_len = o.len;
+    n->status_done = true;
+    pthread_cond_broadcast(&n->status_cv);
+    pthread_mutex_unlock(&n->status_mu);
+}
+
+rumor_err_t rumor_node_status(rumor_node_t *n, bool running, bool json, char *outbuf, size_t cap, int timeout_ms,
+                              char err[RUMOR_ERR_LEN])
+{
+    pthread_mutex_lock(&n->status_mu);
+    if (!running) { /* (no loop to ask: this thread is the node's only one) */
+        out_t o = {n->status_buf, sizeof n->status_buf, 0};
+        status_text(n, json, &o, rumor_now_ms());
+        n->status_len = o.len;
+    } else {
+        n->status_done = false;
+        atomic_store(&n->status_req, json ? 2 : 1);
+        rumor_node_wake(n);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += timeout_ms / 1000;
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        while (!n->status_done)
+            if (pthread_cond_timedwait(&n->status_cv, &n->status_mu, &ts) != 0) break;
+        if (!n->status_done) {
+            pthread_mutex_unlock(&n->status_mu);
+            return rumor_fail(err, RUMOR_ETIMEDOUT, "the peer's node did not answer within %d ms", timeout_ms);
+        }
+    }
+    const size_t len = n->status_len < cap - 1 ? n->status_len : cap - 1;
+    memcpy(outbuf, n->status_buf, len);
+    outbuf[len] = 0;
+    pthread_mutex_unlock(&n->status_mu);
+    return RUMOR_OK;
+}
+
 rumor_err_t rumor_node_query_status(const char *control, bool json, char *outbuf, size_t cap,
                                     char err[RUMOR_ERR_LEN])
 {

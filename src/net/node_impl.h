@@ -17,6 +17,7 @@
 #include "guard.h"
 #include "proto.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -336,6 +337,13 @@ struct rumor_node {
     rumor_memb_msg_t mmsg;
     rumor_msg_t wmsg, wmsg2;
     char status_buf[256 * 1024];
+    /* rumor_node_status from another thread: the request (1 text, 2 JSON; 0 none), served by
+     * the loop into status_buf, whose length it sets once done (under status_mu). */
+    atomic_int status_req;
+    pthread_mutex_t status_mu;
+    pthread_cond_t status_cv;
+    size_t status_len;
+    bool status_done;
     int refusals_logged;             /* refusals are counted always, logged a bounded number of times */
     /* Reachability: a ping that reached us through our ROUTER proves our advertised address
      * works; in a swarm where nobody pings us, it probably does not. */
@@ -452,6 +460,7 @@ const relay_sess_t *node_relay_session(const rumor_node_t *n, const uint8_t key[
 
 /* node_control.c: the control socket */
 void node_handle_control(rumor_node_t *n, uint64_t now);
+void node_serve_status(rumor_node_t *n, uint64_t now);
 
 /* node_models.c: models */
 void node_announce_done(rumor_node_t *n);

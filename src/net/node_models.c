@@ -136,6 +136,11 @@ void rumor_node_set_done(rumor_node_t *n, uint64_t round)
     rumor_node_wake(n);
 }
 
+void rumor_node_set_layout(rumor_node_t *n, uint64_t layout)
+{
+    n->cfg.layout = layout;
+}
+
 /* Tell every member we hold a connection to that we finished (node thread). */
 void node_announce_done(rumor_node_t *n)
 {

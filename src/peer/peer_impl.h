@@ -8,6 +8,7 @@
 #define RUMOR_PEER_IMPL_H
 
 #include "peer.h"
+#include "swarm.h"
 
 #include "trainer.h"
 #include "backend.h"
@@ -42,9 +43,20 @@
 #define RESYNC_EVERY 10.0  /* seconds: asked again at most this often */
 #define LINGER_GRACE_MS 2000 /* a finished peer leaves this long after every member in view has (unless --linger) */
 
-typedef struct {
+struct peer {
     const rumor_peer_config_t *cfg;
+    /* What the engine mixes: P floats of the model laid out as `layout` says (its id), then
+     * `extra` of optimizer state (dadamw's second moment). */
+    size_t P, extra;
+    uint64_t layout;
     rumor_node_t *node;
+    bool mu_init;             /* mu, pool_mu and cv exist */
+    /* The node's run (swarm_node_main): its result, on whichever thread ran it */
+    rumor_err_t nrc;
+    char nerr[RUMOR_ERR_LEN];
+    pthread_t node_th;        /* a library peer's node thread (swarm_start_node) */
+    bool node_th_up;
+    uint64_t linger_until, all_since; /* swarm_linger: when it ends, and since when every member finished */
     rumor_topology_t *topo;
     rumor_gossip_t *g;
     pthread_mutex_t mu;       /* guards g, view_count, bytes_out */
@@ -140,7 +152,7 @@ typedef struct {
     rumor_trace_t *trace;
     uint8_t traced_view[MAX_VIEW][32]; /* the view last written (the tick sets it every time) */
     int traced_n;                      /* -1: none yet */
-} peer_t;
+};
 
 typedef struct send_ctx {
     peer_t *p;

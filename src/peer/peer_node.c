@@ -51,8 +51,8 @@ static void pull_chunk(peer_t *p, const uint8_t peer[32], const rumor_msg_model_
 {
     const void *payload = ch->payload;
     const size_t len = ch->payload_len;
-    const size_t P = rumor_model_param_count(p->m), cp = RUMOR_GOSSIP_CHUNK_DEFAULT;
-    if (p->pull_state != PULL_ASKED || memcmp(peer, p->pull_peer, 32) != 0 || ch->layout != rumor_model_layout_id(p->m) ||
+    const size_t P = p->P, cp = RUMOR_GOSSIP_CHUNK_DEFAULT;
+    if (p->pull_state != PULL_ASKED || memcmp(peer, p->pull_peer, 32) != 0 || ch->layout != p->layout ||
         ch->chunks != p->pull_chunks || ch->chunk >= p->pull_chunks)
         return;
     const size_t off = (size_t)ch->chunk * cp, n = P - off < cp ? P - off : cp;
@@ -91,7 +91,7 @@ void peer_pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_
 {
     peer_t *p = arg;
     /* A whole model in the clear is what secure mixing hides: never lent. */
-    if (layout != rumor_model_layout_id(p->m) || p->cfg->secure_mix) return;
+    if (layout != p->layout || p->cfg->secure_mix) return;
     send_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return;
     c->p = p;
@@ -99,7 +99,7 @@ void peer_pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_
     pthread_mutex_lock(&p->mu);
     if (p->finished) {
         /* Lingering after training: the final model, hashed once, never changing. */
-        const size_t P = rumor_model_param_count(p->m);
+        const size_t P = p->P;
         const uint64_t round = p->final_round;
         uint8_t h[RUMOR_HASH_LEN];
         memcpy(h, p->final_hash, sizeof h);
@@ -355,7 +355,7 @@ static void pull_ask(peer_t *p, rumor_node_t *node, uint64_t now)
     memcpy(p->pull_peer, rumor_node_peer_key(node, cand[pick]), 32);
     p->pull_done = cand_done[pick];
     /* Refused for now (its connection is on the way): asked again at a later tick. */
-    if (rumor_node_pull(node, p->pull_peer, rumor_model_layout_id(p->m)) != RUMOR_OK) return;
+    if (rumor_node_pull(node, p->pull_peer, p->layout) != RUMOR_OK) return;
     memcpy(p->pull_asked[p->n_asked++], p->pull_peer, 32);
     p->pull_asked_ms = now;
     p->pull_resends = 0;
@@ -375,7 +375,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
      * peers would disagree on the graph and wait for models that cannot be sent. */
     /* A member that finished training sends no more models: nobody waits for it. */
     const int members = rumor_node_peer_count(node);
-    const uint64_t layout = rumor_model_layout_id(p->m);
+    const uint64_t layout = p->layout;
     int n = 0, admitted = 0, done = 0, finished = 0, others = 0;
     bool asked_there = false; /* (the member a pull went to is still an admitted member) */
     rumor_node_member_t m;
@@ -415,7 +415,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
              * without one is dropped), so ask again; it answers one pull in 2 s at most. */
             p->pull_asked_ms = now;
             p->pull_resends++;
-            (void)rumor_node_pull(node, p->pull_peer, rumor_model_layout_id(p->m));
+            (void)rumor_node_pull(node, p->pull_peer, p->layout);
         }
     }
     if (p->pull_state == PULL_WANTED) pull_ask(p, node, now);
@@ -497,6 +497,11 @@ static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
 size_t peer_status_cb(void *arg, bool json, char *buf, size_t cap)
 {
     peer_t *p = arg;
+    if (!p->g) { /* (no engine yet: a library peer before its start) */
+        size_t len = 0;
+        if (json) put(buf, cap, &len, "null");
+        return len;
+    }
     rumor_gossip_stats_t st;
     char algo[32];
     rumor_algo_format(algo, sizeof algo, &p->cfg->algo);
@@ -510,7 +515,7 @@ size_t peer_status_cb(void *arg, bool json, char *buf, size_t cap)
     pthread_mutex_unlock(&p->mu);
     size_t len = 0;
     if (json) {
-        put(buf, cap, &len, "{\"layout\":\"%016" PRIx64 "\",\"other_layout\":%d,", rumor_model_layout_id(p->m),
+        put(buf, cap, &len, "{\"layout\":\"%016" PRIx64 "\",\"other_layout\":%d,", p->layout,
             other_layout);
         put(buf, cap, &len,
             "\"algo\":\"%s\",\"topology\":\"%s\",\"round\":%" PRIu64 ",\"gossip_round\":%" PRIu64
