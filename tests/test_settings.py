@@ -319,6 +319,14 @@ def main():
     check(len(names) == len(set(names)), "every setting has a name of its own")
     check(len(table) > 60, "the table holds the settings of three commands (%d)" % len(table))
     table_agrees(table)
+    # A library peer takes a node's swarm settings, with a node's defaults, and nothing of
+    # rumor's own trainer.
+    peer = {r["name"]: r for r in table if "peer" in r["where"]}
+    for name in ("algo", "topology", "codec", "bootstrap", "key", "listen", "min-peers", "round-timeout", "linger"):
+        check(name in peer and peer[name]["defaults"].get("peer") == peer[name]["defaults"].get("node"),
+              "a library peer takes %s, with a node's default" % name)
+    for name in ("lr", "model", "data", "dp", "optimizer", "batch", "tracking", "peers", "resume"):
+        check(name not in peer, "a library peer does not take %s" % name)
     helps = {cmd: run(cmd, "--help")[1] for cmd in ("train", "node", "sim")}
     tmp = tempfile.mkdtemp(prefix="rumor-test-settings-")
     CONTEXT["checkpoint-steps"][1] = os.path.join(tmp, "ck.safetensors")
@@ -332,7 +340,8 @@ def main():
             t = row["type"]
             bad = bad_values(row)
             number = t in NUMBERS and name in RANGES
-            for k, cmd in enumerate(row["where"]):
+            # A library peer has no command line: its refusals and checks are tests/test_api.c's.
+            for k, cmd in enumerate(c for c in row["where"] if c != "peer"):
                 # --help names it (a switch on by default as --no-NAME)
                 check("--" + name in helps[cmd] or "--no-" + name in helps[cmd], "%s --help names --%s" % (cmd, name))
                 # Every bad value through one command, one through the rest; a number's ends
@@ -408,9 +417,10 @@ def main():
         conf = os.path.join(tmp, "node.conf")
         with open(conf, "w") as f:
             f.write("# a node's settings\nmodel = mlp:64\nlr = 0.125  # comment\n\n[swarm]\ntopology = ring\n"
-                    "bootstrap = rumor://%s@127.0.0.1:7470\n" % ("A" * 40))
+                    "bootstrap = rumor://%s@127.0.0.1:7470\n" % ("A" * 19 + "#" + "A" * 20))
+        # (a `#` inside a value, as Z85 keys have, is the value's: it is no comment)
         flags = ["--model", "mlp:64", "--lr", "0.125", "--topology", "ring", "--bootstrap",
-                 "rumor://%s@127.0.0.1:7470" % ("A" * 40)]
+                 "rumor://%s@127.0.0.1:7470" % ("A" * 19 + "#" + "A" * 20)]
         r1 = run("node", *ident, "--config", conf, "--check")
         r2 = run("node", *ident, *flags, "--check")
         j1 = json.loads(r1[1]) if r1[0] == 0 else {}

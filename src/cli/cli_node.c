@@ -56,59 +56,13 @@ static void install_signals(void)
     sigaction(SIGHUP, &sa, NULL);
 }
 
-/* A training node's settings: s (checked) in pc. */
-static rumor_err_t node_training(const rumor_settings_t *s, rumor_peer_config_t *pc, char err[RUMOR_ERR_LEN])
-{
-    rumor_err_t rc;
-    if ((rc = rumor_settings_learning(s, &pc->spec, &pc->opt, &pc->sched, &pc->partition, &pc->partitioned, err)) != RUMOR_OK ||
-        (rc = rumor_settings_algo(s, &pc->algo, err)) != RUMOR_OK ||
-        (rc = rumor_robust_parse(&pc->robust, s->robust, err)) != RUMOR_OK ||
-        (rc = rumor_attack_parse(&pc->attack, s->attack, err)) != RUMOR_OK ||
-        (s->dp[0] && (rc = rumor_dp_parse(&pc->dp, s->dp, err)) != RUMOR_OK) ||
-        (rc = rumor_codec_parse(&pc->codec, s->codec, err)) != RUMOR_OK)
-        return rc;
-    pc->dp.budget = (float)s->dp_budget;
-    pc->data_dir = s->data;
-    pc->rank = s->rank;
-    pc->of = s->of;
-    pc->limit = (size_t)s->limit;
-    pc->device = s->device;
-    pc->threads = s->threads;
-    pc->batch = s->batch;
-    pc->seed = s->seed;
-    pc->init_seed = rumor_settings_given(s, "init-seed") ? s->init_seed : s->seed;
-    pc->topology = s->topology;
-    pc->rounds = s->rounds;
-    pc->run_dir = s->run_dir;
-    pc->trace = s->trace;
-    pc->eval_every = s->eval_every;
-    pc->checkpoint_every = s->checkpoint_every;
-    pc->resume = s->resume;
-    pc->vocab = s->vocab;
-    pc->clip_grad = s->clip_grad;
-    static rumor_st_meta_t recorded[RUMOR_CHECKPOINT_EXTRA];
-    pc->settings = recorded;
-    pc->n_settings = rumor_settings_record(s, RUMOR_CMD_NODE, recorded, RUMOR_CHECKPOINT_EXTRA);
-    pc->late_join = s->late_join;
-    pc->linger_ms = (uint64_t)(s->linger * 1000.0);
-    pc->linger_given = rumor_settings_given(s, "linger");
-    pc->min_peers = s->min_peers ? s->min_peers : pc->partitioned ? pc->of : 1;
-    pc->round_timeout_ms = (uint64_t)(s->round_timeout * 1000.0);
-    pc->slowdown = s->slowdown;
-    pc->secure_mix = s->secure_mix;
-    pc->consensus_step = s->consensus_step;
-    pc->emu_latency_ms = s->latency_ms;
-    pc->emu_bandwidth_mbps = s->bandwidth_mbps;
-    pc->emu_loss = s->loss;
-    return RUMOR_OK;
-}
-
 /* A training node: until its rounds are done or a signal stops it. */
 static int run_peer(const rumor_settings_t *s, const rumor_node_config_t *cfg, int argc, char **argv)
 {
     char err[RUMOR_ERR_LEN];
-    rumor_peer_config_t pc = {0};
-    rumor_err_t rc = node_training(s, &pc, err);
+    rumor_peer_config_t pc;
+    static rumor_st_meta_t recorded[RUMOR_CHECKPOINT_EXTRA];
+    rumor_err_t rc = rumor_settings_peer(s, RUMOR_CMD_NODE, &pc, recorded, RUMOR_CHECKPOINT_EXTRA, err);
     if (rc != RUMOR_OK) {
         cli_error("%s", err);
         return cli_exit_code(rc);
@@ -139,8 +93,6 @@ static int run_peer(const rumor_settings_t *s, const rumor_node_config_t *cfg, i
         printf("done: %ld rounds, test_acc %.4f, model in %s/model.safetensors\n", res.rounds, res.test_acc, pc.run_dir);
     return 0;
 }
-
-_Static_assert(RUMOR_SETTINGS_MAX_BOOTSTRAPS == RUMOR_NODE_MAX_BOOTSTRAPS, "one bootstrap limit");
 
 int cmd_node(int argc, char **argv)
 {
@@ -182,27 +134,8 @@ int cmd_node(int argc, char **argv)
      * socket and connection): no core dump, and no other process of this user reads them
      * (docs/security.md, "Secret keys in memory"). */
     (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    rumor_node_config_t cfg = {0};
-    cfg.memb = rumor_memb_defaults();
-    cfg.exit_on_refusal = 1;
-    cfg.key_path = s.key;
-    cfg.cert_path = s.cert;
-    cfg.swarm = s.swarm;
-    cfg.listen = s.listen;
-    cfg.advertise = s.advertise[0] ? s.advertise : NULL;
-    cfg.revoked_path = s.revoked[0] ? s.revoked : NULL;
-    cfg.control = s.control[0] ? s.control : NULL;
-    for (int i = 0; i < s.n_bootstraps; i++) cfg.bootstraps[cfg.n_bootstraps++] = s.bootstraps[i];
-    cfg.join_timeout_ms = (uint64_t)(s.join_timeout * 1000.0);
-    cfg.no_relay = !s.relay;
-    cfg.relay_budget_mbps = s.relay_budget;
-    rumor_attack_t attack;
-    cfg.relay_tamper = rumor_attack_parse(&attack, s.attack, err) == RUMOR_OK && attack.kind == RUMOR_ATTACK_RELAY_TAMPER;
-    cfg.memb.view_size = s.view_size;
-    cfg.memb.period_ms = (uint32_t)s.period_ms;
-    cfg.memb.ping_timeout_ms = (uint32_t)(s.period_ms * 3 / 10 > 0 ? s.period_ms * 3 / 10 : 1);
-    cfg.memb.suspect_ms = (uint32_t)s.suspect_ms;
-    if (cfg.memb.exchange_ms < cfg.memb.period_ms) cfg.memb.exchange_ms = cfg.memb.period_ms;
+    rumor_node_config_t cfg;
+    rumor_settings_node(&s, &cfg);
     if (s.verbose) rumor_log_level = RUMOR_LOG_DEBUG;
     if (rumor_settings_node_trains(&s)) return run_peer(&s, &cfg, argc, argv);
     rumor_node_t *node = rumor_node_new(&cfg, err);

@@ -214,9 +214,10 @@ static rumor_err_t set_resume_from(rumor_settings_t *s, const char *v, char err[
 #define T RUMOR_IN_TRAIN
 #define N RUMOR_IN_NODE
 #define S RUMOR_IN_SIM
+#define P RUMOR_IN_PEER
 #define AT(field) offsetof(rumor_settings_t, field), sizeof(((rumor_settings_t *)0)->field)
-#define D3(a, b, c) {a, b, c}
-#define D(a) {a, a, a}
+#define D3(a, b, c) {a, b, c, b} /* (a library peer takes a node's defaults) */
+#define D(a) {a, a, a, a}
 #define BIG 1e9
 
 /* Where a command's default differs from another's, the reason is beside it. */
@@ -265,7 +266,7 @@ static const rumor_setting_t table[] = {
      "constant | step:EPOCHS,GAMMA | cosine (over the run; gpt: cosine)"},
     {"warmup", NULL, RUMOR_SET_LONG, T | N | S, RUMOR_SET_RECORD, AT(warmup), 0, BIG, NULL, NULL, D("0"), "warmup", "N",
      "linear warm-up steps (gpt: 100)"},
-    {"seed", NULL, RUMOR_SET_U64, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(seed), 0, 0, NULL, NULL, D("1"), "seed", "N",
+    {"seed", NULL, RUMOR_SET_U64, T | N | S | P, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(seed), 0, 0, NULL, NULL, D("1"), "seed", "N",
      "the partition, the sample order and the initial parameters (node: unless --init-seed); the same on every peer"},
     {"init-seed", NULL, RUMOR_SET_U64, N, 0, AT(init_seed), 0, 0, NULL, NULL, D(NULL), NULL, "N",
      "the initial parameters (default: --seed)"},
@@ -274,31 +275,31 @@ static const rumor_setting_t table[] = {
     {"device", NULL, RUMOR_SET_STR, T | N, 0, AT(device), 0, 0, check_device, NULL, D("cpu"), NULL, "NAME",
      "cpu | cuda | auto"},
     /* the swarm */
-    {"algo", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(algo), 0, 0, check_algo, NULL, D("dpsgd"), "algo", "SPEC",
+    {"algo", NULL, RUMOR_SET_STR, N | S | P, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(algo), 0, 0, check_algo, NULL, D("dpsgd"), "algo", "SPEC",
      "dpsgd | sgp | diloco:H"},
-    {"topology", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(topology), 0, 0, check_topology, NULL, D("expo"), "topology",
+    {"topology", NULL, RUMOR_SET_STR, N | S | P, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(topology), 0, 0, check_topology, NULL, D("expo"), "topology",
      "NAME", "ring | torus | expo | onepeer-expo | ... (rumor topo)"},
     /* sim's longer run of 10 local steps a round is the demo the README shows (a few
      * minutes on a laptop); a node's single step a round is D-PSGD as published. */
-    {"rounds", NULL, RUMOR_SET_LONG, N | S, RUMOR_SET_RECORD, AT(rounds), 1, 100000000, NULL, NULL, D3(NULL, "100", "300"), "rounds",
+    {"rounds", NULL, RUMOR_SET_LONG, N | S | P, RUMOR_SET_RECORD, AT(rounds), 1, 100000000, NULL, NULL, {NULL, "100", "300", NULL}, "rounds",
      "N", "gossip rounds to train"},
-    {"local-steps", NULL, RUMOR_SET_INT, N | S, RUMOR_SET_RECORD, AT(local_steps), 1, 100000, NULL, NULL, D3(NULL, "1", "10"),
+    {"local-steps", NULL, RUMOR_SET_INT, N | S | P, RUMOR_SET_RECORD, AT(local_steps), 1, 100000, NULL, NULL, D3(NULL, "1", "10"),
      "local_steps", "N", "minibatch steps between gossip rounds (not with diloco:H, whose H it is)"},
     {"eval-every", NULL, RUMOR_SET_INT, N | S, 0, AT(eval_every), 0, 100000000, NULL, NULL, D(NULL),
      "eval_every", "N", "rounds between test evaluations (0: at the start and the end only; default: a tenth of "
      "the run's rounds, about ten evaluations)"},
-    {"outer-lr", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_OPEN_LO | RUMOR_SET_RECORD, AT(outer_lr), 0, 10, NULL, NULL, D("0.7"),
+    {"outer-lr", NULL, RUMOR_SET_DOUBLE, N | S | P, RUMOR_SET_OPEN_LO | RUMOR_SET_RECORD, AT(outer_lr), 0, 10, NULL, NULL, D("0.7"),
      "outer_lr", "X", "diloco's outer learning rate"},
-    {"outer-momentum", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_OPEN_HI | RUMOR_SET_RECORD, AT(outer_momentum), 0, 1, NULL, NULL,
+    {"outer-momentum", NULL, RUMOR_SET_DOUBLE, N | S | P, RUMOR_SET_OPEN_HI | RUMOR_SET_RECORD, AT(outer_momentum), 0, 1, NULL, NULL,
      D("0.9"), "outer_momentum", "X", "diloco's outer Nesterov momentum"},
-    {"overlap", NULL, RUMOR_SET_BOOL, N | S, RUMOR_SET_RECORD, AT(overlap), 0, 0, NULL, NULL, D(NULL), "overlap", NULL,
+    {"overlap", NULL, RUMOR_SET_BOOL, N | S | P, RUMOR_SET_RECORD, AT(overlap), 0, 0, NULL, NULL, D(NULL), "overlap", NULL,
      "run the next local steps while the round's models travel; the mix lands a round late (dpsgd: "
      "x <- mix + own progress since; diloco: its outer step lands --overlap-steps into the next phase; the run's "
      "last round is not overlapped; sgp always overlaps)"},
-    {"overlap-steps", NULL, RUMOR_SET_INT, N | S, RUMOR_SET_RECORD, AT(overlap_steps), 0, 100000, NULL, NULL, D(NULL),
+    {"overlap-steps", NULL, RUMOR_SET_INT, N | S | P, RUMOR_SET_RECORD, AT(overlap_steps), 0, 100000, NULL, NULL, D(NULL),
      "overlap_steps", "N", "with --overlap and diloco:H: the inner steps a round's models have to travel before its "
      "outer step lands (0: H / 4)"},
-    {"robust", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD, AT(robust), 0, 0, check_robust, NULL, D("none"), "robust", "SPEC",
+    {"robust", NULL, RUMOR_SET_STR, N | S | P, RUMOR_SET_RECORD, AT(robust), 0, 0, check_robust, NULL, D("none"), "robust", "SPEC",
      "none | clip[:F] | trim:B: clip the farthest fraction F of the neighbours, or trim B high and low per "
      "coordinate"},
     /* sim's: what its --byzantine peer sends; a node attacks only when told to. */
@@ -311,22 +312,22 @@ static const rumor_setting_t table[] = {
      "replayable, protecting nothing)"},
     {"dp-budget", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_RECORD, AT(dp_budget), 0, 1e6, NULL, NULL, D(NULL), "dp_budget", "EPS",
      "with --dp: stop training before epsilon would pass this"},
-    {"codec", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD, AT(codec), 0, 0, check_codec, NULL, D("f32"), "codec", "SPEC",
+    {"codec", NULL, RUMOR_SET_STR, N | S | P, RUMOR_SET_RECORD, AT(codec), 0, 0, check_codec, NULL, D("f32"), "codec", "SPEC",
      "f32 | fp16 | bf16 | int8 | int4 | topk:F: how the models sent are encoded (int4, topk: compressed "
      "differences of a public copy, CHOCO-SGD)"},
-    {"consensus-step", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_RECORD, AT(consensus_step), 0, 1, NULL, NULL, D(NULL),
+    {"consensus-step", NULL, RUMOR_SET_DOUBLE, N | S | P, RUMOR_SET_RECORD, AT(consensus_step), 0, 1, NULL, NULL, D(NULL),
      "consensus_step", "G", "with --codec topk or int4: CHOCO's consensus step (0: 0.05 for topk, 1 for int4)"},
-    {"secure-mix", NULL, RUMOR_SET_BOOL, N | S, RUMOR_SET_RECORD, AT(secure_mix), 0, 0, NULL, NULL, D(NULL), "secure_mix", NULL,
+    {"secure-mix", NULL, RUMOR_SET_BOOL, N | S | P, RUMOR_SET_RECORD, AT(secure_mix), 0, 0, NULL, NULL, D(NULL), "secure_mix", NULL,
      "mask the models sent: a neighbour learns its neighbourhood's average, not a model (dpsgd, diloco)"},
     {"slowdown", NULL, RUMOR_SET_DOUBLE, N | S, RUMOR_SET_BY_PROC, AT(slowdown), 1, 1000, NULL, NULL, D("1"),
      "slowdown", "K", "compute K times slower than this machine can (a straggler; sim: --straggler's)"},
     /* sim's virtual mode always has a network: 1 ms is loopback's order; a node and proc mode
      * emulate one only when asked. */
-    {"latency", "emulate-latency", RUMOR_SET_DOUBLE, N | S, RUMOR_SET_NET, AT(latency_ms), 0, 60000, NULL, NULL,
+    {"latency", "emulate-latency", RUMOR_SET_DOUBLE, N | S | P, RUMOR_SET_NET, AT(latency_ms), 0, 60000, NULL, NULL,
      D3(NULL, NULL, "1"), "latency_ms", "MS", "hold each model sent this many ms (an emulated network)"},
-    {"bandwidth", "emulate-bandwidth", RUMOR_SET_DOUBLE, N | S, RUMOR_SET_NET, AT(bandwidth_mbps), 0, 1e6, NULL, NULL,
+    {"bandwidth", "emulate-bandwidth", RUMOR_SET_DOUBLE, N | S | P, RUMOR_SET_NET, AT(bandwidth_mbps), 0, 1e6, NULL, NULL,
      D(NULL), "bandwidth_mbps", "MBPS", "send models at most this many Mbit/s, one at a time (emulated; 0: no limit)"},
-    {"loss", "emulate-loss", RUMOR_SET_DOUBLE, N | S, RUMOR_SET_NET | RUMOR_SET_OPEN_HI, AT(loss), 0, 1, NULL, NULL,
+    {"loss", "emulate-loss", RUMOR_SET_DOUBLE, N | S | P, RUMOR_SET_NET | RUMOR_SET_OPEN_HI, AT(loss), 0, 1, NULL, NULL,
      D(NULL), "loss", "P", "lose this fraction of the models sent (emulated)"},
     /* rumor train */
     {"epochs", NULL, RUMOR_SET_INT, T, RUMOR_SET_RECORD, AT(epochs), 1, 100000, NULL, NULL, D("10"), NULL, "N", "epochs"},
@@ -358,54 +359,54 @@ static const rumor_setting_t table[] = {
     {"quiet", NULL, RUMOR_SET_BOOL, T | S, 0, AT(quiet), 0, 0, NULL, NULL, D(NULL), NULL, NULL,
      "no progress lines"},
     /* rumor node */
-    {"key", NULL, RUMOR_SET_STR, N, 0, AT(key), 0, 0, NULL, NULL, D(NULL), NULL, "PATH",
+    {"key", NULL, RUMOR_SET_STR, N | P, 0, AT(key), 0, 0, NULL, NULL, D(NULL), NULL, "PATH",
      "this node's secret key (rumor keygen)"},
-    {"cert", NULL, RUMOR_SET_STR, N, 0, AT(cert), 0, 0, NULL, NULL, D(NULL), NULL, "PATH",
+    {"cert", NULL, RUMOR_SET_STR, N | P, 0, AT(cert), 0, 0, NULL, NULL, D(NULL), NULL, "PATH",
      "this node's certificate (rumor swarm admit)"},
-    {"swarm", NULL, RUMOR_SET_STR, N, 0, AT(swarm), 0, 0, NULL, NULL, D(NULL), NULL, "PATH",
+    {"swarm", NULL, RUMOR_SET_STR, N | P, 0, AT(swarm), 0, 0, NULL, NULL, D(NULL), NULL, "PATH",
      "the swarm authority's public key (authority.pub)"},
-    {"listen", NULL, RUMOR_SET_STR, N, 0, AT(listen), 0, 0, NULL, NULL, D(NULL), NULL, "tcp://HOST:PORT",
+    {"listen", NULL, RUMOR_SET_STR, N | P, 0, AT(listen), 0, 0, NULL, NULL, D(NULL), NULL, "tcp://HOST:PORT",
      "where to listen (port 0: any free port)"},
-    {"advertise", NULL, RUMOR_SET_STR, N, 0, AT(advertise), 0, 0, NULL, NULL, D(NULL), NULL, "tcp://IP:PORT",
+    {"advertise", NULL, RUMOR_SET_STR, N | P, 0, AT(advertise), 0, 0, NULL, NULL, D(NULL), NULL, "tcp://IP:PORT",
      "the address peers dial, when not the listen address"},
-    {"bootstrap", NULL, RUMOR_SET_LIST, N, 0, AT(bootstraps), 0, 0, NULL, set_bootstrap, D(NULL), NULL,
+    {"bootstrap", NULL, RUMOR_SET_LIST, N | P, 0, AT(bootstraps), 0, 0, NULL, set_bootstrap, D(NULL), NULL,
      "rumor://KEY@HOST:PORT", "a member to join through (repeatable)"},
-    {"revoked", NULL, RUMOR_SET_STR, N, 0, AT(revoked), 0, 0, NULL, NULL, D(NULL), NULL, "PATH",
+    {"revoked", NULL, RUMOR_SET_STR, N | P, 0, AT(revoked), 0, 0, NULL, NULL, D(NULL), NULL, "PATH",
      "revocation list (public keys), re-read on SIGHUP"},
-    {"control", NULL, RUMOR_SET_STR, N, 0, AT(control), 0, 0, NULL, NULL, D(NULL), NULL, "ipc://PATH",
+    {"control", NULL, RUMOR_SET_STR, N | P, 0, AT(control), 0, 0, NULL, NULL, D(NULL), NULL, "ipc://PATH",
      "the socket rumor status asks"},
-    {"join-timeout", NULL, RUMOR_SET_DOUBLE, N, 0, AT(join_timeout), 0, 86400, NULL, NULL, D("30"), NULL, "S",
+    {"join-timeout", NULL, RUMOR_SET_DOUBLE, N | P, 0, AT(join_timeout), 0, 86400, NULL, NULL, D("30"), NULL, "S",
      "seconds to get into the swarm before giving up (0: wait)"},
-    {"relay", NULL, RUMOR_SET_BOOL, N, 0, AT(relay), 0, 0, NULL, NULL, D("yes"), NULL, NULL,
+    {"relay", NULL, RUMOR_SET_BOOL, N | P, 0, AT(relay), 0, 0, NULL, NULL, D("yes"), NULL, NULL,
      "forward sealed messages between members that cannot reach each other (behind different NATs)"},
-    {"relay-budget", NULL, RUMOR_SET_DOUBLE, N, 0, AT(relay_budget), 0.01, 100000, NULL, NULL, D("10"), NULL, "MB/S",
+    {"relay-budget", NULL, RUMOR_SET_DOUBLE, N | P, 0, AT(relay_budget), 0.01, 100000, NULL, NULL, D("10"), NULL, "MB/S",
      "forward at most this many MB/s for others"},
-    {"view-size", NULL, RUMOR_SET_INT, N, 0, AT(view_size), 1, 200, NULL, NULL, D("64"), NULL, "N",
+    {"view-size", NULL, RUMOR_SET_INT, N | P, 0, AT(view_size), 1, 200, NULL, NULL, D("64"), NULL, "N",
      "peers in the active view"},
-    {"period", NULL, RUMOR_SET_INT, N, 0, AT(period_ms), 10, 600000, NULL, NULL, D("1000"), NULL, "MS",
+    {"period", NULL, RUMOR_SET_INT, N | P, 0, AT(period_ms), 10, 600000, NULL, NULL, D("1000"), NULL, "MS",
      "failure detection period"},
-    {"suspect", NULL, RUMOR_SET_INT, N, 0, AT(suspect_ms), 10, 3600000, NULL, NULL, D("5000"), NULL, "MS",
+    {"suspect", NULL, RUMOR_SET_INT, N | P, 0, AT(suspect_ms), 10, 3600000, NULL, NULL, D("5000"), NULL, "MS",
      "suspicion time before a peer is dead (at least --period)"},
-    {"verbose", NULL, RUMOR_SET_BOOL, N, 0, AT(verbose), 0, 0, NULL, NULL, D(NULL), NULL, NULL,
+    {"verbose", NULL, RUMOR_SET_BOOL, N | P, 0, AT(verbose), 0, 0, NULL, NULL, D(NULL), NULL, NULL,
      "log every membership change and refusal"},
-    {"run-dir", NULL, RUMOR_SET_STR, N, 0, AT(run_dir), 0, 0, NULL, NULL, D(NULL), NULL, "DIR",
+    {"run-dir", NULL, RUMOR_SET_STR, N | P, 0, AT(run_dir), 0, 0, NULL, NULL, D(NULL), NULL, "DIR",
      "a training node's metrics, checkpoints and model"},
     {"config", NULL, RUMOR_SET_STR, T | N | S, RUMOR_SET_BY_PROC, AT(config), 0, 0, NULL, NULL, D(NULL), NULL, "FILE",
      "settings from FILE, one `key = value` a line (the scenario files' form), as if given here: flags "
      "after it override them"},
-    {"trace", NULL, RUMOR_SET_STR, N, 0, AT(trace), 0, 0, NULL, NULL, D(NULL), NULL, "FILE",
+    {"trace", NULL, RUMOR_SET_STR, N | P, 0, AT(trace), 0, 0, NULL, NULL, D(NULL), NULL, "FILE",
      "write every round event (gossip points, views, sends, arrivals, mixes, evaluations, checkpoints, the end) "
      "to FILE, one line each (rumor sim --replay)"},
-    {"linger", NULL, RUMOR_SET_DOUBLE, N, 0, AT(linger), 0, 86400, NULL, NULL, D("30"), NULL, "S",
+    {"linger", NULL, RUMOR_SET_DOUBLE, N | P, 0, AT(linger), 0, 86400, NULL, NULL, D("30"), NULL, "S",
      "seconds to stay reachable after training, answering late peers with the final model (0: leave at once)"},
-    {"late-join", NULL, RUMOR_SET_BOOL, N, 0, AT(late_join), 0, 0, NULL, NULL, D("yes"), NULL, NULL,
+    {"late-join", NULL, RUMOR_SET_BOOL, N | P, 0, AT(late_join), 0, 0, NULL, NULL, D("yes"), NULL, NULL,
      "start from this peer's own initial model even if the swarm is running (default: from the swarm's)"},
-    {"checkpoint-every", NULL, RUMOR_SET_INT, N, 0, AT(checkpoint_every), 0, 100000000, NULL, NULL, D(NULL), NULL,
+    {"checkpoint-every", NULL, RUMOR_SET_INT, N | P, 0, AT(checkpoint_every), 0, 100000000, NULL, NULL, D(NULL), NULL,
      "N", "checkpoint at every N-th round (0: every minute; and at the end and on stop)"},
-    {"min-peers", NULL, RUMOR_SET_INT, N, 0, AT(min_peers), 0, 100000, NULL, NULL, D(NULL), NULL, "N",
+    {"min-peers", NULL, RUMOR_SET_INT, N | P, 0, AT(min_peers), 0, 100000, NULL, NULL, D(NULL), NULL, "N",
      "start training once this many peers (with this one) are in view, or after --join-timeout (0: --of, "
      "else 1)"},
-    {"round-timeout", NULL, RUMOR_SET_DOUBLE, N, 0, AT(round_timeout), 0.01, 3600, NULL, NULL, D("10"), NULL, "S",
+    {"round-timeout", NULL, RUMOR_SET_DOUBLE, N | P, 0, AT(round_timeout), 0.01, 3600, NULL, NULL, D("10"), NULL, "S",
      "longest wait for a round's models"},
     /* rumor sim */
     {"mode", NULL, RUMOR_SET_STR, S, 0, AT(mode), 0, 0, check_mode, NULL, D("proc"), "mode", "proc|virtual",
@@ -459,6 +460,7 @@ static const struct {
 #undef T
 #undef N
 #undef S
+#undef P
 
 _Static_assert(RUMOR_ARRAY_LEN(table) <= sizeof(((rumor_settings_t *)0)->given), "one given flag per row");
 
@@ -472,7 +474,7 @@ const rumor_setting_t *rumor_settings_table(int *n)
 
 const char *rumor_cmd_name(rumor_cmd_t cmd)
 {
-    return cmd == RUMOR_CMD_TRAIN ? "train" : cmd == RUMOR_CMD_NODE ? "node" : "sim";
+    return cmd == RUMOR_CMD_TRAIN ? "train" : cmd == RUMOR_CMD_NODE ? "node" : cmd == RUMOR_CMD_SIM ? "sim" : "peer";
 }
 
 const rumor_setting_t *rumor_settings_find(rumor_cmd_t cmd, const char *name)
@@ -584,10 +586,34 @@ static rumor_err_t set_row(rumor_settings_t *s, const rumor_setting_t *r, const 
     return rumor_fail(err, RUMOR_EINVAL, "--%s: no such type", r->name);
 }
 
+/* A setting of another command, given to a library peer: why it does not take it. */
+static rumor_err_t peer_refusal(const char *name, char err[RUMOR_ERR_LEN])
+{
+    const rumor_setting_t *r = NULL;
+    for (rumor_cmd_t c = RUMOR_CMD_TRAIN; c < RUMOR_CMD_PEER && !r; c++) r = rumor_settings_find(c, name);
+    if (!r) return rumor_fail(err, RUMOR_EINVAL, "unknown setting '%s' (rumor settings lists them)", name);
+    name = r->name;
+    if (strcmp(name, "dp") == 0 || strcmp(name, "dp-budget") == 0)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: DP-SGD's per-sample clipping and its accountant are rumor's own "
+                          "trainer's; clip, noise and account in your training code (Opacus, for one)", name);
+    if (strcmp(name, "resume") == 0)
+        return rumor_fail(err, RUMOR_EINVAL, "resume: a library peer resumes with rumor_peer_load (Python: "
+                          "Peer.load) of the file rumor_peer_save wrote beside your checkpoint");
+    if (strcmp(name, "attack") == 0 || strcmp(name, "slowdown") == 0)
+        return rumor_fail(err, RUMOR_EINVAL, "%s: an experiment of rumor node's and rumor sim's, not a library peer's", name);
+    if (strcmp(name, "config") == 0)
+        return rumor_fail(err, RUMOR_EINVAL, "config: give a library peer the file's text itself (the settings text)");
+    if (r->where & (RUMOR_IN_TRAIN | RUMOR_IN_NODE))
+        return rumor_fail(err, RUMOR_EINVAL, "%s: a library peer trains nothing itself; set it in your own training "
+                          "code (rumor mixes the tensors you register)", name);
+    return rumor_fail(err, RUMOR_EINVAL, "%s: a setting of rumor sim's, not a library peer's", name);
+}
+
 rumor_err_t rumor_settings_set(rumor_settings_t *s, rumor_cmd_t cmd, const char *name, const char *value,
                                char err[RUMOR_ERR_LEN])
 {
     const rumor_setting_t *r = rumor_settings_find(cmd, name);
+    if (!r && cmd == RUMOR_CMD_PEER) return peer_refusal(name, err);
     if (!r) return rumor_fail(err, RUMOR_EINVAL, "unknown setting '%s'", name);
     /* --config FILE: its lines, as if given here (flags after it override them). */
     rumor_err_t rc = strcmp(r->name, "config") == 0 ? rumor_settings_load(s, cmd, value, err) : RUMOR_OK;
@@ -688,8 +714,13 @@ static rumor_err_t read_line(rumor_settings_t *s, rumor_cmd_t cmd, char *line, c
                              char err[RUMOR_ERR_LEN])
 {
     char e2[RUMOR_ERR_LEN];
-    char *h = strchr(line, '#');
-    if (h) *h = 0;
+    /* A comment starts at a `#` that begins the line or follows a blank: a `#` inside a value
+     * (Z85 keys in rumor:// addresses have them) is the value's. */
+    for (char *h = line; *h; h++)
+        if (*h == '#' && (h == line || h[-1] == ' ' || h[-1] == '\t')) {
+            *h = 0;
+            break;
+        }
     char *t = trim(line);
     if (!*t || *t == '[') return RUMOR_OK; /* blank, comment, or an INI section header */
     char *eq = strchr(t, '=');
@@ -952,6 +983,25 @@ rumor_err_t rumor_settings_resume(rumor_settings_t *s, rumor_cmd_t cmd, const ch
      * 0's --rank 0): as given, by the checkpoint. */
     const rumor_setting_t *rank = rumor_settings_find(cmd, "rank"), *of = rumor_settings_find(cmd, "of");
     if (s->partition[0] && rank && of) s->given[rank - table] = s->given[of - table] = 1;
+    return RUMOR_OK;
+}
+
+rumor_err_t rumor_settings_fixed_same(const rumor_settings_t *s, rumor_cmd_t cmd, const rumor_st_file_t *f,
+                                      const char *path, char err[RUMOR_ERR_LEN])
+{
+    for (size_t i = 0; i < RUMOR_ARRAY_LEN(table); i++) {
+        const rumor_setting_t *r = &table[i];
+        if (!(r->where & (1u << cmd)) || !(r->flags & RUMOR_SET_FIXED) || !(r->flags & RUMOR_SET_RECORD)) continue;
+        char key[96], mine[256], a[256], b[256];
+        snprintf(key, sizeof key, "train.%s", r->name);
+        const char *v = rumor_st_meta(f, key);
+        if (!v) continue;
+        rumor_settings_format(s, r, mine, sizeof mine);
+        if (strcmp(mine, v) == 0 || (canonical(r, v, b, sizeof b) && canonical(r, mine, a, sizeof a) && strcmp(a, b) == 0))
+            continue;
+        return rumor_fail(err, RUMOR_EINVAL, "%s: %s is %s there and %s here (a resumed peer keeps the settings it "
+                          "started with)", path, r->name, *v ? v : "(none)", *mine ? mine : "(none)");
+    }
     return RUMOR_OK;
 }
 

@@ -21,6 +21,7 @@
 #include "model.h"
 #include "optim.h"
 #include "base.h"
+#include "peer.h"
 #include "safetensors.h"
 
 #include <stdbool.h>
@@ -28,11 +29,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef enum { RUMOR_CMD_TRAIN, RUMOR_CMD_NODE, RUMOR_CMD_SIM, RUMOR_N_CMDS } rumor_cmd_t;
+/* PEER: a library peer (librumor, the Python package): the swarm's settings of a node, without
+ * what rumor's own trainer does (the caller's program trains). */
+typedef enum { RUMOR_CMD_TRAIN, RUMOR_CMD_NODE, RUMOR_CMD_SIM, RUMOR_CMD_PEER, RUMOR_N_CMDS } rumor_cmd_t;
 
 #define RUMOR_IN_TRAIN (1u << RUMOR_CMD_TRAIN)
 #define RUMOR_IN_NODE (1u << RUMOR_CMD_NODE)
 #define RUMOR_IN_SIM (1u << RUMOR_CMD_SIM) /* a flag of rumor sim and a key of its scenario files */
+#define RUMOR_IN_PEER (1u << RUMOR_CMD_PEER)
 
 #define RUMOR_SIM_MAX_PEERS 4096
 #define RUMOR_SIM_MAX_EVENTS 64
@@ -202,7 +206,9 @@ bool rumor_settings_parse_args(rumor_settings_t *s, rumor_cmd_t cmd, int argc, c
                                const char **pos, int max_pos, int *n_pos, bool *help, char err[RUMOR_ERR_LEN]);
 /* The one text form of settings, for any command: a scenario file (rumor sim), a --config
  * file (train, node, sim), and what a launcher hands a library peer. One `key = value` a line,
- * keys the flags' names; `#` starts a comment, `[sections]` and blank lines are ignored; a
+ * keys the flags' names; `#` at the start of a line or after a blank starts a comment (a `#`
+ * within a value, as in a rumor:// address, is the value's), `[sections]` and blank lines are
+ * ignored; a
  * repeatable setting (bootstrap, event) is given once a line. Each value is set as the flag
  * would be, in order; the first that is refused stops the reading, with err "ORIGIN:LINE:
  * why". A `config` line is refused (files do not include files). */
@@ -240,6 +246,16 @@ rumor_err_t rumor_settings_learning(const rumor_settings_t *s, rumor_model_spec_
 /* Whether a node trains: any of --data, --model, --algo, --rounds, --run-dir, --partition,
  * --resume given (else it only keeps the swarm's membership). */
 bool rumor_settings_node_trains(const rumor_settings_t *s);
+/* A node's configuration from s (checked): keys, addresses, bootstraps, membership timing,
+ * relaying (settings_peer.c). Its strings point into s. */
+void rumor_settings_node(const rumor_settings_t *s, rumor_node_config_t *cfg);
+/* A training peer's configuration from s (checked): the node's, the swarm's (algo, topology,
+ * rounds, codec, robust mixing, finishing, ...) and, for RUMOR_CMD_NODE, rumor's own trainer's
+ * (model, data, optimizer, DP-SGD). A library peer (RUMOR_CMD_PEER) without rounds runs until
+ * its caller finishes it. recorded (cap entries, or NULL) receives what its checkpoints record
+ * (rumor_settings_record); pc points into s and recorded. */
+rumor_err_t rumor_settings_peer(const rumor_settings_t *s, rumor_cmd_t cmd, rumor_peer_config_t *pc,
+                                rumor_st_meta_t *recorded, int cap, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* Row r's value as text ("0.05", "mlp:256,128", "yes"), into buf. */
 void rumor_settings_format(const rumor_settings_t *s, const rumor_setting_t *r, char *buf, size_t cap);
 /* What a checkpoint of cmd records of s: "train.NAME" = value for every row flagged
@@ -252,6 +268,11 @@ int rumor_settings_record(const rumor_settings_t *s, rumor_cmd_t cmd, rumor_st_m
  * "0.05"). Checkpoints from before the table are read too. */
 rumor_err_t rumor_settings_resume(rumor_settings_t *s, rumor_cmd_t cmd, const char *path,
                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Whether the settings of s that fix a run's course (RUMOR_SET_FIXED: algo, topology, seed,
+ * a model) equal what the file f at path recorded of them ("train.NAME" metadata, written by
+ * rumor_settings_record): EINVAL naming the first that differs, both values. */
+rumor_err_t rumor_settings_fixed_same(const rumor_settings_t *s, rumor_cmd_t cmd, const rumor_st_file_t *f,
+                                      const char *path, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* cmd's options, one per line, with their defaults: what --help prints. */
 void rumor_settings_help(FILE *f, rumor_cmd_t cmd);
 /* cmd's settings as one JSON object, into buf: what --check prints. For sim, what summary.json

@@ -41,7 +41,7 @@ static rumor_err_t check_gossip(const rumor_settings_t *s, rumor_cmd_t cmd, char
                                        err)) != RUMOR_OK)
         return rc;
     if (s->dp_budget > 0 && !s->dp[0]) return rumor_fail(err, RUMOR_EINVAL, "--dp-budget needs --dp");
-    if (cmd == RUMOR_CMD_NODE && rumor_settings_given(s, "local-steps") && algo.kind == RUMOR_ALGO_DILOCO)
+    if (cmd != RUMOR_CMD_SIM && rumor_settings_given(s, "local-steps") && algo.kind == RUMOR_ALGO_DILOCO)
         return rumor_fail(err, RUMOR_EINVAL, "--local-steps %d: not with diloco:H (H is its local steps)", s->local_steps);
     return RUMOR_OK;
 }
@@ -107,6 +107,23 @@ static rumor_err_t check_node(const rumor_settings_t *s, char err[RUMOR_ERR_LEN]
     return RUMOR_OK;
 }
 
+/* A library peer: a node's swarm settings; where it keeps its files is the caller's choice,
+ * but secure mixing must keep its round floor across restarts. */
+static rumor_err_t check_peer(const rumor_settings_t *s, char err[RUMOR_ERR_LEN])
+{
+    const char *missing = !s->key[0] ? "key" : !s->cert[0] ? "cert" : !s->swarm[0] ? "swarm"
+                        : !s->listen[0] ? "listen" : NULL;
+    if (missing)
+        return rumor_fail(err, RUMOR_EINVAL, "a peer needs the setting '%s' (its secret key, its certificate, the "
+                          "swarm's authority.pub, where it listens: rumor keygen and rumor swarm admit make them)", missing);
+    if (s->suspect_ms < s->period_ms)
+        return rumor_fail(err, RUMOR_EINVAL, "suspect %d: expected at least period (%d ms)", s->suspect_ms, s->period_ms);
+    if (s->secure_mix && !s->run_dir[0])
+        return rumor_fail(err, RUMOR_EINVAL, "secure-mix needs run-dir: the rounds it masked are kept there, so that a "
+                          "restarted peer never masks a round twice");
+    return check_gossip(s, RUMOR_CMD_PEER, err);
+}
+
 static rumor_err_t check_train(const rumor_settings_t *s, char err[RUMOR_ERR_LEN])
 {
     if (s->checkpoint_steps > 0 && !s->checkpoint[0])
@@ -138,6 +155,7 @@ rumor_err_t rumor_settings_check(const rumor_settings_t *s, rumor_cmd_t cmd, cha
     case RUMOR_CMD_SIM:
         if ((rc = check_gossip(s, cmd, err)) != RUMOR_OK) return rc;
         return check_sim(s, err);
+    case RUMOR_CMD_PEER: return check_peer(s, err);
     default: return RUMOR_OK;
     }
 }
