@@ -47,4 +47,22 @@ else
     cat "$tmp/cc.log"
     bad "a program of one's own builds with pkg-config --cflags --libs rumor"
 fi
+# The Python package, where the build's /usr/bin/python3 imports it (prefix /usr/local: its
+# dist-packages; the installed extension finds the library by its rpath once not staged).
+init=$(find "$tmp/root" -path '*/rumor/__init__.py' | head -n 1)
+if [ -z "$init" ]; then
+    echo "skip the Python package: not built (python3-cffi or python3-dev missing)"
+else
+    pkgdir=$(dirname "$(dirname "$init")")
+    ok "the Python package installed in ${pkgdir#"$tmp/root"}"
+    if [ "$prefix" = /usr/local ]; then
+        /usr/bin/python3 -c "import sys; sys.exit(0 if '${pkgdir#"$tmp/root"}' in sys.path else 1)" &&
+            ok "/usr/bin/python3 imports from there" || bad "/usr/bin/python3 does not import ${pkgdir#"$tmp/root"}"
+    fi
+    if [ -z "$san" ]; then
+        out=$(cd "$tmp" && PYTHONPATH="$pkgdir" LD_LIBRARY_PATH="$libdir" /usr/bin/python3 -c \
+            'import rumor; print("rumor", rumor.version, "protocol", rumor.protocol_version)' 2>&1) &&
+            ok "import rumor from the install: $out" || bad "import rumor from the install: $out"
+    fi
+fi
 [ "$fail" -eq 0 ]

@@ -1,0 +1,41 @@
+"""What the Python package's tests share: ok/FAIL lines with a count, and a swarm of
+certificates made with the rumor command (an authority, then a key and certificate per peer)."""
+import subprocess
+
+failed = 0
+
+
+def check(cond, what):
+    """One line, ok or FAIL; failures are counted in pyswarm.failed."""
+    global failed
+    print("%s %s" % ("ok  " if cond else "FAIL", what), flush=True)
+    if not cond:
+        failed += 1
+
+
+def make_swarm(rumor_exe, tmp, n):
+    """tmp/auth (the authority), tmp/pI.key and tmp/pI.cert for I < n; peer 0's public key."""
+    def run(*args):
+        subprocess.run([rumor_exe, *args], check=True, capture_output=True)
+    run("swarm", "init", tmp + "/auth")
+    for i in range(n):
+        run("keygen", "-o", "%s/p%d" % (tmp, i))
+        run("swarm", "admit", "-a", tmp + "/auth", "-o", "%s/p%d.cert" % (tmp, i), "%s/p%d.pub" % (tmp, i))
+    return open(tmp + "/p0.pub").read().split()[-1]  # (after its comment line)
+
+
+def ident(tmp, i, **more):
+    """Peer i's settings as keywords: its key, certificate, the authority, a loopback port."""
+    kw = dict(key="%s/p%d.key" % (tmp, i), cert="%s/p%d.cert" % (tmp, i), swarm=tmp + "/auth/authority.pub",
+              listen="tcp://127.0.0.1:0", linger=0)
+    kw.update(more)
+    return kw
+
+
+def ident_text(tmp, i, port, pub=None, boot_port=None):
+    """Peer i's settings as text (RUMOR_SETTINGS), listening on port; bootstrap to peer 0."""
+    text = ("key = {t}/p{i}.key\ncert = {t}/p{i}.cert\nswarm = {t}/auth/authority.pub\n"
+            "listen = tcp://127.0.0.1:{port}\n").format(t=tmp, i=i, port=port)
+    if pub and boot_port:
+        text += "bootstrap = rumor://%s@127.0.0.1:%d\n" % (pub, boot_port)
+    return text
