@@ -225,8 +225,10 @@ RUMOR_API rumor_err_t rumor_peer_load(rumor_peer_t *peer, const char *path);
  * view). A fresh peer of a swarm already 4 rounds in then asks members for their model and
  * takes the mean of two that confirm each other, into the buffer (*joined = 1, else 0; joined
  * may be NULL): reset stale optimizer state then. Errors: EAGAIN (timeout or interrupt while
- * waiting for members: call again), ESTATE (not committed, or started), ECLOSED (closed, or its
- * node ended: the message says why). */
+ * waiting for members: call again), ELAYOUT (a member trains other tensors: the message names
+ * the first that differs, as the member's own log does; it is left out, and calling again goes
+ * on waiting for others), ESTATE (not committed, or started), ECLOSED (closed, or its node
+ * ended: the message says why). */
 RUMOR_API rumor_err_t rumor_peer_start(rumor_peer_t *peer, int timeout_ms, int *joined);
 
 /* The local steps to take before the next rumor_peer_round: *steps (local-steps, or H of
@@ -268,9 +270,11 @@ typedef struct rumor_round {
  * outer Nesterov step (the views then hold the new outer parameters), CHOCO's compressed copies
  * (codec topk or int4). Do not touch the buffer during the call (another thread of yours
  * neither). io's inputs are read at the first call of a gossip point; on EAGAIN call again
- * with the same io. Errors: EAGAIN (timeout or interrupt: call again), ESTATE (not started,
- * finished), ECLOSED (closed, or its node ended; the message says why), EINVAL (io NULL or its
- * size too small). */
+ * with the same io. Errors: EAGAIN (timeout or interrupt: call again), ELAYOUT (only before
+ * this peer's first round is mixed: a member trains other tensors, named as for start; call
+ * again to go on; later such members are only logged and counted in status), ESTATE (not
+ * started, finished), ECLOSED (closed, or its node ended; the message says why), EINVAL (io NULL
+ * or its size too small). */
 RUMOR_API rumor_err_t rumor_peer_round(rumor_peer_t *peer, rumor_round_t *io, int timeout_ms);
 
 /* Write the engine's state (round, push-sum weights, diloco's outer parameters and momentum,

@@ -42,6 +42,7 @@ static const char *const type_names[RUMOR_MSG_LAST + 1] = {
     [RUMOR_MSG_BYE] = "bye",
     [RUMOR_MSG_PULL] = "pull",
     [RUMOR_MSG_RELAY] = "relay",
+    [RUMOR_MSG_LAYOUT] = "layout",
 };
 
 static const char *const reject_names[RUMOR_PROTO_REJECT_COUNT] = {
@@ -671,6 +672,15 @@ static reject_t decode_relay(const mp_reader_t *f, const size_t *s, rumor_msg_re
     return field_key(f, s[K_EPH], r->eph);
 }
 
+/* A layout text's bytes: 1..RUMOR_PROTO_MAX_LAYOUT_TEXT of printable ASCII and newlines. */
+static bool layout_text_is_valid(const uint8_t *t, size_t len)
+{
+    if (len == 0 || len > RUMOR_PROTO_MAX_LAYOUT_TEXT) return false;
+    for (size_t i = 0; i < len; i++)
+        if (t[i] != '\n' && (t[i] < 0x20 || t[i] > 0x7e)) return false;
+    return true;
+}
+
 static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, const uint8_t *payload,
                        size_t payload_len)
 {
@@ -701,7 +711,8 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
     if (out->type == 0) return RUMOR_PROTO_REJECT_TYPE;
     if ((why = field_u32(&f, s[K_SEQ], &out->seq)) != R_NONE) return why;
 
-    if (out->type != RUMOR_MSG_MODEL && out->type != RUMOR_MSG_RELAY && payload) return RUMOR_PROTO_REJECT_PAYLOAD;
+    if (out->type != RUMOR_MSG_MODEL && out->type != RUMOR_MSG_RELAY && out->type != RUMOR_MSG_LAYOUT && payload)
+        return RUMOR_PROTO_REJECT_PAYLOAD;
 
     switch (out->type) {
     case RUMOR_MSG_HELLO: {
@@ -769,6 +780,15 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
         return field_uint(&f, s[K_LAYOUT], UINT64_MAX, &out->u.pull.layout);
     case RUMOR_MSG_RELAY:
         return decode_relay(&f, s, &out->u.relay, payload, payload_len);
+    case RUMOR_MSG_LAYOUT: {
+        rumor_msg_layout_t *l = &out->u.layout;
+        if ((why = field_uint(&f, s[K_LAYOUT], UINT64_MAX, &l->layout)) != R_NONE) return why;
+        if (l->layout == 0) return RUMOR_PROTO_REJECT_VALUE;
+        if (!payload || !layout_text_is_valid(payload, payload_len)) return RUMOR_PROTO_REJECT_PAYLOAD;
+        l->text = payload;
+        l->text_len = payload_len;
+        return R_NONE;
+    }
     }
     return RUMOR_PROTO_REJECT_TYPE;
 }
@@ -844,6 +864,8 @@ static bool msg_is_valid(const rumor_msg_t *m)
         return n < sizeof m->u.bye.why && why_is_valid(m->u.bye.why, n);
     }
     case RUMOR_MSG_PULL: return true; /* any layout id */
+    case RUMOR_MSG_LAYOUT: /* (the text is frame 2: checked when given) */
+        return m->u.layout.layout != 0 && (!m->u.layout.text || layout_text_is_valid(m->u.layout.text, m->u.layout.text_len));
     case RUMOR_MSG_RELAY: {
         const rumor_msg_relay_t *r = &m->u.relay;
         return r->kind >= RUMOR_RELAY_INIT && r->kind <= RUMOR_RELAY_DATA &&
@@ -949,6 +971,7 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
     case RUMOR_MSG_BYE: fields += msg->u.bye.why[0] != '\0'; break;
     case RUMOR_MSG_PULL: fields += 1; break;
     case RUMOR_MSG_RELAY: fields += 3; break; /* to or from, kind, eph or ctr */
+    case RUMOR_MSG_LAYOUT: fields += 1; break;
     }
 
     /* Canonical order: v, t, seq, then the type's fields as PROTOCOL.md lists them. */
@@ -1034,6 +1057,7 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         }
         break;
     case RUMOR_MSG_PULL: pack_u64(&pk, "layout", msg->u.pull.layout); break;
+    case RUMOR_MSG_LAYOUT: pack_u64(&pk, "layout", msg->u.layout.layout); break;
     case RUMOR_MSG_RELAY: {
         const rumor_msg_relay_t *r = &msg->u.relay;
         pack_cstr(&pk, r->to ? "to" : "from");

@@ -3,7 +3,8 @@
  *
  * A message is a multipart ZeroMQ message: frame 1 is a msgpack map with string keys
  * ("v" version, "t" type name, "seq" sender's message counter, then the type's fields);
- * frame 2, raw bytes, exists only for `model` and carries the parameters of one chunk.
+ * frame 2, raw bytes, exists only for `model` (the parameters of one chunk), `relay` (a sealed
+ * message) and `layout` (the sender's layout text).
  * proto/PROTOCOL.md is the normative description; this header is its C face.
  *
  * Sans-I/O: nothing here touches a socket, a clock or the heap. The encoder writes frame 1
@@ -70,7 +71,8 @@ typedef enum {
     RUMOR_MSG_BYE,
     RUMOR_MSG_PULL,
     RUMOR_MSG_RELAY,
-    RUMOR_MSG_LAST = RUMOR_MSG_RELAY, /* the highest type: loops run HELLO..LAST inclusive */
+    RUMOR_MSG_LAYOUT,
+    RUMOR_MSG_LAST = RUMOR_MSG_LAYOUT, /* the highest type: loops run HELLO..LAST inclusive */
 } rumor_msg_type_t;
 
 typedef enum {
@@ -227,6 +229,17 @@ typedef struct {
     uint64_t layout; /* the model layout id the asker wants */
 } rumor_msg_pull_t;
 
+/* `layout`: the sender's layout text (frame 2), sent once to a member whose hello announced
+ * another layout, so that both can name the first tensor that differs. The decoder checks the
+ * text's bytes (printable ASCII and newlines, at most RUMOR_PROTO_MAX_LAYOUT_TEXT); that it is
+ * canonical and that its id is `layout` is the receiver's to check (it parses it). */
+#define RUMOR_PROTO_MAX_LAYOUT_TEXT (1024u * 1024u)
+typedef struct {
+    uint64_t layout;                        /* the sender's layout id (non-zero) */
+    const uint8_t *text;                    /* frame 2, borrowed as a model's payload */
+    size_t text_len;
+} rumor_msg_layout_t;
+
 /* Capability bits of `hello` (PROTOCOL.md, "Compatibility"). */
 #define RUMOR_CAP_RELAY UINT64_C(1)       /* understands `relay` messages (end to end through a relay) */
 #define RUMOR_CAP_RELAY_SERVE UINT64_C(2) /* ... and forwards them for others (--relay yes) */
@@ -264,6 +277,7 @@ typedef struct {
         rumor_msg_bye_t bye;
         rumor_msg_pull_t pull;
         rumor_msg_relay_t relay;
+        rumor_msg_layout_t layout;
     } u;
 } rumor_msg_t;
 

@@ -415,6 +415,52 @@ static void save_and_load(void)
     for (int i = 0; i < 2; i++) rumor_peer_destroy(&pair[i]);
 }
 
+/* ---- peers of other tensors: both name the first that differs ---- */
+
+static char start_msg[2][512];
+
+static void *start_msg_one(void *arg)
+{
+    const int i = (int)(intptr_t)arg;
+    pair_rc[i] = rumor_peer_start(pair[i], 15000, NULL);
+    snprintf(start_msg[i], sizeof start_msg[i], "%s", rumor_errmsg());
+    return NULL;
+}
+
+static void layouts_differ(void)
+{
+    char text[2048], more[1024];
+    const int64_t w[1] = {100}, b[2][1] = {{10}, {20}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(more, sizeof more, "topology = complete\nmin-peers = 2\njoin-timeout = 20\n%s%s%s",
+                 i ? "bootstrap = " : "", i ? rumor_peer_address(pair[0]) : "", i ? "\n" : "");
+        settings(text, sizeof text, i, more);
+        pair[i] = NULL;
+        if (rumor_peer_open(text, NULL, &pair[i]) != RUMOR_OK || rumor_peer_add_tensor(pair[i], "w", 1, w) != RUMOR_OK ||
+            rumor_peer_add_tensor(pair[i], "b", 1, b[i]) != RUMOR_OK || rumor_peer_commit(pair[i], 0) != RUMOR_OK) {
+            check(0, "two peers of other tensors open");
+            return;
+        }
+    }
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, start_msg_one, (void *)(intptr_t)i);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    char line[700];
+    for (int i = 0; i < 2; i++) {
+        char want[80];
+        snprintf(want, sizeof want, "tensor 1 'b' is [%d] there and [%d] here", i ? 10 : 20, i ? 20 : 10);
+        snprintf(line, sizeof line, "peer %d's start: ELAYOUT naming the first tensor that differs (%d, \"%s\")", i,
+                 (int)pair_rc[i], start_msg[i]);
+        check(pair_rc[i] == RUMOR_ELAYOUT && strstr(start_msg[i], want) != NULL, line);
+    }
+    char *js = NULL;
+    check(rumor_peer_status(pair[0], &js) == RUMOR_OK && strstr(js, "\"other_layout\":1") &&
+              strstr(js, "\"layout_mismatch\":\"member ") && strstr(js, "'b' is [20] there and [10] here"),
+          "status says it: other_layout 1 and layout_mismatch");
+    rumor_free(js);
+    for (int i = 0; i < 2; i++) rumor_peer_destroy(&pair[i]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -429,6 +475,7 @@ int main(int argc, char **argv)
     refusals();
     swarm_of_four();
     save_and_load();
+    layouts_differ();
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     sh(cmd);

@@ -323,6 +323,9 @@ static bool msg_eq(const rumor_msg_t *a, const rumor_msg_t *b)
         return strcmp(a->u.bye.why, b->u.bye.why) == 0;
     case RUMOR_MSG_PULL:
         return a->u.pull.layout == b->u.pull.layout;
+    case RUMOR_MSG_LAYOUT:
+        return a->u.layout.layout == b->u.layout.layout && a->u.layout.text_len == b->u.layout.text_len &&
+               (!a->u.layout.text_len || memcmp(a->u.layout.text, b->u.layout.text, a->u.layout.text_len) == 0);
     case RUMOR_MSG_RELAY: {
         const rumor_msg_relay_t *x = &a->u.relay, *y = &b->u.relay;
         return x->to == y->to && memcmp(x->peer, y->peer, 32) == 0 && x->kind == y->kind &&
@@ -445,7 +448,9 @@ static void test_names(void)
     CHECK(strcmp(rumor_proto_type_name(RUMOR_MSG_PING_REQ), "ping-req") == 0);
     CHECK(strcmp(rumor_proto_type_name(RUMOR_MSG_PULL), "pull") == 0);
     CHECK(strcmp(rumor_proto_type_name(RUMOR_MSG_RELAY), "relay") == 0);
-    CHECK(RUMOR_MSG_PULL == RUMOR_MSG_BYE + 1 && RUMOR_MSG_RELAY == RUMOR_MSG_PULL + 1 && RUMOR_MSG_LAST == RUMOR_MSG_RELAY);
+    CHECK(strcmp(rumor_proto_type_name(RUMOR_MSG_LAYOUT), "layout") == 0);
+    CHECK(RUMOR_MSG_PULL == RUMOR_MSG_BYE + 1 && RUMOR_MSG_RELAY == RUMOR_MSG_PULL + 1 &&
+          RUMOR_MSG_LAYOUT == RUMOR_MSG_RELAY + 1 && RUMOR_MSG_LAST == RUMOR_MSG_LAYOUT);
     for (int t = RUMOR_MSG_HELLO; t <= RUMOR_MSG_LAST; t++)
         CHECK(strcmp(rumor_proto_type_name((rumor_msg_type_t)t), "?") != 0);
     CHECK(strcmp(rumor_proto_type_name((rumor_msg_type_t)(RUMOR_MSG_LAST + 1)), "?") == 0);
@@ -678,6 +683,48 @@ static void test_roundtrip(void)
     m->u.bye.why[RUMOR_PROTO_WHY_MAX] = '\0';
     roundtrip(m, NULL, 0);
     free(m);
+}
+
+/* layout: the sender's layout text in frame 2, bytes checked; the id is the receiver's to
+ * check against the text it parses. */
+static void test_layout_message(void)
+{
+    static const char text[] = "rumor-layout-2\nfc1.weight:64,784\nfc1.bias:64\n";
+    static uint8_t buf[RUMOR_PROTO_MAX_HEADER];
+    rumor_msg_t m = {.type = RUMOR_MSG_LAYOUT, .seq = 5}, back;
+    m.u.layout.layout = 0x0123456789abcdefull;
+    m.u.layout.text = (const uint8_t *)text;
+    m.u.layout.text_len = sizeof text - 1;
+    roundtrip(&m, (const uint8_t *)text, sizeof text - 1);
+    size_t len = 0;
+    rumor_proto_reject_t why;
+    CHECK_RC(rumor_proto_encode(&m, buf, sizeof buf, &len));
+    CHECK(rumor_proto_decode(&back, buf, len, (const uint8_t *)text, sizeof text - 1, &why) == RUMOR_OK &&
+          back.u.layout.text == (const uint8_t *)text); /* (zero copy) */
+    /* No text, a byte that is not printable ASCII or a newline, a text over the cap. */
+    CHECK(rumor_proto_decode(&back, buf, len, NULL, 0, &why) == RUMOR_EPROTO && why == RUMOR_PROTO_REJECT_PAYLOAD);
+    static uint8_t bad[64];
+    memcpy(bad, text, sizeof text - 1);
+    bad[20] = 0xc3;
+    CHECK(rumor_proto_decode(&back, buf, len, bad, sizeof text - 1, &why) == RUMOR_EPROTO &&
+          why == RUMOR_PROTO_REJECT_PAYLOAD);
+    bad[20] = '\t';
+    CHECK(rumor_proto_decode(&back, buf, len, bad, sizeof text - 1, &why) == RUMOR_EPROTO &&
+          why == RUMOR_PROTO_REJECT_PAYLOAD);
+    uint8_t *big = malloc(RUMOR_PROTO_MAX_LAYOUT_TEXT + 1);
+    memset(big, 'a', RUMOR_PROTO_MAX_LAYOUT_TEXT + 1);
+    CHECK(rumor_proto_decode(&back, buf, len, big, RUMOR_PROTO_MAX_LAYOUT_TEXT, &why) == RUMOR_OK);
+    CHECK(rumor_proto_decode(&back, buf, len, big, RUMOR_PROTO_MAX_LAYOUT_TEXT + 1, &why) == RUMOR_EPROTO &&
+          why == RUMOR_PROTO_REJECT_PAYLOAD);
+    free(big);
+    /* Layout 0 (none) is refused both ways. */
+    m.u.layout.layout = 0;
+    CHECK(rumor_proto_encode(&m, buf, sizeof buf, &len) == RUMOR_EINVAL);
+    /* {"v": 3, "t": "layout", "seq": 5, "layout": 0} */
+    static const uint8_t zero[] = {0x84, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't', 0xa6, 'l', 'a', 'y', 'o', 'u',
+                                   't', 0xa3, 's', 'e', 'q', 0x05, 0xa6, 'l', 'a', 'y', 'o', 'u', 't', 0x00};
+    CHECK(rumor_proto_decode(&back, zero, sizeof zero, (const uint8_t *)text, sizeof text - 1, &why) == RUMOR_EPROTO &&
+          why == RUMOR_PROTO_REJECT_VALUE);
 }
 
 static void test_payload_len(void)
@@ -1998,6 +2045,7 @@ int main(int argc, char **argv)
     test_known_answer();
     test_roundtrip();
     test_payload_len();
+    test_layout_message();
     test_addresses();
     test_encode_refuses();
     test_reject_structure();

@@ -154,6 +154,29 @@ def main():
             with q:
                 pass
         check(True, "a context manager closes a finished peer")
+
+        # Two peers of other tensors: each start names the first that differs (LayoutError).
+        a = rumor.Peer(min_peers=2, join_timeout=20, **ident(0))
+        b = rumor.Peer(min_peers=2, join_timeout=20, bootstrap=a.address, **ident(1))
+        a.register({"conv.weight": np.ones((8, 1, 3, 3), np.float32), "fc.weight": np.ones((10, 300), np.float32)})
+        b.register({"conv.weight": np.ones((8, 1, 3, 3), np.float32), "fc.weight": np.ones((10, 200), np.float32)})
+        said = [None, None]
+
+        def start(i, q):
+            try:
+                q.start(timeout=15)
+            except rumor.RumorError as e:
+                said[i] = e
+
+        threads = [threading.Thread(target=start, args=(i, q)) for i, q in enumerate((a, b))]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        check(isinstance(said[0], rumor.LayoutError) and "tensor 1 'fc.weight' is [10, 200] there and [10, 300] here"
+              in str(said[0]) and isinstance(said[1], rumor.LayoutError) and
+              "tensor 1 'fc.weight' is [10, 300] there and [10, 200] here" in str(said[1]),
+              "peers of other tensors: both starts raise LayoutError naming it (%s; %s)" % (said[0], said[1]))
+        a.close()
+        b.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d failed" % pyswarm.failed)

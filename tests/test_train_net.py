@@ -183,6 +183,12 @@ def main():
     check(codes == [0, 0] and len(rounds) == 8 and all(l.get("peers") == 1 and l.get("missing", 0) == 0 for l in rounds),
           "two peers of different models stay apart: every round of each alone, none missing a model (exit %s, "
           "rounds %s)" % (codes, [(l.get("round"), l.get("peers"), l.get("missing")) for l in rounds]))
+    # ... and each names the first tensor that differs, once (the layout message).
+    la, lb = (open(k + ".log").read() for k in (qa, qb))
+    said = [[l for l in log.splitlines() if "trains another model" in l] for log in (la, lb)]
+    check(len(said[0]) == 1 and "tensor 0 'fc1.weight' is [16, 784] there and [32, 784] here" in said[0][0] and
+          len(said[1]) == 1 and "tensor 0 'fc1.weight' is [32, 784] there and [16, 784] here" in said[1][0],
+          "both name the first tensor that differs, once each: %s" % said)
 
     # 2. A peer stopped with SIGTERM leaves a checkpoint; with --resume it goes on from there.
     common = ["--model", "logreg", "--partition", "iid", "--of", "2", "--limit", "2000", "--batch", "32",

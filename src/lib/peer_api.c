@@ -188,7 +188,13 @@ RUMOR_API rumor_err_t rumor_peer_commit(rumor_peer_t *p, unsigned flags)
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %zu floats", floats);
     memset(p->buf, 0, bytes);
     p->layout_id = rumor_layout_id(&p->layout);
-    if ((rc = swarm_layout(p->sw, p->total, p->mix_state ? p->total : 0, p->layout_id, err)) != RUMOR_OK) return rc;
+    const size_t tl = rumor_layout_text(&p->layout, NULL, 0);
+    char *text = malloc(tl + 1);
+    if (!text) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    rumor_layout_text(&p->layout, text, tl + 1);
+    rc = swarm_layout(p->sw, p->total, p->mix_state ? p->total : 0, p->layout_id, text, tl, err);
+    free(text);
+    if (rc != RUMOR_OK) return rc;
     p->st = ST_COMMITTED;
     return RUMOR_OK;
 }
@@ -256,6 +262,9 @@ static rumor_err_t join_wait(rumor_peer_t *p, uint64_t until)
     for (;;) {
         const int view = swarm_members(p->sw);
         if (swarm_stopped(p->sw)) return ended(p);
+        char why[RUMOR_ERR_LEN - 80];
+        if (swarm_layout_mismatch(p->sw, why, sizeof why))
+            return rumor_fail(err, RUMOR_ELAYOUT, "%s (it is left out; rumor_peer_start again waits for others)", why);
         if (view >= need) return RUMOR_OK;
         const uint64_t now = rumor_now_ms();
         if (now - p->join_from > limit) {
@@ -383,6 +392,9 @@ RUMOR_API rumor_err_t rumor_peer_round(rumor_peer_t *p, rumor_round_t *io, int t
         io->wait_s = 0.0;
         io->landed = io->finished = io->replaced = io->checkpoint_due = 0;
     }
+    char why[RUMOR_ERR_LEN - 80];
+    if (swarm_core(p->sw)->k == 0 && swarm_layout_mismatch(p->sw, why, sizeof why)) /* (before the first mix only) */
+        return rumor_fail(err, RUMOR_ELAYOUT, "%s (it is left out; rumor_peer_round again goes on)", why);
     const int done = swarm_gossip(p->sw, p->buf, deadline(timeout_ms), &p->interrupt);
     const double waited = io->wait_s + (double)(rumor_now_ms() - t0) / 1000.0;
     if (done < 0) return ended(p);

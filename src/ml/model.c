@@ -139,24 +139,40 @@ static void add_linear(rumor_model_t *m, const char *prefix, int out, int in)
     model_add_tensor(m, name, 1, (int[]){out});
 }
 
+/* The model's tensors as a layout (layout.h), into l (initialised). */
+static void model_layout(const rumor_model_t *m, rumor_layout_t *l)
+{
+    char err[RUMOR_ERR_LEN];
+    for (int i = 0; i < m->n_tensors; i++) {
+        const rumor_tensor_info_t *t = &m->t[i];
+        uint64_t shape[RUMOR_LAYOUT_MAX_DIMS];
+        for (int d = 0; d < t->ndim; d++) shape[d] = (uint64_t)t->shape[d];
+        const rumor_err_t rc = rumor_layout_add(l, t->name, t->ndim, shape, err);
+        assert(rc == RUMOR_OK && l->t[i].offset == t->offset); /* (the same rule lays them out) */
+        (void)rc;
+    }
+}
+
 /* The layout id peers agree on (layout.h, PROTOCOL.md "Layouts"): the tensors' names and shapes
  * alone, so that a caller's own tensors of the same names and shapes agree with this model. */
 static uint64_t layout_hash(const rumor_model_t *m)
 {
     rumor_layout_t l;
     rumor_layout_init(&l);
-    char err[RUMOR_ERR_LEN];
-    for (int i = 0; i < m->n_tensors; i++) {
-        const rumor_tensor_info_t *t = &m->t[i];
-        uint64_t shape[RUMOR_LAYOUT_MAX_DIMS];
-        for (int d = 0; d < t->ndim; d++) shape[d] = (uint64_t)t->shape[d];
-        const rumor_err_t rc = rumor_layout_add(&l, t->name, t->ndim, shape, err);
-        assert(rc == RUMOR_OK && l.t[i].offset == t->offset); /* (the same rule lays them out) */
-        (void)rc;
-    }
+    model_layout(m, &l);
     const uint64_t id = rumor_layout_id(&l);
     rumor_layout_fini(&l);
     return id;
+}
+
+size_t rumor_model_layout_text(const rumor_model_t *m, char *buf, size_t cap)
+{
+    rumor_layout_t l;
+    rumor_layout_init(&l);
+    model_layout(m, &l);
+    const size_t n = rumor_layout_text(&l, buf, cap);
+    rumor_layout_fini(&l);
+    return n;
 }
 
 static const rumor_tensor_info_t *tensor(const rumor_model_t *m, int i) { return &m->t[i]; }

@@ -86,6 +86,8 @@ rumor_err_t rumor_model_init(rumor_model_t *self, uint64_t seed) RUMOR_MUST_CHEC
 /* ---- introspection ---- */
 size_t rumor_model_param_count(const rumor_model_t *self); /* n_params incl. padding */
 uint64_t rumor_model_layout_id(const rumor_model_t *self);
+/* Its canonical layout text (layout.h) into buf[0..cap), as snprintf: the length (cap 0 asks). */
+size_t rumor_model_layout_text(const rumor_model_t *self, char *buf, size_t cap);
 const rumor_model_spec_t *rumor_model_spec(const rumor_model_t *self);
 rumor_model_input_t rumor_model_input(const rumor_model_t *self);
 int rumor_model_tensor_count(const rumor_model_t *self);

@@ -135,6 +135,18 @@ rumor_err_t rumor_node_pull(rumor_node_t *self, const uint8_t peer[32], uint64_t
  * callback answers with rumor_node_send and a hash, or not at all. Node's thread. */
 typedef void (*rumor_node_pull_cb)(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_t layout);
 void rumor_node_on_pull(rumor_node_t *self, rumor_node_pull_cb cb, void *arg);
+/* Layouts that differ (PROTOCOL.md "layout"): an admitted member's layout text arrived (at most
+ * one a member every 2 s is handed on): cb(arg, peer, its layout id, text, len) on the node's
+ * thread; the text is borrowed for the call, its bytes printable ASCII and newlines, and is
+ * the callback's to parse and check against the id. */
+typedef void (*rumor_node_layout_cb)(void *arg, const uint8_t peer[32], uint64_t layout, const char *text, size_t len);
+void rumor_node_on_layout(rumor_node_t *self, rumor_node_layout_cb cb, void *arg);
+/* Send our layout text (len bytes, at most RUMOR_PROTO_MAX_LAYOUT_TEXT) and id to an admitted
+ * member in the view, over our dial or its own connection (not through relays). Node's thread
+ * (the tick). RUMOR_EINVAL: not in the view; RUMOR_EAUTH: not admitted; RUMOR_ECLOSED: no path
+ * now but a relay; RUMOR_ETIMEDOUT: the path is full. */
+rumor_err_t rumor_node_send_layout(rumor_node_t *self, const uint8_t peer[32], uint64_t layout, const char *text,
+                                   size_t len);
 /* Wake the node's loop now (from any thread): its tick callback runs soon after. */
 void rumor_node_wake(rumor_node_t *self);
 /* The longest the loop sleeps between two ticks (default 100 ms); a driver that times its

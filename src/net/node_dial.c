@@ -344,6 +344,29 @@ rumor_err_t node_send_msg(rumor_node_t *n, dial_t *p, rumor_msg_t *msg)
     return RUMOR_OK;
 }
 
+/* msg with a frame 2 (plen bytes of payload, copied) on our DEALER to p or back over its own
+ * connection; not through a relay (ECLOSED), whose sealed frames are for models' chunks. */
+rumor_err_t node_send_payload(rumor_node_t *n, dial_t *p, rumor_msg_t *msg, const void *payload, size_t plen)
+{
+    const uint64_t now = rumor_now_ms();
+    const path_t path = node_peer_path(n, p, now);
+    if (path == PATH_NONE || path == PATH_RELAY) return RUMOR_ECLOSED;
+    conn_t *c = path == PATH_ROUTER ? node_find_conn(n, p->key, false, now) : NULL;
+    if (c && !node_router_hello(n, c)) return RUMOR_ETIMEDOUT; /* (our hello first on that connection) */
+    const size_t len = node_encode(n, msg);
+    if (!len) return RUMOR_EINVAL;
+    zmq_msg_t z;
+    if (zmq_msg_init_size(&z, plen) != 0) return RUMOR_ENOMEM;
+    memcpy(zmq_msg_data(&z), payload, plen);
+    if (!(c ? node_router_send(n, c, n->buf, len, &z) : node_dealer_send(n, p, n->buf, len, &z))) {
+        n->drops[DROP_SEND_FULL]++;
+        return RUMOR_ETIMEDOUT;
+    }
+    n->msgs_out++;
+    n->bytes_out += len + plen;
+    return RUMOR_OK;
+}
+
 /* The connection a member's message came in on: where we answer it when we cannot dial it. A
  * routing id that another key held is not that key's any more. */
 void node_note_rid(rumor_node_t *n, conn_t *c, zmq_msg_t *rid, uint64_t now)

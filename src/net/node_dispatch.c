@@ -149,6 +149,9 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
         /* At most one answer per peer per interval: a pull costs a whole model. */
         c->last_pull = now;
         n->pull_cb(n->pull_arg, n, key, wp->u.pull.layout);
+    } else if (wp->type == RUMOR_MSG_LAYOUT && n->layout_cb && now - c->last_layout >= PULL_INTERVAL_MS) {
+        c->last_layout = now; /* (one text a member per interval: parsing it costs its length) */
+        n->layout_cb(n->layout_arg, key, wp->u.layout.layout, (const char *)wp->u.layout.text, wp->u.layout.text_len);
     } else {
         n->drops[DROP_UNEXPECTED]++;
     }

@@ -246,6 +246,7 @@ typedef struct {
     uint64_t expires_at;             /* its certificate's, unix seconds */
     uint64_t last_seen;
     uint64_t last_pull;              /* when we last answered its pull */
+    uint64_t last_layout;            /* when we last took its layout text */
     uint64_t done;                   /* its hello said it finished at this round; 0: training */
     uint64_t done_boot;              /* ... in the run of this boot id (a new run trains again) */
     uint8_t rid[RID_MAX];            /* the ROUTER's routing id of its newest connection to us */
@@ -329,6 +330,8 @@ struct rumor_node {
     void *status_arg;
     rumor_node_pull_cb pull_cb;
     void *pull_arg;
+    rumor_node_layout_cb layout_cb;
+    void *layout_arg;
     uint64_t tick_ms;                /* longest sleep between ticks */
     int wake[2];                     /* a pipe: another thread's byte ends our poll early */
     atomic_bool stop, reload;        /* asked for by rumor_node_stop, rumor_node_reload */
@@ -461,6 +464,7 @@ const relay_sess_t *node_relay_session(const rumor_node_t *n, const uint8_t key[
 /* node_control.c: the control socket */
 void node_handle_control(rumor_node_t *n, uint64_t now);
 void node_serve_status(rumor_node_t *n, uint64_t now);
+rumor_err_t node_send_payload(rumor_node_t *n, dial_t *p, rumor_msg_t *msg, const void *payload, size_t plen);
 
 /* node_models.c: models */
 void node_announce_done(rumor_node_t *n);

@@ -61,6 +61,32 @@ rumor_err_t rumor_node_pull(rumor_node_t *n, const uint8_t peer[32], uint64_t la
     return node_send_msg(n, p, &m);
 }
 
+void rumor_node_on_layout(rumor_node_t *n, rumor_node_layout_cb cb, void *arg)
+{
+    n->layout_cb = cb;
+    n->layout_arg = arg;
+}
+
+rumor_err_t rumor_node_send_layout(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, const char *text,
+                                   size_t len)
+{
+    int v = -1;
+    for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
+        if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
+    if (v < 0) return RUMOR_EINVAL;
+    const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
+    if (!c || !c->admitted) return RUMOR_EAUTH;
+    dial_t *p = node_get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
+    if (!p) return RUMOR_EINVAL;
+    rumor_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = RUMOR_MSG_LAYOUT;
+    m.u.layout.layout = layout;
+    m.u.layout.text = (const uint8_t *)text;
+    m.u.layout.text_len = len;
+    return node_send_payload(n, p, &m, text, len);
+}
+
 void rumor_node_wake(rumor_node_t *n)
 {
     const char b = 1;

@@ -373,9 +373,13 @@ static rumor_err_t setup_swarm(peer_t *p, char err[RUMOR_ERR_LEN])
     size_t nv = 0;
     if (rumor_optim_gossiped(p->o, &nv) && !(p->gx = malloc((P + nv) * sizeof *p->gx)))
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-    if ((rc = swarm_open(p, err)) != RUMOR_OK ||
-        (rc = swarm_layout(p, P, nv, rumor_model_layout_id(p->m), err)) != RUMOR_OK)
-        return rc;
+    const size_t tl = rumor_model_layout_text(p->m, NULL, 0);
+    char *text = malloc(tl + 1);
+    if (!text) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    rumor_model_layout_text(p->m, text, tl + 1);
+    if ((rc = swarm_open(p, err)) == RUMOR_OK) rc = swarm_layout(p, P, nv, rumor_model_layout_id(p->m), text, tl, err);
+    free(text);
+    if (rc != RUMOR_OK) return rc;
     if (c->resume && (rc = rumor_checkpoint_load(p->ckpt_path, p->m, NULL, NULL, err)) != RUMOR_OK) return rc;
     if ((rc = device_setup(p, err)) != RUMOR_OK ||
         (rc = swarm_engine(p, p->hx ? p->hx : rumor_model_params(p->m), err)) != RUMOR_OK)

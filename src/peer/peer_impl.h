@@ -16,6 +16,7 @@
 #include "core.h"
 #include "crypto.h"
 #include "fileio.h"
+#include "layout.h"
 #include "rng.h"
 #include "safetensors.h"
 #include "secmix.h"
@@ -57,6 +58,17 @@ struct peer {
     pthread_t node_th;        /* a library peer's node thread (swarm_start_node) */
     bool node_th_up;
     uint64_t linger_until, all_since; /* swarm_linger: when it ends, and since when every member finished */
+    /* Layouts that differ (peer_layout.c): our layout's text and parse, the members whose run
+     * was sent it (node thread), and the first difference of each member run that sent us
+     * theirs (under mu): logged once each, the last in status, the library's to report. */
+    char *layout_text;
+    size_t layout_text_len;
+    rumor_layout_t layout_ours;
+    struct layout_sent { uint8_t key[32]; uint64_t boot; int tries; } layout_sent[MAX_VIEW];
+    int n_layout_sent;
+    struct layout_heard { uint8_t key[32]; uint64_t layout; } layout_heard[MAX_VIEW];
+    int n_layout_heard, layout_reported;
+    char layout_mismatch[RUMOR_ERR_LEN];
     rumor_topology_t *topo;
     rumor_gossip_t *g;
     pthread_mutex_t mu;       /* guards g, view_count, bytes_out */
@@ -171,5 +183,9 @@ void peer_send_ctx_free(send_ctx_t *c);
 size_t peer_status_cb(void *arg, bool json, char *buf, size_t cap);
 void peer_pull_cb(void *arg, rumor_node_t *node, const uint8_t peer[32], uint64_t layout);
 void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now);
+
+/* peer_layout.c: layouts that differ */
+void peer_layout_member(peer_t *p, rumor_node_t *node, const rumor_node_member_t *m);
+void peer_layout_cb(void *arg, const uint8_t peer[32], uint64_t layout, const char *text, size_t len);
 
 #endif

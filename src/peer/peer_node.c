@@ -385,6 +385,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
          * view, the graph and the count of members a round or a start waits for. */
         if (m.layout && m.layout != layout) {
             others += m.admitted;
+            if (m.admitted) peer_layout_member(p, node, &m); /* (it learns which tensor differs) */
             continue;
         }
         finished += m.admitted && m.done && !m.suspect;
@@ -512,11 +513,15 @@ size_t peer_status_cb(void *arg, bool json, char *buf, size_t cap)
     const double eps = p->epsilon;
     const uint64_t mask_fails = p->mask_fails;
     const int other_layout = p->n_other_layout;
+    char mismatch[RUMOR_ERR_LEN]; /* (printable, no quote or backslash: layout names and numbers) */
+    snprintf(mismatch, sizeof mismatch, "%s", p->layout_mismatch);
     pthread_mutex_unlock(&p->mu);
     size_t len = 0;
     if (json) {
         put(buf, cap, &len, "{\"layout\":\"%016" PRIx64 "\",\"other_layout\":%d,", p->layout,
             other_layout);
+        if (mismatch[0]) put(buf, cap, &len, "\"layout_mismatch\":\"%s\",", mismatch);
+        else put(buf, cap, &len, "\"layout_mismatch\":null,");
         put(buf, cap, &len,
             "\"algo\":\"%s\",\"topology\":\"%s\",\"round\":%" PRIu64 ",\"gossip_round\":%" PRIu64
             ",\"rounds\":%ld,\"w\":%.6g,\"consensus\":%.6g,\"models_in\":%" PRIu64 ",\"bytes_in\":%" PRIu64
@@ -547,6 +552,7 @@ size_t peer_status_cb(void *arg, bool json, char *buf, size_t cap)
             algo, p->cfg->topology, st.round, p->cfg->rounds, st.consensus, st.models_in, (double)st.bytes_in / 1e6,
             (double)out / 1e6, st.missing_total);
         if (p->cfg->dp.on) put(buf, cap, &len, "privacy spent: epsilon %.4g at delta %g\n", eps, p->cfg->dp.delta);
+        if (mismatch[0]) put(buf, cap, &len, "another model: %s\n", mismatch);
         if (p->cfg->secure_mix)
             put(buf, cap, &len,
                 "secure mixing: %" PRIu64 " chunks left unmixed (a sender missing), %" PRIu64

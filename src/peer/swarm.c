@@ -8,6 +8,7 @@ peer_t *swarm_new(const rumor_peer_config_t *cfg)
     p->cfg = cfg;
     p->test_acc = p->test_loss = NAN;
     p->traced_n = -1;
+    rumor_layout_init(&p->layout_ours);
     return p;
 }
 
@@ -37,6 +38,7 @@ rumor_err_t swarm_open(peer_t *p, char err[RUMOR_ERR_LEN])
     rumor_node_on_tick(p->node, peer_tick_cb, p);
     rumor_node_on_status(p->node, peer_status_cb, p);
     rumor_node_on_pull(p->node, peer_pull_cb, p);
+    rumor_node_on_layout(p->node, peer_layout_cb, p);
     p->emulate = c->emu_latency_ms > 0 || c->emu_bandwidth_mbps > 0 || c->emu_loss > 0;
     if (p->emulate) {
         rumor_rng_init2(&p->emu_rng, c->seed, 0xe3a1, (uint64_t)c->rank);
@@ -68,11 +70,19 @@ static rumor_err_t setup_sending(peer_t *p, char err[RUMOR_ERR_LEN])
     return RUMOR_OK;
 }
 
-rumor_err_t swarm_layout(peer_t *p, size_t P, size_t extra, uint64_t layout, char err[RUMOR_ERR_LEN])
+rumor_err_t swarm_layout(peer_t *p, size_t P, size_t extra, uint64_t layout, const char *text, size_t len,
+                         char err[RUMOR_ERR_LEN])
 {
     p->P = P;
     p->extra = extra;
     p->layout = layout;
+    rumor_err_t rc = rumor_layout_parse(&p->layout_ours, text, len, err);
+    if (rc != RUMOR_OK) return rc;
+    if (len <= RUMOR_PROTO_MAX_LAYOUT_TEXT) { /* (a larger one is never sent: members only keep apart) */
+        if (!(p->layout_text = malloc(len))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        memcpy(p->layout_text, text, len);
+        p->layout_text_len = len;
+    }
     rumor_node_set_layout(p->node, layout); /* (its hellos say what it trains: members of another model stay apart) */
     if (p->cfg->secure_mix &&
         !(p->secmix = rumor_secmix_new(rumor_node_secret_key(p->node), rumor_node_boot(p->node), layout, err)))
@@ -511,6 +521,8 @@ void swarm_destroy(peer_t **pp)
     rumor_poison_fini(&p->poison);
     rumor_wire_enc_fini(&p->enc);
     free(p->wire_in.dec);
+    free(p->layout_text);
+    rumor_layout_fini(&p->layout_ours);
     free(p);
     *pp = NULL;
 }

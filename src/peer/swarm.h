@@ -8,7 +8,7 @@
  *
  *     swarm_new(cfg)                       cfg is the caller's and outlives the peer
  *     swarm_open(p)                        the node: keys read, sockets bound, callbacks set
- *     swarm_layout(p, P, extra, id)        what it mixes: send buffers, secure mixing's keys, hello
+ *     swarm_layout(p, P, extra, id, text)  what it mixes: send buffers, secure mixing's keys, hello
  *     swarm_engine(p, x)                   the engine, from the parameters x (host memory)
  *     swarm_node_main(p) on a thread       the node's poll loop (rumor_peer_run: its own thread;
  *       or swarm_start_node(p)             the library: a thread of the peer's)
@@ -37,10 +37,15 @@ peer_t *swarm_new(const rumor_peer_config_t *cfg);
 rumor_err_t swarm_open(peer_t *p, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* The node's address: rumor://KEY@HOST:PORT (the node's memory). */
 const char *swarm_address(const peer_t *p);
-/* What the peer mixes: P floats of the model whose layout id is `layout`, then `extra` floats
- * of optimizer state; the send side's buffers, secure mixing's keys, the id in its hellos.
- * Before the node runs. */
-rumor_err_t swarm_layout(peer_t *p, size_t P, size_t extra, uint64_t layout, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* What the peer mixes: P floats of the model whose layout is `text` (canonical, len bytes; its
+ * id `layout`), then `extra` floats of optimizer state; the send side's buffers, secure
+ * mixing's keys, the id in its hellos, the text for members of another layout. Before the
+ * node runs. */
+rumor_err_t swarm_layout(peer_t *p, size_t P, size_t extra, uint64_t layout, const char *text, size_t len,
+                         char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* A member of another layout named the first tensor that differs (peer_layout.c) since the
+ * last call: true, with the sentence in buf. */
+bool swarm_layout_mismatch(peer_t *p, char *buf, size_t cap);
 /* The engine, with the topology of cfg, from the parameters x (P + extra floats, host memory,
  * the trainer's between gossip points). */
 rumor_err_t swarm_engine(peer_t *p, float *x, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
