@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""What a library peer's round does, algorithm by algorithm, with numpy peers on threads of
+this process (real sockets, a complete graph), and a late joiner:
+- sgp: push-sum conserves the sum, so rounds without local steps take every peer to the mean
+  of the starting models (the views hold the de-biased z/w; its mix lands a round late, so
+  the approach is geometric, not one round's);
+- codec int4 (CHOCO-SGD's compressed differences): rounds without local steps bring the peers
+  together, towards the same mean;
+- a peer that joins a swarm 6 rounds in takes the model two members confirm (start() is True)
+  and holds their model exactly.
+usage: test_py_algos.py RUMOR PYTHON_BUILD_DIR"""
+import shutil
+import sys
+import tempfile
+import threading
+
+import pyswarm
+from pyswarm import check
+
+
+def together(peers, fn):
+    errors = []
+
+    def run(i, q):
+        try:
+            fn(i, q)
+        except Exception as e:  # noqa: BLE001
+            errors.append((i, e))
+
+    th = [threading.Thread(target=run, args=(i, q)) for i, q in enumerate(peers)]
+    [t.start() for t in th]
+    [t.join() for t in th]
+    return errors
+
+
+def swarm(rumor, tmp, n, first, **settings):
+    peers = []
+    for i in range(first, first + n):
+        kw = pyswarm.ident(tmp, i, topology="complete", min_peers=n, **settings)
+        if peers:
+            kw["bootstrap"] = peers[0].address
+        peers.append(rumor.Peer(**kw))
+    return peers
+
+
+def main():
+    rumor_exe, pydir = sys.argv[1], sys.argv[2]
+    sys.path.insert(0, pydir)
+    import numpy as np
+    import rumor
+    tmp = tempfile.mkdtemp(prefix="rumor-test-algos-")
+    try:
+        pyswarm.make_swarm(rumor_exe, tmp, 9)
+        rng = np.random.default_rng(3)
+        base = rng.standard_normal(5000).astype(np.float32)
+
+        def spread_run(peers, rounds):
+            starts = [base + 0.1 * rng.standard_normal(5000).astype(np.float32) for _ in peers]
+            views = [q.register({"w": s})["w"] for q, s in zip(peers, starts)]
+            errs = together(peers, lambda i, q: q.start())
+            for _ in range(rounds):
+                errs += together(peers, lambda i, q: q.round())
+            mean = np.mean([s.astype(np.float64) for s in starts], axis=0)
+            dev = max(float(np.linalg.norm(v - mean) / np.linalg.norm(starts[0] - mean)) for v in views)
+            gap = max(float(np.linalg.norm(v - views[0])) for v in views)
+            return errs, dev, gap, float(np.linalg.norm(starts[1] - starts[0]))
+
+        peers = swarm(rumor, tmp, 3, 0, algo="sgp")
+        errs, dev, gap, _ = spread_run(peers, 30)
+        check(not errs and dev < 1e-4, "sgp: 30 rounds take three peers to the mean of their starts (distance %.1e of the "
+              "first start's; %s)" % (dev, errs))
+        [q.close() for q in peers]
+
+        peers = swarm(rumor, tmp, 3, 3, codec="int4")
+        errs, dev, gap, gap0 = spread_run(peers, 12)
+        check(not errs and gap < 0.05 * gap0 and dev < 0.1, "int4 (CHOCO): 12 rounds bring three peers together "
+              "(apart %.3g, from %.3g) near their mean (%.2g of the first start's distance; %s)" % (gap, gap0, dev, errs))
+        [q.close() for q in peers]
+
+        # A swarm 6 rounds in, and a peer that joins it late.
+        peers = swarm(rumor, tmp, 2, 6)
+        starts = [base + 0.1 * rng.standard_normal(5000).astype(np.float32) for _ in peers]
+        views = [q.register({"w": s})["w"] for q, s in zip(peers, starts)]
+        errs = together(peers, lambda i, q: q.start())
+        for _ in range(6):
+            errs += together(peers, lambda i, q: q.round())
+        late = rumor.Peer(**pyswarm.ident(tmp, 8, topology="complete", min_peers=3, bootstrap=peers[0].address))
+        lv = late.register({"w": base.copy()})["w"]
+        joined = late.start(timeout=30)
+        check(not errs and joined and np.array_equal(lv, views[0]) and np.array_equal(views[0], views[1]),
+              "a late joiner takes the model two members confirm (joined %s, equal to theirs %s)"
+              % (joined, bool(np.array_equal(lv, views[0]))))
+        st = late.status()["train"]
+        check(st["gossip_round"] == 6, "and the swarm's round with it (gossip round %s)" % st["gossip_round"])
+        late.close()
+        [q.close() for q in peers]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d failed" % pyswarm.failed)
+    return 1 if pyswarm.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
