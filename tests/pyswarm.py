@@ -39,3 +39,42 @@ def ident_text(tmp, i, port, pub=None, boot_port=None):
     if pub and boot_port:
         text += "bootstrap = rumor://%s@127.0.0.1:%d\n" % (pub, boot_port)
     return text
+
+
+def together(items, fn):
+    """fn(i, item) for every item, each on a thread of its own, all at once; [(i, exception)]."""
+    import threading
+    errors = []
+
+    def run(i, item):
+        try:
+            fn(i, item)
+        except Exception as e:  # noqa: BLE001
+            errors.append((i, e))
+
+    th = [threading.Thread(target=run, args=(i, item)) for i, item in enumerate(items)]
+    [t.start() for t in th]
+    [t.join() for t in th]
+    return errors
+
+
+def result():
+    """The last line, and the exit status: 0 when nothing failed."""
+    print("%d failed" % failed)
+    return 1 if failed else 0
+
+
+def cleanup(procs, tmp, lines=12):
+    """Kill what still runs; after a failure, the last lines of each peer's log tmp/pI.log."""
+    import os
+    import shutil
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for i in range(len(procs) if failed else 0):
+        path = os.path.join(tmp, "p%d.log" % i)
+        if os.path.exists(path):
+            print("--- peer %d's log (last lines)" % i)
+            print("".join(open(path).readlines()[-lines:]))
+    shutil.rmtree(tmp, ignore_errors=True)

@@ -12,25 +12,9 @@ usage: test_py_algos.py RUMOR PYTHON_BUILD_DIR"""
 import shutil
 import sys
 import tempfile
-import threading
 
 import pyswarm
-from pyswarm import check
-
-
-def together(peers, fn):
-    errors = []
-
-    def run(i, q):
-        try:
-            fn(i, q)
-        except Exception as e:  # noqa: BLE001
-            errors.append((i, e))
-
-    th = [threading.Thread(target=run, args=(i, q)) for i, q in enumerate(peers)]
-    [t.start() for t in th]
-    [t.join() for t in th]
-    return errors
+from pyswarm import check, together
 
 
 def swarm(rumor, tmp, n, first, **settings):
@@ -96,8 +80,7 @@ def main():
         [q.close() for q in peers]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d failed" % pyswarm.failed)
-    return 1 if pyswarm.failed else 0
+    return pyswarm.result()
 
 
 if __name__ == "__main__":

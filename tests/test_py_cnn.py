@@ -6,10 +6,8 @@ all of it for the same number of samples. The swarm's model (peer 0's, taken at 
 be within 1 point of test accuracy of alone's; every process exits 0. Skips (77) without
 torch. usage: test_py_cnn.py RUMOR PYTHON_BUILD_DIR DATA_DIR [--samples N] [--algo A]"""
 import argparse
-import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -138,19 +136,8 @@ def main():
                   "%s, %d peers: peer 0's model %.4f against alone %.4f, %d samples each way (within 1 point)"
                   % (a.algo.replace("\n", ", "), a.peers, swarm[0], alone, a.samples))
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        if pyswarm.failed:
-            for i in range(len(procs)):
-                path = os.path.join(tmp, "p%d.log" % i)
-                if os.path.exists(path):
-                    print("--- peer %d's log (last lines)" % i)
-                    print("".join(open(path).readlines()[-10:]))
-        shutil.rmtree(tmp, ignore_errors=True)
-    print("%d failed" % pyswarm.failed)
-    return 1 if pyswarm.failed else 0
+        pyswarm.cleanup(procs, tmp)
+    return pyswarm.result()
 
 
 if __name__ == "__main__":

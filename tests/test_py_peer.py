@@ -6,7 +6,6 @@ round, a forked child, a closed peer. usage: test_py_peer.py RUMOR PYTHON_BUILD_
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 
@@ -37,7 +36,7 @@ def main():
     check(rumor.version.count(".") == 2 and rumor.protocol_version >= 3, "rumor %s, protocol %d" % (rumor.version, rumor.protocol_version))
     tmp = tempfile.mkdtemp(prefix="rumor-test-py-")
     try:
-        pub = pyswarm.make_swarm(rumor_exe, tmp, 4)
+        pyswarm.make_swarm(rumor_exe, tmp, 4)
 
         def ident(i):
             return pyswarm.ident(tmp, i)
@@ -179,8 +178,7 @@ def main():
         b.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d failed" % pyswarm.failed)
-    return 1 if pyswarm.failed else 0
+    return pyswarm.result()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ mixing with each other only once the dead one is out, and exit 0. usage: test_py
 RUMOR PYTHON_BUILD_DIR"""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -83,19 +82,8 @@ def main():
             check(abs(lines[0][-1]["mean"] - lines[1][-1]["mean"]) < 1e-4,
                   "the two survivors end with the same model (means %.6f, %.6f)" % (lines[0][-1]["mean"], lines[1][-1]["mean"]))
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        if pyswarm.failed:
-            for i in range(3):
-                path = os.path.join(tmp, "p%d.log" % i)
-                if os.path.exists(path):
-                    print("--- peer %d's log (last lines)" % i)
-                    print("".join(open(path).readlines()[-15:]))
-        shutil.rmtree(tmp, ignore_errors=True)
-    print("%d failed" % pyswarm.failed)
-    return 1 if pyswarm.failed else 0
+        pyswarm.cleanup(procs, tmp)
+    return pyswarm.result()
 
 
 if __name__ == "__main__":

@@ -5,9 +5,7 @@ after-step models computed here without rumor (closed form), running_mean too (d
 buffers); AdamW's second moment mixed with mix_state (dadamw); what is refused (float16, a
 parameter replaced after start) with its sentence; diloco keeps buffers local. Skips (77)
 without torch. usage: test_py_torch.py RUMOR PYTHON_BUILD_DIR"""
-import copy
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -30,7 +28,7 @@ def main():
     torch.set_num_threads(1)
     tmp = tempfile.mkdtemp(prefix="rumor-test-torch-")
     try:
-        pub = pyswarm.make_swarm(rumor_exe, tmp, 2)
+        pyswarm.make_swarm(rumor_exe, tmp, 2)
 
         def net():
             torch.manual_seed(3)
@@ -164,8 +162,7 @@ def main():
         p.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d failed" % pyswarm.failed)
-    return 1 if pyswarm.failed else 0
+    return pyswarm.result()
 
 
 if __name__ == "__main__":
