@@ -259,8 +259,13 @@ typedef struct rumor_round {
     int missing;            /* neighbours expected and left out (dead, slow) */
     double consensus;       /* distance between this peer's model and the round's mix */
     double wait_s;          /* the round's wait at the gossip point */
+    /* in: the model evaluated after this round's local steps, if it was (evaluated 1, both
+     * finite): written to the peer's metrics (run-dir), which rumor sim's summary of a
+     * launched swarm reads */
+    int evaluated;
+    double test_loss, test_acc;
 } rumor_round_t;
-#define RUMOR_ROUND_INIT {sizeof(rumor_round_t), 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0}
+#define RUMOR_ROUND_INIT {sizeof(rumor_round_t), 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0, 0.0, 0.0}
 
 /* The gossip point, after the phase's local steps: the peer's model (the views, and the state
  * block) goes to this round's out-neighbours, and the call waits until the in-neighbours'

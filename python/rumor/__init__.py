@@ -296,14 +296,19 @@ class Peer:
         _check(_lib.rumor_peer_phase(self._h, steps, first))
         return steps[0], first[0]
 
-    def round(self, loss=None, samples=0, steps=0, timeout=None):
+    def round(self, loss=None, samples=0, steps=0, test_acc=None, test_loss=None, timeout=None):
         """The gossip point: the views are mixed in place with the neighbours' models. loss:
-        the summed loss over `samples` samples of the phase (for the peer's status). A Round."""
+        the summed loss over `samples` samples of the phase; test_acc and test_loss: the model's
+        evaluation before this round, if you made one (both, for the peer's metrics in
+        run-dir, which rumor sim's summary reads). A Round."""
         io = _ffi.new("rumor_round_t *")
         io.size = _ffi.sizeof("rumor_round_t")
         io.steps = int(steps)
         io.loss_sum = float(loss) if loss is not None else 0.0
         io.samples = int(samples)
+        if test_acc is not None and test_loss is not None:
+            io.evaluated = 1
+            io.test_acc, io.test_loss = float(test_acc), float(test_loss)
         self._until(lambda ms: _lib.rumor_peer_round(self._h, io, ms), timeout)
         return Round(io)
 

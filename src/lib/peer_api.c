@@ -5,12 +5,14 @@
  * the tensor table, the buffer, and the order of calls.
  */
 #include "base.h"
+#include "fileio.h"
 #include "layout.h"
 #include "safetensors.h"
 #include "settings.h"
 #include "swarm.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,6 +48,7 @@ struct rumor_peer {
     bool phased;               /* rumor_peer_phase was called for the phase ahead */
     bool in_round;             /* a gossip point is open (EAGAIN returned inside it) */
     rumor_core_phase_t ph;
+    long steps;                /* local steps taken, as the rounds said (metrics) */
     rumor_err_t close_rc;
     char close_err[RUMOR_ERR_LEN];
     /* rumor_peer_load: the engine's state to start from (read at start) */
@@ -296,6 +299,13 @@ RUMOR_API rumor_err_t rumor_peer_start(rumor_peer_t *p, int timeout_ms, int *joi
             if (rc != RUMOR_OK) return rc;
         }
         if ((rc = swarm_ready(p->sw, err)) != RUMOR_OK) return rc;
+        if (p->s.run_dir[0]) { /* its metrics, as a node's (rumor sim reads them) */
+            char path[RUMOR_SETTINGS_PATH + 32];
+            snprintf(path, sizeof path, "%s/metrics.jsonl", p->s.run_dir);
+            if ((rc = rumor_make_dirs(p->s.run_dir, 0755, err)) != RUMOR_OK ||
+                (rc = swarm_metrics_open(p->sw, path, true, err)) != RUMOR_OK) /* (a restart goes on in it) */
+                return rc;
+        }
         swarm_core_init(p->sw, p->loaded_k);
         if ((rc = swarm_start_node(p->sw, err)) != RUMOR_OK) return rc;
         p->join_from = rumor_now_ms();
@@ -360,6 +370,10 @@ static rumor_err_t after_mix(rumor_peer_t *p, rumor_round_t *io, double wait_s)
     io->consensus = st.consensus;
     io->checkpoint_due = after.checkpoint;
     if (after.checkpoint) rumor_core_checkpointed(core, rumor_now());
+    const bool evaluated = io->evaluated && isfinite(io->test_loss) && isfinite(io->test_acc);
+    const rumor_core_facts_t f = {.step = p->steps, .evaluated = evaluated, .test_loss = io->test_loss,
+                                  .test_acc = io->test_acc};
+    swarm_round_line(p->sw, &f, wait_s);
     io->finished = after.finished;
     if (!after.finished && swarm_over(p->sw, true)) {
         bool took;
@@ -367,6 +381,8 @@ static rumor_err_t after_mix(rumor_peer_t *p, rumor_round_t *io, double wait_s)
         if (rc != RUMOR_OK) return rc;
         io->replaced = took;
         io->finished = swarm_is_over(p->sw);
+        if (took && rumor_settings_given(&p->s, "rounds")) core->k = p->pc.rounds; /* (its end is the swarm's) */
+        if (took) swarm_model_line(p->sw, p->steps, "swarm_final");
         io->round = core->k;
     }
     return RUMOR_OK;
@@ -386,6 +402,7 @@ RUMOR_API rumor_err_t rumor_peer_round(rumor_peer_t *p, rumor_round_t *io, int t
         const rumor_trainer_stats_t ts = {.loss_sum = io->loss_sum, .samples = (long)io->samples,
                                           .steps = io->steps ? (long)io->steps : p->ph.count};
         rumor_core_stepped(swarm_core(p->sw), &ts);
+        p->steps += ts.steps;
         swarm_gossip_point(p->sw);
         p->in_round = true;
         p->phased = false;

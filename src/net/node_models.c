@@ -44,16 +44,28 @@ void rumor_node_on_pull(rumor_node_t *n, rumor_node_pull_cb cb, void *arg)
     n->pull_arg = arg;
 }
 
-rumor_err_t rumor_node_pull(rumor_node_t *n, const uint8_t peer[32], uint64_t layout)
+/* The dial of an admitted member in the view, to send it something: *rc EINVAL (not in the
+ * view, or no dial to be had), EAUTH (not admitted). */
+static dial_t *member_dial(rumor_node_t *n, const uint8_t peer[32], rumor_err_t *rc)
 {
     int v = -1;
     for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
         if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
-    if (v < 0) return RUMOR_EINVAL;
+    *rc = RUMOR_EINVAL;
+    if (v < 0) return NULL;
     const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
-    if (!c || !c->admitted) return RUMOR_EAUTH;
-    dial_t *p = node_get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
-    if (!p) return RUMOR_EINVAL;
+    if (!c || !c->admitted) {
+        *rc = RUMOR_EAUTH;
+        return NULL;
+    }
+    return node_get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
+}
+
+rumor_err_t rumor_node_pull(rumor_node_t *n, const uint8_t peer[32], uint64_t layout)
+{
+    rumor_err_t rc;
+    dial_t *p = member_dial(n, peer, &rc);
+    if (!p) return rc;
     rumor_msg_t m;
     memset(&m, 0, sizeof m);
     m.type = RUMOR_MSG_PULL;
@@ -70,14 +82,9 @@ void rumor_node_on_layout(rumor_node_t *n, rumor_node_layout_cb cb, void *arg)
 rumor_err_t rumor_node_send_layout(rumor_node_t *n, const uint8_t peer[32], uint64_t layout, const char *text,
                                    size_t len)
 {
-    int v = -1;
-    for (int i = 0; i < rumor_memb_view_count(n->memb) && v < 0; i++)
-        if (same_key(rumor_memb_view_at(n->memb, i)->key, peer)) v = i;
-    if (v < 0) return RUMOR_EINVAL;
-    const conn_t *c = node_find_conn(n, peer, false, rumor_now_ms());
-    if (!c || !c->admitted) return RUMOR_EAUTH;
-    dial_t *p = node_get_peer(n, peer, rumor_memb_view_at(n->memb, v)->addr, rumor_now_ms());
-    if (!p) return RUMOR_EINVAL;
+    rumor_err_t rc;
+    dial_t *p = member_dial(n, peer, &rc);
+    if (!p) return rc;
     rumor_msg_t m;
     memset(&m, 0, sizeof m);
     m.type = RUMOR_MSG_LAYOUT;

@@ -135,13 +135,6 @@ static rumor_err_t gossip_point_any(peer_t *p, float *x, bool *done, char err[RU
     return device_push(p, err);
 }
 
-static void metrics_write(peer_t *p, const rumor_metrics_line_t *l)
-{
-    char line[512];
-    fwrite(line, 1, rumor_metrics_line(line, sizeof line, l), p->metrics);
-    fflush(p->metrics);
-}
-
 /* A metrics line about the model alone, evaluated now: the one it starts from, or one it took
  * from the swarm (flag "resync", "swarm_final"). */
 static rumor_err_t model_line(peer_t *p, const char *flag, char err[RUMOR_ERR_LEN])
@@ -152,7 +145,7 @@ static rumor_err_t model_line(peer_t *p, const char *flag, char err[RUMOR_ERR_LE
                                     .step = rumor_optim_steps(p->o), .evaluated = true, .text = p->src.text,
                                     .test_loss = p->test_loss,
                                     .test_acc = p->test_acc, .flag = flag};
-    metrics_write(p, &l);
+    swarm_metrics_write(p, &l);
     return RUMOR_OK;
 }
 
@@ -183,27 +176,17 @@ static void budget_note(peer_t *p)
 /* The round just mixed: an evaluation when due, and its metrics line. */
 static rumor_err_t round_line(peer_t *p, const rumor_core_after_t *after, double wait_s, char err[RUMOR_ERR_LEN])
 {
-    rumor_gossip_stats_t st;
-    pthread_mutex_lock(&p->mu);
-    rumor_gossip_stats(p->g, &st);
-    const uint64_t out = p->bytes_out, relayed = p->relayed_out;
-    const int view = p->view_count;
-    pthread_mutex_unlock(&p->mu);
     rumor_err_t rc;
     if (after->evaluate && (rc = evaluate(p, err)) != RUMOR_OK) return rc;
-    const rumor_core_facts_t f = {.t = rumor_now() - p->t0, .t_decimals = 3, .step = rumor_optim_steps(p->o),
-                                  .peers = view + 1, .bytes_out = out, .relayed = relayed, .wait_s = wait_s,
-                                  .deadline_s = (double)st.deadline_ms / 1000.0, .evaluated = after->evaluate,
-                                  .text = p->src.text, .test_loss = p->test_loss, .test_acc = p->test_acc,
-                                  .private = p->dp != NULL, .epsilon = p->dp ? rumor_dp_epsilon(p->dp) : 0.0};
+    const rumor_core_facts_t f = {.step = rumor_optim_steps(p->o), .evaluated = after->evaluate, .text = p->src.text,
+                                  .test_loss = p->test_loss, .test_acc = p->test_acc, .private = p->dp != NULL,
+                                  .epsilon = p->dp ? rumor_dp_epsilon(p->dp) : 0.0};
     if (p->dp) {
         pthread_mutex_lock(&p->mu);
         p->epsilon = f.epsilon;
         pthread_mutex_unlock(&p->mu);
     }
-    rumor_metrics_line_t ml;
-    rumor_core_line(&p->core, &f, &st, &ml);
-    metrics_write(p, &ml);
+    swarm_round_line(p, &f, wait_s);
     return RUMOR_OK;
 }
 
@@ -415,8 +398,7 @@ static rumor_err_t setup_files(peer_t *p, char err[RUMOR_ERR_LEN])
     char mpath[1100];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->run_dir);
     if (c->resume && (rc = rumor_trim_lines(mpath, "round", (uint64_t)p->core.k, err)) != RUMOR_OK) return rc;
-    if (!(p->metrics = rumor_fopen_private(mpath, c->resume)))
-        return rumor_fail(err, RUMOR_EIO, "%s: %s", mpath, strerror(errno));
+    if ((rc = swarm_metrics_open(p, mpath, c->resume, err)) != RUMOR_OK) return rc;
     if (c->command_line) {
         char cpath[1100];
         snprintf(cpath, sizeof cpath, "%s/command.txt", c->run_dir);
@@ -432,7 +414,6 @@ static rumor_err_t setup_files(peer_t *p, char err[RUMOR_ERR_LEN])
 /* The trainer's half, then the swarm's (its node is no longer running). */
 static void teardown(peer_t *p)
 {
-    if (p->metrics) fclose(p->metrics);
     rumor_trainer_destroy(&p->tr); /* its buffers are the backend's, as the others' below */
     rumor_dp_destroy(&p->dp);
     rumor_optim_destroy(&p->o);

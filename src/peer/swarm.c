@@ -242,6 +242,47 @@ void swarm_gossip_point(peer_t *p)
     pthread_mutex_unlock(&p->mu);
 }
 
+rumor_err_t swarm_metrics_open(peer_t *p, const char *path, bool append, char err[RUMOR_ERR_LEN])
+{
+    p->t0 = rumor_now();
+    if (!(p->metrics = rumor_fopen_private(path, append))) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    return RUMOR_OK;
+}
+
+void swarm_metrics_write(peer_t *p, const rumor_metrics_line_t *l)
+{
+    if (!p->metrics) return;
+    char line[512];
+    fwrite(line, 1, rumor_metrics_line(line, sizeof line, l), p->metrics);
+    fflush(p->metrics);
+}
+
+void swarm_model_line(peer_t *p, long step, const char *flag)
+{
+    const rumor_metrics_line_t l = {.t = rumor_now() - p->t0, .t_decimals = 3, .round = p->core.k, .step = step,
+                                    .flag = flag};
+    swarm_metrics_write(p, &l);
+}
+
+void swarm_round_line(peer_t *p, const rumor_core_facts_t *trainer, double wait_s)
+{
+    rumor_gossip_stats_t st;
+    pthread_mutex_lock(&p->mu);
+    rumor_gossip_stats(p->g, &st);
+    rumor_core_facts_t f = *trainer;
+    f.bytes_out = p->bytes_out;
+    f.relayed = p->relayed_out;
+    f.peers = p->view_count + 1;
+    pthread_mutex_unlock(&p->mu);
+    f.t = rumor_now() - p->t0;
+    f.t_decimals = 3;
+    f.wait_s = wait_s;
+    f.deadline_s = (double)st.deadline_ms / 1000.0;
+    rumor_metrics_line_t ml;
+    rumor_core_line(&p->core, &f, &st, &ml);
+    swarm_metrics_write(p, &ml);
+}
+
 void swarm_started(peer_t *p) { rumor_trace_start(p->trace, rumor_now_us()); }
 
 void swarm_stats(peer_t *p, rumor_gossip_stats_t *st)
@@ -513,6 +554,7 @@ void swarm_destroy(peer_t **pp)
         pthread_cond_destroy(&p->cv);
     }
     for (int i = 0; i < p->n_mask_pool; i++) free(p->mask_pool[i]);
+    if (p->metrics) fclose(p->metrics);
     if (rumor_trace_close(p->trace, err) != RUMOR_OK) rumor_log(RUMOR_LOG_WARN, "the trace: %s", err);
     rumor_topology_destroy(&p->topo);
     free(p->pull_buf);

@@ -82,6 +82,16 @@ void swarm_gossip_point(peer_t *p);
  * of rumor_now_ms; 0: none) passed, or *interrupt was set, with the round still open: call
  * again with the same x. -1: the peer is stopping. */
 int swarm_gossip(peer_t *p, float *x, uint64_t deadline_ms, const atomic_bool *interrupt);
+/* metrics.jsonl at path (appended to when append; readable by its owner only): one line a
+ * round from here; its clock starts now. */
+rumor_err_t swarm_metrics_open(peer_t *p, const char *path, bool append, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+void swarm_metrics_write(peer_t *p, const rumor_metrics_line_t *l);
+/* A metrics line about the model alone, unevaluated: its round and step, and flag ("resync",
+ * "swarm_final"). */
+void swarm_model_line(peer_t *p, long step, const char *flag);
+/* The round just mixed, as a metrics line (core.h rumor_core_line): what the trainer knows
+ * (step, loss and evaluation, privacy) from it, the rest (time, view, bytes, wait) here. */
+void swarm_round_line(peer_t *p, const rumor_core_facts_t *trainer, double wait_s);
 /* Training begins (after the wait for members and a join's resync): traced. */
 void swarm_started(peer_t *p);
 /* The engine's figures (under the lock). */
