@@ -1,10 +1,15 @@
-/* proc.c - `rumor sim --mode proc`: N real `rumor node` processes on 127.0.0.1. */
+/* proc.c - `rumor sim --mode proc`: N real `rumor node` processes on 127.0.0.1, or N processes
+ * of a program of one's own (--exec) that run library peers. */
 #include "sim.h"
 
 #include "fileio.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <sys/socket.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +25,7 @@
 
 typedef struct {
     pid_t pid;          /* 0: not running */
+    pid_t group;        /* --exec: the program's process group (its shell's pid), signalled whole */
     bool started, killed_by_us, done;
     bool released;      /* told to end its linger (every peer finished) */
     int exit_code;      /* when done: the exit status, or 128 + signal */
@@ -141,9 +147,118 @@ static void node_args(args_t *a, const rumor_sim_config_t *c, const char *exe, i
     if (resume) arg(a, "--resume");
 }
 
+/* ---- --exec: a program of one's own as each peer ---- */
+
+/* A free TCP port of 127.0.0.1 now (the kernel's pick; the child binds it at once); -1: none. */
+static int free_port(void)
+{
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static void text_add(char *buf, size_t cap, size_t *len, const char *fmt, ...) RUMOR_PRINTF(4, 5);
+static void text_add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (k > 0) *len += (size_t)k;
+}
+
+/* Peer i's settings as a library peer takes them (RUMOR_SETTINGS): its identity and address,
+ * the run's swarm settings that differ from a peer's defaults, and what proc mode gives every
+ * node (min-peers, membership timing, checkpoints). */
+static void exec_settings(char *buf, size_t cap, const rumor_sim_config_t *c, int i, int port, const char *bootstrap)
+{
+    size_t len = 0;
+    text_add(buf, cap, &len, "# rumor sim --exec: peer %d of %d\nkey = %s/swarm/peer-%03d.key\ncert = %s/swarm/peer-%03d.cert\n"
+             "swarm = %s/swarm/authority.pub\nlisten = tcp://127.0.0.1:%d\nrun-dir = %s/peer-%03d\nmin-peers = %d\n"
+             "period = 500\nsuspect = 2000\ncheckpoint-every = 10\n", i, c->peers, c->out, i, c->out, i, c->out, port,
+             c->out, i, c->peers);
+    if (bootstrap) text_add(buf, cap, &len, "bootstrap = %s\n", bootstrap);
+    if (c->trace_peers) text_add(buf, cap, &len, "trace = %s/peer-%03d/trace\n", c->out, i);
+    rumor_settings_t d;
+    rumor_settings_defaults(&d, RUMOR_CMD_PEER);
+    int n;
+    const rumor_setting_t *t = rumor_settings_table(&n);
+    for (int k = 0; k < n; k++) {
+        const rumor_setting_t *r = &t[k];
+        if ((r->where & (RUMOR_IN_PEER | RUMOR_IN_SIM)) != (RUMOR_IN_PEER | RUMOR_IN_SIM)) continue;
+        if ((r->flags & RUMOR_SET_NET) && !c->net_given) continue;
+        if (strcmp(r->name, "local-steps") == 0 && strncmp(c->algo, "diloco:", 7) == 0) continue;
+        char v[RUMOR_SETTINGS_PATH], dv[RUMOR_SETTINGS_PATH];
+        rumor_settings_format(c, r, v, sizeof v);
+        rumor_settings_format(&d, r, dv, sizeof dv);
+        if (strcmp(v, dv) != 0 || strcmp(r->name, "rounds") == 0) text_add(buf, cap, &len, "%s = %s\n", r->name, v);
+    }
+}
+
+/* Run c->exec as peer i, in its folder, with its settings in the environment. */
+static pid_t spawn_exec(peer_t *p, const rumor_sim_config_t *c, int i, const char *bootstrap, int threads, int port)
+{
+    static char text[8192];
+    exec_settings(text, sizeof text, c, i, port, bootstrap);
+    char log[700];
+    snprintf(log, sizeof log, "%s/node.log", p->dir);
+    const pid_t pid = fork();
+    if (pid != 0) return pid;
+    const int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+    signal(SIGINT, SIG_IGN);
+    char num[32];
+    setenv("RUMOR_SETTINGS", text, 1);
+    snprintf(num, sizeof num, "%d", i), setenv("RUMOR_RANK", num, 1);
+    snprintf(num, sizeof num, "%d", c->peers), setenv("RUMOR_PEERS", num, 1);
+    snprintf(num, sizeof num, "%d", threads), setenv("RUMOR_THREADS", num, 1);
+    snprintf(num, sizeof num, "%d", p->restarts), setenv("RUMOR_RESTARTS", num, 1);
+    if (chdir(p->dir) != 0) _exit(127);
+    setpgid(0, 0); /* (a group of its own: the shell and the program it starts die together) */
+    execl("/bin/sh", "sh", "-c", c->exec, (char *)NULL);
+    _exit(127);
+}
+
+/* Peer i's address: rumor://ITS-KEY@127.0.0.1:port (its public key file's last word). */
+static void exec_addr(peer_t *p, const rumor_sim_config_t *c, int i, int port)
+{
+    char path[700], word[128] = "";
+    snprintf(path, sizeof path, "%s/swarm/peer-%03d.pub", c->out, i);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        while (fscanf(f, "%127s", word) == 1) {
+        }
+        fclose(f);
+    }
+    snprintf(p->addr, sizeof p->addr, "rumor://%s@127.0.0.1:%d", word, port);
+}
+
 static rumor_err_t spawn(peer_t *p, const rumor_sim_config_t *c, const char *exe, int i, const char *bootstrap,
                          int threads, bool resume, char err[RUMOR_ERR_LEN])
 {
+    if (c->exec[0]) {
+        const int port = free_port();
+        if (port < 0) return rumor_fail(err, RUMOR_EIO, "no free port on 127.0.0.1: %s", strerror(errno));
+        char log[700];
+        snprintf(log, sizeof log, "%s/node.log", p->dir);
+        struct stat sb;
+        p->log_from = stat(log, &sb) == 0 ? (long)sb.st_size : 0;
+        const pid_t pid = spawn_exec(p, c, i, bootstrap, threads, port);
+        if (pid < 0) return rumor_fail(err, RUMOR_EIO, "fork: %s", strerror(errno));
+        setpgid(pid, pid); /* (also here: whichever runs first) */
+        p->pid = p->group = pid;
+        p->started = true;
+        p->done = p->killed_by_us = p->released = false;
+        exec_addr(p, c, i, port);
+        return RUMOR_OK;
+    }
     args_t *a = calloc(1, sizeof *a);
     if (!a) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     node_args(a, c, exe, i, bootstrap, threads, resume);
@@ -164,7 +279,7 @@ static rumor_err_t spawn(peer_t *p, const rumor_sim_config_t *c, const char *exe
 /* The address peer p printed in its log ("join with --bootstrap rumor://..."). */
 static void find_addr(peer_t *p)
 {
-    if (p->addr[0]) return;
+    if (p->addr[0]) return; /* (--exec: known at its start) */
     char log[700], line[1024];
     snprintf(log, sizeof log, "%s/node.log", p->dir);
     FILE *f = fopen(log, "r");
@@ -180,6 +295,12 @@ static void find_addr(peer_t *p)
         p->addr[strcspn(p->addr, "\r\n")] = 0;
     }
     fclose(f);
+}
+
+/* Send sig to peer p: its process, or (--exec) its program's whole group. */
+static void signal_peer(const peer_t *p, int sig)
+{
+    if (p->pid) kill(p->group ? -p->group : p->pid, sig);
 }
 
 static void reap(peer_t *peers, int n)
@@ -232,7 +353,7 @@ static void apply_event(const rumor_sim_event_t *e, peer_t *peers, const rumor_s
         peer_t *p = &peers[i];
         if (e->kind == RUMOR_SIM_KILL && p->pid) {
             rumor_log(RUMOR_LOG_INFO, "scenario: killing peer %d", i);
-            kill(p->pid, SIGKILL); /* a crash, not a goodbye */
+            signal_peer(p, SIGKILL); /* a crash, not a goodbye (--exec: the program's whole group) */
             p->killed_by_us = true;
             want--;
         } else if (e->kind == RUMOR_SIM_RESTART && !p->pid) {
@@ -319,7 +440,7 @@ static void watch(const rumor_sim_config_t *c, const char *exe, peer_t *peers, b
         if (running > 0 && !pending && !fired_now && st.round_min >= c->rounds)
             for (int i = 0; i < c->peers; i++)
                 if (peers[i].pid && !peers[i].released) {
-                    kill(peers[i].pid, SIGTERM);
+                    signal_peer(&peers[i], SIGTERM);
                     peers[i].released = true;
                 }
         if (running == 0 && !pending) {
@@ -338,7 +459,7 @@ static void watch(const rumor_sim_config_t *c, const char *exe, peer_t *peers, b
 static void stop_all(peer_t *peers, int n)
 {
     for (int i = 0; i < n; i++)
-        if (peers[i].pid) kill(peers[i].pid, SIGTERM);
+        signal_peer(&peers[i], SIGTERM);
     for (double until = rumor_now() + 30;;) {
         reap(peers, n);
         int running = 0;
@@ -346,7 +467,7 @@ static void stop_all(peer_t *peers, int n)
         if (!running) break;
         if (rumor_now() > until) {
             for (int i = 0; i < n; i++)
-                if (peers[i].pid) kill(peers[i].pid, SIGKILL);
+                signal_peer(&peers[i], SIGKILL);
         }
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
@@ -402,7 +523,8 @@ stop:
             rc = rumor_fail(err, RUMOR_EIO, "%s", e2);
         /* A peer that failed by itself (not killed by the scenario, not stopped by us). */
         for (int i = 0; i < c->peers && rc == RUMOR_OK && !rumor_asked(stop); i++)
-            if (peers[i].done && peers[i].exit_code != 0 && !peers[i].killed_by_us)
+            if (peers[i].done && peers[i].exit_code != 0 && !peers[i].killed_by_us &&
+                !(peers[i].released && peers[i].exit_code == 128 + SIGTERM)) /* (a program's end at our SIGTERM) */
                 rc = rumor_fail(err, RUMOR_EIO, "peer %d failed with exit status %d (see %s/node.log)", i,
                                 peers[i].exit_code, peers[i].dir);
         if (c->plots) rumor_sim_plot(c->out);

@@ -435,6 +435,10 @@ static const rumor_setting_t table[] = {
     {"replay", NULL, RUMOR_SET_STR, S, 0, AT(replay), 0, 0, NULL, NULL, D(NULL), NULL, "DIR",
      "virtual mode: each peer's gossip points, views and arrivals at the times a proc-mode run's nodes saw them "
      "(its folder, run with --trace-peers), so that both can be set side by side"},
+    {"exec", NULL, RUMOR_SET_STR, S, 0, AT(exec), 0, 0, NULL, NULL, D(NULL), "exec", "CMD",
+     "proc mode: run CMD (through /bin/sh) as each peer instead of rumor node: a training program of one's own "
+     "with the Python package or librumor, its settings in RUMOR_SETTINGS (rumor.Peer.from_env()), RUMOR_RANK "
+     "and RUMOR_PEERS; its run folder OUT/peer-NNN is its working directory"},
     {"out", NULL, RUMOR_SET_STR, S, 0, AT(out), 0, 0, NULL, NULL, D(NULL), NULL, "DIR",
      "the run folder (default runs/<time>)"},
     {"plots", NULL, RUMOR_SET_BOOL, S, 0, AT(plots), 0, 0, NULL, NULL, D("yes"), NULL, NULL,

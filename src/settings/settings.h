@@ -124,6 +124,7 @@ typedef struct rumor_settings {
     char config[RUMOR_SETTINGS_PATH]; /* the last --config file read */
     bool trace_peers;        /* sim: every peer writes OUT/peer-NNN/trace */
     char replay[RUMOR_SETTINGS_PATH]; /* sim, virtual: a proc run's folder whose traces it replays */
+    char exec[RUMOR_SETTINGS_PATH * 2]; /* sim, proc: each peer's command instead of rumor node */
     bool resume;            /* node: continue from the run folder's checkpoint; train: from --checkpoint */
     double linger;          /* s */
     bool late_join;

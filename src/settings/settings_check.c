@@ -90,6 +90,11 @@ static rumor_err_t check_sim(const rumor_settings_t *c, char err[RUMOR_ERR_LEN])
     if (c->replay[0] && (c->soak || c->faults || c->n_events || c->n_parts || c->loss > 0))
         return rumor_fail(err, RUMOR_EINVAL, "--replay takes the run as the nodes saw it: give no faults, events, "
                                              "partitions or --loss");
+    if (c->exec[0] && strcmp(c->mode, "proc") != 0)
+        return rumor_fail(err, RUMOR_EINVAL, "--exec needs --mode proc: it runs a program of yours as each peer");
+    if (c->exec[0] && (c->straggler >= 0 || c->byzantine >= 0 || c->soak || c->faults))
+        return rumor_fail(err, RUMOR_EINVAL, "--exec runs a program of yours as each peer: --straggler, --byzantine, "
+                                             "--soak and --faults are rumor node's");
     if (c->soak_from > 1 && c->soak_from > c->soak)
         return rumor_fail(err, RUMOR_EINVAL, "--soak-from %d: the soak's seeds end at --soak %d", c->soak_from, c->soak);
     return RUMOR_OK;
