@@ -296,6 +296,12 @@ RUMOR_API rumor_err_t rumor_peer_save(rumor_peer_t *peer, const char *path);
  * within 2 s), ECLOSED, ESTATE (another process). */
 RUMOR_API rumor_err_t rumor_peer_status(rumor_peer_t *peer, char **json);
 
+/* The model, as the views hold it now (between rounds: after the last one's mix), was
+ * evaluated: a metrics line of the current round with its test loss and accuracy (in run-dir,
+ * which rumor sim's status and summary read; nothing without run-dir). EINVAL (not finite),
+ * ESTATE (not started, or inside a gossip point). */
+RUMOR_API rumor_err_t rumor_peer_evaluated(rumor_peer_t *peer, double test_loss, double test_acc);
+
 /* No more local steps: the peer keeps a copy of the views (the model of its last mixed round,
  * or the steps since, as you left them) and tells every member it finished (they stop waiting
  * for it); its thread answers late peers that ask for the final model until rumor_peer_close.

@@ -364,7 +364,8 @@ static void apply_event(const rumor_sim_event_t *e, peer_t *peers, const rumor_s
             /* Killed before its first checkpoint (still loading, or joining): it starts over. */
             const bool resume = has_checkpoint(p);
             rumor_log(RUMOR_LOG_INFO, "scenario: restarting peer %d %s", i,
-                      resume ? "from its checkpoint" : "from the start (it had no checkpoint yet)");
+                      c->exec[0] ? "(its program again)" : resume ? "from its checkpoint"
+                                                          : "from the start (it had no checkpoint yet)");
             if (spawn(p, c, exe, i, boot, threads, resume, err) != RUMOR_OK) rumor_log(RUMOR_LOG_ERROR, "%s", err);
             p->restarts++;
             want--;

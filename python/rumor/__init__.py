@@ -334,6 +334,11 @@ class Peer:
         finally:
             _lib.rumor_free(out[0])
 
+    def evaluated(self, test_acc, test_loss):
+        """The model as the views hold it now (after the last round) was evaluated: a line of
+        the peer's metrics (run-dir), which rumor sim's status and summary.json show."""
+        _check(_lib.rumor_peer_evaluated(self._h, float(test_loss), float(test_acc)))
+
     def finish(self):
         """No more local steps: every member is told; the model is kept for late peers."""
         _check(_lib.rumor_peer_finish(self._h))

@@ -382,7 +382,7 @@ static rumor_err_t after_mix(rumor_peer_t *p, rumor_round_t *io, double wait_s)
         io->replaced = took;
         io->finished = swarm_is_over(p->sw);
         if (took && rumor_settings_given(&p->s, "rounds")) core->k = p->pc.rounds; /* (its end is the swarm's) */
-        if (took) swarm_model_line(p->sw, p->steps, "swarm_final");
+        if (took) swarm_model_line(p->sw, p->steps, "swarm_final", NULL);
         io->round = core->k;
     }
     return RUMOR_OK;
@@ -512,6 +512,20 @@ RUMOR_API rumor_err_t rumor_peer_status(rumor_peer_t *p, char **json)
         return rc;
     }
     *json = buf;
+    return RUMOR_OK;
+}
+
+RUMOR_API rumor_err_t rumor_peer_evaluated(rumor_peer_t *p, double test_loss, double test_acc)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_err_t rc = usable(p);
+    if (rc != RUMOR_OK) return rc;
+    if (p->st < ST_RUNNING) return rumor_fail(err, RUMOR_ESTATE, "evaluated: start the peer first (rumor_peer_start)");
+    if (p->in_round) return rumor_fail(err, RUMOR_ESTATE, "evaluated: a gossip point is open: between rounds only");
+    if (!isfinite(test_loss) || !isfinite(test_acc))
+        return rumor_fail(err, RUMOR_EINVAL, "evaluated: test loss %g and accuracy %g must be finite", test_loss, test_acc);
+    const double la[2] = {test_loss, test_acc};
+    swarm_model_line(p->sw, p->steps, NULL, la);
     return RUMOR_OK;
 }
 

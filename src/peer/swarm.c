@@ -257,10 +257,11 @@ void swarm_metrics_write(peer_t *p, const rumor_metrics_line_t *l)
     fflush(p->metrics);
 }
 
-void swarm_model_line(peer_t *p, long step, const char *flag)
+void swarm_model_line(peer_t *p, long step, const char *flag, const double *loss_acc)
 {
     const rumor_metrics_line_t l = {.t = rumor_now() - p->t0, .t_decimals = 3, .round = p->core.k, .step = step,
-                                    .flag = flag};
+                                    .flag = flag, .evaluated = loss_acc != NULL,
+                                    .test_loss = loss_acc ? loss_acc[0] : 0.0, .test_acc = loss_acc ? loss_acc[1] : 0.0};
     swarm_metrics_write(p, &l);
 }
 
