@@ -33,7 +33,7 @@
  * Threads. Each started peer has one thread of its own (its node: sockets, membership, mixing
  * what arrives). A peer's functions are called from one thread at a time (which thread may
  * change), except rumor_peer_address, rumor_peer_status and rumor_peer_interrupt, which any
- * thread may call at any time (but during rumor_peer_close and rumor_peer_destroy). Different peers are independent. Process-wide: the log sink. None calls back into
+ * thread may call at any time but during rumor_peer_close and rumor_peer_destroy. Different peers are independent. Process-wide: the log sink. None calls back into
  * your code except the log sink. The library installs no signal handler.
  *
  * Processes. A peer belongs to the process that opened it. In a forked child (a DataLoader
@@ -190,7 +190,8 @@ enum {
  * floats. The buffer is zeroed and page-aligned (a CUDA caller may pin it). The layout's id,
  * from the tensors' names and shapes alone, is what this peer announces: only peers with the
  * same id mix. Errors: EINVAL (no tensor; a flag the settings exclude, said why), ESTATE
- * (committed already), ENOMEM. */
+ * (committed already), ENOMEM (then, as for any failure once the buffer exists, the peer is
+ * closed). */
 RUMOR_API rumor_err_t rumor_peer_commit(rumor_peer_t *peer, unsigned flags);
 
 /* Tensor i's view (i in registration order): *data its values (shape as registered,
@@ -228,7 +229,8 @@ RUMOR_API rumor_err_t rumor_peer_load(rumor_peer_t *peer, const char *path);
  * waiting for members: call again), ELAYOUT (a member trains other tensors: the message names
  * the first that differs, as the member's own log does; it is left out, and calling again goes
  * on waiting for others), ESTATE (not committed, or started), ECLOSED (closed, or its node
- * ended: the message says why). */
+ * ended: the message says why). Another failure (the engine, the run folder) closes the peer:
+ * open another. */
 RUMOR_API rumor_err_t rumor_peer_start(rumor_peer_t *peer, int timeout_ms, int *joined);
 
 /* The local steps to take before the next rumor_peer_round: *steps (local-steps, or H of
@@ -315,7 +317,11 @@ RUMOR_API rumor_err_t rumor_peer_finish(rumor_peer_t *peer);
 RUMOR_API rumor_err_t rumor_peer_wait(rumor_peer_t *peer, int timeout_ms);
 
 /* Make the call that waits on this peer (start, round, wait) return RUMOR_EAGAIN within 0.1 s,
- * its state kept. Any thread, and async-signal-safe. Does nothing when none waits. */
+ * its state kept; one that comes while none waits makes the next such call return it at once
+ * (a signal that lands just before a call is not lost). Any thread, and async-signal-safe.
+ * Not interrupted: a late joiner's or a resumed peer's asks for the swarm's model in start, and
+ * the asks for the swarm's final model in a round when every member finished, each at most
+ * 3 times max(round-timeout, 5 s). */
 RUMOR_API void rumor_peer_interrupt(rumor_peer_t *peer);
 
 /* Leave the swarm now: a goodbye to every member, the peer's thread stopped and joined, sockets

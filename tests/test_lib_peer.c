@@ -168,6 +168,19 @@ static void refusals(void)
     rumor_peer_destroy(&p);
     check(p == NULL, "destroy clears the handle");
     rumor_peer_destroy(&p);
+
+    /* A start that fails half-way (a run folder it cannot make) closes the peer. */
+    char bad[2048];
+    settings(bad, sizeof bad, 0, "run-dir = /proc/rumor-cannot-make-this\n");
+    const int64_t s3[1] = {3};
+    if (rumor_peer_open(bad, NULL, &p) == RUMOR_OK && rumor_peer_add_tensor(p, "w", 1, s3) == RUMOR_OK &&
+        rumor_peer_commit(p, 0) == RUMOR_OK) {
+        refused(rumor_peer_start(p, 0, NULL), RUMOR_EIO, "start failed, and the peer is closed", "a start that fails");
+        refused(rumor_peer_start(p, 0, NULL), RUMOR_ECLOSED, "closed", "and a second start");
+    } else {
+        check(0, "a peer with an unusable run folder opens and commits");
+    }
+    rumor_peer_destroy(&p);
 }
 
 /* ---- four peers, one process ---- */

@@ -19,6 +19,7 @@ they become views of one flat device tensor; each round copies it to the peer's 
 host buffer and back (two copies of the model per round, nothing per step).
 """
 import tempfile as _tempfile
+import weakref as _weakref
 
 import torch as _torch
 
@@ -76,8 +77,10 @@ class Optimizer:
         else:
             # One flat device tensor laid out as the host buffer; the host buffer pinned once.
             self._flat = host.to(self.device)
-            rc = _torch.cuda.cudart().cudaHostRegister(host.data_ptr(), host.numel() * 4, 0)
-            self._pinned = int(rc) == 0
+            cudart = _torch.cuda.cudart()
+            self._pinned = int(cudart.cudaHostRegister(host.data_ptr(), host.numel() * 4, 0)) == 0
+            if self._pinned:  # (unpinned before the buffer can go: this object holds it)
+                _weakref.finalize(self, cudart.cudaHostUnregister, host.data_ptr())
             for name, t in chosen:
                 v = views[name][0] if mix_state else views[name]
                 off = (v.ctypes.data - host.data_ptr()) // 4

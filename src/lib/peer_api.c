@@ -167,6 +167,16 @@ RUMOR_API rumor_err_t rumor_peer_add_tensor(rumor_peer_t *p, const char *name, i
     return rumor_layout_add(&p->layout, name, ndim, dims, err);
 }
 
+/* what failed half-way with rc (its sentence in err): nothing half-made is kept usable, the
+ * peer is closed. */
+static rumor_err_t closed_by(rumor_peer_t *p, rumor_err_t rc, const char *what, char err[RUMOR_ERR_LEN])
+{
+    char why[RUMOR_ERR_LEN];
+    snprintf(why, sizeof why, "%s", err);
+    (void)rumor_peer_close(p);
+    return rumor_fail(err, rc, "%s failed, and the peer is closed (open another): %s", what, why);
+}
+
 RUMOR_API rumor_err_t rumor_peer_commit(rumor_peer_t *p, unsigned flags)
 {
     char err[RUMOR_ERR_LEN];
@@ -187,17 +197,26 @@ RUMOR_API rumor_err_t rumor_peer_commit(rumor_peer_t *p, unsigned flags)
     p->total = (size_t)p->layout.total;
     const size_t floats = p->total * (p->mix_state ? 2 : 1);
     const size_t page = 4096, bytes = (floats * sizeof(float) + page - 1) / page * page;
-    if (floats > ((size_t)1 << 36) || posix_memalign((void **)&p->buf, page, bytes) != 0)
+    if (floats > ((size_t)1 << 36) || posix_memalign((void **)&p->buf, page, bytes) != 0) {
+        p->buf = NULL;
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory for %zu floats", floats);
+    }
     memset(p->buf, 0, bytes);
     p->layout_id = rumor_layout_id(&p->layout);
     const size_t tl = rumor_layout_text(&p->layout, NULL, 0);
     char *text = malloc(tl + 1);
-    if (!text) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
-    rumor_layout_text(&p->layout, text, tl + 1);
-    rc = swarm_layout(p->sw, p->total, p->mix_state ? p->total : 0, p->layout_id, text, tl, err);
-    free(text);
-    if (rc != RUMOR_OK) return rc;
+    if (text) {
+        rumor_layout_text(&p->layout, text, tl + 1);
+        rc = swarm_layout(p->sw, p->total, p->mix_state ? p->total : 0, p->layout_id, text, tl, err);
+        free(text);
+    } else {
+        rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    }
+    if (rc != RUMOR_OK) { /* (half made: the peer is closed, its buffer handed to nobody) */
+        free(p->buf);
+        p->buf = NULL;
+        return closed_by(p, rc, "commit", err);
+    }
     p->st = ST_COMMITTED;
     return RUMOR_OK;
 }
@@ -207,7 +226,7 @@ static rumor_err_t committed(const rumor_peer_t *p, bool closed_ok)
     char err[RUMOR_ERR_LEN];
     if (!p) return rumor_fail(err, RUMOR_EINVAL, "peer is NULL");
     if (p->st == ST_CLOSED && !closed_ok) return rumor_fail(err, RUMOR_ECLOSED, "this peer is closed");
-    if (!p->buf) return rumor_fail(err, RUMOR_ESTATE, "no buffer before rumor_peer_commit");
+    if (!p->buf || p->st == ST_OPEN) return rumor_fail(err, RUMOR_ESTATE, "no buffer before rumor_peer_commit");
     return RUMOR_OK;
 }
 
@@ -283,6 +302,32 @@ static rumor_err_t join_wait(rumor_peer_t *p, uint64_t until)
     }
 }
 
+/* Start's first part: the engine from the buffer (and a loaded state), the metrics, the core,
+ * the node's thread. */
+static rumor_err_t start_swarm(rumor_peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    rumor_err_t rc;
+    if ((rc = swarm_engine(p->sw, p->buf, err)) != RUMOR_OK) return rc;
+    if (p->loaded) { /* resumed: the saved engine state, at its round */
+        rc = swarm_state_read(p->sw, p->loaded, p->loaded_path, p->loaded_gr, err);
+        rumor_st_destroy(&p->loaded);
+        if (rc != RUMOR_OK) return rc;
+    }
+    if ((rc = swarm_ready(p->sw, err)) != RUMOR_OK) return rc;
+    if (p->s.run_dir[0]) { /* its metrics, as a node's (rumor sim reads them) */
+        char path[RUMOR_SETTINGS_PATH + 32];
+        snprintf(path, sizeof path, "%s/metrics.jsonl", p->s.run_dir);
+        if ((rc = rumor_make_dirs(p->s.run_dir, 0755, err)) != RUMOR_OK ||
+            (rc = swarm_metrics_open(p->sw, path, true, err)) != RUMOR_OK) /* (a restart goes on in it) */
+            return rc;
+    }
+    swarm_core_init(p->sw, p->loaded_k);
+    if ((rc = swarm_start_node(p->sw, err)) != RUMOR_OK) return rc;
+    p->join_from = rumor_now_ms();
+    p->st = ST_JOINING;
+    return RUMOR_OK;
+}
+
 RUMOR_API rumor_err_t rumor_peer_start(rumor_peer_t *p, int timeout_ms, int *joined)
 {
     char err[RUMOR_ERR_LEN];
@@ -291,26 +336,7 @@ RUMOR_API rumor_err_t rumor_peer_start(rumor_peer_t *p, int timeout_ms, int *joi
     if (joined) *joined = 0;
     if (p->st == ST_OPEN) return rumor_fail(err, RUMOR_ESTATE, "start: commit the layout first (rumor_peer_commit)");
     if (p->st > ST_JOINING) return rumor_fail(err, RUMOR_ESTATE, "this peer is started already");
-    if (p->st == ST_COMMITTED) {
-        if ((rc = swarm_engine(p->sw, p->buf, err)) != RUMOR_OK) return rc;
-        if (p->loaded) { /* resumed: the saved engine state, at its round */
-            rc = swarm_state_read(p->sw, p->loaded, p->loaded_path, p->loaded_gr, err);
-            rumor_st_destroy(&p->loaded);
-            if (rc != RUMOR_OK) return rc;
-        }
-        if ((rc = swarm_ready(p->sw, err)) != RUMOR_OK) return rc;
-        if (p->s.run_dir[0]) { /* its metrics, as a node's (rumor sim reads them) */
-            char path[RUMOR_SETTINGS_PATH + 32];
-            snprintf(path, sizeof path, "%s/metrics.jsonl", p->s.run_dir);
-            if ((rc = rumor_make_dirs(p->s.run_dir, 0755, err)) != RUMOR_OK ||
-                (rc = swarm_metrics_open(p->sw, path, true, err)) != RUMOR_OK) /* (a restart goes on in it) */
-                return rc;
-        }
-        swarm_core_init(p->sw, p->loaded_k);
-        if ((rc = swarm_start_node(p->sw, err)) != RUMOR_OK) return rc;
-        p->join_from = rumor_now_ms();
-        p->st = ST_JOINING;
-    }
+    if (p->st == ST_COMMITTED && (rc = start_swarm(p, err)) != RUMOR_OK) return closed_by(p, rc, "start", err);
     if ((rc = join_wait(p, deadline(timeout_ms))) != RUMOR_OK) return rc;
     /* A fresh peer joining a running swarm, or a resumed one left behind: the swarm's model, if
      * two members confirm it (secure mixing never lends a model in the clear). */

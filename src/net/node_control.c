@@ -204,9 +204,11 @@ void node_handle_control(rumor_node_t *n, uint64_t now)
         zmq_msg_close(&x);
     }
     req[len < (int)sizeof req ? len : (int)sizeof req - 1] = 0;
+    pthread_mutex_lock(&n->status_mu); /* (the buffer rumor_node_status copies out of) */
     out_t o = {n->status_buf, sizeof n->status_buf, 0};
     status_text(n, strcmp(req, "status json") == 0, &o, now);
     zmq_send(n->control, n->status_buf, o.len, 0);
+    pthread_mutex_unlock(&n->status_mu);
 }
 
 /* A status asked for by another thread (rumor_node_status): answered from the loop. */

@@ -56,7 +56,7 @@ struct peer {
     rumor_err_t nrc;
     char nerr[RUMOR_ERR_LEN];
     pthread_t node_th;        /* a library peer's node thread (swarm_start_node) */
-    bool node_th_up;
+    atomic_bool node_th_up;
     uint64_t linger_until, all_since; /* swarm_linger: when it ends, and since when every member finished */
     /* Layouts that differ (peer_layout.c): our layout's text and parse, the members whose run
      * was sent it (node thread), and the first difference of each member run that sent us

@@ -162,7 +162,10 @@ rumor_err_t swarm_state_read(peer_t *p, const rumor_st_file_t *f, const char *pa
         memcpy(&v, (const uint8_t *)tw->data + 4 * i, 4);
         w[i] = v;
     }
-    if ((rc = rumor_gossip_restore(p->g, gr, w, nc, err)) != RUMOR_OK) goto out;
+    pthread_mutex_lock(&p->mu); /* (a status may read the engine meanwhile) */
+    rc = rumor_gossip_restore(p->g, gr, w, nc, err);
+    pthread_mutex_unlock(&p->mu);
+    if (rc != RUMOR_OK) goto out;
     if (p->cfg->algo.kind == RUMOR_ALGO_DILOCO) {
         const char *names[2] = {"gossip.theta", "gossip.momentum"};
         float *dst[2] = {rumor_gossip_outer(p->g), rumor_gossip_momentum(p->g)};
@@ -199,18 +202,21 @@ static void *node_thread(void *arg)
 
 rumor_err_t swarm_start_node(peer_t *p, char err[RUMOR_ERR_LEN])
 {
-    if (pthread_create(&p->node_th, NULL, node_thread, p) != 0)
+    /* (up before the thread runs: a status asked meanwhile waits for its loop, never computes
+     * beside it) */
+    atomic_store(&p->node_th_up, true);
+    if (pthread_create(&p->node_th, NULL, node_thread, p) != 0) {
+        atomic_store(&p->node_th_up, false);
         return rumor_fail(err, RUMOR_ENOMEM, "cannot start the peer's node thread");
-    p->node_th_up = true;
+    }
     return RUMOR_OK;
 }
 
 rumor_err_t swarm_stop_node(peer_t *p, char err[RUMOR_ERR_LEN])
 {
-    if (!p->node_th_up) return RUMOR_OK;
+    if (!atomic_exchange(&p->node_th_up, false)) return RUMOR_OK;
     rumor_node_stop(p->node);
     pthread_join(p->node_th, NULL);
-    p->node_th_up = false;
     if (p->nrc != RUMOR_OK) snprintf(err, RUMOR_ERR_LEN, "%s", p->nerr);
     return p->nrc;
 }
@@ -525,7 +531,8 @@ int swarm_linger(peer_t *p, uint64_t deadline_ms, const atomic_bool *interrupt)
 
 rumor_err_t swarm_status(peer_t *p, bool json, char *out, size_t cap, int timeout_ms, char err[RUMOR_ERR_LEN])
 {
-    return rumor_node_status(p->node, p->node_th_up && !atomic_load(&p->stop), json, out, cap, timeout_ms, err);
+    return rumor_node_status(p->node, atomic_load(&p->node_th_up) && !atomic_load(&p->stop), json, out, cap, timeout_ms,
+                             err);
 }
 
 /* ---- the end ---- */
