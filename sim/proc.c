@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <sys/socket.h>
 #include <math.h>
 #include <signal.h>
@@ -163,29 +162,20 @@ static int free_port(void)
     return port;
 }
 
-static void text_add(char *buf, size_t cap, size_t *len, const char *fmt, ...) RUMOR_PRINTF(4, 5);
-static void text_add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-{
-    if (*len >= cap) return;
-    va_list ap;
-    va_start(ap, fmt);
-    const int k = vsnprintf(buf + *len, cap - *len, fmt, ap);
-    va_end(ap);
-    if (k > 0) *len += (size_t)k;
-}
-
 /* Peer i's settings as a library peer takes them (RUMOR_SETTINGS): its identity and address,
  * the run's swarm settings that differ from a peer's defaults, and what proc mode gives every
  * node (min-peers, membership timing, checkpoints). */
 static void exec_settings(char *buf, size_t cap, const rumor_sim_config_t *c, int i, int port, const char *bootstrap)
 {
-    size_t len = 0;
-    text_add(buf, cap, &len, "# rumor sim --exec: peer %d of %d\nkey = %s/swarm/peer-%03d.key\ncert = %s/swarm/peer-%03d.cert\n"
+    buf[0] = 0;
+    FILE *f = fmemopen(buf, cap, "w");
+    if (!f) return;
+    fprintf(f, "# rumor sim --exec: peer %d of %d\nkey = %s/swarm/peer-%03d.key\ncert = %s/swarm/peer-%03d.cert\n"
              "swarm = %s/swarm/authority.pub\nlisten = tcp://127.0.0.1:%d\nrun-dir = %s/peer-%03d\nmin-peers = %d\n"
              "period = 500\nsuspect = 2000\ncheckpoint-every = 10\n", i, c->peers, c->out, i, c->out, i, c->out, port,
              c->out, i, c->peers);
-    if (bootstrap) text_add(buf, cap, &len, "bootstrap = %s\n", bootstrap);
-    if (c->trace_peers) text_add(buf, cap, &len, "trace = %s/peer-%03d/trace\n", c->out, i);
+    if (bootstrap) fprintf(f, "bootstrap = %s\n", bootstrap);
+    if (c->trace_peers) fprintf(f, "trace = %s/peer-%03d/trace\n", c->out, i);
     rumor_settings_t d;
     rumor_settings_defaults(&d, RUMOR_CMD_PEER);
     int n;
@@ -198,8 +188,9 @@ static void exec_settings(char *buf, size_t cap, const rumor_sim_config_t *c, in
         char v[RUMOR_SETTINGS_PATH], dv[RUMOR_SETTINGS_PATH];
         rumor_settings_format(c, r, v, sizeof v);
         rumor_settings_format(&d, r, dv, sizeof dv);
-        if (strcmp(v, dv) != 0 || strcmp(r->name, "rounds") == 0) text_add(buf, cap, &len, "%s = %s\n", r->name, v);
+        if (strcmp(v, dv) != 0 || strcmp(r->name, "rounds") == 0) fprintf(f, "%s = %s\n", r->name, v);
     }
+    fclose(f);
 }
 
 /* Run c->exec as peer i, in its folder, with its settings in the environment. */
