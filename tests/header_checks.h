@@ -4,6 +4,7 @@
  * linkage) and answer. Returns the count of what differs, each printed. */
 #include <rumor.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +36,25 @@ static int header_checks(void)
     HEADER_PIN(RUMOR_LOG_WARN, 1);
     HEADER_PIN(RUMOR_LOG_INFO, 2);
     HEADER_PIN(RUMOR_LOG_DEBUG, 3);
+    HEADER_PIN(RUMOR_MIX_STATE, 1);
+    /* rumor_round_t is the one struct of the ABI: a field moved, retyped or put before another
+     * changes these (new fields go at the end, where size tells them apart). LP64 numbers. */
+    if (sizeof(void *) == 8) {
+        HEADER_PIN(offsetof(rumor_round_t, steps), 8);
+        HEADER_PIN(offsetof(rumor_round_t, loss_sum), 16);
+        HEADER_PIN(offsetof(rumor_round_t, samples), 24);
+        HEADER_PIN(offsetof(rumor_round_t, round), 32);
+        HEADER_PIN(offsetof(rumor_round_t, landed), 40);
+        HEADER_PIN(offsetof(rumor_round_t, checkpoint_due), 52);
+        HEADER_PIN(offsetof(rumor_round_t, missing), 60);
+        HEADER_PIN(offsetof(rumor_round_t, consensus), 64);
+        HEADER_PIN(offsetof(rumor_round_t, wait_s), 72);
+        HEADER_PIN(offsetof(rumor_round_t, evaluated), 80);
+        HEADER_PIN(offsetof(rumor_round_t, test_acc), 96);
+        HEADER_PIN(sizeof(rumor_round_t), 104);
+    }
+    const rumor_round_t init = RUMOR_ROUND_INIT;
+    HEADER_PIN(init.size == sizeof(rumor_round_t) && init.steps == 0 && init.evaluated == 0, 1);
     const char *s = rumor_strerror(RUMOR_ELAYOUT);
     const int called = s && strcmp(s, "parameter layout mismatch") == 0 && rumor_abi_version() == RUMOR_ABI_VERSION;
     printf("%s the library answers through the header: rumor_strerror(RUMOR_ELAYOUT) = \"%s\"\n", called ? "ok  " : "FAIL",

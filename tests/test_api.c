@@ -5,8 +5,11 @@
  * both say them (a soname bumped without RUMOR_ABI_VERSION, or a release whose header still
  * names the last, fails here); every error code has a description of its own.
  */
+#define _GNU_SOURCE /* (dladdr: the file the library was loaded from) */
 #include <rumor.h>
 
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,12 @@ static void check(int cond, const char *what)
     checks++;
     if (!cond) failed++;
     printf("%s %s\n", cond ? "ok  " : "FAIL", what);
+}
+
+static void *errmsg_elsewhere(void *arg)
+{
+    *(const char **)arg = rumor_errmsg();
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -54,5 +63,25 @@ int main(int argc, char **argv)
     check(distinct, "rumor_strerror: every code from RUMOR_OK to RUMOR_EAGAIN has a description of its own");
     check(strcmp(rumor_strerror((rumor_err_t)99), "unknown error") == 0, "rumor_strerror(99): \"unknown error\"");
     check(strcmp(rumor_errmsg(), "") == 0, "rumor_errmsg() is \"\" before anything failed");
+
+    /* The library this program runs with is the file of the soname the header names. */
+    Dl_info dl;
+    char so[64];
+    snprintf(so, sizeof so, "librumor.so.%d", RUMOR_ABI_VERSION);
+    const int found = dladdr(v, &dl) != 0 && dl.dli_fname; /* (v: the library's own string) */
+    printf("(loaded from %s)\n", found ? dl.dli_fname : "?");
+    check(found && strstr(dl.dli_fname, so) != NULL, "the loaded library is librumor.so.RUMOR_ABI_VERSION");
+
+    /* A failure's sentence is the failing thread's, until its next failure. */
+    rumor_peer_t *p = (rumor_peer_t *)1;
+    const char *pairs[] = {"bogus-setting", "1", NULL};
+    const rumor_err_t rc = rumor_peer_open(NULL, pairs, &p);
+    check(rc == RUMOR_EINVAL && p == NULL && strstr(rumor_errmsg(), "bogus-setting") != NULL,
+          "a refused open: EINVAL, *out NULL, and rumor_errmsg() names the setting");
+    pthread_t th;
+    const char *other = NULL;
+    if (pthread_create(&th, NULL, errmsg_elsewhere, &other) == 0) pthread_join(th, NULL);
+    check(other && strcmp(other, "") == 0 && strstr(rumor_errmsg(), "bogus-setting") != NULL,
+          "another thread's rumor_errmsg() is its own (\"\"), this one's is kept");
     return failed ? 1 : 0;
 }
