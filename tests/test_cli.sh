@@ -12,7 +12,7 @@ expect_error "unknown command" "unknown command 'frobnicate'" frobnicate
 expect_error "unknown option" "unknown option '--frobnicate'" train --frobnicate
 expect_error "missing value" '--epochs needs a value' train --epochs
 expect_error "non-integer epochs" "--epochs: 'abc' is not an integer" train --epochs abc
-expect_error "zero epochs" '--epochs 0: expected an integer in 1..100000' train --epochs 0
+expect_error "negative epochs" '--epochs -1: expected an integer in 0..100000' train --epochs -1
 expect_error "zero batch" '--batch 0: expected an integer in 1..65536' train --batch 0
 expect_error "negative lr" '--lr -1: expected a number in (0, 10]' train --lr -1
 expect_error "nan lr" "--lr: 'nan' is not a finite number" train --lr nan

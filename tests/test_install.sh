@@ -61,7 +61,7 @@ else
     fi
     if [ -z "$san" ]; then
         out=$(cd "$tmp" && PYTHONPATH="$pkgdir" LD_LIBRARY_PATH="$libdir" /usr/bin/python3 -c \
-            'import rumor; print("rumor", rumor.version, "protocol", rumor.protocol_version)' 2>&1) &&
+            'import rumor, rumor.safetensors; print("rumor", rumor.version, "protocol", rumor.protocol_version)' 2>&1) &&
             ok "import rumor from the install: $out" || bad "import rumor from the install: $out"
     fi
 fi

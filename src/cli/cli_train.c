@@ -168,7 +168,11 @@ int cmd_train(int argc, char **argv)
             fprintf(stderr, "rumor: stopped at step %ld%s (no --checkpoint, nothing saved)\n", res.steps, why);
         return res.max_steps ? 0 : 130;
     }
-    if (!s.quiet) {
+    if (!s.quiet && res.steps == 0 && cfg.epochs == 0) {
+        printf("done: no training (--epochs 0)\n");
+        if (cfg.save_path) printf("saved the initial model (--seed %llu) to %s\n", (unsigned long long)cfg.seed,
+                                  cfg.save_path);
+    } else if (!s.quiet) {
         printf("done: %d epochs, %ld steps, %.1fs training, %.0f %s/s (%.1f GFLOP/s)", res.epochs_done, res.steps,
                res.train_seconds, res.samples_per_s, res.text ? "tokens" : "samples", res.gflops);
         if (cfg.eval && res.text) printf(", val_loss %.4f", res.test_loss);

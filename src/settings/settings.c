@@ -330,7 +330,8 @@ static const rumor_setting_t table[] = {
     {"loss", "emulate-loss", RUMOR_SET_DOUBLE, N | S | P, RUMOR_SET_NET | RUMOR_SET_OPEN_HI, AT(loss), 0, 1, NULL, NULL,
      D(NULL), "loss", "P", "lose this fraction of the models sent (emulated)"},
     /* rumor train */
-    {"epochs", NULL, RUMOR_SET_INT, T, RUMOR_SET_RECORD, AT(epochs), 1, 100000, NULL, NULL, D("10"), NULL, "N", "epochs"},
+    {"epochs", NULL, RUMOR_SET_INT, T, RUMOR_SET_RECORD, AT(epochs), 0, 100000, NULL, NULL, D("10"), NULL, "N",
+     "epochs (0: none; with --save, the initial model of --seed, as a node starts from it)"},
     {"steps", NULL, RUMOR_SET_LONG, T | N | S, RUMOR_SET_RECORD | RUMOR_SET_BY_PROC, AT(steps), 0, 1e12, NULL, NULL,
      D(NULL), "steps", "N",
      "the run's length in steps, which the schedule spans (train: 0 runs --epochs; node, sim: --rounds of the "

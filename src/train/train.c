@@ -298,8 +298,8 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
 
     memset(res, 0, sizeof *res);
     res->test_acc = res->test_loss = NAN;
-    if (cfg->epochs < 1 || cfg->epochs > 100000)
-        return rumor_fail(err, RUMOR_EINVAL, "--epochs %d: expected 1..100000", cfg->epochs);
+    if (cfg->epochs < 0 || cfg->epochs > 100000)
+        return rumor_fail(err, RUMOR_EINVAL, "--epochs %d: expected 0..100000", cfg->epochs);
     if (cfg->batch < 1 || cfg->batch > 65536)
         return rumor_fail(err, RUMOR_EINVAL, "--batch %d: expected 1..65536", cfg->batch);
     if (cfg->steps < 0) return rumor_fail(err, RUMOR_EINVAL, "--steps %ld: expected 0 or more", cfg->steps);
@@ -340,7 +340,7 @@ rumor_err_t rumor_train_run(const rumor_train_config_t *cfg, rumor_train_result_
     long step = rumor_optim_steps(r.o);
     const long resumed_step = step;
     if (cfg->resume_path && (rc = resume_fits(cfg, &resume, step, per_epoch, total, src.shard.n, err)) != RUMOR_OK) goto out;
-    epoch_rates = calloc((size_t)r.epochs, sizeof *epoch_rates);
+    epoch_rates = calloc((size_t)r.epochs + 1, sizeof *epoch_rates); /* (+1: --epochs 0 trains none) */
     if (!epoch_rates) {
         rc = rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         goto out;
