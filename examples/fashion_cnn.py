@@ -73,8 +73,9 @@ def main():
         while True:
             batch = torch.randint(0, len(x), (a.batch,), generator=g)
             opt.zero_grad()
-            torch.nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
-            opt.step()                      # the local step; the gossip round when one is due
+            loss = torch.nn.functional.cross_entropy(model(x[batch]), y[batch])
+            loss.backward()
+            opt.step(loss=loss)             # the local step; the gossip round when one is due
             r = opt.last_round
             if r is None or r is seen:
                 continue

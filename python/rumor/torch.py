@@ -6,8 +6,9 @@
         opt = rumor.torch.Optimizer(model, inner, peer)   # registers the model, joins the swarm
         for x, y in loader:
             opt.zero_grad()
-            loss_fn(model(x), y).backward()
-            opt.step()                                    # the local step; a gossip round when due
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step(loss=loss)                           # the local step; a gossip round when due
 
 What is mixed: the model's parameters (state_dict order, tied weights once) and, when
 `buffers` is true, its float32 buffers (BatchNorm's running statistics). The default averages
@@ -90,6 +91,7 @@ class Optimizer:
         self._state_views = [views[name][1] for name in self._names] if mix_state else None
         self.last_round = None
         self._left = None
+        self._loss, self._losses = None, 0
         if saved is not None:
             _with_file(saved["rumor"], peer.load, resume)
         self.joined = peer.start()
@@ -114,16 +116,24 @@ class Optimizer:
     def load_state_dict(self, state):
         self.inner.load_state_dict(state)
 
-    def step(self, closure=None):
+    def step(self, closure=None, *, loss=None):
         """The inner optimizer's step; the gossip round once the phase's steps are taken.
-        Returns what the inner step returns."""
-        loss = self.inner.step(closure)
+        loss: this step's loss (a tensor or a number, the batch's mean), or the closure's:
+        their mean over the phase is the round's loss in the peer's metrics and status (added
+        on the tensor's device, read once a round). Returns what the inner step returns."""
+        ret = self.inner.step(closure)
+        if loss is None:
+            loss = ret
+        if loss is not None:
+            loss = loss.detach() if isinstance(loss, _torch.Tensor) else float(loss)
+            self._loss = loss if self._loss is None else self._loss + loss
+            self._losses += 1
         if self._left is None:
             self._left, _ = self.peer.phase()
         self._left -= 1
         if self._left <= 0:
             self.last_round = self.round()
-        return loss
+        return ret
 
     def round(self):
         """The gossip round now (step() calls it when due): the model mixed in place."""
@@ -135,7 +145,8 @@ class Optimizer:
             self._copy_state(into_views=True)
         if self._flat is not None:
             self._host.copy_(self._flat)
-        r = self.peer.round()
+        loss, self._loss, losses, self._losses = self._loss, None, self._losses, 0
+        r = self.peer.round(loss=None if loss is None else float(loss), samples=losses)
         if self._flat is not None:
             self._flat.copy_(self._host)
         if self._state_views is not None:
