@@ -261,9 +261,10 @@ typedef struct rumor_round {
     int missing;            /* neighbours expected and left out (dead, slow) */
     double consensus;       /* distance between this peer's model and the round's mix */
     double wait_s;          /* the round's wait at the gossip point */
-    /* in: the model evaluated after this round's local steps, if it was (evaluated 1, both
-     * finite): written to the peer's metrics (run-dir), which rumor sim's summary of a
-     * launched swarm reads */
+    /* in: the model evaluated after this round's local steps, if it was (both finite): written
+     * to the peer's metrics (run-dir), which rumor sim's summary of a launched swarm reads.
+     * evaluated: RUMOR_EVAL_TEST (1) a classifier's test loss and accuracy, RUMOR_EVAL_VAL (2)
+     * a language model's validation loss (nats per token) and next-token accuracy */
     int evaluated;
     double test_loss, test_acc;
 } rumor_round_t;
@@ -303,6 +304,17 @@ RUMOR_API rumor_err_t rumor_peer_status(rumor_peer_t *peer, char **json);
  * which rumor sim's status and summary read; nothing without run-dir). EINVAL (not finite),
  * ESTATE (not started, or inside a gossip point). */
 RUMOR_API rumor_err_t rumor_peer_evaluated(rumor_peer_t *peer, double test_loss, double test_acc);
+
+/* What an evaluation measured (rumor_peer_evaluated_as, rumor_round_t's evaluated): TEST a
+ * classifier on its test set (test_loss, test_acc), VAL a language model on validation text
+ * (val_loss in nats per token, val_acc its next-token accuracy). */
+#define RUMOR_EVAL_TEST 1
+#define RUMOR_EVAL_VAL 2
+
+/* rumor_peer_evaluated for either kind: RUMOR_EVAL_VAL writes a language model's val_loss and
+ * val_acc, which rumor sim shows as such (final_val_loss_mean). EINVAL (another kind, not
+ * finite), ESTATE as rumor_peer_evaluated. */
+RUMOR_API rumor_err_t rumor_peer_evaluated_as(rumor_peer_t *peer, int kind, double loss, double acc);
 
 /* No more local steps: the peer keeps a copy of the views (the model of its last mixed round,
  * or the steps since, as you left them) and tells every member it finished (they stop waiting

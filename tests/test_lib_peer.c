@@ -118,6 +118,9 @@ static void refusals(void)
     refused(rumor_peer_start(p, 0, NULL), RUMOR_ESTATE, "commit the layout first", "start before commit");
     rumor_round_t io = RUMOR_ROUND_INIT;
     refused(rumor_peer_round(p, &io, 0), RUMOR_ESTATE, "start the peer first", "a round before start");
+    refused(rumor_peer_evaluated(p, 0.5, 0.75), RUMOR_ESTATE, "start the peer first", "an evaluation before start");
+    refused(rumor_peer_evaluated_as(p, 3, 0.5, 0.75), RUMOR_EINVAL, "kind 3 is neither RUMOR_EVAL_TEST (1) nor",
+            "an evaluation of an unknown kind");
     refused(rumor_peer_commit(p, 0), RUMOR_EINVAL, "no tensor registered", "commit without tensors");
     const int64_t s2[2] = {3, 5}, s0[1] = {0}, s1[1] = {7}, big[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     refused(rumor_peer_add_tensor(p, "fc 1", 2, s2), RUMOR_EINVAL, "fc 1", "a name with a space");

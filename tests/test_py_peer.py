@@ -87,6 +87,26 @@ def main():
         check(float(view.sum()) == float(w0.sum()), "a view outlives its peer object (it holds the memory)")
         del view
 
+        # Evaluations in the metrics: a classifier's test_*, a language model's val_*.
+        run_dir = os.path.join(tmp, "alone")
+        p = rumor.Peer(min_peers=1, run_dir=run_dir, **ident(0))
+        p.register({"w": np.ones(4, np.float32)})
+        p.start()
+        p.evaluated(val_loss=2.5, val_acc=0.3)
+        p.round(val_loss=2.25, val_acc=0.375)
+        p.evaluated(test_acc=0.75, test_loss=0.5)
+        raises(rumor.SettingError, "both val_loss and val_acc", lambda: p.evaluated(val_loss=1.0), "val_loss alone")
+        raises(rumor.SettingError, "not both", lambda: p.evaluated(test_acc=1, test_loss=1, val_loss=1, val_acc=1),
+               "a test and a validation evaluation at once")
+        p.close()
+        import json
+        lines = [json.loads(x) for x in open(os.path.join(run_dir, "metrics.jsonl")) if x.strip()]
+        said = [(x.get("val_loss"), x.get("val_acc"), x.get("test_loss"), x.get("test_acc")) for x in lines
+                if "val_loss" in x or "test_loss" in x]
+        check(said == [(2.5, 0.3, None, None), (2.25, 0.375, None, None), (None, None, 0.5, 0.75)],
+              "the metrics name each evaluation as given: val_loss/val_acc twice (evaluated, round), then "
+              "test_loss/test_acc (%s)" % said)
+
         # Four peers, a complete graph: one round is the exact mean.
         peers = []
         for i in range(4):

@@ -150,6 +150,21 @@ def set_log(sink=None, level=2):
         _lib.rumor_set_log(_lib._rumor_log_sink, _ffi.NULL, level)
 
 
+def _evaluation(test_acc, test_loss, val_loss, val_acc):
+    """(kind, loss, acc) of what was given: both test_* (RUMOR_EVAL_TEST), both val_*
+    (RUMOR_EVAL_VAL), or neither (None, 0, 0)."""
+    test, val = (test_acc, test_loss), (val_loss, val_acc)
+    if any(v is not None for v in test) and any(v is not None for v in val):
+        raise SettingError(_lib.RUMOR_EINVAL, "an evaluation is a test or a validation one: not both")
+    for kind, (loss, acc), names in ((_lib.RUMOR_EVAL_TEST, (test_loss, test_acc), "test_acc and test_loss"),
+                                     (_lib.RUMOR_EVAL_VAL, (val_loss, val_acc), "val_loss and val_acc")):
+        if loss is not None and acc is not None:
+            return kind, float(loss), float(acc)
+        if loss is not None or acc is not None:
+            raise SettingError(_lib.RUMOR_EINVAL, "an evaluation needs both %s" % names)
+    return None, 0.0, 0.0
+
+
 class Round:
     """What a gossip point did (rumor_round_t)."""
 
@@ -296,19 +311,20 @@ class Peer:
         _check(_lib.rumor_peer_phase(self._h, steps, first))
         return steps[0], first[0]
 
-    def round(self, loss=None, samples=0, steps=0, test_acc=None, test_loss=None, timeout=None):
+    def round(self, loss=None, samples=0, steps=0, test_acc=None, test_loss=None, timeout=None, *, val_loss=None,
+              val_acc=None):
         """The gossip point: the views are mixed in place with the neighbours' models. loss:
-        the summed loss over `samples` samples of the phase; test_acc and test_loss: the model's
-        evaluation before this round, if you made one (both, for the peer's metrics in
-        run-dir, which rumor sim's summary reads). A Round."""
+        the summed loss over `samples` samples of the phase; test_acc and test_loss (a language
+        model: val_loss and val_acc): the model's evaluation before this round, if you made one
+        (both, for the peer's metrics in run-dir, which rumor sim's summary reads). A Round."""
         io = _ffi.new("rumor_round_t *")
         io.size = _ffi.sizeof("rumor_round_t")
         io.steps = int(steps)
         io.loss_sum = float(loss) if loss is not None else 0.0
         io.samples = int(samples)
-        if test_acc is not None and test_loss is not None:
-            io.evaluated = 1
-            io.test_acc, io.test_loss = float(test_acc), float(test_loss)
+        kind, l, a = _evaluation(test_acc, test_loss, val_loss, val_acc)
+        if kind is not None:
+            io.evaluated, io.test_loss, io.test_acc = kind, l, a
         self._until(lambda ms: _lib.rumor_peer_round(self._h, io, ms), timeout)
         return Round(io)
 
@@ -334,10 +350,15 @@ class Peer:
         finally:
             _lib.rumor_free(out[0])
 
-    def evaluated(self, test_acc, test_loss):
+    def evaluated(self, test_acc=None, test_loss=None, *, val_loss=None, val_acc=None):
         """The model as the views hold it now (after the last round) was evaluated: a line of
-        the peer's metrics (run-dir), which rumor sim's status and summary.json show."""
-        _check(_lib.rumor_peer_evaluated(self._h, float(test_loss), float(test_acc)))
+        the peer's metrics (run-dir), which rumor sim's status and summary.json show. A
+        classifier: test_acc and test_loss; a language model: val_loss (nats per token) and
+        val_acc (next-token accuracy), shown as a validation loss."""
+        kind, loss, acc = _evaluation(test_acc, test_loss, val_loss, val_acc)
+        if kind is None:
+            raise SettingError(_lib.RUMOR_EINVAL, "evaluated: give test_acc and test_loss, or val_loss and val_acc")
+        _check(_lib.rumor_peer_evaluated_as(self._h, kind, loss, acc))
 
     def finish(self):
         """No more local steps: every member is told; the model is kept for late peers."""

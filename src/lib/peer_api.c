@@ -396,9 +396,10 @@ static rumor_err_t after_mix(rumor_peer_t *p, rumor_round_t *io, double wait_s)
     io->consensus = st.consensus;
     io->checkpoint_due = after.checkpoint;
     if (after.checkpoint) rumor_core_checkpointed(core, rumor_now());
-    const bool evaluated = io->evaluated && isfinite(io->test_loss) && isfinite(io->test_acc);
-    const rumor_core_facts_t f = {.step = p->steps, .evaluated = evaluated, .test_loss = io->test_loss,
-                                  .test_acc = io->test_acc};
+    const bool evaluated = (io->evaluated == RUMOR_EVAL_TEST || io->evaluated == RUMOR_EVAL_VAL) &&
+                           isfinite(io->test_loss) && isfinite(io->test_acc);
+    const rumor_core_facts_t f = {.step = p->steps, .evaluated = evaluated, .text = io->evaluated == RUMOR_EVAL_VAL,
+                                  .test_loss = io->test_loss, .test_acc = io->test_acc};
     swarm_round_line(p->sw, &f, wait_s);
     io->finished = after.finished;
     if (!after.finished && swarm_over(p->sw, true)) {
@@ -408,7 +409,7 @@ static rumor_err_t after_mix(rumor_peer_t *p, rumor_round_t *io, double wait_s)
         io->replaced = took;
         io->finished = swarm_is_over(p->sw);
         if (took && rumor_settings_given(&p->s, "rounds")) core->k = p->pc.rounds; /* (its end is the swarm's) */
-        if (took) swarm_model_line(p->sw, p->steps, "swarm_final", NULL);
+        if (took) swarm_model_line(p->sw, p->steps, "swarm_final", NULL, false);
         io->round = core->k;
     }
     return RUMOR_OK;
@@ -541,18 +542,27 @@ RUMOR_API rumor_err_t rumor_peer_status(rumor_peer_t *p, char **json)
     return RUMOR_OK;
 }
 
-RUMOR_API rumor_err_t rumor_peer_evaluated(rumor_peer_t *p, double test_loss, double test_acc)
+RUMOR_API rumor_err_t rumor_peer_evaluated_as(rumor_peer_t *p, int kind, double loss, double acc)
 {
     char err[RUMOR_ERR_LEN];
     rumor_err_t rc = usable(p);
     if (rc != RUMOR_OK) return rc;
+    if (kind != RUMOR_EVAL_TEST && kind != RUMOR_EVAL_VAL)
+        return rumor_fail(err, RUMOR_EINVAL, "evaluated: kind %d is neither RUMOR_EVAL_TEST (1) nor RUMOR_EVAL_VAL (2)",
+                          kind);
     if (p->st < ST_RUNNING) return rumor_fail(err, RUMOR_ESTATE, "evaluated: start the peer first (rumor_peer_start)");
     if (p->in_round) return rumor_fail(err, RUMOR_ESTATE, "evaluated: a gossip point is open: between rounds only");
-    if (!isfinite(test_loss) || !isfinite(test_acc))
-        return rumor_fail(err, RUMOR_EINVAL, "evaluated: test loss %g and accuracy %g must be finite", test_loss, test_acc);
-    const double la[2] = {test_loss, test_acc};
-    swarm_model_line(p->sw, p->steps, NULL, la);
+    const char *what = kind == RUMOR_EVAL_VAL ? "validation" : "test";
+    if (!isfinite(loss) || !isfinite(acc))
+        return rumor_fail(err, RUMOR_EINVAL, "evaluated: %s loss %g and accuracy %g must be finite", what, loss, acc);
+    const double la[2] = {loss, acc};
+    swarm_model_line(p->sw, p->steps, NULL, la, kind == RUMOR_EVAL_VAL);
     return RUMOR_OK;
+}
+
+RUMOR_API rumor_err_t rumor_peer_evaluated(rumor_peer_t *p, double test_loss, double test_acc)
+{
+    return rumor_peer_evaluated_as(p, RUMOR_EVAL_TEST, test_loss, test_acc);
 }
 
 RUMOR_API rumor_err_t rumor_peer_finish(rumor_peer_t *p)

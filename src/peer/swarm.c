@@ -263,10 +263,10 @@ void swarm_metrics_write(peer_t *p, const rumor_metrics_line_t *l)
     fflush(p->metrics);
 }
 
-void swarm_model_line(peer_t *p, long step, const char *flag, const double *loss_acc)
+void swarm_model_line(peer_t *p, long step, const char *flag, const double *loss_acc, bool text)
 {
     const rumor_metrics_line_t l = {.t = rumor_now() - p->t0, .t_decimals = 3, .round = p->core.k, .step = step,
-                                    .flag = flag, .evaluated = loss_acc != NULL,
+                                    .flag = flag, .evaluated = loss_acc != NULL, .text = text,
                                     .test_loss = loss_acc ? loss_acc[0] : 0.0, .test_acc = loss_acc ? loss_acc[1] : 0.0};
     swarm_metrics_write(p, &l);
 }

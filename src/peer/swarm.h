@@ -87,8 +87,9 @@ int swarm_gossip(peer_t *p, float *x, uint64_t deadline_ms, const atomic_bool *i
 rumor_err_t swarm_metrics_open(peer_t *p, const char *path, bool append, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 void swarm_metrics_write(peer_t *p, const rumor_metrics_line_t *l);
 /* A metrics line about the model alone: its round and step, flag ("resync", "swarm_final") or
- * NULL, and its evaluation (test loss and accuracy) when loss_acc is not NULL. */
-void swarm_model_line(peer_t *p, long step, const char *flag, const double *loss_acc);
+ * NULL, and its evaluation when loss_acc is not NULL (test loss and accuracy; text: a language
+ * model's val_loss and val_acc). */
+void swarm_model_line(peer_t *p, long step, const char *flag, const double *loss_acc, bool text);
 /* The round just mixed, as a metrics line (core.h rumor_core_line): what the trainer knows
  * (step, loss and evaluation, privacy) from it, the rest (time, view, bytes, wait) here. */
 void swarm_round_line(peer_t *p, const rumor_core_facts_t *trainer, double wait_s);
