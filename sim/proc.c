@@ -428,8 +428,10 @@ static void watch(const rumor_sim_config_t *c, const char *exe, peer_t *peers, b
         for (int k = 0; k < c->n_events; k++)
             pending |= !fired[k] && c->events[k].kind == RUMOR_SIM_RESTART && c->events[k].at_round < 0;
         /* Every live peer finished and stays only to answer late peers (--linger): with no
-         * restart to come, nobody will ask. */
-        if (running > 0 && !pending && !fired_now && st.round_min >= c->rounds)
+         * restart to come, nobody will ask. A program of one's own (--exec) may still evaluate
+         * and save after its last round: it is done once its peer says it finished. */
+        if (running > 0 && !pending && !fired_now && st.round_min >= c->rounds &&
+            (!c->exec[0] || st.finished == st.alive))
             for (int i = 0; i < c->peers; i++)
                 if (peers[i].pid && !peers[i].released) {
                     signal_peer(&peers[i], SIGTERM);

@@ -20,6 +20,7 @@ typedef struct {
     long round;
     double loss, acc, consensus, bytes_out, t, epsilon;
     bool has_loss, has_acc, has_eps, has_val;
+    bool finished;        /* its last line is a library peer's "finished" */
     double val;           /* a language model's last validation loss */
     long eval_round, eval_step; /* the round and step of its last evaluation */
 } peer_state_t;
@@ -60,6 +61,7 @@ static void read_peer(const char *out, int i, peer_state_t *s)
     while (fgets(line, sizeof line, f)) {
         if (!strchr(line, '\n')) break; /* a line still being written: next time */
         s->offset += (long)strlen(line);
+        s->finished = strstr(line, "\"finished\":true") != NULL;
         double v, step = 0;
         if (field(line, "round", &v)) s->round = (long)v;
         (void)field(line, "step", &step);
@@ -106,6 +108,7 @@ void rumor_sim_status_read(const char *out, int peers, const bool *alive, long r
         st->mb_sent += s[i].bytes_out / 1e6;
         if (alive && !alive[i]) continue;
         st->alive++;
+        st->finished += s[i].finished;
         n_live++;
         if (st->round_min < 0 || s[i].round < st->round_min) st->round_min = s[i].round;
         if (s[i].round > st->round_max) st->round_max = s[i].round;

@@ -73,6 +73,8 @@ typedef struct {
     double consensus;           /* mean over live peers */
     double mb_sent;
     int alive;
+    int finished;               /* live peers whose last line says they finished (a library
+                                   peer's rumor_peer_finish: its program's work is done) */
     double elapsed_s, eta_s;    /* real seconds */
     double virtual_s;           /* virtual mode: the virtual clock (else NAN) */
 } rumor_sim_status_t;

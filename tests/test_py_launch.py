@@ -59,9 +59,10 @@ def main():
         for i in range(3):
             lines = [json.loads(x) for x in open(os.path.join(out, "peer-%03d" % i, "metrics.jsonl")) if x.strip()]
             # (the restarted peer may end on the swarm's final model, a line without its own evaluation)
-            check(lines and lines[-1]["round"] == 16 and ("test_acc" in lines[-1] or lines[-1].get("swarm_final")) and
-                  any("test_acc" in x for x in lines),
-                  "peer %d's metrics, written by the library, end at round 16 (%s)" % (i, lines[-1] if lines else None))
+            check(len(lines) > 1 and lines[-1]["round"] == 16 and lines[-1].get("finished") and
+                  ("test_acc" in lines[-2] or lines[-2].get("swarm_final")) and any("test_acc" in x for x in lines),
+                  "peer %d's metrics, written by the library, end at round 16, then say the peer finished (%s)"
+                  % (i, lines[-2:]))
         log = open(os.path.join(out, "peer-002", "node.log")).read()
         check(log.count("listening") == 0 and log.count("finished training") >= 1 and "Traceback" not in log,
               "the restarted peer ran its program again to the end")

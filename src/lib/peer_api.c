@@ -575,6 +575,7 @@ RUMOR_API rumor_err_t rumor_peer_finish(rumor_peer_t *p)
     if (!(p->final = malloc(p->total * sizeof *p->final))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     memcpy(p->final, p->buf, p->total * sizeof *p->final);
     swarm_set_final(p->sw, p->final);
+    swarm_model_line(p->sw, p->steps, "finished", NULL, false); /* (rumor sim: this program's work is done) */
     p->in_round = false;
     p->st = ST_FINISHED;
     return RUMOR_OK;
