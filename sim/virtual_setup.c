@@ -219,7 +219,7 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
                 const uint64_t v = rumor_rng_next(&kr);
                 for (int j = 0; j < 8; j++) sk[b + j] = (uint8_t)(v >> (8 * j));
             }
-            s->p[i].mkey = rumor_secret_key_from_bytes(sk, err);
+            s->p[i].mkey = rumor_secret_key_from_seed(sk, err);
             memset(sk, 0, sizeof sk);
             if (!s->p[i].mkey) return RUMOR_ENOMEM;
         }

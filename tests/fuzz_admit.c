@@ -30,8 +30,8 @@ static void keys(void)
     uint8_t a[32], b[32];
     for (int i = 0; i < 32; i++) a[i] = (uint8_t)(i + 1), b[i] = (uint8_t)(200 - i);
     char err[RUMOR_ERR_LEN];
-    node_key = rumor_secret_key_from_bytes(a, err);
-    peer_key = rumor_secret_key_from_bytes(b, err);
+    node_key = rumor_secret_key_from_seed(a, err);
+    peer_key = rumor_secret_key_from_seed(b, err);
     if (!node_key || !peer_key) abort();
 }
 

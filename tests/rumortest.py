@@ -67,6 +67,22 @@ def rss_kb(pid, what="VmRSS:"):
     return 0
 
 
+def curve_secret(path):
+    """The Curve25519 secret of a rumor peer key file, as Z85 bytes for pyzmq's curve_secretkey:
+    the file holds Z85 of "RMK2" and an Ed25519 seed; the Curve25519 secret is the clamped first
+    half of the seed's SHA-512 (libsodium's crypto_sign_ed25519_sk_to_curve25519)."""
+    import hashlib
+    import zmq.utils.z85
+    with open(path) as f:
+        line = [l.strip() for l in f if l.strip() and not l.startswith("#")][0]
+    raw = zmq.utils.z85.decode(line)
+    assert raw[:4] == b"RMK2", "%s: not a rumor peer secret key" % path
+    h = bytearray(hashlib.sha512(raw[4:]).digest()[:32])
+    h[0] &= 248
+    h[31] = (h[31] & 127) | 64
+    return zmq.utils.z85.encode(bytes(h))
+
+
 def make_peer(tmp, swarm, name, days="30"):
     """A key pair tmp/name.{key,pub} and a certificate of the swarm for it."""
     key = os.path.join(tmp, name)

@@ -205,10 +205,6 @@ static void test_key_files(void)
     CHECK(k2 == NULL);
     rumor_secret_key_destroy(&k2); /* NULL is fine */
 
-    /* from_bytes derives the same public key. */
-    rumor_secret_key_t *k3 = rumor_secret_key_from_bytes(rumor_secret_key_bytes(k), err);
-    CHECK(k3 && memcmp(rumor_secret_key_public(k3), rumor_secret_key_public(k), RUMOR_KEY_LEN) == 0);
-    rumor_secret_key_destroy(&k3);
 
     /* Public keys from a file or a literal. */
     uint8_t pub[RUMOR_KEY_LEN];
@@ -290,18 +286,26 @@ static void test_secret_never_in_errors(void)
     rumor_secret_key_t *k = rumor_secret_key_generate(err);
     CHECK(k != NULL);
     if (!k) return;
-    char z[RUMOR_KEY_Z85_LEN + 1];
-    rumor_key_to_z85(z, rumor_secret_key_bytes(k));
+    /* z: the file's data line (Z85 of RMK2 and the seed, 45 characters). */
+    char z[64] = "";
+    CHECK_RC(rumor_secret_key_save(k, path, true, err));
+    char *saved = read_text(path), *at = saved ? strrchr(saved, '\n') : NULL;
+    if (at) *at = 0;
+    at = saved ? strrchr(saved, '\n') : NULL;
+    if (at && strlen(at + 1) == 45) snprintf(z, sizeof z, "%s", at + 1);
+    free(saved);
+    CHECK_MSG(strlen(z) == 45, "the key line: %s", z);
     const char *formats[] = {
         "# two keys\n%s\n%s\n",   /* a second key line */
-        "%sx\n",                  /* 41 characters */
-        "%.39s~\n",               /* a character outside the alphabet */
-        "%.39s\n",                /* 39 characters */
-        "%.35s#####\n",           /* a group that overflows */
+        "%sx\n",                  /* 46 characters */
+        "%.44s~\n",               /* a character outside the alphabet */
+        "%.44s\n",                /* 44 characters */
+        "%.40s#####\n",           /* a group that overflows */
         "%s %s\n",                /* two keys on one line */
+        "%.5s%.40s\n",            /* 45 characters without the RMK2 magic */
     };
     for (size_t i = 0; i < RUMOR_ARRAY_LEN(formats); i++) {
-        snprintf(text, sizeof text, formats[i], z, z);
+        snprintf(text, sizeof text, formats[i], i + 1 == RUMOR_ARRAY_LEN(formats) ? "00000" : z, z);
         CHECK(write_raw(path, text, strlen(text), 0600) == 0);
         rumor_secret_key_t *k2 = NULL;
         err[0] = 0;
@@ -326,6 +330,14 @@ static void test_secret_never_in_errors(void)
     CHECK_RC(rumor_secret_key_load(&k2, path, err));
     CHECK(k2 && memcmp(rumor_secret_key_bytes(k2), rumor_secret_key_bytes(k), RUMOR_KEY_LEN) == 0);
     rumor_secret_key_destroy(&k2);
+    /* A rumor 0.1 key (40 characters, a raw Curve25519 secret): refused with what to do. */
+    char old[RUMOR_KEY_Z85_LEN + 1];
+    rumor_key_to_z85(old, rumor_secret_key_bytes(k));
+    snprintf(text, sizeof text, "# rumor peer secret key (Curve25519)\n%s\n", old);
+    CHECK(write_raw(path, text, strlen(text), 0600) == 0);
+    CHECK(rumor_secret_key_load(&k2, path, err) == RUMOR_EFORMAT && k2 == NULL);
+    CHECK_MSG(strstr(err, "a key of rumor 0.1") && strstr(err, "rumor keygen") && strstr(err, "rumor swarm admit") &&
+              leaks_nothing(err, old), "%s", err);
     rumor_secret_key_destroy(&k);
 }
 
@@ -347,6 +359,67 @@ static void test_ed25519_rfc8032(void)
     CHECK(memcmp(got, sig, 64) == 0);
     rumor_authority_destroy(&a);
     CHECK(a == NULL);
+}
+
+/* A peer key from RFC 8032's TEST 1 seed: the Ed25519 pair is the RFC's, the Curve25519 key
+ * its map; member signatures verify only for the key that signed, on the message signed. */
+static void test_member_signatures(void)
+{
+    uint8_t seed[32], pub[32], sig[64], got[64];
+    hex_decode(seed, "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60");
+    hex_decode(pub, "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
+    hex_decode(sig, "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e"
+                    "39701cf9b46bd25bf5f0595bbe24655141438e7a100b");
+    char err[RUMOR_ERR_LEN];
+    rumor_secret_key_t *k = rumor_secret_key_from_seed(seed, err), *other = rumor_secret_key_generate(err);
+    CHECK(k != NULL && other != NULL);
+    if (!k || !other) return;
+    CHECK(memcmp(rumor_secret_key_signer(k), pub, 32) == 0);
+    rumor_secret_key_sign(k, got, (const uint8_t *)"", 0);
+    CHECK(memcmp(got, sig, 64) == 0);
+    /* The Curve25519 pair is one pair: its public key is its secret's, and a box opens. */
+    uint8_t base[RUMOR_KEY_LEN];
+    CHECK(crypto_scalarmult_base(base, rumor_secret_key_bytes(k)) == 0 &&
+          memcmp(base, rumor_secret_key_public(k), RUMOR_KEY_LEN) == 0);
+    rumor_secret_key_t *again = rumor_secret_key_from_seed(seed, err);
+    CHECK(again && memcmp(rumor_secret_key_public(again), rumor_secret_key_public(k), RUMOR_KEY_LEN) == 0);
+    rumor_secret_key_destroy(&again);
+
+    const uint8_t msg[] = "carol alive at incarnation 7";
+    rumor_secret_key_sign(k, got, msg, sizeof msg);
+    const uint8_t *key = rumor_secret_key_public(k), *signer = rumor_secret_key_signer(k);
+    CHECK(rumor_member_signed(key, signer, got, msg, sizeof msg));
+    uint8_t bad[sizeof msg];
+    memcpy(bad, msg, sizeof msg);
+    bad[sizeof msg - 2] ^= 1; /* incarnation 6 */
+    CHECK(!rumor_member_signed(key, signer, got, bad, sizeof bad));
+    got[10] ^= 0x40;
+    CHECK(!rumor_member_signed(key, signer, got, msg, sizeof msg));
+    got[10] ^= 0x40;
+    /* Another member's key with this signer, this key with another's signer (and signature). */
+    CHECK(!rumor_member_signed(rumor_secret_key_public(other), signer, got, msg, sizeof msg));
+    uint8_t theirs[64];
+    rumor_secret_key_sign(other, theirs, msg, sizeof msg);
+    CHECK(!rumor_member_signed(key, rumor_secret_key_signer(other), theirs, msg, sizeof msg));
+    CHECK(rumor_member_signed(rumor_secret_key_public(other), rumor_secret_key_signer(other), theirs, msg, sizeof msg));
+    /* A signer that is no point (all ones) or of small order (zero) maps to no key. */
+    uint8_t junk[32];
+    memset(junk, 0xff, sizeof junk);
+    CHECK(!rumor_member_signed(key, junk, got, msg, sizeof msg));
+    memset(junk, 0, sizeof junk);
+    CHECK(!rumor_member_signed(key, junk, got, msg, sizeof msg));
+
+    /* The file: 45 characters of RMK2 and the seed; loads back to the same identity. */
+    char path[512];
+    path_in(path, sizeof path, "rfc.key");
+    CHECK_RC(rumor_secret_key_save(k, path, false, err));
+    rumor_secret_key_t *back = NULL;
+    CHECK_RC(rumor_secret_key_load(&back, path, err));
+    CHECK(back && memcmp(rumor_secret_key_signer(back), pub, 32) == 0 &&
+          memcmp(rumor_secret_key_public(back), key, RUMOR_KEY_LEN) == 0);
+    rumor_secret_key_destroy(&back);
+    rumor_secret_key_destroy(&k);
+    rumor_secret_key_destroy(&other);
 }
 
 /* ---- authority folder ---- */
@@ -1036,6 +1109,7 @@ int main(void)
     test_key_files();
     test_secret_never_in_errors();
     test_ed25519_rfc8032();
+    test_member_signatures();
     test_authority_dir();
     test_certificates();
     test_revoked();

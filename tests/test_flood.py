@@ -328,7 +328,7 @@ def bomb(key, server, endpoint, largest, seconds):
         d = ctx.socket(zmq.DEALER)
         d.linger = 0
         d.sndhwm = 4
-        d.curve_secretkey = key_line(key + ".key")
+        d.curve_secretkey = rumortest.curve_secret(key + ".key")
         d.curve_publickey = key_line(key + ".pub")
         d.curve_serverkey = server.encode()
         m = d.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_DISCONNECTED)

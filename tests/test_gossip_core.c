@@ -210,7 +210,7 @@ static void secure_init_as(swarm_t *s, int n, const char *topo, size_t P, size_t
     for (int i = 0; i < n; i++) {
         uint8_t secret[RUMOR_KEY_LEN];
         for (int j = 0; j < RUMOR_KEY_LEN; j++) secret[j] = (uint8_t)(0x3c ^ (31 * i + 5 * j + 1));
-        s->sk[i] = rumor_secret_key_from_bytes(secret, err);
+        s->sk[i] = rumor_secret_key_from_seed(secret, err);
         CHECK_MSG(s->sk[i] != NULL, "%s", err);
     }
     qsort(s->sk, (size_t)n, sizeof s->sk[0], sk_cmp); /* rank i keeps key i's place */

@@ -117,7 +117,7 @@ def relay_share(ctx, tmp, swarm, mallory, pubs, port, ctl):
         s = ctx.socket(zmq.DEALER)
         s.linger = 0
         s.sndhwm = 64
-        s.curve_secretkey = key_text(who + ".key").encode()
+        s.curve_secretkey = rumortest.curve_secret(who + ".key")
         s.curve_publickey = key_text(who + ".pub").encode()
         s.curve_serverkey = pubs[1].encode()
         s.connect("tcp://127.0.0.1:%d" % port)
@@ -355,7 +355,7 @@ def main():
         up.close()
         d = ctx.socket(zmq.DEALER)
         d.linger = 0
-        d.curve_secretkey = key_text(mallory + ".key").encode()
+        d.curve_secretkey = rumortest.curve_secret(mallory + ".key")
         d.curve_publickey = key_text(mallory + ".pub").encode()
         d.curve_serverkey = pubs[1].encode()
         d.connect("tcp://127.0.0.1:%d" % port1)

@@ -37,7 +37,7 @@ static void keys_init(keys_t *k)
     for (int i = 0; i < PEERS; i++) {
         uint8_t secret[RUMOR_KEY_LEN];
         for (int j = 0; j < RUMOR_KEY_LEN; j++) secret[j] = (uint8_t)(0xa5 ^ (29 * i + 7 * j + 1));
-        k->key[i] = rumor_secret_key_from_bytes(secret, err);
+        k->key[i] = rumor_secret_key_from_seed(secret, err);
         CHECK_MSG(k->key[i] != NULL, "%s", err);
     }
     qsort(k->key, PEERS, sizeof k->key[0], pk_cmp);

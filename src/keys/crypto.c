@@ -299,43 +299,65 @@ static void secret_free(uint8_t *p, size_t n)
     sodium_free(p);
 }
 
-/* Reads a secret key file and decodes its 32 bytes into out (sodium memory). The text is
- * read straight into sodium memory with read(2), never through stdio, and wiped. */
-static rumor_err_t load_secret32(uint8_t *out, const char *path, char *err)
+/* A peer's secret key file holds Z85 of "RMK2" and its 32-byte Ed25519 seed (45 characters);
+ * an authority's, Z85 of its seed (40). rumor 0.1's peer files held 40 characters too, a raw
+ * Curve25519 secret, which cannot sign. */
+#define KEY_MAGIC "RMK2"
+#define PEER_FILE_BYTES (4 + RUMOR_KEY_LEN)
+
+/* Reads a secret key file and decodes its data line, Z85 of n bytes, into out (sodium
+ * memory). The text is read straight into sodium memory with read(2), never through stdio,
+ * and wiped. legacy: the sentence for a 40-character line where n is not 32 (NULL: none). */
+static rumor_err_t load_secret(uint8_t *out, size_t n, const char *path, const char *legacy, char *err)
 {
     uint8_t *buf = secret_alloc(KEY_FILE_MAX, err);
     if (!buf) return RUMOR_ENOMEM;
-    size_t len = 0;
+    const char *line;
+    size_t len = 0, line_len, no, got;
+    char zerr[RUMOR_ERR_LEN];
+    const size_t want = rumor_z85_encoded_len(n);
     rumor_err_t rc = crypto_read_small_file(path, true, buf, KEY_FILE_MAX, &len, err);
-    if (rc == RUMOR_OK) rc = parse_key_file(out, (const char *)buf, len, path, err);
+    if (rc == RUMOR_OK) rc = crypto_data_line((const char *)buf, len, path, &line, &line_len, &no, err);
+    if (rc != RUMOR_OK) {
+    } else if (legacy && line_len == RUMOR_KEY_Z85_LEN) {
+        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: %s", path, legacy);
+    } else if (line_len != want) {
+        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: line %zu: expected a key of %zu Z85 characters, found %zu", path, no,
+                        want, line_len);
+    } else if (rumor_z85_decode(out, n, &got, line, line_len, zerr) != RUMOR_OK) {
+        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: line %zu: %s", path, no, zerr);
+    }
     secret_free(buf, KEY_FILE_MAX);
     return rc;
 }
 
-/* Writes "comment lines + Z85 of 32 secret bytes" to path with mode 0600. The text is built
+/* Writes "comment lines + Z85 of n secret bytes" to path with mode 0600. The text is built
  * in sodium memory too: it is the secret in another alphabet. */
-static rumor_err_t save_secret32(const char *path, const uint8_t *secret, const char *comments, bool replace,
-                                 char *err)
+static rumor_err_t save_secret(const char *path, const uint8_t *secret, size_t n, const char *comments, bool replace,
+                               char *err)
 {
-    size_t clen = strlen(comments);
-    size_t cap = clen + RUMOR_KEY_Z85_LEN + 2;
+    const size_t clen = strlen(comments), zlen = rumor_z85_encoded_len(n), cap = clen + zlen + 2;
     uint8_t *text = secret_alloc(cap, err);
     if (!text) return RUMOR_ENOMEM;
     memcpy(text, comments, clen);
-    rumor_err_t rc = rumor_z85_encode((char *)text + clen, cap - clen, secret, RUMOR_KEY_LEN);
+    rumor_err_t rc = rumor_z85_encode((char *)text + clen, cap - clen, secret, n);
     assert(rc == RUMOR_OK);
-    text[clen + RUMOR_KEY_Z85_LEN] = '\n';
-    rc = rumor_write_atomic(path, &(rumor_piece_t){text, clen + RUMOR_KEY_Z85_LEN + 1}, 1, 0600, replace, err);
+    text[clen + zlen] = '\n';
+    rc = rumor_write_atomic(path, &(rumor_piece_t){text, clen + zlen + 1}, 1, 0600, replace, err);
     secret_free(text, cap);
     return rc;
 }
 
+/* A peer's identity is an Ed25519 key pair; its Curve25519 key (CURVE's, the one
+ * certificates bind) is derived from it (crypto_sign_ed25519_sk_to_curve25519). */
 struct rumor_secret_key {
-    uint8_t *secret; /* RUMOR_KEY_LEN bytes of sodium memory, read-only once set */
+    uint8_t *sign;   /* crypto_sign_SECRETKEYBYTES of sodium memory: seed || Ed25519 public */
+    uint8_t *secret; /* RUMOR_KEY_LEN bytes of sodium memory: the derived Curve25519 secret */
     uint8_t pub[RUMOR_KEY_LEN];
+    uint8_t signer[RUMOR_KEY_LEN]; /* the Ed25519 public key */
 };
 
-static rumor_secret_key_t *secret_key_alloc(char *err)
+rumor_secret_key_t *rumor_secret_key_from_seed(const uint8_t seed[RUMOR_KEY_LEN], char err[RUMOR_ERR_LEN])
 {
     if (crypto_sodium_ready(err) != RUMOR_OK) return NULL;
     rumor_secret_key_t *k = calloc(1, sizeof *k);
@@ -343,54 +365,50 @@ static rumor_secret_key_t *secret_key_alloc(char *err)
         rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         return NULL;
     }
-    if (!(k->secret = secret_alloc(RUMOR_KEY_LEN, err))) {
-        free(k);
-        return NULL;
-    }
-    return k;
-}
-
-/* Derives the public key and seals the secret read-only: a stray write now faults. */
-static rumor_secret_key_t *secret_key_finish(rumor_secret_key_t *k, char *err)
-{
-    if (crypto_scalarmult_base(k->pub, k->secret) != 0) {
-        rumor_fail(err, RUMOR_EINVAL, "not a usable Curve25519 secret key");
+    if (!(k->sign = secret_alloc(crypto_sign_SECRETKEYBYTES, err)) || !(k->secret = secret_alloc(RUMOR_KEY_LEN, err))) {
         rumor_secret_key_destroy(&k);
         return NULL;
     }
+    uint8_t check[RUMOR_KEY_LEN];
+    if (crypto_sign_seed_keypair(k->signer, k->sign, seed) != 0 ||
+        crypto_sign_ed25519_sk_to_curve25519(k->secret, k->sign) != 0 ||
+        crypto_sign_ed25519_pk_to_curve25519(k->pub, k->signer) != 0 || crypto_scalarmult_base(check, k->secret) != 0 ||
+        sodium_memcmp(check, k->pub, RUMOR_KEY_LEN) != 0) {
+        rumor_fail(err, RUMOR_EINVAL, "not a usable key seed");
+        rumor_secret_key_destroy(&k);
+        return NULL;
+    }
+    sodium_mprotect_readonly(k->sign);
     sodium_mprotect_readonly(k->secret);
     return k;
 }
 
 rumor_secret_key_t *rumor_secret_key_generate(char err[RUMOR_ERR_LEN])
 {
-    rumor_secret_key_t *k = secret_key_alloc(err);
-    if (!k) return NULL;
-    crypto_box_keypair(k->pub, k->secret);
-    sodium_mprotect_readonly(k->secret);
+    if (crypto_sodium_ready(err) != RUMOR_OK) return NULL;
+    uint8_t *seed = secret_alloc(RUMOR_KEY_LEN, err);
+    if (!seed) return NULL;
+    randombytes_buf(seed, RUMOR_KEY_LEN);
+    rumor_secret_key_t *k = rumor_secret_key_from_seed(seed, err);
+    secret_free(seed, RUMOR_KEY_LEN);
     return k;
-}
-
-rumor_secret_key_t *rumor_secret_key_from_bytes(const uint8_t secret[RUMOR_KEY_LEN], char err[RUMOR_ERR_LEN])
-{
-    rumor_secret_key_t *k = secret_key_alloc(err);
-    if (!k) return NULL;
-    memcpy(k->secret, secret, RUMOR_KEY_LEN);
-    return secret_key_finish(k, err);
 }
 
 rumor_err_t rumor_secret_key_load(rumor_secret_key_t **out, const char *path, char err[RUMOR_ERR_LEN])
 {
     *out = NULL;
-    rumor_secret_key_t *k = secret_key_alloc(err);
-    if (!k) return RUMOR_ENOMEM;
-    rumor_err_t rc = load_secret32(k->secret, path, err);
-    if (rc != RUMOR_OK) {
-        rumor_secret_key_destroy(&k);
-        return rc;
-    }
-    if (!(*out = secret_key_finish(k, err))) return RUMOR_EFORMAT;
-    return RUMOR_OK;
+    rumor_err_t rc = crypto_sodium_ready(err);
+    if (rc != RUMOR_OK) return rc;
+    uint8_t *raw = secret_alloc(PEER_FILE_BYTES, err);
+    if (!raw) return RUMOR_ENOMEM;
+    rc = load_secret(raw, PEER_FILE_BYTES, path,
+                     "a key of rumor 0.1 (Curve25519 alone), which cannot sign what this member says of itself: make "
+                     "a new one (rumor keygen) and have its .pub admitted (rumor swarm admit)", err);
+    if (rc == RUMOR_OK && memcmp(raw, KEY_MAGIC, 4) != 0)
+        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: not a rumor peer secret key (no RMK2 magic)", path);
+    if (rc == RUMOR_OK && !(*out = rumor_secret_key_from_seed(raw + 4, err))) rc = RUMOR_EFORMAT;
+    secret_free(raw, PEER_FILE_BYTES);
+    return rc;
 }
 
 rumor_err_t rumor_secret_key_save(const rumor_secret_key_t *key, const char *path, bool replace,
@@ -399,10 +417,16 @@ rumor_err_t rumor_secret_key_save(const rumor_secret_key_t *key, const char *pat
     char z[RUMOR_KEY_Z85_LEN + 1], comments[256];
     rumor_key_to_z85(z, key->pub);
     snprintf(comments, sizeof comments,
-             "# rumor peer secret key (Curve25519): keep it private, it is this peer's identity\n"
-             "# public key: %s\n",
+             "# rumor peer secret key (an Ed25519 seed; its Curve25519 key is derived): keep it private, it is this "
+             "peer's identity\n# public key: %s\n",
              z);
-    return save_secret32(path, key->secret, comments, replace, err);
+    uint8_t *raw = secret_alloc(PEER_FILE_BYTES, err);
+    if (!raw) return RUMOR_ENOMEM;
+    memcpy(raw, KEY_MAGIC, 4);
+    memcpy(raw + 4, key->sign, RUMOR_KEY_LEN); /* (libsodium's Ed25519 secret key: the seed, then the public key) */
+    const rumor_err_t rc = save_secret(path, raw, PEER_FILE_BYTES, comments, replace, err);
+    secret_free(raw, PEER_FILE_BYTES);
+    return rc;
 }
 
 const uint8_t *rumor_secret_key_bytes(const rumor_secret_key_t *key)
@@ -415,9 +439,28 @@ const uint8_t *rumor_secret_key_public(const rumor_secret_key_t *key)
     return key->pub;
 }
 
+const uint8_t *rumor_secret_key_signer(const rumor_secret_key_t *key)
+{
+    return key->signer;
+}
+
+void rumor_secret_key_sign(const rumor_secret_key_t *key, uint8_t sig[RUMOR_SIG_LEN], const uint8_t *msg, size_t len)
+{
+    crypto_sign_detached(sig, NULL, msg, len, key->sign);
+}
+
+bool rumor_member_signed(const uint8_t key[RUMOR_KEY_LEN], const uint8_t signer[RUMOR_KEY_LEN],
+                         const uint8_t sig[RUMOR_SIG_LEN], const uint8_t *msg, size_t len)
+{
+    uint8_t curve[RUMOR_KEY_LEN];
+    return crypto_sign_ed25519_pk_to_curve25519(curve, signer) == 0 && sodium_memcmp(curve, key, RUMOR_KEY_LEN) == 0 &&
+           crypto_sign_verify_detached(sig, msg, len, signer) == 0;
+}
+
 void rumor_secret_key_destroy(rumor_secret_key_t **key_p)
 {
     if (!key_p || !*key_p) return;
+    secret_free((*key_p)->sign, crypto_sign_SECRETKEYBYTES);
     secret_free((*key_p)->secret, RUMOR_KEY_LEN);
     free(*key_p);
     *key_p = NULL;
@@ -483,7 +526,7 @@ rumor_err_t rumor_authority_load(rumor_authority_t **out, const char *dir, char 
         rc = RUMOR_ENOMEM;
         goto out;
     }
-    if ((rc = load_secret32(seed, key_path, err)) != RUMOR_OK) goto out;
+    if ((rc = load_secret(seed, RUMOR_KEY_LEN, key_path, NULL, err)) != RUMOR_OK) goto out;
     crypto_sign_seed_keypair(a->pub, a->sk, seed);
     sodium_mprotect_readonly(a->sk);
     if (access(pub_path, F_OK) == 0) {
@@ -520,7 +563,7 @@ rumor_err_t rumor_authority_save(const rumor_authority_t *auth, const char *dir,
              "# authority public key: %s\n",
              z);
     /* libsodium's Ed25519 secret key is seed || public key: the seed is its first half. */
-    if ((rc = save_secret32(key_path, auth->sk, comments, false, err)) != RUMOR_OK) return rc;
+    if ((rc = save_secret(key_path, auth->sk, RUMOR_KEY_LEN, comments, false, err)) != RUMOR_OK) return rc;
     rc = rumor_public_key_save(pub_path, auth->pub, "rumor swarm authority public key (Ed25519): give it to members",
                                false, err);
     if (rc != RUMOR_OK) unlink(key_path);

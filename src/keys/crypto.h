@@ -1,10 +1,12 @@
 /*
- * crypto.h - identities and admission: Z85 text, peer keys (Curve25519), the swarm authority
- * (Ed25519), certificates, revocation lists, peer addresses.
+ * crypto.h - identities and admission: Z85 text, peer keys (Ed25519 identities and their
+ * Curve25519 keys), the swarm authority (Ed25519), certificates, revocation lists, peer
+ * addresses.
  *
  * This is the only module that includes sodium.h (the code style, docs/ARCHITECTURE.md);
  * everything else reaches keys through the opaque types below. A peer *is* its Curve25519
- * public key, the same key CURVE uses on the wire; a swarm is an Ed25519 authority whose
+ * public key, the same key CURVE uses on the wire (derived from its Ed25519 identity, with
+ * which it signs what it says of itself); a swarm is an Ed25519 authority whose
  * signature on a certificate admits a peer (docs/ARCHITECTURE.md).
  *
  * Invariants:
@@ -72,14 +74,30 @@ rumor_err_t rumor_public_key_save(const char *path, const uint8_t key[RUMOR_KEY_
                                   const char *comment, bool replace,
                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 
-/* ---- peer secret keys (Curve25519, the key CurveZMQ uses) ---- */
+/* ---- peer secret keys: an Ed25519 identity and the Curve25519 key CurveZMQ uses ---- */
+
+/*
+ * A peer's secret is a 32-byte Ed25519 seed. Its Curve25519 key pair, the one CURVE uses and
+ * certificates bind, is derived from the Ed25519 pair (crypto_sign_ed25519_sk_to_curve25519,
+ * crypto_sign_ed25519_pk_to_curve25519), so a member can sign what it says of itself and
+ * anyone can check the signature against the Curve25519 key its certificate binds:
+ * rumor_member_signed maps the signer key to Curve25519 and compares. Sound because that map
+ * takes an Edwards point A to the Montgomery u of A and -A only (u = (1 + y) / (1 - y) is one
+ * to one in y, and y fixes a point up to the sign of x): a valid signature under A or -A needs
+ * the discrete log a or -a, and a (the clamped scalar of the seed's hash) is exactly the
+ * Curve25519 secret of the certified key, so only that key's owner can make one.
+ * File form: '#' comment lines, then Z85 of "RMK2" and the seed (45 characters). A rumor 0.1
+ * file (40 characters, a raw Curve25519 secret) cannot sign and is refused with what to do.
+ */
+#define RUMOR_SIG_LEN 64
 
 typedef struct rumor_secret_key rumor_secret_key_t;
 
-/* A fresh key pair (crypto_box_keypair). NULL on failure, with err filled. */
+/* A fresh identity (a random seed). NULL on failure, with err filled. */
 rumor_secret_key_t *rumor_secret_key_generate(char err[RUMOR_ERR_LEN]);
-/* From 32 raw secret bytes (copied; the caller wipes its copy); the public key is derived. */
-rumor_secret_key_t *rumor_secret_key_from_bytes(const uint8_t secret[RUMOR_KEY_LEN], char err[RUMOR_ERR_LEN]);
+/* From a 32-byte seed (copied; the caller wipes its copy): deterministic, for tests and the
+ * simulator's virtual peers. */
+rumor_secret_key_t *rumor_secret_key_from_seed(const uint8_t seed[RUMOR_KEY_LEN], char err[RUMOR_ERR_LEN]);
 /* Load a secret key file: refused unless it is a regular file (symbolic links included)
  * that neither group nor others can access ("PATH: permissions 0644 are too open: run
  * chmod 600 PATH"). The secret never passes through stdio buffers or ordinary memory. */
@@ -89,11 +107,20 @@ rumor_err_t rumor_secret_key_load(rumor_secret_key_t **out, const char *path,
  * key). Without replace an existing file is an error and is left alone. */
 rumor_err_t rumor_secret_key_save(const rumor_secret_key_t *key, const char *path, bool replace,
                                   char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-/* The raw 32 secret bytes, for ZMQ_CURVE_SECRETKEY; read-only memory, valid until destroy.
- * Never copy them anywhere that outlives the call that needs them. */
+/* The raw 32 Curve25519 secret bytes, for ZMQ_CURVE_SECRETKEY; read-only memory, valid until
+ * destroy. Never copy them anywhere that outlives the call that needs them. */
 const uint8_t *rumor_secret_key_bytes(const rumor_secret_key_t *key);
-/* The matching public key (32 bytes), for ZMQ_CURVE_PUBLICKEY, ids and certificates. */
+/* The matching Curve25519 public key (32 bytes), for ZMQ_CURVE_PUBLICKEY, ids and
+ * certificates: the peer's key everywhere. */
 const uint8_t *rumor_secret_key_public(const rumor_secret_key_t *key);
+/* The Ed25519 public key its signatures verify under (32 bytes). */
+const uint8_t *rumor_secret_key_signer(const rumor_secret_key_t *key);
+/* Ed25519 detached signature of msg. */
+void rumor_secret_key_sign(const rumor_secret_key_t *key, uint8_t sig[RUMOR_SIG_LEN], const uint8_t *msg, size_t len);
+/* Did the member of Curve25519 key `key` sign msg: signer maps to key, and sig verifies
+ * under signer. */
+bool rumor_member_signed(const uint8_t key[RUMOR_KEY_LEN], const uint8_t signer[RUMOR_KEY_LEN],
+                         const uint8_t sig[RUMOR_SIG_LEN], const uint8_t *msg, size_t len);
 /* Wipes and frees; accepts NULL and clears the caller's pointer. */
 void rumor_secret_key_destroy(rumor_secret_key_t **key_p);
 
