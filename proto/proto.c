@@ -91,6 +91,7 @@ enum {
     K_DONE,
     K_SITE, K_SEEN,
     K_TO, K_FROM, K_KIND, K_EPH, K_CTR,
+    K_PROOF,
     K_COUNT
 };
 static const char *const msg_keys[K_COUNT] = {
@@ -104,12 +105,13 @@ static const char *const msg_keys[K_COUNT] = {
     [K_WHY] = "why", [K_MIX] = "mix", [K_VER] = "ver", [K_LIN] = "lin",
     [K_BASE] = "base", [K_NEED] = "need", [K_BOOT] = "boot",
     [K_TO] = "to", [K_FROM] = "from", [K_KIND] = "kind", [K_EPH] = "eph", [K_CTR] = "ctr",
-    [K_DONE] = "done", [K_SITE] = "site", [K_SEEN] = "seen",
+    [K_DONE] = "done", [K_SITE] = "site", [K_SEEN] = "seen", [K_PROOF] = "proof",
 };
 
-enum { P_K, P_A, P_INC, P_S, P_CERT, P_BOOT, P_COUNT };
+enum { P_K, P_A, P_INC, P_S, P_CERT, P_BOOT, P_PROOF, P_COUNT };
 static const char *const peer_keys[P_COUNT] = {
     [P_K] = "k", [P_A] = "a", [P_INC] = "inc", [P_S] = "s", [P_CERT] = "cert", [P_BOOT] = "boot",
+    [P_PROOF] = "proof",
 };
 
 #define ABSENT SIZE_MAX
@@ -542,6 +544,17 @@ static reject_t field_addr(const mp_reader_t *frame, size_t off, char out[RUMOR_
     return R_NONE;
 }
 
+/* A signed record's proof: exactly RUMOR_PROTO_PROOF_LEN bytes. */
+static reject_t field_proof(const mp_reader_t *frame, size_t off, uint8_t out[RUMOR_PROTO_PROOF_LEN])
+{
+    mp_item_t it;
+    reject_t why = field_bytes(frame, off, MP_BIN, RUMOR_PROTO_PROOF_LEN, &it);
+    if (why != R_NONE) return why;
+    if (it.u != RUMOR_PROTO_PROOF_LEN) return RUMOR_PROTO_REJECT_VALUE;
+    memcpy(out, it.body, RUMOR_PROTO_PROOF_LEN);
+    return R_NONE;
+}
+
 static reject_t decode_peer(const mp_reader_t *frame, mp_reader_t *r, rumor_proto_peer_t *peer)
 {
     size_t slots[P_COUNT];
@@ -564,6 +577,8 @@ static reject_t decode_peer(const mp_reader_t *frame, mp_reader_t *r, rumor_prot
         if ((why = field_uint(frame, slots[P_BOOT], UINT64_MAX, &peer->boot)) != R_NONE) return why;
         if (peer->boot == 0) return RUMOR_PROTO_REJECT_VALUE;
     }
+    peer->has_proof = slots[P_PROOF] != ABSENT;
+    if (peer->has_proof && (why = field_proof(frame, slots[P_PROOF], peer->proof)) != R_NONE) return why;
     return R_NONE;
 }
 
@@ -728,6 +743,7 @@ static reject_t decode(rumor_msg_t *out, const uint8_t *frame1, size_t len1, con
         if ((why = field_u32(&f, s[K_INC], &h->inc)) != R_NONE) return why;
         if ((why = field_uint(&f, s[K_BOOT], UINT64_MAX, &h->boot)) != R_NONE) return why;
         if (h->boot == 0) return RUMOR_PROTO_REJECT_VALUE;
+        if ((why = field_proof(&f, s[K_PROOF], h->proof)) != R_NONE) return why;
         h->done = h->site = 0;
         if (s[K_DONE] != ABSENT) {
             if ((why = field_uint(&f, s[K_DONE], UINT64_MAX, &h->done)) != R_NONE) return why;
@@ -920,7 +936,7 @@ static void pack_peers(msgpack_packer *pk, const char *key, const rumor_proto_pe
     pack_cstr(pk, key);
     msgpack_pack_array(pk, count);
     for (size_t i = 0; i < count; i++) {
-        msgpack_pack_map(pk, 4 + (p[i].cert_len > 0) + (p[i].boot != 0));
+        msgpack_pack_map(pk, 4 + (p[i].cert_len > 0) + (p[i].boot != 0) + p[i].has_proof);
         pack_cstr(pk, "k");
         pack_bin(pk, p[i].key, RUMOR_PROTO_KEY_LEN);
         pack_cstr(pk, "a");
@@ -936,6 +952,10 @@ static void pack_peers(msgpack_packer *pk, const char *key, const rumor_proto_pe
         if (p[i].boot) {
             pack_cstr(pk, "boot");
             msgpack_pack_uint64(pk, p[i].boot);
+        }
+        if (p[i].has_proof) {
+            pack_cstr(pk, "proof");
+            pack_bin(pk, p[i].proof, RUMOR_PROTO_PROOF_LEN);
         }
     }
 }
@@ -957,7 +977,7 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
 
     size_t fields = 3;
     switch (msg->type) {
-    case RUMOR_MSG_HELLO: fields += 6 + (msg->u.hello.done != 0) + (msg->u.hello.site != 0); break;
+    case RUMOR_MSG_HELLO: fields += 7 + (msg->u.hello.done != 0) + (msg->u.hello.site != 0); break;
     case RUMOR_MSG_PEERS: fields += 1; break;
     case RUMOR_MSG_PING: fields += 1 + (msg->u.ping.upd_count > 0); break;
     case RUMOR_MSG_PING_REQ: fields += 2 + (msg->u.ping_req.upd_count > 0); break;
@@ -992,6 +1012,8 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         pack_u64(&pk, "caps", h->caps);
         pack_u64(&pk, "inc", h->inc);
         pack_u64(&pk, "boot", h->boot);
+        pack_cstr(&pk, "proof");
+        pack_bin(&pk, h->proof, RUMOR_PROTO_PROOF_LEN);
         if (h->done) pack_u64(&pk, "done", h->done);
         if (h->site) pack_u64(&pk, "site", h->site);
         break;

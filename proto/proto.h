@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 /* The only protocol version; config.h carries the same number (proto.c asserts they agree). */
-#define RUMOR_PROTO_VERSION 3
+#define RUMOR_PROTO_VERSION 4
 
 /* ---- limits (PROTOCOL.md "Limits") ---- */
 #define RUMOR_PROTO_MAX_HEADER (64u * 1024u)          /* frame 1 bytes */
@@ -54,6 +54,7 @@
 #define RUMOR_PROTO_HASH_LEN 32    /* a model's BLAKE2b-256 (`hash` on model chunks) */
 #define RUMOR_PROTO_ADDR_MAX 255   /* bytes of an address, without the NUL */
 #define RUMOR_PROTO_CERT_MAX 512   /* bytes of an admission certificate */
+#define RUMOR_PROTO_PROOF_LEN 96   /* a member's signed record: its Ed25519 key, the signature */
 #define RUMOR_PROTO_WHY_MAX 127    /* bytes of a bye's reason, without the NUL */
 #define RUMOR_PROTO_MAX_PEERS 64   /* entries in a `peers` message */
 #define RUMOR_PROTO_MAX_UPD 16     /* piggybacked updates on ping, ping-req, ack */
@@ -134,6 +135,10 @@ typedef struct {
     size_t cert_len;
     uint8_t cert[RUMOR_PROTO_CERT_MAX];
     uint64_t boot;
+    /* Optional (version 4): the member's signature of its record (inc, boot, addr), opaque
+     * here (wire key "proof", exactly RUMOR_PROTO_PROOF_LEN bytes). */
+    bool has_proof;
+    uint8_t proof[RUMOR_PROTO_PROOF_LEN];
 } rumor_proto_peer_t;
 
 typedef struct {
@@ -150,6 +155,8 @@ typedef struct {
     uint64_t site;                      /* "site": the sender is behind NAT, and this names the
                                            address peers see it from (PROTOCOL.md
                                            "Reachability"); top bit clear; 0 = not sent */
+    uint8_t proof[RUMOR_PROTO_PROOF_LEN]; /* "proof": the sender's signature of its record
+                                           (inc, boot, addr), required from version 4 */
 } rumor_msg_hello_t;
 
 typedef struct {

@@ -83,6 +83,62 @@ def curve_secret(path):
     return zmq.utils.z85.encode(bytes(h))
 
 
+def _ed25519_sign(seed, msg):
+    """Ed25519 (RFC 8032 section 5.1) in plain Python: (public key, signature). Slow (a few
+    ms), which a test's handful of signatures does not notice."""
+    import hashlib
+    p, q = 2**255 - 19, 2**252 + 27742317777372353535851937790883648493
+    d = -121665 * pow(121666, p - 2, p) % p
+
+    def add(P, Q):
+        a, b = (P[1] - P[0]) * (Q[1] - Q[0]) % p, (P[1] + P[0]) * (Q[1] + Q[0]) % p
+        c, e = 2 * P[3] * Q[3] * d % p, 2 * P[2] * Q[2] % p
+        return ((b - a) * (e - c) % p, (e + c) * (b + a) % p, (e - c) * (e + c) % p, (b - a) * (b + a) % p)
+
+    def mul(s, P):
+        Q = (0, 1, 1, 0)
+        while s:
+            if s & 1:
+                Q = add(Q, P)
+            P, s = add(P, P), s >> 1
+        return Q
+
+    def compress(P):
+        zi = pow(P[2], p - 2, p)
+        x, y = P[0] * zi % p, P[1] * zi % p
+        return int.to_bytes(y | ((x & 1) << 255), 32, "little")
+    gy = 4 * pow(5, p - 2, p) % p
+    x2 = (gy * gy - 1) * pow(d * gy * gy + 1, p - 2, p) % p
+    gx = pow(x2, (p + 3) // 8, p)
+    if (gx * gx - x2) % p:
+        gx = gx * pow(2, (p - 1) // 4, p) % p
+    if gx & 1:
+        gx = p - gx
+    G = (gx, gy, 1, gx * gy % p)
+    h = hashlib.sha512(seed).digest()
+    a = (int.from_bytes(h[:32], "little") & ((1 << 254) - 8)) | (1 << 254)
+    A = compress(mul(a, G))
+    r = int.from_bytes(hashlib.sha512(h[32:] + msg).digest(), "little") % q
+    R = compress(mul(r, G))
+    k = int.from_bytes(hashlib.sha512(R + A + msg).digest(), "little") % q
+    return A, R + int.to_bytes((r + k * a) % q, 32, "little")
+
+
+def record_proof(key_path, inc, boot, addr):
+    """What a member of key file key_path puts in its hello as "proof" (PROTOCOL.md, version
+    4): its Ed25519 public key and its signature of its record (key, inc, boot, addr)."""
+    import struct
+    import zmq.utils.z85
+    with open(key_path) as f:
+        line = [l.strip() for l in f if l.strip() and not l.startswith("#")][0]
+    with open(key_path[:-4] + ".pub") as f:
+        pub = zmq.utils.z85.decode([l.strip() for l in f if l.strip() and not l.startswith("#")][0])
+    seed = zmq.utils.z85.decode(line)[4:]
+    rec = b"rumor-member-1\0\0" + pub + struct.pack(">IQB", inc, boot, len(addr)) + addr.encode()
+    signer, sig = _ed25519_sign(seed, rec)
+    return signer + sig
+
+
 def make_peer(tmp, swarm, name, days="30"):
     """A key pair tmp/name.{key,pub} and a certificate of the swarm for it."""
     key = os.path.join(tmp, name)

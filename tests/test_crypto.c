@@ -343,13 +343,18 @@ static void test_secret_never_in_errors(void)
 
 /* ---- Ed25519 known answer: RFC 8032 section 7.1, TEST 1 ---- */
 
-static void test_ed25519_rfc8032(void)
+static void rfc8032_test1(uint8_t seed[32], uint8_t pub[32], uint8_t sig[64])
 {
-    uint8_t seed[32], pub[32], sig[64], got[64];
     hex_decode(seed, "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60");
     hex_decode(pub, "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
     hex_decode(sig, "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e"
                     "39701cf9b46bd25bf5f0595bbe24655141438e7a100b");
+}
+
+static void test_ed25519_rfc8032(void)
+{
+    uint8_t seed[32], pub[32], sig[64], got[64];
+    rfc8032_test1(seed, pub, sig);
     char err[RUMOR_ERR_LEN];
     rumor_authority_t *a = rumor_authority_from_seed(seed, err);
     CHECK(a != NULL);
@@ -366,10 +371,7 @@ static void test_ed25519_rfc8032(void)
 static void test_member_signatures(void)
 {
     uint8_t seed[32], pub[32], sig[64], got[64];
-    hex_decode(seed, "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60");
-    hex_decode(pub, "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
-    hex_decode(sig, "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e"
-                    "39701cf9b46bd25bf5f0595bbe24655141438e7a100b");
+    rfc8032_test1(seed, pub, sig);
     char err[RUMOR_ERR_LEN];
     rumor_secret_key_t *k = rumor_secret_key_from_seed(seed, err), *other = rumor_secret_key_generate(err);
     CHECK(k != NULL && other != NULL);

@@ -121,8 +121,10 @@ def relay_share(ctx, tmp, swarm, mallory, pubs, port, ctl):
         s.curve_publickey = key_text(who + ".pub").encode()
         s.curve_serverkey = pubs[1].encode()
         s.connect("tcp://127.0.0.1:%d" % port)
-        s.send(mp({"v": 3, "t": "hello", "seq": 1, "cert": cert_bytes(who + ".cert"), "addr": "tcp://127.0.0.1:9",
-                   "layout": 0, "caps": 1, "inc": 1, "boot": int.from_bytes(os.urandom(4), "big") + 1}))
+        boot = int.from_bytes(os.urandom(4), "big") + 1
+        s.send(mp({"v": 4, "t": "hello", "seq": 1, "cert": cert_bytes(who + ".cert"), "addr": "tcp://127.0.0.1:9",
+                   "layout": 0, "caps": 1, "inc": 1, "boot": boot,
+                   "proof": rumortest.record_proof(who + ".key", 1, boot, "tcp://127.0.0.1:9")}))
         return s
     m, e = member(mallory), member(eve)
     import zmq.utils.z85
@@ -131,7 +133,7 @@ def relay_share(ctx, tmp, swarm, mallory, pubs, port, ctl):
     before = (status(ctl) or {}).get("rejected", {}).get("relay-budget", 0)
 
     def relay(to, ctr):
-        return mp({"v": 3, "t": "relay", "seq": ctr + 1, "to": key[to], "kind": 3, "ctr": ctr})
+        return mp({"v": 4, "t": "relay", "seq": ctr + 1, "to": key[to], "kind": 3, "ctr": ctr})
     got = {mallory: 0, eve: 0}  # relayed messages each received from the other
 
     def drain(s, who):
@@ -361,16 +363,19 @@ def main():
         d.connect("tcp://127.0.0.1:%d" % port1)
         # A member that asks for the node's hello before the node holds its own (both lost the
         # other's) is answered with it, and asked for its own.
-        d.send(mp({"v": 3, "t": "bye", "seq": 1, "why": "hello"}))
+        d.send(mp({"v": 4, "t": "bye", "seq": 1, "why": "hello"}))
         got = [d.recv()] if d.poll(3000) else []
         while got and d.poll(300):
             got.append(d.recv())
         check(any(b"\xa4cert" in g for g in got) and any(b"\xa3why\xa5hello" in g for g in got),
               "asked for its hello by a member it holds none of, a node answers with it and asks back (%d replies)"
               % len(got))
+        mallory_proof = rumortest.record_proof(mallory + ".key", 1, 0x5eed, "tcp://127.0.0.1:9")
+
         def hello(seq, **more):
-            d.send(mp({"v": 3, "t": "hello", "seq": seq, "cert": cert_bytes(mallory + ".cert"),
-                       "addr": "tcp://127.0.0.1:9", "layout": 0, "caps": 0, "inc": 1, "boot": 0x5eed, **more}))
+            d.send(mp({"v": 4, "t": "hello", "seq": seq, "cert": cert_bytes(mallory + ".cert"),
+                       "addr": "tcp://127.0.0.1:9", "layout": 0, "caps": 0, "inc": 1, "boot": 0x5eed,
+                       "proof": mallory_proof, **more}))
         hello(1)
         # Hellos come by paths that keep no order between them (a dial each way, relays): one
         # older than the last taken from this run of a member (its seq) changes nothing.
@@ -396,17 +401,17 @@ def main():
         bad = [
             b"\xc1garbage",                                           # reserved byte
             b"\xdf\xff\xff\xff\xff" + b"\x00" * 5,                     # a map claiming 4 billion entries
-            mp({"v": 3, "t": "ping", "seq": 2}) [:-1] + b"\xdb\xff\xff\xff\xff",  # a str with a lying length
+            mp({"v": 4, "t": "ping", "seq": 2}) [:-1] + b"\xdb\xff\xff\xff\xff",  # a str with a lying length
             b"\xde\x00\x28" + b"".join(mp("k%d" % i) + mp(i) for i in range(40)),  # 40 entries
-            mp({"v": 4, "t": "ping", "seq": 3, "inc": 1}),               # a version from the future
-            mp({"v": 2, "t": "ping", "seq": 3, "inc": 1}),               # the version before
-            mp({"v": 3, "t": "nonsense", "seq": 4}),                     # an unknown type
-            mp({"v": 3, "t": "ping", "seq": 5, "inc": 1}) + b"\x00",     # trailing bytes
+            mp({"v": 5, "t": "ping", "seq": 3, "inc": 1}),               # a version from the future
+            mp({"v": 4, "t": "ping", "seq": 3, "inc": 1}),               # the version before
+            mp({"v": 4, "t": "nonsense", "seq": 4}),                     # an unknown type
+            mp({"v": 4, "t": "ping", "seq": 5, "inc": 1}) + b"\x00",     # trailing bytes
         ]
         for b in bad:
             d.send(b)
         # A model chunk whose payload disagrees with its header, and a message of four frames.
-        d.send_multipart([mp({"v": 3, "t": "model", "seq": 6, "round": 1, "w": 1.0, "codec": 0, "layout": 7,
+        d.send_multipart([mp({"v": 4, "t": "model", "seq": 6, "round": 1, "w": 1.0, "codec": 0, "layout": 7,
                               "chunk": 0, "chunks": 1, "off": 0, "n": 10}), b"\x00" * 39])
         d.send_multipart([b"a", b"b", b"c"])
         time.sleep(1.0)
@@ -441,7 +446,7 @@ def main():
         node2_key = zmq.utils.z85.decode(pubs[2])
         before = (status(nodes[1][1]) or {}).get("rejected", {})
         for k in range(5):
-            d.send(mp({"v": 3, "t": "peers", "seq": 20 + k, "peers": [
+            d.send(mp({"v": 4, "t": "peers", "seq": 20 + k, "peers": [
                 {"k": fake, "a": trap, "inc": 1, "s": 0},
                 {"k": fake, "a": trap, "inc": 2, "s": 0, "cert": cert_bytes(mallory + ".cert")},
                 {"k": node2_key, "a": trap, "inc": 0xFFFFFFFF, "s": 2, "cert": cert_bytes(keys[2] + ".cert")},
@@ -465,16 +470,52 @@ def main():
         trap_udp.close()
         after = (status(nodes[1][1]) or {}).get("rejected", {})
         print("     forged entries, rejected by node 1:",
-              json.dumps({k: after.get(k, 0) - before.get(k, 0) for k in ("entry-cert", "membership-claim")}))
+              json.dumps({k: after.get(k, 0) - before.get(k, 0) for k in ("entry-cert", "unsigned-record")}))
         check(knocked == 0 and dialled == 0, "a forged entry makes the node dial nothing (%d knocks, %d connections)"
               % (knocked, dialled))
         check(after.get("entry-cert", 0) - before.get("entry-cert", 0) >= 10,
               "entries without a valid certificate for their key are dropped and counted")
-        check(after.get("membership-claim", 0) - before.get("membership-claim", 0) >= 5,
-              "claims beyond the incarnation step are refused and counted")
+        check(after.get("unsigned-record", 0) - before.get("unsigned-record", 0) >= 10,
+              "entries about node 2 that node 2 did not sign (dead at the top of the range, at the trap's address) "
+              "are dropped and counted")
         v2 = [v for v in (status(nodes[1][1]) or {}).get("view", []) if v["key"] == pubs[2]]
         check(v2 and v2[0]["state"] == "alive" and v2[0]["addr"] != trap,
               "node 2 stays in node 1's view, alive, at its own address: %s" % v2)
+
+        # 2c'. Node 2's genuine record (what every member holds and passes on) replayed with a
+        #      claim of death every 100 ms for 6 s, and with another boot id (which would make
+        #      secure mixing's masks disagree): node 1 checks each claim with a ping, node 2
+        #      answers, and it never leaves node 1's view; mallory's claims, disproved, are then
+        #      ignored; the boot id stays node 2's.
+        if v2:
+            inc2, addr2, boot2 = v2[0]["inc"], v2[0]["addr"], int(v2[0]["boot"], 16)
+            proof2 = rumortest.record_proof(keys[2] + ".key", inc2, boot2, addr2)
+            entry = {"k": node2_key, "a": addr2, "inc": inc2, "s": 2, "cert": cert_bytes(keys[2] + ".cert"),
+                     "boot": boot2, "proof": proof2}
+            gone = 0
+            log1 = keys[1] + ".log"
+            before = (status(nodes[1][1]) or {}).get("rejected", {}).get("unsigned-record", 0)
+            for k in range(60):
+                d.send(mp({"v": 4, "t": "peers", "seq": 60 + k, "peers": [entry, dict(entry, s=0, boot=0xbad)]}))
+                time.sleep(0.1)
+                if k % 5 == 4:
+                    view = [v for v in (status(nodes[1][1]) or {}).get("view", []) if v["key"] == pubs[2]]
+                    gone += not view
+            s1 = status(nodes[1][1]) or {}
+            ctr = s1.get("counters", {})
+            v2 = [v for v in s1.get("view", []) if v["key"] == pubs[2]]
+            print("     replayed record, node 1:", {k: ctr.get(k) for k in ("disproved", "muted", "suspicions")})
+            check(gone == 0 and v2 and v2[0]["state"] == "alive",
+                  "6 s of node 2's own record replayed with 'dead': node 2 never leaves node 1's view (%d checks "
+                  "without it, %s)" % (gone, v2))
+            check(ctr.get("disproved", 0) >= 3 and ctr.get("muted", 0) >= 1,
+                  "the claims node 2's answers disproved are counted, and their sender is ignored (%s)" % ctr)
+            check(v2 and v2[0]["boot"] == "%016x" % boot2 and
+                  s1.get("rejected", {}).get("unsigned-record", 0) - before >= 50,
+                  "the boot id stays node 2's own; the entry with another is dropped as unsigned (%s)" % v2)
+            if os.path.exists(log1):
+                check(" dead" not in "".join(l for l in open(log1) if pubs[2][:8] in l),
+                      "node 1 never logged node 2 dead")
 
         # 2d. The admitted key floods: messages of 128 frames of 1 MiB (libzmq holds every frame
         #     of a message until its last one arrives, and counts no frames against its

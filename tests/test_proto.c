@@ -152,13 +152,17 @@ static void hello_head(bb_t *bb, unsigned extra, const uint8_t *cert, size_t cer
                        uint64_t inc)
 {
     bb->n = 0;
-    bb_head(bb, 5 + extra, "hello", 1);
+    bb_head(bb, 6 + extra, "hello", 1);
     bb_str(bb, "cert");
     bb_bin(bb, cert, cert_len);
     kv_str(bb, "addr", addr);
     kv_uint(bb, "layout", 0);
     kv_uint(bb, "caps", caps);
     kv_uint(bb, "inc", inc);
+    uint8_t proof[RUMOR_PROTO_PROOF_LEN];
+    memset(proof, 0x5c, sizeof proof);
+    bb_str(bb, "proof");
+    bb_bin(bb, proof, sizeof proof);
 }
 
 /* A model header with one field replaced: `skip` names a field to leave out, and when
@@ -275,7 +279,8 @@ static bool peer_eq(const rumor_proto_peer_t *a, const rumor_proto_peer_t *b)
 {
     return memcmp(a->key, b->key, sizeof a->key) == 0 && strcmp(a->addr, b->addr) == 0 &&
            a->inc == b->inc && a->state == b->state && a->cert_len == b->cert_len &&
-           memcmp(a->cert, b->cert, a->cert_len) == 0 && a->boot == b->boot;
+           memcmp(a->cert, b->cert, a->cert_len) == 0 && a->boot == b->boot && a->has_proof == b->has_proof &&
+           (!a->has_proof || memcmp(a->proof, b->proof, sizeof a->proof) == 0);
 }
 
 static bool peers_eq(const rumor_proto_peer_t *a, size_t na, const rumor_proto_peer_t *b, size_t nb)
@@ -294,7 +299,8 @@ static bool msg_eq(const rumor_msg_t *a, const rumor_msg_t *b)
         const rumor_msg_hello_t *x = &a->u.hello, *y = &b->u.hello;
         return x->cert_len == y->cert_len && memcmp(x->cert, y->cert, x->cert_len) == 0 &&
                strcmp(x->addr, y->addr) == 0 && x->layout == y->layout && x->caps == y->caps &&
-               x->inc == y->inc && x->boot == y->boot && x->done == y->done && x->site == y->site;
+               x->inc == y->inc && x->boot == y->boot && x->done == y->done && x->site == y->site &&
+               memcmp(x->proof, y->proof, sizeof x->proof) == 0;
     }
     case RUMOR_MSG_PEERS:
         return peers_eq(a->u.peers.peers, a->u.peers.count, b->u.peers.peers, b->u.peers.count);
@@ -359,6 +365,9 @@ static void make_peer(rumor_proto_peer_t *p, unsigned i, bool long_addr)
         for (size_t j = 0; j < p->cert_len; j++) p->cert[j] = (uint8_t)(i + 3 * j);
     }
     if (i % 2 == 0) p->boot = i % 4 == 0 ? UINT64_MAX - i : 1 + i;
+    /* Version 4's: a signed record's proof on two entries in three. */
+    p->has_proof = i % 3 != 1;
+    for (int j = 0; p->has_proof && j < RUMOR_PROTO_PROOF_LEN; j++) p->proof[j] = (uint8_t)(i ^ (unsigned)(5 * j));
 }
 
 static uint8_t payload_buf[RUMOR_PROTO_MAX_PAYLOAD];
@@ -406,6 +415,7 @@ static void sample_hello(rumor_msg_t *m, size_t cert_len)
     m->u.hello.caps = 0x5;
     m->u.hello.inc = 1700000000u;
     m->u.hello.boot = 0xfedcba9876543210ull;
+    for (int j = 0; j < RUMOR_PROTO_PROOF_LEN; j++) m->u.hello.proof[j] = (uint8_t)(0xa0 + j);
 }
 
 static void sample_model(rumor_msg_t *m, rumor_proto_codec_t codec, uint64_t n, size_t len)
@@ -1126,22 +1136,45 @@ static void test_reject_fields(void)
     bb_head(bb, 0, "bye", (uint64_t)UINT32_MAX + 1);
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VALUE);
 
-    /* hello: each field missing in turn; cert empty and too long; bad address; inc > 2^32. */
-    const char *hello_fields[] = {"cert", "addr", "layout", "caps", "inc", "boot"};
-    for (size_t skip = 0; skip <= 6; skip++) {
+    /* hello: each field missing in turn; cert empty and too long; bad address; inc > 2^32;
+     * proof (version 4) of another length than 96 bytes, or not bytes. */
+    const char *hello_fields[] = {"cert", "addr", "layout", "caps", "inc", "boot", "proof"};
+    uint8_t proof[RUMOR_PROTO_PROOF_LEN + 1];
+    memset(proof, 0x5c, sizeof proof);
+    for (size_t skip = 0; skip <= 7; skip++) {
         bb->n = 0;
-        bb_head(bb, skip < 6 ? 5 : 6, "hello", 1);
-        for (size_t i = 0; i < 6; i++) {
+        bb_head(bb, skip < 7 ? 6 : 7, "hello", 1);
+        for (size_t i = 0; i < 7; i++) {
             if (i == skip) continue;
             bb_str(bb, hello_fields[i]);
             if (i == 0)
                 bb_bin(bb, cert, 10);
             else if (i == 1)
                 bb_str(bb, "tcp://1.2.3.4:5");
+            else if (i == 6)
+                bb_bin(bb, proof, RUMOR_PROTO_PROOF_LEN);
             else
                 bb_uint(bb, 1);
         }
-        CHECK_REJECT(bb, NULL, 0, skip < 6 ? RUMOR_PROTO_REJECT_MISSING : RUMOR_PROTO_REJECT_NONE);
+        CHECK_REJECT(bb, NULL, 0, skip < 7 ? RUMOR_PROTO_REJECT_MISSING : RUMOR_PROTO_REJECT_NONE);
+    }
+    for (int variant = 0; variant < 3; variant++) {
+        bb->n = 0;
+        bb_head(bb, 7, "hello", 1);
+        bb_str(bb, "cert");
+        bb_bin(bb, cert, 10);
+        kv_str(bb, "addr", "tcp://1.2.3.4:5");
+        kv_uint(bb, "layout", 0);
+        kv_uint(bb, "caps", 0);
+        kv_uint(bb, "inc", 1);
+        kv_uint(bb, "boot", 1);
+        bb_str(bb, "proof");
+        if (variant == 0) bb_bin(bb, proof, RUMOR_PROTO_PROOF_LEN - 1);
+        if (variant == 1) bb_bin(bb, proof, RUMOR_PROTO_PROOF_LEN + 1);
+        if (variant == 2) bb_str(bb, "signed, honestly");
+        CHECK_REJECT(bb, NULL, 0,
+                     variant == 0 ? RUMOR_PROTO_REJECT_VALUE
+                     : variant == 1 ? RUMOR_PROTO_REJECT_TOO_LARGE : RUMOR_PROTO_REJECT_WRONG_TYPE);
     }
     struct {
         size_t cert_len;

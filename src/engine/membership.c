@@ -1,170 +1,7 @@
 /* membership.c - SWIM failure detection over a bounded, gossiped view. See membership.h. */
-#include "membership.h"
+#include "membership_impl.h"
 
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-
-#define MAX_BOOTSTRAPS 16
-#define OUTBOX_CAP 256
-#define RELAY_CAP 32
-#define FORGET_HOLD (4 * RUMOR_MEMB_BACKOFF_MAX) /* periods a forgotten member stays so, at least */
-
-typedef struct {
-    rumor_memb_member_t m;
-    uint64_t suspect_since;
-    uint64_t addr_since; /* when its address last changed (on its own word) */
-    uint16_t cert_len; /* its certificate, passed on with every entry about it */
-    uint8_t cert[RUMOR_MEMB_CERT_MAX];
-} entry_t;
-
-/* A member known dead or gone, remembered for a while (tomb_ttl) so that stale `alive`
- * gossip at the same incarnation cannot bring it back. Forgetting it later is what lets two
- * halves of a healed partition accept each other again; a member wrongly brought back by
- * old gossip is simply probed and buried again. */
-typedef struct {
-    uint8_t key[RUMOR_KEY_LEN];
-    uint32_t inc;
-    rumor_memb_state_t state;
-    uint64_t since, hold; /* forgotten at since + hold */
-} tomb_t;
-
-typedef struct {
-    rumor_memb_update_t u;
-    int sent;
-} queued_t;
-
-/* An outgoing action, compact: piggybacked updates and peer samples are chosen when the
- * driver takes it, so they are as fresh as possible and the outbox stays small. */
-typedef struct {
-    rumor_memb_act_kind_t kind;
-    uint8_t key[RUMOR_KEY_LEN];
-    char addr[RUMOR_MEMB_ADDR_LEN];
-    rumor_memb_state_t state;
-    rumor_memb_kind_t msg_kind;
-    uint32_t seq, ack;
-    bool has_target;
-    uint8_t target[RUMOR_KEY_LEN];
-    char target_addr[RUMOR_MEMB_ADDR_LEN];
-    bool tell_tomb; /* peers: tell the recipient we hold it dead/left at tomb_inc */
-    uint32_t tomb_inc;
-    rumor_memb_state_t tomb_state;
-} pending_t;
-
-/* A ping we send on behalf of a ping-req, and whom to tell when it is answered. */
-typedef struct {
-    bool used;
-    uint8_t requester[RUMOR_KEY_LEN];
-    char requester_addr[RUMOR_MEMB_ADDR_LEN];
-    uint32_t requester_seq, our_seq;
-    uint8_t target[RUMOR_KEY_LEN];
-    uint64_t deadline;
-} relay_t;
-
-struct rumor_memb {
-    rumor_memb_config_t cfg;
-    rumor_rng_t rng;
-    uint8_t self_key[RUMOR_KEY_LEN];
-    char self_addr[RUMOR_MEMB_ADDR_LEN];
-    uint32_t inc;
-    bool left;
-    uint64_t self_boot;
-    uint16_t self_cert_len;
-    uint8_t self_cert[RUMOR_MEMB_CERT_MAX];
-
-    entry_t *view;
-    int n_view;
-    rumor_memb_update_t *passive;
-    uint64_t *invited;       /* per reservoir member: when we last said hello to it (0: never) */
-    uint8_t *tries;          /* ... and how many hellos it left unanswered */
-    uint64_t dial_tat;       /* strict: the dial budget's theoretical arrival time (GCRA) */
-    int n_passive;
-    tomb_t *tombs;
-    int n_tombs, tomb_cap, tomb_next;
-    uint64_t tomb_ttl;
-    queued_t *dq;
-    int n_dq, dq_cap;
-
-    struct {
-        bool active, indirect_sent;
-        uint8_t target[RUMOR_KEY_LEN];
-        uint32_t seq;
-        uint64_t started;
-    } probe;
-    uint8_t (*order)[RUMOR_KEY_LEN];
-    int n_order, order_pos;
-    relay_t relays[RELAY_CAP];
-    uint32_t next_seq;
-    uint64_t next_probe_at, next_exchange_at, next_rejoin_at;
-    bool started;
-    uint64_t started_at;
-
-    struct {
-        uint8_t key[RUMOR_KEY_LEN];
-        char addr[RUMOR_MEMB_ADDR_LEN];
-    } boot[MAX_BOOTSTRAPS];
-    int n_boot;
-
-    pending_t outbox[OUTBOX_CAP];
-    int out_head, out_count;
-    rumor_memb_stats_t stats;
-};
-
-/* ---- small helpers ---- */
-
-static bool same_key(const uint8_t *a, const uint8_t *b) { return memcmp(a, b, RUMOR_KEY_LEN) == 0; }
-
-static void copy_addr(char *dst, const char *src)
-{
-    snprintf(dst, RUMOR_MEMB_ADDR_LEN, "%s", src ? src : "");
-}
-
-/* dead and left are final at an incarnation; suspect outranks alive. */
-static int state_rank(rumor_memb_state_t s) { return s == RUMOR_MEMB_ALIVE ? 0 : s == RUMOR_MEMB_SUSPECT ? 1 : 2; }
-
-static bool supersedes(uint32_t inc, rumor_memb_state_t st, uint32_t cur_inc, rumor_memb_state_t cur_st)
-{
-    return inc > cur_inc || (inc == cur_inc && state_rank(st) > state_rank(cur_st));
-}
-
-/* A claim at inc is beyond the bounded step from the last incarnation held, ref. */
-static bool beyond(uint32_t inc, uint32_t ref) { return inc > ref && inc - ref > RUMOR_MEMB_INC_STEP; }
-
-/* The highest incarnation a claim about a member we hold nothing of may carry: incarnations
- * are drawn from a clock in seconds (membership.h), ours is one reading of it. */
-static uint32_t inc_ceiling(const rumor_memb_t *m, uint64_t now)
-{
-    uint64_t c = (uint64_t)m->inc + (now > m->started_at ? (now - m->started_at) / 1000 : 0) + RUMOR_MEMB_INC_SLACK;
-    return c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
-}
-
-static void set_cert(uint8_t *dst, uint16_t *dst_len, const uint8_t *cert, size_t len)
-{
-    if (!cert || len == 0 || len > RUMOR_MEMB_CERT_MAX) return;
-    memcpy(dst, cert, len);
-    *dst_len = (uint16_t)len;
-}
-
-static int find_view(const rumor_memb_t *m, const uint8_t *key)
-{
-    for (int i = 0; i < m->n_view; i++)
-        if (same_key(m->view[i].m.key, key)) return i;
-    return -1;
-}
-
-static int find_passive(const rumor_memb_t *m, const uint8_t *key)
-{
-    for (int i = 0; i < m->n_passive; i++)
-        if (same_key(m->passive[i].key, key)) return i;
-    return -1;
-}
-
-static int find_tomb(const rumor_memb_t *m, const uint8_t *key)
-{
-    for (int i = 0; i < m->n_tombs; i++)
-        if (same_key(m->tombs[i].key, key)) return i;
-    return -1;
-}
 
 const char *rumor_memb_state_name(rumor_memb_state_t s)
 {
@@ -204,7 +41,7 @@ static pending_t *push(rumor_memb_t *m, rumor_memb_act_kind_t kind)
     return p;
 }
 
-static pending_t *send_to(rumor_memb_t *m, const uint8_t *key, const char *addr, rumor_memb_kind_t kind)
+pending_t *memb_send_to(rumor_memb_t *m, const uint8_t *key, const char *addr, rumor_memb_kind_t kind)
 {
     pending_t *p = push(m, RUMOR_MEMB_ACT_SEND);
     if (!p) return NULL;
@@ -214,7 +51,7 @@ static pending_t *send_to(rumor_memb_t *m, const uint8_t *key, const char *addr,
     return p;
 }
 
-static void view_event(rumor_memb_t *m, rumor_memb_act_kind_t kind, const rumor_memb_member_t *e,
+void memb_view_event(rumor_memb_t *m, rumor_memb_act_kind_t kind, const rumor_memb_member_t *e,
                        rumor_memb_state_t state)
 {
     pending_t *p = push(m, kind);
@@ -228,7 +65,7 @@ static void view_event(rumor_memb_t *m, rumor_memb_act_kind_t kind, const rumor_
 
 /* Strict mode passes on nothing without a certificate: an update that lacks one takes the
  * certificate we hold for the member, or is not queued at all. */
-static void disseminate(rumor_memb_t *m, const rumor_memb_update_t *u)
+void memb_disseminate(rumor_memb_t *m, const rumor_memb_update_t *u)
 {
     const rumor_memb_update_t *src = u;
     rumor_memb_update_t with;
@@ -247,6 +84,7 @@ static void disseminate(rumor_memb_t *m, const rumor_memb_update_t *u)
         }
     }
     u = src;
+    if (m->cfg.strict && !u->proven && !same_key(u->key, m->self_key)) return; /* (nothing unsigned goes on) */
     for (int i = 0; i < m->n_dq; i++)
         if (same_key(m->dq[i].u.key, u->key)) {
             m->dq[i].u = *u;
@@ -296,7 +134,7 @@ static int take_piggyback(rumor_memb_t *m, rumor_memb_update_t *out)
     return n;
 }
 
-static void self_update(const rumor_memb_t *m, rumor_memb_update_t *u)
+void memb_self_update(const rumor_memb_t *m, rumor_memb_update_t *u)
 {
     memset(u, 0, sizeof *u);
     memcpy(u->key, m->self_key, RUMOR_KEY_LEN);
@@ -305,9 +143,11 @@ static void self_update(const rumor_memb_t *m, rumor_memb_update_t *u)
     u->state = RUMOR_MEMB_ALIVE;
     u->boot = m->self_boot;
     set_cert(u->cert, &u->cert_len, m->self_cert, m->self_cert_len);
+    u->proven = m->self_proven;
+    memcpy(u->proof, m->self_proof, RUMOR_MEMB_PROOF_LEN);
 }
 
-static void entry_update(const entry_t *e, rumor_memb_state_t st, rumor_memb_update_t *u)
+void memb_entry_update(const entry_t *e, rumor_memb_state_t st, rumor_memb_update_t *u)
 {
     memset(u, 0, sizeof *u);
     memcpy(u->key, e->m.key, RUMOR_KEY_LEN);
@@ -316,11 +156,13 @@ static void entry_update(const entry_t *e, rumor_memb_state_t st, rumor_memb_upd
     u->state = st;
     u->boot = e->m.boot;
     set_cert(u->cert, &u->cert_len, e->cert, e->cert_len);
+    u->proven = e->proven;
+    memcpy(u->proof, e->proof, RUMOR_MEMB_PROOF_LEN);
 }
 
 /* ---- the view ---- */
 
-static void add_tomb(rumor_memb_t *m, const uint8_t *key, uint32_t inc, rumor_memb_state_t st,
+void memb_add_tomb(rumor_memb_t *m, const uint8_t *key, uint32_t inc, rumor_memb_state_t st,
                      uint64_t now)
 {
     int at = find_tomb(m, key);
@@ -339,14 +181,14 @@ static void add_tomb(rumor_memb_t *m, const uint8_t *key, uint32_t inc, rumor_me
     m->tombs[at].hold = m->tomb_ttl;
 }
 
-static void remove_tomb(rumor_memb_t *m, int t)
+void memb_remove_tomb(rumor_memb_t *m, int t)
 {
     m->tombs[t] = m->tombs[--m->n_tombs];
     if (m->tomb_next > m->n_tombs) m->tomb_next = 0;
 }
 
 /* Into the reservoir (u's key, address, incarnation, boot id and certificate, as alive). */
-static void passive_add(rumor_memb_t *m, const rumor_memb_update_t *u)
+void memb_passive_add(rumor_memb_t *m, const rumor_memb_update_t *u)
 {
     if (!u->addr[0] || m->cfg.passive_size == 0) return;
     int at = find_passive(m, u->key);
@@ -362,7 +204,7 @@ static void passive_add(rumor_memb_t *m, const rumor_memb_update_t *u)
     m->passive[at].state = RUMOR_MEMB_ALIVE;
 }
 
-static void passive_remove(rumor_memb_t *m, int i)
+void memb_passive_remove(rumor_memb_t *m, int i)
 {
     m->n_passive--;
     m->passive[i] = m->passive[m->n_passive];
@@ -375,7 +217,7 @@ static void passive_remove(rumor_memb_t *m, int i)
  * checked, and gossip about a key proves nothing of the kind). Strict mode budgets these
  * dials (membership.h): one member never dialled per period, a back-off per member, and one
  * that never answers is forgotten. */
-static void invite(rumor_memb_t *m, int i, uint64_t now)
+void memb_invite(rumor_memb_t *m, int i, uint64_t now)
 {
     if (!m->cfg.strict) {
         if (m->invited[i] && now < m->invited[i] + m->cfg.period_ms) return;
@@ -398,30 +240,30 @@ static void invite(rumor_memb_t *m, int i, uint64_t now)
                 copy_addr(d->addr, m->passive[i].addr);
                 d->state = RUMOR_MEMB_DEAD;
             }
-            add_tomb(m, m->passive[i].key, m->passive[i].inc, RUMOR_MEMB_DEAD, now);
+            memb_add_tomb(m, m->passive[i].key, m->passive[i].inc, RUMOR_MEMB_DEAD, now);
             const int t = find_tomb(m, m->passive[i].key);
             if (t >= 0 && m->tombs[t].hold < FORGET_HOLD * (uint64_t)m->cfg.period_ms)
                 m->tombs[t].hold = FORGET_HOLD * (uint64_t)m->cfg.period_ms;
-            passive_remove(m, i);
+            memb_passive_remove(m, i);
             m->stats.forgotten++;
             return;
         }
     }
     m->invited[i] = now ? now : 1;
     if (m->tries[i] < UINT8_MAX) m->tries[i]++;
-    send_to(m, m->passive[i].key, m->passive[i].addr, RUMOR_MEMB_HELLO);
+    memb_send_to(m, m->passive[i].key, m->passive[i].addr, RUMOR_MEMB_HELLO);
 }
 
 /* Into the view if there is room (out of the reservoir), else into the reservoir; the new
  * view entry, or NULL. */
-static entry_t *place(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
+entry_t *memb_place(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
 {
     if (m->n_view >= m->cfg.view_size || !u->addr[0]) {
-        passive_add(m, u);
+        memb_passive_add(m, u);
         return NULL;
     }
     const int p = find_passive(m, u->key);
-    if (p >= 0) passive_remove(m, p);
+    if (p >= 0) memb_passive_remove(m, p);
     entry_t *e = &m->view[m->n_view++];
     memset(e, 0, sizeof *e);
     memcpy(e->m.key, u->key, RUMOR_KEY_LEN);
@@ -433,182 +275,28 @@ static entry_t *place(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t no
     e->suspect_since = now;
     e->addr_since = now;
     set_cert(e->cert, &e->cert_len, u->cert, u->cert_len);
+    e->proven = u->proven;
+    memcpy(e->proof, u->proof, RUMOR_MEMB_PROOF_LEN);
     return e;
 }
 
 /* Into the view if there is room, else into the reservoir. */
-static void admit(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
+void memb_admit(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
 {
-    const entry_t *e = place(m, u, now);
-    if (e) view_event(m, RUMOR_MEMB_ACT_UP, &e->m, u->state);
+    const entry_t *e = memb_place(m, u, now);
+    if (e) memb_view_event(m, RUMOR_MEMB_ACT_UP, &e->m, u->state);
 }
 
 /* Remove view member i (dead, left); a reservoir member takes the place. */
-static void drop_from_view(rumor_memb_t *m, int i, rumor_memb_state_t why, uint64_t now)
+void memb_drop_from_view(rumor_memb_t *m, int i, rumor_memb_state_t why, uint64_t now)
 {
     entry_t gone = m->view[i];
     m->view[i] = m->view[--m->n_view];
-    view_event(m, RUMOR_MEMB_ACT_DOWN, &gone.m, why);
-    add_tomb(m, gone.m.key, gone.m.inc, why, now);
+    memb_view_event(m, RUMOR_MEMB_ACT_DOWN, &gone.m, why);
+    memb_add_tomb(m, gone.m.key, gone.m.inc, why, now);
     if (m->probe.active && same_key(m->probe.target, gone.m.key)) m->probe.active = false;
     if (m->n_passive > 0 && m->n_view < m->cfg.view_size)
-        invite(m, (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive), now);
-}
-
-static void refuse_claim(rumor_memb_t *m) { m->stats.refused_claims++; }
-
-/* Apply what someone says about a member (a claim, second hand); true when it changed our
- * view of it. The rules are membership.h's "Who may say what". */
-static bool apply(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
-{
-    if (u->state > RUMOR_MEMB_LEFT || u->cert_len > RUMOR_MEMB_CERT_MAX) {
-        m->stats.dropped_input++;
-        return false;
-    }
-    if (same_key(u->key, m->self_key)) {
-        /* Refute: whoever suspects us, thinks us dead or gone, or holds an incarnation of
-         * ours above our own hears a newer one. A claim far ahead of our own incarnation is
-         * not something we could have said: it would only push ours towards the wrap. */
-        const bool against = u->state != RUMOR_MEMB_ALIVE ? u->inc >= m->inc : u->inc > m->inc;
-        if (against) {
-            if (beyond(u->inc, m->inc) || u->inc >= UINT32_MAX - 1) {
-                refuse_claim(m);
-                return false;
-            }
-            m->inc = u->inc + 1;
-            m->stats.refutations++;
-            rumor_memb_update_t me;
-            self_update(m, &me);
-            disseminate(m, &me);
-        }
-        return false;
-    }
-    const bool gone = u->state == RUMOR_MEMB_DEAD || u->state == RUMOR_MEMB_LEFT;
-    int v = find_view(m, u->key);
-    if (v >= 0) {
-        entry_t *e = &m->view[v];
-        if (beyond(u->inc, e->m.inc)) {
-            refuse_claim(m);
-            return false;
-        }
-        if (!e->cert_len) set_cert(e->cert, &e->cert_len, u->cert, u->cert_len);
-        if (!supersedes(u->inc, u->state, e->m.inc, e->m.state)) return false;
-        if (u->boot && (!e->m.boot || u->inc > e->m.inc)) e->m.boot = u->boot;
-        if (u->state == RUMOR_MEMB_SUSPECT && e->m.state != RUMOR_MEMB_SUSPECT) e->suspect_since = now;
-        e->m.inc = u->inc;
-        /* Passed on as we hold it: the claim's address is not the member's word. */
-        rumor_memb_update_t out;
-        entry_update(e, u->state, &out);
-        if (gone)
-            drop_from_view(m, v, u->state, now);
-        else
-            e->m.state = u->state;
-        disseminate(m, &out);
-        return true;
-    }
-    int t = find_tomb(m, u->key);
-    if (t >= 0) {
-        if (beyond(u->inc, m->tombs[t].inc)) {
-            refuse_claim(m);
-            return false;
-        }
-        if (!supersedes(u->inc, u->state, m->tombs[t].inc, m->tombs[t].state)) return false;
-        if (gone) {
-            m->tombs[t].inc = u->inc;
-            m->tombs[t].state = u->state;
-            return false;
-        }
-        /* Back with a newer incarnation: a restart, or a partition healed. */
-        remove_tomb(m, t);
-    }
-    int p = find_passive(m, u->key);
-    if (p >= 0 && beyond(u->inc, m->passive[p].inc)) {
-        refuse_claim(m);
-        return false;
-    }
-    if (p < 0 && t < 0 && u->inc > inc_ceiling(m, now)) {
-        refuse_claim(m);
-        return false;
-    }
-    if (gone) {
-        if (p >= 0) passive_remove(m, p);
-        add_tomb(m, u->key, u->inc, u->state, now);
-        return false;
-    }
-    rumor_memb_update_t alive;
-    if (p >= 0) {
-        rumor_memb_update_t *q = &m->passive[p];
-        if (!q->cert_len) set_cert(q->cert, &q->cert_len, u->cert, u->cert_len);
-        if (!supersedes(u->inc, u->state, q->inc, RUMOR_MEMB_ALIVE)) return false;
-        if (u->boot && (!q->boot || u->inc > q->inc)) q->boot = u->boot;
-        q->inc = u->inc; /* the address stays: a claim never moves a member */
-        alive = *q;
-    } else {
-        if (!u->addr[0]) return false; /* nothing to reach it by */
-        /* Heard of, not from: into the reservoir, with a hello if the view has room. */
-        alive = *u;
-        alive.state = RUMOR_MEMB_ALIVE;
-        passive_add(m, &alive);
-        p = find_passive(m, u->key);
-    }
-    alive.state = RUMOR_MEMB_ALIVE;
-    if (p >= 0 && m->n_view < m->cfg.view_size) invite(m, p, now);
-    disseminate(m, &alive);
-    return true;
-}
-
-/* The member's own word (a message whose sender is the member): into the view alive if
- * there is room (else the reservoir), whatever tomb or claim we hold, at the higher of its
- * incarnation and the one we hold; its address, boot id (when given, nonzero) and
- * certificate (when given) replace ours. */
-static void spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, uint64_t boot,
-                  const uint8_t *cert, size_t cert_len, uint64_t now)
-{
-    int v = find_view(m, key);
-    if (v >= 0) {
-        entry_t *e = &m->view[v];
-        const bool changed = inc > e->m.inc || e->m.state != RUMOR_MEMB_ALIVE;
-        if (inc > e->m.inc) e->m.inc = inc;
-        e->m.state = RUMOR_MEMB_ALIVE;
-        e->m.last_seen_ms = now;
-        /* Its own word, but at most one new address a period: each one is a dial, and a
-         * member must not make us dial a stream of addresses of its choosing. */
-        if (strcmp(e->m.addr, addr) != 0 && now >= e->addr_since + m->cfg.period_ms) {
-            copy_addr(e->m.addr, addr);
-            e->addr_since = now;
-        }
-        if (boot) e->m.boot = boot;
-        set_cert(e->cert, &e->cert_len, cert, cert_len);
-        if (changed) {
-            rumor_memb_update_t u;
-            entry_update(e, RUMOR_MEMB_ALIVE, &u);
-            disseminate(m, &u);
-        }
-        return;
-    }
-    rumor_memb_update_t u;
-    memset(&u, 0, sizeof u);
-    memcpy(u.key, key, RUMOR_KEY_LEN);
-    copy_addr(u.addr, addr);
-    u.state = RUMOR_MEMB_ALIVE;
-    u.inc = inc;
-    u.boot = boot;
-    set_cert(u.cert, &u.cert_len, cert, cert_len);
-    int t = find_tomb(m, key);
-    if (t >= 0) {
-        if (m->tombs[t].inc > u.inc) u.inc = m->tombs[t].inc;
-        remove_tomb(m, t);
-    }
-    int p = find_passive(m, key);
-    if (p >= 0) {
-        const rumor_memb_update_t *q = &m->passive[p];
-        if (q->inc > u.inc) u.inc = q->inc;
-        if (!u.boot) u.boot = q->boot;
-        if (!u.cert_len) set_cert(u.cert, &u.cert_len, q->cert, q->cert_len);
-        m->tries[p] = 0; /* it answered */
-    }
-    admit(m, &u, now);
-    disseminate(m, &u);
+        memb_invite(m, (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive), now);
 }
 
 /* ---- construction ---- */
@@ -668,6 +356,7 @@ rumor_memb_t *rumor_memb_new(const rumor_memb_config_t *cfg, const uint8_t self_
     m->order = calloc((size_t)cfg->view_size, sizeof *m->order);
     if (!m->view || !m->passive || !m->invited || !m->tries || !m->tombs || !m->dq || !m->order) goto nomem;
     m->next_seq = 1;
+    memb_sign_self(m);
     return m;
 nomem:
     rumor_memb_destroy(&m);
@@ -680,6 +369,7 @@ void rumor_memb_set_identity(rumor_memb_t *m, const uint8_t *cert, size_t cert_l
     m->self_boot = boot;
     m->self_cert_len = 0;
     set_cert(m->self_cert, &m->self_cert_len, cert, cert_len);
+    memb_sign_self(m);
 }
 
 void rumor_memb_destroy(rumor_memb_t **self_p)
@@ -723,7 +413,7 @@ void rumor_memb_join(rumor_memb_t *m, const uint8_t key[RUMOR_KEY_LEN], const ch
         memcpy(m->boot[b].key, key, RUMOR_KEY_LEN);
         copy_addr(m->boot[b].addr, addr);
     }
-    send_to(m, key, addr, RUMOR_MEMB_HELLO);
+    memb_send_to(m, key, addr, RUMOR_MEMB_HELLO);
 }
 
 void rumor_memb_add(rumor_memb_t *m, const uint8_t key[RUMOR_KEY_LEN], const char *addr, uint32_t inc, uint64_t now)
@@ -738,12 +428,12 @@ void rumor_memb_add(rumor_memb_t *m, const uint8_t key[RUMOR_KEY_LEN], const cha
     copy_addr(u.addr, addr);
     u.inc = inc;
     u.state = RUMOR_MEMB_ALIVE;
-    (void)place(m, &u, now);
+    (void)memb_place(m, &u, now);
 }
 
-static void send_ping(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t seq)
+void memb_send_ping(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t seq)
 {
-    pending_t *p = send_to(m, key, addr, RUMOR_MEMB_PING);
+    pending_t *p = memb_send_to(m, key, addr, RUMOR_MEMB_PING);
     if (p) p->seq = seq;
     m->stats.pings_sent++;
 }
@@ -769,7 +459,7 @@ static void handle_ack(rumor_memb_t *m, const uint8_t *from, const rumor_memb_ms
     for (int i = 0; i < RELAY_CAP; i++) {
         relay_t *r = &m->relays[i];
         if (r->used && r->our_seq == msg->ack && same_key(r->target, from)) {
-            pending_t *p = send_to(m, r->requester, r->requester_addr, RUMOR_MEMB_ACK);
+            pending_t *p = memb_send_to(m, r->requester, r->requester_addr, RUMOR_MEMB_ACK);
             if (p) {
                 p->ack = r->requester_seq;
                 p->has_target = true;
@@ -807,11 +497,11 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
         const bool tell = t >= 0 && m->tombs[t].inc >= msg->inc;
         const uint32_t tomb_inc = tell ? m->tombs[t].inc : 0;
         const rumor_memb_state_t tomb_state = tell ? m->tombs[t].state : RUMOR_MEMB_ALIVE;
-        spoke(m, from, msg->addr, msg->inc, msg->boot, msg->cert, msg->cert_len, now);
+        memb_spoke(m, from, msg->addr, msg->inc, msg->boot, msg->cert, msg->cert_len, msg->proven ? msg->proof : NULL, now);
         /* Whoever says hello learns who we know. */
         const int hv = find_view(m, from), hp = hv < 0 ? find_passive(m, from) : -1;
         const char *to = hv >= 0 ? m->view[hv].m.addr : hp >= 0 ? m->passive[hp].addr : msg->addr;
-        pending_t *p = send_to(m, from, to, RUMOR_MEMB_PEERS);
+        pending_t *p = memb_send_to(m, from, to, RUMOR_MEMB_PEERS);
         if (p && tell) {
             p->tell_tomb = true;
             p->tomb_inc = tomb_inc;
@@ -822,8 +512,8 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
     if (msg->kind == RUMOR_MEMB_BYE) {
         if (v >= 0) {
             rumor_memb_update_t u;
-            entry_update(&m->view[v], RUMOR_MEMB_LEFT, &u);
-            apply(m, &u, now);
+            memb_entry_update(&m->view[v], RUMOR_MEMB_LEFT, &u);
+            memb_apply(m, NULL, &u, now); /* (its own word: it leaves) */
         }
         return;
     }
@@ -850,17 +540,18 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
             }
             continue;
         }
-        apply(m, &list[i], now);
+        memb_apply(m, from, &list[i], now);
     }
     /* Anything well-formed from a member (in the view, or answering our hello or a ping of
      * a neighbour's) is its word that it is alive. */
     if (v >= 0 || m->stats.dropped_input == dropped)
-        spoke(m, from, from_addr, own_inc, own_boot, own ? own->cert : NULL, own ? own->cert_len : 0, now);
+        memb_spoke(m, from, from_addr, own_inc, own_boot, own ? own->cert : NULL, own ? own->cert_len : 0,
+                   own && own->proven ? own->proof : NULL, now);
 
     switch (msg->kind) {
     case RUMOR_MEMB_PING:
         {
-            pending_t *p = send_to(m, from, from_addr, RUMOR_MEMB_ACK);
+            pending_t *p = memb_send_to(m, from, from_addr, RUMOR_MEMB_ACK);
             if (p) p->ack = msg->seq;
         }
         break;
@@ -870,7 +561,7 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
             return;
         }
         if (same_key(msg->target, m->self_key)) {
-            pending_t *p = send_to(m, from, from_addr, RUMOR_MEMB_ACK);
+            pending_t *p = memb_send_to(m, from, from_addr, RUMOR_MEMB_ACK);
             if (p) p->ack = msg->seq;
             break;
         }
@@ -895,7 +586,7 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
             r->our_seq = m->next_seq++;
             memcpy(r->target, msg->target, RUMOR_KEY_LEN);
             r->deadline = now + m->cfg.period_ms;
-            send_ping(m, msg->target, taddr, r->our_seq);
+            memb_send_ping(m, msg->target, taddr, r->our_seq);
         }
         break;
     case RUMOR_MEMB_ACK: handle_ack(m, from, msg, now); break;
@@ -944,9 +635,9 @@ void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
             entry_t *e = &m->view[v];
             if (e->m.state == RUMOR_MEMB_ALIVE) {
                 rumor_memb_update_t u;
-                entry_update(e, RUMOR_MEMB_SUSPECT, &u);
+                memb_entry_update(e, RUMOR_MEMB_SUSPECT, &u);
                 m->stats.suspicions++;
-                apply(m, &u, now);
+                memb_apply(m, NULL, &u, now);
             }
         } else if (!m->probe.indirect_sent && now >= m->probe.started + c->ping_timeout_ms) {
             m->probe.indirect_sent = true;
@@ -955,7 +646,7 @@ void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
                 int i = (int)rumor_rng_below(&m->rng, (uint64_t)m->n_view);
                 entry_t *h = &m->view[i];
                 if (i == v || h->m.state != RUMOR_MEMB_ALIVE) continue;
-                pending_t *p = send_to(m, h->m.key, h->m.addr, RUMOR_MEMB_PING_REQ);
+                pending_t *p = memb_send_to(m, h->m.key, h->m.addr, RUMOR_MEMB_PING_REQ);
                 if (!p) break;
                 p->seq = m->probe.seq;
                 p->has_target = true;
@@ -972,9 +663,9 @@ void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
         entry_t *e = &m->view[i];
         if (e->m.state == RUMOR_MEMB_SUSPECT && now >= e->suspect_since + c->suspect_ms) {
             rumor_memb_update_t u;
-            entry_update(e, RUMOR_MEMB_DEAD, &u);
+            memb_entry_update(e, RUMOR_MEMB_DEAD, &u);
             m->stats.deaths++;
-            apply(m, &u, now); /* removes view[i]; look at the same index again */
+            memb_apply(m, NULL, &u, now); /* removes view[i]; look at the same index again */
             continue;
         }
         i++;
@@ -984,7 +675,7 @@ void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
         if (m->relays[i].used && m->relays[i].deadline <= now) m->relays[i].used = false;
     for (int t = 0; t < m->n_tombs;)
         if (now >= m->tombs[t].since + m->tombs[t].hold)
-            remove_tomb(m, t);
+            memb_remove_tomb(m, t);
         else
             t++;
 
@@ -998,7 +689,7 @@ void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
             memcpy(m->probe.target, key, RUMOR_KEY_LEN);
             m->probe.seq = m->next_seq++;
             m->probe.started = now;
-            send_ping(m, key, m->view[v].m.addr, m->probe.seq);
+            memb_send_ping(m, key, m->view[v].m.addr, m->probe.seq);
         }
     }
 
@@ -1006,20 +697,20 @@ void rumor_memb_tick(rumor_memb_t *m, uint64_t now)
         m->next_exchange_at = now + c->exchange_ms;
         if (m->n_view > 0) {
             entry_t *e = &m->view[rumor_rng_below(&m->rng, (uint64_t)m->n_view)];
-            send_to(m, e->m.key, e->m.addr, RUMOR_MEMB_PEERS);
+            memb_send_to(m, e->m.key, e->m.addr, RUMOR_MEMB_PEERS);
         }
     }
 
     /* A view with room asks a reservoir member in (it enters when it answers). */
     if (m->n_view < c->view_size && m->n_passive > 0)
-        invite(m, (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive), now);
+        memb_invite(m, (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive), now);
 
     if (now >= m->next_rejoin_at) {
         /* A node nobody has answered yet (its hello or the answer lost) tries again every
          * period; one cut off from a bootstrap only, every rejoin_ms. */
         m->next_rejoin_at = now + (m->n_view == 0 ? c->period_ms : c->rejoin_ms);
         for (int b = 0; b < m->n_boot; b++)
-            if (find_view(m, m->boot[b].key) < 0) send_to(m, m->boot[b].key, m->boot[b].addr, RUMOR_MEMB_HELLO);
+            if (find_view(m, m->boot[b].key) < 0) memb_send_to(m, m->boot[b].key, m->boot[b].addr, RUMOR_MEMB_HELLO);
     }
 }
 
@@ -1027,7 +718,7 @@ void rumor_memb_leave(rumor_memb_t *m, uint64_t now)
 {
     (void)now;
     if (m->left) return;
-    for (int i = 0; i < m->n_view; i++) send_to(m, m->view[i].m.key, m->view[i].m.addr, RUMOR_MEMB_BYE);
+    for (int i = 0; i < m->n_view; i++) memb_send_to(m, m->view[i].m.key, m->view[i].m.addr, RUMOR_MEMB_BYE);
     m->left = true;
 }
 
@@ -1037,8 +728,8 @@ void rumor_memb_leave(rumor_memb_t *m, uint64_t now)
 static int sample_peers(rumor_memb_t *m, const uint8_t *to, rumor_memb_update_t *out)
 {
     int n = 0, want = m->cfg.exchange_size;
-    self_update(m, &out[n]);
-    if (!m->cfg.strict || out[n].cert_len) n++;
+    memb_self_update(m, &out[n]);
+    if (!m->cfg.strict || (out[n].cert_len && out[n].proven)) n++;
     int total = m->n_view + m->n_passive;
     /* A partial Fisher-Yates over the concatenated index space picks without repeats. */
     int *idx = malloc((size_t)(total ? total : 1) * sizeof *idx);
@@ -1052,11 +743,11 @@ static int sample_peers(rumor_memb_t *m, const uint8_t *to, rumor_memb_update_t 
         int k = idx[i];
         if (k < m->n_view) {
             const entry_t *e = &m->view[k];
-            if (same_key(e->m.key, to) || (m->cfg.strict && !e->cert_len)) continue;
-            entry_update(e, e->m.state, &out[n++]);
+            if (same_key(e->m.key, to) || (m->cfg.strict && (!e->cert_len || !e->proven))) continue;
+            memb_entry_update(e, e->m.state, &out[n++]);
         } else {
             const rumor_memb_update_t *u = &m->passive[k - m->n_view];
-            if (same_key(u->key, to) || (m->cfg.strict && !u->cert_len)) continue;
+            if (same_key(u->key, to) || (m->cfg.strict && (!u->cert_len || !u->proven))) continue;
             out[n++] = *u;
         }
     }
@@ -1089,6 +780,8 @@ bool rumor_memb_next_action(rumor_memb_t *m, rumor_memb_action_t *out)
         copy_addr(msg->addr, m->self_addr);
         msg->boot = m->self_boot;
         set_cert(msg->cert, &msg->cert_len, m->self_cert, m->self_cert_len);
+        msg->proven = m->self_proven;
+        memcpy(msg->proof, m->self_proof, RUMOR_MEMB_PROOF_LEN);
         break;
     case RUMOR_MEMB_PEERS:
         msg->n_peers = sample_peers(m, p->key, msg->peers);
@@ -1140,5 +833,6 @@ const rumor_memb_member_t *rumor_memb_view_at(const rumor_memb_t *m, int i)
     return i >= 0 && i < m->n_view ? &m->view[i].m : NULL;
 }
 int rumor_memb_passive_count(const rumor_memb_t *m) { return m->n_passive; }
+const uint8_t *rumor_memb_proof(const rumor_memb_t *m) { return m->self_proven ? m->self_proof : NULL; }
 uint32_t rumor_memb_incarnation(const rumor_memb_t *m) { return m->inc; }
 rumor_memb_stats_t rumor_memb_stats(const rumor_memb_t *m) { return m->stats; }

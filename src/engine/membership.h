@@ -18,6 +18,16 @@
  *   incarnation of its own above its current one, refutes it with an ALIVE update under a
  *   higher incarnation. Precedence for one member: a higher incarnation wins; at equal
  *   incarnation dead/left > suspect > alive.
+ * - Strict mode (a real node's; proto/PROTOCOL.md, "Member records"): a member's incarnation,
+ *   boot id and address are its signed record (the driver checked the proof and set proven;
+ *   membership treats proofs as opaque and signs its own through cfg.sign). An entry about
+ *   another member without a proven record is refused; a newer record is taken from any
+ *   entry (its address at most once a period). Suspect, dead or left said by another member
+ *   about one in the view only makes it suspect here, with a ping to check (at most once a
+ *   period): any message from the member clears it and counts against the claimant, whose
+ *   claims are ignored for MUTE_PERIODS once RUMOR_MEMB_LIES_MAX were disproved; only our own
+ *   silence of suspect_ms makes it dead. A claim about ourselves is refuted at most once a
+ *   period. Without strict mode (the virtual simulator) the rules below stand alone.
  * - Who may say what (claims are what others say about a member; its own word is what the
  *   member says itself, in a message whose sender `from` is its key, which the driver has
  *   authenticated by CURVE):
@@ -90,6 +100,9 @@
 #define RUMOR_MEMB_MAX_INVITES 5 /* unanswered hellos before a reservoir member is forgotten */
 #define RUMOR_MEMB_DIAL_BURST 4 /* members never dialled that may be dialled at once */
 #define RUMOR_MEMB_BACKOFF_MAX 32 /* periods between two hellos to one reservoir member, at most */
+#define RUMOR_MEMB_PROOF_LEN 96 /* a member's signature of its record (opaque here: the driver's) */
+#define RUMOR_MEMB_RECORD_MAX (16 + RUMOR_KEY_LEN + 4 + 8 + 1 + RUMOR_MEMB_ADDR_LEN)
+#define RUMOR_MEMB_LIES_MAX 3 /* strict: claims a member's own word disproved before its claims are ignored */
 
 typedef enum {
     RUMOR_MEMB_ALIVE = 0,
@@ -98,7 +111,9 @@ typedef enum {
     RUMOR_MEMB_LEFT = 3,
 } rumor_memb_state_t;
 
-/* What one peer says about one member. */
+/* What one peer says about one member. In strict mode inc, boot and addr are the member's
+ * record, which it signed (proof; the driver checked it and set proven), and state is what
+ * the sender says of it. */
 typedef struct {
     uint8_t key[RUMOR_KEY_LEN];
     char addr[RUMOR_MEMB_ADDR_LEN];
@@ -107,7 +122,14 @@ typedef struct {
     uint64_t boot;     /* the member's boot id; 0: unknown */
     uint16_t cert_len; /* 0: no certificate */
     uint8_t cert[RUMOR_MEMB_CERT_MAX];
+    bool proven;       /* proof is the member's signature of (key, inc, boot, addr) */
+    uint8_t proof[RUMOR_MEMB_PROOF_LEN];
 } rumor_memb_update_t;
+
+/* The bytes a member signs of itself (its record): "rumor-member-1\0\0", its key, inc
+ * (big-endian), boot (big-endian), the address's length and bytes. Its length. */
+size_t rumor_memb_record(uint8_t out[RUMOR_MEMB_RECORD_MAX], const uint8_t key[RUMOR_KEY_LEN], uint32_t inc,
+                         uint64_t boot, const char *addr);
 
 typedef enum {
     RUMOR_MEMB_HELLO,
@@ -128,6 +150,8 @@ typedef struct {
     uint64_t boot;                      /* hello: the sender's boot id (nonzero) */
     uint16_t cert_len;                  /* hello: the sender's certificate, which the */
     uint8_t cert[RUMOR_MEMB_CERT_MAX];  /* driver verified for `from` */
+    bool proven;                        /* hello: proof is the sender's signature of its */
+    uint8_t proof[RUMOR_MEMB_PROOF_LEN]; /* record (inc, boot, addr), which the driver checked */
     uint32_t ack;                       /* ack: the seq it answers */
     bool has_target;                    /* ping-req; ack relayed for a ping-req */
     uint8_t target[RUMOR_KEY_LEN];
@@ -167,9 +191,14 @@ typedef struct {
     int retransmit_mult;      /* dissemination factor lambda (default 3) */
     uint64_t seed;            /* for probe order and sampling (the ZeroMQ driver draws it from
                                  libsodium, so no one can predict a node's probes) */
-    bool strict;              /* certificates on every entry passed on, dial budget (see the
-                                 header); default off, for the virtual-time simulator whose
-                                 members are all its own; the ZeroMQ driver always sets it */
+    bool strict;              /* certificates and signed records on every entry passed on,
+                                 claims bounded by them, a dial budget (see the header); default
+                                 off, for the virtual-time simulator whose members are all its
+                                 own; the ZeroMQ driver always sets it */
+    /* strict: sign our record (rumor_memb_record's bytes) into proof; called when our
+     * incarnation, address or boot id change */
+    void (*sign)(void *arg, const uint8_t *record, size_t len, uint8_t proof[RUMOR_MEMB_PROOF_LEN]);
+    void *sign_arg;
 } rumor_memb_config_t;
 
 rumor_memb_config_t rumor_memb_defaults(void);
@@ -232,12 +261,18 @@ int rumor_memb_view_count(const rumor_memb_t *self);
 const rumor_memb_member_t *rumor_memb_view_at(const rumor_memb_t *self, int i);
 int rumor_memb_passive_count(const rumor_memb_t *self);
 uint32_t rumor_memb_incarnation(const rumor_memb_t *self);
+/* Strict: our record at rumor_memb_incarnation signed (cfg.sign), for our hello; NULL before. */
+const uint8_t *rumor_memb_proof(const rumor_memb_t *self);
 
 typedef struct {
     uint64_t pings_sent, acks_received, ping_reqs_sent, suspicions, deaths, refutations;
     uint64_t dropped_input;   /* malformed or self-contradicting messages */
     uint64_t dropped_actions; /* sends dropped because the outbox was full */
-    uint64_t refused_claims;  /* claims beyond the incarnation step */
+    uint64_t refused_claims;  /* claims beyond the incarnation step; strict: claims without
+                                 the member's signed record, or from a member whose claims
+                                 are ignored */
+    uint64_t disproved;       /* strict: second-hand suspicions the member's own word cleared */
+    uint64_t muted;           /* strict: members whose claims are ignored for a while */
     uint64_t forgotten;       /* reservoir members that never answered */
 } rumor_memb_stats_t;
 

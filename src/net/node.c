@@ -371,6 +371,14 @@ static rumor_err_t open_control(rumor_node_t *n, char err[RUMOR_ERR_LEN])
     return RUMOR_OK;
 }
 
+/* Membership's signer: our record under our identity (proof = our Ed25519 key, signature). */
+static void sign_record(void *arg, const uint8_t *record, size_t len, uint8_t proof[RUMOR_MEMB_PROOF_LEN])
+{
+    const rumor_node_t *n = arg;
+    memcpy(proof, rumor_secret_key_signer(n->key), RUMOR_KEY_LEN);
+    rumor_secret_key_sign(n->key, proof + RUMOR_KEY_LEN, record, len);
+}
+
 rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_LEN])
 {
     rumor_node_t *n = calloc(1, sizeof *n);
@@ -425,6 +433,9 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     rumor_memb_config_t mc = cfg->memb;
     mc.strict = true;
     mc.seed = rumor_random_u64();
+    mc.sign = sign_record;
+    mc.sign_arg = n;
+    rumor_random_bytes(n->record_salt, sizeof n->record_salt);
     n->memb = rumor_memb_new(&mc, rumor_secret_key_public(n->key), n->self_addr,
                              (uint32_t)(unix_now() & 0x7fffffff), err);
     if (!n->memb) goto fail;

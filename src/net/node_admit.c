@@ -92,8 +92,37 @@ static bool entry_cert_ok(rumor_node_t *n, const rumor_memb_update_t *u, uint64_
     return ok;
 }
 
-/* Keep only the entries whose certificate passes: membership must never dial, keep or pass
- * on a key no certificate vouches for (an address of a forger's choosing). */
+bool node_record_signed(const uint8_t key[RUMOR_KEY_LEN], uint32_t inc, uint64_t boot, const char *addr,
+                        const uint8_t proof[RUMOR_MEMB_PROOF_LEN])
+{
+    uint8_t rec[RUMOR_MEMB_RECORD_MAX];
+    const size_t len = rumor_memb_record(rec, key, inc, boot, addr);
+    return rumor_member_signed(key, proof, proof + RUMOR_KEY_LEN, rec, len);
+}
+
+/* Whether an entry's record (inc, boot, addr) is its member's, signed: the last record of each
+ * key that verified is remembered in its certificate slot, so the same entry gossiped again
+ * costs a hash, not an Ed25519 verification. */
+static bool entry_signed(rumor_node_t *n, rumor_memb_update_t *u)
+{
+    cert_seen_t *slot = NULL;
+    for (int i = 0; i < CERT_CACHE && !slot; i++)
+        if (n->certs[i].used && same_key(n->certs[i].key, u->key)) slot = &n->certs[i];
+    uint8_t rec[RUMOR_MEMB_RECORD_MAX + RUMOR_MEMB_PROOF_LEN];
+    size_t len = rumor_memb_record(rec, u->key, u->inc, u->boot, u->addr);
+    memcpy(rec + len, u->proof, RUMOR_MEMB_PROOF_LEN);
+    uint64_t h = rumor_shorthash(n->record_salt, rec, len + RUMOR_MEMB_PROOF_LEN);
+    h += h == 0;
+    if (slot && slot->record == h) return true;
+    if (!rumor_member_signed(u->key, u->proof, u->proof + RUMOR_KEY_LEN, rec, len)) return false;
+    if (slot) slot->record = h;
+    return true;
+}
+
+/* Keep only the entries whose certificate passes and whose record its member signed:
+ * membership must never dial, keep or pass on a key no certificate vouches for, nor believe
+ * of a member what it did not say (an incarnation, a boot id, an address of a forger's
+ * choosing). Entries about ourselves need no signature: we know our own record. */
 void node_vet_entries(rumor_node_t *n, rumor_memb_msg_t *m, uint64_t now)
 {
     rumor_memb_update_t *list = m->kind == RUMOR_MEMB_PEERS ? m->peers : m->upd;
@@ -103,6 +132,13 @@ void node_vet_entries(rumor_node_t *n, rumor_memb_msg_t *m, uint64_t now)
         if (!entry_cert_ok(n, &list[i], now)) {
             n->drops[DROP_ENTRY_CERT]++;
             continue;
+        }
+        if (!same_key(list[i].key, rumor_secret_key_public(n->key))) {
+            if (!entry_signed(n, &list[i])) {
+                n->drops[DROP_PROOF]++;
+                continue;
+            }
+            list[i].proven = true;
         }
         if (kept != i) list[kept] = list[i];
         kept++;
@@ -213,6 +249,12 @@ void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, cons
         node_reply_bye(n, rid, reason);
         return;
     }
+    if (!node_record_signed(key, w->u.hello.inc, w->u.hello.boot, w->u.hello.addr, w->u.hello.proof)) {
+        /* Its cert is good, its record is not its own: a bug, or a member lying about itself. */
+        n->drops[DROP_PROOF]++;
+        node_reply_bye(n, rid, "unsigned record");
+        return;
+    }
     conn_t *c = node_find_conn(n, key, true, now);
     if (!c->admitted) rumor_log(RUMOR_LOG_INFO, "admitted %s (%s) from %s", id, cert.name, w->u.hello.addr);
     c->admitted = true;
@@ -245,6 +287,7 @@ void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, cons
         }
     }
     node_memb_from_wire(&n->mmsg, w);
+    n->mmsg.proven = true; /* (checked above) */
     rumor_memb_recv(n->memb, c->key, c->addr, &n->mmsg, now);
 }
 

@@ -35,6 +35,7 @@ static const char *drop_name(int i, char buf[48])
     case DROP_ADMIT_RATE: return "admit-rate";
     case DROP_HANDSHAKE_RATE: return "handshake-rate";
     case DROP_ENTRY_CERT: return "entry-cert";
+    case DROP_PROOF: return "unsigned-record";
     case DROP_RELAY_REFUSED: return "relay-refused";
     case DROP_RELAY_BUDGET: return "relay-budget"; /* (over the rate, or over what it may hold) */
     case DROP_E2E: return "relayed-unopened";
@@ -103,11 +104,12 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
             const conn_t *c = node_find_conn(n, e->key, false, now);
             out(o, "%s{\"id\":\"%s\",\"key\":\"%s\",\"addr\":\"%s\",\"state\":\"%s\",\"inc\":%" PRIu32
                    ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 ",\"via\":\"%s\",\"relays\":%s"
-                   ",\"dialable\":%s,\"site\":\"%016" PRIx64 "\"}",
+                   ",\"dialable\":%s,\"site\":\"%016" PRIx64 "\",\"boot\":\"%016" PRIx64 "\"}",
                 i ? "," : "", id, z85, e->addr, rumor_memb_state_name(e->state), e->inc, e->rtt_ms,
                 now - e->last_seen_ms, reach_name(n, e->key, now, rb),
                 c && c->admitted && (c->caps & RUMOR_CAP_RELAY_SERVE) ? "true" : "false",
-                c && c->admitted && (c->caps & RUMOR_CAP_UNDIALABLE) ? "false" : "true", c && c->admitted ? c->site : 0);
+                c && c->admitted && (c->caps & RUMOR_CAP_UNDIALABLE) ? "false" : "true", c && c->admitted ? c->site : 0,
+                e->boot);
         }
         out(o, "],\"counters\":{\"msgs_in\":%" PRIu64 ",\"msgs_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
                ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64
@@ -118,11 +120,12 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
                ",\"dials_given_up\":%" PRIu64 ",\"msgs_back\":%" PRIu64 ",\"relayed_msgs\":%" PRIu64
                ",\"relayed_bytes\":%" PRIu64 ",\"sent_via_relay_msgs\":%" PRIu64 ",\"sent_via_relay_bytes\":%" PRIu64
                ",\"received_via_relay_msgs\":%" PRIu64 ",\"models_given_up\":%" PRIu64 ",\"stale_hellos\":%" PRIu64
-               "},\"rejected\":{",
+               ",\"disproved\":%" PRIu64 ",\"muted\":%" PRIu64 "},\"rejected\":{",
             n->msgs_in, n->msgs_out, n->bytes_in, n->bytes_out, ms.pings_sent, ms.acks_received, ms.suspicions,
             ms.deaths, ms.refutations, n->knocks_in, n->knocks_out, n->stale_knocks, rumor_guard_count(n->guard),
             rumor_guard_strangers(n->guard), rumor_guard_peak(n->guard), rumor_guard_total_peak(n->guard), n->revoke_errors, n->dials_given_up, n->reverse_msgs, n->relayed_msgs,
-            n->relayed_bytes, n->e2e_msgs_out, n->e2e_bytes_out, n->e2e_msgs_in, n->models_given_up, n->stale_hellos);
+            n->relayed_bytes, n->e2e_msgs_out, n->e2e_bytes_out, n->e2e_msgs_in, n->models_given_up, n->stale_hellos,
+            ms.disproved, ms.muted);
         bool first = true;
         for (int i = 1; i < DROP_COUNT; i++)
             if (n->drops[i]) {

@@ -54,6 +54,8 @@ void node_fill_hello(rumor_node_t *n, rumor_msg_t *m)
     snprintf(m->u.hello.addr, sizeof m->u.hello.addr, "%s", n->self_addr);
     m->u.hello.inc = rumor_memb_incarnation(n->memb);
     m->u.hello.boot = n->boot_id;
+    const uint8_t *proof = rumor_memb_proof(n->memb);
+    if (proof) memcpy(m->u.hello.proof, proof, RUMOR_PROTO_PROOF_LEN);
     m->u.hello.done = atomic_load(&n->done_round);
     /* A node nobody can dial relays for nobody: it reaches only members it dials itself (a
      * peer behind another NAT is not one of them), and would only refuse. */

@@ -95,6 +95,8 @@
                                       budget: each has budget / (such members) a second */
 
 _Static_assert(RUMOR_CERT_MAX_LEN <= RUMOR_MEMB_CERT_MAX, "membership must hold a whole certificate");
+_Static_assert(RUMOR_MEMB_PROOF_LEN == RUMOR_PROTO_PROOF_LEN && RUMOR_MEMB_PROOF_LEN == RUMOR_KEY_LEN + RUMOR_SIG_LEN,
+               "a proof is an Ed25519 key and a signature, the same on the wire");
 
 #define CERT_CACHE 512            /* membership entries' certificates checked, by key */
 #define CERT_BAD_RECHECK_MS 60000 /* a refused one is checked again after this long */
@@ -108,6 +110,8 @@ typedef struct {
     size_t cert_len;
     uint64_t expires_at; /* unix seconds, when ok */
     uint64_t checked_ms, used_ms;
+    uint64_t record;     /* the last signed record of this key that verified: a hash of
+                            (inc, boot, addr, proof) salted per node; 0 none */
 } cert_seen_t;
 
 /* A token bucket (admission datagrams from one source). */
@@ -130,6 +134,7 @@ enum {
     DROP_ADMIT_RATE,                            /* over KNOCK_RATE */
     DROP_HANDSHAKE_RATE,                        /* a key's handshakes over KEY_HANDSHAKE_RATE */
     DROP_ENTRY_CERT,                            /* a membership entry without a valid certificate */
+    DROP_PROOF,                                 /* a record (hello, entry) its member did not sign */
     DROP_RELAY_REFUSED,                         /* asked to forward: relaying off, no route, a loop */
     DROP_RELAY_BUDGET,                          /* asked to forward beyond --relay-budget */
     DROP_E2E_STALE,                             /* a relayed message not taken now: data before
@@ -317,6 +322,7 @@ struct rumor_node {
     int n_conns;
     int16_t conn_index[CONN_INDEX]; /* conns by a salted hash of their key, linear probing; -1: empty */
     uint64_t conn_salt;
+    uint8_t record_salt[16];         /* keys the hashes of records verified (cert_seen_t) */
     uint32_t seq;
     uint64_t start_ms;
     uint64_t msgs_in, msgs_out, bytes_in, bytes_out;
@@ -441,6 +447,10 @@ void node_check_reachable(rumor_node_t *n, uint64_t now);
 void node_knock_send(rumor_node_t *n, dial_t *p, uint64_t now);
 void node_knock_start(rumor_node_t *n, dial_t *p, uint64_t now);
 void node_vet_entries(rumor_node_t *n, rumor_memb_msg_t *m, uint64_t now);
+/* Whether proof is key's signature of its record (inc, boot, addr): rumor_memb_record's bytes
+ * under the Ed25519 key that proof starts with, which must map to key. */
+bool node_record_signed(const uint8_t key[RUMOR_KEY_LEN], uint32_t inc, uint64_t boot, const char *addr,
+                        const uint8_t proof[RUMOR_MEMB_PROOF_LEN]);
 /* One token from b, refilled at rate a second up to rate; false (nothing taken) when empty. */
 bool node_bucket_take(bucket_t *b, double rate, uint64_t now);
 conn_t *node_find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint64_t now);

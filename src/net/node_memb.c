@@ -17,6 +17,8 @@ static void upd_to_wire(rumor_proto_peer_t *w, const rumor_memb_update_t *u)
     w->boot = u->boot;
     w->cert_len = u->cert_len;
     memcpy(w->cert, u->cert, u->cert_len);
+    w->has_proof = u->proven;
+    memcpy(w->proof, u->proof, RUMOR_PROTO_PROOF_LEN);
 }
 
 static void upd_from_wire(rumor_memb_update_t *u, const rumor_proto_peer_t *w)
@@ -29,6 +31,9 @@ static void upd_from_wire(rumor_memb_update_t *u, const rumor_proto_peer_t *w)
     /* A certificate too long for membership cannot be a valid one: none, then (dropped). */
     u->cert_len = w->cert_len <= RUMOR_MEMB_CERT_MAX ? (uint16_t)w->cert_len : 0;
     memcpy(u->cert, w->cert, u->cert_len);
+    u->proven = false; /* (until node_vet_entries checks the signature) */
+    if (w->has_proof) memcpy(u->proof, w->proof, RUMOR_MEMB_PROOF_LEN);
+    else memset(u->proof, 0, RUMOR_MEMB_PROOF_LEN);
 }
 
 static void memb_to_wire(rumor_node_t *n, rumor_msg_t *w, const rumor_memb_msg_t *m)
@@ -80,6 +85,8 @@ bool node_memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w)
         m->boot = w->u.hello.boot;
         m->cert_len = w->u.hello.cert_len <= RUMOR_MEMB_CERT_MAX ? (uint16_t)w->u.hello.cert_len : 0;
         memcpy(m->cert, w->u.hello.cert, m->cert_len);
+        memcpy(m->proof, w->u.hello.proof, RUMOR_MEMB_PROOF_LEN);
+        m->proven = false; /* (node_handle_hello checks it) */
         return true;
     case RUMOR_MSG_PEERS:
         m->kind = RUMOR_MEMB_PEERS;

@@ -1,0 +1,328 @@
+/* membership_claims.c - who may say what about a member (membership.h): claims second hand,
+ * a member's own word, and in strict mode the signed records that bound both. */
+#include "membership_impl.h"
+
+static inline void refuse_claim(rumor_memb_t *m) { m->stats.refused_claims++; }
+
+static void disproved(rumor_memb_t *m, const uint8_t *claimant, uint64_t now);
+
+/* Apply what someone says about a member (a claim, second hand, or our own conclusion); true
+ * when it changed our view of it. The rules are membership.h's "Who may say what". */
+static bool apply_claim(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
+{
+    if (u->state > RUMOR_MEMB_LEFT || u->cert_len > RUMOR_MEMB_CERT_MAX) {
+        m->stats.dropped_input++;
+        return false;
+    }
+    if (same_key(u->key, m->self_key)) {
+        /* Refute: whoever suspects us, thinks us dead or gone, or holds an incarnation of
+         * ours above our own hears a newer one. A claim far ahead of our own incarnation is
+         * not something we could have said: it would only push ours towards the wrap. */
+        const bool against = u->state != RUMOR_MEMB_ALIVE ? u->inc >= m->inc : u->inc > m->inc;
+        if (against) {
+            if (beyond(u->inc, m->inc) || u->inc >= UINT32_MAX - 1) {
+                refuse_claim(m);
+                return false;
+            }
+            /* Strict: one refutation a period (each is a signature, and a member repeating a
+             * claim must not make us run through incarnations). */
+            if (m->cfg.strict && m->refuted_ms && now < m->refuted_ms + m->cfg.period_ms) return false;
+            m->refuted_ms = now ? now : 1;
+            m->inc = u->inc + 1;
+            memb_sign_self(m);
+            m->stats.refutations++;
+            rumor_memb_update_t me;
+            memb_self_update(m, &me);
+            memb_disseminate(m, &me);
+        }
+        return false;
+    }
+    const bool gone = u->state == RUMOR_MEMB_DEAD || u->state == RUMOR_MEMB_LEFT;
+    int v = find_view(m, u->key);
+    if (v >= 0) {
+        entry_t *e = &m->view[v];
+        if (beyond(u->inc, e->m.inc)) {
+            refuse_claim(m);
+            return false;
+        }
+        if (!e->cert_len) set_cert(e->cert, &e->cert_len, u->cert, u->cert_len);
+        if (!supersedes(u->inc, u->state, e->m.inc, e->m.state)) return false;
+        if (u->boot && (!e->m.boot || u->inc > e->m.inc)) e->m.boot = u->boot;
+        if (u->state == RUMOR_MEMB_SUSPECT && e->m.state != RUMOR_MEMB_SUSPECT) e->suspect_since = now;
+        e->m.inc = u->inc;
+        /* Passed on as we hold it: the claim's address is not the member's word. */
+        rumor_memb_update_t out;
+        memb_entry_update(e, u->state, &out);
+        if (gone)
+            memb_drop_from_view(m, v, u->state, now);
+        else
+            e->m.state = u->state;
+        memb_disseminate(m, &out);
+        return true;
+    }
+    int t = find_tomb(m, u->key);
+    if (t >= 0) {
+        if (beyond(u->inc, m->tombs[t].inc)) {
+            refuse_claim(m);
+            return false;
+        }
+        if (!supersedes(u->inc, u->state, m->tombs[t].inc, m->tombs[t].state)) return false;
+        if (gone) {
+            m->tombs[t].inc = u->inc;
+            m->tombs[t].state = u->state;
+            return false;
+        }
+        /* Back with a newer incarnation: a restart, or a partition healed. */
+        memb_remove_tomb(m, t);
+    }
+    int p = find_passive(m, u->key);
+    if (p >= 0 && beyond(u->inc, m->passive[p].inc)) {
+        refuse_claim(m);
+        return false;
+    }
+    if (p < 0 && t < 0 && u->inc > inc_ceiling(m, now)) {
+        refuse_claim(m);
+        return false;
+    }
+    if (gone) {
+        if (p >= 0) memb_passive_remove(m, p);
+        memb_add_tomb(m, u->key, u->inc, u->state, now);
+        return false;
+    }
+    rumor_memb_update_t alive;
+    if (p >= 0) {
+        rumor_memb_update_t *q = &m->passive[p];
+        if (!q->cert_len) set_cert(q->cert, &q->cert_len, u->cert, u->cert_len);
+        if (!supersedes(u->inc, u->state, q->inc, RUMOR_MEMB_ALIVE)) return false;
+        if (u->boot && (!q->boot || u->inc > q->inc)) q->boot = u->boot;
+        q->inc = u->inc; /* the address stays: a claim never moves a member */
+        alive = *q;
+    } else {
+        if (!u->addr[0]) return false; /* nothing to reach it by */
+        /* Heard of, not from: into the reservoir, with a hello if the view has room. */
+        alive = *u;
+        alive.state = RUMOR_MEMB_ALIVE;
+        memb_passive_add(m, &alive);
+        p = find_passive(m, u->key);
+    }
+    alive.state = RUMOR_MEMB_ALIVE;
+    if (p >= 0 && m->n_view < m->cfg.view_size) memb_invite(m, p, now);
+    memb_disseminate(m, &alive);
+    return true;
+}
+
+
+/* A second-hand suspicion (strict) that the member's own word cleared: its claimant lied or
+ * was wrong; one that keeps doing it is not listened to for a while. */
+static void disproved(rumor_memb_t *m, const uint8_t *claimant, uint64_t now)
+{
+    m->stats.disproved++;
+    const int c = find_view(m, claimant);
+    if (c < 0) return;
+    entry_t *e = &m->view[c];
+    if (++e->lies >= RUMOR_MEMB_LIES_MAX) {
+        e->lies = 0;
+        e->muted_until = now + MUTE_PERIODS * (uint64_t)m->cfg.period_ms;
+        m->stats.muted++;
+    }
+}
+
+/* Adopt the member's newer signed record (u proven, at an incarnation above what we hold in
+ * view entry e): its incarnation, boot id, address (at most one new address a period: each is
+ * a dial) and the proof to pass on. */
+static void take_record(rumor_memb_t *m, entry_t *e, const rumor_memb_update_t *u, uint64_t now)
+{
+    e->m.inc = u->inc;
+    e->m.boot = u->boot;
+    if (strcmp(e->m.addr, u->addr) != 0 && now >= e->addr_since + m->cfg.period_ms) {
+        copy_addr(e->m.addr, u->addr);
+        e->addr_since = now;
+    }
+    e->proven = strcmp(e->m.addr, u->addr) == 0;
+    if (e->proven) memcpy(e->proof, u->proof, RUMOR_MEMB_PROOF_LEN);
+}
+
+/* Strict: a claim from another member about a view member. Its record is believed (the member
+ * signed it); what the sender says of its state is not evidence enough to evict: suspect or
+ * dead makes it suspect here, we ping it to check, and its own word (any message from it)
+ * clears it and counts against the claimant; silence until suspect_ms makes it dead here. */
+static bool claim_about_view(rumor_memb_t *m, const uint8_t *from, int v, const rumor_memb_update_t *u, uint64_t now)
+{
+    entry_t *e = &m->view[v];
+    if (u->inc < e->m.inc) return false; /* stale */
+    const bool newer = u->inc > e->m.inc;
+    if (newer) take_record(m, e, u, now);
+    if (u->state == RUMOR_MEMB_ALIVE) {
+        if (!newer) return false;
+        /* It signed a newer incarnation: alive, whatever we suspected. */
+        if (e->m.state == RUMOR_MEMB_SUSPECT && e->claimed) disproved(m, e->claimant, now);
+        e->m.state = RUMOR_MEMB_ALIVE;
+        e->claimed = false;
+        rumor_memb_update_t out;
+        memb_entry_update(e, RUMOR_MEMB_ALIVE, &out);
+        memb_disseminate(m, &out);
+        return true;
+    }
+    const int c = find_view(m, from);
+    if (c >= 0 && now < m->view[c].muted_until) {
+        refuse_claim(m);
+        return newer;
+    }
+    if (e->m.state == RUMOR_MEMB_ALIVE) {
+        e->m.state = RUMOR_MEMB_SUSPECT;
+        e->suspect_since = now;
+        e->claimed = true;
+        memcpy(e->claimant, from, RUMOR_KEY_LEN);
+    }
+    if (now >= e->checked_ms + m->cfg.period_ms) {
+        e->checked_ms = now;
+        memb_send_ping(m, e->m.key, e->m.addr, m->next_seq++); /* its ack is its word */
+    }
+    return true;
+}
+
+/* Strict: a claim from another member about one outside our view: its newer signed record is
+ * taken (a reservoir entry, or one back from a tomb when alive); what the sender says of its
+ * state only matters for a member we hear alive (the reservoir's hellos find out the rest). */
+static bool claim_about_other(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
+{
+    const int t = find_tomb(m, u->key);
+    int p = find_passive(m, u->key);
+    if (t >= 0) {
+        if (u->state != RUMOR_MEMB_ALIVE || u->inc <= m->tombs[t].inc) return false;
+        memb_remove_tomb(m, t); /* it signed an incarnation after the one it died at */
+    }
+    if (p >= 0) {
+        rumor_memb_update_t *q = &m->passive[p];
+        if (u->inc <= q->inc) return false;
+        const bool moved = strcmp(q->addr, u->addr) != 0;
+        *q = *u;
+        q->state = RUMOR_MEMB_ALIVE;
+        if (moved) m->tries[p] = 0, m->invited[p] = 0; /* (a new address is asked afresh, on the budget) */
+    } else {
+        if (u->state != RUMOR_MEMB_ALIVE || !u->addr[0]) return false;
+        if (u->inc > inc_ceiling(m, now)) {
+            refuse_claim(m);
+            return false;
+        }
+        memb_passive_add(m, u);
+        p = find_passive(m, u->key);
+    }
+    if (p >= 0 && m->n_view < m->cfg.view_size) memb_invite(m, p, now);
+    rumor_memb_update_t alive = m->passive[p >= 0 ? p : 0];
+    if (p >= 0) memb_disseminate(m, &alive);
+    return true;
+}
+
+bool memb_apply(rumor_memb_t *m, const uint8_t *from, const rumor_memb_update_t *u, uint64_t now)
+{
+    if (!m->cfg.strict || !from || same_key(u->key, m->self_key)) return apply_claim(m, u, now);
+    if (u->state > RUMOR_MEMB_LEFT || u->cert_len > RUMOR_MEMB_CERT_MAX) {
+        m->stats.dropped_input++;
+        return false;
+    }
+    if (!u->proven) {
+        refuse_claim(m); /* not the member's record: nothing of it is believed */
+        return false;
+    }
+    const int v = find_view(m, u->key);
+    return v >= 0 ? claim_about_view(m, from, v, u, now) : claim_about_other(m, u, now);
+}
+
+size_t rumor_memb_record(uint8_t out[RUMOR_MEMB_RECORD_MAX], const uint8_t key[RUMOR_KEY_LEN], uint32_t inc,
+                         uint64_t boot, const char *addr)
+{
+    size_t n = 0;
+    memcpy(out, "rumor-member-1\0\0", 16);
+    n += 16;
+    memcpy(out + n, key, RUMOR_KEY_LEN);
+    n += RUMOR_KEY_LEN;
+    for (int i = 3; i >= 0; i--) out[n++] = (uint8_t)(inc >> (8 * i));
+    for (int i = 7; i >= 0; i--) out[n++] = (uint8_t)(boot >> (8 * i));
+    size_t a = addr ? strlen(addr) : 0;
+    if (a > RUMOR_MEMB_ADDR_LEN - 1) a = RUMOR_MEMB_ADDR_LEN - 1;
+    out[n++] = (uint8_t)a;
+    memcpy(out + n, addr, a);
+    return n + a;
+}
+
+void memb_sign_self(rumor_memb_t *m)
+{
+    if (!m->cfg.sign) return;
+    uint8_t rec[RUMOR_MEMB_RECORD_MAX];
+    const size_t len = rumor_memb_record(rec, m->self_key, m->inc, m->self_boot, m->self_addr);
+    m->cfg.sign(m->cfg.sign_arg, rec, len, m->self_proof);
+    m->self_proven = true;
+}
+
+/* The member's own word (a message whose sender is the member): into the view alive if
+ * there is room (else the reservoir), whatever tomb or claim we hold, at the higher of its
+ * incarnation and the one we hold; its address, boot id (when given, nonzero) and
+ * certificate (when given) replace ours. */
+void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, uint64_t boot,
+                const uint8_t *cert, size_t cert_len, const uint8_t *proof, uint64_t now)
+{
+    int v = find_view(m, key);
+    if (m->cfg.strict && !proof) {
+        /* Strict: its incarnation, boot id and address are its signed record's; a message
+         * without one says only that it is alive, at what we hold. */
+        inc = v >= 0 ? m->view[v].m.inc : 0;
+        boot = 0;
+        if (v >= 0) addr = m->view[v].m.addr;
+    }
+    if (v >= 0) {
+        entry_t *e = &m->view[v];
+        if (e->m.state == RUMOR_MEMB_SUSPECT && e->claimed) disproved(m, e->claimant, now);
+        e->claimed = false;
+        if (proof && inc >= e->m.inc) {
+            e->proven = true;
+            memcpy(e->proof, proof, RUMOR_MEMB_PROOF_LEN);
+        }
+        const bool changed = inc > e->m.inc || e->m.state != RUMOR_MEMB_ALIVE;
+        if (inc > e->m.inc) e->m.inc = inc;
+        e->m.state = RUMOR_MEMB_ALIVE;
+        e->m.last_seen_ms = now;
+        /* Its own word, but at most one new address a period: each one is a dial, and a
+         * member must not make us dial a stream of addresses of its choosing. */
+        if (strcmp(e->m.addr, addr) != 0 && now >= e->addr_since + m->cfg.period_ms) {
+            copy_addr(e->m.addr, addr);
+            e->addr_since = now;
+        }
+        if (boot) e->m.boot = boot;
+        set_cert(e->cert, &e->cert_len, cert, cert_len);
+        if (changed) {
+            rumor_memb_update_t u;
+            memb_entry_update(e, RUMOR_MEMB_ALIVE, &u);
+            memb_disseminate(m, &u);
+        }
+        return;
+    }
+    rumor_memb_update_t u;
+    memset(&u, 0, sizeof u);
+    memcpy(u.key, key, RUMOR_KEY_LEN);
+    copy_addr(u.addr, addr);
+    u.state = RUMOR_MEMB_ALIVE;
+    u.inc = inc;
+    u.boot = boot;
+    set_cert(u.cert, &u.cert_len, cert, cert_len);
+    if (proof) {
+        u.proven = true;
+        memcpy(u.proof, proof, RUMOR_MEMB_PROOF_LEN);
+    }
+    int t = find_tomb(m, key);
+    if (t >= 0) {
+        if (m->tombs[t].inc > u.inc) u.inc = m->tombs[t].inc;
+        memb_remove_tomb(m, t);
+    }
+    int p = find_passive(m, key);
+    if (p >= 0) {
+        const rumor_memb_update_t *q = &m->passive[p];
+        if (q->inc > u.inc) u.inc = q->inc;
+        if (!u.boot) u.boot = q->boot;
+        if (!u.cert_len) set_cert(u.cert, &u.cert_len, q->cert, q->cert_len);
+        m->tries[p] = 0; /* it answered */
+    }
+    memb_admit(m, &u, now);
+    memb_disseminate(m, &u);
+}
+
