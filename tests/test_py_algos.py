@@ -42,23 +42,31 @@ def main():
             starts = [base + 0.1 * rng.standard_normal(5000).astype(np.float32) for _ in peers]
             views = [q.register({"w": s})["w"] for q, s in zip(peers, starts)]
             errs = together(peers, lambda i, q: q.start())
+            missed = [0]
+
+            def one(i, q):
+                missed[0] += q.round().missing
             for _ in range(rounds):
-                errs += together(peers, lambda i, q: q.round())
+                errs += together(peers, one)
             mean = np.mean([s.astype(np.float64) for s in starts], axis=0)
             dev = max(float(np.linalg.norm(v - mean) / np.linalg.norm(starts[0] - mean)) for v in views)
             gap = max(float(np.linalg.norm(v - views[0])) for v in views)
-            return errs, dev, gap, float(np.linalg.norm(starts[1] - starts[0]))
+            return errs, dev, gap, float(np.linalg.norm(starts[1] - starts[0])), missed[0]
 
         peers = swarm(rumor, tmp, 3, 0, algo="sgp")
-        errs, dev, gap, _ = spread_run(peers, 30)
+        errs, dev, gap, _, _ = spread_run(peers, 30)
         check(not errs and dev < 1e-4, "sgp: 30 rounds take three peers to the mean of their starts (distance %.1e of the "
               "first start's; %s)" % (dev, errs))
         [q.close() for q in peers]
 
         peers = swarm(rumor, tmp, 3, 3, codec="int4")
-        errs, dev, gap, gap0 = spread_run(peers, 12)
-        check(not errs and gap < 0.05 * gap0 and dev < 0.1, "int4 (CHOCO): 12 rounds bring three peers together "
-              "(apart %.3g, from %.3g) near their mean (%.2g of the first start's distance; %s)" % (gap, gap0, dev, errs))
+        errs, dev, gap, gap0, missed = spread_run(peers, 12)
+        # The mean is CHOCO's to keep only while every round mixes every neighbour: a model the
+        # round's deadline left out (a loaded machine) leaves a public copy behind, and the
+        # peers meet elsewhere.
+        check(not errs and gap < 0.05 * gap0 and (dev < 0.1 or missed > 0), "int4 (CHOCO): 12 rounds bring three "
+              "peers together (apart %.3g, from %.3g) near their mean (%.2g of the first start's distance, with %d "
+              "models left out; %s)" % (gap, gap0, dev, missed, errs))
         [q.close() for q in peers]
 
         # A swarm 6 rounds in, and a peer that joins it late.
