@@ -812,6 +812,25 @@ static void test_revoked(void)
         rumor_revoked_destroy(&rl);
         CHECK(rumor_revoked_parse(&rl, big, n * 41, "big", err) == RUMOR_EFORMAT);
         CHECK_MSG(strstr(err, "big:100001: more than 100000") != NULL, "%s", err);
+        /* A reload that cannot take a broken file whole keeps every key of the last list, however
+         * many the file adds, and says how many of the file's it could not take (the merge was
+         * cut at the limit silently before, dropping keys the last list refused). */
+        CHECK(write_raw(path, big, (n - 1) * 41, 0644) == 0);
+        CHECK_RC(rumor_revoked_reload(&last, path, NULL, &badl, err));
+        for (size_t i = 0; i < n; i++) big[i * 41 + 3] = 'Z'; /* (other keys, same number) */
+        memcpy(big + (n - 1) * 41, "not a key\n", 10);
+        CHECK(write_raw(path, big, (n - 1) * 41 + 10, 0644) == 0);
+        CHECK(rumor_revoked_reload(&next, path, last, &badl, err) == RUMOR_EFORMAT && next != NULL);
+        CHECK_MSG(strstr(err, "over the limit of 100000 keys") && strstr(err, "not taken"), "%s", err);
+        bool kept = next && rumor_revoked_count(next) == RUMOR_REVOKED_MAX;
+        for (size_t i = 0; kept && i < n - 1; i++) {
+            uint8_t k0[32] = {0};
+            for (int j = 0; j < 4; j++) k0[j] = (uint8_t)(i >> (8 * j));
+            kept = rumor_revoked_has(next, k0);
+        }
+        CHECK(kept);
+        rumor_revoked_destroy(&last);
+        rumor_revoked_destroy(&next);
         free(big);
     }
 }

@@ -405,17 +405,34 @@ rumor_err_t rumor_revoked_reload(rumor_revoked_t **out, const char *path, const 
         free(p.keys);
         return rc;
     }
-    /* Unreadable, or lines that are not keys: nothing the last list refused is let in, and
-     * every key the new file could say (up to where it could be read) is refused too. */
-    for (size_t i = 0; last && i < last->count && p.count < RUMOR_REVOKED_MAX; i++) {
-        if (p.count == p.cap && revoked_grow(&p, err) != RUMOR_OK) {
+    /* Unreadable, or lines that are not keys: nothing the last list refused is let in (its
+     * keys go first, so none is ever dropped for room), and every key the new file could say
+     * (up to where it could be read) is refused too, as far as the limit allows. */
+    revoked_parser_t m = {.name = path};
+    size_t left_out = 0;
+    for (size_t i = 0; i < (last ? last->count : 0) + p.count; i++) {
+        const bool old = last && i < last->count;
+        if (!old && m.count == RUMOR_REVOKED_MAX) {
+            left_out++;
+            continue;
+        }
+        if (m.count == m.cap && revoked_grow(&m, err) != RUMOR_OK) {
             free(p.keys);
+            free(m.keys);
             return RUMOR_ENOMEM;
         }
-        memcpy(p.keys[p.count++], last->keys[i], RUMOR_KEY_LEN);
+        memcpy(m.keys[m.count++], old ? last->keys[i] : p.keys[i - (last ? last->count : 0)], RUMOR_KEY_LEN);
     }
-    rumor_err_t frc = revoked_finish(&p, out, ferr);
+    free(p.keys);
+    rumor_err_t frc = revoked_finish(&m, out, ferr);
     if (frc != RUMOR_OK) return rumor_fail(err, frc, "%s", ferr);
+    if (left_out) {
+        char first[RUMOR_ERR_LEN];
+        snprintf(first, sizeof first, "%s", err);
+        return rumor_fail(err, rc != RUMOR_OK ? rc : RUMOR_EFORMAT, "%.200s; and with the previous list over the "
+                          "limit of %d keys: %zu of the file's not taken (the previous list is kept whole)", first,
+                          RUMOR_REVOKED_MAX, left_out);
+    }
     return rc != RUMOR_OK ? rc : RUMOR_EFORMAT;
 }
 

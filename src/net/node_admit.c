@@ -59,7 +59,7 @@ void node_knock_start(rumor_node_t *n, dial_t *p, uint64_t now)
 /* Whether a membership entry's certificate is of this swarm, for that very key, valid now
  * and not revoked; results are cached per key (until the certificate bytes change, or it
  * expires, or the revocation list is reloaded). */
-static bool entry_cert_ok(rumor_node_t *n, const rumor_memb_update_t *u, uint64_t now)
+static bool entry_cert_ok(rumor_node_t *n, conn_t *from, const rumor_memb_update_t *u, uint64_t now, bool *over)
 {
     if (u->cert_len == 0 || u->cert_len > RUMOR_CERT_MAX_LEN) return false;
     cert_seen_t *slot = NULL, *lru = NULL;
@@ -75,6 +75,10 @@ static bool entry_cert_ok(rumor_node_t *n, const rumor_memb_update_t *u, uint64_
         slot->used_ms = now;
         if (slot->ok) return unix_now() < slot->expires_at;
         if (now < slot->checked_ms + CERT_BAD_RECHECK_MS) return false;
+    }
+    if (!node_bucket_take(&from->entry_checks, ENTRY_CHECKS_RATE, now)) {
+        *over = true;
+        return false;
     }
     if (!slot) slot = lru;
     rumor_cert_t cert;
@@ -103,7 +107,7 @@ bool node_record_signed(const uint8_t key[RUMOR_KEY_LEN], uint32_t inc, uint64_t
 /* Whether an entry's record (inc, boot, addr) is its member's, signed: the last record of each
  * key that verified is remembered in its certificate slot, so the same entry gossiped again
  * costs a hash, not an Ed25519 verification. */
-static bool entry_signed(rumor_node_t *n, rumor_memb_update_t *u)
+static bool entry_signed(rumor_node_t *n, conn_t *from, rumor_memb_update_t *u, uint64_t now, bool *over)
 {
     cert_seen_t *slot = NULL;
     for (int i = 0; i < CERT_CACHE && !slot; i++)
@@ -114,28 +118,34 @@ static bool entry_signed(rumor_node_t *n, rumor_memb_update_t *u)
     uint64_t h = rumor_shorthash(n->record_salt, rec, len + RUMOR_MEMB_PROOF_LEN);
     h += h == 0;
     if (slot && slot->record == h) return true;
+    if (!node_bucket_take(&from->entry_checks, ENTRY_CHECKS_RATE, now)) {
+        *over = true;
+        return false;
+    }
     if (!rumor_member_signed(u->key, u->proof, u->proof + RUMOR_KEY_LEN, rec, len)) return false;
     if (slot) slot->record = h;
     return true;
 }
 
-/* Keep only the entries whose certificate passes and whose record its member signed:
+/* Keep only the entries whose certificate passes and whose record its member signed, checking
+ * no more than the sender's budget allows (what is not in the caches costs a verification):
  * membership must never dial, keep or pass on a key no certificate vouches for, nor believe
  * of a member what it did not say (an incarnation, a boot id, an address of a forger's
  * choosing). Entries about ourselves need no signature: we know our own record. */
-void node_vet_entries(rumor_node_t *n, rumor_memb_msg_t *m, uint64_t now)
+void node_vet_entries(rumor_node_t *n, conn_t *from, rumor_memb_msg_t *m, uint64_t now)
 {
     rumor_memb_update_t *list = m->kind == RUMOR_MEMB_PEERS ? m->peers : m->upd;
     int *count = m->kind == RUMOR_MEMB_PEERS ? &m->n_peers : &m->n_upd;
     int kept = 0;
     for (int i = 0; i < *count; i++) {
-        if (!entry_cert_ok(n, &list[i], now)) {
-            n->drops[DROP_ENTRY_CERT]++;
+        bool over = false;
+        if (!entry_cert_ok(n, from, &list[i], now, &over)) {
+            n->drops[over ? DROP_ENTRY_BUDGET : DROP_ENTRY_CERT]++;
             continue;
         }
         if (!same_key(list[i].key, rumor_secret_key_public(n->key))) {
-            if (!entry_signed(n, &list[i])) {
-                n->drops[DROP_PROOF]++;
+            if (!entry_signed(n, from, &list[i], now, &over)) {
+                n->drops[over ? DROP_ENTRY_BUDGET : DROP_PROOF]++;
                 continue;
             }
             list[i].proven = true;

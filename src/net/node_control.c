@@ -36,6 +36,7 @@ static const char *drop_name(int i, char buf[48])
     case DROP_HANDSHAKE_RATE: return "handshake-rate";
     case DROP_ENTRY_CERT: return "entry-cert";
     case DROP_PROOF: return "unsigned-record";
+    case DROP_ENTRY_BUDGET: return "entry-budget";
     case DROP_RELAY_REFUSED: return "relay-refused";
     case DROP_RELAY_BUDGET: return "relay-budget"; /* (over the rate, or over what it may hold) */
     case DROP_E2E: return "relayed-unopened";

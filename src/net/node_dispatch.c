@@ -139,7 +139,7 @@ void node_dispatch(rumor_node_t *n, const uint8_t key[RUMOR_KEY_LEN], path_t via
             node_note_seen(n, c, true, now);
         }
         if (wp->type == RUMOR_MSG_ACK && wp->u.ack.seen[0]) node_note_seen_us(n, c, wp->u.ack.seen, now);
-        node_vet_entries(n, mp, now);
+        node_vet_entries(n, c, mp, now);
         rumor_memb_recv(n->memb, key, c->addr, mp, now);
     } else if (wp->type == RUMOR_MSG_MODEL && n->chunk_cb) {
         n->chunk_cb(n->chunk_arg, key, &wp->u.model);

@@ -50,6 +50,9 @@
 #define GUARD_STRANGER_BYTES (16u << 10) /* ... each sending at most this (a handshake is < 1 KiB) */
 #define HANDSHAKE_MS 5000               /* ... within this (libzmq's ZMQ_HANDSHAKE_IVL too) */
 #define KEY_HANDSHAKE_RATE 4.0          /* handshakes the ZAP handler admits per key a second */
+#define ENTRY_CHECKS_RATE 64.0          /* signatures (certificates, records) a member's entries may
+                                           make us verify a second, cache misses only: a PEERS of a
+                                           swarm's worth of new members is 2 x 64 at most */
 #define PULL_INTERVAL_MS 2000 /* one answered pull per peer per interval */
 #define BATCH 64             /* messages taken from one socket per loop, for fairness */
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -135,6 +138,7 @@ enum {
     DROP_HANDSHAKE_RATE,                        /* a key's handshakes over KEY_HANDSHAKE_RATE */
     DROP_ENTRY_CERT,                            /* a membership entry without a valid certificate */
     DROP_PROOF,                                 /* a record (hello, entry) its member did not sign */
+    DROP_ENTRY_BUDGET,                          /* an entry past its sender's ENTRY_CHECKS_RATE */
     DROP_RELAY_REFUSED,                         /* asked to forward: relaying off, no route, a loop */
     DROP_RELAY_BUDGET,                          /* asked to forward beyond --relay-budget */
     DROP_E2E_STALE,                             /* a relayed message not taken now: data before
@@ -280,6 +284,7 @@ typedef struct {
     uint64_t greeted_ms;             /* when we last answered its request for ours */
     bucket_t relay_inits;            /* inits it relays to us (RELAY_INITS_PER_S) */
     bucket_t handshakes;             /* handshakes its key passes (KEY_HANDSHAKE_RATE) */
+    bucket_t entry_checks;           /* verifications its entries cost us (ENTRY_CHECKS_RATE) */
     double relay_tokens;             /* bytes it may still have us forward now (its share of
                                         --relay-budget: node_relay.c, budget()) ... */
     uint64_t relay_refill_ms;        /* ... as of then (0: never asked) */
@@ -446,7 +451,7 @@ void node_check_reachable(rumor_node_t *n, uint64_t now);
 /* node_admit.c: admission */
 void node_knock_send(rumor_node_t *n, dial_t *p, uint64_t now);
 void node_knock_start(rumor_node_t *n, dial_t *p, uint64_t now);
-void node_vet_entries(rumor_node_t *n, rumor_memb_msg_t *m, uint64_t now);
+void node_vet_entries(rumor_node_t *n, conn_t *from, rumor_memb_msg_t *m, uint64_t now);
 /* Whether proof is key's signature of its record (inc, boot, addr): rumor_memb_record's bytes
  * under the Ed25519 key that proof starts with, which must map to key. */
 bool node_record_signed(const uint8_t key[RUMOR_KEY_LEN], uint32_t inc, uint64_t boot, const char *addr,

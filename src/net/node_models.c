@@ -155,7 +155,9 @@ bool rumor_node_member(rumor_node_t *n, int i, rumor_node_member_t *out)
     const conn_t *c = node_find_conn(n, e->key, false, rumor_now_ms());
     out->key = e->key;
     out->admitted = c && c->admitted && (!c->expires_at || unix_now() < c->expires_at);
-    out->boot = c && c->knocked && c->boot ? c->boot : e->boot; /* (else from its hello, or second hand) */
+    /* Its signed record's (its hello, or an entry it signed); a knock's only until we hold one:
+     * a knock replayed within the clock window after our restart must not set an old run's. */
+    out->boot = e->boot ? e->boot : c && c->knocked ? c->boot : 0;
     out->done = c ? c->done : 0;
     out->reach = c && c->admitted ? reach_class(c->key, c->caps, c->site) : 0;
     out->suspect = e->state != RUMOR_MEMB_ALIVE;
