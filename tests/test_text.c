@@ -134,6 +134,17 @@ static void test_tokens(void)
     for (int i = 0; same && i < N; i++) same = rumor_text_token(&t, false, (size_t)i) == tr[i];
     for (int i = 0; same && i < N / 5; i++) same = rumor_text_token(&t, true, (size_t)i) == va[i];
     CHECK_MSG(same, "token files read back as written");
+    /* Rewritten during the run (in place, as an editor or a download would): train.bin cut to one
+     * token, val.bin filled with tokens past the vocabulary. What the run reads is what it
+     * checked (a mapping read those: out of bounds in the embedding, or SIGBUS past the end). */
+    static uint16_t bad[N / 5];
+    for (int i = 0; i < N / 5; i++) bad[i] = 0xffff;
+    put("train.bin", tr, 2);
+    put("val.bin", bad, sizeof bad);
+    same = true;
+    for (int i = 0; same && i < N; i++) same = rumor_text_token(&t, false, (size_t)i) == tr[i];
+    for (int i = 0; same && i < N / 5; i++) same = rumor_text_token(&t, true, (size_t)i) == va[i];
+    CHECK_MSG(same, "token files changed after loading: the run still reads what it checked");
     /* iid: equal contiguous slices; docs: one document, so one peer */
     rumor_partition_t iid = {.kind = RUMOR_PART_IID}, docs = {.kind = RUMOR_PART_DOCS};
     rumor_text_shard_t s;

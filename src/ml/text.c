@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -132,7 +131,10 @@ static rumor_err_t load_corpus(rumor_text_t *t, const char *dir, char err[RUMOR_
     return rc;
 }
 
-/* Map dir/name (uint16 tokens below vocab) into slot k. */
+/* Read dir/name (uint16 tokens below vocab) into slot k. Read, not mapped: a mapped file that
+ * someone rewrites or truncates during the run would put tokens past the vocabulary under the
+ * embedding (reads and writes out of bounds) or raise SIGBUS; a private copy is checked once
+ * and stays what was checked. */
 static rumor_err_t map_tokens(rumor_text_t *t, int k, const char *dir, const char *name, int vocab,
                               char err[RUMOR_ERR_LEN])
 {
@@ -148,11 +150,20 @@ static rumor_err_t map_tokens(rumor_text_t *t, int k, const char *dir, const cha
     else if (sb.st_size % 2)
         rc = rumor_fail(err, RUMOR_EINVAL, "%s: %lld bytes, not a whole number of uint16 tokens", path,
                         (long long)sb.st_size);
-    void *p = MAP_FAILED;
-    if (rc == RUMOR_OK && (p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
-        rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    uint8_t *p = NULL;
+    if (rc == RUMOR_OK && !(p = malloc((size_t)sb.st_size)))
+        rc = rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory for %lld bytes", path, (long long)sb.st_size);
+    for (size_t got = 0; rc == RUMOR_OK && got < (size_t)sb.st_size;) {
+        const ssize_t r = read(fd, p + got, (size_t)sb.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, r < 0 ? strerror(errno) : "shorter than it was");
+        else got += (size_t)r;
+    }
     close(fd);
-    if (rc != RUMOR_OK) return rc;
+    if (rc != RUMOR_OK) {
+        free(p);
+        return rc;
+    }
     t->map[k] = p, t->map_len[k] = (size_t)sb.st_size;
     const uint8_t *b = p;
     for (size_t i = 0; i < (size_t)sb.st_size / 2; i++) {
@@ -226,7 +237,7 @@ void rumor_text_fini(rumor_text_t *t)
     free(t->train_at);
     free(t->val_at);
     for (int k = 0; k < 2; k++)
-        if (t->map[k]) munmap(t->map[k], t->map_len[k]);
+        free(t->map[k]);
     memset(t, 0, sizeof *t);
 }
 

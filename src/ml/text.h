@@ -48,7 +48,7 @@ typedef struct rumor_text {
                                     [train_at[d], train_at[d + 1]) of train; likewise val */
     /* storage */
     uint8_t *bytes;              /* a corpus: both splits, read */
-    void *map[2];                /* token files: train.bin and val.bin, mapped */
+    void *map[2];                /* token files: train.bin and val.bin, read (a private copy) */
     size_t map_len[2];
 } rumor_text_t;
 
