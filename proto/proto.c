@@ -91,7 +91,7 @@ enum {
     K_DONE,
     K_SITE, K_SEEN,
     K_TO, K_FROM, K_KIND, K_EPH, K_CTR,
-    K_PROOF,
+    K_PROOF, K_SENT,
     K_COUNT
 };
 static const char *const msg_keys[K_COUNT] = {
@@ -106,6 +106,7 @@ static const char *const msg_keys[K_COUNT] = {
     [K_BASE] = "base", [K_NEED] = "need", [K_BOOT] = "boot",
     [K_TO] = "to", [K_FROM] = "from", [K_KIND] = "kind", [K_EPH] = "eph", [K_CTR] = "ctr",
     [K_DONE] = "done", [K_SITE] = "site", [K_SEEN] = "seen", [K_PROOF] = "proof",
+    [K_SENT] = "sent",
 };
 
 enum { P_K, P_A, P_INC, P_S, P_CERT, P_BOOT, P_PROOF, P_COUNT };
@@ -684,7 +685,11 @@ static reject_t decode_relay(const mp_reader_t *f, const size_t *s, rumor_msg_re
     }
     if (s[K_CTR] != ABSENT) return RUMOR_PROTO_REJECT_VALUE;
     if (payload) return RUMOR_PROTO_REJECT_PAYLOAD;
-    return field_key(f, s[K_EPH], r->eph);
+    if ((why = field_key(f, s[K_EPH], r->eph)) != R_NONE) return why;
+    if ((why = field_proof(f, s[K_PROOF], r->proof)) != R_NONE) return why;
+    if (r->kind == RUMOR_RELAY_ACCEPT) return s[K_SENT] == ABSENT ? R_NONE : RUMOR_PROTO_REJECT_VALUE;
+    if ((why = field_uint(f, s[K_SENT], UINT64_MAX, &r->sent)) != R_NONE) return why;
+    return r->sent == 0 ? RUMOR_PROTO_REJECT_VALUE : R_NONE;
 }
 
 /* A layout text's bytes: 1..RUMOR_PROTO_MAX_LAYOUT_TEXT of printable ASCII and newlines. */
@@ -887,7 +892,7 @@ static bool msg_is_valid(const rumor_msg_t *m)
         return r->kind >= RUMOR_RELAY_INIT && r->kind <= RUMOR_RELAY_DATA &&
                (r->kind == RUMOR_RELAY_DATA ? r->ctr >= 1 && r->payload_len > RUMOR_RELAY_TAG &&
                                                   r->payload_len <= RUMOR_PROTO_MAX_PAYLOAD
-                                            : r->payload_len == 0);
+                                            : r->payload_len == 0 && (r->kind == RUMOR_RELAY_ACCEPT || r->sent != 0));
     }
     }
     return false;
@@ -990,7 +995,9 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         break;
     case RUMOR_MSG_BYE: fields += msg->u.bye.why[0] != '\0'; break;
     case RUMOR_MSG_PULL: fields += 1; break;
-    case RUMOR_MSG_RELAY: fields += 3; break; /* to or from, kind, eph or ctr */
+    case RUMOR_MSG_RELAY: /* to or from, kind, then ctr; or eph, proof (and sent: init) */
+        fields += msg->u.relay.kind == RUMOR_RELAY_DATA ? 3 : msg->u.relay.kind == RUMOR_RELAY_INIT ? 5 : 4;
+        break;
     case RUMOR_MSG_LAYOUT: fields += 1; break;
     }
 
@@ -1090,6 +1097,9 @@ rumor_err_t rumor_proto_encode(const rumor_msg_t *msg, uint8_t *buf, size_t cap,
         } else {
             pack_cstr(&pk, "eph");
             pack_bin(&pk, r->eph, RUMOR_PROTO_KEY_LEN);
+            pack_cstr(&pk, "proof");
+            pack_bin(&pk, r->proof, RUMOR_PROTO_PROOF_LEN);
+            if (r->kind == RUMOR_RELAY_INIT) pack_u64(&pk, "sent", r->sent);
         }
         break;
     }

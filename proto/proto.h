@@ -265,6 +265,10 @@ typedef struct {
     uint8_t peer[RUMOR_PROTO_KEY_LEN];
     rumor_relay_kind_t kind;
     uint8_t eph[RUMOR_PROTO_KEY_LEN];       /* init and accept: the sender's ephemeral X25519 key */
+    uint8_t proof[RUMOR_PROTO_PROOF_LEN];   /* init and accept (version 4): the sender's Ed25519 key
+                                               and its signature of the handshake (PROTOCOL.md
+                                               "Relays"), so that only the two ends make a session */
+    uint64_t sent;                          /* init (version 4): unix ms it was signed at, nonzero */
     uint64_t ctr;                           /* data: the message counter of its session, >= 1 */
     const uint8_t *payload;                 /* data: the sealed message (frame 2, borrowed as for
                                                model), more than RUMOR_RELAY_TAG bytes */

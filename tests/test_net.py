@@ -535,6 +535,25 @@ def main():
                 check(" dead" not in "".join(l for l in open(log1) if pubs[2][:8] in l),
                       "node 1 never logged node 2 dead")
 
+        # 2e. A forged relay handshake (security review 3, finding 3): mallory, relaying, hands
+        #     node 1 an init "from node 2" with an ephemeral key of its own. Only node 2 can
+        #     sign one: node 1 answers nothing (no accept, no session through mallory) and
+        #     counts it.
+        while d.poll(100):
+            d.recv_multipart()
+        before = (status(nodes[1][1]) or {}).get("rejected", {}).get("relayed-unopened", 0)
+        d.send(mp({"v": 4, "t": "relay", "seq": 90, "from": node2_key, "kind": 1, "eph": os.urandom(32),
+                   "proof": os.urandom(96), "sent": int(time.time() * 1000)}))
+        answers = []
+        end = time.time() + 1.5
+        while time.time() < end:
+            if d.poll(100):
+                answers += [p for p in d.recv_multipart() if b"\xa4kind\x02" in p]
+        after = (status(nodes[1][1]) or {}).get("rejected", {}).get("relayed-unopened", 0)
+        check(not answers and after >= before + 1,
+              "a relay's init in node 2's name is refused: no accept (%d), counted (%d -> %d)"
+              % (len(answers), before, after))
+
         # 2d. The admitted key floods: messages of 128 frames of 1 MiB (libzmq holds every frame
         #     of a message until its last one arrives, and counts no frames against its
         #     high-water mark), then a message whose last frame never comes. The node's guard cuts

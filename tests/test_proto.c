@@ -336,7 +336,8 @@ static bool msg_eq(const rumor_msg_t *a, const rumor_msg_t *b)
         const rumor_msg_relay_t *x = &a->u.relay, *y = &b->u.relay;
         return x->to == y->to && memcmp(x->peer, y->peer, 32) == 0 && x->kind == y->kind &&
                (x->kind == RUMOR_RELAY_DATA ? x->ctr == y->ctr && x->payload_len == y->payload_len
-                                            : memcmp(x->eph, y->eph, 32) == 0);
+                                            : memcmp(x->eph, y->eph, 32) == 0 &&
+                                                  memcmp(x->proof, y->proof, sizeof x->proof) == 0 && x->sent == y->sent);
     }
     }
     return false;
@@ -1825,16 +1826,24 @@ static void test_relay(void)
     for (int i = 0; i < 32; i++) k[i] = (uint8_t)(0xa0 + i), e[i] = (uint8_t)(0x10 + i);
     for (int i = 0; i < 64; i++) sealed[i] = (uint8_t)(i * 5);
 
-    /* Known answer: {"v": 3, "t": "relay", "seq": 1, "to": K, "kind": 1, "eph": E} */
-    uint8_t want[160];
+    /* Known answer: {"v": 4, "t": "relay", "seq": 1, "to": K, "kind": 1, "eph": E, "proof": P,
+     * "sent": 0x0102030405060708} */
+    uint8_t proof[RUMOR_PROTO_PROOF_LEN];
+    for (int i = 0; i < RUMOR_PROTO_PROOF_LEN; i++) proof[i] = (uint8_t)(0x77 ^ i);
+    uint8_t want[320];
     size_t w = 0;
-    const uint8_t head[] = {0x86, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't', 0xa5, 'r', 'e', 'l', 'a', 'y',
+    const uint8_t head[] = {0x88, 0xa1, 'v', RUMOR_PROTO_VERSION, 0xa1, 't', 0xa5, 'r', 'e', 'l', 'a', 'y',
                             0xa3, 's', 'e', 'q', 0x01, 0xa2, 't', 'o', 0xc4, 0x20};
     memcpy(want, head, sizeof head), w = sizeof head;
     memcpy(want + w, k, 32), w += 32;
     const uint8_t mid[] = {0xa4, 'k', 'i', 'n', 'd', 0x01, 0xa3, 'e', 'p', 'h', 0xc4, 0x20};
     memcpy(want + w, mid, sizeof mid), w += sizeof mid;
     memcpy(want + w, e, 32), w += 32;
+    const uint8_t pk[] = {0xa5, 'p', 'r', 'o', 'o', 'f', 0xc4, 0x60};
+    memcpy(want + w, pk, sizeof pk), w += sizeof pk;
+    memcpy(want + w, proof, sizeof proof), w += sizeof proof;
+    const uint8_t tail[] = {0xa4, 's', 'e', 'n', 't', 0xcf, 1, 2, 3, 4, 5, 6, 7, 8};
+    memcpy(want + w, tail, sizeof tail), w += sizeof tail;
     rumor_msg_t m;
     memset(&m, 0, sizeof m);
     m.type = RUMOR_MSG_RELAY;
@@ -1843,6 +1852,8 @@ static void test_relay(void)
     memcpy(m.u.relay.peer, k, 32);
     m.u.relay.kind = RUMOR_RELAY_INIT;
     memcpy(m.u.relay.eph, e, 32);
+    memcpy(m.u.relay.proof, proof, sizeof proof);
+    m.u.relay.sent = 0x0102030405060708ull;
     uint8_t buf[RUMOR_PROTO_MAX_HEADER];
     size_t len = 0;
     CHECK_RC(rumor_proto_encode(&m, buf, sizeof buf, &len));
@@ -1852,7 +1863,10 @@ static void test_relay(void)
     roundtrip(&m, NULL, 0);
     m.u.relay.to = false;
     m.u.relay.kind = RUMOR_RELAY_ACCEPT;
+    m.u.relay.sent = 0; /* (an init's only) */
     roundtrip(&m, NULL, 0);
+    m.u.relay.kind = RUMOR_RELAY_INIT;
+    CHECK(rumor_proto_encode(&m, buf, sizeof buf, &len) == RUMOR_EINVAL); /* an init says when it was signed */
     m.u.relay.kind = RUMOR_RELAY_DATA;
     m.u.relay.ctr = UINT64_MAX;
     m.u.relay.payload_len = sizeof sealed;
@@ -1875,33 +1889,40 @@ static void test_relay(void)
     bb_t *bb = calloc(1, sizeof *bb);
     struct {
         const char *what;
-        int to, from, kind, eph, ctr; /* -1: absent */
+        int to, from, kind, eph, ctr, proof, sent; /* -1: absent */
         bool payload;
         size_t pl_len;
         rumor_proto_reject_t why;
     } cases[] = {
-        {"init", 1, -1, 1, 32, -1, false, 0, RUMOR_PROTO_REJECT_NONE},
-        {"data", -1, 1, 3, -1, 9, true, 17, RUMOR_PROTO_REJECT_NONE},
-        {"neither to nor from", -1, -1, 1, 32, -1, false, 0, RUMOR_PROTO_REJECT_MISSING},
-        {"both to and from", 1, 1, 1, 32, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
-        {"kind 0", 1, -1, 0, 32, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
-        {"kind 4", 1, -1, 4, 32, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
-        {"no kind", 1, -1, -1, 32, -1, false, 0, RUMOR_PROTO_REJECT_MISSING},
-        {"init without eph", 1, -1, 1, -1, -1, false, 0, RUMOR_PROTO_REJECT_MISSING},
-        {"eph of 31 bytes", 1, -1, 2, 31, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
-        {"init with ctr", 1, -1, 1, 32, 1, false, 0, RUMOR_PROTO_REJECT_VALUE},
-        {"init with frame 2", 1, -1, 1, 32, -1, true, 17, RUMOR_PROTO_REJECT_PAYLOAD},
-        {"data without ctr", 1, -1, 3, -1, -1, true, 17, RUMOR_PROTO_REJECT_MISSING},
-        {"data with ctr 0", 1, -1, 3, -1, 0, true, 17, RUMOR_PROTO_REJECT_VALUE},
-        {"data with eph", 1, -1, 3, 32, 1, true, 17, RUMOR_PROTO_REJECT_VALUE},
-        {"data without frame 2", 1, -1, 3, -1, 1, false, 0, RUMOR_PROTO_REJECT_PAYLOAD},
-        {"data of only a tag", 1, -1, 3, -1, 1, true, 16, RUMOR_PROTO_REJECT_PAYLOAD},
-        {"to of 33 bytes", 33, -1, 1, 32, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"init", 1, -1, 1, 32, -1, 96, 5, false, 0, RUMOR_PROTO_REJECT_NONE},
+        {"accept", 1, -1, 2, 32, -1, 96, -1, false, 0, RUMOR_PROTO_REJECT_NONE},
+        {"data", -1, 1, 3, -1, 9, -1, -1, true, 17, RUMOR_PROTO_REJECT_NONE},
+        {"neither to nor from", -1, -1, 1, 32, -1, 96, 5, false, 0, RUMOR_PROTO_REJECT_MISSING},
+        {"both to and from", 1, 1, 1, 32, -1, 96, 5, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"kind 0", 1, -1, 0, 32, -1, 96, 5, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"kind 4", 1, -1, 4, 32, -1, 96, 5, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"no kind", 1, -1, -1, 32, -1, 96, 5, false, 0, RUMOR_PROTO_REJECT_MISSING},
+        {"init without eph", 1, -1, 1, -1, -1, 96, 5, false, 0, RUMOR_PROTO_REJECT_MISSING},
+        {"eph of 31 bytes", 1, -1, 2, 31, -1, 96, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"init without proof", 1, -1, 1, 32, -1, -1, 5, false, 0, RUMOR_PROTO_REJECT_MISSING},
+        {"accept with a proof of 95 bytes", 1, -1, 2, 32, -1, 95, -1, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"init without sent", 1, -1, 1, 32, -1, 96, -1, false, 0, RUMOR_PROTO_REJECT_MISSING},
+        {"init sent at 0", 1, -1, 1, 32, -1, 96, 0, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"accept with sent", 1, -1, 2, 32, -1, 96, 5, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"init with ctr", 1, -1, 1, 32, 1, 96, 5, false, 0, RUMOR_PROTO_REJECT_VALUE},
+        {"init with frame 2", 1, -1, 1, 32, -1, 96, 5, true, 17, RUMOR_PROTO_REJECT_PAYLOAD},
+        {"data without ctr", 1, -1, 3, -1, -1, -1, -1, true, 17, RUMOR_PROTO_REJECT_MISSING},
+        {"data with ctr 0", 1, -1, 3, -1, 0, -1, -1, true, 17, RUMOR_PROTO_REJECT_VALUE},
+        {"data with eph", 1, -1, 3, 32, 1, -1, -1, true, 17, RUMOR_PROTO_REJECT_VALUE},
+        {"data without frame 2", 1, -1, 3, -1, 1, -1, -1, false, 0, RUMOR_PROTO_REJECT_PAYLOAD},
+        {"data of only a tag", 1, -1, 3, -1, 1, -1, -1, true, 16, RUMOR_PROTO_REJECT_PAYLOAD},
+        {"to of 33 bytes", 33, -1, 1, 32, -1, 96, 5, false, 0, RUMOR_PROTO_REJECT_VALUE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memset(bb, 0, sizeof *bb);
         const unsigned extra = (cases[i].to >= 0) + (cases[i].from >= 0) + (cases[i].kind >= 0) +
-                               (cases[i].eph >= 0) + (cases[i].ctr >= 0);
+                               (cases[i].eph >= 0) + (cases[i].ctr >= 0) + (cases[i].proof >= 0) +
+                               (cases[i].sent >= 0);
         bb_head(bb, extra, "relay", 3);
         uint8_t kk[33] = {0};
         if (cases[i].to >= 0) {
@@ -1918,6 +1939,12 @@ static void test_relay(void)
             bb_bin(bb, kk, (size_t)cases[i].eph);
         }
         if (cases[i].ctr >= 0) kv_uint(bb, "ctr", (uint64_t)cases[i].ctr);
+        if (cases[i].proof >= 0) {
+            uint8_t pp[96] = {0};
+            bb_str(bb, "proof");
+            bb_bin(bb, pp, (size_t)cases[i].proof);
+        }
+        if (cases[i].sent >= 0) kv_uint(bb, "sent", (uint64_t)cases[i].sent);
         const rumor_proto_reject_t got = reject_of(bb, cases[i].payload ? sealed : NULL, cases[i].pl_len);
         CHECK_MSG(got == cases[i].why, "relay %s: got %s, want %s", cases[i].what, rumor_proto_reject_name(got),
                   rumor_proto_reject_name(cases[i].why));

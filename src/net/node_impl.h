@@ -234,6 +234,8 @@ typedef struct {
     rumor_e2e_keys_t k;
     uint64_t tx_ctr, rx_ctr;         /* the last counter sent, received */
     uint64_t init_ms, init_in_ms, used_ms;
+    uint64_t init_sent;              /* the `sent` of the last init from the far end we took:
+                                        an older one is a replay */
     int tries;                       /* sessions tried: the next goes through another relay */
     int inits;                       /* times this init was sent (RELAY_INIT_TRIES unprompted) */
     int n_failed;                    /* ... than these, the last RELAY_FAILED_MAX it failed through */

@@ -102,8 +102,11 @@ static bool send_direct(rumor_node_t *n, const uint8_t *to, const uint8_t *frame
 
 /* A relay header (no frame 2, or frame 2 of payload_len bytes) into buf; its length, 0 when it
  * cannot be encoded. */
+/* A relay header; for a handshake (eph given) with its proof and, for an init, when it was
+ * signed. */
 static size_t relay_header(uint8_t *buf, size_t cap, bool to, const uint8_t *peer, rumor_relay_kind_t kind,
-                           const uint8_t *eph, uint64_t ctr, size_t payload_len, uint32_t seq)
+                           const uint8_t *eph, const uint8_t *proof, uint64_t sent, uint64_t ctr, size_t payload_len,
+                           uint32_t seq)
 {
     rumor_msg_t m;
     memset(&m, 0, sizeof m);
@@ -113,10 +116,47 @@ static size_t relay_header(uint8_t *buf, size_t cap, bool to, const uint8_t *pee
     memcpy(m.u.relay.peer, peer, RUMOR_KEY_LEN);
     m.u.relay.kind = kind;
     if (eph) memcpy(m.u.relay.eph, eph, RUMOR_KEY_LEN);
+    if (proof) memcpy(m.u.relay.proof, proof, RUMOR_PROTO_PROOF_LEN);
+    m.u.relay.sent = sent;
     m.u.relay.ctr = ctr;
     m.u.relay.payload_len = payload_len;
     size_t len = 0;
     return rumor_proto_encode(&m, buf, cap, &len) == RUMOR_OK ? len : 0;
+}
+
+/* What an end signs of a handshake (PROTOCOL.md "Relays"): an init, both ends, the
+ * initiator's ephemeral key and when it was sent; an accept, both ends and both ephemeral
+ * keys. So a relay can forge neither, and a replayed init is older than the last taken. */
+static size_t handshake_bytes(uint8_t out[160], rumor_relay_kind_t kind, const uint8_t *sender,
+                              const uint8_t *receiver, const uint8_t *eph, const uint8_t *eph_other, uint64_t sent)
+{
+    memcpy(out, kind == RUMOR_RELAY_INIT ? "rumor-relay-init-1\0\0" : "rumor-relay-accept-1", 20);
+    memcpy(out + 20, sender, RUMOR_KEY_LEN);
+    memcpy(out + 52, receiver, RUMOR_KEY_LEN);
+    memcpy(out + 84, eph, RUMOR_KEY_LEN);
+    if (kind == RUMOR_RELAY_ACCEPT) {
+        memcpy(out + 116, eph_other, RUMOR_KEY_LEN);
+        return 148;
+    }
+    for (int i = 0; i < 8; i++) out[116 + i] = (uint8_t)(sent >> (56 - 8 * i));
+    return 124;
+}
+
+static void handshake_sign(const rumor_node_t *n, uint8_t proof[RUMOR_PROTO_PROOF_LEN], rumor_relay_kind_t kind,
+                           const uint8_t *to, const uint8_t *eph, const uint8_t *eph_other, uint64_t sent)
+{
+    uint8_t b[160];
+    const size_t len = handshake_bytes(b, kind, self_key(n), to, eph, eph_other, sent);
+    memcpy(proof, rumor_secret_key_signer(n->key), RUMOR_KEY_LEN);
+    rumor_secret_key_sign(n->key, proof + RUMOR_KEY_LEN, b, len);
+}
+
+static bool handshake_signed(const rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_t *r,
+                             const uint8_t *eph_other)
+{
+    uint8_t b[160];
+    const size_t len = handshake_bytes(b, r->kind, from, self_key(n), r->eph, eph_other, r->sent);
+    return rumor_member_signed(from, r->proof, r->proof + RUMOR_KEY_LEN, b, len);
 }
 
 /* A sealed message on its way: freed by libzmq once sent, releasing what it held. */
@@ -152,7 +192,7 @@ static bool seal_send(rumor_node_t *n, relay_sess_t *s, const uint8_t *r, const 
     const uint64_t ctr = ++s->tx_ctr;
     rumor_e2e_seal(b->data, s->k.tx, self_key(n), s->key, ctr, in, inner);
     uint8_t hdr[256];
-    const size_t hl = relay_header(hdr, sizeof hdr, true, s->key, RUMOR_RELAY_DATA, NULL, ctr, total, ++n->seq);
+    const size_t hl = relay_header(hdr, sizeof hdr, true, s->key, RUMOR_RELAY_DATA, NULL, NULL, 0, ctr, total, ++n->seq);
     b->hold = hold;
     if (hold) atomic_fetch_add(&hold->refs, 1);
     zmq_msg_t pm;
@@ -219,8 +259,11 @@ static void maybe_init(rumor_node_t *n, dial_t *p, relay_sess_t *s, uint64_t now
         s->state = SESS_NONE;
         return;
     }
-    uint8_t hdr[256];
-    const size_t hl = relay_header(hdr, sizeof hdr, true, p->key, RUMOR_RELAY_INIT, s->eph.pub, 0, 0, ++n->seq);
+    uint8_t hdr[384], proof[RUMOR_PROTO_PROOF_LEN];
+    const uint64_t sent = rumor_unix_ms();
+    handshake_sign(n, proof, RUMOR_RELAY_INIT, p->key, s->eph.pub, NULL, sent);
+    const size_t hl =
+        relay_header(hdr, sizeof hdr, true, p->key, RUMOR_RELAY_INIT, s->eph.pub, proof, sent, 0, 0, ++n->seq);
     s->state = SESS_INIT;
     s->initiator = true;
     s->init_ms = now;
@@ -324,9 +367,10 @@ static void forward(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_
         n->drops[DROP_RELAY_REFUSED]++;
         return;
     }
-    uint8_t hdr[256];
-    const size_t hl = relay_header(hdr, sizeof hdr, false, from, r->kind, r->kind == RUMOR_RELAY_DATA ? NULL : r->eph,
-                                   r->ctr, r->payload_len, ++n->seq);
+    uint8_t hdr[384];
+    const bool hs = r->kind != RUMOR_RELAY_DATA;
+    const size_t hl = relay_header(hdr, sizeof hdr, false, from, r->kind, hs ? r->eph : NULL, hs ? r->proof : NULL,
+                                   r->sent, r->ctr, r->payload_len, ++n->seq);
     if (!hl) return;
     if (atomic_load(&n->relay_held) + r->payload_len > RELAY_HELD_MAX || !budget(n, fc, hl + r->payload_len, now)) {
         n->drops[DROP_RELAY_BUDGET]++;
@@ -389,26 +433,36 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
     }
     if (r->kind == RUMOR_RELAY_INIT) {
         /* Inits are paced per relay: one that makes up far ends cannot have us answer
-         * without bound, nor push the sessions we use out of the table. */
+         * without bound, nor push the sessions we use out of the table. Only the far end can
+         * sign one, within the certificate clock skew of our time: a relay cannot open or
+         * re-key a session (it would take it, or break the one that works). */
         conn_t *vc = node_find_conn(n, via, false, now);
         if (!vc || !node_bucket_take(&vc->relay_inits, RELAY_INITS_PER_S, now)) {
             n->drops[DROP_E2E_STALE]++;
             return;
         }
+        const uint64_t wall = rumor_unix_ms(), skew = 1000u * RUMOR_CERT_SKEW;
+        if (!handshake_signed(n, far, r, NULL) || r->sent + skew < wall || r->sent > wall + skew) {
+            n->drops[DROP_E2E]++;
+            return;
+        }
     }
     relay_sess_t *s = sess_find(n, far, r->kind == RUMOR_RELAY_INIT, now);
     if (r->kind == RUMOR_RELAY_INIT) {
-        if (s->init_in_ms && now - s->init_in_ms < RELAY_INIT_MIN_MS) {
-            n->drops[DROP_E2E_STALE]++; /* inits come at most that often (a relay replaying them) */
+        if ((s->init_in_ms && now - s->init_in_ms < RELAY_INIT_MIN_MS) || r->sent <= s->init_sent) {
+            n->drops[DROP_E2E_STALE]++; /* inits come at most that often; an older one is a replay */
             return;
         }
+        s->init_sent = r->sent;
         if (s->state == SESS_READY && !s->initiator && same_key(r->eph, s->eph_far)) {
             /* The init we accepted, again: our accept (or what followed it) did not get
              * there. The same accept again (the session stands, through the relay this
              * init took), and our hello. */
             memcpy(s->via, via, RUMOR_KEY_LEN);
-            uint8_t hdr[256];
-            const size_t hl = relay_header(hdr, sizeof hdr, true, far, RUMOR_RELAY_ACCEPT, s->eph_ours, 0, 0, ++n->seq);
+            uint8_t hdr[384], proof[RUMOR_PROTO_PROOF_LEN];
+            handshake_sign(n, proof, RUMOR_RELAY_ACCEPT, far, s->eph_ours, s->eph_far, 0);
+            const size_t hl =
+                relay_header(hdr, sizeof hdr, true, far, RUMOR_RELAY_ACCEPT, s->eph_ours, proof, 0, 0, 0, ++n->seq);
             s->init_in_ms = now;
             if (hl && send_direct(n, via, hdr, hl, NULL, now)) {
                 n->msgs_out++;
@@ -426,10 +480,11 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
         rumor_e2e_eph_t e;
         rumor_e2e_eph_new(&e);
         rumor_e2e_keys_t k;
-        uint8_t hdr[256];
+        uint8_t hdr[384], proof[RUMOR_PROTO_PROOF_LEN];
         size_t hl = 0;
+        handshake_sign(n, proof, RUMOR_RELAY_ACCEPT, far, e.pub, r->eph, 0);
         if (rumor_e2e_keys(&k, n->key, &e, far, r->eph, false) != RUMOR_OK ||
-            !(hl = relay_header(hdr, sizeof hdr, true, far, RUMOR_RELAY_ACCEPT, e.pub, 0, 0, ++n->seq)) ||
+            !(hl = relay_header(hdr, sizeof hdr, true, far, RUMOR_RELAY_ACCEPT, e.pub, proof, 0, 0, 0, ++n->seq)) ||
             !send_direct(n, via, hdr, hl, NULL, now)) {
             n->drops[DROP_E2E_STALE]++; /* (a degenerate ephemeral, or no way back to it) */
             rumor_e2e_wipe(&e, sizeof e);
@@ -450,7 +505,7 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
         bool ours = s && same_key(via, s->via); /* an accept comes back the way an init of ours went */
         for (int f = 0; s && f < s->n_failed && !ours; f++) ours = same_key(via, s->failed_via[f]);
         rumor_e2e_keys_t k;
-        if (!s || s->state != SESS_INIT || !s->initiator || !ours ||
+        if (!s || s->state != SESS_INIT || !s->initiator || !ours || !handshake_signed(n, far, r, s->eph.pub) ||
             rumor_e2e_keys(&k, n->key, &s->eph, far, r->eph, true) != RUMOR_OK) {
             n->drops[DROP_E2E_STALE]++;
             return;
