@@ -735,23 +735,21 @@ static seen_t drain_seen(rumor_memb_t *m, int who)
     return s;
 }
 
-/* B answers every ping we send it (its own word), as a live member does. */
+/* Every member answers every ping we send it (its own word), as live members do; pings to B
+ * are counted. */
 static void b_answers(rumor_memb_t *m, int B, uint64_t now, int *pings)
 {
-    uint8_t bk[RUMOR_KEY_LEN];
-    char baddr[RUMOR_MEMB_ADDR_LEN];
-    key_of(B, bk);
-    addr_of(B, baddr);
     rumor_memb_action_t a;
     rumor_memb_msg_t ack;
     while (rumor_memb_next_action(m, &a)) {
-        if (a.kind != RUMOR_MEMB_ACT_SEND || memcmp(a.key, bk, RUMOR_KEY_LEN) != 0 || a.msg.kind != RUMOR_MEMB_PING)
-            continue;
-        (*pings)++;
+        if (a.kind != RUMOR_MEMB_ACT_SEND || a.msg.kind != RUMOR_MEMB_PING) continue;
+        char addr[RUMOR_MEMB_ADDR_LEN];
+        addr_of(index_of(a.key), addr);
+        *pings += index_of(a.key) == B;
         memset(&ack, 0, sizeof ack);
         ack.kind = RUMOR_MEMB_ACK;
         ack.ack = a.msg.seq;
-        rumor_memb_recv(m, bk, baddr, &ack, now);
+        rumor_memb_recv(m, a.key, addr, &ack, now);
     }
 }
 
@@ -824,6 +822,29 @@ static void test_forged_claims(void)
               (unsigned long long)st.disproved, (unsigned long long)st.muted);
     CHECK(member(m, C) != NULL); /* (a liar is not evicted for it: it is not listened to) */
 
+    /* A claim, B's answer to our check, the same claim again at once, then silence but for
+     * B's answers to our pings, in a view of 43 (our own probes reach B once in 43 periods):
+     * the repeat starts no suspicion that no ping of ours would end (it made B suspect with no
+     * check outstanding, and dead suspect_ms later). */
+    for (int k = 0; k < 40; k++) hello_from(m, 100 + k, t0 + 100, 0x100 + (uint64_t)k, now);
+    b_answers(m, B, now, &pings);
+    now += cfg.period_ms + 1;
+    pings = 0;
+    for (uint64_t t = now; t < now + 3 * (uint64_t)cfg.suspect_ms; t += 100) {
+        if (t == now || t == now + 200) {
+            entry_of(&u, B, NULL, b_inc, RUMOR_MEMB_DEAD, true);
+            u.boot = 0xb0b;
+            sign_as_member(&u);
+            peers_from(m, E, &u, t);
+        }
+        rumor_memb_tick(m, t);
+        b_answers(m, B, t, &pings);
+        CHECK_MSG(member(m, B) != NULL, "B evicted at %llu ms after a claim repeated at once",
+                  (unsigned long long)(t - now));
+        if (!member(m, B)) break;
+    }
+    now += 3 * (uint64_t)cfg.suspect_ms;
+
     /* Finding 2: the boot id comes with B's signed record only: a newer one (B restarted,
      * secure mixing's masks follow) is taken, whoever passes it on. */
     entry_of(&u, B, NULL, b_inc + 1, RUMOR_MEMB_ALIVE, true);
@@ -837,8 +858,10 @@ static void test_forged_claims(void)
     peers_from(m, E, &u, ++now);
     CHECK(member(m, B) && member(m, B)->boot == 0xb1b && member(m, B)->inc == b_inc + 1);
 
-    /* A second-hand death from a member that is listened to (E) makes B suspect, not gone;
-     * silence from B for suspect_ms then makes it dead here (our own conclusion). */
+    /* A second-hand death from a member that is listened to (E), about B silent for more than
+     * a period, makes B suspect, not gone; silence from B for suspect_ms after our check then
+     * makes it dead here (our own conclusion). */
+    now += cfg.period_ms + 1;
     entry_of(&u, B, NULL, b_inc + 1, RUMOR_MEMB_DEAD, true);
     u.boot = 0xb1b;
     sign_as_member(&u);
@@ -883,6 +906,15 @@ static void test_forged_claims(void)
     }
     const uint32_t bumped = rumor_memb_incarnation(m) - inc0;
     CHECK_MSG(bumped >= 1 && bumped <= 2, "our incarnation rose %u times in one second of claims", bumped);
+    /* Entries about us come unchecked: one above our incarnation is not ours and moves it not
+     * (it pushed ours up to the step a period, towards the top of the range). */
+    const uint32_t inc1 = rumor_memb_incarnation(m);
+    for (int k = 0; k < 5; k++) {
+        entry_of(&u, 1, NULL, inc1 + 1000, k % 2 ? RUMOR_MEMB_ALIVE : RUMOR_MEMB_DEAD, true);
+        peers_from(m, E, &u, now + 2000 + 1000 * (uint64_t)k);
+    }
+    CHECK_MSG(rumor_memb_incarnation(m) == inc1, "claims above our incarnation moved it from %u to %u", inc1,
+              rumor_memb_incarnation(m));
     rumor_memb_destroy(&m);
 }
 

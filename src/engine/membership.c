@@ -536,7 +536,8 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
             if (list[i].state == RUMOR_MEMB_ALIVE && list[i].cert_len <= RUMOR_MEMB_CERT_MAX) {
                 if (list[i].inc > own_inc) own_inc = list[i].inc;
                 if (list[i].boot) own_boot = list[i].boot;
-                own = &list[i];
+                /* (strict: its newest signed record, whole) */
+                if (!m->cfg.strict || (list[i].proven && (!own || list[i].inc > own->inc))) own = &list[i];
             }
             continue;
         }
@@ -544,9 +545,10 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
     }
     /* Anything well-formed from a member (in the view, or answering our hello or a ping of
      * a neighbour's) is its word that it is alive. */
-    if (v >= 0 || m->stats.dropped_input == dropped)
-        memb_spoke(m, from, from_addr, own_inc, own_boot, own ? own->cert : NULL, own ? own->cert_len : 0,
-                   own && own->proven ? own->proof : NULL, now);
+    if ((v >= 0 || m->stats.dropped_input == dropped) && m->cfg.strict && own)
+        memb_spoke(m, from, own->addr, own->inc, own->boot, own->cert, own->cert_len, own->proof, now);
+    else if (v >= 0 || m->stats.dropped_input == dropped)
+        memb_spoke(m, from, from_addr, own_inc, own_boot, own ? own->cert : NULL, own ? own->cert_len : 0, NULL, now);
 
     switch (msg->kind) {
     case RUMOR_MEMB_PING:

@@ -17,7 +17,13 @@ static bool apply_claim(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t 
     if (same_key(u->key, m->self_key)) {
         /* Refute: whoever suspects us, thinks us dead or gone, or holds an incarnation of
          * ours above our own hears a newer one. A claim far ahead of our own incarnation is
-         * not something we could have said: it would only push ours towards the wrap. */
+         * not something we could have said: it would only push ours towards the wrap. Strict:
+         * entries about us come unchecked (we know our record), so only a claim at our own
+         * incarnation is refuted, one above it; one above ours is not ours and moves nothing. */
+        if (m->cfg.strict && u->inc != m->inc) {
+            if (u->inc > m->inc) refuse_claim(m);
+            return false;
+        }
         const bool against = u->state != RUMOR_MEMB_ALIVE ? u->inc >= m->inc : u->inc > m->inc;
         if (against) {
             if (beyond(u->inc, m->inc) || u->inc >= UINT32_MAX - 1) {
@@ -120,26 +126,48 @@ static void disproved(rumor_memb_t *m, const uint8_t *claimant, uint64_t now)
     const int c = find_view(m, claimant);
     if (c < 0) return;
     entry_t *e = &m->view[c];
-    if (++e->lies >= RUMOR_MEMB_LIES_MAX) {
-        e->lies = 0;
-        e->muted_until = now + MUTE_PERIODS * (uint64_t)m->cfg.period_ms;
-        m->stats.muted++;
+    const uint64_t window = MUTE_PERIODS * (uint64_t)m->cfg.period_ms;
+    if (now >= e->lies_since + window) e->lies = 0, e->lies_since = now; /* (an honest one's rare mistakes age out) */
+    if (++e->lies < RUMOR_MEMB_LIES_MAX) return;
+    e->lies = 0;
+    /* Kept apart from the view entry, which a bye and a hello would make afresh. */
+    int at = 0;
+    for (int i = 0; i < MUTED_MAX; i++) {
+        if (same_key(m->muted[i].key, claimant) || m->muted[i].until <= now) {
+            at = i;
+            break;
+        }
+        if (m->muted[i].until < m->muted[at].until) at = i;
     }
+    memcpy(m->muted[at].key, claimant, RUMOR_KEY_LEN);
+    m->muted[at].until = now + window;
+    m->stats.muted++;
 }
 
-/* Adopt the member's newer signed record (u proven, at an incarnation above what we hold in
- * view entry e): its incarnation, boot id, address (at most one new address a period: each is
- * a dial) and the proof to pass on. */
-static void take_record(rumor_memb_t *m, entry_t *e, const rumor_memb_update_t *u, uint64_t now)
+static bool is_muted(const rumor_memb_t *m, const uint8_t *key, uint64_t now)
 {
-    e->m.inc = u->inc;
-    e->m.boot = u->boot;
-    if (strcmp(e->m.addr, u->addr) != 0 && now >= e->addr_since + m->cfg.period_ms) {
-        copy_addr(e->m.addr, u->addr);
+    for (int i = 0; i < MUTED_MAX; i++)
+        if (m->muted[i].until > now && same_key(m->muted[i].key, key)) return true;
+    return false;
+}
+
+/* Adopt the member's signed record (inc, boot, addr and the proof of all three) into view
+ * entry e, whole or not at all: not an older one, and a new address at most once a period
+ * (each is a dial; the record waits for the next time it comes). True when taken. */
+static bool take_record(rumor_memb_t *m, entry_t *e, uint32_t inc, uint64_t boot, const char *addr,
+                        const uint8_t *proof, uint64_t now)
+{
+    const bool moves = strcmp(e->m.addr, addr) != 0;
+    if (inc < e->m.inc || (moves && now < e->addr_since + m->cfg.period_ms)) return false;
+    e->m.inc = inc;
+    e->m.boot = boot;
+    if (moves) {
+        copy_addr(e->m.addr, addr);
         e->addr_since = now;
     }
-    e->proven = strcmp(e->m.addr, u->addr) == 0;
-    if (e->proven) memcpy(e->proof, u->proof, RUMOR_MEMB_PROOF_LEN);
+    e->proven = true;
+    memcpy(e->proof, proof, RUMOR_MEMB_PROOF_LEN);
+    return true;
 }
 
 /* Strict: a claim from another member about a view member. Its record is believed (the member
@@ -150,8 +178,7 @@ static bool claim_about_view(rumor_memb_t *m, const uint8_t *from, int v, const 
 {
     entry_t *e = &m->view[v];
     if (u->inc < e->m.inc) return false; /* stale */
-    const bool newer = u->inc > e->m.inc;
-    if (newer) take_record(m, e, u, now);
+    const bool newer = u->inc > e->m.inc && take_record(m, e, u->inc, u->boot, u->addr, u->proof, now);
     if (u->state == RUMOR_MEMB_ALIVE) {
         if (!newer) return false;
         /* It signed a newer incarnation: alive, whatever we suspected. */
@@ -163,14 +190,17 @@ static bool claim_about_view(rumor_memb_t *m, const uint8_t *from, int v, const 
         memb_disseminate(m, &out);
         return true;
     }
-    const int c = find_view(m, from);
-    if (c >= 0 && now < m->view[c].muted_until) {
+    if (is_muted(m, from, now)) {
         refuse_claim(m);
         return newer;
     }
-    if (e->m.state == RUMOR_MEMB_ALIVE) {
+    /* Heard from within the last period (an answer to our last check, say): alive, whatever
+     * anyone says; a claim repeated right after our check cleared it must not start a
+     * suspicion that no ping of ours would end. */
+    if (now < e->m.last_seen_ms + m->cfg.period_ms) return newer;
+    const bool starts = e->m.state == RUMOR_MEMB_ALIVE;
+    if (starts) {
         e->m.state = RUMOR_MEMB_SUSPECT;
-        e->suspect_since = now;
         e->claimed = true;
         memcpy(e->claimant, from, RUMOR_KEY_LEN);
     }
@@ -178,6 +208,9 @@ static bool claim_about_view(rumor_memb_t *m, const uint8_t *from, int v, const 
         e->checked_ms = now;
         memb_send_ping(m, e->m.key, e->m.addr, m->next_seq++); /* its ack is its word */
     }
+    /* Dead after suspect_ms of silence since the check that began the suspicion (a check
+     * within the last period, after the member was last heard): never counted from a claim. */
+    if (starts) e->suspect_since = e->checked_ms;
     return true;
 }
 
@@ -208,9 +241,10 @@ static bool claim_about_other(rumor_memb_t *m, const rumor_memb_update_t *u, uin
         memb_passive_add(m, u);
         p = find_passive(m, u->key);
     }
-    if (p >= 0 && m->n_view < m->cfg.view_size) memb_invite(m, p, now);
-    rumor_memb_update_t alive = m->passive[p >= 0 ? p : 0];
-    if (p >= 0) memb_disseminate(m, &alive);
+    if (p < 0) return false;
+    const rumor_memb_update_t alive = m->passive[p]; /* (before an invite may forget it) */
+    if (m->n_view < m->cfg.view_size) memb_invite(m, p, now);
+    memb_disseminate(m, &alive);
     return true;
 }
 
@@ -258,37 +292,35 @@ void memb_sign_self(rumor_memb_t *m)
 /* The member's own word (a message whose sender is the member): into the view alive if
  * there is room (else the reservoir), whatever tomb or claim we hold, at the higher of its
  * incarnation and the one we hold; its address, boot id (when given, nonzero) and
- * certificate (when given) replace ours. */
+ * certificate (when given) replace ours. Strict: its incarnation, boot id and address are
+ * its signed record's (proof), taken whole or not at all; a message without one says only
+ * that it is alive. */
 void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, uint64_t boot,
                 const uint8_t *cert, size_t cert_len, const uint8_t *proof, uint64_t now)
 {
+    const bool strict = m->cfg.strict;
     int v = find_view(m, key);
-    if (m->cfg.strict && !proof) {
-        /* Strict: its incarnation, boot id and address are its signed record's; a message
-         * without one says only that it is alive, at what we hold. */
-        inc = v >= 0 ? m->view[v].m.inc : 0;
-        boot = 0;
-        if (v >= 0) addr = m->view[v].m.addr;
-    }
     if (v >= 0) {
         entry_t *e = &m->view[v];
         if (e->m.state == RUMOR_MEMB_SUSPECT && e->claimed) disproved(m, e->claimant, now);
         e->claimed = false;
-        if (proof && inc >= e->m.inc) {
-            e->proven = true;
-            memcpy(e->proof, proof, RUMOR_MEMB_PROOF_LEN);
+        const uint32_t was = e->m.inc;
+        bool changed = e->m.state != RUMOR_MEMB_ALIVE;
+        if (strict) {
+            if (proof) (void)take_record(m, e, inc, boot, addr, proof, now);
+        } else {
+            if (inc > e->m.inc) e->m.inc = inc;
+            /* Its own word, but at most one new address a period: each one is a dial, and a
+             * member must not make us dial a stream of addresses of its choosing. */
+            if (strcmp(e->m.addr, addr) != 0 && now >= e->addr_since + m->cfg.period_ms) {
+                copy_addr(e->m.addr, addr);
+                e->addr_since = now;
+            }
+            if (boot) e->m.boot = boot;
         }
-        const bool changed = inc > e->m.inc || e->m.state != RUMOR_MEMB_ALIVE;
-        if (inc > e->m.inc) e->m.inc = inc;
+        changed |= e->m.inc > was;
         e->m.state = RUMOR_MEMB_ALIVE;
         e->m.last_seen_ms = now;
-        /* Its own word, but at most one new address a period: each one is a dial, and a
-         * member must not make us dial a stream of addresses of its choosing. */
-        if (strcmp(e->m.addr, addr) != 0 && now >= e->addr_since + m->cfg.period_ms) {
-            copy_addr(e->m.addr, addr);
-            e->addr_since = now;
-        }
-        if (boot) e->m.boot = boot;
         set_cert(e->cert, &e->cert_len, cert, cert_len);
         if (changed) {
             rumor_memb_update_t u;
@@ -304,25 +336,22 @@ void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t 
     u.state = RUMOR_MEMB_ALIVE;
     u.inc = inc;
     u.boot = boot;
+    const int t = find_tomb(m, key), p = find_passive(m, key);
+    if (strict) {
+        /* The newest record we have of it, whole: its own (proof), or the reservoir's. */
+        if (p >= 0 && (!proof || m->passive[p].inc > inc)) u = m->passive[p];
+        else if (proof) u.proven = true, memcpy(u.proof, proof, RUMOR_MEMB_PROOF_LEN);
+        else if (t >= 0) u.inc = m->tombs[t].inc, u.boot = 0; /* (unsigned: never passed on) */
+        u.state = RUMOR_MEMB_ALIVE;
+    } else {
+        if (t >= 0 && m->tombs[t].inc > u.inc) u.inc = m->tombs[t].inc;
+        if (p >= 0 && m->passive[p].inc > u.inc) u.inc = m->passive[p].inc;
+        if (p >= 0 && !u.boot) u.boot = m->passive[p].boot;
+    }
     set_cert(u.cert, &u.cert_len, cert, cert_len);
-    if (proof) {
-        u.proven = true;
-        memcpy(u.proof, proof, RUMOR_MEMB_PROOF_LEN);
-    }
-    int t = find_tomb(m, key);
-    if (t >= 0) {
-        if (m->tombs[t].inc > u.inc) u.inc = m->tombs[t].inc;
-        memb_remove_tomb(m, t);
-    }
-    int p = find_passive(m, key);
-    if (p >= 0) {
-        const rumor_memb_update_t *q = &m->passive[p];
-        if (q->inc > u.inc) u.inc = q->inc;
-        if (!u.boot) u.boot = q->boot;
-        if (!u.cert_len) set_cert(u.cert, &u.cert_len, q->cert, q->cert_len);
-        m->tries[p] = 0; /* it answered */
-    }
+    if (p >= 0 && !u.cert_len) set_cert(u.cert, &u.cert_len, m->passive[p].cert, m->passive[p].cert_len);
+    if (t >= 0) memb_remove_tomb(m, t);
+    if (p >= 0) m->tries[find_passive(m, key)] = 0; /* it answered */
     memb_admit(m, &u, now);
     memb_disseminate(m, &u);
 }
-

@@ -13,6 +13,7 @@
 #define RELAY_CAP 32
 #define FORGET_HOLD (4 * RUMOR_MEMB_BACKOFF_MAX) /* periods a forgotten member stays so, at least */
 #define MUTE_PERIODS 60 /* strict: periods a member's claims are ignored once it lied too often */
+#define MUTED_MAX 16    /* strict: members muted at once (the longest muted gives way) */
 
 typedef struct {
     rumor_memb_member_t m;
@@ -25,8 +26,8 @@ typedef struct {
     bool claimed;      /* strict: suspect on claimant's word, not our own probe */
     uint8_t claimant[RUMOR_KEY_LEN];
     uint64_t checked_ms; /* strict: our last ping to check a claim about it */
-    uint8_t lies;      /* strict: its claims the members' own word disproved */
-    uint64_t muted_until; /* strict: its claims are ignored until then */
+    uint8_t lies;      /* strict: its claims the members' own word disproved since lies_since */
+    uint64_t lies_since;
 } entry_t;
 
 /* A member known dead or gone, remembered for a while (tomb_ttl) so that stale `alive`
@@ -85,6 +86,10 @@ struct rumor_memb {
     bool self_proven;  /* strict: self_proof is our record signed (cfg.sign) */
     uint8_t self_proof[RUMOR_MEMB_PROOF_LEN];
     uint64_t refuted_ms; /* strict: our last refutation */
+    struct {
+        uint8_t key[RUMOR_KEY_LEN];
+        uint64_t until;
+    } muted[MUTED_MAX];  /* strict: members whose claims are ignored until then */
 
     entry_t *view;
     int n_view;

@@ -96,12 +96,16 @@ static bool entry_cert_ok(rumor_node_t *n, conn_t *from, const rumor_memb_update
     return ok;
 }
 
-bool node_record_signed(const uint8_t key[RUMOR_KEY_LEN], uint32_t inc, uint64_t boot, const char *addr,
-                        const uint8_t proof[RUMOR_MEMB_PROOF_LEN])
+/* A member's record (rumor_memb_record) followed by its proof, into rec (*rlen: the record's
+ * length), and their hash salted per node (never 0): what the caches of checked records keep. */
+static uint64_t record_hash(const rumor_node_t *n, const uint8_t *key, uint32_t inc, uint64_t boot, const char *addr,
+                            const uint8_t *proof, uint8_t rec[RUMOR_MEMB_RECORD_MAX + RUMOR_MEMB_PROOF_LEN],
+                            size_t *rlen)
 {
-    uint8_t rec[RUMOR_MEMB_RECORD_MAX];
-    const size_t len = rumor_memb_record(rec, key, inc, boot, addr);
-    return rumor_member_signed(key, proof, proof + RUMOR_KEY_LEN, rec, len);
+    *rlen = rumor_memb_record(rec, key, inc, boot, addr);
+    memcpy(rec + *rlen, proof, RUMOR_MEMB_PROOF_LEN);
+    const uint64_t h = rumor_shorthash(n->record_salt, rec, *rlen + RUMOR_MEMB_PROOF_LEN);
+    return h + (h == 0);
 }
 
 /* Whether an entry's record (inc, boot, addr) is its member's, signed: the last record of each
@@ -113,10 +117,8 @@ static bool entry_signed(rumor_node_t *n, conn_t *from, rumor_memb_update_t *u, 
     for (int i = 0; i < CERT_CACHE && !slot; i++)
         if (n->certs[i].used && same_key(n->certs[i].key, u->key)) slot = &n->certs[i];
     uint8_t rec[RUMOR_MEMB_RECORD_MAX + RUMOR_MEMB_PROOF_LEN];
-    size_t len = rumor_memb_record(rec, u->key, u->inc, u->boot, u->addr);
-    memcpy(rec + len, u->proof, RUMOR_MEMB_PROOF_LEN);
-    uint64_t h = rumor_shorthash(n->record_salt, rec, len + RUMOR_MEMB_PROOF_LEN);
-    h += h == 0;
+    size_t len;
+    const uint64_t h = record_hash(n, u->key, u->inc, u->boot, u->addr, u->proof, rec, &len);
     if (slot && slot->record == h) return true;
     if (!node_bucket_take(&from->entry_checks, ENTRY_CHECKS_RATE, now)) {
         *over = true;
@@ -259,13 +261,27 @@ void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, cons
         node_reply_bye(n, rid, reason);
         return;
     }
-    if (!node_record_signed(key, w->u.hello.inc, w->u.hello.boot, w->u.hello.addr, w->u.hello.proof)) {
-        /* Its cert is good, its record is not its own: a bug, or a member lying about itself. */
-        n->drops[DROP_PROOF]++;
-        node_reply_bye(n, rid, "unsigned record");
-        return;
+    /* Its record: checked unless it is the one its last hello carried (hellos come again and
+     * again), a check on its budget (ENTRY_CHECKS_RATE). */
+    uint8_t rec[RUMOR_MEMB_RECORD_MAX + RUMOR_MEMB_PROOF_LEN];
+    size_t rlen;
+    const uint64_t h = record_hash(n, key, w->u.hello.inc, w->u.hello.boot, w->u.hello.addr, w->u.hello.proof, rec,
+                                   &rlen);
+    conn_t *known = node_find_conn(n, key, false, now);
+    if (!known || known->hello_record != h) {
+        if (known && !node_bucket_take(&known->entry_checks, ENTRY_CHECKS_RATE, now)) {
+            n->drops[DROP_ENTRY_BUDGET]++;
+            return;
+        }
+        if (!rumor_member_signed(key, w->u.hello.proof, w->u.hello.proof + RUMOR_KEY_LEN, rec, rlen)) {
+            /* Its cert is good, its record is not its own: a bug, or a member lying about itself. */
+            n->drops[DROP_PROOF]++;
+            node_reply_bye(n, rid, "unsigned record");
+            return;
+        }
     }
     conn_t *c = node_find_conn(n, key, true, now);
+    c->hello_record = h;
     if (!c->admitted) rumor_log(RUMOR_LOG_INFO, "admitted %s (%s) from %s", id, cert.name, w->u.hello.addr);
     c->admitted = true;
     c->expires_at = cert.expires_at;

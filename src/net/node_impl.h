@@ -287,6 +287,7 @@ typedef struct {
     bucket_t relay_inits;            /* inits it relays to us (RELAY_INITS_PER_S) */
     bucket_t handshakes;             /* handshakes its key passes (KEY_HANDSHAKE_RATE) */
     bucket_t entry_checks;           /* verifications its entries cost us (ENTRY_CHECKS_RATE) */
+    uint64_t hello_record;           /* salted hash of the record its last hello carried (checked) */
     double relay_tokens;             /* bytes it may still have us forward now (its share of
                                         --relay-budget: node_relay.c, budget()) ... */
     uint64_t relay_refill_ms;        /* ... as of then (0: never asked) */
@@ -454,10 +455,6 @@ void node_check_reachable(rumor_node_t *n, uint64_t now);
 void node_knock_send(rumor_node_t *n, dial_t *p, uint64_t now);
 void node_knock_start(rumor_node_t *n, dial_t *p, uint64_t now);
 void node_vet_entries(rumor_node_t *n, conn_t *from, rumor_memb_msg_t *m, uint64_t now);
-/* Whether proof is key's signature of its record (inc, boot, addr): rumor_memb_record's bytes
- * under the Ed25519 key that proof starts with, which must map to key. */
-bool node_record_signed(const uint8_t key[RUMOR_KEY_LEN], uint32_t inc, uint64_t boot, const char *addr,
-                        const uint8_t proof[RUMOR_MEMB_PROOF_LEN]);
 /* One token from b, refilled at rate a second up to rate; false (nothing taken) when empty. */
 bool node_bucket_take(bucket_t *b, double rate, uint64_t now);
 conn_t *node_find_conn(rumor_node_t *n, const uint8_t *key, bool create, uint64_t now);
