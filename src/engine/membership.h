@@ -256,6 +256,7 @@ typedef struct {
     uint64_t last_seen_ms; /* last message or ack from it */
     uint32_t rtt_ms;       /* smoothed round trip of direct pings; 0 until measured */
     uint64_t boot;         /* its boot id (its own hello sets it); 0: unknown */
+    bool doubted;          /* strict: suspect on another member's word, while we check it */
 } rumor_memb_member_t;
 
 /* Members of the active view (alive and suspect), in no particular order. */

@@ -182,9 +182,9 @@ static bool claim_about_view(rumor_memb_t *m, const uint8_t *from, int v, const 
     if (u->state == RUMOR_MEMB_ALIVE) {
         if (!newer) return false;
         /* It signed a newer incarnation: alive, whatever we suspected. */
-        if (e->m.state == RUMOR_MEMB_SUSPECT && e->claimed) disproved(m, e->claimant, now);
+        if (e->m.state == RUMOR_MEMB_SUSPECT && e->m.doubted) disproved(m, e->claimant, now);
         e->m.state = RUMOR_MEMB_ALIVE;
-        e->claimed = false;
+        e->m.doubted = false;
         rumor_memb_update_t out;
         memb_entry_update(e, RUMOR_MEMB_ALIVE, &out);
         memb_disseminate(m, &out);
@@ -198,10 +198,19 @@ static bool claim_about_view(rumor_memb_t *m, const uint8_t *from, int v, const 
      * anyone says; a claim repeated right after our check cleared it must not start a
      * suspicion that no ping of ours would end. */
     if (now < e->m.last_seen_ms + m->cfg.period_ms) return newer;
+    /* Dead by another's word while our own probe already found it silent: two views agree, and
+     * it goes now (survivors that keep waiting for a dead member fall out of step). A liar
+     * gains nothing here: a member that answers us is never suspect by our own probe. */
+    if (e->m.state == RUMOR_MEMB_SUSPECT && !e->m.doubted && u->state != RUMOR_MEMB_SUSPECT) {
+        rumor_memb_update_t dead;
+        memb_entry_update(e, RUMOR_MEMB_DEAD, &dead);
+        m->stats.deaths++;
+        return apply_claim(m, &dead, now);
+    }
     const bool starts = e->m.state == RUMOR_MEMB_ALIVE;
     if (starts) {
         e->m.state = RUMOR_MEMB_SUSPECT;
-        e->claimed = true;
+        e->m.doubted = true;
         memcpy(e->claimant, from, RUMOR_KEY_LEN);
     }
     if (now >= e->checked_ms + m->cfg.period_ms) {
@@ -302,8 +311,8 @@ void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t 
     int v = find_view(m, key);
     if (v >= 0) {
         entry_t *e = &m->view[v];
-        if (e->m.state == RUMOR_MEMB_SUSPECT && e->claimed) disproved(m, e->claimant, now);
-        e->claimed = false;
+        if (e->m.state == RUMOR_MEMB_SUSPECT && e->m.doubted) disproved(m, e->claimant, now);
+        e->m.doubted = false;
         const uint32_t was = e->m.inc;
         bool changed = e->m.state != RUMOR_MEMB_ALIVE;
         if (strict) {

@@ -23,7 +23,6 @@ typedef struct {
     uint8_t cert[RUMOR_MEMB_CERT_MAX];
     bool proven;       /* strict: proof is its signed record at (m.inc, m.boot, m.addr) */
     uint8_t proof[RUMOR_MEMB_PROOF_LEN];
-    bool claimed;      /* strict: suspect on claimant's word, not our own probe */
     uint8_t claimant[RUMOR_KEY_LEN];
     uint64_t checked_ms; /* strict: our last ping to check a claim about it */
     uint8_t lies;      /* strict: its claims the members' own word disproved since lies_since */

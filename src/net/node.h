@@ -175,8 +175,9 @@ typedef struct {
     /* Who can dial it, by what its hello says: its reach class (PROTOCOL.md "Reachability";
      * rumor_gossip_set_view_reach); 0 unless admitted. */
     uint64_t reach;
-    /* Whether membership suspects it (it did not answer a probe in time). */
-    bool suspect;
+    /* Whether membership suspects it (it did not answer a probe in time), and whether only on
+     * another member's word, while a ping of ours checks (doubted). */
+    bool suspect, doubted;
     /* The layout id of the model it trains, by its hello (0: none said, or not admitted):
      * a member of another layout cannot be mixed with. */
     uint64_t layout;

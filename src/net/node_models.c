@@ -161,6 +161,7 @@ bool rumor_node_member(rumor_node_t *n, int i, rumor_node_member_t *out)
     out->done = c ? c->done : 0;
     out->reach = c && c->admitted ? reach_class(c->key, c->caps, c->site) : 0;
     out->suspect = e->state != RUMOR_MEMB_ALIVE;
+    out->doubted = e->doubted;
     out->layout = c && c->admitted ? c->layout : 0;
     return true;
 }

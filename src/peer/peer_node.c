@@ -397,6 +397,10 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             done++;
             continue;
         }
+        /* Said to be gone by another member, while our ping checks: not waited for (it answers
+         * within a round trip if alive; a dead one would hold up every round until our own
+         * silence of --suspect declares it, where SWIM's word of a death used to end it). */
+        if (m.doubted) continue;
         p->view_boots[n] = m.boot;
         p->view_reach[n] = m.reach;
         memcpy(keys[n++], m.key, 32);
