@@ -26,10 +26,11 @@
  *   about one in the view only makes it suspect here (not one heard from within the last
  *   period), with a ping to check (at most once a period): any message from the member
  *   clears it and counts against the claimant, whose claims are ignored for MUTE_PERIODS
- *   once RUMOR_MEMB_LIES_MAX were disproved within that long; only our own silence of
- *   suspect_ms after the check that began it makes it dead. A claim about ourselves is
- *   refuted at most once a period, and only one at our own incarnation. Without strict mode
- *   (the virtual simulator) the rules below stand alone.
+ *   once RUMOR_MEMB_LIES_MAX were disproved within that long. Dead: after our own silence of
+ *   suspect_ms since the check that began it, or on a claim of death about a member our own
+ *   probe already suspects (`doubted` tells a claimed suspicion from our own). A claim about
+ *   ourselves is refuted at most once a period, and only one at our own incarnation. Without
+ *   strict mode (the virtual simulator) the rules below stand alone.
  * - Who may say what (claims are what others say about a member; its own word is what the
  *   member says itself, in a message whose sender `from` is its key, which the driver has
  *   authenticated by CURVE):
