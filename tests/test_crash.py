@@ -216,12 +216,23 @@ def main():
     check(r.returncode == 0, "dp node: the last resume finishes: %s" % r.stderr.strip()[-200:])
     lines = metric_lines(os.path.join(rd, "metrics.jsonl"))
     steps, eps = lines[-1].get("step"), lines[-1].get("epsilon")
-    acc = run("privacy", "--sample-rate", repr(64 / 3000), "--noise", "1.1", "--steps", str(steps),
-              "--delta", "1e-5", "--json")
-    want = json.loads(acc.stdout)["epsilon"] if acc.returncode == 0 else None
-    # (Steps a kill interrupted are done again after the resume: at least 600 in all.)
-    check(lines[-1].get("round") == 300 and steps >= 600 and want is not None and abs(eps - want) < 1e-4 * want,
-          "dp node: epsilon %s after %s steps over the stops, the accountant says %s" % (eps, steps, want))
+
+    def accountant(n):
+        acc = run("privacy", "--sample-rate", repr(64 / 3000), "--noise", "1.1", "--steps", str(n), "--delta", "1e-5",
+                  "--json")
+        return json.loads(acc.stdout)["epsilon"] if acc.returncode == 0 else None
+    # Steps a kill interrupted are done again after the resume (at least 600 steps in all), and
+    # the privacy they spent is not forgotten: the run counts on from what was reserved on disk
+    # before the kill (run-dir/dp.steps, at most 64 steps ahead), so its epsilon is at least
+    # the accountant's for its steps and at most that of 64 more (the one kill). A clean stop
+    # (SIGINT) reserves nothing beyond its checkpoint.
+    lo, hi = accountant(steps), accountant(steps + 64 + 4)
+    check(lines[-1].get("round") == 300 and steps >= 600 and lo is not None and hi is not None and
+          lo * (1 - 1e-4) <= eps <= hi * (1 + 1e-4),
+          "dp node: epsilon %s after %s steps over the stops: at least the accountant's %s, at most %s" % (eps, steps, lo, hi))
+    reserved = open(os.path.join(rd, "dp.steps")).read().strip()
+    check(os.stat(os.path.join(rd, "dp.steps")).st_mode & 0o777 == 0o600 and int(reserved) >= steps,
+          "dp node: run-dir/dp.steps, its owner's only, says %s private steps at the end" % reserved)
 
     # 4. A solo node, killed and resumed, ends byte-identical to one never stopped. Alone (--of 1,
     #    no bootstrap: it starts at once and mixes with no one) and without --dp, a node's run is

@@ -70,6 +70,40 @@ out:
     return rc;
 }
 
+/* ---- privacy reserved before it is spent: run-dir/dp.steps ---- */
+
+/* Write that up to `upto` private steps may have been taken (atomically, owner-only). */
+static bool dp_write(const peer_t *p, uint64_t upto)
+{
+    char path[4200], buf[32], err[RUMOR_ERR_LEN];
+    snprintf(path, sizeof path, "%s/dp.steps", p->cfg->run_dir);
+    const int n = snprintf(buf, sizeof buf, "%" PRIu64 "\n", upto);
+    if (rumor_write_atomic(path, &(rumor_piece_t){buf, (uint64_t)n}, 1, 0600, true, err) == RUMOR_OK) return true;
+    rumor_log(RUMOR_LOG_ERROR, "privacy: %s", err);
+    return false;
+}
+
+static bool dp_reserve(void *arg, uint64_t upto) { return dp_write(arg, upto); }
+
+/* The private steps an earlier life of this peer may have taken (dp.steps, written before
+ * them): counted as spent, whatever its last checkpoint says. */
+static rumor_err_t dp_floor(peer_t *p, char err[RUMOR_ERR_LEN])
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/dp.steps", p->cfg->run_dir);
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    if (!f && errno != ENOENT) return rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+    if (f && fscanf(f, "%llu", &v) != 1) v = ULLONG_MAX;
+    if (f) fclose(f);
+    if (v == ULLONG_MAX) return rumor_fail(err, RUMOR_EFORMAT, "%s: not a count of private steps", path);
+    if (rumor_dp_set_reserve(p->dp, dp_reserve, p, (uint64_t)v))
+        rumor_log(RUMOR_LOG_INFO, "privacy: an earlier run of this peer may have taken up to %llu private steps: "
+                  "counted as spent (epsilon %.4g)", v, rumor_dp_epsilon(p->dp));
+    p->epsilon = rumor_dp_epsilon(p->dp);
+    return RUMOR_OK;
+}
+
 /* ---- the trainer ---- */
 
 static rumor_err_t evaluate(peer_t *p, char err[RUMOR_ERR_LEN])
@@ -285,6 +319,10 @@ static rumor_err_t train_loop(peer_t *p, char err[RUMOR_ERR_LEN])
     }
     p->interrupted = core->k < c->rounds && !core->budget_spent && !p->swarm_over;
     if ((rc = save_checkpoint(p, err)) != RUMOR_OK) return rc;
+    /* No private step after this checkpoint: what it says is exact, so a clean stop reserves
+     * nothing beyond it. */
+    if (p->dp && !dp_write(p, rumor_dp_steps(p->dp)))
+        return rumor_fail(err, RUMOR_EIO, "%s/dp.steps: could not be written (the log says why)", c->run_dir);
     if (!p->interrupted) {
         rumor_checkpoint_info_t info = {.input_mean = p->src.mean, .input_std = p->src.std, .seed = c->seed};
         if ((rc = rumor_checkpoint_save(p->model_path, p->m, NULL, &info, err)) != RUMOR_OK) return rc;
@@ -387,6 +425,7 @@ static rumor_err_t setup_files(peer_t *p, char err[RUMOR_ERR_LEN])
     const rumor_peer_config_t *c = p->cfg;
     rumor_err_t rc;
     if (c->resume && (rc = load_checkpoint(p, err)) != RUMOR_OK) return rc;
+    if (p->dp && (rc = dp_floor(p, err)) != RUMOR_OK) return rc;
     if ((rc = swarm_ready(p, err)) != RUMOR_OK) return rc;
     /* Killed while it lingered, and started again (a supervisor restarts what stopped): its
      * run is complete, and it is a finished peer again, not a failure that restarts forever. */

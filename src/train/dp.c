@@ -24,6 +24,9 @@ struct rumor_priv {
     float *host_noise; /* drawn here, then uploaded (NULL when backend memory is the host's) */
     rumor_noise_t *ns; /* batches and noise */
     rumor_privacy_accountant_t acc;
+    rumor_dp_reserve_cb reserve; /* (NULL: nothing to reserve, a simulation's) */
+    void *reserve_arg;
+    uint64_t reserved;
 };
 
 rumor_err_t rumor_dp_parse(rumor_dp_config_t *out, const char *spec, char err[RUMOR_ERR_LEN])
@@ -191,8 +194,49 @@ rumor_err_t rumor_dp_finish(rumor_dp_t *dp, rumor_model_t *m, char err[RUMOR_ERR
     return rc;
 }
 
+#define DP_RESERVE 64 /* steps reserved at a time: one durable write per 64 private steps */
+
+/* epsilon after `steps` steps in all (steps >= those taken). */
+static double epsilon_at(const rumor_dp_t *dp, uint64_t steps)
+{
+    rumor_privacy_accountant_t a = dp->acc;
+    double eps = INFINITY;
+    if (steps > a.steps && rumor_privacy_accountant_step(&a, dp->q, dp->cfg.noise, steps - a.steps, NULL) != RUMOR_OK)
+        return INFINITY;
+    if (rumor_privacy_accountant_epsilon(&a, dp->cfg.delta, &eps, NULL, NULL) != RUMOR_OK) return INFINITY;
+    return eps;
+}
+
+/* The next step reserved before it is taken (rumor_dp_set_reserve). */
+static rumor_err_t reserve_next(rumor_dp_t *dp, char err[RUMOR_ERR_LEN])
+{
+    if (!dp->reserve || dp->acc.steps < dp->reserved) return RUMOR_OK;
+    uint64_t upto = dp->acc.steps + DP_RESERVE;
+    /* Never reserved past the budget: a restart would count steps it may not take as taken. */
+    if (dp->cfg.budget > 0.0 && dp->cfg.noise > 0.0)
+        while (upto > dp->acc.steps + 1 && epsilon_at(dp, upto) > dp->cfg.budget)
+            upto = dp->acc.steps + (upto - dp->acc.steps) / 2;
+    if (!dp->reserve(dp->reserve_arg, upto))
+        return rumor_fail(err, RUMOR_EIO, "the private steps to come could not be reserved on disk (the log says why): "
+                          "no private step is taken without");
+    dp->reserved = upto;
+    return RUMOR_OK;
+}
+
+bool rumor_dp_set_reserve(rumor_dp_t *dp, rumor_dp_reserve_cb reserve, void *arg, uint64_t reserved)
+{
+    dp->reserve = reserve;
+    dp->reserve_arg = arg;
+    dp->reserved = reserved;
+    if (reserved <= dp->acc.steps) return false;
+    rumor_dp_restore(dp, reserved);
+    return true;
+}
+
 rumor_err_t rumor_dp_gradient(rumor_dp_t *dp, rumor_model_t *m, int b, double *loss_sum, char err[RUMOR_ERR_LEN])
 {
+    const rumor_err_t r = reserve_next(dp, err);
+    if (r != RUMOR_OK) return r;
     rumor_dp_begin(dp);
     rumor_err_t rc = rumor_dp_accumulate(dp, m, b, loss_sum, err);
     return rc == RUMOR_OK ? rumor_dp_finish(dp, m, err) : rc;
@@ -201,6 +245,9 @@ rumor_err_t rumor_dp_gradient(rumor_dp_t *dp, rumor_model_t *m, int b, double *l
 rumor_err_t rumor_dp_step(rumor_dp_t *dp, rumor_model_t *m, size_t *idx, rumor_dp_load_cb load, void *arg,
                             size_t *bn, double *loss_sum, char err[RUMOR_ERR_LEN])
 {
+    *bn = 0;
+    const rumor_err_t r = reserve_next(dp, err);
+    if (r != RUMOR_OK) return r;
     const size_t n = rumor_dp_sample(dp, idx), slice = (size_t)rumor_model_max_batch(m);
     *bn = n;
     rumor_dp_begin(dp);

@@ -99,4 +99,13 @@ bool rumor_dp_over_budget(const rumor_dp_t *dp);
 uint64_t rumor_dp_steps(const rumor_dp_t *dp);
 void rumor_dp_restore(rumor_dp_t *dp, uint64_t steps);
 
+/* Privacy reserved before it is spent: a step past `reserved` first has reserve(arg, upto)
+ * make durable that up to `upto` steps may have been taken (upto: a few dozen steps on, never
+ * past --dp-budget); when it cannot, the step fails (RUMOR_EIO) and nothing is spent.
+ * `reserved` is what an earlier life reserved: the count starts there if that is more than
+ * it holds (a crash after the last checkpoint forgets none of the steps it took). True when
+ * that raised the count. */
+typedef bool (*rumor_dp_reserve_cb)(void *arg, uint64_t upto);
+bool rumor_dp_set_reserve(rumor_dp_t *dp, rumor_dp_reserve_cb reserve, void *arg, uint64_t reserved);
+
 #endif
