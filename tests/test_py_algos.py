@@ -65,7 +65,9 @@ def main():
         # CHOCO keeps the mean while both ends of every edge mix it in the same rounds. On an idle
         # machine the three meet at 1.6e-5 of the start's distance from it; on a loaded one
         # (threads late to their first round) they have met at 0.34 with no model left out and
-        # no late join: one end mixed an edge the other did not, a drift to find and fix (it is
+        # no late join. These peers start from different models (rumor's peers share one), so
+        # their first rounds ask each other for keyframes; when such a request crosses its
+        # round, one end likely mixes an edge the other sits out: a drift to find and fix (it is
         # on record). Until then this asks what holds in both: together, and within half the
         # start's distance of the mean.
         check(not errs and gap < 0.05 * gap0 and (dev < 0.5 or missed > 0), "int4 (CHOCO): 12 rounds bring three "
