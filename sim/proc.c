@@ -2,6 +2,7 @@
  * of a program of one's own (--exec) that run library peers. */
 #include "sim.h"
 
+#include "crypto.h"
 #include "fileio.h"
 
 #include <arpa/inet.h>
@@ -386,6 +387,18 @@ static rumor_err_t make_swarm(const rumor_sim_config_t *c, const char *exe, peer
         snprintf(name, sizeof name, "peer-%03d", i);
         char *kv[] = {a0, "keygen", "-o", k, NULL};
         char *cv[] = {a0, "swarm", "admit", "-a", a3, "-o", cert, "--name", name, pub, NULL};
+        if (access(cert, F_OK) == 0) {
+            /* A swarm folder of rumor 0.1, whose keys cannot sign: its keys are the simulation's
+             * own, made again (the authority stays). */
+            char key[700], kerr[RUMOR_ERR_LEN];
+            snprintf(key, sizeof key, "%s.key", k);
+            rumor_secret_key_t *sk = NULL;
+            if (rumor_secret_key_load(&sk, key, kerr) != RUMOR_OK && strstr(kerr, "a key of rumor 0.1")) {
+                rumor_log(RUMOR_LOG_INFO, "%s: a key of rumor 0.1, which cannot sign: made again", key);
+                unlink(key), unlink(pub), unlink(cert);
+            }
+            rumor_secret_key_destroy(&sk);
+        }
         if (access(cert, F_OK) != 0 && (run_wait(kv, log) != 0 || run_wait(cv, log) != 0))
             return rumor_fail(err, RUMOR_EIO, "making peer %d's key and certificate failed (see %s)", i, log);
         snprintf(peers[i].dir, sizeof peers[i].dir, "%s/peer-%03d", c->out, i);

@@ -100,6 +100,20 @@ def main():
     size = max(norm(f) for f in fin)
     check(pair < 0.2 * size, "the final models agree: max pairwise distance %.3f, norm %.3f" % (pair, size))
 
+    # 1b. A run of rumor 0.1 continued (`--resume`), its peers' keys unable to sign: the
+    #     simulation's own keys are made again (the authority stays), and the run goes on.
+    old = os.path.join(tmp, "old-keys")
+    short_run(old, "a first run", *small)
+    key = os.path.join(old, "swarm", "peer-000.key")
+    with open(key, "w") as f:
+        f.write("# rumor peer secret key (Curve25519), as rumor 0.1 wrote it\n" + "0" * 40 + "\n")
+    os.chmod(key, 0o600)
+    r = subprocess.run([RUMOR, "sim", "--resume", old, "--rounds", "24"], capture_output=True, text=True, timeout=240)
+    line = [l.strip() for l in open(key) if l.strip() and not l.startswith("#")]
+    check(r.returncode == 0 and summary(old).get("rounds_done_min") == 24 and line and len(line[0]) == 45,
+          "a resumed run whose peer 0 holds a rumor 0.1 key gets a new one and goes on to round 24 (exit %d, a key "
+          "line of %d characters) %s" % (r.returncode, len(line[0]) if line else 0, r.stderr.strip()[-200:]))
+
     # 2. Churn: peer 3 crashes at round 40, the others go on; it comes back at round 100,
     #    resumes from its last checkpoint (every 10 rounds) and falls into step with the swarm:
     #    the mean of two members' models that confirm each other, at their round, which its
