@@ -126,14 +126,17 @@ static rumor_err_t identity(sim_t *s, int i, char err[RUMOR_ERR_LEN])
     p->rview = -1;
     if (!s->replaying) return RUMOR_OK;
     const rpeer_t *r = &s->replay.p[i];
+    /* Finished members first: a node counts them and takes its view in one pass (peer_node.c,
+     * "done" then "view" at one time), and events of one time run in the order pushed; a view
+     * change first would mix a round before the end it comes with is known. */
+    for (int k = 0; k < r->n_done; k++)
+        if (virt_heap_push(&s->q, r->done_t[k], EV_DONE, i, (uint32_t)r->done_n[k]) != RUMOR_OK)
+            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     for (int k = 0; k < r->n_view; k++) { /* views from before the start: now */
         if (r->view[k].t == 0) p->rview = k;
         else if (virt_heap_push(&s->q, r->view[k].t, EV_VIEW, i, (uint32_t)k) != RUMOR_OK)
             return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     }
-    for (int k = 0; k < r->n_done; k++)
-        if (virt_heap_push(&s->q, r->done_t[k], EV_DONE, i, (uint32_t)r->done_n[k]) != RUMOR_OK)
-            return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     return RUMOR_OK;
 }
 
