@@ -109,10 +109,10 @@ static const char *const msg_keys[K_COUNT] = {
     [K_SENT] = "sent",
 };
 
-enum { P_K, P_A, P_INC, P_S, P_CERT, P_BOOT, P_PROOF, P_COUNT };
+enum { P_K, P_A, P_INC, P_S, P_CERT, P_BOOT, P_PROOF, P_U, P_COUNT };
 static const char *const peer_keys[P_COUNT] = {
     [P_K] = "k", [P_A] = "a", [P_INC] = "inc", [P_S] = "s", [P_CERT] = "cert", [P_BOOT] = "boot",
-    [P_PROOF] = "proof",
+    [P_PROOF] = "proof", [P_U] = "u",
 };
 
 #define ABSENT SIZE_MAX
@@ -580,6 +580,12 @@ static reject_t decode_peer(const mp_reader_t *frame, mp_reader_t *r, rumor_prot
     }
     peer->has_proof = slots[P_PROOF] != ABSENT;
     if (peer->has_proof && (why = field_proof(frame, slots[P_PROOF], peer->proof)) != R_NONE) return why;
+    if (slots[P_U] != ABSENT) { /* (1 only: absence says 0) */
+        uint64_t u = 0;
+        if ((why = field_uint(frame, slots[P_U], 1, &u)) != R_NONE) return why;
+        if (u == 0) return RUMOR_PROTO_REJECT_VALUE;
+        peer->undialable = true;
+    }
     return R_NONE;
 }
 
@@ -941,7 +947,7 @@ static void pack_peers(msgpack_packer *pk, const char *key, const rumor_proto_pe
     pack_cstr(pk, key);
     msgpack_pack_array(pk, count);
     for (size_t i = 0; i < count; i++) {
-        msgpack_pack_map(pk, 4 + (p[i].cert_len > 0) + (p[i].boot != 0) + p[i].has_proof);
+        msgpack_pack_map(pk, 4 + (p[i].cert_len > 0) + (p[i].boot != 0) + p[i].has_proof + p[i].undialable);
         pack_cstr(pk, "k");
         pack_bin(pk, p[i].key, RUMOR_PROTO_KEY_LEN);
         pack_cstr(pk, "a");
@@ -961,6 +967,10 @@ static void pack_peers(msgpack_packer *pk, const char *key, const rumor_proto_pe
         if (p[i].has_proof) {
             pack_cstr(pk, "proof");
             pack_bin(pk, p[i].proof, RUMOR_PROTO_PROOF_LEN);
+        }
+        if (p[i].undialable) {
+            pack_cstr(pk, "u");
+            msgpack_pack_uint8(pk, 1);
         }
     }
 }

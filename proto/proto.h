@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 /* The only protocol version; config.h carries the same number (proto.c asserts they agree). */
-#define RUMOR_PROTO_VERSION 4
+#define RUMOR_PROTO_VERSION 5
 
 /* ---- limits (PROTOCOL.md "Limits") ---- */
 #define RUMOR_PROTO_MAX_HEADER (64u * 1024u)          /* frame 1 bytes */
@@ -135,10 +135,13 @@ typedef struct {
     size_t cert_len;
     uint8_t cert[RUMOR_PROTO_CERT_MAX];
     uint64_t boot;
-    /* Optional (version 4): the member's signature of its record (inc, boot, addr), opaque
-     * here (wire key "proof", exactly RUMOR_PROTO_PROOF_LEN bytes). */
+    /* Optional (version 4): the member's signature of its record (inc, boot, undialable,
+     * addr), opaque here (wire key "proof", exactly RUMOR_PROTO_PROOF_LEN bytes). */
     bool has_proof;
     uint8_t proof[RUMOR_PROTO_PROOF_LEN];
+    /* Optional (version 5): its record says only members it dials reach it (wire key "u",
+     * 1; absent = 0). */
+    bool undialable;
 } rumor_proto_peer_t;
 
 typedef struct {
@@ -156,7 +159,8 @@ typedef struct {
                                            address peers see it from (PROTOCOL.md
                                            "Reachability"); top bit clear; 0 = not sent */
     uint8_t proof[RUMOR_PROTO_PROOF_LEN]; /* "proof": the sender's signature of its record
-                                           (inc, boot, addr), required from version 4 */
+                                           (inc, boot, undialable, addr), required from
+                                           version 4 */
 } rumor_msg_hello_t;
 
 typedef struct {
@@ -253,6 +257,13 @@ typedef struct {
 #define RUMOR_CAP_UNDIALABLE UINT64_C(4)  /* nobody has dialled it: it is reached only over its own
                                              connections (gossip graphs place it beside members
                                              that can be dialled) */
+
+/* What a hello's record says of reachability (PROTOCOL.md "Member records"): undialable when
+ * caps bit 4 is set or a site is named. */
+static inline bool rumor_proto_hello_undialable(const rumor_msg_hello_t *h)
+{
+    return (h->caps & RUMOR_CAP_UNDIALABLE) || h->site != 0;
+}
 
 /* A message between two members that cannot reach each other, through a third that reaches
  * both (PROTOCOL.md "Relays"): the end-to-end handshake (init, accept) and the sealed

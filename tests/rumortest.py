@@ -124,9 +124,11 @@ def _ed25519_sign(seed, msg):
     return A, R + int.to_bytes((r + k * a) % q, 32, "little")
 
 
-def record_proof(key_path, inc, boot, addr):
-    """What a member of key file key_path puts in its hello as "proof" (PROTOCOL.md, version
-    4): its Ed25519 public key and its signature of its record (key, inc, boot, addr)."""
+def record_proof(key_path, inc, boot, addr, undialable=False):
+    """What a member of key file key_path puts in its hello as "proof" (PROTOCOL.md, "Member
+    records"): its Ed25519 public key and its signature of its record (key, inc, boot,
+    undialable, addr); a hello's record is undialable when its caps have bit 4 or it names a
+    site."""
     import struct
     import zmq.utils.z85
     with open(key_path) as f:
@@ -134,7 +136,7 @@ def record_proof(key_path, inc, boot, addr):
     with open(key_path[:-4] + ".pub") as f:
         pub = zmq.utils.z85.decode([l.strip() for l in f if l.strip() and not l.startswith("#")][0])
     seed = zmq.utils.z85.decode(line)[4:]
-    rec = b"rumor-member-1\0\0" + pub + struct.pack(">IQB", inc, boot, len(addr)) + addr.encode()
+    rec = b"rumor-member-2\0\0" + pub + struct.pack(">IQBB", inc, boot, 1 if undialable else 0, len(addr)) + addr.encode()
     signer, sig = _ed25519_sign(seed, rec)
     return signer + sig
 

@@ -126,6 +126,18 @@ expect_error "admit a name too long" 'certificate name is 70 bytes, at most 64' 
 expect_error "admit a name with a newline" 'certificate name contains a control character' \
     swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --name "a
 b" -- "$pub"
+# A site the certificate states (form 2): the authority's word that members share a LAN.
+out=$("$rumor" swarm admit -a "$tmp/swarm" -o "$tmp/certs/site.cert" --name cam --site "office 2" -- "$pub")
+check "admit --site runs and says so" [ "${out#*at site office 2}" != "$out" ]
+check "certificate has the site" grep -qxF "# site: office 2" "$tmp/certs/site.cert"
+# 86 + 3 + 8 + 64 = 161 bytes, padded to 164: 205 Z85 characters.
+check "site certificate line length" [ "$(key_line "$tmp/certs/site.cert" | tr -d '\n' | wc -c)" -eq 205 ]
+expect_error "admit an empty site" '--site: empty' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --site "" -- "$pub"
+expect_error "admit a name and site too long" 'name and site are 66 bytes together, at most 64' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --name "$(printf '%060d' 0)" --site abcdef -- "$pub"
+expect_error "admit a site with a tab" 'certificate site contains a control character' \
+    swarm admit -a "$tmp/swarm" -o "$tmp/c.cert" --site "$(printf 'a\tb')" -- "$pub"
 check "no certificate from failed admits" [ ! -e "$tmp/c.cert" ]
 
 # An authority key others can read is refused, and the error says how to fix it.

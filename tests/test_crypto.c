@@ -545,8 +545,11 @@ static void test_certificates(void)
     memcpy(bad + 4, apub, 32);
     CHECK(verdict(bad, blen, apub, pk, t0) == RUMOR_CERT_BAD_SIGNATURE);
     memcpy(bad, cert, len);
-    memcpy(bad, "RMC2", 4);
+    memcpy(bad, "RMC3", 4);
     CHECK(verdict(bad, len, apub, pk, t0) == RUMOR_CERT_BAD_MAGIC);
+    memcpy(bad, "RMC2", 4); /* form 2 reads a site length where form 1's signature begins */
+    CHECK(verdict(bad, len, apub, pk, t0) == RUMOR_CERT_MALFORMED || verdict(bad, len, apub, pk, t0) ==
+          RUMOR_CERT_BAD_SIGNATURE);
     CHECK(verdict(cert, len, apub, pk, t1 - 1) == RUMOR_CERT_OK); /* the last valid second */
     CHECK(verdict(cert, len, apub, pk, t1) == RUMOR_CERT_EXPIRED);    /* expires-at is excluded */
     CHECK(verdict(cert, len, apub, pk, t1 + 1) == RUMOR_CERT_EXPIRED);
@@ -594,7 +597,7 @@ static void test_certificates(void)
     memset(name64, 'z', 64);
     name64[64] = 0;
     CHECK_RC(rumor_cert_issue(bad, &blen, a, pk, name64, t0, t1, err));
-    CHECK(blen == RUMOR_CERT_MAX_LEN && verdict(bad, blen, apub, pk, t0) == RUMOR_CERT_OK);
+    CHECK(blen == RUMOR_CERT_MAX_LEN - 1 && verdict(bad, blen, apub, pk, t0) == RUMOR_CERT_OK);
     name64[63] = 0;
     char name65[80];
     snprintf(name65, sizeof name65, "%sxx", name64);
@@ -691,6 +694,100 @@ static void test_certificates(void)
     rumor_authority_destroy(&other);
     rumor_secret_key_destroy(&peer);
     rumor_secret_key_destroy(&stranger);
+}
+
+/* Form 2: a certificate that states its member's site (the authority's word that members
+ * share a LAN). Round trip, file form, refusals, the class nodes derive from it, and form 1
+ * for a certificate without one. */
+static void test_cert_sites(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_authority_t *a = rumor_authority_generate(err);
+    rumor_secret_key_t *peer = rumor_secret_key_generate(err);
+    CHECK(a && peer);
+    if (!a || !peer) return;
+    const uint8_t *apub = rumor_authority_public(a), *pk = rumor_secret_key_public(peer);
+    const uint64_t t0 = 1767225600, t1 = t0 + 86400;
+    uint8_t cert[RUMOR_CERT_MAX_LEN], plain[RUMOR_CERT_MAX_LEN], bad[RUMOR_CERT_MAX_LEN];
+    size_t len = 0, plen = 0;
+    CHECK_RC(rumor_cert_issue_at(cert, &len, a, pk, "cam-3", "office-berlin", t0, t1, err));
+    CHECK(len == 86 + 5 + 13 + 64 && memcmp(cert, "RMC2", 4) == 0 && cert[90] == 13);
+    rumor_cert_t c;
+    rumor_cert_reject_t why;
+    CHECK_RC(rumor_cert_verify(cert, len, apub, pk, t0, &c, &why));
+    CHECK(strcmp(c.name, "cam-3") == 0 && strcmp(c.site, "office-berlin") == 0);
+    CHECK_RC(rumor_cert_issue_at(plain, &plen, a, pk, "cam-3", NULL, t0, t1, err));
+    CHECK(plen == 85 + 5 + 64 && memcmp(plain, "RMC1", 4) == 0);
+    CHECK_RC(rumor_cert_issue_at(plain, &plen, a, pk, "cam-3", "", t0, t1, err));
+    CHECK(memcmp(plain, "RMC1", 4) == 0 && verdict(plain, plen, apub, pk, t0) == RUMOR_CERT_OK);
+    CHECK_RC(rumor_cert_verify(plain, plen, apub, pk, t0, &c, &why));
+    CHECK(c.site[0] == 0);
+
+    /* The class: BLAKE2b-256 of the label and the site, top bit cleared, lowest set; equal for
+     * two certificates of one site, 0 without one. */
+    uint8_t in[16 + 13], h[RUMOR_HASH_LEN];
+    memcpy(in, "rumor-site-1\0\0\0\0", 16);
+    memcpy(in + 16, "office-berlin", 13);
+    rumor_hash(h, in, sizeof in);
+    uint64_t want = 0;
+    for (int i = 0; i < 8; i++) want = want << 8 | h[i];
+    want = (want & ~(UINT64_C(1) << 63)) | 1;
+    CHECK(rumor_cert_site_class(cert, len) == want && rumor_cert_site_class(plain, plen) == 0 &&
+          rumor_cert_site_class(NULL, 0) == 0);
+    size_t other_len;
+    uint8_t other[RUMOR_CERT_MAX_LEN];
+    CHECK_RC(rumor_cert_issue_at(other, &other_len, a, pk, "cam-4", "office-berlin", t0, t1, err));
+    CHECK(rumor_cert_site_class(other, other_len) == want);
+    CHECK_RC(rumor_cert_issue_at(other, &other_len, a, pk, "cam-4", "office-paris", t0, t1, err));
+    CHECK(rumor_cert_site_class(other, other_len) != want);
+
+    /* A site changed after signing, or its length: refused. */
+    memcpy(bad, cert, len);
+    bad[92] ^= 0x20;
+    CHECK(verdict(bad, len, apub, pk, t0) == RUMOR_CERT_BAD_SIGNATURE);
+    memcpy(bad, cert, len);
+    bad[90] = 12;
+    CHECK(verdict(bad, len, apub, pk, t0) == RUMOR_CERT_MALFORMED);
+    bad[90] = 0; /* (a form 2 certificate states a site) */
+    CHECK(verdict(bad, len, apub, pk, t0) == RUMOR_CERT_MALFORMED);
+
+    /* Name and site share 64 bytes; a site follows a name's rules. */
+    char n40[41], s24[25], s25[26];
+    memset(n40, 'n', 40), n40[40] = 0;
+    memset(s24, 's', 24), s24[24] = 0;
+    memset(s25, 's', 25), s25[25] = 0;
+    CHECK_RC(rumor_cert_issue_at(bad, &plen, a, pk, n40, s24, t0, t1, err));
+    CHECK(plen == RUMOR_CERT_MAX_LEN && verdict(bad, plen, apub, pk, t0) == RUMOR_CERT_OK);
+    CHECK(rumor_cert_issue_at(bad, &plen, a, pk, n40, s25, t0, t1, err) == RUMOR_EINVAL);
+    CHECK_MSG(strstr(err, "65 bytes together, at most 64") != NULL, "%s", err);
+    CHECK(rumor_cert_issue_at(bad, &plen, a, pk, "x", "lan\n2", t0, t1, err) == RUMOR_EINVAL);
+    CHECK_MSG(strstr(err, "site contains a control character") != NULL, "%s", err);
+
+    /* The file form says the site, and gives back the same bytes. */
+    char path[512];
+    path_in(path, sizeof path, "site.cert");
+    CHECK_RC(rumor_cert_save(path, cert, len, true, err));
+    uint8_t back[RUMOR_CERT_MAX_LEN];
+    size_t back_len = 0;
+    CHECK_RC(rumor_cert_load(back, &back_len, path, err));
+    CHECK(back_len == len && memcmp(back, cert, len) == 0);
+    char *file = read_text(path);
+    CHECK(file && strstr(file, "# name: cam-3\n# site: office-berlin\n") != NULL);
+    free(file);
+    for (size_t m = 1; m <= 4; m++) { /* every amount of padding */
+        char st[8] = "wxyz";
+        st[m] = 0;
+        CHECK_RC(rumor_cert_issue_at(bad, &plen, a, pk, NULL, st, t0, t1, err));
+        CHECK_RC(rumor_cert_save(path, bad, plen, true, err));
+        CHECK_RC(rumor_cert_load(back, &back_len, path, err));
+        CHECK(back_len == plen && memcmp(back, bad, plen) == 0);
+    }
+    /* A knock carries the largest certificate. */
+    uint8_t dgram[RUMOR_ADMIT_MAX], nonce[RUMOR_ADMIT_NONCE_LEN];
+    CHECK_RC(rumor_cert_issue_at(bad, &plen, a, pk, n40, s24, t0, t1, err));
+    CHECK(rumor_admit_knock(dgram, peer, pk, 7, t0 * 1000, bad, plen, nonce) == RUMOR_ADMIT_KNOCK_LEN);
+    rumor_authority_destroy(&a);
+    rumor_secret_key_destroy(&peer);
 }
 
 /* ---- revocation lists ---- */
@@ -1133,6 +1230,7 @@ int main(void)
     test_member_signatures();
     test_authority_dir();
     test_certificates();
+    test_cert_sites();
     test_revoked();
     test_addresses();
     remove_tree(dir);

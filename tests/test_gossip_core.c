@@ -63,6 +63,7 @@ typedef struct {
     int round, who;   /* from this round on, member who ... */
     uint64_t cls;     /* ... has this class (round 0: no change) */
     bool *edge;       /* when not NULL: n x n, the sends of round 0 */
+    const uint64_t *place; /* when not NULL: each member's place (else key order) */
 } reach_script_t;
 
 static int relayed_sends_as(const char *topo, int n, const uint64_t *cls0, bool placed, int rounds, double *spread,
@@ -78,9 +79,10 @@ static int relayed_sends_as(const char *topo, int n, const uint64_t *cls0, bool 
     for (int r = 0; r < rounds; r++) {
         if (r == 0 || (sc && sc->round == r)) {
             if (r && sc) cls[sc->who] = sc->cls;
+            const uint64_t *place = sc ? sc->place : NULL;
             for (int i = 0; i < n; i++)
                 rumor_gossip_set_view_reach(s.g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, NULL, placed ? cls : NULL,
-                                            (size_t)n, placed ? cls[i] : 0);
+                                            place, (size_t)n, placed ? cls[i] : 0, place ? place[i] : 0);
         }
         bool waited[MAXN] = {false};
         for (int i = 0; i < n; i++) {
@@ -189,6 +191,34 @@ static void test_sites(void)
     reach_script_t change = {.round = 3, .who = 2, .cls = UINT64_C(0xdd31794d9e41c66a)};
     const int ch = relayed_sends_as("ring", 8, cls, true, 10, &spread_placed, &change);
     CHECK_MSG(ch == 10 * 1 * 2, "a class changed at round 3: %d relayed sends in 10 rounds", ch);
+}
+
+/* Members take the graph's ranks in the order of their places (rumor_member_place: a draw no
+ * member chooses), not of their keys: on a ring of 8 whose places put the members in the order
+ * 5 2 7 0 3 6 1 4, round 0's sends are exactly between neighbours in that order; with one
+ * member that cannot be dialled, it still has two dialable neighbours, and every round finishes
+ * at its gossip point (all peers rank alike). */
+static void test_places(void)
+{
+    const int order[8] = {5, 2, 7, 0, 3, 6, 1, 4};
+    uint64_t place[8], cls[8] = {0};
+    for (int r = 0; r < 8; r++) place[order[r]] = UINT64_C(0x1f00000000000000) * (uint64_t)(r + 1) + 0x55;
+    bool edge[64] = {false};
+    reach_script_t sc = {.edge = edge, .place = place};
+    double spread;
+    (void)relayed_sends_as("ring", 8, cls, false, 1, &spread, &sc);
+    bool exact = true;
+    int sends = 0;
+    for (int p = 0; p < 8; p++) {
+        const int a = order[p], b = order[(p + 1) % 8];
+        exact &= edge[a * 8 + b] && edge[b * 8 + a];
+    }
+    for (int k = 0; k < 64; k++) sends += edge[k];
+    CHECK_MSG(exact && sends == 16, "a ring in place order 5 2 7 0 3 6 1 4 (%d sends)", sends);
+    cls[7] = place[7] | UINT64_C(1) << 63, cls[0] = place[0] | UINT64_C(1) << 63; /* (neighbours by place) */
+    reach_script_t far = {.place = place};
+    const int relayed = relayed_sends_as("ring", 8, cls, true, 10, &spread, &far);
+    CHECK_MSG(relayed == 0, "two undialable neighbours by place are moved apart: %d relayed sends", relayed);
 }
 
 /* ---- secure mixing ---- */
@@ -437,6 +467,7 @@ int main(void)
     test_pure_gossip("dpsgd+overlap", "complete", 5, 70, 16, 0, 1);
     test_far_members();
     test_sites();
+    test_places();
     test_secure_mix_plain("complete", 4);
     test_secure_mix_plain("ring", 5);
     test_secure_mix("complete", 4);

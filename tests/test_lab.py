@@ -47,8 +47,8 @@ class Swarm:
         return os.path.join(self.tmp, "%s-%d" % (name, next(self.runs)))
 
 
-def node_args(swarm, i, listen, run_dir, extra, bootstrap=None, linger=0):
-    args = [RUMOR, "node", "--key", swarm.keys[i] + ".key", "--cert", swarm.keys[i] + ".cert",
+def node_args(swarm, i, listen, run_dir, extra, bootstrap=None, linger=0, cert=".cert"):
+    args = [RUMOR, "node", "--key", swarm.keys[i] + ".key", "--cert", swarm.keys[i] + cert,
             "--swarm", os.path.join(swarm.dir, "authority.pub"), "--listen", listen, "--run-dir", run_dir,
             "--threads", "1", "--data", DATA, "--linger", str(linger), *extra]
     return args + (["--bootstrap", bootstrap] if bootstrap else [])
@@ -64,15 +64,16 @@ def start(lab, host, args, log):
     return p, (line.strip().split()[-1] if "rumor://" in line else None)
 
 
-def start_swarm(swarm, lab, hosts, listens, extra, name, linger=0):
+def start_swarm(swarm, lab, hosts, listens, extra, name, linger=0, certs=None):
     """A node in each of lab's hosts, listening at listens[i], the first the bootstrap, each with
-    a control socket: (processes, run dirs, control addresses)."""
+    a control socket (and node i's certificate at its key's path + certs[i], when given): (processes,
+    run dirs, control addresses)."""
     dirs = [swarm.run_dir(name) for _ in hosts]
     ctls = ["ipc://" + d + ".ctl" for d in dirs]
     procs, boot = [], None
     for i, host in enumerate(hosts):
         args = node_args(swarm, i, listens[i], dirs[i], extra + ["--rank", str(i), "--control", ctls[i]], boot,
-                         linger)
+                         linger, certs[i] if certs else ".cert")
         p, addr = start(lab, host, args, dirs[i] + ".log")
         procs.append(p)
         boot = boot or addr
@@ -370,14 +371,20 @@ def cgnat_run(swarm, res):
     """Carrier-grade NAT: two home routers behind one provider's NAT, each with two peers on a
     LAN of the same subnet and the same addresses, and a public peer; a ring. Every peer behind
     them is seen at the provider's address, yet each LAN is a site of its own (its members reach
-    each other directly, the other LAN's only through a relay), so the ring puts each LAN's pair
-    side by side: one relayed edge, not the up to three that one site for all four could give.
+    each other directly, the other LAN's only through a relay). The authority states each LAN's
+    site in its members' certificates (`rumor swarm admit --site`: the graph takes no member's
+    own word for it), so the ring puts each LAN's pair side by side: one relayed edge, not the up
+    to three that the members' draws alone could give.
     Runs beside the NAT scenario (in a thread): what it saw goes into res, for cgnat_check."""
     n, rounds = 5, 100
     extra = ["--model", "mlp:64", "--algo", "dpsgd", "--rounds", str(rounds), "--local-steps", "2", "--partition",
              "iid", "--of", str(n), "--eval-every", "0", "--period", "200", "--suspect", "1000", "--topology", "ring",
              "--init-seed", "7", "--min-peers", str(n), "--relay-budget", "50"]
     hosts = ["pub", "a1", "a2", "b1", "b2"]
+    for i, site in ((1, "home-a"), (2, "home-a"), (3, "home-b"), (4, "home-b")):
+        k = swarm.keys[i]
+        r = run("swarm", "admit", "-a", swarm.dir, "-o", k + ".site.cert", "--force", "--site", site, k + ".pub")
+        assert r.returncode == 0 and ("at site " + site) in r.stdout, r.stdout + r.stderr
     lab = netlab.Lab()
     try:
         lab.segment("wan")
@@ -391,7 +398,8 @@ def cgnat_run(swarm, res):
             lab.attach(h, "lan" + ("ha", "ha", "hb", "hb")[i], ip + "/24", "192.168.1.1")
             listens.append("tcp://%s:7000" % ip)
         # (linger: the public peer relays and names the provider's address until all are done)
-        procs, dirs, ctls = start_swarm(swarm, lab, hosts, listens, extra, "cgnat", linger=1)
+        procs, dirs, ctls = start_swarm(swarm, lab, hosts, listens, extra, "cgnat", linger=1,
+                                        certs=[".cert"] + [".site.cert"] * 4)
         # What the nodes say while all five are in every view (once members finish and leave,
         # a LAN's other member goes, and so does its part in the site).
         last, via, sites0 = [None] * n, {}, {}

@@ -57,11 +57,11 @@ static void fake_sign(void *arg, const uint8_t *record, size_t len, uint8_t proo
 }
 
 /* What the driver does before membership sees an entry: proven when its proof is the
- * member's signature of (key, inc, boot, addr). */
+ * member's signature of (key, inc, boot, undialable, addr). */
 static void vet(rumor_memb_update_t *u)
 {
     uint8_t rec[RUMOR_MEMB_RECORD_MAX], want[RUMOR_MEMB_PROOF_LEN];
-    fake_proof(rec, rumor_memb_record(rec, u->key, u->inc, u->boot, u->addr), want);
+    fake_proof(rec, rumor_memb_record(rec, u->key, u->inc, u->boot, u->undialable, u->addr), want);
     u->proven = memcmp(want, u->proof, RUMOR_MEMB_PROOF_LEN) == 0;
 }
 
@@ -69,7 +69,7 @@ static void vet(rumor_memb_update_t *u)
 static void sign_as_member(rumor_memb_update_t *u)
 {
     uint8_t rec[RUMOR_MEMB_RECORD_MAX];
-    fake_proof(rec, rumor_memb_record(rec, u->key, u->inc, u->boot, u->addr), u->proof);
+    fake_proof(rec, rumor_memb_record(rec, u->key, u->inc, u->boot, u->undialable, u->addr), u->proof);
     u->proven = true;
 }
 
@@ -79,7 +79,7 @@ static void vet_msg(rumor_memb_msg_t *msg, const uint8_t *from)
     for (int i = 0; i < msg->n_peers; i++) vet(&msg->peers[i]);
     if (msg->kind == RUMOR_MEMB_HELLO) {
         uint8_t rec[RUMOR_MEMB_RECORD_MAX], want[RUMOR_MEMB_PROOF_LEN];
-        fake_proof(rec, rumor_memb_record(rec, from, msg->inc, msg->boot, msg->addr), want);
+        fake_proof(rec, rumor_memb_record(rec, from, msg->inc, msg->boot, msg->undialable, msg->addr), want);
         msg->proven = memcmp(want, msg->proof, RUMOR_MEMB_PROOF_LEN) == 0;
     }
 }
@@ -666,8 +666,8 @@ static void entry_of(rumor_memb_update_t *u, int who, const char *addr, uint32_t
     sign_as_member(u); /* (a test that forges clears it, or signs again after a change) */
 }
 
-/* `from` says hello (its own word), with its certificate. */
-static void hello_from(rumor_memb_t *m, int from, uint32_t inc, uint64_t boot, uint64_t now)
+/* `from` says hello (its own word), with its certificate, saying whether it can be dialled. */
+static void hello_from_as(rumor_memb_t *m, int from, uint32_t inc, uint64_t boot, bool undialable, uint64_t now)
 {
     uint8_t k[RUMOR_KEY_LEN];
     key_of(from, k);
@@ -675,12 +675,18 @@ static void hello_from(rumor_memb_t *m, int from, uint32_t inc, uint64_t boot, u
     tmsg.kind = RUMOR_MEMB_HELLO;
     tmsg.inc = inc;
     tmsg.boot = boot;
+    tmsg.undialable = undialable;
     addr_of(from, tmsg.addr);
     cert_of(from, tmsg.cert, &tmsg.cert_len);
     uint8_t rec[RUMOR_MEMB_RECORD_MAX];
-    fake_proof(rec, rumor_memb_record(rec, k, inc, boot, tmsg.addr), tmsg.proof);
+    fake_proof(rec, rumor_memb_record(rec, k, inc, boot, undialable, tmsg.addr), tmsg.proof);
     tmsg.proven = true;
     rumor_memb_recv(m, k, tmsg.addr, &tmsg, now);
+}
+
+static void hello_from(rumor_memb_t *m, int from, uint32_t inc, uint64_t boot, uint64_t now)
+{
+    hello_from_as(m, from, inc, boot, false, now);
 }
 
 /* `from` sends PEERS with one entry (a claim about u->key, unless that is from itself). */
@@ -920,6 +926,72 @@ static void test_forged_claims(void)
 
 /* Finding: one forged peers entry made nodes dial an address of the forger's choosing,
  * again and again, and pass it on. */
+/* A member that tells two peers two records at one incarnation (dialable to one, not to the
+ * other: the input of their graphs' placement) cannot keep their views apart: each takes the
+ * greater record from the other's gossip, so both end with the same one. And a node that finds
+ * it cannot be dialled says so under a new incarnation, signed. */
+static void test_equivocation(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    cfg.strict = true;
+    cfg.sign = fake_sign;
+    rumor_memb_t *p[2];
+    for (int i = 0; i < 2; i++) {
+        uint8_t me[RUMOR_KEY_LEN], cert[RUMOR_MEMB_CERT_MAX];
+        uint16_t cert_len;
+        key_of(1 + i, me);
+        cert_of(1 + i, cert, &cert_len);
+        char addr[RUMOR_MEMB_ADDR_LEN];
+        addr_of(1 + i, addr);
+        p[i] = rumor_memb_new(&cfg, me, addr, 1700000000u, err);
+        CHECK(p[i] != NULL);
+        rumor_memb_set_identity(p[i], cert, cert_len, 0x10 + (uint64_t)i);
+    }
+    const int M = 7;
+    const uint32_t inc = 1700000100u;
+    uint64_t now = 1000;
+    hello_from_as(p[0], M, inc, 0x777, false, now);
+    hello_from_as(p[1], M, inc, 0x777, true, now);
+    hello_from(p[0], 2, 1700000000u, 0x11, now); /* (each knows the other) */
+    hello_from(p[1], 1, 1700000000u, 0x10, now);
+    CHECK(member(p[0], M) && !member(p[0], M)->undialable && member(p[1], M) && member(p[1], M)->undialable);
+    rumor_memb_update_t u[2];
+    for (int i = 0; i < 2; i++) {
+        entry_of(&u[i], M, NULL, inc, RUMOR_MEMB_ALIVE, true);
+        u[i].boot = 0x777;
+        u[i].undialable = i == 1;
+        sign_as_member(&u[i]); /* (the record M signed for peer i) */
+    }
+    now += 2000;
+    peers_from(p[0], 2, &u[1], now); /* peer 1's record reaches peer 0, and the other way */
+    peers_from(p[1], 1, &u[0], now);
+    CHECK_MSG(member(p[0], M)->undialable && member(p[1], M)->undialable && member(p[0], M)->inc == inc &&
+                  member(p[1], M)->inc == inc,
+              "the two peers hold one record of the member: undialable %d and %d", member(p[0], M)->undialable,
+              member(p[1], M)->undialable);
+    /* Its own hello again with the lesser record changes nothing either. */
+    hello_from_as(p[1], M, inc, 0x777, false, now + 1);
+    CHECK(member(p[1], M)->undialable);
+
+    /* Our own record: a change of reachability is a new incarnation, signed, and spread. */
+    const uint32_t before = rumor_memb_incarnation(p[0]);
+    uint8_t proof0[RUMOR_MEMB_PROOF_LEN];
+    rumor_memb_set_undialable(p[0], false); /* (no change: nothing) */
+    CHECK(rumor_memb_incarnation(p[0]) == before);
+    memcpy(proof0, rumor_memb_proof(p[0]), RUMOR_MEMB_PROOF_LEN);
+    rumor_memb_set_undialable(p[0], true);
+    CHECK(rumor_memb_undialable(p[0]) && rumor_memb_incarnation(p[0]) == before + 1);
+    uint8_t me[RUMOR_KEY_LEN], rec[RUMOR_MEMB_RECORD_MAX], want[RUMOR_MEMB_PROOF_LEN];
+    key_of(1, me);
+    char addr[RUMOR_MEMB_ADDR_LEN];
+    addr_of(1, addr);
+    fake_proof(rec, rumor_memb_record(rec, me, before + 1, 0x10, true, addr), want);
+    CHECK(memcmp(rumor_memb_proof(p[0]), want, RUMOR_MEMB_PROOF_LEN) == 0 &&
+          memcmp(proof0, want, RUMOR_MEMB_PROOF_LEN) != 0);
+    for (int i = 0; i < 2; i++) rumor_memb_destroy(&p[i]);
+}
+
 static void test_certs_and_dial_budget(void)
 {
     char err[RUMOR_ERR_LEN];
@@ -1056,6 +1128,7 @@ int main(void)
     test_bad_input_and_refutation();
     test_view_only_heard_from();
     test_forged_claims();
+    test_equivocation();
     test_certs_and_dial_budget();
     test_join_and_failure(false);
     test_join_and_failure(true);

@@ -99,7 +99,15 @@ def key_text(path):
 def cert_bytes(path):
     import zmq.utils.z85
     raw = zmq.utils.z85.decode("".join(key_text_lines(path)))
-    return raw[:85 + raw[84] + 64]
+    n = raw[84]
+    return raw[:86 + n + raw[85 + n] + 64] if raw[:4] == b"RMC2" else raw[:85 + n + 64]
+
+
+def place_of(cert_path):
+    """A member's place in the gossip graph's order (crypto.h rumor_member_place), as hex: the
+    first 8 bytes of BLAKE2b-256 of a label and the authority's signature ending its certificate."""
+    import hashlib
+    return hashlib.blake2b(b"rumor-place-1\0\0\0" + cert_bytes(cert_path)[-64:], digest_size=32).digest()[:8].hex()
 
 
 def relay_share(ctx, tmp, swarm, mallory, pubs, port, ctl):
@@ -123,7 +131,7 @@ def relay_share(ctx, tmp, swarm, mallory, pubs, port, ctl):
         s.curve_serverkey = pubs[1].encode()
         s.connect("tcp://127.0.0.1:%d" % port)
         boot = int.from_bytes(os.urandom(4), "big") + 1
-        s.send(mp({"v": 4, "t": "hello", "seq": 1, "cert": cert_bytes(who + ".cert"), "addr": "tcp://127.0.0.1:9",
+        s.send(mp({"v": 5, "t": "hello", "seq": 1, "cert": cert_bytes(who + ".cert"), "addr": "tcp://127.0.0.1:9",
                    "layout": 0, "caps": 1, "inc": 1, "boot": boot,
                    "proof": rumortest.record_proof(who + ".key", 1, boot, "tcp://127.0.0.1:9")}))
         return s
@@ -134,7 +142,7 @@ def relay_share(ctx, tmp, swarm, mallory, pubs, port, ctl):
     before = (status(ctl) or {}).get("rejected", {}).get("relay-budget", 0)
 
     def relay(to, ctr):
-        return mp({"v": 4, "t": "relay", "seq": ctr + 1, "to": key[to], "kind": 3, "ctr": ctr})
+        return mp({"v": 5, "t": "relay", "seq": ctr + 1, "to": key[to], "kind": 3, "ctr": ctr})
     got = {mallory: 0, eve: 0}  # relayed messages each received from the other
 
     def drain(s, who):
@@ -200,6 +208,14 @@ def main():
     check(full, "6 nodes reach a full view (%.1f s)" % (time.time() - t0))
     check(wait_for(lambda: all((status(c) or {}).get("reachable") for _, c in nodes), 3),
           "every node is probed by its peers: its advertised address works")
+    # Every node ranks every member by a place drawn from its certificate's signature, which the
+    # member could not choose, and all agree on each one's place.
+    want = {pubs[i]: place_of(keys[i] + ".cert") for i in range(6)}
+    seen = [(status(c) or {}) for _, c in nodes]
+    check(all(s.get("place") == want[pubs[i]] for i, s in enumerate(seen)) and
+          all(v.get("place") == want.get(v["key"]) for s in seen for v in s.get("view", [])),
+          "every node's place, by itself and by every peer, is the draw from its certificate (%s)" %
+          [s.get("place") for s in seen])
     check((status(c0) or {}).get("dumpable") is False,
           "a node is not dumpable: no core dump, and no other process of its user reads its memory")
 
@@ -356,15 +372,20 @@ def main():
               % (before, after))
         relay.close()
         up.close()
-        d = ctx.socket(zmq.DEALER)
-        d.linger = 0
-        d.curve_secretkey = rumortest.curve_secret(mallory + ".key")
-        d.curve_publickey = key_text(mallory + ".pub").encode()
-        d.curve_serverkey = pubs[1].encode()
-        d.connect("tcp://127.0.0.1:%d" % port1)
+
+        def dealer_as(key, server, port):
+            """A DEALER with key's CURVE identity, connected to the node of public key server."""
+            s = ctx.socket(zmq.DEALER)
+            s.linger = 0
+            s.curve_secretkey = rumortest.curve_secret(key + ".key")
+            s.curve_publickey = key_text(key + ".pub").encode()
+            s.curve_serverkey = server.encode()
+            s.connect("tcp://127.0.0.1:%d" % port)
+            return s
+        d = dealer_as(mallory, pubs[1], port1)
         # A member that asks for the node's hello before the node holds its own (both lost the
         # other's) is answered with it, and asked for its own.
-        d.send(mp({"v": 4, "t": "bye", "seq": 1, "why": "hello"}))
+        d.send(mp({"v": 5, "t": "bye", "seq": 1, "why": "hello"}))
         got = [d.recv()] if d.poll(3000) else []
         while got and d.poll(300):
             got.append(d.recv())
@@ -372,11 +393,13 @@ def main():
               "asked for its hello by a member it holds none of, a node answers with it and asks back (%d replies)"
               % len(got))
         mallory_proof = rumortest.record_proof(mallory + ".key", 1, 0x5eed, "tcp://127.0.0.1:9")
+        # (a hello naming a site says its member is undialable: its record, signed, says so too)
+        mallory_nat = rumortest.record_proof(mallory + ".key", 1, 0x5eed, "tcp://127.0.0.1:9", undialable=True)
 
         def hello(seq, **more):
-            d.send(mp({"v": 4, "t": "hello", "seq": seq, "cert": cert_bytes(mallory + ".cert"),
+            d.send(mp({"v": 5, "t": "hello", "seq": seq, "cert": cert_bytes(mallory + ".cert"),
                        "addr": "tcp://127.0.0.1:9", "layout": 0, "caps": 0, "inc": 1, "boot": 0x5eed,
-                       "proof": mallory_proof, **more}))
+                       "proof": mallory_nat if more.get("site") else mallory_proof, **more}))
         hello(1)
         # Hellos come by paths that keep no order between them (a dial each way, relays): one
         # older than the last taken from this run of a member (its seq) changes nothing.
@@ -399,20 +422,40 @@ def main():
         hello(41, site=0x2222)
         got = sites_seen("0000000000002222")
         check(got[0] == "0000000000002222", "... and a newer one does (%s)" % (got,))
+        # A member that tells two peers two things at one incarnation (node 1: behind NAT, a
+        # site; node 2: dialable) moves neither graph its way: where the graph places a member
+        # comes from its signed record, and of two records at one incarnation every peer keeps
+        # the greater, so nodes 1 and 2 end holding the same (undialable) and the same place.
+        port2 = int([v for v in status(nodes[1][1])["view"] if v["key"] == pubs[2]][0]["addr"].rsplit(":", 1)[1])
+        r = run("ping", "--key", mallory + ".key", "--cert", mallory + ".cert", "--swarm",
+                os.path.join(swarm, "authority.pub"), "rumor://%s@127.0.0.1:%d" % (pubs[2], port2))
+        d2 = dealer_as(mallory, pubs[2], port2)
+        d2.send(mp({"v": 5, "t": "hello", "seq": 1, "cert": cert_bytes(mallory + ".cert"), "addr": "tcp://127.0.0.1:9",
+                    "layout": 0, "caps": 0, "inc": 1, "boot": 0x5eed, "proof": mallory_proof}))
+
+        def mallory_at(ctl):
+            st = status(ctl) or {}
+            return next(((v.get("dialable"), v.get("place")) for v in st.get("view", [])
+                         if v["key"] == key_text(mallory + ".pub")), None)
+        agreed = wait_for(lambda: mallory_at(nodes[1][1]) == mallory_at(nodes[2][1]) ==
+                          (False, place_of(mallory + ".cert")), 3)
+        check(r.returncode == 0 and agreed, "two peers told two records at one incarnation hold the same one: %s, %s"
+              % (mallory_at(nodes[1][1]), mallory_at(nodes[2][1])))
+        d2.close()
         bad = [
             b"\xc1garbage",                                           # reserved byte
             b"\xdf\xff\xff\xff\xff" + b"\x00" * 5,                     # a map claiming 4 billion entries
-            mp({"v": 4, "t": "ping", "seq": 2}) [:-1] + b"\xdb\xff\xff\xff\xff",  # a str with a lying length
+            mp({"v": 5, "t": "ping", "seq": 2}) [:-1] + b"\xdb\xff\xff\xff\xff",  # a str with a lying length
             b"\xde\x00\x28" + b"".join(mp("k%d" % i) + mp(i) for i in range(40)),  # 40 entries
-            mp({"v": 5, "t": "ping", "seq": 3, "inc": 1}),               # a version from the future
+            mp({"v": 6, "t": "ping", "seq": 3, "inc": 1}),               # a version from the future
             mp({"v": 4, "t": "ping", "seq": 3, "inc": 1}),               # the version before
-            mp({"v": 4, "t": "nonsense", "seq": 4}),                     # an unknown type
-            mp({"v": 4, "t": "ping", "seq": 5, "inc": 1}) + b"\x00",     # trailing bytes
+            mp({"v": 5, "t": "nonsense", "seq": 4}),                     # an unknown type
+            mp({"v": 5, "t": "ping", "seq": 5, "inc": 1}) + b"\x00",     # trailing bytes
         ]
         for b in bad:
             d.send(b)
         # A model chunk whose payload disagrees with its header, and a message of four frames.
-        d.send_multipart([mp({"v": 4, "t": "model", "seq": 6, "round": 1, "w": 1.0, "codec": 0, "layout": 7,
+        d.send_multipart([mp({"v": 5, "t": "model", "seq": 6, "round": 1, "w": 1.0, "codec": 0, "layout": 7,
                               "chunk": 0, "chunks": 1, "off": 0, "n": 10}), b"\x00" * 39])
         d.send_multipart([b"a", b"b", b"c"])
         time.sleep(1.0)
@@ -447,7 +490,7 @@ def main():
         node2_key = zmq.utils.z85.decode(pubs[2])
         before = (status(nodes[1][1]) or {}).get("rejected", {})
         for k in range(5):
-            d.send(mp({"v": 4, "t": "peers", "seq": 20 + k, "peers": [
+            d.send(mp({"v": 5, "t": "peers", "seq": 20 + k, "peers": [
                 {"k": fake, "a": trap, "inc": 1, "s": 0},
                 {"k": fake, "a": trap, "inc": 2, "s": 0, "cert": cert_bytes(mallory + ".cert")},
                 {"k": node2_key, "a": trap, "inc": 0xFFFFFFFF, "s": 2, "cert": cert_bytes(keys[2] + ".cert")},
@@ -488,7 +531,7 @@ def main():
         before = (status(nodes[1][1]) or {}).get("rejected", {})
         t_sent = time.time()
         for k in range(20):
-            d.send(mp({"v": 4, "t": "peers", "seq": 30 + k, "peers": [
+            d.send(mp({"v": 5, "t": "peers", "seq": 30 + k, "peers": [
                 {"k": os.urandom(32), "a": trap, "inc": 1, "s": 0, "cert": cert_bytes(mallory + ".cert")}
                 for _ in range(64)]}))
         time.sleep(0.5)
@@ -514,7 +557,7 @@ def main():
             log1 = keys[1] + ".log"
             before = (status(nodes[1][1]) or {}).get("rejected", {}).get("unsigned-record", 0)
             for k in range(60):
-                d.send(mp({"v": 4, "t": "peers", "seq": 60 + k, "peers": [entry, dict(entry, s=0, boot=0xbad)]}))
+                d.send(mp({"v": 5, "t": "peers", "seq": 60 + k, "peers": [entry, dict(entry, s=0, boot=0xbad)]}))
                 time.sleep(0.1)
                 if k % 5 == 4:
                     view = [v for v in (status(nodes[1][1]) or {}).get("view", []) if v["key"] == pubs[2]]
@@ -542,7 +585,7 @@ def main():
         while d.poll(100):
             d.recv_multipart()
         before = (status(nodes[1][1]) or {}).get("rejected", {}).get("relayed-unopened", 0)
-        d.send(mp({"v": 4, "t": "relay", "seq": 90, "from": node2_key, "kind": 1, "eph": os.urandom(32),
+        d.send(mp({"v": 5, "t": "relay", "seq": 90, "from": node2_key, "kind": 1, "eph": os.urandom(32),
                    "proof": os.urandom(96), "sent": int(time.time() * 1000)}))
         answers = []
         end = time.time() + 1.5

@@ -280,7 +280,7 @@ static bool peer_eq(const rumor_proto_peer_t *a, const rumor_proto_peer_t *b)
     return memcmp(a->key, b->key, sizeof a->key) == 0 && strcmp(a->addr, b->addr) == 0 &&
            a->inc == b->inc && a->state == b->state && a->cert_len == b->cert_len &&
            memcmp(a->cert, b->cert, a->cert_len) == 0 && a->boot == b->boot && a->has_proof == b->has_proof &&
-           (!a->has_proof || memcmp(a->proof, b->proof, sizeof a->proof) == 0);
+           (!a->has_proof || memcmp(a->proof, b->proof, sizeof a->proof) == 0) && a->undialable == b->undialable;
 }
 
 static bool peers_eq(const rumor_proto_peer_t *a, size_t na, const rumor_proto_peer_t *b, size_t nb)
@@ -369,6 +369,8 @@ static void make_peer(rumor_proto_peer_t *p, unsigned i, bool long_addr)
     /* Version 4's: a signed record's proof on two entries in three. */
     p->has_proof = i % 3 != 1;
     for (int j = 0; p->has_proof && j < RUMOR_PROTO_PROOF_LEN; j++) p->proof[j] = (uint8_t)(i ^ (unsigned)(5 * j));
+    /* Version 5's: undialable on every fifth. */
+    p->undialable = i % 5 == 3;
 }
 
 static uint8_t payload_buf[RUMOR_PROTO_MAX_PAYLOAD];
@@ -1296,6 +1298,23 @@ static void test_reject_fields(void)
     bb_array(bb, 1);
     bb_peer(bb, "tcp://1.2.3.4:5", 1, 4); /* state out of range */
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_VALUE);
+    /* "u" (version 5): 1, else bad-value (0 is said by its absence), a string the wrong type. */
+    for (int u = 0; u < 4; u++) {
+        bb->n = 0;
+        bb_head(bb, 1, "peers", 1);
+        bb_str(bb, "peers");
+        bb_array(bb, 1);
+        bb_map(bb, 5);
+        bb_str(bb, "k");
+        bb_bin(bb, key32, 32);
+        kv_str(bb, "a", "tcp://1.2.3.4:5");
+        kv_uint(bb, "inc", 1);
+        kv_uint(bb, "s", 0);
+        if (u < 3) kv_uint(bb, "u", (uint64_t)u);
+        else kv_str(bb, "u", "1");
+        CHECK_REJECT(bb, NULL, 0, u == 1 ? RUMOR_PROTO_REJECT_NONE : u == 3 ? RUMOR_PROTO_REJECT_WRONG_TYPE
+                                                                        : RUMOR_PROTO_REJECT_VALUE);
+    }
     bb->n = 0;
     bb_head(bb, 1, "peers", 1);
     bb_str(bb, "peers");
@@ -1826,7 +1845,7 @@ static void test_relay(void)
     for (int i = 0; i < 32; i++) k[i] = (uint8_t)(0xa0 + i), e[i] = (uint8_t)(0x10 + i);
     for (int i = 0; i < 64; i++) sealed[i] = (uint8_t)(i * 5);
 
-    /* Known answer: {"v": 4, "t": "relay", "seq": 1, "to": K, "kind": 1, "eph": E, "proof": P,
+    /* Known answer: {"v": RUMOR_PROTO_VERSION, "t": "relay", "seq": 1, "to": K, "kind": 1, "eph": E, "proof": P,
      * "sent": 0x0102030405060708} */
     uint8_t proof[RUMOR_PROTO_PROOF_LEN];
     for (int i = 0; i < RUMOR_PROTO_PROOF_LEN; i++) proof[i] = (uint8_t)(0x77 ^ i);

@@ -194,13 +194,16 @@ static int swarm_init(int argc, char **argv)
 
 static int swarm_admit(int argc, char **argv)
 {
-    const char *dir = NULL, *output = NULL, *name = NULL;
+    const char *dir = NULL, *output = NULL, *name = NULL, *site = NULL;
     long days = 365;
     bool force = false, help = false;
     const cli_opt_t opts[] = {
         {"--authority", OPT_STR, &dir, NULL, "-a DIR: the folder made by rumor swarm init"},
         {"--output", OPT_STR, &output, NULL, "-o CERT: the certificate file to write"},
         {"--name", OPT_STR, &name, NULL, "the peer's name, for people (UTF-8, at most 64 bytes)"},
+        {"--site", OPT_STR, &site, NULL,
+         "the network it shares with the other members of this site (a LAN behind one NAT): the gossip graph keeps "
+         "them side by side (UTF-8; name and site at most 64 bytes together)"},
         {"--days", OPT_LONG, &days, NULL, "days until it expires, 1..36500 (default 365)"},
         {"--force", OPT_FLAG, &force, NULL, "replace an existing certificate file"},
         {"--help", OPT_FLAG, &help, NULL, "this help"},
@@ -210,7 +213,7 @@ static int swarm_admit(int argc, char **argv)
     int n_pos;
     if (!parse(argc, argv, 3, opts, n_opts, pos, 1, &n_pos)) return 2;
     if (help) {
-        printf("usage: rumor swarm admit -a DIR -o CERT [--name NAME] [--days N] PUBKEY|PATH.pub\n\n"
+        printf("usage: rumor swarm admit -a DIR -o CERT [--name NAME] [--site SITE] [--days N] PUBKEY|PATH.pub\n\n"
                "Signs a certificate that admits the peer with this public key to the swarm.\n\n");
         cli_print_options(opts, n_opts);
         return 0;
@@ -234,6 +237,14 @@ static int swarm_admit(int argc, char **argv)
     char err[RUMOR_ERR_LEN];
     if (name && rumor_cert_name_check(name, err) != RUMOR_OK) {
         cli_error("--name: %s", err);
+        return 2;
+    }
+    if (site && !*site) {
+        cli_error("--site: empty (leave it out for a member without a site)");
+        return 2;
+    }
+    if (site && rumor_cert_site_check(name, site, err) != RUMOR_OK) {
+        cli_error("--site: %s", err);
         return 2;
     }
     uint8_t peer[RUMOR_KEY_LEN];
@@ -268,7 +279,7 @@ static int swarm_admit(int argc, char **argv)
     time_t now = time(NULL);
     uint64_t issued = now > 0 ? (uint64_t)now : 0;
     uint64_t expires = issued + (uint64_t)days * DAY_SECONDS;
-    rc = rumor_cert_issue(cert, &cert_len, auth, peer, name, issued, expires, err);
+    rc = rumor_cert_issue_at(cert, &cert_len, auth, peer, name, site, issued, expires, err);
     rumor_authority_destroy(&auth);
     if (rc == RUMOR_OK) rc = rumor_cert_save(output, cert, cert_len, force, err);
     if (rc != RUMOR_OK) {
@@ -280,8 +291,8 @@ static int swarm_admit(int argc, char **argv)
     time_t t = (time_t)expires;
     struct tm tm;
     if (!gmtime_r(&t, &tm) || !strftime(when, sizeof when, "%Y-%m-%d", &tm)) snprintf(when, sizeof when, "?");
-    printf("%s: admits %s%s%s%s until %s\n", output, id, name ? " (" : "", name ? name : "", name ? ")" : "",
-           when);
+    printf("%s: admits %s%s%s%s%s%s until %s\n", output, id, name ? " (" : "", name ? name : "", name ? ")" : "",
+           site ? " at site " : "", site ? site : "", when);
     return 0;
 }
 
@@ -292,7 +303,7 @@ int cmd_swarm(int argc, char **argv)
     if (sub && strcmp(sub, "admit") == 0) return swarm_admit(argc, argv);
     if (sub && (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0)) {
         printf("usage: rumor swarm init DIR\n"
-               "       rumor swarm admit -a DIR -o CERT [--name NAME] [--days N] PUBKEY|PATH.pub\n");
+               "       rumor swarm admit -a DIR -o CERT [--name NAME] [--site SITE] [--days N] PUBKEY|PATH.pub\n");
         return 0;
     }
     if (!sub) cli_error("swarm needs a subcommand: init or admit (try rumor swarm --help)");

@@ -98,7 +98,7 @@ slot_t *gsp_slot_for(rumor_gossip_t *g, uint64_t round)
  * greedily to the free position with the fewest edges to positions of other classes, then the
  * most edges to its own class, then the lowest degree, then the lowest rank. The choice depends
  * only on the graph, n and the classes' sizes and values, so every peer that knows the same
- * members makes the same one; members of each class keep their key order. */
+ * members makes the same one; members of each class keep their rank order (gather_members). */
 static bool reach_positions(rumor_gossip_t *g, size_t n, const reach_group_t *grp, size_t m)
 {
     uint64_t period = 1;
@@ -110,8 +110,8 @@ static bool reach_positions(rumor_gossip_t *g, size_t n, const reach_group_t *gr
         if (a) g->reach_adj = a;
         uint32_t *d = a ? realloc(g->reach_deg, 3 * n * sizeof *d) : NULL;
         if (d) g->reach_deg = d;
-        if (!a || !d) { /* no memory: the key order, as without any */
-            rumor_log(RUMOR_LOG_WARN, "out of memory to place %zu members on the graph: key order", n);
+        if (!a || !d) { /* no memory: the rank order, as without any */
+            rumor_log(RUMOR_LOG_WARN, "out of memory to place %zu members on the graph: rank order", n);
             return false;
         }
         g->reach_cap = n;
@@ -183,7 +183,7 @@ static void arrange(rumor_gossip_t *g, size_t n, size_t *me)
     size_t u = 0, m = 0;
     for (size_t i = 0; i < n; i++)
         if (g->member_reach[i]) grp[u++] = (reach_group_t){g->member_reach[i], 1};
-    if (u == 0 || n < 3) return; /* (nothing to choose: the key order) */
+    if (u == 0 || n < 3) return; /* (nothing to choose: the rank order) */
     qsort(grp, u, sizeof *grp, grp_by_class);
     for (size_t i = 0; i < u; i++) {
         if (m && grp[m - 1].cls == grp[i].cls) grp[m - 1].size++;
@@ -204,7 +204,7 @@ static void arrange(rumor_gossip_t *g, size_t n, size_t *me)
         memcpy(g->reach_key, grp, m * sizeof *grp);
         g->reach_n = n, g->reach_m = m;
     }
-    /* Positions and members, each sorted by class (then position, key order): the k-th
+    /* Positions and members, each sorted by class (then position, rank order): the k-th
      * position of a class gets the k-th member of that class. */
     reach_rank_t *pos = g->reach_rank, *mem = g->reach_rank + n;
     rank_by_class(pos, g->pos_reach, n);
@@ -306,26 +306,31 @@ pending_t *gsp_push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], do
 }
 
 
-/* The members: the view and this peer, numbered by sorted key; those that cannot be dialled
- * moved to where the graph joins them least to each other (arrange). Their count, and ours in
- * *me. */
+static int place_cmp(const void *a, const void *b)
+{
+    const view_entry_t *x = a, *y = b;
+    if (x->place != y->place) return x->place < y->place ? -1 : 1;
+    return memcmp(x->key, y->key, RUMOR_KEY_LEN);
+}
+
+/* The members: the view and this peer, numbered by place, then key; those that cannot be
+ * dialled moved to where the graph joins them least to each other (arrange). Their count, and
+ * ours in *me. */
 static size_t gather_members(rumor_gossip_t *g, size_t *me)
 {
-    size_t n = 0;
-    bool placed = false;
-    for (size_t i = 0; i <= g->view_count; i++) {
-        if (!placed && (i == g->view_count || memcmp(g->cfg.self, g->view[i].key, RUMOR_KEY_LEN) < 0)) {
-            *me = n;
-            g->member_boot[n] = g->cfg.boot;
-            g->member_reach[n] = g->self_reach;
-            memcpy(g->members[n++], g->cfg.self, RUMOR_KEY_LEN);
-            placed = true;
-        }
-        if (i < g->view_count) {
-            g->member_boot[n] = g->view[i].boot;
-            g->member_reach[n] = g->view[i].reach;
-            memcpy(g->members[n++], g->view[i].key, RUMOR_KEY_LEN);
-        }
+    view_entry_t *r = g->ranked;
+    size_t n = g->view_count;
+    memcpy(r, g->view, n * sizeof *r);
+    memcpy(r[n].key, g->cfg.self, RUMOR_KEY_LEN);
+    r[n].boot = g->cfg.boot;
+    r[n].reach = g->self_reach;
+    r[n++].place = g->self_place;
+    qsort(r, n, sizeof *r, place_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp(r[i].key, g->cfg.self, RUMOR_KEY_LEN) == 0) *me = i;
+        memcpy(g->members[i], r[i].key, RUMOR_KEY_LEN);
+        g->member_boot[i] = r[i].boot;
+        g->member_reach[i] = r[i].reach;
     }
     arrange(g, n, me);
     return n;

@@ -298,13 +298,16 @@ void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LE
  * makes masks only with peers whose run it knows (secmix.h). */
 void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN],
                                  const uint64_t *boots, size_t count);
-/* The same with each peer's reach class (reach: NULL for all 0; self_reach: this peer's). 0:
- * anyone can dial it; members of one nonzero class can dial each other (behind one NAT) but
- * nobody else can dial them; members of two different nonzero classes reach each other only
- * through a relay. The graph's positions are dealt so that as few edges as it allows join two
- * such members. */
+/* The same with each peer's reach class and place (reach, place: NULL for all 0; self_reach,
+ * self_place: this peer's). Reach 0: anyone can dial it; members of one nonzero class can dial
+ * each other but nobody else can dial them; members of two different nonzero classes reach
+ * each other only through a relay. The graph's positions are dealt so that as few edges as it
+ * allows join two such members. Members take the graph's ranks in the order of their places,
+ * then keys (a place of 0 is read as the key's first 8 bytes, big-endian: key order), so that
+ * a driver can rank members by something they cannot choose (rumor_member_place). */
 void rumor_gossip_set_view_reach(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN], const uint64_t *boots,
-                                 const uint64_t *reach, size_t count, uint64_t self_reach);
+                                 const uint64_t *reach, const uint64_t *place, size_t count, uint64_t self_reach,
+                                 uint64_t self_place);
 
 typedef enum {
     RUMOR_GOSSIP_DONE,  /* x holds the parameters to train on next */

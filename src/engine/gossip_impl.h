@@ -137,12 +137,13 @@ typedef struct {
     uint64_t last;         /* round of its last strike (the least recent is forgotten first) */
 } strike_t;
 
-/* A member of the view: its key (first, so entries sort by key), its run's boot id, and
- * who can dial it (its reach class, rumor_gossip_set_view_reach). */
+/* A member of the view: its key (first, so entries sort by key), its run's boot id, who can
+ * dial it (its reach class) and its place (rumor_gossip_set_view_reach). */
 typedef struct {
     uint8_t key[RUMOR_KEY_LEN];
     uint64_t boot;
     uint64_t reach;
+    uint64_t place;
 } view_entry_t;
 
 /* The members of one nonzero reach class (arrange()). */
@@ -181,11 +182,13 @@ struct rumor_gossip {
     uint64_t forced;           /* rumor_gossip_adopt during a round: go on from here at its finish */
     /* view */
     view_entry_t *view;
+    view_entry_t *ranked;          /* gather_members' scratch: the view and this peer by place */
     size_t view_count;
     uint64_t view_hash, view_gen;  /* what set_view_reach was last given, and how often it changed */
     uint8_t (*members)[RUMOR_KEY_LEN];
     uint64_t *member_boot;         /* each member's run id as this peer knows it (0: unknown) */
     uint64_t self_reach;           /* this peer's reach class (0: anyone can dial it) */
+    uint64_t self_place;           /* ... and its place (the graph's rank order; never 0) */
     uint64_t *member_reach;        /* ... each member's (placed by arrange()) */
     uint64_t *pos_reach;           /* the class arrange() gives each position, for ... */
     size_t reach_n, reach_m;       /* ... n members in these m classes (reach_key; m 0: none yet) */

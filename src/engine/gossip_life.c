@@ -126,6 +126,14 @@ rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robus
     return RUMOR_OK;
 }
 
+/* A place as the ranks read it: 0 is the key's first 8 bytes, big-endian (key order). */
+static uint64_t place_or_key(uint64_t place, const uint8_t *key)
+{
+    if (place) return place;
+    for (int i = 0; i < 8; i++) place = place << 8 | key[i];
+    return place;
+}
+
 rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topology_t *topo, const float *x0,
                                  char err[RUMOR_ERR_LEN])
 {
@@ -239,6 +247,8 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->have_snap = true;
     gsp_own_scale(g);
     g->view = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->view);
+    g->ranked = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->ranked);
+    g->self_place = place_or_key(0, cfg->self);
     g->members = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->members);
     g->member_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_boot);
     g->member_reach = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->member_reach);
@@ -250,7 +260,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->tmp_boot = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->tmp_boot);
     g->out_cap = 2 * RUMOR_GOSSIP_MAX_MEMBERS;
     g->outbox = malloc(g->out_cap * sizeof *g->outbox);
-    if (!g->view || !g->members || !g->member_boot || !g->member_reach || !g->pos_reach || !g->reach_grp || !g->reach_key ||
+    if (!g->view || !g->ranked || !g->members || !g->member_boot || !g->member_reach || !g->pos_reach || !g->reach_grp || !g->reach_key ||
         !g->reach_rank || !g->tmp_keys || !g->tmp_boot || !g->outbox)
         goto nomem;
     g->st.w = 1.0;
@@ -304,6 +314,7 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     free(g->mom);
     free(g->sent);
     free(g->view);
+    free(g->ranked);
     free(g->member_boot);
     free(g->member_reach);
     free(g->pos_reach);
@@ -330,18 +341,21 @@ void rumor_gossip_set_view(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LE
 void rumor_gossip_set_view_boots(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN],
                                  const uint64_t *boots, size_t count)
 {
-    rumor_gossip_set_view_reach(g, keys, boots, NULL, count, 0);
+    rumor_gossip_set_view_reach(g, keys, boots, NULL, NULL, count, 0, 0);
 }
 
 void rumor_gossip_set_view_reach(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_KEY_LEN], const uint64_t *boots,
-                                 const uint64_t *reach, size_t count, uint64_t self_reach)
+                                 const uint64_t *reach, const uint64_t *place, size_t count, uint64_t self_reach,
+                                 uint64_t self_place)
 {
     size_t n = 0;
     g->self_reach = self_reach;
+    g->self_place = place_or_key(self_place, g->cfg.self);
     for (size_t i = 0; i < count && n < RUMOR_GOSSIP_MAX_MEMBERS - 1; i++)
         if (memcmp(keys[i], g->cfg.self, RUMOR_KEY_LEN) != 0) {
             memcpy(g->view[n].key, keys[i], RUMOR_KEY_LEN);
             g->view[n].reach = reach ? reach[i] : 0;
+            g->view[n].place = place_or_key(place ? place[i] : 0, keys[i]);
             g->view[n++].boot = boots ? boots[i] : 0;
         }
     qsort(g->view, n, sizeof *g->view, gsp_key_cmp); /* the key leads the entry */
@@ -350,10 +364,12 @@ void rumor_gossip_set_view_reach(rumor_gossip_t *g, const uint8_t (*keys)[RUMOR_
         if (u == 0 || memcmp(g->view[u - 1].key, g->view[i].key, RUMOR_KEY_LEN) != 0) g->view[u++] = g->view[i];
     g->view_count = u;
     uint64_t h = rumor_fnv1a(UINT64_C(0xcbf29ce484222325), &self_reach, sizeof self_reach);
+    h = rumor_fnv1a(h, &g->self_place, sizeof g->self_place);
     for (size_t i = 0; i < u; i++) {
         h = rumor_fnv1a(h, g->view[i].key, RUMOR_KEY_LEN);
         h = rumor_fnv1a(h, &g->view[i].boot, sizeof g->view[i].boot);
         h = rumor_fnv1a(h, &g->view[i].reach, sizeof g->view[i].reach);
+        h = rumor_fnv1a(h, &g->view[i].place, sizeof g->view[i].place);
     }
     if (h != g->view_hash || g->view_gen == 0) g->view_gen++; /* (round_ready looks at the graph again) */
     g->view_hash = h;

@@ -142,6 +142,7 @@ void memb_self_update(const rumor_memb_t *m, rumor_memb_update_t *u)
     u->inc = m->inc;
     u->state = RUMOR_MEMB_ALIVE;
     u->boot = m->self_boot;
+    u->undialable = m->self_undialable;
     set_cert(u->cert, &u->cert_len, m->self_cert, m->self_cert_len);
     u->proven = m->self_proven;
     memcpy(u->proof, m->self_proof, RUMOR_MEMB_PROOF_LEN);
@@ -155,6 +156,7 @@ void memb_entry_update(const entry_t *e, rumor_memb_state_t st, rumor_memb_updat
     u->inc = e->m.inc;
     u->state = st;
     u->boot = e->m.boot;
+    u->undialable = e->m.undialable;
     set_cert(u->cert, &u->cert_len, e->cert, e->cert_len);
     u->proven = e->proven;
     memcpy(u->proof, e->proof, RUMOR_MEMB_PROOF_LEN);
@@ -271,6 +273,7 @@ entry_t *memb_place(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
     e->m.inc = u->inc;
     e->m.state = u->state;
     e->m.boot = u->boot;
+    e->m.undialable = u->undialable;
     e->m.last_seen_ms = now;
     e->suspect_since = now;
     e->addr_since = now;
@@ -497,7 +500,8 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
         const bool tell = t >= 0 && m->tombs[t].inc >= msg->inc;
         const uint32_t tomb_inc = tell ? m->tombs[t].inc : 0;
         const rumor_memb_state_t tomb_state = tell ? m->tombs[t].state : RUMOR_MEMB_ALIVE;
-        memb_spoke(m, from, msg->addr, msg->inc, msg->boot, msg->cert, msg->cert_len, msg->proven ? msg->proof : NULL, now);
+        memb_spoke(m, from, msg->addr, msg->inc, msg->boot, msg->undialable, msg->cert, msg->cert_len,
+                   msg->proven ? msg->proof : NULL, now);
         /* Whoever says hello learns who we know. */
         const int hv = find_view(m, from), hp = hv < 0 ? find_passive(m, from) : -1;
         const char *to = hv >= 0 ? m->view[hv].m.addr : hp >= 0 ? m->passive[hp].addr : msg->addr;
@@ -546,9 +550,10 @@ void rumor_memb_recv(rumor_memb_t *m, const uint8_t from[RUMOR_KEY_LEN], const c
     /* Anything well-formed from a member (in the view, or answering our hello or a ping of
      * a neighbour's) is its word that it is alive. */
     if ((v >= 0 || m->stats.dropped_input == dropped) && m->cfg.strict && own)
-        memb_spoke(m, from, own->addr, own->inc, own->boot, own->cert, own->cert_len, own->proof, now);
+        memb_spoke(m, from, own->addr, own->inc, own->boot, own->undialable, own->cert, own->cert_len, own->proof, now);
     else if (v >= 0 || m->stats.dropped_input == dropped)
-        memb_spoke(m, from, from_addr, own_inc, own_boot, own ? own->cert : NULL, own ? own->cert_len : 0, NULL, now);
+        memb_spoke(m, from, from_addr, own_inc, own_boot, false, own ? own->cert : NULL, own ? own->cert_len : 0, NULL,
+                   now);
 
     switch (msg->kind) {
     case RUMOR_MEMB_PING:
@@ -781,6 +786,7 @@ bool rumor_memb_next_action(rumor_memb_t *m, rumor_memb_action_t *out)
         msg->inc = m->inc;
         copy_addr(msg->addr, m->self_addr);
         msg->boot = m->self_boot;
+        msg->undialable = m->self_undialable;
         set_cert(msg->cert, &msg->cert_len, m->self_cert, m->self_cert_len);
         msg->proven = m->self_proven;
         memcpy(msg->proof, m->self_proof, RUMOR_MEMB_PROOF_LEN);
@@ -836,5 +842,14 @@ const rumor_memb_member_t *rumor_memb_view_at(const rumor_memb_t *m, int i)
 }
 int rumor_memb_passive_count(const rumor_memb_t *m) { return m->n_passive; }
 const uint8_t *rumor_memb_proof(const rumor_memb_t *m) { return m->self_proven ? m->self_proof : NULL; }
+bool rumor_memb_undialable(const rumor_memb_t *m) { return m->self_undialable; }
+
+const uint8_t *rumor_memb_view_cert(const rumor_memb_t *m, int i, size_t *len)
+{
+    *len = 0;
+    if (i < 0 || i >= m->n_view) return NULL;
+    *len = m->view[i].cert_len;
+    return m->view[i].cert;
+}
 uint32_t rumor_memb_incarnation(const rumor_memb_t *m) { return m->inc; }
 rumor_memb_stats_t rumor_memb_stats(const rumor_memb_t *m) { return m->stats; }

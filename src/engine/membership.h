@@ -22,7 +22,9 @@
  *   boot id and address are its signed record (the driver checked the proof and set proven;
  *   membership treats proofs as opaque and signs its own through cfg.sign). An entry about
  *   another member without a proven record is refused; a newer record is taken from any
- *   entry (its address at most once a period). Suspect, dead or left said by another member
+ *   entry (its address at most once a period), and of two records signed at one incarnation
+ *   the greater (compared as bytes), so that every peer ends with the same one however the
+ *   member told them apart (an honest member signs one record per incarnation). Suspect, dead or left said by another member
  *   about one in the view only makes it suspect here (not one heard from within the last
  *   period), with a ping to check (at most once a period): any message from the member
  *   clears it and counts against the claimant, whose claims are ignored for MUTE_PERIODS
@@ -104,7 +106,7 @@
 #define RUMOR_MEMB_DIAL_BURST 4 /* members never dialled that may be dialled at once */
 #define RUMOR_MEMB_BACKOFF_MAX 32 /* periods between two hellos to one reservoir member, at most */
 #define RUMOR_MEMB_PROOF_LEN 96 /* a member's signature of its record (opaque here: the driver's) */
-#define RUMOR_MEMB_RECORD_MAX (16 + RUMOR_KEY_LEN + 4 + 8 + 1 + RUMOR_MEMB_ADDR_LEN)
+#define RUMOR_MEMB_RECORD_MAX (16 + RUMOR_KEY_LEN + 4 + 8 + 1 + 1 + RUMOR_MEMB_ADDR_LEN)
 #define RUMOR_MEMB_LIES_MAX 3 /* strict: claims a member's own word disproved before its claims are ignored */
 
 typedef enum {
@@ -114,25 +116,27 @@ typedef enum {
     RUMOR_MEMB_LEFT = 3,
 } rumor_memb_state_t;
 
-/* What one peer says about one member. In strict mode inc, boot and addr are the member's
- * record, which it signed (proof; the driver checked it and set proven), and state is what
- * the sender says of it. */
+/* What one peer says about one member. In strict mode inc, boot, undialable and addr are the
+ * member's record, which it signed (proof; the driver checked it and set proven), and state is
+ * what the sender says of it. */
 typedef struct {
     uint8_t key[RUMOR_KEY_LEN];
     char addr[RUMOR_MEMB_ADDR_LEN];
     uint32_t inc;
     rumor_memb_state_t state;
     uint64_t boot;     /* the member's boot id; 0: unknown */
+    bool undialable;   /* its record says only members it dials reach it (behind NAT) */
     uint16_t cert_len; /* 0: no certificate */
     uint8_t cert[RUMOR_MEMB_CERT_MAX];
-    bool proven;       /* proof is the member's signature of (key, inc, boot, addr) */
+    bool proven;       /* proof is the member's signature of (key, inc, boot, undialable, addr) */
     uint8_t proof[RUMOR_MEMB_PROOF_LEN];
 } rumor_memb_update_t;
 
-/* The bytes a member signs of itself (its record): "rumor-member-1\0\0", its key, inc
- * (big-endian), boot (big-endian), the address's length and bytes. Its length. */
+/* The bytes a member signs of itself (its record): "rumor-member-2\0\0", its key, inc
+ * (big-endian), boot (big-endian), one byte of flags (1: undialable), the address's length
+ * and bytes. Its length. */
 size_t rumor_memb_record(uint8_t out[RUMOR_MEMB_RECORD_MAX], const uint8_t key[RUMOR_KEY_LEN], uint32_t inc,
-                         uint64_t boot, const char *addr);
+                         uint64_t boot, bool undialable, const char *addr);
 
 typedef enum {
     RUMOR_MEMB_HELLO,
@@ -151,6 +155,7 @@ typedef struct {
     uint32_t inc;                       /* hello, ping: the sender's incarnation */
     char addr[RUMOR_MEMB_ADDR_LEN];          /* hello: the sender's listen address */
     uint64_t boot;                      /* hello: the sender's boot id (nonzero) */
+    bool undialable;                    /* hello: the sender says only members it dials reach it */
     uint16_t cert_len;                  /* hello: the sender's certificate, which the */
     uint8_t cert[RUMOR_MEMB_CERT_MAX];  /* driver verified for `from` */
     bool proven;                        /* hello: proof is the sender's signature of its */
@@ -257,6 +262,7 @@ typedef struct {
     uint64_t last_seen_ms; /* last message or ack from it */
     uint32_t rtt_ms;       /* smoothed round trip of direct pings; 0 until measured */
     uint64_t boot;         /* its boot id (its own hello sets it); 0: unknown */
+    bool undialable;       /* its record says only members it dials reach it (strict: signed) */
     bool doubted;          /* strict: suspect on another member's word, while we check it */
 } rumor_memb_member_t;
 
@@ -267,6 +273,13 @@ int rumor_memb_passive_count(const rumor_memb_t *self);
 uint32_t rumor_memb_incarnation(const rumor_memb_t *self);
 /* Strict: our record at rumor_memb_incarnation signed (cfg.sign), for our hello; NULL before. */
 const uint8_t *rumor_memb_proof(const rumor_memb_t *self);
+/* The certificate held for view member i (*len 0: none); NULL when i is out of range. */
+const uint8_t *rumor_memb_view_cert(const rumor_memb_t *self, int i, size_t *len);
+/* Whether only members this node dials reach it (behind NAT, or never dialled): part of its
+ * record, so a change moves its incarnation on and signs the record again (the driver then
+ * sends its hello again). */
+void rumor_memb_set_undialable(rumor_memb_t *self, bool undialable);
+bool rumor_memb_undialable(const rumor_memb_t *self);
 
 typedef struct {
     uint64_t pings_sent, acks_received, ping_reqs_sent, suspicions, deaths, refutations;

@@ -151,16 +151,35 @@ static bool is_muted(const rumor_memb_t *m, const uint8_t *key, uint64_t now)
     return false;
 }
 
-/* Adopt the member's signed record (inc, boot, addr and the proof of all three) into view
- * entry e, whole or not at all: not an older one, and a new address at most once a period
- * (each is a dial; the record waits for the next time it comes). True when taken. */
-static bool take_record(rumor_memb_t *m, entry_t *e, uint32_t inc, uint64_t boot, const char *addr,
+/* Whether a record (inc, boot, undialable, addr) signed at e's incarnation goes before the one
+ * e holds: the greater of the two as bytes, a total order every peer applies alike, so that two
+ * records of one incarnation (a member telling peers different things) end as one everywhere. */
+static bool beats_record(const rumor_memb_update_t *held, uint64_t boot, bool undialable, const char *addr)
+{
+    if (!held->proven) return true;
+    uint8_t a[RUMOR_MEMB_RECORD_MAX], b[RUMOR_MEMB_RECORD_MAX];
+    const size_t la = rumor_memb_record(a, held->key, held->inc, held->boot, held->undialable, held->addr);
+    const size_t lb = rumor_memb_record(b, held->key, held->inc, boot, undialable, addr);
+    const int c = memcmp(b, a, la < lb ? la : lb);
+    return c > 0 || (c == 0 && lb > la);
+}
+
+/* Adopt the member's signed record (inc, boot, undialable, addr and the proof of them) into
+ * view entry e, whole or not at all: a newer one, or at e's incarnation one that goes before
+ * e's (beats_record); a new address at most once a period (each is a dial; the record waits
+ * for the next time it comes). True when taken. */
+static bool take_record(rumor_memb_t *m, entry_t *e, uint32_t inc, uint64_t boot, bool undialable, const char *addr,
                         const uint8_t *proof, uint64_t now)
 {
     const bool moves = strcmp(e->m.addr, addr) != 0;
-    if (inc < e->m.inc || (moves && now < e->addr_since + m->cfg.period_ms)) return false;
+    rumor_memb_update_t held;
+    memb_entry_update(e, e->m.state, &held);
+    if (inc < e->m.inc || (inc == e->m.inc && !beats_record(&held, boot, undialable, addr)) ||
+        (moves && now < e->addr_since + m->cfg.period_ms))
+        return false;
     e->m.inc = inc;
     e->m.boot = boot;
+    e->m.undialable = undialable;
     if (moves) {
         copy_addr(e->m.addr, addr);
         e->addr_since = now;
@@ -178,7 +197,7 @@ static bool claim_about_view(rumor_memb_t *m, const uint8_t *from, int v, const 
 {
     entry_t *e = &m->view[v];
     if (u->inc < e->m.inc) return false; /* stale */
-    const bool newer = u->inc > e->m.inc && take_record(m, e, u->inc, u->boot, u->addr, u->proof, now);
+    const bool newer = take_record(m, e, u->inc, u->boot, u->undialable, u->addr, u->proof, now);
     if (u->state == RUMOR_MEMB_ALIVE) {
         if (!newer) return false;
         /* It signed a newer incarnation: alive, whatever we suspected. */
@@ -236,7 +255,7 @@ static bool claim_about_other(rumor_memb_t *m, const rumor_memb_update_t *u, uin
     }
     if (p >= 0) {
         rumor_memb_update_t *q = &m->passive[p];
-        if (u->inc <= q->inc) return false;
+        if (u->inc < q->inc || (u->inc == q->inc && !beats_record(q, u->boot, u->undialable, u->addr))) return false;
         const bool moved = strcmp(q->addr, u->addr) != 0;
         *q = *u;
         q->state = RUMOR_MEMB_ALIVE;
@@ -273,15 +292,16 @@ bool memb_apply(rumor_memb_t *m, const uint8_t *from, const rumor_memb_update_t 
 }
 
 size_t rumor_memb_record(uint8_t out[RUMOR_MEMB_RECORD_MAX], const uint8_t key[RUMOR_KEY_LEN], uint32_t inc,
-                         uint64_t boot, const char *addr)
+                         uint64_t boot, bool undialable, const char *addr)
 {
     size_t n = 0;
-    memcpy(out, "rumor-member-1\0\0", 16);
+    memcpy(out, "rumor-member-2\0\0", 16);
     n += 16;
     memcpy(out + n, key, RUMOR_KEY_LEN);
     n += RUMOR_KEY_LEN;
     for (int i = 3; i >= 0; i--) out[n++] = (uint8_t)(inc >> (8 * i));
     for (int i = 7; i >= 0; i--) out[n++] = (uint8_t)(boot >> (8 * i));
+    out[n++] = undialable ? 1 : 0;
     size_t a = addr ? strlen(addr) : 0;
     if (a > RUMOR_MEMB_ADDR_LEN - 1) a = RUMOR_MEMB_ADDR_LEN - 1;
     out[n++] = (uint8_t)a;
@@ -293,9 +313,20 @@ void memb_sign_self(rumor_memb_t *m)
 {
     if (!m->cfg.sign) return;
     uint8_t rec[RUMOR_MEMB_RECORD_MAX];
-    const size_t len = rumor_memb_record(rec, m->self_key, m->inc, m->self_boot, m->self_addr);
+    const size_t len = rumor_memb_record(rec, m->self_key, m->inc, m->self_boot, m->self_undialable, m->self_addr);
     m->cfg.sign(m->cfg.sign_arg, rec, len, m->self_proof);
     m->self_proven = true;
+}
+
+void rumor_memb_set_undialable(rumor_memb_t *m, bool undialable)
+{
+    if (m->self_undialable == undialable) return;
+    m->self_undialable = undialable;
+    if (m->inc < UINT32_MAX - 1) m->inc++; /* (a new record, a new incarnation: see beats_record) */
+    memb_sign_self(m);
+    rumor_memb_update_t me;
+    memb_self_update(m, &me);
+    memb_disseminate(m, &me);
 }
 
 /* The member's own word (a message whose sender is the member): into the view alive if
@@ -304,7 +335,7 @@ void memb_sign_self(rumor_memb_t *m)
  * certificate (when given) replace ours. Strict: its incarnation, boot id and address are
  * its signed record's (proof), taken whole or not at all; a message without one says only
  * that it is alive. */
-void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, uint64_t boot,
+void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, uint64_t boot, bool undialable,
                 const uint8_t *cert, size_t cert_len, const uint8_t *proof, uint64_t now)
 {
     const bool strict = m->cfg.strict;
@@ -316,7 +347,7 @@ void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t 
         const uint32_t was = e->m.inc;
         bool changed = e->m.state != RUMOR_MEMB_ALIVE;
         if (strict) {
-            if (proof) (void)take_record(m, e, inc, boot, addr, proof, now);
+            if (proof) changed |= take_record(m, e, inc, boot, undialable, addr, proof, now);
         } else {
             if (inc > e->m.inc) e->m.inc = inc;
             /* Its own word, but at most one new address a period: each one is a dial, and a
@@ -345,6 +376,7 @@ void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t 
     u.state = RUMOR_MEMB_ALIVE;
     u.inc = inc;
     u.boot = boot;
+    u.undialable = undialable;
     const int t = find_tomb(m, key), p = find_passive(m, key);
     if (strict) {
         /* The newest record we have of it, whole: its own (proof), or the reservoir's. */

@@ -80,6 +80,7 @@ struct rumor_memb {
     uint32_t inc;
     bool left;
     uint64_t self_boot;
+    bool self_undialable; /* part of our record (rumor_memb_set_undialable) */
     uint16_t self_cert_len;
     uint8_t self_cert[RUMOR_MEMB_CERT_MAX];
     bool self_proven;  /* strict: self_proof is our record signed (cfg.sign) */
@@ -206,7 +207,7 @@ void memb_send_ping(rumor_memb_t *m, const uint8_t *key, const char *addr, uint3
  * conclusions), true when it changed our view of it; the member's own word (proof: its
  * signed record, or NULL); our own record signed again (strict). */
 bool memb_apply(rumor_memb_t *m, const uint8_t *from, const rumor_memb_update_t *u, uint64_t now);
-void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, uint64_t boot,
+void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t inc, uint64_t boot, bool undialable,
                 const uint8_t *cert, size_t cert_len, const uint8_t *proof, uint64_t now);
 void memb_sign_self(rumor_memb_t *m);
 

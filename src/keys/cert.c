@@ -83,36 +83,77 @@ rumor_err_t rumor_cert_name_check(const char *name, char err[RUMOR_ERR_LEN])
     return RUMOR_OK;
 }
 
+rumor_err_t rumor_cert_site_check(const char *name, const char *site, char err[RUMOR_ERR_LEN])
+{
+    const size_t n = name ? strlen(name) : 0, m = strlen(site);
+    const char *why = name_problem((const uint8_t *)site, m);
+    if (why) return rumor_fail(err, RUMOR_EINVAL, "certificate site %s", why);
+    if (n + m > RUMOR_CERT_NAME_MAX)
+        return rumor_fail(err, RUMOR_EINVAL, "certificate name and site are %zu bytes together, at most %d", n + m,
+                          RUMOR_CERT_NAME_MAX);
+    return RUMOR_OK;
+}
+
 rumor_err_t rumor_cert_issue(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *out_len, const rumor_authority_t *auth,
                              const uint8_t peer_key[RUMOR_KEY_LEN], const char *name, uint64_t issued_at,
                              uint64_t expires_at, char err[RUMOR_ERR_LEN])
 {
+    return rumor_cert_issue_at(out, out_len, auth, peer_key, name, NULL, issued_at, expires_at, err);
+}
+
+rumor_err_t rumor_cert_issue_at(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *out_len, const rumor_authority_t *auth,
+                                const uint8_t peer_key[RUMOR_KEY_LEN], const char *name, const char *site,
+                                uint64_t issued_at, uint64_t expires_at, char err[RUMOR_ERR_LEN])
+{
     if (!name) name = "";
+    if (!site) site = "";
     rumor_err_t rc = rumor_cert_name_check(name, err);
-    if (rc != RUMOR_OK) return rc;
+    if (rc != RUMOR_OK || (*site && (rc = rumor_cert_site_check(name, site, err)) != RUMOR_OK)) return rc;
+    const size_t n = strlen(name), m = strlen(site);
     if (expires_at <= issued_at)
         return rumor_fail(err, RUMOR_EINVAL, "certificate would expire (%llu) before it is issued (%llu)",
                           (unsigned long long)expires_at, (unsigned long long)issued_at);
-    size_t n = strlen(name);
-    memcpy(out, "RMC1", 4);
+    memcpy(out, m ? "RMC2" : "RMC1", 4);
     memcpy(out + CERT_OFF_AUTH, rumor_authority_public(auth), RUMOR_KEY_LEN);
     memcpy(out + CERT_OFF_PEER, peer_key, RUMOR_KEY_LEN);
     put_u64(out + CERT_OFF_ISSUED, issued_at);
     put_u64(out + CERT_OFF_EXPIRES, expires_at);
     out[CERT_OFF_NAME_LEN] = (uint8_t)n;
     memcpy(out + CERT_OFF_NAME, name, n);
-    rumor_authority_sign(auth, out + CERT_OFF_NAME + n, out, CERT_OFF_NAME + n);
-    *out_len = CERT_OFF_NAME + n + RUMOR_CERT_SIG_LEN;
+    size_t body = CERT_OFF_NAME + n;
+    if (m) {
+        out[body++] = (uint8_t)m;
+        memcpy(out + body, site, m);
+        body += m;
+    }
+    rumor_authority_sign(auth, out + body, out, body);
+    *out_len = body + RUMOR_CERT_SIG_LEN;
     return RUMOR_OK;
 }
 
-/* Structure only: lengths, magic, name. Fills out; no signature or time checks. */
+/* The length a certificate's own bytes give it (form 1 or 2, from its name and site lengths,
+ * which need the first `got` bytes), or 0 when they cannot be one (magic, lengths). */
+static size_t cert_length(const uint8_t *cert, size_t got)
+{
+    if (got <= CERT_OFF_NAME_LEN) return 0;
+    const bool site = memcmp(cert, "RMC2", 4) == 0;
+    if (!site && memcmp(cert, "RMC1", 4) != 0) return 0;
+    const size_t n = cert[CERT_OFF_NAME_LEN];
+    if (n > RUMOR_CERT_NAME_MAX) return 0;
+    if (!site) return CERT_OFF_NAME + n + RUMOR_CERT_SIG_LEN;
+    if (got <= CERT_OFF_NAME + n) return 0;
+    const size_t m = cert[CERT_OFF_NAME + n];
+    if (m == 0 || n + m > RUMOR_CERT_NAME_MAX) return 0;
+    return CERT_OFF_NAME + n + 1 + m + RUMOR_CERT_SIG_LEN;
+}
+
+/* Structure only: lengths, magic, name, site. Fills out; no signature or time checks. */
 static rumor_cert_reject_t cert_parse(const uint8_t *cert, size_t len, rumor_cert_t *out)
 {
     if (len < RUMOR_CERT_MIN_LEN || len > RUMOR_CERT_MAX_LEN) return RUMOR_CERT_MALFORMED;
-    if (memcmp(cert, "RMC1", 4) != 0) return RUMOR_CERT_BAD_MAGIC;
-    size_t n = cert[CERT_OFF_NAME_LEN];
-    if (n > RUMOR_CERT_NAME_MAX || len != CERT_OFF_NAME + n + RUMOR_CERT_SIG_LEN) return RUMOR_CERT_MALFORMED;
+    if (memcmp(cert, "RMC1", 4) != 0 && memcmp(cert, "RMC2", 4) != 0) return RUMOR_CERT_BAD_MAGIC;
+    if (cert_length(cert, len) != len) return RUMOR_CERT_MALFORMED;
+    const size_t n = cert[CERT_OFF_NAME_LEN];
     if (name_problem(cert + CERT_OFF_NAME, n)) return RUMOR_CERT_MALFORMED;
     memcpy(out->authority, cert + CERT_OFF_AUTH, RUMOR_KEY_LEN);
     memcpy(out->peer_key, cert + CERT_OFF_PEER, RUMOR_KEY_LEN);
@@ -120,8 +161,29 @@ static rumor_cert_reject_t cert_parse(const uint8_t *cert, size_t len, rumor_cer
     out->expires_at = get_u64(cert + CERT_OFF_EXPIRES);
     memcpy(out->name, cert + CERT_OFF_NAME, n);
     out->name[n] = 0;
+    out->site[0] = 0;
+    if (cert[3] == '2') {
+        const size_t m = cert[CERT_OFF_NAME + n];
+        if (name_problem(cert + CERT_OFF_NAME + n + 1, m)) return RUMOR_CERT_MALFORMED;
+        memcpy(out->site, cert + CERT_OFF_NAME + n + 1, m);
+        out->site[m] = 0;
+    }
     if (out->expires_at <= out->issued_at) return RUMOR_CERT_MALFORMED;
     return RUMOR_CERT_OK;
+}
+
+uint64_t rumor_cert_site_class(const uint8_t *cert, size_t cert_len)
+{
+    rumor_cert_t c;
+    if (!cert || cert_len == 0 || cert_parse(cert, cert_len, &c) != RUMOR_CERT_OK || !c.site[0]) return 0;
+    uint8_t in[16 + RUMOR_CERT_NAME_MAX], h[RUMOR_HASH_LEN];
+    const size_t m = strlen(c.site);
+    memcpy(in, "rumor-site-1\0\0\0\0", 16);
+    memcpy(in + 16, c.site, m);
+    rumor_hash(h, in, 16 + m);
+    uint64_t cls = 0;
+    for (int i = 0; i < 8; i++) cls = cls << 8 | h[i];
+    return (cls & ~(UINT64_C(1) << 63)) | 1;
 }
 
 static rumor_cert_reject_t cert_verify(const uint8_t *cert, size_t len, const uint8_t *authority_pub,
@@ -197,10 +259,12 @@ rumor_err_t rumor_cert_save(const char *path, const uint8_t *cert, size_t len, b
     iso_date(issued, c.issued_at);
     iso_date(expires, c.expires_at);
     /* The name is validated (no control characters), so it cannot break out of its line. */
+    char site[RUMOR_CERT_NAME_MAX + 16] = "";
+    if (c.site[0]) snprintf(site, sizeof site, "# site: %s\n", c.site);
     int n = snprintf(text, sizeof text,
                      "# rumor certificate: admits the peer below to the swarm of this authority\n"
-                     "# name: %s\n# peer: %s\n# issued: %s\n# expires: %s\n# authority: %s\n%s\n",
-                     c.name[0] ? c.name : "(none)", peer, issued, expires, auth, z85);
+                     "# name: %s\n%s# peer: %s\n# issued: %s\n# expires: %s\n# authority: %s\n%s\n",
+                     c.name[0] ? c.name : "(none)", site, peer, issued, expires, auth, z85);
     assert(n > 0 && (size_t)n < sizeof text);
     return rumor_write_atomic(path, &(rumor_piece_t){text, (uint64_t)n}, 1, 0644, replace, err);
 }
@@ -221,13 +285,13 @@ rumor_err_t rumor_cert_load(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *len, const 
         rc = rumor_fail(err, RUMOR_EFORMAT, "%s: line %zu: not a certificate: %s", path, no, zerr);
         goto out;
     }
-    if (got < CERT_OFF_NAME || memcmp(padded, "RMC1", 4) != 0) {
+    if (got < CERT_OFF_NAME || (memcmp(padded, "RMC1", 4) != 0 && memcmp(padded, "RMC2", 4) != 0)) {
         rc = rumor_fail(err, RUMOR_EFORMAT, "%s: not a rumor certificate", path);
         goto out;
     }
-    size_t cert_len = CERT_OFF_NAME + padded[CERT_OFF_NAME_LEN] + RUMOR_CERT_SIG_LEN;
-    if (cert_len > RUMOR_CERT_MAX_LEN || got != (cert_len + 3) / 4 * 4) {
-        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: certificate length does not match its name length", path);
+    size_t cert_len = cert_length(padded, got);
+    if (cert_len == 0 || cert_len > RUMOR_CERT_MAX_LEN || got != (cert_len + 3) / 4 * 4) {
+        rc = rumor_fail(err, RUMOR_EFORMAT, "%s: certificate length does not match its name and site lengths", path);
         goto out;
     }
     for (size_t i = cert_len; i < got; i++)
@@ -240,6 +304,24 @@ rumor_err_t rumor_cert_load(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *len, const 
 out:
     free(buf);
     return rc;
+}
+
+uint64_t rumor_member_place(const uint8_t *cert, size_t cert_len, const uint8_t key[RUMOR_KEY_LEN])
+{
+    uint8_t in[16 + RUMOR_CERT_SIG_LEN], h[RUMOR_HASH_LEN];
+    memcpy(in, "rumor-place-1\0\0\0", 16);
+    size_t n = 16;
+    if (cert_len >= RUMOR_CERT_MIN_LEN) { /* (the signature ends a certificate) */
+        memcpy(in + n, cert + cert_len - RUMOR_CERT_SIG_LEN, RUMOR_CERT_SIG_LEN);
+        n += RUMOR_CERT_SIG_LEN;
+    } else {
+        memcpy(in + n, key, RUMOR_KEY_LEN);
+        n += RUMOR_KEY_LEN;
+    }
+    rumor_hash(h, in, n);
+    uint64_t place = 0;
+    for (int i = 0; i < 8; i++) place = place << 8 | h[i];
+    return place ? place : 1;
 }
 
 /* ---- revocation list ---- */

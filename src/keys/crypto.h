@@ -158,13 +158,20 @@ void rumor_authority_destroy(rumor_authority_t **auth_p);
  *   84 1   name length n, 0..64
  *   85 n   name: UTF-8 without control characters
  *   85+n 64 Ed25519 signature by the authority over bytes [0, 85+n)
- * File form: '#' comment lines written for people (name, peer, dates, authority), then the
- * binary padded with zero bytes to a multiple of 4 (at most 3), as one Z85 line.
+ * Form 2 (magic "RMC2", a certificate that states its member's site) has after the name:
+ *   85+n 1  site length m, 1..64 - n
+ *   86+n m  site: UTF-8 without control characters (as the name)
+ *   86+n+m 64 the signature, over bytes [0, 86+n+m)
+ * A site is the authority's word that its members share a network (a LAN behind one NAT):
+ * the gossip graph keeps them side by side (rumor_cert_site_class). Form 1 is written when
+ * there is no site, so that certificates without one stay readable everywhere.
+ * File form: '#' comment lines written for people (name, site, peer, dates, authority), then
+ * the binary padded with zero bytes to a multiple of 4 (at most 3), as one Z85 line.
  */
-#define RUMOR_CERT_NAME_MAX 64
+#define RUMOR_CERT_NAME_MAX 64 /* a name's bytes, and a name's and a site's together */
 #define RUMOR_CERT_SIG_LEN 64
-#define RUMOR_CERT_MIN_LEN (85 + RUMOR_CERT_SIG_LEN)                        /* 149 */
-#define RUMOR_CERT_MAX_LEN (85 + RUMOR_CERT_NAME_MAX + RUMOR_CERT_SIG_LEN)  /* 213 */
+#define RUMOR_CERT_MIN_LEN (85 + RUMOR_CERT_SIG_LEN)                            /* 149 */
+#define RUMOR_CERT_MAX_LEN (86 + RUMOR_CERT_NAME_MAX + RUMOR_CERT_SIG_LEN)      /* 214 */
 #define RUMOR_CERT_SKEW 300 /* seconds a certificate may seem to be issued in the future */
 
 typedef struct {
@@ -172,6 +179,7 @@ typedef struct {
     uint8_t peer_key[RUMOR_KEY_LEN];
     uint64_t issued_at, expires_at;
     char name[RUMOR_CERT_NAME_MAX + 1]; /* NUL-terminated, validated UTF-8 */
+    char site[RUMOR_CERT_NAME_MAX + 1]; /* form 2's site; "" without one */
 } rumor_cert_t;
 
 /* Why a certificate was refused; names from rumor_cert_reject_name() are what logs and
@@ -179,7 +187,7 @@ typedef struct {
 typedef enum {
     RUMOR_CERT_OK = 0,
     RUMOR_CERT_MALFORMED,     /* length, name length, name encoding, dates out of order */
-    RUMOR_CERT_BAD_MAGIC,     /* not "RMC1" */
+    RUMOR_CERT_BAD_MAGIC,     /* neither "RMC1" nor "RMC2" */
     RUMOR_CERT_OTHER_SWARM,   /* signed by another authority */
     RUMOR_CERT_BAD_SIGNATURE, /* altered, or not signed by the authority it names */
     RUMOR_CERT_EXPIRED,       /* now >= expires-at: valid while issued-at <= now < expires-at */
@@ -200,6 +208,20 @@ rumor_err_t rumor_cert_issue(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *out_len,
                              const rumor_authority_t *auth, const uint8_t peer_key[RUMOR_KEY_LEN],
                              const char *name, uint64_t issued_at, uint64_t expires_at,
                              char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Check a site as certificates carry it: the rules of a name, and name (NULL: none) and site
+ * together at most RUMOR_CERT_NAME_MAX bytes. */
+rumor_err_t rumor_cert_site_check(const char *name, const char *site, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The same as rumor_cert_issue, stating the member's site (form 2) when site is neither NULL
+ * nor empty (rumor_cert_site_check). */
+rumor_err_t rumor_cert_issue_at(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *out_len,
+                                const rumor_authority_t *auth, const uint8_t peer_key[RUMOR_KEY_LEN],
+                                const char *name, const char *site, uint64_t issued_at, uint64_t expires_at,
+                                char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* The reach class of a site a certificate states (0 when cert_len is 0, or the certificate
+ * states none or does not parse): the first 8 bytes, big-endian, of BLAKE2b-256 of
+ * "rumor-site-1\0\0\0\0" || the site's bytes, top bit cleared and lowest bit set (own
+ * classes, rumor_member_place's with the top bit set, never collide with it). */
+uint64_t rumor_cert_site_class(const uint8_t *cert, size_t cert_len);
 
 /* Verify cert[0..len) against the swarm's authority at time now. expected_peer_key (the
  * CURVE key of the connection it arrived on) may be NULL to skip that check. RUMOR_OK with
@@ -223,11 +245,20 @@ rumor_err_t rumor_cert_check(const uint8_t *cert, size_t len, const uint8_t auth
  * well formed (it is not verified). Without replace an existing file is an error. */
 rumor_err_t rumor_cert_save(const char *path, const uint8_t *cert, size_t len, bool replace,
                             char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-/* Read a certificate file into out (*len bytes): one Z85 line, magic "RMC1", length from
- * the name length, padding exactly what the length needs and zero. The signature is not
+/* Read a certificate file into out (*len bytes): one Z85 line, magic "RMC1" or "RMC2", length
+ * from the name's (and site's) length, padding exactly what the length needs and zero. The signature is not
  * checked here: that is rumor_cert_verify's job. */
 rumor_err_t rumor_cert_load(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *len, const char *path,
                             char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+
+/* A member's place in the order of the gossip graph's ranks (never 0): the first 8 bytes,
+ * big-endian, of BLAKE2b-256("rumor-place-1\0\0\0" || the authority's signature that ends
+ * its certificate), or of ("rumor-place-1\0\0\0" || key) when cert_len is 0 (an open swarm).
+ * A member cannot choose its place: the signature is the authority's (Ed25519 signatures are
+ * deterministic, but nobody without the authority's key can compute one), so a key ground
+ * to land beside a victim lands anywhere once certified; a new place costs a new
+ * certificate. */
+uint64_t rumor_member_place(const uint8_t *cert, size_t cert_len, const uint8_t key[RUMOR_KEY_LEN]);
 
 /* ---- revocation list ---- */
 

@@ -172,9 +172,12 @@ typedef struct {
     /* The round at which it said it finished training (its hello's `done`, PROTOCOL.md
      * "Finishing"); 0 while it trains. */
     uint64_t done;
-    /* Who can dial it, by what its hello says: its reach class (PROTOCOL.md "Reachability";
-     * rumor_gossip_set_view_reach); 0 unless admitted. */
+    /* Who can dial it, by its signed record (PROTOCOL.md "Reachability";
+     * rumor_gossip_set_view_reach): 0 when anyone can, else the site its certificate states,
+     * else a class of its own (its place with the top bit set). */
     uint64_t reach;
+    /* Its place in the graph's rank order (rumor_member_place of the certificate held). */
+    uint64_t place;
     /* Whether membership suspects it (it did not answer a probe in time), and whether only on
      * another member's word, while a ping of ours checks (doubted). */
     bool suspect, doubted;
@@ -186,10 +189,13 @@ typedef struct {
 bool rumor_node_member(rumor_node_t *self, int i, rumor_node_member_t *out);
 /* This node's boot id: random, new at every start. */
 uint64_t rumor_node_boot(const rumor_node_t *self);
-/* Who can dial this node, as its hello says: its reach class. 0: anyone; the site's name for
- * a node behind NAT (members of the same site dial each other); a class of its own for one
- * nobody has dialled in its first ten periods of membership. Node's thread. */
+/* Who can dial this node, as its record says: its reach class. 0: anyone; for a node behind
+ * NAT or one nobody has dialled in its first ten periods of membership, the site its
+ * certificate states, else a class of its own (its place with the top bit set). Node's
+ * thread. */
 uint64_t rumor_node_reach(const rumor_node_t *self);
+/* This node's place in the graph's rank order (rumor_member_place of its certificate). */
+uint64_t rumor_node_place(const rumor_node_t *self);
 /* Say that this node finished training at `round`: every member is told at once (a fresh
  * hello) and every later hello says it. Any thread. */
 void rumor_node_set_done(rumor_node_t *self, uint64_t round);

@@ -98,11 +98,11 @@ static bool entry_cert_ok(rumor_node_t *n, conn_t *from, const rumor_memb_update
 
 /* A member's record (rumor_memb_record) followed by its proof, into rec (*rlen: the record's
  * length), and their hash salted per node (never 0): what the caches of checked records keep. */
-static uint64_t record_hash(const rumor_node_t *n, const uint8_t *key, uint32_t inc, uint64_t boot, const char *addr,
-                            const uint8_t *proof, uint8_t rec[RUMOR_MEMB_RECORD_MAX + RUMOR_MEMB_PROOF_LEN],
-                            size_t *rlen)
+static uint64_t record_hash(const rumor_node_t *n, const uint8_t *key, uint32_t inc, uint64_t boot, bool undialable,
+                            const char *addr, const uint8_t *proof,
+                            uint8_t rec[RUMOR_MEMB_RECORD_MAX + RUMOR_MEMB_PROOF_LEN], size_t *rlen)
 {
-    *rlen = rumor_memb_record(rec, key, inc, boot, addr);
+    *rlen = rumor_memb_record(rec, key, inc, boot, undialable, addr);
     memcpy(rec + *rlen, proof, RUMOR_MEMB_PROOF_LEN);
     const uint64_t h = rumor_shorthash(n->record_salt, rec, *rlen + RUMOR_MEMB_PROOF_LEN);
     return h + (h == 0);
@@ -118,7 +118,7 @@ static bool entry_signed(rumor_node_t *n, conn_t *from, rumor_memb_update_t *u, 
         if (n->certs[i].used && same_key(n->certs[i].key, u->key)) slot = &n->certs[i];
     uint8_t rec[RUMOR_MEMB_RECORD_MAX + RUMOR_MEMB_PROOF_LEN];
     size_t len;
-    const uint64_t h = record_hash(n, u->key, u->inc, u->boot, u->addr, u->proof, rec, &len);
+    const uint64_t h = record_hash(n, u->key, u->inc, u->boot, u->undialable, u->addr, u->proof, rec, &len);
     if (slot && slot->record == h) return true;
     if (!node_bucket_take(&from->entry_checks, ENTRY_CHECKS_RATE, now)) {
         *over = true;
@@ -265,8 +265,8 @@ void node_handle_hello(rumor_node_t *n, const uint8_t *key, zmq_msg_t *rid, cons
      * again), a check on its budget (ENTRY_CHECKS_RATE). */
     uint8_t rec[RUMOR_MEMB_RECORD_MAX + RUMOR_MEMB_PROOF_LEN];
     size_t rlen;
-    const uint64_t h = record_hash(n, key, w->u.hello.inc, w->u.hello.boot, w->u.hello.addr, w->u.hello.proof, rec,
-                                   &rlen);
+    const uint64_t h = record_hash(n, key, w->u.hello.inc, w->u.hello.boot, rumor_proto_hello_undialable(&w->u.hello),
+                                   w->u.hello.addr, w->u.hello.proof, rec, &rlen);
     conn_t *known = node_find_conn(n, key, false, now);
     if (!known || known->hello_record != h) {
         if (known && !node_bucket_take(&known->entry_checks, ENTRY_CHECKS_RATE, now)) {

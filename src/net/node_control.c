@@ -93,24 +93,29 @@ static void status_text(rumor_node_t *n, bool json, out_t *o, uint64_t now)
         rumor_key_to_z85(z85, rumor_secret_key_public(n->key));
         out(o, "{\"id\":\"%s\",\"key\":\"%s\",\"address\":\"%s\",\"incarnation\":%" PRIu32
                ",\"uptime_s\":%.1f,\"reachable\":%s,\"seen_as\":\"%s\",\"site\":\"%016" PRIx64
-               "\",\"dumpable\":%s,\"peers\":%d,\"passive\":%d,\"view\":[",
+               "\",\"place\":\"%016" PRIx64 "\",\"dumpable\":%s,\"peers\":%d,\"passive\":%d,\"view\":[",
             n->id, z85, n->address, rumor_memb_incarnation(n->memb), (double)(now - n->start_ms) / 1000.0,
-            n->last_pinged ? "true" : "false", n->seen_as, n->site, prctl(PR_GET_DUMPABLE) == 0 ? "false" : "true", nv,
-            rumor_memb_passive_count(n->memb));
+            n->last_pinged ? "true" : "false", n->seen_as, n->site, rumor_node_place(n),
+            prctl(PR_GET_DUMPABLE) == 0 ? "false" : "true", nv, rumor_memb_passive_count(n->memb));
         for (int i = 0; i < nv; i++) {
             const rumor_memb_member_t *e = rumor_memb_view_at(n->memb, i);
             char id[RUMOR_SHORT_ID_LEN + 1];
             rumor_key_to_z85(z85, e->key);
             rumor_key_short_id(id, e->key);
             const conn_t *c = node_find_conn(n, e->key, false, now);
+            size_t cert_len;
+            const uint8_t *cert = rumor_memb_view_cert(n->memb, i, &cert_len);
+            /* dialable and place: what the graph is dealt from (its signed record, its
+             * certificate); site: what its hello to us says */
             out(o, "%s{\"id\":\"%s\",\"key\":\"%s\",\"addr\":\"%s\",\"state\":\"%s\",\"inc\":%" PRIu32
                    ",\"rtt_ms\":%" PRIu32 ",\"last_seen_ms\":%" PRIu64 ",\"via\":\"%s\",\"relays\":%s"
-                   ",\"dialable\":%s,\"site\":\"%016" PRIx64 "\",\"boot\":\"%016" PRIx64 "\"}",
+                   ",\"dialable\":%s,\"site\":\"%016" PRIx64 "\",\"boot\":\"%016" PRIx64 "\",\"place\":\"%016" PRIx64
+                   "\"}",
                 i ? "," : "", id, z85, e->addr, rumor_memb_state_name(e->state), e->inc, e->rtt_ms,
                 now - e->last_seen_ms, reach_name(n, e->key, now, rb),
                 c && c->admitted && (c->caps & RUMOR_CAP_RELAY_SERVE) ? "true" : "false",
-                c && c->admitted && (c->caps & RUMOR_CAP_UNDIALABLE) ? "false" : "true", c && c->admitted ? c->site : 0,
-                e->boot);
+                e->undialable ? "false" : "true", c && c->admitted ? c->site : 0, e->boot,
+                rumor_member_place(cert, cert_len, e->key));
         }
         out(o, "],\"counters\":{\"msgs_in\":%" PRIu64 ",\"msgs_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
                ",\"bytes_out\":%" PRIu64 ",\"pings_sent\":%" PRIu64 ",\"acks_received\":%" PRIu64

@@ -405,6 +405,9 @@ void node_resend_hello(rumor_node_t *n, dial_t *p)
  * session. */
 void node_greet_all(rumor_node_t *n)
 {
+    /* Whether only members we dial reach us is part of our signed record: a change is a new
+     * incarnation, signed before any hello says it (node_fill_hello, hello_undialable). */
+    rumor_memb_set_undialable(n->memb, n->warned_unreachable || n->site != 0);
     for (int i = 0; i < MAX_PEERS; i++) {
         dial_t *p = &n->peers[i];
         if (!p->used || !p->dealer) continue;

@@ -15,6 +15,7 @@ static void upd_to_wire(rumor_proto_peer_t *w, const rumor_memb_update_t *u)
     w->inc = u->inc;
     w->state = (rumor_proto_state_t)u->state;
     w->boot = u->boot;
+    w->undialable = u->undialable;
     w->cert_len = u->cert_len;
     memcpy(w->cert, u->cert, u->cert_len);
     w->has_proof = u->proven;
@@ -28,6 +29,7 @@ static void upd_from_wire(rumor_memb_update_t *u, const rumor_proto_peer_t *w)
     u->inc = w->inc;
     u->state = (rumor_memb_state_t)w->state;
     u->boot = w->boot;
+    u->undialable = w->undialable;
     /* A certificate too long for membership cannot be a valid one: none, then (dropped). */
     u->cert_len = w->cert_len <= RUMOR_MEMB_CERT_MAX ? (uint16_t)w->cert_len : 0;
     memcpy(u->cert, w->cert, u->cert_len);
@@ -83,6 +85,7 @@ bool node_memb_from_wire(rumor_memb_msg_t *m, const rumor_msg_t *w)
         m->inc = w->u.hello.inc;
         snprintf(m->addr, sizeof m->addr, "%s", w->u.hello.addr);
         m->boot = w->u.hello.boot;
+        m->undialable = rumor_proto_hello_undialable(&w->u.hello);
         m->cert_len = w->u.hello.cert_len <= RUMOR_MEMB_CERT_MAX ? (uint16_t)w->u.hello.cert_len : 0;
         memcpy(m->cert, w->u.hello.cert, m->cert_len);
         memcpy(m->proof, w->u.hello.proof, RUMOR_MEMB_PROOF_LEN);

@@ -131,20 +131,26 @@ const uint8_t *rumor_node_peer_key(const rumor_node_t *n, int i)
 
 uint64_t rumor_node_boot(const rumor_node_t *n) { return n->boot_id; }
 
-/* A reach class from what a hello says (PROTOCOL.md "Reachability"): its site, else, when
- * nobody can dial it, one of its own (its key's first 8 bytes, little-endian, top bit set), else 0. */
-static uint64_t reach_class(const uint8_t *key, uint64_t caps, uint64_t site)
+/* A reach class from a member's signed record and its certificate (PROTOCOL.md
+ * "Reachability"): when only members it dials reach it, the site its certificate states, else
+ * one of its own (its place, top bit set); 0 when anyone can dial it. Every peer that holds the
+ * record and the certificate computes the same, whatever the member said to it alone (a site in
+ * its hello, caps): no member can choose a class to share with a victim. */
+static uint64_t reach_class(bool undialable, const uint8_t *cert, size_t cert_len, uint64_t place)
 {
-    if (site) return site;
-    if (!(caps & RUMOR_CAP_UNDIALABLE)) return 0;
-    uint64_t k = 0;
-    for (int i = 0; i < 8; i++) k |= (uint64_t)key[i] << (8 * i);
-    return k | UINT64_C(1) << 63;
+    if (!undialable) return 0;
+    const uint64_t site = rumor_cert_site_class(cert, cert_len);
+    return site ? site : place | UINT64_C(1) << 63;
+}
+
+uint64_t rumor_node_place(const rumor_node_t *n)
+{
+    return rumor_member_place(n->cert, n->cert_len, rumor_secret_key_public(n->key));
 }
 
 uint64_t rumor_node_reach(const rumor_node_t *n)
 {
-    return reach_class(rumor_secret_key_public(n->key), n->warned_unreachable ? RUMOR_CAP_UNDIALABLE : 0, n->site);
+    return reach_class(rumor_memb_undialable(n->memb), n->cert, n->cert_len, rumor_node_place(n));
 }
 
 bool rumor_node_member(rumor_node_t *n, int i, rumor_node_member_t *out)
@@ -159,7 +165,10 @@ bool rumor_node_member(rumor_node_t *n, int i, rumor_node_member_t *out)
      * a knock replayed within the clock window after our restart must not set an old run's. */
     out->boot = e->boot ? e->boot : c && c->knocked ? c->boot : 0;
     out->done = c ? c->done : 0;
-    out->reach = c && c->admitted ? reach_class(c->key, c->caps, c->site) : 0;
+    size_t cert_len;
+    const uint8_t *cert = rumor_memb_view_cert(n->memb, i, &cert_len);
+    out->place = rumor_member_place(cert, cert_len, e->key);
+    out->reach = reach_class(e->undialable, cert, cert_len, out->place);
     out->suspect = e->state != RUMOR_MEMB_ALIVE;
     out->doubted = e->doubted;
     out->layout = c && c->admitted ? c->layout : 0;

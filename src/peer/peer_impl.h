@@ -81,6 +81,7 @@ struct peer {
     uint8_t view_keys[MAX_VIEW][32]; /* the tick's scratch: admitted members */
     uint64_t view_boots[MAX_VIEW];   /* ... and the boot ids of their runs (secure mixing) */
     uint64_t view_reach[MAX_VIEW];   /* ... and who can dial them (rumor_node_reach) */
+    uint64_t view_place[MAX_VIEW];   /* ... and their places in the graph's order */
     /* Members (under mu, from the tick): admitted ones, and how many of them said they
      * finished (PROTOCOL.md "Finishing"); the gossip view is the others. */
     int n_members, n_done;

@@ -403,6 +403,7 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
         if (m.doubted) continue;
         p->view_boots[n] = m.boot;
         p->view_reach[n] = m.reach;
+        p->view_place[n] = m.place;
         memcpy(keys[n++], m.key, 32);
     }
     pthread_mutex_lock(&p->mu);
@@ -438,8 +439,8 @@ void peer_tick_cb(void *arg, rumor_node_t *node, uint64_t now)
             if (nb) goto send;
         }
         pthread_mutex_lock(&p->mu);
-        rumor_gossip_set_view_reach(p->g, (const uint8_t(*)[32])keys, p->view_boots, p->view_reach, (size_t)n,
-                                    rumor_node_reach(node));
+        rumor_gossip_set_view_reach(p->g, (const uint8_t(*)[32])keys, p->view_boots, p->view_reach, p->view_place,
+                                    (size_t)n, rumor_node_reach(node), rumor_node_place(node));
         p->view_count = n;
         if (p->trace && (n != p->traced_n || memcmp(p->traced_view, keys, (size_t)n * 32) != 0)) {
             rumor_trace_view(p->trace, rumor_now_us(), (const uint8_t(*)[32])keys, n);
