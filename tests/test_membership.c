@@ -992,6 +992,64 @@ static void test_equivocation(void)
     for (int i = 0; i < 2; i++) rumor_memb_destroy(&p[i]);
 }
 
+/* A claimant outside our view (the reservoir of a swarm larger than the view) is counted as
+ * any other: its third disproved claim mutes it; and leaving and coming back (a bye, a hello)
+ * resets nothing. */
+static void test_liar_outside_view(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    cfg.strict = true;
+    cfg.sign = fake_sign;
+    cfg.view_size = 2;
+    uint8_t me[RUMOR_KEY_LEN], cert[RUMOR_MEMB_CERT_MAX];
+    uint16_t cert_len;
+    key_of(1, me);
+    cert_of(1, cert, &cert_len);
+    const uint32_t t0 = 1700000000u;
+    rumor_memb_t *m = rumor_memb_new(&cfg, me, "tcp://127.0.0.1:7001", t0, err);
+    CHECK(m != NULL);
+    rumor_memb_set_identity(m, cert, cert_len, 11);
+    const int B = 2, C = 3, F = 9;
+    uint64_t now = 1000;
+    hello_from(m, B, t0 + 100, 0xb0b, now);
+    hello_from(m, C, t0 + 100, 0xc0c, now);
+    hello_from(m, F, t0 + 100, 0xf0f, now); /* (the view is full: F waits in the reservoir) */
+    CHECK(member(m, B) && member(m, C) && !member(m, F) && rumor_memb_passive_count(m) == 1);
+    int pings = 0;
+    b_answers(m, B, now, &pings);
+    rumor_memb_update_t u;
+    for (int k = 0; k < RUMOR_MEMB_LIES_MAX; k++) {
+        now += 2 * (uint64_t)cfg.period_ms; /* (B last heard more than a period ago) */
+        entry_of(&u, B, NULL, t0 + 100, RUMOR_MEMB_DEAD, true);
+        u.boot = 0xb0b;
+        sign_as_member(&u);
+        peers_from(m, F, &u, now);
+        CHECK_MSG(member(m, B) && member(m, B)->state == RUMOR_MEMB_SUSPECT, "claim %d: B suspect", k);
+        b_answers(m, B, now + 10, &pings); /* B's own word clears it */
+        CHECK(member(m, B) && member(m, B)->state == RUMOR_MEMB_ALIVE);
+        if (k == 0) { /* F leaves and comes back between its lies */
+            uint8_t fk[RUMOR_KEY_LEN];
+            key_of(F, fk);
+            char fa[RUMOR_MEMB_ADDR_LEN];
+            addr_of(F, fa);
+            memset(&tmsg, 0, sizeof tmsg);
+            tmsg.kind = RUMOR_MEMB_BYE;
+            rumor_memb_recv(m, fk, fa, &tmsg, now + 20);
+            hello_from(m, F, t0 + 100, 0xf0f, now + 30);
+        }
+    }
+    rumor_memb_stats_t st = rumor_memb_stats(m);
+    CHECK_MSG(st.disproved == RUMOR_MEMB_LIES_MAX && st.muted == 1, "%llu disproved, %llu muted",
+              (unsigned long long)st.disproved, (unsigned long long)st.muted);
+    const uint64_t refused = st.refused_claims;
+    now += 2 * (uint64_t)cfg.period_ms;
+    peers_from(m, F, &u, now);
+    CHECK(member(m, B) && member(m, B)->state == RUMOR_MEMB_ALIVE &&
+          rumor_memb_stats(m).refused_claims == refused + 1);
+    rumor_memb_destroy(&m);
+}
+
 static void test_certs_and_dial_budget(void)
 {
     char err[RUMOR_ERR_LEN];
@@ -1129,6 +1187,7 @@ int main(void)
     test_view_only_heard_from();
     test_forged_claims();
     test_equivocation();
+    test_liar_outside_view();
     test_certs_and_dial_budget();
     test_join_and_failure(false);
     test_join_and_failure(true);

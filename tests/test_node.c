@@ -150,10 +150,74 @@ static void test_conn_index(void)
     free(n);
 }
 
+/* Membership entries' checks are cached per member: an entry gossiped again costs no
+ * verification, and a forged certificate for a member, sent by another, neither passes nor
+ * takes the place of the good one (honest entries about that member would cost a check each
+ * again, on their senders' budgets). */
+static void test_vet_cache(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_node_t *n = calloc(1, sizeof *n);
+    rumor_authority_t *auth = rumor_authority_generate(err);
+    rumor_secret_key_t *member = rumor_secret_key_generate(err);
+    CHECK(n && auth && member);
+    if (!n || !auth || !member) goto out;
+    n->certs = calloc(CERT_CACHE, sizeof *n->certs);
+    n->key = rumor_secret_key_generate(err);
+    CHECK(n->certs && n->key);
+    if (!n->certs || !n->key) goto out;
+    memcpy(n->authority, rumor_authority_public(auth), RUMOR_KEY_LEN);
+    static rumor_memb_msg_t msg;
+    rumor_memb_update_t good;
+    memset(&good, 0, sizeof good);
+    memcpy(good.key, rumor_secret_key_public(member), RUMOR_KEY_LEN);
+    snprintf(good.addr, sizeof good.addr, "tcp://127.0.0.1:7009");
+    good.inc = 1700000000u;
+    good.boot = 0xb007;
+    const uint64_t t = (uint64_t)time(NULL);
+    size_t len = 0;
+    CHECK_RC(rumor_cert_issue(good.cert, &len, auth, good.key, "m", t - 60, t + 3600, err));
+    good.cert_len = (uint16_t)len;
+    uint8_t rec[RUMOR_MEMB_RECORD_MAX];
+    const size_t rlen = rumor_memb_record(rec, good.key, good.inc, good.boot, false, good.addr);
+    memcpy(good.proof, rumor_secret_key_signer(member), RUMOR_KEY_LEN);
+    rumor_secret_key_sign(member, good.proof + RUMOR_KEY_LEN, rec, rlen);
+    rumor_memb_update_t forged = good;
+    forged.cert[len - 1] ^= 1;
+
+    conn_t honest, mallory;
+    memset(&honest, 0, sizeof honest);
+    memset(&mallory, 0, sizeof mallory);
+    const uint64_t now = 5000;
+#define SEND(from, u)                                                                                                \
+    (memset(&msg, 0, sizeof msg), msg.kind = RUMOR_MEMB_PEERS, msg.n_peers = 1, msg.peers[0] = (u),              \
+     node_vet_entries(n, &(from), &msg, now), msg.n_peers)
+    CHECK(SEND(honest, good) == 1 && msg.peers[0].proven);
+    const double after_first = honest.entry_checks.tokens;
+    CHECK(SEND(honest, good) == 1 && honest.entry_checks.tokens == after_first); /* (cached: free) */
+    CHECK(SEND(mallory, forged) == 0 && n->drops[DROP_ENTRY_CERT] == 1);
+    CHECK_MSG(SEND(honest, good) == 1 && honest.entry_checks.tokens == after_first,
+              "after a forged certificate, the member's good one is still cached (tokens %.1f, were %.1f)",
+              honest.entry_checks.tokens, after_first);
+    forged = good; /* a record the member never signed, under its good certificate */
+    forged.boot = 0xbad;
+    CHECK(SEND(mallory, forged) == 0 && n->drops[DROP_PROOF] == 1);
+#undef SEND
+out:
+    if (n) {
+        free(n->certs);
+        rumor_secret_key_destroy(&n->key);
+        free(n);
+    }
+    rumor_secret_key_destroy(&member);
+    rumor_authority_destroy(&auth);
+}
+
 int main(void)
 {
     char err[RUMOR_ERR_LEN] = "";
     test_conn_index();
+    test_vet_cache();
     rumor_net_bench_t r;
     /* 1 000 003 parameters in chunks of 65 536: 16 chunks, the last one of 16 963. */
     CHECK_RC(rumor_net_bench(1000003, 65536, 2, &r, err));

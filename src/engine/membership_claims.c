@@ -123,13 +123,23 @@ static bool apply_claim(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t 
 static void disproved(rumor_memb_t *m, const uint8_t *claimant, uint64_t now)
 {
     m->stats.disproved++;
-    const int c = find_view(m, claimant);
-    if (c < 0) return;
-    entry_t *e = &m->view[c];
     const uint64_t window = MUTE_PERIODS * (uint64_t)m->cfg.period_ms;
-    if (now >= e->lies_since + window) e->lies = 0, e->lies_since = now; /* (an honest one's rare mistakes age out) */
-    if (++e->lies < RUMOR_MEMB_LIES_MAX) return;
-    e->lies = 0;
+    int l = 0;
+    for (int i = 0; i < LIARS_MAX; i++) {
+        if (m->liars[i].since && same_key(m->liars[i].key, claimant)) {
+            l = i;
+            break;
+        }
+        if (m->liars[i].since < m->liars[l].since) l = i;
+    }
+    if (!m->liars[l].since || !same_key(m->liars[l].key, claimant)) {
+        memcpy(m->liars[l].key, claimant, RUMOR_KEY_LEN);
+        m->liars[l].lies = 0, m->liars[l].since = now ? now : 1;
+    }
+    if (now >= m->liars[l].since + window) /* (an honest one's rare mistakes age out) */
+        m->liars[l].lies = 0, m->liars[l].since = now ? now : 1;
+    if (++m->liars[l].lies < RUMOR_MEMB_LIES_MAX) return;
+    m->liars[l].lies = 0;
     /* Kept apart from the view entry, which a bye and a hello would make afresh. */
     int at = 0;
     for (int i = 0; i < MUTED_MAX; i++) {

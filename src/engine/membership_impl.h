@@ -14,6 +14,7 @@
 #define FORGET_HOLD (4 * RUMOR_MEMB_BACKOFF_MAX) /* periods a forgotten member stays so, at least */
 #define MUTE_PERIODS 60 /* strict: periods a member's claims are ignored once it lied too often */
 #define MUTED_MAX 16    /* strict: members muted at once (the longest muted gives way) */
+#define LIARS_MAX 32    /* strict: claimants counted at once (the longest since a count gives way) */
 
 typedef struct {
     rumor_memb_member_t m;
@@ -25,8 +26,6 @@ typedef struct {
     uint8_t proof[RUMOR_MEMB_PROOF_LEN];
     uint8_t claimant[RUMOR_KEY_LEN];
     uint64_t checked_ms; /* strict: our last ping to check a claim about it */
-    uint8_t lies;      /* strict: its claims the members' own word disproved since lies_since */
-    uint64_t lies_since;
 } entry_t;
 
 /* A member known dead or gone, remembered for a while (tomb_ttl) so that stale `alive`
@@ -90,6 +89,12 @@ struct rumor_memb {
         uint8_t key[RUMOR_KEY_LEN];
         uint64_t until;
     } muted[MUTED_MAX];  /* strict: members whose claims are ignored until then */
+    struct {
+        uint8_t key[RUMOR_KEY_LEN];
+        uint8_t lies;    /* its claims the members' own word disproved since `since` */
+        uint64_t since;  /* (0: a free slot) */
+    } liars[LIARS_MAX];  /* strict: kept apart from the view, as muted: a claimant in the
+                            reservoir counts too, and leaving and coming back resets nothing */
 
     entry_t *view;
     int n_view;

@@ -57,11 +57,14 @@ void node_knock_start(rumor_node_t *n, dial_t *p, uint64_t now)
 }
 
 /* Whether a membership entry's certificate is of this swarm, for that very key, valid now
- * and not revoked; results are cached per key (until the certificate bytes change, or it
- * expires, or the revocation list is reloaded). */
-static bool entry_cert_ok(rumor_node_t *n, conn_t *from, const rumor_memb_update_t *u, uint64_t now, bool *over)
+ * and not revoked: its key's cache slot when it is, else NULL. Results are cached per key
+ * (until the certificate bytes change, or it expires, or the revocation list is reloaded); a
+ * refused certificate never takes the place of one that passed for the same key (a sender of
+ * forged ones would make honest entries about that member cost a check each again). */
+static cert_seen_t *entry_cert_ok(rumor_node_t *n, conn_t *from, const rumor_memb_update_t *u, uint64_t now,
+                                  bool *over)
 {
-    if (u->cert_len == 0 || u->cert_len > RUMOR_CERT_MAX_LEN) return false;
+    if (u->cert_len == 0 || u->cert_len > RUMOR_CERT_MAX_LEN) return NULL;
     cert_seen_t *slot = NULL, *lru = NULL;
     for (int i = 0; i < CERT_CACHE; i++) {
         cert_seen_t *c = &n->certs[i];
@@ -73,18 +76,19 @@ static bool entry_cert_ok(rumor_node_t *n, conn_t *from, const rumor_memb_update
     }
     if (slot && slot->cert_len == u->cert_len && memcmp(slot->cert, u->cert, u->cert_len) == 0) {
         slot->used_ms = now;
-        if (slot->ok) return unix_now() < slot->expires_at;
-        if (now < slot->checked_ms + CERT_BAD_RECHECK_MS) return false;
+        if (slot->ok) return unix_now() < slot->expires_at ? slot : NULL;
+        if (now < slot->checked_ms + CERT_BAD_RECHECK_MS) return NULL;
     }
     if (!node_bucket_take(&from->entry_checks, ENTRY_CHECKS_RATE, now)) {
         *over = true;
-        return false;
+        return NULL;
     }
-    if (!slot) slot = lru;
     rumor_cert_t cert;
     rumor_cert_reject_t why;
     const bool ok = rumor_cert_check(u->cert, u->cert_len, n->authority, u->key, unix_now(), n->revoked, &cert,
                                      &why) == RUMOR_OK;
+    if (!ok && slot && slot->ok && unix_now() < slot->expires_at) return NULL; /* (the good one stays) */
+    if (!slot) slot = lru;
     memset(slot, 0, sizeof *slot);
     slot->used = true;
     slot->ok = ok;
@@ -93,7 +97,7 @@ static bool entry_cert_ok(rumor_node_t *n, conn_t *from, const rumor_memb_update
     slot->cert_len = u->cert_len;
     slot->expires_at = ok ? cert.expires_at : 0;
     slot->checked_ms = slot->used_ms = now;
-    return ok;
+    return ok ? slot : NULL;
 }
 
 /* A member's record (rumor_memb_record) followed by its proof, into rec (*rlen: the record's
@@ -108,14 +112,12 @@ static uint64_t record_hash(const rumor_node_t *n, const uint8_t *key, uint32_t 
     return h + (h == 0);
 }
 
-/* Whether an entry's record (inc, boot, addr) is its member's, signed: the last record of each
- * key that verified is remembered in its certificate slot, so the same entry gossiped again
- * costs a hash, not an Ed25519 verification. */
-static bool entry_signed(rumor_node_t *n, conn_t *from, rumor_memb_update_t *u, uint64_t now, bool *over)
+/* Whether an entry's record (inc, boot, undialable, addr) is its member's, signed: the last
+ * record of each key that verified is remembered in its certificate slot, so the same entry
+ * gossiped again costs a hash, not an Ed25519 verification. */
+static bool entry_signed(rumor_node_t *n, conn_t *from, cert_seen_t *slot, rumor_memb_update_t *u, uint64_t now,
+                         bool *over)
 {
-    cert_seen_t *slot = NULL;
-    for (int i = 0; i < CERT_CACHE && !slot; i++)
-        if (n->certs[i].used && same_key(n->certs[i].key, u->key)) slot = &n->certs[i];
     uint8_t rec[RUMOR_MEMB_RECORD_MAX + RUMOR_MEMB_PROOF_LEN];
     size_t len;
     const uint64_t h = record_hash(n, u->key, u->inc, u->boot, u->undialable, u->addr, u->proof, rec, &len);
@@ -141,12 +143,13 @@ void node_vet_entries(rumor_node_t *n, conn_t *from, rumor_memb_msg_t *m, uint64
     int kept = 0;
     for (int i = 0; i < *count; i++) {
         bool over = false;
-        if (!entry_cert_ok(n, from, &list[i], now, &over)) {
+        cert_seen_t *slot = entry_cert_ok(n, from, &list[i], now, &over);
+        if (!slot) {
             n->drops[over ? DROP_ENTRY_BUDGET : DROP_ENTRY_CERT]++;
             continue;
         }
         if (!same_key(list[i].key, rumor_secret_key_public(n->key))) {
-            if (!entry_signed(n, from, &list[i], now, &over)) {
+            if (!entry_signed(n, from, slot, &list[i], now, &over)) {
                 n->drops[over ? DROP_ENTRY_BUDGET : DROP_PROOF]++;
                 continue;
             }

@@ -114,7 +114,7 @@ typedef struct {
     uint64_t expires_at; /* unix seconds, when ok */
     uint64_t checked_ms, used_ms;
     uint64_t record;     /* the last signed record of this key that verified: a hash of
-                            (inc, boot, addr, proof) salted per node; 0 none */
+                            (inc, boot, undialable, addr, proof) salted per node; 0 none */
 } cert_seen_t;
 
 /* A token bucket (admission datagrams from one source). */
