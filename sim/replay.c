@@ -67,6 +67,8 @@ static rumor_err_t read_peer(virt_replay_t *r, int i, const char *path, int pass
         if (no == 1) {
             if (sscanf(line, "self %n", &off) != 0 || off != 5 || !unhex(line + 5, r->keys[i], RUMOR_KEY_LEN))
                 rc = rumor_fail(err, RUMOR_EFORMAT, "--replay: %s: not a trace (no self line)", path);
+            else if (sscanf(line + 5 + 2 * RUMOR_KEY_LEN, " %" SCNx64, &r->places[i]) != 1)
+                r->places[i] = 0; /* (a trace of virtual mode: key order) */
             if (pass == 0) break;
             continue;
         }
@@ -144,7 +146,8 @@ oom:
 rumor_err_t virt_replay_load(virt_replay_t *r, const char *dir, int n, char err[RUMOR_ERR_LEN])
 {
     memset(r, 0, sizeof *r);
-    if (!(r->keys = calloc((size_t)n, sizeof *r->keys)) || !(r->p = calloc((size_t)n, sizeof *r->p)))
+    if (!(r->keys = calloc((size_t)n, sizeof *r->keys)) || !(r->places = calloc((size_t)n, sizeof *r->places)) ||
+        !(r->p = calloc((size_t)n, sizeof *r->p)))
         return rumor_fail(err, RUMOR_ENOMEM, "--replay: out of memory");
     r->n = n;
     char path[1200];
@@ -190,7 +193,7 @@ void virt_replay_free(virt_replay_t *r)
             for (int k = 0; k < r->p[i].n_view; k++) free(r->p[i].view[k].idx);
             free(r->p[i].view), free(r->p[i].phase), free(r->p[i].arr), free(r->p[i].done_t), free(r->p[i].done_n);
         }
-    free(r->p), free(r->keys);
+    free(r->p), free(r->keys), free(r->places);
     memset(r, 0, sizeof *r);
 }
 

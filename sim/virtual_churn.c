@@ -20,19 +20,23 @@ void virt_view_set(sim_t *s, int i)
     vpeer_t *p = &s->p[i];
     int m = 0;
     p->vboots[m] = virt_vboot(p->key);
+    p->vplaces[m] = s->replaying ? s->replay.places[i] : 0;
     memcpy(p->vkeys[m++], p->key, RUMOR_KEY_LEN);
-    if (s->replaying) { /* the node's view, as it had it then */
+    if (s->replaying) { /* the node's view, as it had it then, ranked as the nodes ranked it */
         const rview_t *v = p->rview >= 0 ? &s->replay.p[i].view[p->rview] : NULL;
         for (int k = 0; v && k < v->n; k++) {
             p->vboots[m] = virt_vboot(s->p[v->idx[k]].key);
+            p->vplaces[m] = s->replay.places[v->idx[k]];
             memcpy(p->vkeys[m++], s->p[v->idx[k]].key, RUMOR_KEY_LEN);
         }
     }
     for (int k = 0; !s->replaying && k < rumor_memb_view_count(p->memb); k++) {
         p->vboots[m] = virt_vboot(rumor_memb_view_at(p->memb, k)->key);
+        p->vplaces[m] = 0;
         memcpy(p->vkeys[m++], rumor_memb_view_at(p->memb, k)->key, RUMOR_KEY_LEN);
     }
-    rumor_gossip_set_view_boots(p->g, (const uint8_t(*)[RUMOR_KEY_LEN])p->vkeys, p->vboots, (size_t)m);
+    rumor_gossip_set_view_reach(p->g, (const uint8_t(*)[RUMOR_KEY_LEN])p->vkeys, p->vboots, NULL, p->vplaces,
+                                (size_t)m, 0, p->vplaces[0]);
     if (p->trace && (m != p->view_peers || p->view_dirty))
         rumor_trace_view(p->trace, s->now_us, (const uint8_t(*)[RUMOR_KEY_LEN])p->vkeys, m);
     p->view_peers = m;

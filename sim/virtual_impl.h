@@ -119,6 +119,7 @@ typedef struct {
     rumor_memb_t *memb;      /* its membership state machine */
     uint8_t (*vkeys)[RUMOR_KEY_LEN]; /* its engine's view: itself and its members */
     uint64_t *vboots;                       /* ... and their boot ids (vboot) */
+    uint64_t *vplaces;                      /* ... and places (a replay: the nodes'; else 0) */
     bool view_dirty;         /* the membership view changed since the engine got it */
     int view_peers;          /* members in that view (with itself) */
     uint64_t mtick_us;       /* when its pending membership tick fires (0: none) */
@@ -201,6 +202,7 @@ typedef struct {
 typedef struct {
     int n;
     uint8_t (*keys)[RUMOR_KEY_LEN];
+    uint64_t *places;        /* each node's place in the graph's order (its trace's self line; 0: none) */
     rpeer_t *p;
 } virt_replay_t;
 

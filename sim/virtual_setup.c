@@ -106,7 +106,8 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
     p->gc = gc;
     if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return rumor_last_error();
     if (!(p->vkeys = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vkeys)) ||
-        !(p->vboots = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vboots)))
+        !(p->vboots = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vboots)) ||
+        !(p->vplaces = malloc(((size_t)s->mcfg.view_size + 1) * sizeof *p->vplaces)))
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     p->state = P_JOINING;
     return RUMOR_OK;
@@ -121,7 +122,7 @@ static rumor_err_t identity(sim_t *s, int i, char err[RUMOR_ERR_LEN])
     if (s->replaying) memcpy(p->key, s->replay.keys[i], RUMOR_KEY_LEN);
     char path[1200];
     snprintf(path, sizeof path, "%s/peer-%03d/trace", c->out, i);
-    if ((c->trace_peers || s->replaying) && !(p->trace = rumor_trace_open(path, p->key, false, err)))
+    if ((c->trace_peers || s->replaying) && !(p->trace = rumor_trace_open(path, p->key, 0, false, err)))
         return rumor_last_error();
     p->rview = -1;
     if (!s->replaying) return RUMOR_OK;
@@ -333,6 +334,7 @@ void virt_teardown(sim_t *s)
             rumor_memb_destroy(&p->memb);
             free(p->vkeys);
             free(p->vboots);
+            free(p->vplaces);
             rumor_poison_fini(&p->poison);
             rumor_wire_enc_fini(&p->coded);
             rumor_dp_destroy(&p->dp);

@@ -15,11 +15,13 @@
  */
 #include "check.h"
 #include "checkpoint.h"
+#include "fileio.h"
 
 #include <float.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/rumor-test-checkpoint-XXXXXX";
@@ -415,6 +417,66 @@ static int write_corpus(const char *out)
     return rc;
 }
 
+/* A small file's text (slurp's bytes, NUL-terminated in a buffer of its own), or NULL. */
+static char *text_of(const char *path)
+{
+    static char buf[8192];
+    size_t n = 0;
+    unsigned char *b = slurp(path, &n);
+    if (!b) return NULL;
+    if (n >= sizeof buf) n = sizeof buf - 1;
+    memcpy(buf, b, n);
+    buf[n] = 0;
+    free(b);
+    return buf;
+}
+
+/* A resumed run's metrics: the lines after its checkpoint leave metrics.jsonl (it logs those
+ * rounds again) for metrics.undone.jsonl, after a line that says so, batch after batch; a line
+ * cut short by the kill goes, lines without the key stay; both files only their owner's. */
+static void test_trim_lines(void)
+{
+    char path[600], undone[600], err[RUMOR_ERR_LEN];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    CHECK(rumor_undone_path(undone, sizeof undone, path) && strcmp(undone + strlen(dir), "/metrics.undone.jsonl") == 0);
+    char other[64];
+    CHECK(rumor_undone_path(other, sizeof other, "run/log.txt") && strcmp(other, "run/log.txt.undone") == 0);
+    CHECK(!rumor_undone_path(other, 8, "run/metrics.jsonl"));
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    for (int r = 0; r <= 9; r++) fprintf(f, "{\"round\":%d,\"epsilon\":%.1f}\n", r, 0.1 * r);
+    fprintf(f, "{\"finished\":true}\n{\"round\":10,\"eps"); /* (killed mid-line) */
+    fclose(f);
+    CHECK_RC(rumor_trim_lines(path, "round", 6, err));
+    char *s = text_of(path);
+    CHECK(s && strstr(s, "{\"round\":6,") && !strstr(s, "{\"round\":7,") && strstr(s, "{\"finished\":true}\n") &&
+          !strstr(s, "\"eps\n") && s[strlen(s) - 1] == '\n');
+    s = text_of(undone);
+    CHECK_MSG(s && strcmp(s, "{\"undone_after\":6,\"lines\":3}\n{\"round\":7,\"epsilon\":0.7}\n"
+                             "{\"round\":8,\"epsilon\":0.8}\n{\"round\":9,\"epsilon\":0.9}\n") == 0,
+              "undone: %s", s ? s : "(none)");
+    /* A second crash, after rounds 7 and 8 again: appended. */
+    f = fopen(path, "a");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "{\"round\":7,\"epsilon\":0.75}\n{\"round\":8,\"epsilon\":0.85}\n");
+    fclose(f);
+    CHECK_RC(rumor_trim_lines(path, "round", 6, err));
+    s = text_of(undone);
+    CHECK(s && strstr(s, "{\"round\":9,\"epsilon\":0.9}\n{\"undone_after\":6,\"lines\":2}\n{\"round\":7,\"epsilon\":0.75}\n"
+                         "{\"round\":8,\"epsilon\":0.85}\n") != NULL);
+    struct stat st;
+    CHECK(stat(undone, &st) == 0 && (st.st_mode & 0777) == 0600 && stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    /* Nothing after the checkpoint: neither file changes. */
+    CHECK(stat(undone, &st) == 0);
+    const off_t size = st.st_size;
+    CHECK_RC(rumor_trim_lines(path, "round", 6, err));
+    CHECK(stat(undone, &st) == 0 && st.st_size == size);
+    unlink(undone);
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
     if (!mkdtemp(dir)) return 1;
@@ -423,6 +485,7 @@ int main(int argc, char **argv)
         rc = write_corpus(argv[2]);
     } else {
         test_defects();
+        test_trim_lines();
         test_round_trip(SPEC, IN, RUMOR_OPT_SGD, false);
         test_round_trip("logreg", IN, RUMOR_OPT_ADAMW, false);
         test_round_trip("cnn:2,3", (rumor_model_input_t){1, 16, 16, 4, false}, RUMOR_OPT_DADAMW, true);

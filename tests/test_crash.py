@@ -234,6 +234,52 @@ def main():
     check(os.stat(os.path.join(rd, "dp.steps")).st_mode & 0o777 == 0o600 and int(reserved) >= steps,
           "dp node: run-dir/dp.steps, its owner's only, says %s private steps at the end" % reserved)
 
+    # 3b. A DP node with a budget, killed 20 times at random moments (a checkpoint every 5
+    #     rounds, so each kill undoes some), resumed each time, then to its end: no epsilon on
+    #     record ever exceeds the budget, the run ends by spending it, and its epsilon is never
+    #     below the accountant's for the steps the records prove were taken: those of the rounds
+    #     it kept (metrics.jsonl) and of those the kills undid (metrics.undone.jsonl, where a
+    #     resume moves them), nor above that of 20 reservations (64 steps) and a round more.
+    rd = os.path.join(tmp, "dp-budget")
+    budget = 9.0
+    args = args[:args.index("--checkpoint-every")] + ["--checkpoint-every", "5", "--eval-every", "1000", "--dp",
+                                                      "clip=1,noise=1.1", "--dp-budget", str(budget), "--rounds",
+                                                      "100000", "--run-dir", rd]
+    dck = os.path.join(rd, "checkpoint.safetensors")
+    made, hit = kill_loop(args, args + ["--resume"], dck, [dck], rng, 20, 0.02, 0.3, "dp budget")
+    total, in_write = total + made, in_write + hit
+    r = subprocess.run([rumortest.RUMOR, *args, "--resume"], capture_output=True, text=True, timeout=120)
+    kept = metric_lines(os.path.join(rd, "metrics.jsonl"))
+    undone_path = os.path.join(rd, "metrics.undone.jsonl")
+    undone = metric_lines(undone_path) if os.path.exists(undone_path) else []
+    # The steps each kill undid: from the round a batch was undone after (2 steps a round) to
+    # the last step its lines logged.
+    proven, batch_from, batches = kept[-1].get("step", 0) if kept else 0, None, 0
+    for l in undone + [{"undone_after": None}]:
+        if "undone_after" in l:
+            if batch_from is not None:
+                proven += max(0, batch_last - batch_from)
+            batch_from, batch_last, batches = (2 * l["undone_after"], 2 * l["undone_after"], batches + 1) \
+                if l["undone_after"] is not None else (None, 0, batches)
+        elif "step" in l:
+            batch_last = max(batch_last, l["step"])
+    eps = [l["epsilon"] for l in kept + undone if "epsilon" in l]
+    final = kept[-1].get("epsilon") if kept else None
+    lo, hi = accountant(proven), accountant(proven + made * 64 + 2)
+    print("dp budget: %d kills, %d rounds undone in %d batches, %d steps proven, final epsilon %s (accountant %s..%s)"
+          % (made, sum("round" in l for l in undone), batches, proven, final, lo, hi), flush=True)
+    check(r.returncode == 0 and made == 20 and final is not None and budget * 0.9 <= final <= budget,
+          "dp budget: 20 kills, and the last resume ends the run by its budget (exit %d, epsilon %s) %s"
+          % (r.returncode, final, r.stderr.strip()[-200:]))
+    check(eps and max(eps) <= budget, "dp budget: no epsilon on record exceeds the budget %s (largest %s of %d)"
+          % (budget, max(eps or [None]), len(eps)))
+    check(lo is not None and hi is not None and final is not None and lo * (1 - 1e-4) <= final <= hi * (1 + 1e-4),
+          "dp budget: epsilon %s is at least the accountant's %s for the %d steps on record, at most %s" %
+          (final, lo, proven, hi))
+    check(undone and os.stat(undone_path).st_mode & 0o777 == 0o600,
+          "dp budget: the rounds the kills undid are kept in metrics.undone.jsonl, its owner's only (%d lines)"
+          % len(undone))
+
     # 4. A solo node, killed and resumed, ends byte-identical to one never stopped. Alone (--of 1,
     #    no bootstrap: it starts at once and mixes with no one) and without --dp, a node's run is
     #    a function of its settings; one thread, so that the run is that of one summation order

@@ -117,44 +117,84 @@ out:
     return rc;
 }
 
+bool rumor_undone_path(char *out, size_t cap, const char *path)
+{
+    const size_t n = strlen(path);
+    const bool jsonl = n > 6 && strcmp(path + n - 6, ".jsonl") == 0;
+    const int w = jsonl ? snprintf(out, cap, "%.*s.undone.jsonl", (int)(n - 6), path)
+                        : snprintf(out, cap, "%s.undone", path);
+    return w > 0 && (size_t)w < cap;
+}
+
+/* Append len bytes at b to buf (grown as needed); false without memory. */
+static bool buf_add(char **buf, size_t *len, size_t *cap, const char *b, size_t n)
+{
+    if (*len + n > *cap) {
+        size_t c = *cap ? 2 * *cap : 65536;
+        while (c < *len + n) c *= 2;
+        char *k = realloc(*buf, c);
+        if (!k) return false;
+        *buf = k, *cap = c;
+    }
+    memcpy(*buf + *len, b, n);
+    *len += n;
+    return true;
+}
+
+/* Append the lines taken out of path to its undone file, synced, after a line saying so. */
+static rumor_err_t keep_undone(const char *path, uint64_t upto, size_t lines, const char *b, size_t len,
+                               char err[RUMOR_ERR_LEN])
+{
+    char up[4200], head[96];
+    if (!rumor_undone_path(up, sizeof up, path)) return rumor_fail(err, RUMOR_EINVAL, "%s: path too long", path);
+    const int h = snprintf(head, sizeof head, "{\"undone_after\":%llu,\"lines\":%zu}\n", (unsigned long long)upto,
+                           lines);
+    const int fd = open(up, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return rumor_fail(err, RUMOR_EIO, "%s: %s", up, strerror(errno));
+    const bool ok = fchmod(fd, 0600) == 0 && rumor_write_all(fd, head, (uint64_t)h) == 0 &&
+                    rumor_write_all(fd, b, len) == 0 && fsync(fd) == 0;
+    const int e = errno;
+    close(fd);
+    return ok ? RUMOR_OK : rumor_fail(err, RUMOR_EIO, "%s: %s", up, strerror(e));
+}
+
 rumor_err_t rumor_trim_lines(const char *path, const char *key, uint64_t upto, char err[RUMOR_ERR_LEN])
 {
     FILE *f = fopen(path, "rb");
     if (!f) return errno == ENOENT ? RUMOR_OK : rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
     char pat[64];
     snprintf(pat, sizeof pat, "\"%s\":", key);
-    char *keep = NULL, *line = NULL;
-    size_t keep_len = 0, keep_cap = 0, line_cap = 0;
+    char *keep = NULL, *cut = NULL, *line = NULL;
+    size_t keep_len = 0, keep_cap = 0, cut_len = 0, cut_cap = 0, cut_lines = 0, line_cap = 0;
     bool changed = false;
     rumor_err_t rc = RUMOR_OK;
     ssize_t n;
     while ((n = getline(&line, &line_cap, f)) > 0) {
-        bool ok = line[n - 1] == '\n'; /* a line cut short by a kill is dropped */
-        const char *at = ok ? strstr(line, pat) : NULL;
-        if (at) ok = strtoull(at + strlen(pat), NULL, 10) <= upto;
-        if (!ok) {
+        if (line[n - 1] != '\n') { /* a line cut short by a kill: nothing to keep */
             changed = true;
             continue;
         }
-        if (keep_len + (size_t)n > keep_cap) {
-            size_t cap = keep_cap ? 2 * keep_cap : 65536;
-            while (cap < keep_len + (size_t)n) cap *= 2;
-            char *k = realloc(keep, cap);
-            if (!k) {
-                rc = rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
-                goto out;
-            }
-            keep = k, keep_cap = cap;
+        const char *at = strstr(line, pat);
+        const bool ok = !at || strtoull(at + strlen(pat), NULL, 10) <= upto;
+        changed |= !ok;
+        cut_lines += !ok;
+        if (!(ok ? buf_add(&keep, &keep_len, &keep_cap, line, (size_t)n)
+                 : buf_add(&cut, &cut_len, &cut_cap, line, (size_t)n))) {
+            rc = rumor_fail(err, RUMOR_ENOMEM, "%s: out of memory", path);
+            goto out;
         }
-        memcpy(keep + keep_len, line, (size_t)n);
-        keep_len += (size_t)n;
     }
-    if (ferror(f)) rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
-    else if (changed) rc = rumor_write_atomic(path, &(rumor_piece_t){keep ? keep : "", keep_len}, 1, 0600, true, err);
+    if (ferror(f)) {
+        rc = rumor_fail(err, RUMOR_EIO, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (cut_lines && (rc = keep_undone(path, upto, cut_lines, cut, cut_len, err)) != RUMOR_OK) goto out;
+    if (changed) rc = rumor_write_atomic(path, &(rumor_piece_t){keep ? keep : "", keep_len}, 1, 0600, true, err);
 out:
     fclose(f);
     free(line);
     free(keep);
+    free(cut);
     return rc;
 }
 

@@ -49,10 +49,16 @@ FILE *rumor_fopen_private(const char *path, bool append);
 
 /* A resumed run's metrics: keep the lines of path (JSON objects, one a line, as rumor writes
  * them) whose integer field `key` ("step", "round") is at most upto, and lines without it; drop
- * the rest and a last line cut short. The killed run may have logged steps after its last
- * checkpoint, which the resumed run logs again: without this they would appear twice.
- * Rewritten atomically, 0600. A missing file is fine (RUMOR_OK). */
+ * a last line cut short. The killed run may have logged steps after its last checkpoint, which
+ * the resumed run logs again: without this they would appear twice. The lines taken out are
+ * not lost: they are appended, after a line {"undone_after":upto,"lines":N}, to the file of
+ * rumor_undone_path(path) (0600, synced before path is rewritten), which so keeps what every
+ * crash undid (their loss, their epsilon: privacy spent). Rewritten atomically, 0600. A
+ * missing file is fine (RUMOR_OK). */
 rumor_err_t rumor_trim_lines(const char *path, const char *key, uint64_t upto, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Where rumor_trim_lines keeps what it takes out of path: "X.undone.jsonl" for "X.jsonl", else
+ * path with ".undone" added. False when it does not fit in cap bytes. */
+bool rumor_undone_path(char *out, size_t cap, const char *path);
 
 /* mkdir -p: missing parents 0755, the last component with mode; an existing folder is fine,
  * anything else in the way is an error. */

@@ -29,7 +29,9 @@ rumor_err_t swarm_open(peer_t *p, char err[RUMOR_ERR_LEN])
     rumor_addr_t self;
     rumor_err_t rc = rumor_addr_parse(&self, rumor_node_address(p->node), err);
     if (rc != RUMOR_OK) return rc;
-    if (c->trace && c->trace[0] && !(p->trace = rumor_trace_open(c->trace, self.key, c->resume, err))) return rumor_last_error();
+    if (c->trace && c->trace[0] &&
+        !(p->trace = rumor_trace_open(c->trace, self.key, rumor_node_place(p->node), c->resume, err)))
+        return rumor_last_error();
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->pool_mu, NULL);
     pthread_cond_init(&p->cv, NULL);

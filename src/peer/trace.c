@@ -75,7 +75,7 @@ static void hex(char *out, const uint8_t *key, int n)
     for (int i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", key[i]);
 }
 
-rumor_trace_t *rumor_trace_open(const char *path, const uint8_t self[RUMOR_KEY_LEN], bool append,
+rumor_trace_t *rumor_trace_open(const char *path, const uint8_t self[RUMOR_KEY_LEN], uint64_t place, bool append,
                                 char err[RUMOR_ERR_LEN])
 {
     rumor_trace_t *t = calloc(1, sizeof *t);
@@ -97,7 +97,8 @@ rumor_trace_t *rumor_trace_open(const char *path, const uint8_t self[RUMOR_KEY_L
     pthread_mutex_init(&t->mu, NULL);
     char h[2 * RUMOR_KEY_LEN + 1];
     hex(h, self, RUMOR_KEY_LEN);
-    line(t, "self %s\n", h);
+    if (place) line(t, "self %s %016" PRIx64 "\n", h, place);
+    else line(t, "self %s\n", h);
     return t;
 }
 

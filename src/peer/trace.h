@@ -11,7 +11,8 @@
  * virtual clock; keys: the first 8 bytes of a member's public key, in hex, its own in full on
  * the first line):
  *
- *     self KEY64
+ *     self KEY64 [PLACE]           PLACE: its place in the graph's order, 16 hex digits (a node:
+ *                                  rumor_member_place; none in virtual mode, which ranks by key)
  *     start T                      the first phase begins (after the wait for the swarm)
  *     phase T K                    a gossip point of round K (an overlapped round has two)
  *     view T N KEY16...            the engine's view changed: N members (itself not counted)
@@ -38,10 +39,10 @@
 
 typedef struct rumor_trace rumor_trace_t;
 
-/* A trace of the peer with public key self, written to path (created, 0600; emptied, or
- * appended to when append: a resumed node's next life).
+/* A trace of the peer with public key self and place (0: none said), written to path
+ * (created, 0600; emptied, or appended to when append: a resumed node's next life).
  * NULL with err when the file cannot be made. */
-rumor_trace_t *rumor_trace_open(const char *path, const uint8_t self[RUMOR_KEY_LEN], bool append,
+rumor_trace_t *rumor_trace_open(const char *path, const uint8_t self[RUMOR_KEY_LEN], uint64_t place, bool append,
                                 char err[RUMOR_ERR_LEN]);
 /* Writes what is buffered and frees. RUMOR_EIO with err when the file could not take it. */
 rumor_err_t rumor_trace_close(rumor_trace_t *t, char err[RUMOR_ERR_LEN]);
