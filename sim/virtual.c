@@ -360,6 +360,7 @@ static rumor_err_t send_all(sim_t *s, int i)
         if (i == c->byzantine && rumor_attack_poisons(&s->attack) && m.snap >= 0 && m.snap < 2) {
             /* The Byzantine peer sends its poisoned copy; the snapshot is still what is released. */
             m.params = rumor_poison_get(&p->poison, &s->attack, m.snap, m.round, m.params, &s->attack_rng);
+            m.round = rumor_attack_round(&s->attack, m.round);
         }
         const uint64_t bytes = rumor_wire_send_bytes(&m, &s->codec);
         msg->from = i, msg->to = to, msg->from_inc = p->inc, msg->g = p->g, msg->s = m, msg->lost = false;

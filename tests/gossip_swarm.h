@@ -67,13 +67,16 @@ static inline void swarm_init(swarm_t *s, int n, const char *topo, const char *a
         for (size_t j = 0; j < P; j++) s->x[i][j] = (float)(rumor_rng_normal(&rng) + 3.0);
         rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = chunk,
                                      .round_timeout_ms = round_timeout};
-        /* "dpsgd+overlap": the overlapped form (--overlap) */
+        /* "dpsgd+overlap": the overlapped form (--overlap); "+clip": with --robust clip */
         char spec[32];
         snprintf(spec, sizeof spec, "%s", algo);
+        char *clip = strstr(spec, "+clip");
+        if (clip) *clip = '\0';
         char *plus = strstr(spec, "+overlap");
         if (plus) *plus = '\0';
         CHECK_RC(rumor_algo_parse(&cfg.algo, spec, err));
         cfg.algo.overlap = plus != NULL;
+        if (clip) CHECK_RC(rumor_robust_parse(&cfg.robust, "clip", err));
         memcpy(cfg.self, s->key[i], RUMOR_KEY_LEN);
         s->g[i] = rumor_gossip_new(&cfg, s->topo, s->x[i], err);
         CHECK(s->g[i] != NULL);

@@ -561,7 +561,8 @@ static void finish_round(rumor_gossip_t *g, float *x)
     uint64_t next = g->round + 1;
     if (g->ahead > next) next = g->ahead;
     if (g->forced > next) next = g->forced;
-    g->ahead = g->forced = 0;
+    gsp_clear_ahead(g);
+    g->forced = 0;
     for (int i = 0; i < SLOTS; i++)
         if (g->slots[i].live && (g->slots[i].round < next || g->slots[i].round >= next + SLOTS))
             gsp_slot_reset(g, &g->slots[i]); /* outside the new window: it would block a slot */

@@ -337,7 +337,7 @@ static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], co
         if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
             gsp_note_delay(g, (double)(now - g->prev_started));
     } else if (c->round >= g->round + SLOTS) {
-        if (c->round <= RUMOR_GOSSIP_ROUND_MAX && (g->ahead == 0 || c->round < g->ahead)) g->ahead = c->round;
+        if (c->round <= RUMOR_GOSSIP_ROUND_MAX) gsp_note_ahead(g, peer, c->round);
     } else {
         s = gsp_slot_for(g, c->round);
     }

@@ -178,7 +178,11 @@ struct rumor_gossip {
     bool inflight;
     int cur_snap;              /* the latest snapshot (the round in flight's, when one is) */
     bool have_snap;            /* cur_snap holds one */
-    uint64_t ahead;            /* lowest round seen beyond the window since the last finish; 0: none */
+    uint64_t ahead;            /* the round to skip to: the lowest seen beyond the window since the
+                                  last finish, once two senders are that far (gsp_note_ahead); 0: none */
+    uint64_t ahead_low;        /* ... the lowest seen, */
+    uint8_t ahead_from[RUMOR_KEY_LEN]; /* ... from this sender, */
+    bool ahead_two;            /* ... and whether another sender was beyond the window too */
     uint64_t forced;           /* rumor_gossip_adopt during a round: go on from here at its finish */
     /* view */
     view_entry_t *view;
@@ -314,6 +318,10 @@ static inline void acc_add(float *restrict acc, const void *v, const float *rest
 
 /* gossip.c: the round loop */
 void gsp_note_delay(rumor_gossip_t *g, double ms);
+/* A chunk of round r, beyond the window, from peer: g->ahead becomes the lowest such round once
+ * two senders are beyond the window (or the view holds one member only); gsp_clear_ahead. */
+void gsp_note_ahead(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], uint64_t r);
+void gsp_clear_ahead(rumor_gossip_t *g);
 void gsp_slot_reset(rumor_gossip_t *g, slot_t *s);
 pending_t *gsp_push_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], double share, int snap);
 slot_t *gsp_slot_for(rumor_gossip_t *g, uint64_t round);

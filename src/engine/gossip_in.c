@@ -34,10 +34,38 @@ bool gsp_all_finite(const uint8_t *p, size_t n)
     return bad == 0;
 }
 
-/* The accumulator a dpsgd or diloco chunk of round c->round goes to, or NULL with *why: a
- * stale round (a late one of the round before teaches the deadline how late), one past all
- * rounds, or one ahead that is not the lowest seen ahead (see rumor_gossip_on_chunk). */
-static slot_t *round_slot(rumor_gossip_t *g, const rumor_gossip_chunk_t *c, uint64_t now, rumor_gossip_drop_t *why)
+/* Neighbours further on than the window make a peer skip ahead (it fell behind), but one
+ * member's word moves its round only so far: a member that claims round 10^9 would otherwise
+ * take the peer there, and the peer's models would take its neighbours after it. The skip goes
+ * to the lowest round seen beyond the window once two senders are beyond it (both are at least
+ * there), or from the one other member of a swarm of two (nobody else could say otherwise), or
+ * when that round is at most RUMOR_GOSSIP_ALONE_AHEAD past ours (a peer alone ahead of laggards,
+ * after a partition or a slow start: without it they stay a window behind, waiting out a
+ * deadline every round). */
+void gsp_note_ahead(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], uint64_t r)
+{
+    const bool same = g->ahead_low && memcmp(peer, g->ahead_from, RUMOR_KEY_LEN) == 0;
+    if (g->ahead_low && !same) g->ahead_two = true;
+    if (g->ahead_low == 0 || r < g->ahead_low) {
+        g->ahead_low = r;
+        memcpy(g->ahead_from, peer, RUMOR_KEY_LEN);
+    }
+    g->ahead = g->ahead_two || g->view_count == 1 || g->ahead_low <= g->round + RUMOR_GOSSIP_ALONE_AHEAD
+                   ? g->ahead_low
+                   : 0;
+}
+
+void gsp_clear_ahead(rumor_gossip_t *g)
+{
+    g->ahead = g->ahead_low = 0;
+    g->ahead_two = false;
+}
+
+/* The accumulator a dpsgd or diloco chunk of round c->round from peer goes to, or NULL with
+ * *why: a stale round (a late one of the round before teaches the deadline how late), one past
+ * all rounds, or one ahead that is not the round to skip to (gsp_note_ahead). */
+static slot_t *round_slot(rumor_gossip_t *g, const uint8_t *peer, const rumor_gossip_chunk_t *c, uint64_t now,
+                          rumor_gossip_drop_t *why)
 {
     if (c->round < g->round) {
         if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
@@ -51,8 +79,7 @@ static slot_t *round_slot(rumor_gossip_t *g, const rumor_gossip_chunk_t *c, uint
         *why = RUMOR_GOSSIP_DROP_STALE; /* (no free accumulator for it) */
         return gsp_slot_for(g, c->round);
     }
-    /* The lowest round seen ahead: one peer with an inflated counter cannot drag us. */
-    if (g->ahead == 0 || c->round < g->ahead) g->ahead = c->round;
+    gsp_note_ahead(g, peer, c->round);
     /* While a round is in flight its slot is taken; the other one holds the model of the
      * round we are about to jump to, evicting the next round's (we will skip it). */
     if (!g->inflight || c->round != g->ahead) return NULL;
@@ -87,7 +114,7 @@ bool rumor_gossip_on_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN],
         s = gsp_slot_for(g, g->round); /* no barrier: everything goes into the round in flight */
     } else {
         rumor_gossip_drop_t why = RUMOR_GOSSIP_DROP_STALE;
-        if (!(s = round_slot(g, c, now, &why))) return gsp_drop(g, why);
+        if (!(s = round_slot(g, peer, c, now, &why))) return gsp_drop(g, why);
     }
     if (!s) return gsp_drop(g, RUMOR_GOSSIP_DROP_STALE);
     sender_t *e = gsp_find_sender(s, peer, sgp ? c->round : s->round);

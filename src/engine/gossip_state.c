@@ -160,7 +160,7 @@ void rumor_gossip_adopt(rumor_gossip_t *g, const float *x, uint64_t round)
         return;
     }
     g->round = round;
-    g->ahead = 0;
+    gsp_clear_ahead(g);
     /* Accumulators of rounds before the new one are stale now (dpsgd, diloco); push-sum's
      * go into the first round. */
     for (int i = 0; i < SLOTS; i++) {

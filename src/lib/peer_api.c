@@ -189,8 +189,9 @@ RUMOR_API rumor_err_t rumor_peer_commit(rumor_peer_t *p, unsigned flags)
     if (p->mix_state) {
         rumor_robust_t rb;
         rumor_codec_t cd;
-        if ((rc = rumor_robust_parse(&rb, p->s.robust, err)) != RUMOR_OK || (rc = rumor_codec_parse(&cd, p->s.codec, err)) != RUMOR_OK ||
-            (rc = rumor_gossip_check_modes(&p->pc.algo, &rb, p->s.secure_mix, &cd, p->s.consensus_step,
+        if ((rc = rumor_robust_parse(&rb, p->s.robust, err)) != RUMOR_OK || (rc = rumor_codec_parse(&cd, p->s.codec, err)) != RUMOR_OK)
+            return rc;
+        if ((rc = rumor_gossip_check_modes(&p->pc.algo, &rb, p->s.secure_mix, &cd, p->s.consensus_step,
                                            "a mixed optimizer state (RUMOR_MIX_STATE)", err)) != RUMOR_OK)
             return rc;
     }

@@ -2,6 +2,7 @@
 #include "attack.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -11,9 +12,19 @@ rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[R
 {
     memset(out, 0, sizeof *out);
     if (!spec || !*spec || strcmp(spec, "none") == 0) return RUMOR_OK;
-    if (strcmp(spec, "relay-tamper") == 0) {
-        out->kind = RUMOR_ATTACK_RELAY_TAMPER;
+    if (strcmp(spec, "relay-tamper") == 0 || strcmp(spec, "max") == 0) {
+        out->kind = spec[0] == 'm' ? RUMOR_ATTACK_MAX : RUMOR_ATTACK_RELAY_TAMPER;
         return RUMOR_OK;
+    }
+    if (strncmp(spec, "round:", 6) == 0) {
+        char *end;
+        errno = 0;
+        const unsigned long long r = strtoull(spec + 6, &end, 10);
+        if (end != spec + 6 && !*end && !errno && spec[6] != '-' && r >= 1 && r <= (1ULL << 53)) {
+            out->kind = RUMOR_ATTACK_ROUND;
+            out->value = (double)r;
+            return RUMOR_OK;
+        }
     }
     const bool scale = strncmp(spec, "scale:", 6) == 0, noise = strncmp(spec, "noise:", 6) == 0;
     if (scale || noise) {
@@ -26,19 +37,31 @@ rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[R
             return RUMOR_OK;
         }
     }
-    return rumor_fail(err, RUMOR_EINVAL, "--attack '%s': expected scale:K, noise:S (S > 0) or relay-tamper", spec);
+    return rumor_fail(err, RUMOR_EINVAL,
+                      "--attack '%s': expected scale:K, noise:S (S > 0), max, round:R (1 <= R <= 2^53) or relay-tamper",
+                      spec);
 }
 
 bool rumor_attack_poisons(const rumor_attack_t *a)
 {
-    return a->kind == RUMOR_ATTACK_SCALE || a->kind == RUMOR_ATTACK_NOISE;
+    return a->kind == RUMOR_ATTACK_SCALE || a->kind == RUMOR_ATTACK_NOISE || a->kind == RUMOR_ATTACK_MAX ||
+           a->kind == RUMOR_ATTACK_ROUND;
+}
+
+uint64_t rumor_attack_round(const rumor_attack_t *a, uint64_t round)
+{
+    return a->kind == RUMOR_ATTACK_ROUND ? (uint64_t)a->value : round;
 }
 
 void rumor_attack_apply(const rumor_attack_t *a, const float *x, float *out, size_t n, rumor_rng_t *rng)
 {
     switch (a->kind) {
     case RUMOR_ATTACK_NONE:
+    case RUMOR_ATTACK_ROUND:
     case RUMOR_ATTACK_RELAY_TAMPER: memcpy(out, x, n * sizeof *out); break;
+    case RUMOR_ATTACK_MAX:
+        for (size_t i = 0; i < n; i++) out[i] = FLT_MAX;
+        break;
     case RUMOR_ATTACK_SCALE: {
         const float k = (float)a->value;
         for (size_t i = 0; i < n; i++) out[i] = k * x[i];

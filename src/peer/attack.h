@@ -4,6 +4,8 @@
  *
  *   scale:K       K times its own parameters (K = -10: a flipped, inflated model)
  *   noise:S       Gaussian noise of standard deviation S, nothing of its model
+ *   max           every parameter FLT_MAX (the largest finite float)
+ *   round:R       its honest model, said to be of round R (R = 1000000000: a counter far ahead)
  *   relay-tamper  (rumor node) its own models are honest, but as a relay it flips a bit of
  *                 every sealed message it forwards for others
  *
@@ -21,18 +23,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { RUMOR_ATTACK_NONE, RUMOR_ATTACK_SCALE, RUMOR_ATTACK_NOISE, RUMOR_ATTACK_RELAY_TAMPER } rumor_attack_kind_t;
+typedef enum {
+    RUMOR_ATTACK_NONE,
+    RUMOR_ATTACK_SCALE,
+    RUMOR_ATTACK_NOISE,
+    RUMOR_ATTACK_RELAY_TAMPER,
+    RUMOR_ATTACK_MAX,
+    RUMOR_ATTACK_ROUND,
+} rumor_attack_kind_t;
 
 typedef struct {
     rumor_attack_kind_t kind;
-    double value; /* K or S */
+    double value; /* K, S or R */
 } rumor_attack_t;
 
-/* "none", "scale:K" (finite K), "noise:S" (S > 0), "relay-tamper". EINVAL with a sentence in
- * err. */
+/* "none", "scale:K" (finite K), "noise:S" (S > 0), "max", "round:R" (1 <= R <= 2^53),
+ * "relay-tamper". EINVAL with a sentence in err. */
 rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-/* Whether a replaces the models the peer sends (scale, noise). */
+/* Whether a alters the models the peer sends (scale, noise, max, round). */
 bool rumor_attack_poisons(const rumor_attack_t *a);
+/* The round a model of `round` is said to be of (round:R's R; else round). */
+uint64_t rumor_attack_round(const rumor_attack_t *a, uint64_t round);
 /* out[0..n) = the attack on x[0..n) (noise draws from rng). */
 void rumor_attack_apply(const rumor_attack_t *a, const float *x, float *out, size_t n, rumor_rng_t *rng);
 

@@ -217,10 +217,11 @@ static bool emulate(peer_t *p, send_ctx_t *c, uint64_t now)
 static rumor_err_t send_now(peer_t *p, rumor_node_t *node, send_ctx_t *c, size_t *wire_out, bool *mask_failed_out,
                             bool *relayed_out)
 {
-    const rumor_gossip_send_t s = c->s;
+    rumor_gossip_send_t s = c->s;
     const float *params = s.params;
     if (rumor_attack_poisons(&p->cfg->attack) && !s.pulled && s.snap >= 0 && s.snap < 2) {
         params = rumor_poison_get(&p->poison, &p->cfg->attack, s.snap, s.round, s.params, &p->attack_rng);
+        s.round = rumor_attack_round(&p->cfg->attack, s.round);
     }
     size_t wire;
     rumor_err_t rc = RUMOR_EINVAL;
