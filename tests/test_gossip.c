@@ -321,17 +321,17 @@ static void test_known_answers(void)
     CHECK(memcmp(keep, s.x[0], sizeof keep) == 0);
     CHECK(rumor_gossip_deadline(s.g[0]) == 500); /* started at 0, round timeout 500 */
     /* Neighbours far ahead. One member's word moves a peer at most RUMOR_GOSSIP_ALONE_AHEAD
-     * rounds: peer 2's round 1000 is dropped, and this peer keeps waiting. A second member
-     * beyond the window vouches: peer 1's round 5, the lowest, is parked in the free slot, the
-     * next ahead round has no slot left (dropped, counted), and this peer stops waiting: it will
-     * jump to round 5. */
+     * rounds: peer 1's round 1000 is dropped, and this peer keeps waiting (for peer 2's round 0).
+     * A second member beyond the window vouches: peer 2's round 5, the lowest, is parked in the
+     * free slot, the next ahead round has no slot left (dropped, counted), and this peer stops
+     * waiting: it will jump to round 5. */
     rumor_gossip_chunk_t ah = {.round = 1000, .layout = 0x1234, .w = 0.3, .chunk = 0, .chunks = 3, .off = 0, .n = 4};
-    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &ah, s.x[2], 16, 11));
+    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[1], &ah, s.x[1], 16, 11));
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 11) == RUMOR_GOSSIP_WAIT);
     ah.round = 5;
-    CHECK(rumor_gossip_on_chunk(s.g[0], s.key[1], &ah, s.x[1], 16, 11));
+    CHECK(rumor_gossip_on_chunk(s.g[0], s.key[2], &ah, s.x[2], 16, 11));
     ah.round = 7;
-    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[1], &ah, s.x[1], 16, 11));
+    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &ah, s.x[2], 16, 11));
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 12) == RUMOR_GOSSIP_DONE);
     /* Chunk 0: (x0 + x1 + x2)/3 + 1; chunks 1, 2: (x0 + x1)/2 + 1 (renormalised). */
     for (size_t j = 0; j < 10; j++) {
@@ -356,6 +356,18 @@ static void test_known_answers(void)
     rumor_gossip_send_t sent;
     while (rumor_gossip_next_send(s.g[0], &sent)) rumor_gossip_release(s.g[0], &sent, true); /* (the wire's done) */
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 602) == RUMOR_GOSSIP_DONE && rumor_gossip_round(s.g[0]) == 6);
+    /* ... nor is it waited for: its model of a round beyond the window says it moved on, so
+     * round 6 is mixed as soon as peer 1's model is in, long before its deadline. */
+    while (rumor_gossip_next_send(s.g[0], &sent)) rumor_gossip_release(s.g[0], &sent, true);
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 603) == RUMOR_GOSSIP_WAIT);
+    CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[2], &ah, s.x[2], 16, 604));
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 605) == RUMOR_GOSSIP_WAIT); /* (peer 1's is not in yet) */
+    for (uint32_t c = 0; c < 3; c++) {
+        rumor_gossip_chunk_t r6 = {.round = 6, .layout = 0x1234, .w = 0.3, .chunk = c, .chunks = 3, .off = 4 * c,
+                                   .n = c < 2 ? 4 : 2};
+        CHECK(rumor_gossip_on_chunk(s.g[0], s.key[1], &r6, s.x[1] + 4 * c, r6.n * 4, 606));
+    }
+    CHECK(rumor_gossip_step(s.g[0], s.x[0], 607) == RUMOR_GOSSIP_DONE && rumor_gossip_round(s.g[0]) == 7);
     swarm_fini(&s);
 }
 

@@ -393,9 +393,10 @@ def main():
     # 4c'. Two kinds with real nodes (proc mode, 8 peers, so clip:0.4: one neighbour of three is
     #      a third of the neighbourhood's weight): 12 times its model, and round 10^9; no honest
     #      node stops, every one trains its 30 rounds, and the swarm ends near the attack-free run
-    #      (0.788 and 0.787 against 0.795 on an idle machine, 0.784 and 0.749 on a loaded one: a
-    #      model of a made-up round is a neighbour that never sends, waited for to the deadline;
-    #      plain mixing under 12 times ends at 0.66).
+    #      (0.784 and 0.789 against 0.793 on a loaded machine; plain mixing under 12 times ends at
+    #      0.66; before a model of a round beyond the window counted as its sender having moved
+    #      on, the attacker was waited for to the deadline every round, and round 10^9 ended at
+    #      0.749).
     real = {}
     for name, attack in (("free", "none"), ("scale", "scale:12"), ("round", "round:1000000000")):
         run = os.path.join(tmp, "byz-proc-" + name)
@@ -411,7 +412,7 @@ def main():
               "real nodes, attack %s: every node trains its 30 rounds (exit %d) %s" % (attack, r.returncode,
                                                                                       r.stderr.strip()[-200:]))
     if all(v is not None for v in real.values()):
-        check(real["scale"] > real["free"] - 0.06 and real["round"] > real["free"] - 0.06,
+        check(real["scale"] > real["free"] - 0.03 and real["round"] > real["free"] - 0.03,
               "real nodes with --robust clip end near the attack-free run: scale:12 %.3f, round 10^9 %.3f, none %.3f"
               % (real["scale"], real["round"], real["free"]))
 

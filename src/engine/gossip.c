@@ -400,9 +400,11 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     g->wait_ms = adaptive_wait(g);
 }
 
-/* Whether the sender key has sent a model of a round after slot s's (it has moved on). */
+/* Whether the sender key has sent a model of a round after slot s's (it has moved on): one held
+ * for a later round, or the lowest seen beyond the window (gsp_note_ahead), even one not taken. */
 static bool moved_on(rumor_gossip_t *g, const slot_t *s, const uint8_t key[RUMOR_KEY_LEN])
 {
+    if (g->ahead_low > s->round && memcmp(g->ahead_from, key, RUMOR_KEY_LEN) == 0) return true;
     for (int i = 0; i < SLOTS; i++) {
         slot_t *o = &g->slots[i];
         if (o->live && o->round > s->round && gsp_find_sender(o, key, o->round)) return true;
