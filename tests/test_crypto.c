@@ -782,6 +782,16 @@ static void test_cert_sites(void)
         CHECK_RC(rumor_cert_load(back, &back_len, path, err));
         CHECK(back_len == plen && memcmp(back, bad, plen) == 0);
     }
+    /* Of two certificates of one member, the later issued is kept, then the greater bytes; one
+     * that does not parse comes first. */
+    uint8_t later[RUMOR_CERT_MAX_LEN];
+    size_t later_len;
+    CHECK_RC(rumor_cert_issue_at(later, &later_len, a, pk, "cam-3", NULL, t0 + 5, t1, err));
+    CHECK(rumor_cert_order(later, later_len, cert, len) > 0 && rumor_cert_order(cert, len, later, later_len) < 0);
+    CHECK(rumor_cert_order(cert, len, cert, len) == 0);
+    memcpy(bad, cert, len);
+    bad[0] = 'X';
+    CHECK(rumor_cert_order(bad, len, cert, len) < 0 && rumor_cert_order(cert, len, bad, len) > 0);
     /* A knock carries the largest certificate. */
     uint8_t dgram[RUMOR_ADMIT_MAX], nonce[RUMOR_ADMIT_NONCE_LEN];
     CHECK_RC(rumor_cert_issue_at(bad, &plen, a, pk, n40, s24, t0, t1, err));

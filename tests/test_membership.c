@@ -992,6 +992,50 @@ static void test_equivocation(void)
     for (int i = 0; i < 2; i++) rumor_memb_destroy(&p[i]);
 }
 
+/* The tests' certificate order: the later issued is the one whose last byte is greater. */
+static int last_byte_order(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+    return (int)a[al - 1] - (int)b[bl - 1];
+}
+
+/* Of two certificates of a member, every peer keeps the later (cfg.cert_order), however the
+ * member shows them: a renewed one heard second hand replaces the one its own hello gave, and
+ * its own hello with the older one afterwards changes nothing. */
+static void test_cert_kept(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    cfg.strict = true;
+    cfg.sign = fake_sign;
+    cfg.cert_order = last_byte_order;
+    uint8_t me[RUMOR_KEY_LEN], cert[RUMOR_MEMB_CERT_MAX];
+    uint16_t cert_len;
+    key_of(1, me);
+    cert_of(1, cert, &cert_len);
+    rumor_memb_t *m = rumor_memb_new(&cfg, me, "tcp://127.0.0.1:7001", 1700000000u, err);
+    CHECK(m != NULL);
+    rumor_memb_set_identity(m, cert, cert_len, 11);
+    const int M = 5, C = 6;
+    uint64_t now = 1000;
+    hello_from(m, C, 1700000100u, 0xc0c, now);
+    hello_from(m, M, 1700000100u, 0x505, now); /* (its certificate: cert_of, last byte 0xc5) */
+    int v = -1;
+    for (int i = 0; i < rumor_memb_view_count(m); i++)
+        if (index_of(rumor_memb_view_at(m, i)->key) == M) v = i;
+    size_t len = 0;
+    CHECK(v >= 0 && rumor_memb_view_cert(m, v, &len)[len - 1] == (0xc0 ^ M));
+    rumor_memb_update_t u;
+    entry_of(&u, M, NULL, 1700000100u, RUMOR_MEMB_ALIVE, true);
+    u.boot = 0x505;
+    u.cert[u.cert_len - 1] = 0xff; /* renewed: later */
+    sign_as_member(&u);
+    peers_from(m, C, &u, ++now);
+    CHECK(rumor_memb_view_cert(m, v, &len)[len - 1] == 0xff);
+    hello_from(m, M, 1700000100u, 0x505, ++now); /* its older one again, to us */
+    CHECK(rumor_memb_view_cert(m, v, &len)[len - 1] == 0xff);
+    rumor_memb_destroy(&m);
+}
+
 /* A claimant outside our view (the reservoir of a swarm larger than the view) is counted as
  * any other: its third disproved claim mutes it; and leaving and coming back (a bye, a hello)
  * resets nothing. */
@@ -1188,6 +1232,7 @@ int main(void)
     test_forged_claims();
     test_equivocation();
     test_liar_outside_view();
+    test_cert_kept();
     test_certs_and_dial_budget();
     test_join_and_failure(false);
     test_join_and_failure(true);

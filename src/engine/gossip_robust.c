@@ -154,9 +154,10 @@ static bool clip_waits_for(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN])
 }
 
 /* Self-centred clipping against our own snapshot (the round's, or the latest). A chunk out of
- * all proportion to our own parameters is dropped first, as plain mixing drops it: its
- * distance would overflow, and where the sender is most of a round's neighbourhood (others
- * missing) the next radius would be that distance. */
+ * all proportion to our own parameters is dropped first, as plain mixing drops it (its
+ * distance would overflow, and where the sender is most of a round's neighbourhood the next
+ * radius would be that distance), and struck, as one far beyond the radius is: a sender that
+ * keeps sending them is banned, not waited for round after round. */
 static bool clip_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_gossip_chunk_t *c, const void *payload,
                      size_t off, size_t n)
 {
@@ -168,7 +169,11 @@ static bool clip_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_goss
         strike(g, e);
         return gsp_drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
     }
-    if (!gsp_plausible_ss(g, c->chunk, ss, n)) return gsp_drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
+    if (!gsp_plausible_ss(g, c->chunk, ss, n)) {
+        e->bad = true;
+        strike(g, e);
+        return gsp_drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
+    }
     const float a = (float)c->w;
     const float *ref = ref_of(g, s);
     const float *centre = (ref ? ref : g->snaps[g->cur_snap].x) + off;

@@ -207,6 +207,10 @@ typedef struct {
      * incarnation, address or boot id change */
     void (*sign)(void *arg, const uint8_t *record, size_t len, uint8_t proof[RUMOR_MEMB_PROOF_LEN]);
     void *sign_arg;
+    /* Which of two certificates of one member to keep (> 0: a, < 0: b): the later issued, so
+     * that every peer ends holding the same one (a member's place in the gossip graph is drawn
+     * from it) however a member shows them. NULL: a member's own word replaces the one held. */
+    int (*cert_order)(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len);
 } rumor_memb_config_t;
 
 rumor_memb_config_t rumor_memb_defaults(void);

@@ -51,7 +51,7 @@ static bool apply_claim(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t 
             refuse_claim(m);
             return false;
         }
-        if (!e->cert_len) set_cert(e->cert, &e->cert_len, u->cert, u->cert_len);
+        keep_cert(m, e->cert, &e->cert_len, u->cert, u->cert_len, false);
         if (!supersedes(u->inc, u->state, e->m.inc, e->m.state)) return false;
         if (u->boot && (!e->m.boot || u->inc > e->m.inc)) e->m.boot = u->boot;
         if (u->state == RUMOR_MEMB_SUSPECT && e->m.state != RUMOR_MEMB_SUSPECT) e->suspect_since = now;
@@ -98,7 +98,7 @@ static bool apply_claim(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t 
     rumor_memb_update_t alive;
     if (p >= 0) {
         rumor_memb_update_t *q = &m->passive[p];
-        if (!q->cert_len) set_cert(q->cert, &q->cert_len, u->cert, u->cert_len);
+        keep_cert(m, q->cert, &q->cert_len, u->cert, u->cert_len, false);
         if (!supersedes(u->inc, u->state, q->inc, RUMOR_MEMB_ALIVE)) return false;
         if (u->boot && (!q->boot || u->inc > q->inc)) q->boot = u->boot;
         q->inc = u->inc; /* the address stays: a claim never moves a member */
@@ -206,6 +206,7 @@ static bool take_record(rumor_memb_t *m, entry_t *e, uint32_t inc, uint64_t boot
 static bool claim_about_view(rumor_memb_t *m, const uint8_t *from, int v, const rumor_memb_update_t *u, uint64_t now)
 {
     entry_t *e = &m->view[v];
+    keep_cert(m, e->cert, &e->cert_len, u->cert, u->cert_len, false); /* (checked by the driver) */
     if (u->inc < e->m.inc) return false; /* stale */
     const bool newer = take_record(m, e, u->inc, u->boot, u->undialable, u->addr, u->proof, now);
     if (u->state == RUMOR_MEMB_ALIVE) {
@@ -265,9 +266,15 @@ static bool claim_about_other(rumor_memb_t *m, const rumor_memb_update_t *u, uin
     }
     if (p >= 0) {
         rumor_memb_update_t *q = &m->passive[p];
+        keep_cert(m, q->cert, &q->cert_len, u->cert, u->cert_len, false);
         if (u->inc < q->inc || (u->inc == q->inc && !beats_record(q, u->boot, u->undialable, u->addr))) return false;
         const bool moved = strcmp(q->addr, u->addr) != 0;
+        uint8_t cert[RUMOR_MEMB_CERT_MAX];
+        const uint16_t cert_len = q->cert_len;
+        memcpy(cert, q->cert, cert_len);
         *q = *u;
+        q->cert_len = cert_len; /* (the one kept above) */
+        memcpy(q->cert, cert, cert_len);
         q->state = RUMOR_MEMB_ALIVE;
         if (moved) m->tries[p] = 0, m->invited[p] = 0; /* (a new address is asked afresh, on the budget) */
     } else {
@@ -330,9 +337,11 @@ void memb_sign_self(rumor_memb_t *m)
 
 void rumor_memb_set_undialable(rumor_memb_t *m, bool undialable)
 {
-    if (m->self_undialable == undialable) return;
+    /* A new record is a new incarnation (beats_record): at the top of the range none is left, and
+     * the flag stays as signed. */
+    if (m->self_undialable == undialable || m->inc >= UINT32_MAX - 1) return;
     m->self_undialable = undialable;
-    if (m->inc < UINT32_MAX - 1) m->inc++; /* (a new record, a new incarnation: see beats_record) */
+    m->inc++;
     memb_sign_self(m);
     rumor_memb_update_t me;
     memb_self_update(m, &me);
@@ -371,7 +380,7 @@ void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t 
         changed |= e->m.inc > was;
         e->m.state = RUMOR_MEMB_ALIVE;
         e->m.last_seen_ms = now;
-        set_cert(e->cert, &e->cert_len, cert, cert_len);
+        keep_cert(m, e->cert, &e->cert_len, cert, cert_len, true);
         if (changed) {
             rumor_memb_update_t u;
             memb_entry_update(e, RUMOR_MEMB_ALIVE, &u);

@@ -169,6 +169,16 @@ static inline void set_cert(uint8_t *dst, uint16_t *dst_len, const uint8_t *cert
     *dst_len = (uint16_t)len;
 }
 
+/* Into *dst the certificate cert of a member, when none is held or cfg.cert_order puts it after
+ * the one held (without cert_order: when own, the member's own word). */
+static inline void keep_cert(const rumor_memb_t *m, uint8_t *dst, uint16_t *dst_len, const uint8_t *cert, size_t len,
+                             bool own)
+{
+    if (!cert || len == 0 || len > RUMOR_MEMB_CERT_MAX) return;
+    if (*dst_len && (m->cfg.cert_order ? m->cfg.cert_order(cert, len, dst, *dst_len) <= 0 : !own)) return;
+    set_cert(dst, dst_len, cert, len);
+}
+
 static inline int find_view(const rumor_memb_t *m, const uint8_t *key)
 {
     for (int i = 0; i < m->n_view; i++)

@@ -172,6 +172,17 @@ static rumor_cert_reject_t cert_parse(const uint8_t *cert, size_t len, rumor_cer
     return RUMOR_CERT_OK;
 }
 
+int rumor_cert_order(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len)
+{
+    rumor_cert_t ca, cb;
+    const bool oa = a && cert_parse(a, a_len, &ca) == RUMOR_CERT_OK, ob = b && cert_parse(b, b_len, &cb) == RUMOR_CERT_OK;
+    if (oa != ob) return oa ? 1 : -1;
+    if (oa && ca.issued_at != cb.issued_at) return ca.issued_at > cb.issued_at ? 1 : -1;
+    const size_t n = a_len < b_len ? a_len : b_len;
+    const int c = n ? memcmp(a, b, n) : 0;
+    return c ? c : (a_len > b_len) - (a_len < b_len);
+}
+
 uint64_t rumor_cert_site_class(const uint8_t *cert, size_t cert_len)
 {
     rumor_cert_t c;

@@ -217,6 +217,9 @@ rumor_err_t rumor_cert_issue_at(uint8_t out[RUMOR_CERT_MAX_LEN], size_t *out_len
                                 const rumor_authority_t *auth, const uint8_t peer_key[RUMOR_KEY_LEN],
                                 const char *name, const char *site, uint64_t issued_at, uint64_t expires_at,
                                 char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* Which of two certificates (of one member) is the later: > 0 a, < 0 b, 0 the same bytes. The
+ * later issued, then the greater bytes; one that does not parse comes before any that does. */
+int rumor_cert_order(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len);
 /* The reach class of a site a certificate states (0 when cert_len is 0, or the certificate
  * states none or does not parse): the first 8 bytes, big-endian, of BLAKE2b-256 of
  * "rumor-site-1\0\0\0\0" || the site's bytes, top bit cleared and lowest bit set (own

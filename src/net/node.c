@@ -435,6 +435,7 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     mc.seed = rumor_random_u64();
     mc.sign = sign_record;
     mc.sign_arg = n;
+    mc.cert_order = rumor_cert_order;
     rumor_random_bytes(n->record_salt, sizeof n->record_salt);
     n->memb = rumor_memb_new(&mc, rumor_secret_key_public(n->key), n->self_addr,
                              (uint32_t)(unix_now() & 0x7fffffff), err);
