@@ -253,7 +253,10 @@ def nat(swarm):
     n = 4
     extra = ["--model", "mlp:64", "--algo", "dpsgd", "--rounds", "100", "--local-steps", "2", "--partition", "iid",
              "--of", str(n), "--eval-every", "0", "--period", "200", "--suspect", "1000", "--topology", "complete",
-             "--init-seed", "7", "--linger", "1", "--min-peers", str(n), "--relay-budget", "50"]
+             "--init-seed", "7", "--linger", "1", "--min-peers", str(n), "--relay-budget", "100"]
+    # (the relay's budget holds the bursts of its three relayed edges: at 50 MB/s it once dropped
+    # 11 messages in CI, 17 models were missed and the end fell 2.1 points; test_net shows how a
+    # budget is shared)
     hosts = ["pub", "n1", "n2", "n3"]
     results = {}
 
