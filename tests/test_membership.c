@@ -973,6 +973,17 @@ static void test_equivocation(void)
     /* Its own hello again with the lesser record changes nothing either. */
     hello_from_as(p[1], M, inc, 0x777, false, now + 1);
     CHECK(member(p[1], M)->undialable);
+    /* A restart within the same second: its own hello brings the new run's boot id at the same
+     * incarnation, lesser bytes and all (the graph reads the same of it); a claim of another
+     * boot id at that incarnation, from anyone else, is still ordered. */
+    hello_from_as(p[1], M, inc, 0x100, true, now + 2);
+    CHECK(member(p[1], M)->boot == 0x100 && member(p[1], M)->inc == inc);
+    entry_of(&u[0], M, NULL, inc, RUMOR_MEMB_ALIVE, true);
+    u[0].boot = 0x0ff;
+    u[0].undialable = true;
+    sign_as_member(&u[0]);
+    peers_from(p[1], 1, &u[0], now + 3);
+    CHECK(member(p[1], M)->boot == 0x100);
 
     /* Our own record: a change of reachability is a new incarnation, signed, and spread. */
     const uint32_t before = rumor_memb_incarnation(p[0]);

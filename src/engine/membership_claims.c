@@ -176,15 +176,19 @@ static bool beats_record(const rumor_memb_update_t *held, uint64_t boot, bool un
 
 /* Adopt the member's signed record (inc, boot, undialable, addr and the proof of them) into
  * view entry e, whole or not at all: a newer one, or at e's incarnation one that goes before
- * e's (beats_record); a new address at most once a period (each is a dial; the record waits
- * for the next time it comes). True when taken. */
+ * e's (beats_record), or (own: the member's own word) one of another run that says the same
+ * of the graph (a node restarted within the second its incarnation counts signs its new boot
+ * id at the old incarnation; only its own secure mixing depends on which is held); a new
+ * address at most once a period (each is a dial; the record waits for the next time it
+ * comes). True when taken. */
 static bool take_record(rumor_memb_t *m, entry_t *e, uint32_t inc, uint64_t boot, bool undialable, const char *addr,
-                        const uint8_t *proof, uint64_t now)
+                        const uint8_t *proof, bool own, uint64_t now)
 {
     const bool moves = strcmp(e->m.addr, addr) != 0;
     rumor_memb_update_t held;
     memb_entry_update(e, e->m.state, &held);
-    if (inc < e->m.inc || (inc == e->m.inc && !beats_record(&held, boot, undialable, addr)) ||
+    const bool restarted = own && e->proven && boot != e->m.boot && undialable == e->m.undialable && !moves;
+    if (inc < e->m.inc || (inc == e->m.inc && !restarted && !beats_record(&held, boot, undialable, addr)) ||
         (moves && now < e->addr_since + m->cfg.period_ms))
         return false;
     e->m.inc = inc;
@@ -208,7 +212,7 @@ static bool claim_about_view(rumor_memb_t *m, const uint8_t *from, int v, const 
     entry_t *e = &m->view[v];
     keep_cert(m, e->cert, &e->cert_len, u->cert, u->cert_len, false); /* (checked by the driver) */
     if (u->inc < e->m.inc) return false; /* stale */
-    const bool newer = take_record(m, e, u->inc, u->boot, u->undialable, u->addr, u->proof, now);
+    const bool newer = take_record(m, e, u->inc, u->boot, u->undialable, u->addr, u->proof, false, now);
     if (u->state == RUMOR_MEMB_ALIVE) {
         if (!newer) return false;
         /* It signed a newer incarnation: alive, whatever we suspected. */
@@ -366,7 +370,7 @@ void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t 
         const uint32_t was = e->m.inc;
         bool changed = e->m.state != RUMOR_MEMB_ALIVE;
         if (strict) {
-            if (proof) changed |= take_record(m, e, inc, boot, undialable, addr, proof, now);
+            if (proof) changed |= take_record(m, e, inc, boot, undialable, addr, proof, true, now);
         } else {
             if (inc > e->m.inc) e->m.inc = inc;
             /* Its own word, but at most one new address a period: each one is a dial, and a
