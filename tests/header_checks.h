@@ -1,23 +1,19 @@
 /* header_checks.h - what include/rumor.h promises as ABI, checked the same way from C (C99 and
  * C11: test_header.c) and C++ (test_header.cpp): every error code and log level has the number
  * the header documents, and the library's functions are reached through it (from C++: with C
- * linkage) and answer. Returns the count of what differs, each printed. */
+ * linkage) and answer. Each is a check of check.h: the caller ends with check_done(). */
 #include <rumor.h>
+
+#include "check.h"
 
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#define HEADER_PIN(name, value)                                                               \
-    do {                                                                                      \
-        const int got_ = (int)(name);                                                         \
-        printf("%s %s = %d\n", got_ == (value) ? "ok  " : "FAIL", #name, got_);               \
-        bad += got_ != (value);                                                               \
-    } while (0)
+#define HEADER_PIN(name, value) CHECK_MSG((int)(name) == (value), "%s is %d, the header says %d", #name, (int)(name), value)
 
-static int header_checks(void)
+static void header_checks(void)
 {
-    int bad = 0;
     HEADER_PIN(RUMOR_OK, 0);
     HEADER_PIN(RUMOR_EINVAL, 1);
     HEADER_PIN(RUMOR_ENOMEM, 2);
@@ -56,8 +52,6 @@ static int header_checks(void)
     const rumor_round_t init = RUMOR_ROUND_INIT;
     HEADER_PIN(init.size == sizeof(rumor_round_t) && init.steps == 0 && init.evaluated == 0, 1);
     const char *s = rumor_strerror(RUMOR_ELAYOUT);
-    const int called = s && strcmp(s, "parameter layout mismatch") == 0 && rumor_abi_version() == RUMOR_ABI_VERSION;
-    printf("%s the library answers through the header: rumor_strerror(RUMOR_ELAYOUT) = \"%s\"\n", called ? "ok  " : "FAIL",
-           s ? s : "(null)");
-    return bad + !called;
+    CHECK_MSG(s && strcmp(s, "parameter layout mismatch") == 0 && rumor_abi_version() == RUMOR_ABI_VERSION,
+              "the library answers through the header: rumor_strerror(RUMOR_ELAYOUT) = \"%s\"", s ? s : "(null)");
 }

@@ -3,4 +3,8 @@
 // numbers are the ABI's (header_checks.h).
 #include "header_checks.h"
 
-int main() { return header_checks() ? 1 : 0; }
+int main()
+{
+    header_checks();
+    return check_done();
+}
