@@ -2,18 +2,22 @@
  * this peer's own model (clip), or a coordinate-wise trimmed mean (trim); strikes and bans. */
 #include "gossip_impl.h"
 
-/* Robust mixing: the squared distance of chunk v (any alignment) to the centre c. */
-static double dist2(const void *v, const float *restrict c, size_t n)
+/* Robust mixing, in one pass: the squared distance of chunk v (any alignment) to the centre
+ * c, and v's own sum of squares in *ss (in double: finite exactly when every value is, and
+ * FLT_MAX's squares too). */
+static double dist2(const void *v, const float *restrict c, size_t n, double *ss)
 {
     const uint8_t *restrict p = v;
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
+    double s = 0.0, q = 0.0;
+#pragma omp simd reduction(+ : s, q)
     for (size_t i = 0; i < n; i++) {
         float x;
         memcpy(&x, p + 4 * i, 4);
         const float d = x - c[i];
         s += (double)(d * d);
+        q += (double)x * (double)x;
     }
+    *ss = q;
     return s;
 }
 
@@ -163,21 +167,17 @@ static bool clip_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_goss
 {
     const strike_t *k = strike_find(g, e->key);
     if (k && k->banned_until > g->round) return gsp_drop(g, RUMOR_GOSSIP_DROP_BANNED);
-    const double ss = gsp_sumsq(payload, n);
-    if (!isfinite(ss)) {
-        e->bad = true;
-        strike(g, e);
-        return gsp_drop(g, RUMOR_GOSSIP_DROP_NONFINITE);
-    }
-    if (!gsp_plausible_ss(g, c->chunk, ss, n)) {
-        e->bad = true;
-        strike(g, e);
-        return gsp_drop(g, RUMOR_GOSSIP_DROP_IMPLAUSIBLE);
-    }
     const float a = (float)c->w;
     const float *ref = ref_of(g, s);
     const float *centre = (ref ? ref : g->snaps[g->cur_snap].x) + off;
-    const double d2 = dist2(payload, centre, n), d = sqrt(d2), tc = g->tau[c->chunk];
+    double ss;
+    const double d2 = dist2(payload, centre, n, &ss);
+    if (!isfinite(ss) || !gsp_plausible_ss(g, c->chunk, ss, n)) {
+        e->bad = true;
+        strike(g, e);
+        return gsp_drop(g, isfinite(ss) ? RUMOR_GOSSIP_DROP_IMPLAUSIBLE : RUMOR_GOSSIP_DROP_NONFINITE);
+    }
+    const double d = sqrt(d2), tc = g->tau[c->chunk];
     float f = 1.0f;
     if (d > tc) {
         f = (float)(tc / d);

@@ -175,6 +175,7 @@ static inline void keep_cert(const rumor_memb_t *m, uint8_t *dst, uint16_t *dst_
                              bool own)
 {
     if (!cert || len == 0 || len > RUMOR_MEMB_CERT_MAX) return;
+    if (*dst_len == len && memcmp(dst, cert, len) == 0) return; /* (the usual case: the one held) */
     if (*dst_len && (m->cfg.cert_order ? m->cfg.cert_order(cert, len, dst, *dst_len) <= 0 : !own)) return;
     set_cert(dst, dst_len, cert, len);
 }
