@@ -500,6 +500,17 @@ static rumor_cert_reject_t verdict(const uint8_t *cert, size_t len, const uint8_
     return why;
 }
 
+/* A certificate through its file form: saved at path and loaded back, the same bytes. */
+static void file_round_trip(const char *path, const uint8_t *cert, size_t len)
+{
+    char err[RUMOR_ERR_LEN];
+    uint8_t back[RUMOR_CERT_MAX_LEN];
+    size_t back_len = 0;
+    CHECK_RC(rumor_cert_save(path, cert, len, true, err));
+    CHECK_RC(rumor_cert_load(back, &back_len, path, err));
+    CHECK(back_len == len && memcmp(back, cert, len) == 0);
+}
+
 static void test_certificates(void)
 {
     char err[RUMOR_ERR_LEN];
@@ -655,9 +666,7 @@ static void test_certificates(void)
         char nm[8] = "abcd";
         nm[n] = 0;
         CHECK_RC(rumor_cert_issue(bad, &blen, a, pk, nm, t0, t1, err));
-        CHECK_RC(rumor_cert_save(path, bad, blen, true, err));
-        CHECK_RC(rumor_cert_load(back, &back_len, path, err));
-        CHECK(back_len == blen && memcmp(back, bad, blen) == 0);
+        file_round_trip(path, bad, blen);
     }
 
     /* Padding bytes that are not zero, or more padding than needed. */
@@ -778,9 +787,7 @@ static void test_cert_sites(void)
         char st[8] = "wxyz";
         st[m] = 0;
         CHECK_RC(rumor_cert_issue_at(bad, &plen, a, pk, NULL, st, t0, t1, err));
-        CHECK_RC(rumor_cert_save(path, bad, plen, true, err));
-        CHECK_RC(rumor_cert_load(back, &back_len, path, err));
-        CHECK(back_len == plen && memcmp(back, bad, plen) == 0);
+        file_round_trip(path, bad, plen);
     }
     /* Of two certificates of one member, the later issued is kept, then the greater bytes; one
      * that does not parse comes first. */

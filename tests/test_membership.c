@@ -924,30 +924,33 @@ static void test_forged_claims(void)
     rumor_memb_destroy(&m);
 }
 
-/* Finding: one forged peers entry made nodes dial an address of the forger's choosing,
- * again and again, and pass it on. */
+/* A strict membership (a real node's) for member `self` at its address (addr_of), starting at
+ * incarnation inc, with its certificate (cert_of) and boot id; cfg's other fields as given. */
+static rumor_memb_t *strict_memb(rumor_memb_config_t cfg, int self, uint32_t inc, uint64_t boot)
+{
+    char err[RUMOR_ERR_LEN], addr[RUMOR_MEMB_ADDR_LEN];
+    uint8_t me[RUMOR_KEY_LEN], cert[RUMOR_MEMB_CERT_MAX];
+    uint16_t cert_len;
+    cfg.strict = true;
+    cfg.sign = fake_sign;
+    key_of(self, me);
+    cert_of(self, cert, &cert_len);
+    addr_of(self, addr);
+    rumor_memb_t *m = rumor_memb_new(&cfg, me, addr, inc, err);
+    CHECK_MSG(m != NULL, "%s", err);
+    if (m) rumor_memb_set_identity(m, cert, cert_len, boot);
+    return m;
+}
+
 /* A member that tells two peers two records at one incarnation (dialable to one, not to the
  * other: the input of their graphs' placement) cannot keep their views apart: each takes the
  * greater record from the other's gossip, so both end with the same one. And a node that finds
  * it cannot be dialled says so under a new incarnation, signed. */
 static void test_equivocation(void)
 {
-    char err[RUMOR_ERR_LEN];
-    rumor_memb_config_t cfg = rumor_memb_defaults();
-    cfg.strict = true;
-    cfg.sign = fake_sign;
     rumor_memb_t *p[2];
-    for (int i = 0; i < 2; i++) {
-        uint8_t me[RUMOR_KEY_LEN], cert[RUMOR_MEMB_CERT_MAX];
-        uint16_t cert_len;
-        key_of(1 + i, me);
-        cert_of(1 + i, cert, &cert_len);
-        char addr[RUMOR_MEMB_ADDR_LEN];
-        addr_of(1 + i, addr);
-        p[i] = rumor_memb_new(&cfg, me, addr, 1700000000u, err);
-        CHECK(p[i] != NULL);
-        rumor_memb_set_identity(p[i], cert, cert_len, 0x10 + (uint64_t)i);
-    }
+    for (int i = 0; i < 2; i++)
+        if (!(p[i] = strict_memb(rumor_memb_defaults(), 1 + i, 1700000000u, 0x10 + (uint64_t)i))) return;
     const int M = 7;
     const uint32_t inc = 1700000100u;
     uint64_t now = 1000;
@@ -1014,18 +1017,10 @@ static int last_byte_order(const uint8_t *a, size_t al, const uint8_t *b, size_t
  * its own hello with the older one afterwards changes nothing. */
 static void test_cert_kept(void)
 {
-    char err[RUMOR_ERR_LEN];
     rumor_memb_config_t cfg = rumor_memb_defaults();
-    cfg.strict = true;
-    cfg.sign = fake_sign;
     cfg.cert_order = last_byte_order;
-    uint8_t me[RUMOR_KEY_LEN], cert[RUMOR_MEMB_CERT_MAX];
-    uint16_t cert_len;
-    key_of(1, me);
-    cert_of(1, cert, &cert_len);
-    rumor_memb_t *m = rumor_memb_new(&cfg, me, "tcp://127.0.0.1:7001", 1700000000u, err);
-    CHECK(m != NULL);
-    rumor_memb_set_identity(m, cert, cert_len, 11);
+    rumor_memb_t *m = strict_memb(cfg, 1, 1700000000u, 11);
+    if (!m) return;
     const int M = 5, C = 6;
     uint64_t now = 1000;
     hello_from(m, C, 1700000100u, 0xc0c, now);
@@ -1052,19 +1047,11 @@ static void test_cert_kept(void)
  * resets nothing. */
 static void test_liar_outside_view(void)
 {
-    char err[RUMOR_ERR_LEN];
     rumor_memb_config_t cfg = rumor_memb_defaults();
-    cfg.strict = true;
-    cfg.sign = fake_sign;
     cfg.view_size = 2;
-    uint8_t me[RUMOR_KEY_LEN], cert[RUMOR_MEMB_CERT_MAX];
-    uint16_t cert_len;
-    key_of(1, me);
-    cert_of(1, cert, &cert_len);
     const uint32_t t0 = 1700000000u;
-    rumor_memb_t *m = rumor_memb_new(&cfg, me, "tcp://127.0.0.1:7001", t0, err);
-    CHECK(m != NULL);
-    rumor_memb_set_identity(m, cert, cert_len, 11);
+    rumor_memb_t *m = strict_memb(cfg, 1, t0, 11);
+    if (!m) return;
     const int B = 2, C = 3, F = 9;
     uint64_t now = 1000;
     hello_from(m, B, t0 + 100, 0xb0b, now);
@@ -1105,6 +1092,8 @@ static void test_liar_outside_view(void)
     rumor_memb_destroy(&m);
 }
 
+/* Finding: one forged peers entry made nodes dial an address of the forger's choosing,
+ * again and again, and pass it on. */
 static void test_certs_and_dial_budget(void)
 {
     char err[RUMOR_ERR_LEN];

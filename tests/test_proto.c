@@ -127,15 +127,18 @@ static void kv_str(bb_t *bb, const char *k, const char *v)
 static const uint8_t key32[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
                                   17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
 
-static void bb_peer(bb_t *bb, const char *addr, uint64_t inc, uint64_t state)
+/* A peer entry's four required fields, in a map of 4 + extra (the caller writes the extra). */
+static void bb_peer_more(bb_t *bb, const char *addr, uint64_t inc, uint64_t state, unsigned extra)
 {
-    bb_map(bb, 4);
+    bb_map(bb, 4 + extra);
     bb_str(bb, "k");
     bb_bin(bb, key32, 32);
     kv_str(bb, "a", addr);
     kv_uint(bb, "inc", inc);
     kv_uint(bb, "s", state);
 }
+
+static void bb_peer(bb_t *bb, const char *addr, uint64_t inc, uint64_t state) { bb_peer_more(bb, addr, inc, state, 0); }
 
 /* Header of a message with `extra` fields after v, t and seq. */
 static void bb_head(bb_t *bb, unsigned extra, const char *type, uint64_t seq)
@@ -1006,12 +1009,7 @@ static void test_reject_structure(void)
     bb_head(bb, 1, "peers", 1);
     bb_str(bb, "peers");
     bb_array(bb, 1);
-    bb_map(bb, 5);
-    bb_str(bb, "k");
-    bb_bin(bb, key32, 32);
-    kv_str(bb, "a", "tcp://1.2.3.4:5");
-    kv_uint(bb, "inc", 1);
-    kv_uint(bb, "s", 0);
+    bb_peer_more(bb, "tcp://1.2.3.4:5", 1, 0, 1);
     kv_uint(bb, "inc", 2);
     CHECK_REJECT(bb, NULL, 0, RUMOR_PROTO_REJECT_DUPLICATE);
 
@@ -1304,12 +1302,7 @@ static void test_reject_fields(void)
         bb_head(bb, 1, "peers", 1);
         bb_str(bb, "peers");
         bb_array(bb, 1);
-        bb_map(bb, 5);
-        bb_str(bb, "k");
-        bb_bin(bb, key32, 32);
-        kv_str(bb, "a", "tcp://1.2.3.4:5");
-        kv_uint(bb, "inc", 1);
-        kv_uint(bb, "s", 0);
+        bb_peer_more(bb, "tcp://1.2.3.4:5", 1, 0, 1);
         if (u < 3) kv_uint(bb, "u", (uint64_t)u);
         else kv_str(bb, "u", "1");
         CHECK_REJECT(bb, NULL, 0, u == 1 ? RUMOR_PROTO_REJECT_NONE : u == 3 ? RUMOR_PROTO_REJECT_WRONG_TYPE
