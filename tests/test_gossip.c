@@ -1131,6 +1131,22 @@ static void test_restore(void)
 /* Robust mixing, by hand: complete graph on 5 (every weight 1/5), 4 parameters in 2 chunks.
  * Peer 0 sits at 0; its neighbours send the same models every round: (1,0 | 0,0),
  * (0,2 | 0,0), (0,0 | 3,0) and the outlier (0,0 | 0,1000). */
+/* Round 0 begins with snapshot x; its sends are done. */
+static void robust_begin(rumor_gossip_t *g, float *x)
+{
+    CHECK(rumor_gossip_step(g, x, 0) == RUMOR_GOSSIP_DONE);
+    rumor_gossip_send_t m;
+    while (rumor_gossip_next_send(g, &m)) rumor_gossip_release(g, &m, true);
+}
+
+/* The robust tests' neighbour: chunk c (of two, two floats each) of model v, for round r. */
+static bool robust_feed(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN], uint64_t r, uint32_t c, const float *v,
+                        uint64_t now)
+{
+    const rumor_gossip_chunk_t h = {.round = r, .layout = 7, .w = 0.2, .chunk = c, .chunks = 2, .off = 2 * c, .n = 2};
+    return rumor_gossip_on_chunk(g, key, &h, v + 2 * c, 8, now);
+}
+
 static void test_robust_clip(void)
 {
     char err[RUMOR_ERR_LEN];
@@ -1173,20 +1189,15 @@ static void test_robust_clip(void)
         {0.2, 0.2, 0.6, 0.6}, /* the third: peer 4 is banned from round 4 */
         {0.25, 0.25, 0.75, 0.0}, /* without it, the others' weights renormalised */
     };
-    CHECK(rumor_gossip_step(g, x, 0) == RUMOR_GOSSIP_DONE); /* round 0 starts, snapshot x */
+    robust_begin(g, x); /* round 0 starts, snapshot x */
     rumor_gossip_send_t m;
-    while (rumor_gossip_next_send(g, &m)) rumor_gossip_release(g, &m, true);
     for (uint64_t r = 0; r < 5; r++) {
         float before[4], v[4];
         memcpy(before, x, sizeof x);
         for (int j = 1; j < 5; j++) {
             for (int k = 0; k < 4; k++) v[k] = before[k] + d[j - 1][k];
-            for (uint32_t c = 0; c < 2; c++) {
-                const rumor_gossip_chunk_t h = {.round = r, .layout = 7, .w = 0.2, .chunk = c, .chunks = 2,
-                                                .off = 2 * c, .n = 2};
-                const bool took = rumor_gossip_on_chunk(g, keys[j], &h, v + 2 * c, 8, 100 * r + 1);
-                CHECK(took == !(r == 4 && j == 4));
-            }
+            for (uint32_t c = 0; c < 2; c++)
+                CHECK(robust_feed(g, keys[j], r, c, v, 100 * r + 1) == !(r == 4 && j == 4));
         }
         CHECK(rumor_gossip_step(g, x, 100 * r + 2) == RUMOR_GOSSIP_DONE); /* round r mixed, r + 1 starts */
         while (rumor_gossip_next_send(g, &m)) rumor_gossip_release(g, &m, true);
@@ -1201,6 +1212,121 @@ static void test_robust_clip(void)
               "clipped %llu strikes %llu",
               (unsigned long long)st.chunks_clipped, (unsigned long long)st.strikes);
     CHECK(st.drops[RUMOR_GOSSIP_DROP_BANNED] == 2);
+    rumor_gossip_destroy(&g);
+    rumor_topology_destroy(&topo);
+}
+
+/* The default's bound (guard), by hand: complete graph on 5 (weights 1/5), 4 parameters in 2
+ * chunks, peer 0 at 50 everywhere. The honest neighbours send offsets of 1, 2 and 3 in chunk 0
+ * and nothing in chunk 1; peer 4 sends -300 in chunk 0 and 5 in chunk 1, every round. Round 0
+ * clips at the start radius, 3 norms of our own chunk (honest models drawn apart are taken
+ * whole); from round 1 each
+ * chunk's radius is twice the neighbours' weighted median distance (4 in chunk 0, 0 in chunk
+ * 1). In round 3 peer 4 sends its round 4 early, measured against our round-3 snapshot: it
+ * gets the room our snapshot moved (0.4 in chunk 0). Also "auto" made concrete. */
+static void test_robust_guard(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_robust_t rb;
+    CHECK_RC(rumor_robust_parse(&rb, "guard", err));
+    CHECK(rb.clip && rb.clip_fraction == 0.5 && rb.guard == RUMOR_GOSSIP_GUARD && rb.guard == 2.0 && !rb.automatic);
+    CHECK_RC(rumor_robust_parse(&rb, "guard:4.5", err));
+    CHECK(rb.clip && rb.guard == 4.5);
+    CHECK(rumor_robust_parse(&rb, "guard:1", err) == RUMOR_EINVAL);
+    CHECK(rumor_robust_parse(&rb, "guard:", err) == RUMOR_EINVAL);
+    CHECK(rumor_robust_parse(&rb, "guardx", err) == RUMOR_EINVAL);
+    rumor_algo_t dpsgd, sgp;
+    rumor_codec_t f32, int4;
+    CHECK_RC(rumor_algo_parse(&dpsgd, "dpsgd", err));
+    CHECK_RC(rumor_algo_parse(&sgp, "sgp", err));
+    CHECK_RC(rumor_codec_parse(&f32, "f32", err));
+    CHECK_RC(rumor_codec_parse(&int4, "int4", err));
+    const struct {
+        const rumor_algo_t *algo;
+        bool secure;
+        const rumor_codec_t *codec;
+        bool state, guard;
+    } cases[] = {{&dpsgd, false, &f32, false, true}, {&sgp, false, &f32, false, false},
+                 {&dpsgd, true, &f32, false, false}, {&dpsgd, false, &int4, false, false},
+                 {&dpsgd, false, &f32, true, false}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        CHECK_RC(rumor_robust_parse(&rb, "auto", err));
+        CHECK(rb.automatic && !rb.clip && !rb.trim);
+        rumor_robust_resolve(&rb, cases[i].algo, cases[i].secure, cases[i].codec, cases[i].state);
+        CHECK_MSG(!rb.automatic && rb.clip == cases[i].guard && rb.guard == (cases[i].guard ? 2.0 : 0.0) && !rb.trim,
+                  "auto, case %zu", i);
+    }
+    CHECK_RC(rumor_robust_parse(&rb, "clip:0.1", err));
+    rumor_robust_resolve(&rb, &sgp, true, &int4, true); /* only auto is resolved */
+    CHECK(rb.clip && rb.clip_fraction == 0.1 && rb.guard == 0.0);
+
+    rumor_topology_t *topo = rumor_topology_new("complete", 1, err);
+    uint8_t keys[5][RUMOR_KEY_LEN];
+    for (int i = 0; i < 5; i++) key_of(keys[i], i);
+    float x[4] = {50, 50, 50, 50};
+    rumor_gossip_config_t cfg = {.params = 4, .layout = 7, .chunk_params = 2, .round_timeout_ms = 1000};
+    cfg.algo = sgp; /* auto with push-sum: plain mixing, no error */
+    CHECK_RC(rumor_robust_parse(&cfg.robust, "auto", err));
+    memcpy(cfg.self, keys[0], RUMOR_KEY_LEN);
+    rumor_gossip_t *g = rumor_gossip_new(&cfg, topo, x, err);
+    CHECK(g != NULL);
+    rumor_gossip_stats_t st;
+    if (g) rumor_gossip_stats(g, &st);
+    CHECK(g && !st.clipping);
+    rumor_gossip_destroy(&g);
+    cfg.algo = dpsgd;
+    cfg.algo.overlap = true; /* stepped by hand in the overlapped schedule */
+    g = rumor_gossip_new(&cfg, topo, x, err);
+    CHECK(g != NULL);
+    if (!g) return;
+    rumor_gossip_stats(g, &st);
+    CHECK(st.clipping);
+    rumor_gossip_set_view(g, (const uint8_t(*)[RUMOR_KEY_LEN])keys, 5);
+    /* peer 4 sends -300 in round 0, -35 after it */
+    float d[4][4] = {{1, 0, 0, 0}, {0, 2, 0, 0}, {3, 0, 0, 0}, {-300, 0, 0, 5}};
+    const double start = (3.0 * 50.0 + 0.1) * sqrt(2.0); /* (3 RMS + floor) sqrt(n) */
+    const double step_want[5][4] = {
+        {0.2 * (4.0 - start), 0.4, 0, 1}, /* -300 clipped to the start radius, 5 taken */
+        {0, 0.4, 0, 0},                   /* -35 to 4, 5 to 0 */
+        {0, 0.4, 0, 0},
+        {0, 0.4, 0, 0},
+        /* peer 4's early -35 pulled to 4 + 0.4 against the round-3 snapshot, which is
+         * (0, -0.4) from the round-4 one: (1 + 3 - 4.4, 2 - 0.4) / 5 */
+        {0.2 * (4.0 - 4.4), 0.2 * 1.6, 0, 0},
+    };
+    robust_begin(g, x);
+    rumor_gossip_send_t m;
+    for (uint64_t r = 0; r < 5; r++) {
+        float before[4], v[4];
+        memcpy(before, x, sizeof x);
+        for (int j = 1; j < 5; j++) {
+            if (r == 4 && j == 4) continue; /* sent early, in round 3 */
+            for (int k = 0; k < 4; k++) v[k] = before[k] + d[j - 1][k];
+            for (uint64_t q = r; q <= (r == 3 && j == 4 ? r + 1 : r); q++)
+                for (uint32_t c = 0; c < 2; c++) CHECK(robust_feed(g, keys[j], q, c, v, 100 * r + 1));
+        }
+        CHECK(rumor_gossip_step(g, x, 100 * r + 2) == RUMOR_GOSSIP_DONE);
+        while (rumor_gossip_next_send(g, &m)) rumor_gossip_release(g, &m, true);
+        for (int k = 0; k < 4; k++) CHECK_MSG(fabs(x[k] - before[k] - step_want[r][k]) < 2e-4,
+                                              "round %d, x[%d] moved %g, want %g", (int)r, k, x[k] - before[k],
+                                              step_want[r][k]);
+        rumor_gossip_stats(g, &st);
+        if (r == 0) CHECK_NEAR(st.clip_radius, 4.0, 1e-6);
+        d[3][0] = -35;
+    }
+    /* chunk 0 of peer 4 in every round, its chunk 1 from round 1; nobody struck (35 is 8.75
+     * radii, 300 in the first round 1.4 of the start radius) */
+    CHECK_MSG(st.chunks_clipped == 9 && st.strikes == 0, "clipped %llu strikes %llu",
+              (unsigned long long)st.chunks_clipped, (unsigned long long)st.strikes);
+    /* Round 5: -300 is 75 radii, beyond guard's 10: a strike (clip's is 100 radii) */
+    for (int j = 1; j < 5; j++) {
+        float v[4];
+        for (int k = 0; k < 4; k++) v[k] = x[k] + (j == 4 && k == 0 ? -300.0f : d[j - 1][k]);
+        for (uint32_t c = 0; c < 2; c++) CHECK(robust_feed(g, keys[j], 5, c, v, 501));
+    }
+    CHECK(rumor_gossip_step(g, x, 502) == RUMOR_GOSSIP_DONE);
+    rumor_gossip_stats(g, &st);
+    CHECK_MSG(st.strikes == 1, "strikes %llu", (unsigned long long)st.strikes);
     rumor_gossip_destroy(&g);
     rumor_topology_destroy(&topo);
 }
@@ -1545,6 +1671,7 @@ int main(void)
     test_choco_ahead();
     test_choco_implausible();
     test_robust_clip();
+    test_robust_guard();
     test_robust_trim();
     test_algo_parse();
     test_push_sum("epidemic:2", 12);

@@ -92,7 +92,8 @@
  * What plain mixing does not survive is a neighbour that keeps sending models of plausible
  * scale that pull against the swarm (attack.h's scale:-10, every round): the mix follows it,
  * each round can grow a peer's model by up to its weight times the factor, and over rounds
- * training can diverge. Telling that neighbour apart is what --robust does.
+ * training can diverge. Bounding that neighbour is what --robust does, and by default (guard,
+ * below) it does.
  *
  * Robust mixing (`--robust clip[:F]`, dpsgd and diloco). Self-centred clipping after
  * ClippedGossip (He, Karimireddy, Jaggi 2022): a neighbour's model v enters the mix as
@@ -105,6 +106,28 @@
  * finished (a first round mixes nothing in). A neighbour whose chunks are not finite, or lie
  * beyond 100 tau_c, collects strikes (one per message); three strikes ban it for 50 rounds
  * (its chunks are dropped, counted as `banned`).
+ *
+ * `--robust guard[:K]` (the default with dpsgd and diloco: `auto`, see rumor_robust_resolve)
+ * clips the same way with a looser radius: tau_c is K (RUMOR_GOSSIP_GUARD, 2) times the
+ * weighted median of the neighbours' distances of chunk c in the round before, and before any
+ * round has measured chunk c, RUMOR_GOSSIP_GUARD_START (3) times the norm of the peer's own
+ * chunk plus the plausibility floor's share (models drawn at random at one scale lie sqrt(2)
+ * norms apart: a swarm of different starts mixes its first round whole). Honest neighbours
+ * lie within twice their median, so a swarm without an attacker ends where plain averaging
+ * does (docs/decisions.md: the same final accuracy to four digits), while one neighbour moves
+ * a peer by at most its weight times 2 medians a round, whatever it sends; a chunk beyond 10
+ * radii (20 medians; honest ones came within 1.5) is a strike. It is a bound, not
+ * a filter: a neighbour pushing the same way every round still biases the swarm (one among 16
+ * costs dpsgd under half a point; diloco's outer momentum multiplies the bias, and there it
+ * delays divergence rather than prevents it, docs/benchmarks.md).
+ *
+ * Both clip modes measure a chunk of a round this peer has not snapshotted yet (a neighbour
+ * ahead) against its latest snapshot, so such a chunk gets the room that snapshot moved from
+ * the one before (per chunk), and its distance counts that much more for the next radius
+ * (the triangle inequality's bound; a peer behind would otherwise measure its neighbours
+ * nearer than they are and clip them once they come on time). Under diloco, guard measures
+ * inner results against theta, the outer parameters every phase starts from: what it clips is
+ * a neighbour's pseudo-gradient (clip measures them against the peer's own inner result).
  *
  * `--robust trim:B` (dpsgd and diloco) is the coordinate-wise trimmed mean: every coordinate of
  * the mix is the mean of the peer's own value and its neighbours' after dropping the B largest
@@ -214,19 +237,32 @@ typedef struct {
 } rumor_algo_t;
 
 /* Robust mixing: none, self-centred clipping of the farthest `clip_fraction` of the
- * neighbourhood's weight, or a coordinate-wise trimmed mean dropping the `trim` largest and
- * `trim` smallest values of each coordinate (the peer's own among them). */
+ * neighbourhood's weight, self-centred clipping at `guard` times the neighbourhood's median
+ * distance (the default's bound, see "Robust mixing"), or a coordinate-wise trimmed mean
+ * dropping the `trim` largest and `trim` smallest values of each coordinate (the peer's own
+ * among them). `automatic` ("auto", the settings' default) is resolved by
+ * rumor_robust_resolve: guard where nothing excludes it, none otherwise. */
 typedef struct {
-    bool clip;
-    double clip_fraction;   /* in (0, 1); 0.25 by default */
+    bool clip;              /* clip or guard */
+    double clip_fraction;   /* clip: in (0, 1), 0.25 by default; guard: 0.5 (the median) */
+    double guard;           /* guard: the radius in medians (> 1); 0: clip's quantile radius */
     int trim;               /* 1..RUMOR_GOSSIP_TRIM_MAX; 0: no trimmed mean */
+    bool automatic;         /* "auto", not resolved yet (clip, guard and trim off) */
 } rumor_robust_t;
 
 #define RUMOR_GOSSIP_TRIM_MAX 8
 #define RUMOR_GOSSIP_TRIM_SENDERS 16 /* neighbours whose models a trimmed-mean round holds */
+#define RUMOR_GOSSIP_GUARD 2.0       /* guard's radius in medians of the neighbours' distances */
+#define RUMOR_GOSSIP_GUARD_START 3.0 /* guard's first radius, in norms of the peer's own chunk */
 
-/* "none", "clip", "clip:F" (0 < F < 1), "trim:B" (1 <= B <= 8). EINVAL with a sentence. */
+/* "auto", "none", "clip", "clip:F" (0 < F < 1), "guard", "guard:K" (1 < K <= 1000), "trim:B"
+ * (1 <= B <= 8). EINVAL with a sentence. */
 rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
+/* "auto" made concrete: guard for dpsgd and diloco when neither secure mixing, compressed
+ * gossip (codec topk or int4) nor a mixed optimizer state (state: any) excludes robust
+ * mixing; none otherwise. Any other spec is left as it is. */
+void rumor_robust_resolve(rumor_robust_t *rb, const rumor_algo_t *algo, bool secure_mix, const rumor_codec_t *codec,
+                          bool state);
 
 /* Whether secure mixing, compressed gossip, overlap and mixed optimizer state go with the other
  * settings, the one place these rules live (the engine, `rumor node` and `rumor sim` all ask
@@ -425,6 +461,7 @@ typedef struct {
     uint64_t deadline_ms;     /* the wait the last round finished allowed (adaptive; sgp: the
                                  round timeout), counted from when its gossip point began */
     uint64_t rounds_alone;    /* rounds the topology was not defined on the view (run alone) */
+    bool clipping;            /* clip or guard is on (after "auto" was resolved) */
     double clip_radius;       /* robust mixing: sqrt(sum of tau_c^2) for the round in flight */
     uint64_t chunks_clipped;  /* robust mixing: chunks pulled in to the radius */
     uint64_t strikes, bans;   /* robust mixing: strikes given, senders banned */

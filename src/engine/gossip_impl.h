@@ -25,6 +25,7 @@
 #define SGP_STALENESS 4         /* push-sum rounds in a row without input before a peer waits */
 #define WEIGHT_MIN 0x1p-60      /* push-sum weights never sink below this (no 0/0) */
 #define STRIKE_FAR 100.0        /* robust: a chunk this many radii away is a strike */
+#define STRIKE_FAR_GUARD 10.0   /* guard's: its radius is 2 medians, honest neighbours came within 1.5 */
 #define STRIKES_BAN 3           /* robust: strikes that ban a sender ... */
 #define BAN_ROUNDS 50           /* ... for this many rounds */
 #define STRIKE_TABLE 64         /* robust: senders with strikes remembered */
@@ -220,7 +221,8 @@ struct rumor_gossip {
     uint64_t prev_started;     /* when the last finished round started */
     int quiet;                 /* sgp: rounds finished in a row with nothing received */
     /* robust mixing */
-    double *tau;               /* clipping radius per chunk; 0 before a round finished */
+    double *tau;               /* clipping radius per chunk; before a round finished 0 (clip), -1 (guard) */
+    double *moved;             /* per chunk, how far the latest snapshot lies from the one before */
     /* plausibility: the RMS of the latest snapshot, per chunk (the receiver's own scale) */
     double *own_rms;
     strike_t strikes[STRIKE_TABLE];

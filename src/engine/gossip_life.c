@@ -45,10 +45,34 @@ void rumor_algo_format(char *buf, size_t len, const rumor_algo_t *a)
     }
 }
 
+static void set_guard(rumor_robust_t *rb)
+{
+    memset(rb, 0, sizeof *rb);
+    rb->clip = true;
+    rb->clip_fraction = 0.5;
+    rb->guard = RUMOR_GOSSIP_GUARD;
+}
+
 rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[RUMOR_ERR_LEN])
 {
     memset(out, 0, sizeof *out);
     if (!spec || !*spec || strcmp(spec, "none") == 0) return RUMOR_OK;
+    if (strcmp(spec, "auto") == 0) {
+        out->automatic = true;
+        return RUMOR_OK;
+    }
+    if (strcmp(spec, "guard") == 0 || strncmp(spec, "guard:", 6) == 0) {
+        set_guard(out);
+        if (spec[5] == ':') {
+            char *end;
+            errno = 0;
+            const double k = strtod(spec + 6, &end);
+            if (end == spec + 6 || *end || errno || !(k > 1.0 && k <= 1000.0))
+                return rumor_fail(err, RUMOR_EINVAL, "--robust %s: guard:K needs a factor 1 < K <= 1000", spec);
+            out->guard = k;
+        }
+        return RUMOR_OK;
+    }
     if (strncmp(spec, "trim:", 5) == 0) {
         char *end;
         errno = 0;
@@ -71,7 +95,15 @@ rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[R
         }
         return RUMOR_OK;
     }
-    return rumor_fail(err, RUMOR_EINVAL, "unknown --robust '%s' (expected none, clip, clip:F or trim:B)", spec);
+    return rumor_fail(err, RUMOR_EINVAL, "unknown --robust '%s' (expected auto, none, guard, guard:K, clip, clip:F or trim:B)", spec);
+}
+
+void rumor_robust_resolve(rumor_robust_t *rb, const rumor_algo_t *algo, bool secure_mix, const rumor_codec_t *codec,
+                          bool state)
+{
+    if (!rb->automatic) return;
+    if (algo->kind != RUMOR_ALGO_SGP && !secure_mix && !rumor_codec_is_delta(codec->id) && !state) set_guard(rb);
+    else memset(rb, 0, sizeof *rb);
 }
 
 const char *rumor_gossip_drop_name(rumor_gossip_drop_t d)
@@ -134,13 +166,16 @@ static uint64_t place_or_key(uint64_t place, const uint8_t *key)
     return place;
 }
 
-rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topology_t *topo, const float *x0,
+rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg_in, rumor_topology_t *topo, const float *x0,
                                  char err[RUMOR_ERR_LEN])
 {
-    if (cfg->params == 0 || cfg->params > ((size_t)1 << 36)) {
-        rumor_fail(err, RUMOR_EINVAL, "gossip: model of %zu parameters", cfg->params);
+    if (cfg_in->params == 0 || cfg_in->params > ((size_t)1 << 36)) {
+        rumor_fail(err, RUMOR_EINVAL, "gossip: model of %zu parameters", cfg_in->params);
         return NULL;
     }
+    rumor_gossip_config_t resolved = *cfg_in;
+    const rumor_gossip_config_t *cfg = &resolved;
+    rumor_robust_resolve(&resolved.robust, &cfg_in->algo, cfg_in->secure_mix, &cfg_in->choco, cfg_in->extra > 0);
     if (cfg->robust.clip && (cfg->algo.kind == RUMOR_ALGO_SGP || !(cfg->robust.clip_fraction > 0.0) ||
                              !(cfg->robust.clip_fraction < 1.0))) {
         rumor_fail(err, RUMOR_EINVAL, cfg->algo.kind == RUMOR_ALGO_SGP
@@ -177,6 +212,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     rumor_gossip_t *g = calloc(1, sizeof *g);
     if (!g) goto nomem;
     g->cfg = *cfg;
+    g->st.clipping = cfg->robust.clip;
     g->choco = choco;
     g->rule = choco ? &gsp_rule_choco : cfg->secure_mix ? &gsp_rule_secure : cfg->robust.trim ? &gsp_rule_trim
             : cfg->robust.clip ? &gsp_rule_clip : &gsp_rule_plain;
@@ -228,7 +264,12 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg, rumor_topolog
     g->out_share = malloc(RUMOR_GOSSIP_MAX_MEMBERS * sizeof *g->out_share);
     if (!g->out_rank || !g->out_share) goto nomem;
     if (cfg->secure_mix && !(g->chunk_ok = malloc(g->chunks * sizeof *g->chunk_ok))) goto nomem;
-    if (cfg->robust.clip && !(g->tau = calloc(g->chunks, sizeof *g->tau))) goto nomem;
+    if (cfg->robust.clip) {
+        if (!(g->tau = malloc(g->chunks * sizeof *g->tau)) || !(g->moved = calloc(g->chunks, sizeof *g->moved)))
+            goto nomem;
+        /* guard starts from the peer's own scale (-1), clip from nothing (0) */
+        for (size_t c = 0; c < g->chunks; c++) g->tau[c] = cfg->robust.guard > 0.0 ? -1.0 : 0.0;
+    }
     if (!(g->own_rms = malloc(g->chunks * sizeof *g->own_rms))) goto nomem;
     if (cfg->algo.kind == RUMOR_ALGO_DILOCO) {
         g->theta = malloc(g->P * sizeof *g->theta);
@@ -308,6 +349,7 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     free(g->pend);
     free(g->pend_bytes);
     free(g->tau);
+    free(g->moved);
     free(g->own_rms);
     free(g->w);
     free(g->theta);

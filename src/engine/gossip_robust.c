@@ -74,7 +74,8 @@ static void strike(rumor_gossip_t *g, sender_t *e)
 }
 
 /* The next round's radii, chunk by chunk: the weighted (1 - F) quantile of this round's
- * distances of the senders that delivered the chunk (a chunk nobody sent keeps its radius).
+ * distances of the senders that delivered the chunk, for guard K times their weighted median
+ * (a chunk nobody sent keeps its radius; guard's -1 until then: start_radius).
  * Per chunk, because layers differ in scale: one radius for the whole model spread evenly
  * over the chunks would clip honest neighbours in the chunks where models differ most. */
 static void update_radius(rumor_gossip_t *g, const slot_t *s)
@@ -103,9 +104,9 @@ static void update_radius(rumor_gossip_t *g, const slot_t *s)
             double acc = 0.0;
             int k = 0;
             while (k < n - 1 && acc + wt[k] < want) acc += wt[k++];
-            g->tau[c] = dist[k];
+            g->tau[c] = g->cfg.robust.guard > 0.0 ? g->cfg.robust.guard * dist[k] : dist[k];
         }
-        r2 += g->tau[c] * g->tau[c];
+        if (g->tau[c] > 0.0) r2 += g->tau[c] * g->tau[c];
     }
     g->st.clip_radius = sqrt(r2);
 }
@@ -157,6 +158,15 @@ static bool clip_waits_for(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN])
     return !(b && b->banned_until > g->round);
 }
 
+/* guard's radius for a chunk before any round has measured it: GUARD_START times the norm of
+ * our own (its RMS times sqrt(n)), plus the plausibility floor's share. Two models drawn at
+ * random at one scale lie sqrt(2) norms apart, so honest starts are taken whole; an attacker's
+ * first shot (-10 times its model lies 11 norms away) is not. */
+static double start_radius(const rumor_gossip_t *g, size_t c, size_t n)
+{
+    return (RUMOR_GOSSIP_GUARD_START * g->own_rms[c] + PLAUSIBLE_FLOOR) * sqrt((double)n);
+}
+
 /* Self-centred clipping against our own snapshot (the round's, or the latest). A chunk out of
  * all proportion to our own parameters is dropped first, as plain mixing drops it (its
  * distance would overflow, and where the sender is most of a round's neighbourhood the next
@@ -169,7 +179,12 @@ static bool clip_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_goss
     if (k && k->banned_until > g->round) return gsp_drop(g, RUMOR_GOSSIP_DROP_BANNED);
     const float a = (float)c->w;
     const float *ref = ref_of(g, s);
-    const float *centre = (ref ? ref : g->snaps[g->cur_snap].x) + off;
+    /* guard under diloco clips pseudo-gradients: a neighbour's inner result against the outer
+     * parameters every phase starts from, not against our own inner result, a phase's
+     * progress away (clip keeps its own centre: its quantile radius around theta let a clean
+     * swarm diverge, docs/decisions.md) */
+    const bool outer = g->cfg.robust.guard > 0.0 && g->cfg.algo.kind == RUMOR_ALGO_DILOCO;
+    const float *centre = outer ? g->theta + off : (ref ? ref : g->snaps[g->cur_snap].x) + off;
     double ss;
     const double d2 = dist2(payload, centre, n, &ss);
     if (!isfinite(ss) || !gsp_plausible_ss(g, c->chunk, ss, n)) {
@@ -177,14 +192,22 @@ static bool clip_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_goss
         strike(g, e);
         return gsp_drop(g, isfinite(ss) ? RUMOR_GOSSIP_DROP_IMPLAUSIBLE : RUMOR_GOSSIP_DROP_NONFINITE);
     }
-    const double d = sqrt(d2), tc = g->tau[c->chunk];
+    /* A neighbour ahead of us is measured against our snapshot of a round before, which lies
+     * about as far from the one to come as the latest moved from its own: by the triangle
+     * inequality, a model within tau of our next snapshot is within tau + moved of this one.
+     * So it gets that much more room, and its distance counts as d + moved for the next
+     * radius (the most it can be from our next snapshot): a peer behind its neighbours would
+     * otherwise measure them nearer than they are, and clip them once they come on time. An
+     * attacker gains as much room as our own movement. */
+    const double early = s->self_added ? 0.0 : g->moved[c->chunk];
+    const double d = sqrt(d2), tc = (g->tau[c->chunk] >= 0.0 ? g->tau[c->chunk] : start_radius(g, c->chunk, n)) + early;
     float f = 1.0f;
     if (d > tc) {
         f = (float)(tc / d);
         g->st.chunks_clipped++;
     }
-    if (tc > 0.0 && d > STRIKE_FAR * tc) strike(g, e);
-    e->cd2[c->chunk] = d2;
+    if (tc > 0.0 && d > (g->cfg.robust.guard > 0.0 ? STRIKE_FAR_GUARD : STRIKE_FAR) * tc) strike(g, e);
+    e->cd2[c->chunk] = (d + early) * (d + early);
     e->share = a;
     acc_add_pulled(s->acc + off, payload, centre, ref ? ref + off : NULL, n, a, f);
     s->accw[c->chunk] += (double)a;

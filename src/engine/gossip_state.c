@@ -40,9 +40,27 @@ void gsp_own_scale(rumor_gossip_t *g)
     }
 }
 
-/* dst = src (a new snapshot), and own_rms from it in the same pass. */
+/* dst = src (a new snapshot), and own_rms from it in the same pass; robust mixing also
+ * measures, per chunk, how far it moved from the latest snapshot (clip_add). */
 void gsp_snap_copy(rumor_gossip_t *g, float *restrict dst, const float *restrict src)
 {
+    const float *prev = g->have_snap ? g->snaps[g->cur_snap].x : NULL;
+    if (g->moved && prev && prev != dst) {
+        for (size_t c = 0; c < g->chunks; c++) {
+            const size_t off = c * g->chunk_params, n = chunk_len(g, c);
+            double s = 0.0, m = 0.0;
+#pragma omp simd reduction(+ : s, m)
+            for (size_t i = 0; i < n; i++) {
+                const float v = src[off + i], d = v - prev[off + i];
+                dst[off + i] = v;
+                s += (double)v * (double)v;
+                m += (double)(d * d);
+            }
+            g->own_rms[c] = sqrt(s / (double)n);
+            g->moved[c] = sqrt(m);
+        }
+        return;
+    }
     for (size_t c = 0; c < g->chunks; c++) {
         const size_t off = c * g->chunk_params, n = chunk_len(g, c);
         double s = 0.0;

@@ -544,7 +544,7 @@ size_t peer_status_cb(void *arg, bool json, char *buf, size_t cap)
             }
         put(buf, cap, &len, "}");
         if (p->cfg->dp.on) put(buf, cap, &len, ",\"epsilon\":%.6g,\"delta\":%g", eps, p->cfg->dp.delta);
-        if (p->cfg->robust.clip)
+        if (st.clipping)
             put(buf, cap, &len, ",\"clip_radius\":%.6g,\"chunks_clipped\":%" PRIu64 ",\"strikes\":%" PRIu64
                 ",\"bans\":%" PRIu64, st.clip_radius, st.chunks_clipped, st.strikes, st.bans);
         if (p->cfg->secure_mix)
