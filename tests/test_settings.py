@@ -108,7 +108,7 @@ STRING_REASONS = {
     "device": "unknown device 'no-such-value!' (expected cpu, cuda or auto)",
     "algo": "unknown --algo 'no-such-value!' (expected dpsgd, sgp or diloco:H)",
     "topology": "unknown topology 'no-such-value!' (one of complete, ring",
-    "robust": "unknown --robust 'no-such-value!' (expected none, clip",
+    "robust": "unknown --robust 'no-such-value!' (expected auto, none, guard",
     "attack": "--attack 'no-such-value!': expected scale:K, noise:S",
     "dp": "--dp no-such-value!: 'no-such-value!' is not key=value",
     "codec": "unknown --codec 'no-such-value!' (expected f32, fp16",

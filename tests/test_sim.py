@@ -359,15 +359,18 @@ def main():
     check(same, "--faults 7 replays exactly: the same summary and metrics twice")
 
     # 4c. A Byzantine peer (virtual mode, 16 peers), the attacker matrix: one peer sends -10 or
-    #     12 times its model, FLT_MAX, or its model said to be of round 10^9, every round; with
-    #     --robust clip no honest peer stops and the swarm ends within a point of the attack-free
-    #     run. Plain D-PSGD is dragged away by -10 times; -1000 times is out of all proportion to
-    #     the receivers' own models: even plain D-PSGD drops it (counted "implausible").
+    #     12 times its model, FLT_MAX, or its model said to be of round 10^9, every round; on
+    #     default settings (robust auto: guard) no honest peer stops and the swarm ends within a
+    #     point of the attack-free run, and so with --robust clip. Plain D-PSGD (--robust none)
+    #     is dragged away by -10 times; -1000 times is out of all proportion to the receivers'
+    #     own models: even plain D-PSGD drops it (counted "implausible").
     acc = {}
     attacked = ("scale:-10", "scale:12", "max", "round:1000000000")
-    for name, extra in (("free", ("--robust", "clip")), ("attack", ("--byzantine", "3", "--attack", "scale:-10")),
-                        *((a, ("--byzantine", "3", "--attack", a, "--robust", "clip")) for a in attacked),
-                        ("huge", ("--byzantine", "3", "--attack", "scale:-1000"))):
+    for name, extra in (("free", ()), ("plain", ("--robust", "none")),
+                        ("attack", ("--byzantine", "3", "--attack", "scale:-10", "--robust", "none")),
+                        *((a, ("--byzantine", "3", "--attack", a)) for a in attacked),
+                        ("clip", ("--byzantine", "3", "--attack", "scale:12", "--robust", "clip")),
+                        ("huge", ("--byzantine", "3", "--attack", "scale:-1000", "--robust", "none"))):
         run = os.path.join(tmp, "byz-" + name)
         r = sim("--mode", "virtual", "--peers", "16", "--rounds", "40", "--out", run, "--no-plots", *extra, *small,
                 "--schedule", "cosine")  # (a constant rate leaves the final accuracy some points noisy)
@@ -378,11 +381,16 @@ def main():
             acc[name] = None
         check(r.returncode == 0 and acc[name] is not None, "byzantine %s run finishes (exit %d)" % (name, r.returncode))
     if all(v is not None for v in acc.values()):
-        check(acc["attack"] < acc["free"] - 0.2, "plain D-PSGD under attack: %.3f against %.3f with clipping and no attack"
+        # Without an attacker the default's bound clips hardly anyone (honest neighbours lie
+        # within twice their median distance): the run ends where plain averaging's does.
+        check(abs(acc["free"] - acc["plain"]) <= 0.002, "the default ends an attack-free swarm where plain "
+              "averaging does: %.4f, plain %.4f" % (acc["free"], acc["plain"]))
+        check(acc["attack"] < acc["free"] - 0.2, "plain D-PSGD under attack: %.3f against %.3f without attack"
               % (acc["attack"], acc["free"]))
         check(all(acc[a] > acc["free"] - 0.01 for a in attacked),
-              "with --robust clip every attack ends within a point of the attack-free run (%.3f): %s"
+              "on default settings every attack ends within a point of the attack-free run (%.3f): %s"
               % (acc["free"], ", ".join("%s %.3f" % (a, acc[a]) for a in attacked)))
+        check(acc["clip"] > acc["free"] - 0.01, "and with --robust clip (scale:12: %.3f)" % acc["clip"])
         check(acc["huge"] > acc["free"] - 0.05, "plain D-PSGD drops a -1000x model: %.3f against %.3f without attack"
               % (acc["huge"], acc["free"]))
         run = os.path.join(tmp, "byz-huge")
@@ -390,18 +398,18 @@ def main():
         check(counted[4] >= 30 and counted[3] == 0,
               "peer 3's out-neighbour counts its rounds implausible, peer 3 nothing: %s" % counted)
 
-    # 4c'. Two kinds with real nodes (proc mode, 8 peers, so clip:0.4: one neighbour of three is
-    #      a third of the neighbourhood's weight): 12 times its model, and round 10^9; no honest
-    #      node stops, every one trains its 30 rounds, and the swarm ends near the attack-free run
-    #      (0.784 and 0.789 against 0.793 on a loaded machine; plain mixing under 12 times ends at
-    #      0.66; before a model of a round beyond the window counted as its sender having moved
-    #      on, the attacker was waited for to the deadline every round, and round 10^9 ended at
-    #      0.749).
+    # 4c'. Two kinds with real nodes (proc mode, 16 peers), on default settings (guard): 12
+    #      times its model, and round 10^9; no honest node stops, every one trains its 30
+    #      rounds, and the swarm ends within 2 points of the attack-free run (0.785 and 0.794
+    #      against 0.792 seen; on 8 peers, one neighbour of three, scale:12 cost 1.8 points).
+    #      Plain mixing under 12 times ends at 0.66; before a model of a round beyond the
+    #      window counted as its sender having moved on, the attacker was waited for to the
+    #      deadline every round, and round 10^9 ended at 0.749 against 0.793.
     real = {}
     for name, attack in (("free", "none"), ("scale", "scale:12"), ("round", "round:1000000000")):
         run = os.path.join(tmp, "byz-proc-" + name)
-        r = sim("--peers", "8", "--rounds", "30", "--out", run, "--no-plots", "--byzantine", "3", "--attack", attack,
-                "--robust", "clip:0.4", *small, "--schedule", "cosine")
+        r = sim("--peers", "16", "--rounds", "30", "--out", run, "--no-plots", "--byzantine", "3", "--attack", attack,
+                *small, "--schedule", "cosine")
         try:
             with open(os.path.join(run, "summary.json")) as f:
                 s = json.load(f)
@@ -412,8 +420,8 @@ def main():
               "real nodes, attack %s: every node trains its 30 rounds (exit %d) %s" % (attack, r.returncode,
                                                                                       r.stderr.strip()[-200:]))
     if all(v is not None for v in real.values()):
-        check(real["scale"] > real["free"] - 0.03 and real["round"] > real["free"] - 0.03,
-              "real nodes with --robust clip end near the attack-free run: scale:12 %.3f, round 10^9 %.3f, none %.3f"
+        check(real["scale"] > real["free"] - 0.02 and real["round"] > real["free"] - 0.02,
+              "real nodes on default settings end near the attack-free run: scale:12 %.3f, round 10^9 %.3f, none %.3f"
               % (real["scale"], real["round"], real["free"]))
 
     # 4d. DP-SGD with a budget (virtual mode): every peer logs the epsilon it spent, and stops

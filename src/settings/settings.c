@@ -299,9 +299,10 @@ static const rumor_setting_t table[] = {
     {"overlap-steps", NULL, RUMOR_SET_INT, N | S | P, RUMOR_SET_RECORD, AT(overlap_steps), 0, 100000, NULL, NULL, D(NULL),
      "overlap_steps", "N", "with --overlap and diloco:H: the inner steps a round's models have to travel before its "
      "outer step lands (0: H / 4)"},
-    {"robust", NULL, RUMOR_SET_STR, N | S | P, RUMOR_SET_RECORD, AT(robust), 0, 0, check_robust, NULL, D("none"), "robust", "SPEC",
-     "none | clip[:F] | trim:B: clip the farthest fraction F of the neighbours, or trim B high and low per "
-     "coordinate"},
+    {"robust", NULL, RUMOR_SET_STR, N | S | P, RUMOR_SET_RECORD, AT(robust), 0, 0, check_robust, NULL, D("auto"), "robust", "SPEC",
+     "auto | none | guard[:K] | clip[:F] | trim:B: bound each neighbour to K (2) times the neighbours' median "
+     "distance (auto: guard with dpsgd and diloco unless secure mixing, a delta codec or mixed optimizer state "
+     "excludes it), clip the farthest fraction F, or trim B high and low per coordinate"},
     /* sim's: what its --byzantine peer sends; a node attacks only when told to. */
     {"attack", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_BY_PROC, AT(attack), 0, 0, check_attack, NULL,
      D3(NULL, "none", "scale:-10"), "attack", "SPEC",

@@ -46,6 +46,13 @@ static rumor_err_t check_gossip(const rumor_settings_t *s, rumor_cmd_t cmd, char
     return RUMOR_OK;
 }
 
+/* --robust asks for clipping or trimming ("auto" steps aside where they do not apply). */
+static bool explicit_robust(const rumor_settings_t *s)
+{
+    rumor_robust_t rb;
+    return rumor_robust_parse(&rb, s->robust, NULL) == RUMOR_OK && (rb.clip || rb.trim);
+}
+
 static rumor_err_t check_sim(const rumor_settings_t *c, char err[RUMOR_ERR_LEN])
 {
     if (strcmp(c->mode, "proc") == 0 && c->peers > 256)
@@ -69,7 +76,7 @@ static rumor_err_t check_sim(const rumor_settings_t *c, char err[RUMOR_ERR_LEN])
      * leaves it off for good, and the swarm then follows a wrong gradient (docs/decisions.md). */
     const char *loses = c->loss > 0 ? "--loss" : c->faults || c->soak ? "faults" : c->n_events ? "events"
                       : c->n_parts ? "a partition" : c->straggler >= 0 ? "--straggler" : c->byzantine >= 0 ? "--byzantine"
-                      : strcmp(c->robust, "none") != 0 ? "--robust" /* clipping and trimming change the sum too */
+                      : explicit_robust(c) ? "--robust" /* clipping and trimming change the sum too */
                       : c->dp_budget > 0 ? "--dp-budget" /* peers spend it in different rounds, then stop */
                       : NULL;
     if (c->tracking && strcmp(c->mode, "virtual") != 0)
