@@ -567,15 +567,33 @@ static bool mix_round_checked(rumor_gossip_t *g, float *x, float *const *nb, int
     return true;
 }
 
+/* bench mix's sizes in range, or one error line. */
+static bool mix_sizes_ok(long params, int k_count, int repeat, long chunk)
+{
+    if (params < 1 || params > 1000000000L)
+        cli_error("--params %ld: expected 1..1000000000", params);
+    else if (k_count < 1 || k_count > RUMOR_GOSSIP_MAX_SENDERS - 1)
+        cli_error("--neighbours %d: expected 1..%d", k_count, RUMOR_GOSSIP_MAX_SENDERS - 1);
+    else if (repeat < 1 || repeat > 100)
+        cli_error("--repeat %d: expected 1..100", repeat);
+    else if (chunk < 1 || chunk > 16777216L)
+        cli_error("--chunk %ld: expected 1..16777216 parameters", chunk);
+    else
+        return true;
+    return false;
+}
+
 static int bench_mix(int argc, char **argv)
 {
     long params = 25000000, chunk = RUMOR_GOSSIP_CHUNK_DEFAULT;
     int k_count = 4, repeat = 5;
     bool help = false, json = false;
-    const char *device = "cpu";
+    const char *device = "cpu", *robust = "none";
     const cli_opt_t opts[] = {
         {"--params", OPT_LONG, &params, NULL, "model size in float32 parameters (default 25000000)"},
         {"--device", OPT_STR, &device, NULL, "cpu (the gossip engine), or cuda | auto: mixing kernels on the device"},
+        {"--robust", OPT_STR, &robust, NULL, "the engine's robust mixing, as a node's --robust (default none: plain "
+                                             "averaging; auto: a node's default)"},
         {"--neighbours", OPT_INT, &k_count, NULL, "neighbour models mixed per round (default 4)"},
         {"--chunk", OPT_LONG, &chunk, NULL, "parameters per chunk (default 262144 = 1 MiB)"},
         {"--repeat", OPT_INT, &repeat, NULL, "rounds timed, alternating with memcpy; medians (default 5)"},
@@ -593,23 +611,20 @@ static int bench_mix(int argc, char **argv)
         cli_print_options(opts, n_opts);
         return 0;
     }
-    if (params < 1 || params > 1000000000L) {
-        cli_error("--params %ld: expected 1..1000000000", params);
+    if (!mix_sizes_ok(params, k_count, repeat, chunk)) return 2;
+    rumor_robust_t rb;
+    char perr[RUMOR_ERR_LEN];
+    if (rumor_robust_parse(&rb, robust, perr) != RUMOR_OK) {
+        cli_error("%s", perr);
         return 2;
     }
-    if (k_count < 1 || k_count > RUMOR_GOSSIP_MAX_SENDERS - 1) {
-        cli_error("--neighbours %d: expected 1..%d", k_count, RUMOR_GOSSIP_MAX_SENDERS - 1);
-        return 2;
+    if (strcmp(device, "cpu") != 0) {
+        if (strcmp(robust, "none") != 0) {
+            cli_error("bench mix --device %s times the mixing kernels alone: --robust is the engine's (--device cpu)", device);
+            return 2;
+        }
+        return bench_mix_device(device, (size_t)params, k_count, repeat, json);
     }
-    if (repeat < 1 || repeat > 100) {
-        cli_error("--repeat %d: expected 1..100", repeat);
-        return 2;
-    }
-    if (chunk < 1 || chunk > 16777216L) {
-        cli_error("--chunk %ld: expected 1..16777216 parameters", chunk);
-        return 2;
-    }
-    if (strcmp(device, "cpu") != 0) return bench_mix_device(device, (size_t)params, k_count, repeat, json);
     const size_t n = (size_t)params, cp = (size_t)chunk;
     if (rumor_chunks(n, cp) > RUMOR_PROTO_MAX_CHUNKS) {
         cli_error("--params %ld with --chunk %ld makes more than %u chunks (the wire's limit); raise --chunk",
@@ -650,6 +665,7 @@ static int bench_mix(int argc, char **argv)
     }
     algo.overlap = true; /* one gossip point finishes a round and begins the next: a feed and a step a round */
     rumor_gossip_config_t cfg = {.algo = algo, .params = n, .layout = layout, .chunk_params = cp};
+    cfg.robust = rb;
     memset(cfg.self, 0xff, sizeof cfg.self); /* neighbours are {k+1, 0, ...}: never self */
     if (!(g = rumor_gossip_new(&cfg, topo, x, err))) {
         cli_error("bench mix: %s", err);
