@@ -156,8 +156,8 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
     if ((rc = rumor_robust_parse(&s->robust, c->robust, err)) != RUMOR_OK) return rc;
     if ((rc = rumor_codec_parse(&s->codec, c->codec, err)) != RUMOR_OK) return rc;
     if ((rc = rumor_attack_parse(&s->attack, c->byzantine >= 0 ? c->attack : "none", err)) != RUMOR_OK) return rc;
-    if (s->attack.kind == RUMOR_ATTACK_RELAY_TAMPER)
-        return rumor_fail(err, RUMOR_EINVAL, "--attack relay-tamper: virtual peers relay nothing; use --mode proc");
+    if (s->attack.kind == RUMOR_ATTACK_RELAY_TAMPER || s->attack.kind == RUMOR_ATTACK_RELAY_FORGE)
+        return rumor_fail(err, RUMOR_EINVAL, "--attack %s: virtual peers relay nothing; use --mode proc", c->attack);
     rumor_rng_init2(&s->attack_rng, c->seed, 0xa77ac, 0);
     if ((rc = rumor_schedule_parse(&s->sched, c->schedule[0] ? c->schedule : "constant", err)) != RUMOR_OK) return rc;
     s->sched.warmup = c->warmup;

@@ -249,7 +249,10 @@ def nat(swarm):
     through the public peer and run 100 D-PSGD rounds on a complete graph: the public peer
     answers them over the connections they opened, the two behind one router reach each other
     directly, and the one behind the other router exchanges with them through the public peer,
-    sealed end to end. Against the same swarm on loopback."""
+    sealed end to end. Against the same swarm on loopback. The public peer is a hostile relay
+    in the lab (--attack relay-forge): every 250 ms it hands each end of a session it carries
+    the other end's last init again, an init and an accept made up; the relayed peers take
+    none, and train as on loopback."""
     n = 4
     extra = ["--model", "mlp:64", "--algo", "dpsgd", "--rounds", "100", "--local-steps", "2", "--partition", "iid",
              "--of", str(n), "--eval-every", "0", "--period", "200", "--suspect", "1000", "--topology", "complete",
@@ -268,8 +271,9 @@ def nat(swarm):
             ctls = ["ipc://" + d + ".ctl" for d in dirs]
             procs, boot, joined, pub_key = [], None, {}, None
             for i in range(n):
-                args = node_args(swarm, i, listens[i], dirs[i], extra + ["--rank", str(i), "--control", ctls[i]], boot,
-                                 linger=1)
+                forge = ["--attack", "relay-forge"] if lab and i == 0 else []
+                args = node_args(swarm, i, listens[i], dirs[i], extra + forge + ["--rank", str(i), "--control", ctls[i]],
+                                 boot, linger=1)
                 t0 = time.time()
                 p, addr = start(lab, hosts[i] if lab else None, args, dirs[i] + ".log")
                 procs.append(p)
@@ -364,6 +368,12 @@ def nat(swarm):
           "peer relayed %d messages, %d bytes" % (relayed, model_bytes * 2 / 3, ratio, c0.get("relayed_msgs", 0),
                                                   c0.get("relayed_bytes", 0)))
     check(ratio <= 1.1, "a relayed model costs its sender at most 1.1x its bytes on the wire (%.4fx)" % ratio)
+    # The forged handshakes (three a session every 250 ms for the whole run) were all refused:
+    # the sessions stood (the relayed models above, the accuracy of loopback's swarm).
+    refused = [sum(((last[i] or {}).get("rejected") or {}).get(k, 0) for k in ("relayed-unopened", "relayed-stale"))
+               for i in range(n)]
+    check(refused[3] >= 20 and refused[1] + refused[2] >= 20,
+          "the relayed peers refused the hostile relay's forged and replayed handshakes (%s)" % refused)
     counted = [m[-1].get("relayed", 0) if m else 0 for m in ms]
     check(counted[0] == 0 and counted[3] >= 150 and counted[1] >= 50 and counted[2] >= 50,
           "the metrics count the models that went through a relay (%s)" % counted)

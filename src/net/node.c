@@ -413,6 +413,7 @@ rumor_node_t *rumor_node_new(const rumor_node_config_t *cfg, char err[RUMOR_ERR_
     n->e2e_out = malloc(RUMOR_PROTO_MAX_PAYLOAD);
     n->relay_serve = !cfg->no_relay;
     n->relay_tamper = cfg->relay_tamper;
+    n->relay_forge = cfg->relay_forge;
     n->relay_rate = (cfg->relay_budget_mbps > 0 ? cfg->relay_budget_mbps : RELAY_BUDGET_MBPS) * 1e6;
     if (!n->buf || !n->certs || !n->sess || !n->e2e_buf || !n->e2e_out) {
         rumor_fail(err, RUMOR_ENOMEM, "out of memory");

@@ -59,6 +59,7 @@ typedef struct {
     bool no_relay;           /* forward nothing for peers that cannot reach each other (--relay no) */
     double relay_budget_mbps;/* forward at most this many MB/s for others; 0: RELAY_BUDGET_MBPS */
     bool relay_tamper;       /* --attack relay-tamper (experiments): flip a bit of what we relay */
+    bool relay_forge;        /* --attack relay-forge (experiments): forge handshakes of what we relay */
 } rumor_node_config_t;
 
 typedef struct rumor_node rumor_node_t;

@@ -80,6 +80,8 @@
 #define RELAY_INITS_PER_S 8.0      /* inits one relay may bring us a second (each costs an
                                       accept and a sealed hello, and may take a session slot) */
 #define RELAY_INIT_MIN_MS 250      /* inits taken from one peer at most this often */
+#define FORGED_PAIRS 8             /* --attack relay-forge: sessions whose handshakes it forges */
+#define FORGE_MS 250               /* ... every so often */
 #define HELLO_ASK_MS 1000          /* a member whose messages come without a hello is asked for
                                       one at most this often (strangers: all of them together) */
 #define RELAY_HELLO_MS 5000        /* our hello goes again through a session this often: a lost
@@ -387,6 +389,13 @@ struct rumor_node {
     uint8_t *e2e_out;                /* one being sealed (RUMOR_PROTO_MAX_PAYLOAD) */
     bool relay_serve;                /* forward for others */
     bool relay_tamper;               /* ... altered (an experiment's hostile relay) */
+    bool relay_forge;                /* ... with handshakes forged (another) */
+    struct {                         /* relay_forge: the last init forwarded between two ends */
+        uint8_t from[RUMOR_KEY_LEN], to[RUMOR_KEY_LEN], eph[RUMOR_KEY_LEN], proof[RUMOR_PROTO_PROOF_LEN];
+        uint64_t sent;
+    } forged[FORGED_PAIRS];
+    int n_forged;
+    uint64_t forge_ms;               /* ... when its last forgeries went out */
     double relay_rate;               /* bytes per second forwarded at most */
     double relay_tokens;
     uint64_t relay_refill_ms;

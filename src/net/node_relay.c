@@ -357,6 +357,42 @@ static void held_free(void *data, void *hint)
 
 /* Asked by `from` to forward to r->peer: only between two admitted members we reach directly
  * (one hop: never through another relay), within the budget. */
+/* --attack relay-forge: the last init forwarded between two ends, kept to be replayed. */
+static void forge_note(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_t *r)
+{
+    int i = 0;
+    while (i < n->n_forged && !(same_key(n->forged[i].from, from) && same_key(n->forged[i].to, r->peer))) i++;
+    if (i == FORGED_PAIRS) i = (int)(r->sent % FORGED_PAIRS); /* full: any one goes */
+    if (i == n->n_forged) n->n_forged++;
+    memcpy(n->forged[i].from, from, RUMOR_KEY_LEN);
+    memcpy(n->forged[i].to, r->peer, RUMOR_KEY_LEN);
+    memcpy(n->forged[i].eph, r->eph, RUMOR_KEY_LEN);
+    memcpy(n->forged[i].proof, r->proof, RUMOR_PROTO_PROOF_LEN);
+    n->forged[i].sent = r->sent;
+}
+
+/* --attack relay-forge, every FORGE_MS: each end of a session we carried an init for gets,
+ * in the other end's name, that init again, an init made up (a fresh ephemeral key, a proof
+ * of random bytes, now) and an accept made up. The ends must take none of them. */
+static void forge_send(rumor_node_t *n, uint64_t now)
+{
+    if (!n->relay_forge || now - n->forge_ms < FORGE_MS) return;
+    n->forge_ms = now;
+    for (int i = 0; i < n->n_forged; i++) {
+        uint8_t hdr[384], eph[RUMOR_KEY_LEN], proof[RUMOR_PROTO_PROOF_LEN];
+        const uint8_t *from = n->forged[i].from, *to = n->forged[i].to;
+        size_t hl = relay_header(hdr, sizeof hdr, false, from, RUMOR_RELAY_INIT, n->forged[i].eph,
+                                 n->forged[i].proof, n->forged[i].sent, 0, 0, ++n->seq);
+        if (hl && send_direct(n, to, hdr, hl, NULL, now)) n->msgs_out++;
+        rumor_random_bytes(eph, sizeof eph);
+        rumor_random_bytes(proof, sizeof proof);
+        hl = relay_header(hdr, sizeof hdr, false, from, RUMOR_RELAY_INIT, eph, proof, rumor_unix_ms(), 0, 0, ++n->seq);
+        if (hl && send_direct(n, to, hdr, hl, NULL, now)) n->msgs_out++;
+        hl = relay_header(hdr, sizeof hdr, false, to, RUMOR_RELAY_ACCEPT, eph, proof, 0, 0, 0, ++n->seq);
+        if (hl && send_direct(n, from, hdr, hl, NULL, now)) n->msgs_out++;
+    }
+}
+
 static void forward(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_t *r, uint64_t now)
 {
     const conn_t *dc = node_find_conn(n, r->peer, false, now);
@@ -394,6 +430,7 @@ static void forward(rumor_node_t *n, const uint8_t *from, const rumor_msg_relay_
         n->drops[DROP_SEND_FULL]++;
         return;
     }
+    if (n->relay_forge && r->kind == RUMOR_RELAY_INIT) forge_note(n, from, r);
     n->msgs_out++;
     n->bytes_out += hl + r->payload_len;
     n->relayed_msgs++;
@@ -569,6 +606,7 @@ void node_relay_handle(rumor_node_t *n, const uint8_t via[RUMOR_KEY_LEN], uint64
  * to have for that member: that may come only after membership gave it up. */
 void node_relay_tick(rumor_node_t *n, uint64_t now)
 {
+    forge_send(n, now);
     for (int i = 0; i < RELAY_SESSIONS; i++) {
         relay_sess_t *s = &n->sess[i];
         if (!s->used || now - s->init_ms < RELAY_INIT_RETRY_MS) continue;

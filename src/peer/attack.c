@@ -12,8 +12,8 @@ rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[R
 {
     memset(out, 0, sizeof *out);
     if (!spec || !*spec || strcmp(spec, "none") == 0) return RUMOR_OK;
-    if (strcmp(spec, "relay-tamper") == 0 || strcmp(spec, "max") == 0) {
-        out->kind = spec[0] == 'm' ? RUMOR_ATTACK_MAX : RUMOR_ATTACK_RELAY_TAMPER;
+    if (strcmp(spec, "relay-tamper") == 0 || strcmp(spec, "relay-forge") == 0 || strcmp(spec, "max") == 0) {
+        out->kind = spec[0] == 'm' ? RUMOR_ATTACK_MAX : spec[6] == 't' ? RUMOR_ATTACK_RELAY_TAMPER : RUMOR_ATTACK_RELAY_FORGE;
         return RUMOR_OK;
     }
     if (strncmp(spec, "round:", 6) == 0) {
@@ -38,7 +38,8 @@ rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[R
         }
     }
     return rumor_fail(err, RUMOR_EINVAL,
-                      "--attack '%s': expected scale:K, noise:S (S > 0), max, round:R (1 <= R <= 2^53) or relay-tamper",
+                      "--attack '%s': expected scale:K, noise:S (S > 0), max, round:R (1 <= R <= 2^53), relay-tamper or "
+                      "relay-forge",
                       spec);
 }
 
@@ -58,7 +59,8 @@ void rumor_attack_apply(const rumor_attack_t *a, const float *x, float *out, siz
     switch (a->kind) {
     case RUMOR_ATTACK_NONE:
     case RUMOR_ATTACK_ROUND:
-    case RUMOR_ATTACK_RELAY_TAMPER: memcpy(out, x, n * sizeof *out); break;
+    case RUMOR_ATTACK_RELAY_TAMPER:
+    case RUMOR_ATTACK_RELAY_FORGE: memcpy(out, x, n * sizeof *out); break;
     case RUMOR_ATTACK_MAX:
         for (size_t i = 0; i < n; i++) out[i] = FLT_MAX;
         break;

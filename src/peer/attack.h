@@ -8,6 +8,9 @@
  *   round:R       its honest model, said to be of round R (R = 1000000000: a counter far ahead)
  *   relay-tamper  (rumor node) its own models are honest, but as a relay it flips a bit of
  *                 every sealed message it forwards for others
+ *   relay-forge   (rumor node) its own models are honest and it forwards honestly, but every
+ *                 250 ms it hands each end of a session it carries handshakes in the other
+ *                 end's name: the last genuine init again, an init and an accept made up
  *
  * The peer still trains; only the models it sends (or forwards) are altered. A real swarm
  * never needs this: it exists so that `--robust`, and the end-to-end sealing of relayed
@@ -30,6 +33,7 @@ typedef enum {
     RUMOR_ATTACK_RELAY_TAMPER,
     RUMOR_ATTACK_MAX,
     RUMOR_ATTACK_ROUND,
+    RUMOR_ATTACK_RELAY_FORGE,
 } rumor_attack_kind_t;
 
 typedef struct {

@@ -31,7 +31,9 @@ void rumor_settings_node(const rumor_settings_t *s, rumor_node_config_t *cfg)
     cfg->no_relay = !s->relay;
     cfg->relay_budget_mbps = s->relay_budget;
     rumor_attack_t attack;
-    cfg->relay_tamper = rumor_attack_parse(&attack, s->attack, err) == RUMOR_OK && attack.kind == RUMOR_ATTACK_RELAY_TAMPER;
+    const bool attacks = rumor_attack_parse(&attack, s->attack, err) == RUMOR_OK;
+    cfg->relay_tamper = attacks && attack.kind == RUMOR_ATTACK_RELAY_TAMPER;
+    cfg->relay_forge = attacks && attack.kind == RUMOR_ATTACK_RELAY_FORGE;
     cfg->memb.view_size = s->view_size;
     cfg->memb.period_ms = (uint32_t)s->period_ms;
     cfg->memb.ping_timeout_ms = (uint32_t)(s->period_ms * 3 / 10 > 0 ? s->period_ms * 3 / 10 : 1);
