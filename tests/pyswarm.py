@@ -1,8 +1,33 @@
 """What the Python package's tests share: ok/FAIL lines with a count, and a swarm of
 certificates made with the rumor command (an authority, then a key and certificate per peer)."""
+import os
+import socket
 import subprocess
 
 failed = 0
+
+
+def port_base(span):
+    """The first of span consecutive loopback ports, all free now and below the kernel's
+    ephemeral range, where no other test's outgoing connection can take one meanwhile (a
+    port drawn up to 40000 once was: "Address already in use")."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            top = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        top = 32768
+    room = max(top - 10000 - span, span)
+    start = (os.getpid() * 7) % room
+    for k in range(room // span):
+        base = 10000 + (start + k * span) % room
+        try:
+            for p in range(base, base + span):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+    return 10000 + start
 
 
 def check(cond, what):

@@ -101,7 +101,7 @@ def main():
         steps_alone = a.samples // BATCH
         steps_peer = steps_alone // a.peers
         pub = pyswarm.make_swarm(a.rumor, tmp, a.peers)
-        port = 22000 + os.getpid() % 20000
+        port = pyswarm.port_base(8)
         for i in range(a.peers):
             text = pyswarm.ident_text(tmp, i, port + i, pub if i else None, port) + (
                 "topology = complete\nalgo = %s\nmin-peers = %d\nlinger = 5\n" % (a.algo, a.peers))

@@ -110,7 +110,7 @@ def main():
         tx = torch.from_numpy((idx(os.path.join(data, "t10k-images-idx3-ubyte.gz"), 16).reshape(-1, 784)
                                .astype(np.float32) / 255.0 - mean) / std)
         ty = torch.from_numpy(idx(os.path.join(data, "t10k-labels-idx1-ubyte.gz"), 8).astype(np.int64))
-        base = 20000 + (os.getpid() * 7) % 20000
+        base = pyswarm.port_base(30)
         swarm = ("topology = complete\nrounds = %d\nlocal-steps = %d\nmin-peers = 4\nround-timeout = 20\n"
                  "join-timeout = 60\nlinger = 3\n" % (ROUNDS, LOCAL))
 

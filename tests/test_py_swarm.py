@@ -45,7 +45,7 @@ def main():
         worker = os.path.join(tmp, "worker.py")
         with open(worker, "w") as f:
             f.write(WORKER)
-        port = 20000 + os.getpid() % 20000
+        port = pyswarm.port_base(8)
         for i in range(3):
             text = pyswarm.ident_text(tmp, i, port + i, pub if i else None, port) + (
                 "topology = complete\nrounds = 10\nmin-peers = 3\nround-timeout = 3\nperiod = 200\nsuspect = 1000\n"
