@@ -240,40 +240,82 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The secret source's normals are N(0, 1): mean, variance, the tail beyond 3 and the
- * Kolmogorov-Smirnov distance over 2^20 draws. The draws are fresh each run (that is the
- * point), so each check is bounded: |z| < 5.5 for mean, variance and tail (each fails a
- * correct sampler with probability 4e-8) and sqrt(n) D < 2.9 for KS (2 exp(-2 2.9^2) = 1e-7):
- * below 1e-6 in all. */
-static void test_normal(void)
+/* Draws x[0..n) are N(0, 1): mean, variance, the tail beyond 3 and the Kolmogorov-Smirnov
+ * distance. The draws are fresh each run (that is the point), so each check is bounded: |z| <
+ * 5.5 for mean, variance and tail (each fails a correct sampler with probability 4e-8) and
+ * sqrt(n) D < 2.9 for KS (2 exp(-2 2.9^2) = 1e-7): below 1e-6 in all. Sorts x. */
+static void check_normal(double *x, size_t n, const char *what)
 {
-    char err[RUMOR_ERR_LEN];
-    const size_t n = (size_t)1 << 20;
-    double *x = malloc(n * sizeof *x);
-    rumor_noise_t *ns = rumor_noise_new_secret(err);
-    CHECK(x && ns && !rumor_noise_is_seeded(ns));
-    if (!x || !ns) return;
     double s1 = 0.0, s2 = 0.0;
     size_t tail = 0;
     for (size_t i = 0; i < n; i++) {
-        x[i] = rumor_noise_normal(ns);
         s1 += x[i];
         tail += fabs(x[i]) > 3.0;
     }
     const double mean = s1 / (double)n;
     for (size_t i = 0; i < n; i++) s2 += (x[i] - mean) * (x[i] - mean);
     const double var = s2 / (double)(n - 1);
-    CHECK_MSG(fabs(mean) < 5.5 / sqrt((double)n), "normal mean %g over %zu draws", mean, n);
-    CHECK_MSG(fabs(var - 1.0) < 5.5 * sqrt(2.0 / (double)(n - 1)), "normal variance %g", var);
+    CHECK_MSG(fabs(mean) < 5.5 / sqrt((double)n), "%s: mean %g over %zu draws", what, mean, n);
+    CHECK_MSG(fabs(var - 1.0) < 5.5 * sqrt(2.0 / (double)(n - 1)), "%s: variance %g", what, var);
     const double pt = erfc(3.0 / sqrt(2.0)), et = pt * (double)n;
-    CHECK_MSG(fabs((double)tail - et) < 5.5 * sqrt(et * (1.0 - pt)), "%zu draws beyond 3, expected %.0f", tail, et);
+    CHECK_MSG(fabs((double)tail - et) < 5.5 * sqrt(et * (1.0 - pt)), "%s: %zu draws beyond 3, expected %.0f", what,
+              tail, et);
     qsort(x, n, sizeof *x, cmp_double);
     double d = 0.0;
     for (size_t i = 0; i < n; i++) {
         const double f = 0.5 * erfc(-x[i] / sqrt(2.0));
         d = fmax(d, fmax(f - (double)i / (double)n, (double)(i + 1) / (double)n - f));
     }
-    CHECK_MSG(sqrt((double)n) * d < 2.9, "Kolmogorov-Smirnov sqrt(n) D = %g", sqrt((double)n) * d);
+    CHECK_MSG(sqrt((double)n) * d < 2.9, "%s: Kolmogorov-Smirnov sqrt(n) D = %g", what, sqrt((double)n) * d);
+}
+
+/* rumor_noise_gaussian makes, a batch at a time (with vector math where the CPU has it), the
+ * normals rumor_noise_normal makes one at a time from the same words of the stream: from two
+ * seeded sources alike, within a float's rounding of sd times each (libmvec's log, sin and cos
+ * are within 4 ulp of a double), and the two streams are at the same word after. Counts that
+ * end a batch early and cross refills. */
+static void test_gaussian_batch(void)
+{
+    char err[RUMOR_ERR_LEN];
+    const size_t counts[] = {1, 7, 256, 1000, 4099};
+    float out[4099];
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+        rumor_noise_t *a = rumor_noise_new_seeded(5, c, 0, err), *b = rumor_noise_new_seeded(5, c, 0, err);
+        CHECK(a && b);
+        if (!a || !b) return;
+        (void)rumor_noise_u64(a), (void)rumor_noise_u64(b); /* (not at a block's start) */
+        rumor_noise_gaussian(a, out, counts[c], 2.5);
+        size_t off = 0, same = 0;
+        for (size_t k = 0; k < counts[c]; k++) {
+            const float want = (float)(2.5 * rumor_noise_normal(b));
+            same += out[k] == want;
+            off += !(fabsf(out[k] - want) <= 0x1p-23f * fabsf(want));
+        }
+        CHECK_MSG(off == 0 && rumor_noise_u64(a) == rumor_noise_u64(b),
+                  "%s path, %zu normals: %zu beyond a float's rounding of one at a time (%zu the same)",
+                  rumor_isa_name(rumor_isa()), counts[c], off, same);
+        rumor_noise_destroy(&a);
+        rumor_noise_destroy(&b);
+    }
+}
+
+/* The secret source's normals are N(0, 1), one at a time and a batch at a time, 2^20 draws
+ * each (check_normal). */
+static void test_normal(void)
+{
+    char err[RUMOR_ERR_LEN];
+    const size_t n = (size_t)1 << 20;
+    double *x = malloc(n * sizeof *x);
+    float *f = malloc(n * sizeof *f);
+    rumor_noise_t *ns = rumor_noise_new_secret(err);
+    CHECK(x && f && ns && !rumor_noise_is_seeded(ns));
+    if (!x || !f || !ns) return;
+    for (size_t i = 0; i < n; i++) x[i] = rumor_noise_normal(ns);
+    check_normal(x, n, "one at a time");
+    rumor_noise_gaussian(ns, f, n, 1.0);
+    for (size_t i = 0; i < n; i++) x[i] = f[i];
+    check_normal(x, n, rumor_isa_name(rumor_isa()));
+    free(f);
     /* Uniforms stay in (0, 1], exactly, even for the extreme words (rumor_noise_uniform's
      * formula on 0 and on all ones). */
     CHECK(rumor_noise_uniform(ns) > 0.0 && rumor_noise_uniform(ns) <= 1.0);
@@ -490,6 +532,7 @@ int main(void)
     test_closed_form();
     test_windows();
     test_normal();
+    test_gaussian_batch();
     test_sampling();
     test_node_runs();
     return check_done();

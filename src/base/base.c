@@ -139,3 +139,37 @@ double rumor_median(double *v, size_t n)
     qsort(v, n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+/* ---- the CPU ---- */
+
+static rumor_isa_t isa_of_cpu(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        return RUMOR_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return RUMOR_ISA_AVX2;
+#endif
+    return RUMOR_ISA_PORTABLE;
+}
+
+rumor_isa_t rumor_isa(void)
+{
+    static _Atomic int known = -1;
+    int v = atomic_load(&known);
+    if (v < 0) {
+        rumor_isa_t isa = isa_of_cpu();
+        const char *cap = getenv("RUMOR_ISA");
+        if (cap && strcmp(cap, "portable") == 0) isa = RUMOR_ISA_PORTABLE;
+        else if (cap && strcmp(cap, "avx2") == 0 && isa > RUMOR_ISA_AVX2) isa = RUMOR_ISA_AVX2;
+        v = (int)isa;
+        atomic_store(&known, v);
+    }
+    return (rumor_isa_t)v;
+}
+
+const char *rumor_isa_name(rumor_isa_t isa)
+{
+    return isa == RUMOR_ISA_AVX512 ? "avx512" : isa == RUMOR_ISA_AVX2 ? "avx2" : "portable";
+}

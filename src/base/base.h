@@ -35,6 +35,16 @@ rumor_err_t rumor_fail(char *err, rumor_err_t code, const char *fmt, ...) RUMOR_
  * returned NULL (with its message in err) failed with, so its caller need not guess. */
 rumor_err_t rumor_last_error(void);
 
+/* ---- the CPU ---- */
+
+/* The widest vector instructions this process uses where a kernel has a path for them: the
+ * CPU's, capped by the environment's RUMOR_ISA (portable, avx2 or avx512; read once), so one
+ * binary can be measured or tested on each path of a machine. AVX2 means AVX2 and FMA; AVX-512
+ * means F, DQ, BW and VL. Not x86-64: portable. */
+typedef enum { RUMOR_ISA_PORTABLE, RUMOR_ISA_AVX2, RUMOR_ISA_AVX512 } rumor_isa_t;
+rumor_isa_t rumor_isa(void);
+const char *rumor_isa_name(rumor_isa_t isa);
+
 /* ---- logging ---- */
 
 extern int rumor_log_level; /* messages above this level cost one comparison */

@@ -18,6 +18,8 @@
 #include "cli.h"
 #include "codec.h"
 #include "config.h"
+#include "crypto.h"
+#include "dp.h"
 #include "gossip.h"
 #include "model.h"
 #include "bench.h"
@@ -874,24 +876,138 @@ out:
     return rc;
 }
 
+/* rumor bench dp: DP-SGD's noise, one normal at a time (the construction's reference: how
+ * rumor drew it before the batches) against a batch at a time, and a private step of a model
+ * with noise against the same step without; medians, alternating. */
+static int bench_dp(int argc, char **argv)
+{
+    const char *model = "mlp:256,128";
+    int batch = 64, repeat = 7;
+    bool help = false, json = false;
+    const cli_opt_t opts[] = {
+        {"--model", OPT_STR, &model, NULL, "the model of the private steps (default mlp:256,128, Fashion-MNIST's shape)"},
+        {"--batch", OPT_INT, &batch, NULL, "samples a private step (default 64)"},
+        {"--repeat", OPT_INT, &repeat, NULL, "measurements, alternating; medians (default 7)"},
+        {"--json", OPT_FLAG, &json, NULL, "one JSON object"},
+        {"--help", OPT_FLAG, &help, NULL, "this help"},
+    };
+    const int n_opts = (int)RUMOR_ARRAY_LEN(opts);
+    int n_pos;
+    if (!cli_parse(argc, argv, 3, opts, n_opts, NULL, 0, &n_pos)) return 2;
+    if (help) {
+        printf("usage: rumor bench dp [options]\n\n"
+               "DP-SGD's Gaussian noise on one thread (secret ChaCha20 stream, each normal the sum of four\n"
+               "Box-Muller normals), one at a time against a batch at a time (vector math on this CPU's\n"
+               "path; RUMOR_ISA=portable|avx2 caps it), as many normals as the model has parameters; and\n"
+               "a private step of the model (per-sample gradients, clipping, noise drawn beside them)\n"
+               "against the same step without noise: what the noise adds to a step.\n\n");
+        cli_print_options(opts, n_opts);
+        return 0;
+    }
+    if (batch < 1 || batch > 4096 || repeat < 1 || repeat > 100) {
+        cli_error("bench dp: --batch 1..4096, --repeat 1..100");
+        return 2;
+    }
+    char err[RUMOR_ERR_LEN];
+    rumor_model_spec_t spec;
+    if (rumor_model_spec_parse(&spec, model, err) != RUMOR_OK) {
+        cli_error("%s", err);
+        return 2;
+    }
+    int rc = 1;
+    rumor_backend_t *be = rumor_backend_new("cpu", 1, err);
+    rumor_model_t *m = be ? rumor_model_new(&spec, (rumor_model_input_t){1, 28, 28, 10, false}, be, batch, err) : NULL;
+    rumor_noise_t *ns = m ? rumor_noise_new_secret(err) : NULL, *n1 = ns ? rumor_noise_new_secret(err) : NULL,
+                  *n2 = n1 ? rumor_noise_new_secret(err) : NULL;
+    rumor_dp_config_t with, without;
+    rumor_dp_t *dp = NULL, *plain = NULL;
+    if (n2 && rumor_dp_parse(&with, "clip=1,noise=1", err) == RUMOR_OK &&
+        rumor_dp_parse(&without, "clip=1,noise=0", err) == RUMOR_OK && rumor_model_init(m, 1) == RUMOR_OK) {
+        dp = rumor_dp_new(&with, m, 60000, batch, &n1, err);
+        plain = dp ? rumor_dp_new(&without, m, 60000, batch, &n2, err) : NULL;
+    }
+    const size_t P = m ? rumor_model_param_count(m) : 0;
+    float *buf = malloc((P ? P : 1) * sizeof *buf);
+    double *t = malloc((size_t)repeat * 6 * sizeof *t);
+    if (!plain || !buf || !t) {
+        cli_error("bench dp: %s", plain ? "out of memory" : err);
+        goto out;
+    }
+    double *t_one = t, *t_batch = t + repeat, *t_step = t + 2 * repeat, *t_plain = t + 3 * repeat,
+           *speedup = t + 4 * repeat, *share = t + 5 * repeat;
+    rumor_rng_t rng;
+    rumor_rng_init(&rng, 1);
+    float *in = rumor_model_input_buf(m);
+    int32_t *lab = rumor_model_label_buf(m);
+    for (size_t i = 0; i < (size_t)batch * 28 * 28; i++) in[i] = (float)rumor_rng_uniform(&rng);
+    for (int i = 0; i < batch; i++) lab[i] = (int32_t)rumor_rng_below(&rng, 10);
+    for (int r = 0; r < repeat; r++) {
+        double t0 = rumor_now(), loss = 0.0;
+        for (size_t k = 0; k < P; k++) buf[k] = (float)rumor_noise_normal(ns);
+        t_one[r] = rumor_now() - t0;
+        t0 = rumor_now();
+        rumor_noise_gaussian(ns, buf, P, 1.0);
+        t_batch[r] = rumor_now() - t0;
+        t0 = rumor_now();
+        if (rumor_dp_gradient(dp, m, batch, &loss, err) != RUMOR_OK) break;
+        t_step[r] = rumor_now() - t0;
+        t0 = rumor_now();
+        if (rumor_dp_gradient(plain, m, batch, &loss, err) != RUMOR_OK) break;
+        t_plain[r] = rumor_now() - t0;
+        speedup[r] = t_one[r] / t_batch[r];
+        share[r] = (t_step[r] - t_plain[r]) / t_step[r];
+        rc = r == repeat - 1 ? 0 : 1;
+    }
+    if (rc) {
+        cli_error("bench dp: %s", err);
+        goto out;
+    }
+    const char *isa = rumor_isa_name(rumor_isa());
+    const double one = rumor_median(t_one, (size_t)repeat) / (double)P * 1e9,
+                 bat = rumor_median(t_batch, (size_t)repeat) / (double)P * 1e9,
+                 step = rumor_median(t_step, (size_t)repeat) * 1e3, pl = rumor_median(t_plain, (size_t)repeat) * 1e3,
+                 sp = rumor_median(speedup, (size_t)repeat), sh = rumor_median(share, (size_t)repeat);
+    if (json)
+        printf("{\"model\":\"%s\",\"params\":%zu,\"batch\":%d,\"isa\":\"%s\",\"one_ns\":%.2f,\"batch_ns\":%.2f,"
+               "\"speedup\":%.3f,\"step_ms\":%.3f,\"step_without_ms\":%.3f,\"noise_share\":%.4f}\n",
+               model, P, batch, isa, one, bat, sp, step, pl, sh);
+    else
+        printf("%-14s %9s %6s %8s %13s %12s %8s %8s %11s %11s\n%-14s %9zu %6d %8s %13.2f %12.2f %7.2fx %8.2f %11.2f %10.1f%%\n",
+               "model", "params", "batch", "path", "one ns/param", "batch ns/param", "speedup", "step ms",
+               "no-noise ms", "noise share", model, P, batch, isa, one, bat, sp, step, pl, 100.0 * sh);
+out:
+    free(buf);
+    free(t);
+    rumor_dp_destroy(&dp);
+    rumor_dp_destroy(&plain);
+    rumor_noise_destroy(&ns);
+    rumor_noise_destroy(&n1);
+    rumor_noise_destroy(&n2);
+    rumor_model_destroy(&m);
+    rumor_backend_destroy(&be);
+    return rc ? 1 : 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 3) {
-        cli_error("bench needs a benchmark: rumor bench train|net|mix|codec [options]");
+        cli_error("bench needs a benchmark: rumor bench train|net|mix|codec|dp [options]");
         return 2;
     }
     if (strcmp(argv[2], "--help") == 0) {
-        printf("usage: rumor bench train|net|mix|codec [options]\n\n"
+        printf("usage: rumor bench train|net|mix|codec|dp [options]\n\n"
                "  train  rumor against PyTorch on the same model, data and threads\n"
                "  net    models between two nodes against raw CurveZMQ\n"
                "  mix    the gossip engine's mixing against memcpy of the same bytes\n"
-               "  codec  compression codecs' encode and decode_add against memcpy\n");
+               "  codec  compression codecs' encode and decode_add against memcpy\n"
+               "  dp     DP-SGD's noise, one normal at a time and a batch at a time, and its share of a step\n");
         return 0;
     }
     if (strcmp(argv[2], "train") == 0) return bench_train(argc, argv);
     if (strcmp(argv[2], "net") == 0) return bench_net(argc, argv);
     if (strcmp(argv[2], "mix") == 0) return bench_mix(argc, argv);
     if (strcmp(argv[2], "codec") == 0) return bench_codec(argc, argv);
-    cli_error("unknown benchmark '%s' (expected train, net, mix or codec)", argv[2]);
+    if (strcmp(argv[2], "dp") == 0) return bench_dp(argc, argv);
+    cli_error("unknown benchmark '%s' (expected train, net, mix, codec or dp)", argv[2]);
     return 2;
 }

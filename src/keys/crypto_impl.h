@@ -1,5 +1,5 @@
 /*
- * crypto_impl.h - what crypto.c lends cert.c (not an interface): libsodium's start, the
+ * crypto_impl.h - what crypto.c lends cert.c and noise.c (not an interface): libsodium's start, the
  * small-file reader and its line helpers, and the certificate's integer fields.
  */
 #ifndef RUMOR_CRYPTO_IMPL_H

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,31 @@ struct rumor_priv {
     rumor_dp_reserve_cb reserve; /* (NULL: nothing to reserve, a simulation's) */
     void *reserve_arg;
     uint64_t reserved;
+    /* The step's noise is drawn on a thread of its own while the per-sample gradients run
+     * (begin starts it, finish waits for it): on a machine with a core to spare it costs the
+     * step nothing. Nothing else draws from ns meanwhile (the batch was sampled before). */
+    pthread_t drawer;
+    bool drawing;      /* the thread is running */
+    bool drawn;        /* this step's noise is in draw_to (or being drawn there) */
+    float *draw_to;    /* noise, or host_noise */
+    double draw_sd;
 };
+
+static void *draw_noise(void *arg)
+{
+    rumor_dp_t *dp = arg;
+    rumor_noise_gaussian(dp->ns, dp->draw_to, dp->P, dp->draw_sd);
+    return NULL;
+}
+
+/* The step's noise, drawn: waits for the thread begin started, or draws it now. */
+static void noise_drawn(rumor_dp_t *dp)
+{
+    if (dp->drawing) {
+        pthread_join(dp->drawer, NULL);
+        dp->drawing = false;
+    }
+}
 
 rumor_err_t rumor_dp_parse(rumor_dp_config_t *out, const char *spec, char err[RUMOR_ERR_LEN])
 {
@@ -88,6 +113,8 @@ rumor_dp_t *rumor_dp_new(const rumor_dp_config_t *cfg, rumor_model_t *m, size_t 
     if (!be->ops->host_memory) dp->host_noise = malloc(dp->P * sizeof *dp->host_noise);
     if (!dp->ns || !dp->sum || !dp->inputs || !dp->labels || !dp->noise || (!be->ops->host_memory && !dp->host_noise))
         goto nomem;
+    dp->draw_to = be->ops->host_memory ? dp->noise : dp->host_noise;
+    dp->draw_sd = cfg->noise * cfg->clip;
     rumor_privacy_accountant_init(&dp->acc);
     return dp;
 nomem:
@@ -101,6 +128,7 @@ void rumor_dp_destroy(rumor_dp_t **self_p)
 {
     rumor_dp_t *dp = *self_p;
     if (!dp) return;
+    noise_drawn(dp); /* (a step that failed half-way) */
     rumor_backend_t *be = dp->be;
     if (be) {
         be->ops->free(be, dp->sum);
@@ -132,7 +160,9 @@ size_t rumor_dp_sample(rumor_dp_t *dp, size_t *idx)
 
 void rumor_dp_begin(rumor_dp_t *dp)
 {
+    noise_drawn(dp); /* (a step begun again after one that failed) */
     dp->be->ops->zero(dp->be, dp->sum, dp->P * sizeof *dp->sum);
+    if (dp->draw_sd > 0.0) dp->drawing = dp->drawn = pthread_create(&dp->drawer, NULL, draw_noise, dp) == 0;
 }
 
 rumor_err_t rumor_dp_accumulate(rumor_dp_t *dp, rumor_model_t *m, int b, double *loss_sum,
@@ -176,9 +206,11 @@ rumor_err_t rumor_dp_finish(rumor_dp_t *dp, rumor_model_t *m, char err[RUMOR_ERR
     /* g = (sum + N(0, (noise clip)^2)) / (q n) */
     const double sd = dp->cfg.noise * dp->cfg.clip;
     o->copy(be, g, dp->sum, P * sizeof *g);
+    noise_drawn(dp);
     if (sd > 0.0) {
-        float *h = o->host_memory ? dp->noise : dp->host_noise;
-        rumor_noise_gaussian(dp->ns, h, P, sd);
+        if (!dp->drawn) draw_noise(dp); /* no thread to be had (or no begin): here */
+        dp->drawn = false;
+        const float *h = dp->draw_to;
         if (!o->host_memory) o->upload(be, dp->noise, h, P * sizeof *h);
         o->axpy(be, g, dp->noise, 1.0f, P);
     }

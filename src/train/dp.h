@@ -24,6 +24,11 @@
  * noise), the virtual-time simulator a seeded one so that a simulation replays exactly (and
  * then protects nothing, which its summary says).
  *
+ * A step's noise is drawn on a thread of its own from begin to finish, beside the per-sample
+ * gradients (the batch was sampled before, and nothing else draws from the source meanwhile, so
+ * a seeded stream is used in the same order): where a core is free it adds almost nothing to
+ * the step (`rumor bench dp`).
+ *
  * A batch larger than the model's max batch is fed in slices (rumor_dp_accumulate): the
  * batch size has no cap, so nothing beyond q needs accounting, and a device stages each slice
  * through its usual max-batch buffers.
