@@ -112,14 +112,15 @@
  * weighted median of the neighbours' distances of chunk c in the round before, and before any
  * round has measured chunk c, RUMOR_GOSSIP_GUARD_START (3) times the norm of the peer's own
  * chunk plus the plausibility floor's share (models drawn at random at one scale lie sqrt(2)
- * norms apart: a swarm of different starts mixes its first round whole). Honest neighbours
+ * norms apart: a swarm of different starts mixes its first round whole); under diloco 0, as
+ * clip's (a first round mixes no neighbour: the outer momentum would carry its push on for
+ * rounds). Honest neighbours
  * lie within twice their median, so a swarm without an attacker ends where plain averaging
  * does (docs/decisions.md: the same final accuracy to four digits), while one neighbour moves
  * a peer by at most its weight times 2 medians a round, whatever it sends; a chunk beyond 10
  * radii (20 medians; honest ones came within 1.5) is a strike. It is a bound, not
  * a filter: a neighbour pushing the same way every round still biases the swarm (one among 16
- * costs dpsgd under half a point; diloco's outer momentum multiplies the bias, and there it
- * delays divergence rather than prevents it, docs/benchmarks.md).
+ * costs dpsgd and diloco under 0.6 points, docs/benchmarks.md).
  *
  * Both clip modes measure a chunk of a round this peer has not snapshotted yet (a neighbour
  * ahead) against its latest snapshot, so such a chunk gets the room that snapshot moved from
