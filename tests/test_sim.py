@@ -399,10 +399,11 @@ def main():
               "peer 3's out-neighbour counts its rounds implausible, peer 3 nothing: %s" % counted)
 
     # 4c''. diloco (virtual, 16 peers, diloco:5): plain mixing under -10 times its model is
-    #      dragged away, and on default settings (guard, whose first round mixes no neighbour
-    #      under diloco) -10 and 12 times end within 1.5 points of the attack-free run (0.777
-    #      and 0.788 against 0.783 seen; before the first round mixed nothing, a scale:-10
-    #      neighbour made the matrix's diloco swarm diverge).
+    #      dragged away, and on default settings (guard, whose first round under diloco leaves
+    #      out what lies beyond 3 times the peer's own pseudo-gradient) -10 and 12 times end
+    #      within 1.5 points of the attack-free run (0.784 and 0.791 against 0.783 seen; with
+    #      dpsgd's first radius scale:-10 ended at 0.766 here, and made the matrix's diloco
+    #      swarm diverge).
     dacc = {}
     for name, extra in (("free", ()), ("plain", ("--byzantine", "3", "--attack", "scale:-10", "--robust", "none")),
                         ("scale:-10", ("--byzantine", "3", "--attack", "scale:-10")),

@@ -112,9 +112,10 @@
  * weighted median of the neighbours' distances of chunk c in the round before, and before any
  * round has measured chunk c, RUMOR_GOSSIP_GUARD_START (3) times the norm of the peer's own
  * chunk plus the plausibility floor's share (models drawn at random at one scale lie sqrt(2)
- * norms apart: a swarm of different starts mixes its first round whole); under diloco 0, as
- * clip's (a first round mixes no neighbour: the outer momentum would carry its push on for
- * rounds). Honest neighbours
+ * norms apart: a swarm of different starts mixes its first round whole). Under diloco the
+ * first radius is 3 times the peer's own pseudo-gradient's norm, and a chunk beyond it is left
+ * out rather than clipped (the outer momentum would carry a first push on for rounds; honest
+ * peers from one start move about as far and are taken whole). Honest neighbours
  * lie within twice their median, so a swarm without an attacker ends where plain averaging
  * does (docs/decisions.md: the same final accuracy to four digits), while one neighbour moves
  * a peer by at most its weight times 2 medians a round, whatever it sends; a chunk beyond 10

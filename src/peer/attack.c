@@ -16,12 +16,12 @@ rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[R
         out->kind = spec[0] == 'm' ? RUMOR_ATTACK_MAX : spec[6] == 't' ? RUMOR_ATTACK_RELAY_TAMPER : RUMOR_ATTACK_RELAY_FORGE;
         return RUMOR_OK;
     }
-    if (strncmp(spec, "round:", 6) == 0) {
+    if (strncmp(spec, "round:", 6) == 0 || strncmp(spec, "ahead:", 6) == 0) {
         char *end;
         errno = 0;
         const unsigned long long r = strtoull(spec + 6, &end, 10);
         if (end != spec + 6 && !*end && !errno && spec[6] != '-' && r >= 1 && r <= (1ULL << 53)) {
-            out->kind = RUMOR_ATTACK_ROUND;
+            out->kind = spec[0] == 'r' ? RUMOR_ATTACK_ROUND : RUMOR_ATTACK_AHEAD;
             out->value = (double)r;
             return RUMOR_OK;
         }
@@ -38,20 +38,20 @@ rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[R
         }
     }
     return rumor_fail(err, RUMOR_EINVAL,
-                      "--attack '%s': expected scale:K, noise:S (S > 0), max, round:R (1 <= R <= 2^53), relay-tamper or "
-                      "relay-forge",
+                      "--attack '%s': expected scale:K, noise:S (S > 0), max, round:R or ahead:K (1 <= R, K <= 2^53), "
+                      "relay-tamper or relay-forge",
                       spec);
 }
 
 bool rumor_attack_poisons(const rumor_attack_t *a)
 {
     return a->kind == RUMOR_ATTACK_SCALE || a->kind == RUMOR_ATTACK_NOISE || a->kind == RUMOR_ATTACK_MAX ||
-           a->kind == RUMOR_ATTACK_ROUND;
+           a->kind == RUMOR_ATTACK_ROUND || a->kind == RUMOR_ATTACK_AHEAD;
 }
 
 uint64_t rumor_attack_round(const rumor_attack_t *a, uint64_t round)
 {
-    return a->kind == RUMOR_ATTACK_ROUND ? (uint64_t)a->value : round;
+    return a->kind == RUMOR_ATTACK_ROUND ? (uint64_t)a->value : a->kind == RUMOR_ATTACK_AHEAD ? round + (uint64_t)a->value : round;
 }
 
 void rumor_attack_apply(const rumor_attack_t *a, const float *x, float *out, size_t n, rumor_rng_t *rng)
@@ -59,6 +59,7 @@ void rumor_attack_apply(const rumor_attack_t *a, const float *x, float *out, siz
     switch (a->kind) {
     case RUMOR_ATTACK_NONE:
     case RUMOR_ATTACK_ROUND:
+    case RUMOR_ATTACK_AHEAD:
     case RUMOR_ATTACK_RELAY_TAMPER:
     case RUMOR_ATTACK_RELAY_FORGE: memcpy(out, x, n * sizeof *out); break;
     case RUMOR_ATTACK_MAX:

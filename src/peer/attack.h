@@ -6,6 +6,8 @@
  *   noise:S       Gaussian noise of standard deviation S, nothing of its model
  *   max           every parameter FLT_MAX (the largest finite float)
  *   round:R       its honest model, said to be of round R (R = 1000000000: a counter far ahead)
+ *   ahead:K       its honest model, said to be of a round K past its own, every round (a
+ *                 counter that keeps just ahead, within what one member may move a peer)
  *   relay-tamper  (rumor node) its own models are honest, but as a relay it flips a bit of
  *                 every sealed message it forwards for others
  *   relay-forge   (rumor node) its own models are honest and it forwards honestly, but every
@@ -34,6 +36,7 @@ typedef enum {
     RUMOR_ATTACK_MAX,
     RUMOR_ATTACK_ROUND,
     RUMOR_ATTACK_RELAY_FORGE,
+    RUMOR_ATTACK_AHEAD,
 } rumor_attack_kind_t;
 
 typedef struct {
@@ -41,12 +44,12 @@ typedef struct {
     double value; /* K, S or R */
 } rumor_attack_t;
 
-/* "none", "scale:K" (finite K), "noise:S" (S > 0), "max", "round:R" (1 <= R <= 2^53),
- * "relay-tamper". EINVAL with a sentence in err. */
+/* "none", "scale:K" (finite K), "noise:S" (S > 0), "max", "round:R" or "ahead:K" (1 <= R, K <=
+ * 2^53), "relay-tamper", "relay-forge". EINVAL with a sentence in err. */
 rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-/* Whether a alters the models the peer sends (scale, noise, max, round). */
+/* Whether a alters the models the peer sends (scale, noise, max, round, ahead). */
 bool rumor_attack_poisons(const rumor_attack_t *a);
-/* The round a model of `round` is said to be of (round:R's R; else round). */
+/* The round a model of `round` is said to be of (round:R's R, ahead:K's round + K; else round). */
 uint64_t rumor_attack_round(const rumor_attack_t *a, uint64_t round);
 /* out[0..n) = the attack on x[0..n) (noise draws from rng). */
 void rumor_attack_apply(const rumor_attack_t *a, const float *x, float *out, size_t n, rumor_rng_t *rng);

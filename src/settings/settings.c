@@ -306,7 +306,7 @@ static const rumor_setting_t table[] = {
     /* sim's: what its --byzantine peer sends; a node attacks only when told to. */
     {"attack", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_BY_PROC, AT(attack), 0, 0, check_attack, NULL,
      D3(NULL, "none", "scale:-10"), "attack", "SPEC",
-     "scale:K | noise:S | max | round:R: send poisoned models (a Byzantine peer, for experiments; sim: --byzantine's); "
+     "scale:K | noise:S | max | round:R | ahead:K: send poisoned models (a Byzantine peer, for experiments; sim: --byzantine's); "
      "relay-tamper: alter what it relays, relay-forge: forge handshakes of the sessions it relays (node)"},
     {"dp", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_RECORD | RUMOR_SET_FIXED, AT(dp), 0, 0, check_dp, NULL, D(NULL), "dp", "clip=C,noise=S[,delta=D]",
      "DP-SGD (per-sample clipping, Gaussian noise); logs epsilon (sim's virtual mode: noise from --seed, "
