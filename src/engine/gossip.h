@@ -112,16 +112,14 @@
  * weighted median of the neighbours' distances of chunk c in the round before, and before any
  * round has measured chunk c, RUMOR_GOSSIP_GUARD_START (3) times the norm of the peer's own
  * chunk plus the plausibility floor's share (models drawn at random at one scale lie sqrt(2)
- * norms apart: a swarm of different starts mixes its first round whole). Under diloco the
- * first radius is 3 times the peer's own pseudo-gradient's norm, and a chunk beyond it is left
- * out rather than clipped (the outer momentum would carry a first push on for rounds; honest
- * peers from one start move about as far and are taken whole). Honest neighbours
+ * norms apart: a swarm of different starts mixes its first round whole). Honest neighbours
  * lie within twice their median, so a swarm without an attacker ends where plain averaging
  * does (docs/decisions.md: the same final accuracy to four digits), while one neighbour moves
  * a peer by at most its weight times 2 medians a round, whatever it sends; a chunk beyond 10
  * radii (20 medians; honest ones came within 1.5) is a strike. It is a bound, not
  * a filter: a neighbour pushing the same way every round still biases the swarm (one among 16
- * costs dpsgd and diloco under 0.6 points, docs/benchmarks.md).
+ * costs dpsgd under half a point; diloco's outer momentum multiplies the bias, and there it
+ * delays divergence rather than prevents it, docs/benchmarks.md).
  *
  * Both clip modes measure a chunk of a round this peer has not snapshotted yet (a neighbour
  * ahead) against its latest snapshot, so such a chunk gets the room that snapshot moved from

@@ -267,7 +267,7 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg_in, rumor_topo
     if (cfg->robust.clip) {
         if (!(g->tau = malloc(g->chunks * sizeof *g->tau)) || !(g->moved = calloc(g->chunks, sizeof *g->moved)))
             goto nomem;
-        /* guard starts from the peer's own scale (-1: start_radius), clip from nothing (0) */
+        /* guard starts from the peer's own scale (-1), clip from nothing (0) */
         for (size_t c = 0; c < g->chunks; c++) g->tau[c] = cfg->robust.guard > 0.0 ? -1.0 : 0.0;
     }
     if (!(g->own_rms = malloc(g->chunks * sizeof *g->own_rms))) goto nomem;

@@ -167,20 +167,6 @@ static double start_radius(const rumor_gossip_t *g, size_t c, size_t n)
     return (RUMOR_GOSSIP_GUARD_START * g->own_rms[c] + PLAUSIBLE_FLOOR) * sqrt((double)n);
 }
 
-/* diloco's first radius instead: GUARD_START times our own pseudo-gradient's norm over the
- * chunk (inner result against theta), and a chunk beyond it is not clipped but left out (its
- * pseudo-gradient counts as 0). Honest neighbours from the same start move about as far as we
- * do and are taken whole (peers stay on one theta); what the outer momentum would carry on for
- * rounds, an attacker's first shot, is not taken at all (docs/decisions.md, "Robust mixing"). */
-static double start_progress(const rumor_gossip_t *g, size_t off, size_t n)
-{
-    const float *x = g->snaps[g->cur_snap].x + off, *t = g->theta + off;
-    double q = 0.0;
-#pragma omp simd reduction(+ : q)
-    for (size_t i = 0; i < n; i++) q += (double)((x[i] - t[i]) * (x[i] - t[i]));
-    return RUMOR_GOSSIP_GUARD_START * sqrt(q);
-}
-
 /* Self-centred clipping against our own snapshot (the round's, or the latest). A chunk out of
  * all proportion to our own parameters is dropped first, as plain mixing drops it (its
  * distance would overflow, and where the sender is most of a round's neighbourhood the next
@@ -214,14 +200,10 @@ static bool clip_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_goss
      * otherwise measure them nearer than they are, and clip them once they come on time. An
      * attacker gains as much room as our own movement. */
     const double early = s->self_added ? 0.0 : g->moved[c->chunk];
-    const bool first = g->tau[c->chunk] < 0.0 && outer && g->have_snap;
-    const double d = sqrt(d2),
-                 tc = (g->tau[c->chunk] >= 0.0 ? g->tau[c->chunk]
-                       : first                 ? start_progress(g, off, n)
-                                               : start_radius(g, c->chunk, n)) + early;
+    const double d = sqrt(d2), tc = (g->tau[c->chunk] >= 0.0 ? g->tau[c->chunk] : start_radius(g, c->chunk, n)) + early;
     float f = 1.0f;
     if (d > tc) {
-        f = first ? 0.0f : (float)(tc / d);
+        f = (float)(tc / d);
         g->st.chunks_clipped++;
     }
     if (tc > 0.0 && d > (g->cfg.robust.guard > 0.0 ? STRIKE_FAR_GUARD : STRIKE_FAR) * tc) strike(g, e);
