@@ -204,7 +204,7 @@ rumor_err_t rumor_dp_finish(rumor_dp_t *dp, rumor_model_t *m, char err[RUMOR_ERR
     float *g = rumor_model_grads(m);
     const size_t P = dp->P;
     /* g = (sum + N(0, (noise clip)^2)) / (q n) */
-    const double sd = dp->cfg.noise * dp->cfg.clip;
+    const double sd = dp->draw_sd;
     o->copy(be, g, dp->sum, P * sizeof *g);
     noise_drawn(dp);
     if (sd > 0.0) {
