@@ -539,6 +539,35 @@ static void test_round_cap(void)
     swarm_fini(&s);
 }
 
+/* The halves of a healed partition, 500 rounds apart: a peer of the half behind hears one
+ * member of the other half a round, a different one each time. The first claim alone moves it
+ * nowhere (500 is beyond RUMOR_GOSSIP_ALONE_AHEAD), nor does the same member's again; the
+ * claim is kept, and a second member's, rounds later, vouches for it: the peer skips to the
+ * lower of the two. */
+static void test_ahead_across_rounds(void)
+{
+    swarm_t s;
+    swarm_init(&s, 4, "complete", "dpsgd+overlap", 8, 8, 1, 500);
+    uint64_t now = 0;
+    const int from[] = {1, 1, 2};
+    const uint64_t claims[] = {500, 502, 505}, want[] = {1, 3, 500}; /* (two rounds an iteration) */
+    for (int k = 0; k < 3; k++) {
+        CHECK(rumor_gossip_step(s.g[0], s.x[0], now) == RUMOR_GOSSIP_DONE);
+        rumor_gossip_send_t m;
+        while (rumor_gossip_next_send(s.g[0], &m)) rumor_gossip_release(s.g[0], &m, true);
+        rumor_gossip_chunk_t h = {.round = claims[k], .layout = 0x1234, .w = 0.25, .chunk = 0, .chunks = 1, .off = 0,
+                                  .n = 8};
+        (void)rumor_gossip_on_chunk(s.g[0], s.key[from[k]], &h, s.x[from[k]], 32, now + 1);
+        now += 600;
+        CHECK(rumor_gossip_step(s.g[0], s.x[0], now) == RUMOR_GOSSIP_DONE);
+        CHECK_MSG(rumor_gossip_round(s.g[0]) == want[k], "claim %d: round %llu, want %llu", k,
+                  (unsigned long long)rumor_gossip_round(s.g[0]), (unsigned long long)want[k]);
+        while (rumor_gossip_next_send(s.g[0], &m)) rumor_gossip_release(s.g[0], &m, true);
+        now += 600;
+    }
+    swarm_fini(&s);
+}
+
 /* Adopting the swarm's model between gossip points (a round in flight): the round in flight
  * finishes first, then the engine goes on from the adopted round, from the adopted model. */
 static void test_adopt_in_flight(void)
@@ -1327,6 +1356,26 @@ static void test_robust_guard(void)
     CHECK(rumor_gossip_step(g, x, 502) == RUMOR_GOSSIP_DONE);
     rumor_gossip_stats(g, &st);
     CHECK_MSG(st.strikes == 1, "strikes %llu", (unsigned long long)st.strikes);
+    /* Rounds 6-9: peer 3 comes back from elsewhere (a healed partition), 100 away in
+     * parameter 0: 25 radii or more, within the start radius. Clipped every round, so its pull
+     * is the radius (2 sqrt 2 from round 7: twice the median of 1, sqrt 2, 2 and 100), never
+     * struck, so never banned (as a scaled model beyond the start radius is, after 3 rounds). */
+    const float back[5][4] = {{0}, {1, 0, 1, 0}, {0, 2, 0, 2}, {100, 0, 1.5f, 0}, {1, 1, 1, 1}};
+    for (uint64_t r = 6; r < 10; r++) {
+        for (int j = 1; j < 5; j++) {
+            float v[4];
+            for (int k = 0; k < 4; k++) v[k] = x[k] + back[j][k];
+            for (uint32_t c = 0; c < 2; c++) CHECK(robust_feed(g, keys[j], r, c, v, 100 * r + 1));
+        }
+        const float before = x[0];
+        CHECK(rumor_gossip_step(g, x, 100 * r + 2) == RUMOR_GOSSIP_DONE);
+        while (rumor_gossip_next_send(g, &m)) rumor_gossip_release(g, &m, true);
+        if (r > 6) CHECK_MSG(fabs(x[0] - before - 0.2 * (2.0 + 2.0 * sqrt(2.0))) < 2e-4, "round %d: moved %g", (int)r,
+                             x[0] - before);
+    }
+    rumor_gossip_stats(g, &st);
+    CHECK_MSG(st.strikes == 1 && st.bans == 0, "strikes %llu bans %llu", (unsigned long long)st.strikes,
+              (unsigned long long)st.bans);
     rumor_gossip_destroy(&g);
     rumor_topology_destroy(&topo);
 }
@@ -1686,6 +1735,7 @@ int main(void)
     test_nonfinite_positions();
     test_one_round_ahead();
     test_round_cap();
+    test_ahead_across_rounds();
     test_adopt_in_flight();
     test_hostile_huge("dpsgd");
     test_hostile_huge("dpsgd+clip"); /* (the default with dpsgd: clipping drops them too) */

@@ -563,7 +563,10 @@ static void finish_round(rumor_gossip_t *g, float *x)
     uint64_t next = g->round + 1;
     if (g->ahead > next) next = g->ahead;
     if (g->forced > next) next = g->forced;
-    gsp_clear_ahead(g);
+    /* A lone member's claim beyond the window is kept while it stays beyond it: the second
+     * member that vouches for a far round may speak in a later round (after a partition heals,
+     * a peer hears one member of the other half a round, a different one each time). */
+    if (g->ahead || g->ahead_low < next + SLOTS) gsp_clear_ahead(g);
     g->forced = 0;
     for (int i = 0; i < SLOTS; i++)
         if (g->slots[i].live && (g->slots[i].round < next || g->slots[i].round >= next + SLOTS))

@@ -116,7 +116,8 @@
  * lie within twice their median, so a swarm without an attacker ends where plain averaging
  * does (docs/decisions.md: the same final accuracy to four digits), while one neighbour moves
  * a peer by at most its weight times 2 medians a round, whatever it sends; a chunk beyond 10
- * radii (20 medians; honest ones came within 1.5) is a strike. It is a bound, not
+ * radii (20 medians; honest ones came within 1.5) and beyond the start radius is a strike (the
+ * other half of a healed partition lies many radii away, within a few norms). It is a bound, not
  * a filter: a neighbour pushing the same way every round still biases the swarm (one among 16
  * costs dpsgd under half a point; diloco's outer momentum multiplies the bias, and there it
  * delays divergence rather than prevents it, docs/benchmarks.md).

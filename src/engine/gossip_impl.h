@@ -25,7 +25,7 @@
 #define SGP_STALENESS 4         /* push-sum rounds in a row without input before a peer waits */
 #define WEIGHT_MIN 0x1p-60      /* push-sum weights never sink below this (no 0/0) */
 #define STRIKE_FAR 100.0        /* robust: a chunk this many radii away is a strike */
-#define STRIKE_FAR_GUARD 10.0   /* guard's: its radius is 2 medians, honest neighbours came within 1.5 */
+#define STRIKE_FAR_GUARD 10.0   /* guard's (and its start radius): honest neighbours came within 1.5 */
 #define STRIKES_BAN 3           /* robust: strikes that ban a sender ... */
 #define BAN_ROUNDS 50           /* ... for this many rounds */
 #define STRIKE_TABLE 64         /* robust: senders with strikes remembered */

@@ -38,7 +38,7 @@ bool gsp_all_finite(const uint8_t *p, size_t n)
  * member's word moves its round only so far: a member that claims round 10^9 would otherwise
  * take the peer there, and the peer's models would take its neighbours after it. The skip goes
  * to the lowest round seen beyond the window once two senders are beyond it (both are at least
- * there), or from the one other member of a swarm of two (nobody else could say otherwise), or
+ * there), in one round or, the lone claim kept, in rounds after it (step), or from the one other member of a swarm of two (nobody else could say otherwise), or
  * when that round is at most RUMOR_GOSSIP_ALONE_AHEAD past ours (a peer alone ahead of laggards,
  * after a partition or a slow start: without it they stay a window behind, waiting out a
  * deadline every round). */

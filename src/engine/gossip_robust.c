@@ -167,6 +167,17 @@ static double start_radius(const rumor_gossip_t *g, size_t c, size_t n)
     return (RUMOR_GOSSIP_GUARD_START * g->own_rms[c] + PLAUSIBLE_FLOOR) * sqrt((double)n);
 }
 
+/* A chunk this far away is a strike. clip: STRIKE_FAR radii. guard: STRIKE_FAR_GUARD radii,
+ * and beyond its start radius (GUARD_START norms of our own chunk) too: the radius measures
+ * how far the neighbours of recent rounds lay, and a neighbour that was not among them (the
+ * other half of a healed partition, a newcomer trained elsewhere) may lie many of them away,
+ * an honest model still; a scaled model (-10 or 12 times its own) lies 11 norms out. */
+static double far_bound(const rumor_gossip_t *g, size_t c, size_t n, double tc)
+{
+    if (g->cfg.robust.guard <= 0.0) return STRIKE_FAR * tc;
+    return fmax(STRIKE_FAR_GUARD * tc, start_radius(g, c, n));
+}
+
 /* Self-centred clipping against our own snapshot (the round's, or the latest). A chunk out of
  * all proportion to our own parameters is dropped first, as plain mixing drops it (its
  * distance would overflow, and where the sender is most of a round's neighbourhood the next
@@ -206,7 +217,7 @@ static bool clip_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_goss
         f = (float)(tc / d);
         g->st.chunks_clipped++;
     }
-    if (tc > 0.0 && d > (g->cfg.robust.guard > 0.0 ? STRIKE_FAR_GUARD : STRIKE_FAR) * tc) strike(g, e);
+    if (tc > 0.0 && d > far_bound(g, c->chunk, n, tc)) strike(g, e);
     e->cd2[c->chunk] = (d + early) * (d + early);
     e->share = a;
     acc_add_pulled(s->acc + off, payload, centre, ref ? ref + off : NULL, n, a, f);
