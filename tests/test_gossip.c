@@ -1380,6 +1380,75 @@ static void test_robust_guard(void)
     rumor_topology_destroy(&topo);
 }
 
+/* One diloco round of peer 0 (complete graph on 5, 4 parameters in 2 chunks, theta at 50): its
+ * inner result theta + (1, 1, -1, 1), honest neighbours' pseudo-gradients within 3 times its
+ * own, and peer 4's (when attacker) -300 and 30 away; all of them before its own inner result
+ * is in (early) or after. The model it ends the round with into out. */
+static void diloco_first_round(const char *robust, bool attacker, bool early, float out[4], rumor_gossip_stats_t *st)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_topology_t *topo = rumor_topology_new("complete", 1, err);
+    uint8_t keys[5][RUMOR_KEY_LEN];
+    for (int i = 0; i < 5; i++) key_of(keys[i], i);
+    float x[4] = {50, 50, 50, 50};
+    rumor_gossip_config_t cfg = {.params = 4, .layout = 7, .chunk_params = 2, .round_timeout_ms = 1000};
+    CHECK_RC(rumor_algo_parse(&cfg.algo, "diloco:1", err));
+    CHECK_RC(rumor_robust_parse(&cfg.robust, robust, err));
+    memcpy(cfg.self, keys[0], RUMOR_KEY_LEN);
+    rumor_gossip_t *g = rumor_gossip_new(&cfg, topo, x, err);
+    CHECK(g != NULL);
+    if (!g) return;
+    rumor_gossip_set_view(g, (const uint8_t(*)[RUMOR_KEY_LEN])keys, 5);
+    const float d[4][4] = {{2, 0, 0, 1}, {0, -1, 1, 0}, {1, 1, 0, 0}, {-300, 0, 0, 30}};
+    const float own[4] = {1, 1, -1, 1};
+    for (int k = 0; k < 4; k++) x[k] += own[k];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0 && !early) CHECK(rumor_gossip_step(g, x, 1) == RUMOR_GOSSIP_WAIT);
+        for (int j = 1; j < 5 && pass == (early ? 0 : 1); j++) {
+            if (j == 4 && !attacker) continue;
+            float v[4];
+            for (int k = 0; k < 4; k++) v[k] = 50.0f + d[j - 1][k];
+            for (uint32_t c = 0; c < 2; c++) CHECK(robust_feed(g, keys[j], 0, c, v, 2));
+        }
+    }
+    /* (without peer 4 the round ends at its deadline) */
+    if (!attacker && early) CHECK(rumor_gossip_step(g, x, 3) == RUMOR_GOSSIP_WAIT);
+    CHECK(rumor_gossip_step(g, x, attacker ? 3 : 5000) == RUMOR_GOSSIP_DONE);
+    memcpy(out, x, sizeof x);
+    rumor_gossip_stats(g, st);
+    rumor_gossip_destroy(&g);
+    rumor_topology_destroy(&topo);
+}
+
+/* guard under diloco, a first round: no radius measured yet, and the start radius (3 model
+ * norms) would let peer 4's -300 in at 212 (moving the outer parameters by a fifth of it, which
+ * the outer momentum carries on). A neighbour's pseudo-gradient beyond 3 times the peer's own
+ * is left out instead: delivered, counted `far`, struck where it lies beyond the start radius
+ * too, and the round ends exactly where plain averaging ends without peer 4, whether its
+ * chunks came before the peer's own inner result (held until then) or after. */
+static void test_robust_guard_diloco_first(void)
+{
+    float plain[4], guarded[4], late[4], clean[4];
+    rumor_gossip_stats_t st;
+    diloco_first_round("none", false, true, plain, &st);
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_FAR] == 0);
+    diloco_first_round("guard", true, true, guarded, &st);
+    CHECK_MSG(st.drops[RUMOR_GOSSIP_DROP_FAR] == 2 && st.strikes == 1 && st.chunks_clipped == 0,
+              "early: far %llu strikes %llu clipped %llu", (unsigned long long)st.drops[RUMOR_GOSSIP_DROP_FAR],
+              (unsigned long long)st.strikes, (unsigned long long)st.chunks_clipped);
+    diloco_first_round("guard", true, false, late, &st);
+    CHECK_MSG(st.drops[RUMOR_GOSSIP_DROP_FAR] == 2 && st.strikes == 1, "late: far %llu strikes %llu",
+              (unsigned long long)st.drops[RUMOR_GOSSIP_DROP_FAR], (unsigned long long)st.strikes);
+    diloco_first_round("guard", false, true, clean, &st); /* honest ones are taken whole */
+    CHECK(st.drops[RUMOR_GOSSIP_DROP_FAR] == 0 && st.chunks_clipped == 0);
+    for (int k = 0; k < 4; k++) {
+        CHECK_MSG(fabsf(guarded[k] - plain[k]) < 1e-4f, "x[%d]: %g held, %g plain without peer 4", k, guarded[k],
+                  plain[k]);
+        CHECK_MSG(fabsf(late[k] - plain[k]) < 1e-4f, "x[%d]: %g late, %g plain without peer 4", k, late[k], plain[k]);
+        CHECK_NEAR(clean[k], plain[k], 1e-4);
+    }
+}
+
 /* The trimmed mean by hand: complete graph on 5, 4 parameters in 2 chunks; peer 0 at 0. */
 static void test_robust_trim(void)
 {
@@ -1721,6 +1790,7 @@ int main(void)
     test_choco_implausible();
     test_robust_clip();
     test_robust_guard();
+    test_robust_guard_diloco_first();
     test_robust_trim();
     test_algo_parse();
     test_push_sum("epidemic:2", 12);

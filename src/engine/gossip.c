@@ -61,6 +61,10 @@ void gsp_slot_reset(rumor_gossip_t *g, slot_t *s)
     s->n_senders = 0;
     s->n_expected = 0;
     s->n_trim = 0;
+    if (!g->cfg.robust.trim) { /* guard's first-round holds (gossip_robust.c), not kept */
+        free(s->tbuf);
+        s->tbuf = NULL;
+    }
 }
 
 /* The accumulator of `round`, or NULL. Slots are found by their round, not its parity: a
@@ -392,6 +396,7 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
         add_snapshot(g, s, sn->x, sn->w, self_w);
     }
     s->self_added = true;
+    if (rule->self) rule->self(g, s);
     /* The round's clock started when its gossip point began to wait, for a snapshot buffer the
      * wire held (rumor_gossip_snap_wanted) if it had to: that wait is the round's too. */
     s->started = g->snap_wanted && g->snap_wanted < now ? g->snap_wanted : now;

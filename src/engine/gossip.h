@@ -119,8 +119,12 @@
  * radii (20 medians; honest ones came within 1.5) and beyond the start radius is a strike (the
  * other half of a healed partition lies many radii away, within a few norms). It is a bound, not
  * a filter: a neighbour pushing the same way every round still biases the swarm (one among 16
- * costs dpsgd under half a point; diloco's outer momentum multiplies the bias, and there it
- * delays divergence rather than prevents it, docs/benchmarks.md).
+ * costs dpsgd under half a point, diloco under 0.7, docs/benchmarks.md). Under diloco a first
+ * round (no radius yet) takes a neighbour's pseudo-gradient whole within
+ * RUMOR_GOSSIP_GUARD_FIRST (3) times the peer's own and leaves it out beyond (counted `far`):
+ * the start radius is far too loose for pseudo-gradients, and the outer momentum carries on
+ * what one neighbour pushes through it. Such a chunk that comes before the peer's own inner
+ * result is held until then (RUMOR_GOSSIP_HOLD_SENDERS models, RUMOR_GOSSIP_HOLD_BYTES).
  *
  * Both clip modes measure a chunk of a round this peer has not snapshotted yet (a neighbour
  * ahead) against its latest snapshot, so such a chunk gets the room that snapshot moved from
@@ -255,6 +259,9 @@ typedef struct {
 #define RUMOR_GOSSIP_TRIM_SENDERS 16 /* neighbours whose models a trimmed-mean round holds */
 #define RUMOR_GOSSIP_GUARD 2.0       /* guard's radius in medians of the neighbours' distances */
 #define RUMOR_GOSSIP_GUARD_START 3.0 /* guard's first radius, in norms of the peer's own chunk */
+#define RUMOR_GOSSIP_GUARD_FIRST 3.0 /* diloco's: in norms of the peer's own pseudo-gradient chunk */
+#define RUMOR_GOSSIP_HOLD_SENDERS 8  /* diloco, a first round: early models held, at most ... */
+#define RUMOR_GOSSIP_HOLD_BYTES (1u << 30) /* ... and at most this many bytes of them (one at least) */
 
 /* "auto", "none", "clip", "clip:F" (0 < F < 1), "guard", "guard:K" (1 < K <= 1000), "trim:B"
  * (1 <= B <= 8). EINVAL with a sentence. */
@@ -442,6 +449,9 @@ typedef enum {
     RUMOR_GOSSIP_DROP_MODE,      /* masked, compressed or plain where this engine takes another kind */
     RUMOR_GOSSIP_DROP_COPY,      /* choco: a delta that does not follow the copy held (a gap, another lineage) */
     RUMOR_GOSSIP_DROP_IMPLAUSIBLE, /* finite, but out of all proportion to our own parameters */
+    RUMOR_GOSSIP_DROP_FAR,       /* guard under diloco, a first round: a pseudo-gradient beyond
+                                    RUMOR_GOSSIP_GUARD_FIRST times ours, or one more early chunk
+                                    than it holds (delivered, not mixed) */
     RUMOR_GOSSIP_DROP_COUNT
 } rumor_gossip_drop_t;
 

@@ -44,7 +44,7 @@ typedef struct {
     double *cd2;     /* robust: per chunk, squared distance to the centre (-1: not delivered) */
     float share;     /* robust: its weight in this round */
     bool struck;     /* robust: it got its strike for this message */
-    int tidx;        /* trim: its copy in the slot's tbuf; -1: none */
+    int tidx;        /* trim, guard's holds: its copy in the slot's tbuf; -1: none */
     bool complete;
     uint64_t *bits;  /* chunk_count bits */
     uint64_t mix;    /* secure: the mix id of its chunks */
@@ -65,7 +65,8 @@ typedef struct {
     int n_senders;
     uint64_t *bits;   /* RUMOR_GOSSIP_MAX_SENDERS * words */
     double *cd2;      /* robust: RUMOR_GOSSIP_MAX_SENDERS * chunk_count distances */
-    float *tbuf;      /* trim: RUMOR_GOSSIP_TRIM_SENDERS models, as they arrived */
+    float *tbuf;      /* trim: RUMOR_GOSSIP_TRIM_SENDERS models, as they arrived; guard under
+                         diloco: a first round's early chunks, held (gossip_robust.c) */
     int n_trim;
     /* dpsgd, diloco: the in-neighbours this round waits for (fixed at its start: secure
      * mixing's masks and choco's mix are theirs), and whether each still sends to us under
@@ -223,6 +224,7 @@ struct rumor_gossip {
     /* robust mixing */
     double *tau;               /* clipping radius per chunk; before a round finished 0 (clip), -1 (guard) */
     double *moved;             /* per chunk, how far the latest snapshot lies from the one before */
+    double *own_pg;            /* guard under diloco: per chunk, our latest pseudo-gradient's norm */
     /* plausibility: the RMS of the latest snapshot, per chunk (the receiver's own scale) */
     double *own_rms;
     strike_t strikes[STRIKE_TABLE];
@@ -273,6 +275,9 @@ struct gsp_rule {
     void (*settle)(rumor_gossip_t *g, slot_t *s, const float *snap);
     /* After the mix (NULL: nothing). */
     void (*after)(rumor_gossip_t *g, const slot_t *s);
+    /* Once this peer's own snapshot is in the round's accumulator (NULL: nothing): what the
+     * rule held until then. */
+    void (*self)(rumor_gossip_t *g, slot_t *s);
     /* A rule with state of its own (choco) takes every chunk itself, after the shape checks,
      * and mixes the round itself, returning the consensus distance squared (NULL: the above). */
     bool (*chunk)(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], const rumor_gossip_chunk_t *c,

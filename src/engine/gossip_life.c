@@ -110,7 +110,7 @@ const char *rumor_gossip_drop_name(rumor_gossip_drop_t d)
 {
     static const char *names[RUMOR_GOSSIP_DROP_COUNT] = {"layout", "shape",   "weight", "nonfinite", "duplicate", "stale",
                                                          "ahead",  "senders", "banned", "mode",      "copy",
-                                                         "implausible"};
+                                                         "implausible", "far"};
     return (unsigned)d < RUMOR_GOSSIP_DROP_COUNT ? names[d] : "?";
 }
 
@@ -269,6 +269,9 @@ rumor_gossip_t *rumor_gossip_new(const rumor_gossip_config_t *cfg_in, rumor_topo
             goto nomem;
         /* guard starts from the peer's own scale (-1), clip from nothing (0) */
         for (size_t c = 0; c < g->chunks; c++) g->tau[c] = cfg->robust.guard > 0.0 ? -1.0 : 0.0;
+        if (cfg->robust.guard > 0.0 && cfg->algo.kind == RUMOR_ALGO_DILOCO &&
+            !(g->own_pg = calloc(g->chunks, sizeof *g->own_pg)))
+            goto nomem;
     }
     if (!(g->own_rms = malloc(g->chunks * sizeof *g->own_rms))) goto nomem;
     if (cfg->algo.kind == RUMOR_ALGO_DILOCO) {
@@ -350,6 +353,7 @@ void rumor_gossip_destroy(rumor_gossip_t **self_p)
     free(g->pend_bytes);
     free(g->tau);
     free(g->moved);
+    free(g->own_pg);
     free(g->own_rms);
     free(g->w);
     free(g->theta);

@@ -178,6 +178,120 @@ static double far_bound(const rumor_gossip_t *g, size_t c, size_t n, double tc)
     return fmax(STRIKE_FAR_GUARD * tc, start_radius(g, c, n));
 }
 
+/* A chunk held for its first round's judgement (e->cd2 until then). */
+#define HELD (-2.0)
+
+/* guard under diloco clips pseudo-gradients: a neighbour's inner result against the outer
+ * parameters every phase starts from, not against our own inner result, a phase's progress
+ * away (clip keeps its own centre: its quantile radius around theta let a clean swarm
+ * diverge, docs/decisions.md). */
+static bool outer(const rumor_gossip_t *g)
+{
+    return g->cfg.robust.guard > 0.0 && g->cfg.algo.kind == RUMOR_ALGO_DILOCO;
+}
+
+static const float *centre_of(const rumor_gossip_t *g, const slot_t *s, size_t off)
+{
+    const float *ref = ref_of(g, s);
+    return outer(g) ? g->theta + off : (ref ? ref : g->snaps[g->cur_snap].x) + off;
+}
+
+/* Chunk c of sender e (share a, squared distance d2 from the centre) into the round. A first
+ * round under diloco (no radius yet, our own pseudo-gradient known: the start radius of 3 model
+ * norms is far too loose for pseudo-gradients, and what one neighbour pushes through it the
+ * outer momentum carries on) takes a chunk whole within RUMOR_GOSSIP_GUARD_FIRST times our
+ * own pseudo-gradient's norm and leaves it out beyond (delivered, not mixed; counted `far`);
+ * its distance counts for the next radius either way. Otherwise the chunk is clipped to the
+ * radius. A chunk far beyond it is a strike. */
+static void judge(rumor_gossip_t *g, slot_t *s, sender_t *e, size_t c, const void *payload, size_t off, size_t n,
+                  float a, double d2)
+{
+    const float *ref = ref_of(g, s), *centre = centre_of(g, s, off);
+    const double d = sqrt(d2);
+    if (outer(g) && g->tau[c] < 0.0) {
+        const double tc = RUMOR_GOSSIP_GUARD_FIRST * g->own_pg[c];
+        e->cd2[c] = d2;
+        e->share = a;
+        if (d > far_bound(g, c, n, tc)) strike(g, e);
+        if (d > tc) {
+            g->st.drops[RUMOR_GOSSIP_DROP_FAR]++;
+            return;
+        }
+        acc_add_pulled(s->acc + off, payload, centre, ref ? ref + off : NULL, n, a, 1.0f);
+        s->accw[c] += (double)a;
+        return;
+    }
+    /* A neighbour ahead of us is measured against our snapshot of a round before, which lies
+     * about as far from the one to come as the latest moved from its own: by the triangle
+     * inequality, a model within tau of our next snapshot is within tau + moved of this one.
+     * So it gets that much more room, and its distance counts as d + moved for the next
+     * radius (the most it can be from our next snapshot): a peer behind its neighbours would
+     * otherwise measure them nearer than they are, and clip them once they come on time. An
+     * attacker gains as much room as our own movement. */
+    const double early = s->self_added ? 0.0 : g->moved[c];
+    const double tc = (g->tau[c] >= 0.0 ? g->tau[c] : start_radius(g, c, n)) + early;
+    float f = 1.0f;
+    if (d > tc) {
+        f = (float)(tc / d);
+        g->st.chunks_clipped++;
+    }
+    if (tc > 0.0 && d > far_bound(g, c, n, tc)) strike(g, e);
+    e->cd2[c] = (d + early) * (d + early);
+    e->share = a;
+    acc_add_pulled(s->acc + off, payload, centre, ref ? ref + off : NULL, n, a, f);
+    s->accw[c] += (double)a;
+}
+
+/* A first round's chunk under diloco that came before our own inner result: held as it came
+ * until that result is in (clip_self), as far as RUMOR_GOSSIP_HOLD_SENDERS models and
+ * RUMOR_GOSSIP_HOLD_BYTES allow; one more sender's is left out (its distance still counts). */
+static void hold(rumor_gossip_t *g, slot_t *s, sender_t *e, size_t c, const void *payload, size_t off, size_t n,
+                 float a, double d2)
+{
+    e->share = a;
+    if (e->tidx < 0) {
+        const size_t fit = RUMOR_GOSSIP_HOLD_BYTES / (g->vec * sizeof(float));
+        const int cap = fit < 1 ? 1 : fit < RUMOR_GOSSIP_HOLD_SENDERS ? (int)fit : RUMOR_GOSSIP_HOLD_SENDERS;
+        if (!s->tbuf) s->tbuf = malloc((size_t)cap * g->vec * sizeof *s->tbuf);
+        if (!s->tbuf || s->n_trim == cap) {
+            e->cd2[c] = d2;
+            g->st.drops[RUMOR_GOSSIP_DROP_FAR]++;
+            return;
+        }
+        e->tidx = s->n_trim++;
+    }
+    memcpy(s->tbuf + (size_t)e->tidx * g->vec + off, payload, n * sizeof(float));
+    e->cd2[c] = HELD;
+}
+
+/* Our own snapshot is in: under diloco, our pseudo-gradient's norm per chunk while some chunk
+ * has no radius yet, and the chunks held for it judged. */
+static void clip_self(rumor_gossip_t *g, slot_t *s)
+{
+    if (!outer(g)) return;
+    const float *x = g->snaps[g->cur_snap].x;
+    for (size_t c = 0; c < g->chunks; c++) {
+        if (g->tau[c] >= 0.0) continue;
+        const size_t off = c * g->chunk_params;
+        double ss;
+        g->own_pg[c] = sqrt(dist2(x + off, g->theta + off, chunk_len(g, c), &ss));
+    }
+    for (int i = 0; i < s->n_senders && s->tbuf; i++) {
+        sender_t *e = &s->senders[i];
+        for (size_t c = 0; e->tidx >= 0 && c < g->chunks; c++) {
+            if (e->cd2[c] != HELD) continue;
+            const size_t off = c * g->chunk_params, n = chunk_len(g, c);
+            const float *v = s->tbuf + (size_t)e->tidx * g->vec + off;
+            double ss;
+            judge(g, s, e, c, v, off, n, e->share, dist2(v, centre_of(g, s, off), n, &ss));
+        }
+        e->tidx = -1;
+    }
+    s->n_trim = 0;
+    free(s->tbuf);
+    s->tbuf = NULL;
+}
+
 /* Self-centred clipping against our own snapshot (the round's, or the latest). A chunk out of
  * all proportion to our own parameters is dropped first, as plain mixing drops it (its
  * distance would overflow, and where the sender is most of a round's neighbourhood the next
@@ -188,40 +302,15 @@ static bool clip_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_goss
 {
     const strike_t *k = strike_find(g, e->key);
     if (k && k->banned_until > g->round) return gsp_drop(g, RUMOR_GOSSIP_DROP_BANNED);
-    const float a = (float)c->w;
-    const float *ref = ref_of(g, s);
-    /* guard under diloco clips pseudo-gradients: a neighbour's inner result against the outer
-     * parameters every phase starts from, not against our own inner result, a phase's
-     * progress away (clip keeps its own centre: its quantile radius around theta let a clean
-     * swarm diverge, docs/decisions.md) */
-    const bool outer = g->cfg.robust.guard > 0.0 && g->cfg.algo.kind == RUMOR_ALGO_DILOCO;
-    const float *centre = outer ? g->theta + off : (ref ? ref : g->snaps[g->cur_snap].x) + off;
     double ss;
-    const double d2 = dist2(payload, centre, n, &ss);
+    const double d2 = dist2(payload, centre_of(g, s, off), n, &ss);
     if (!isfinite(ss) || !gsp_plausible_ss(g, c->chunk, ss, n)) {
         e->bad = true;
         strike(g, e);
         return gsp_drop(g, isfinite(ss) ? RUMOR_GOSSIP_DROP_IMPLAUSIBLE : RUMOR_GOSSIP_DROP_NONFINITE);
     }
-    /* A neighbour ahead of us is measured against our snapshot of a round before, which lies
-     * about as far from the one to come as the latest moved from its own: by the triangle
-     * inequality, a model within tau of our next snapshot is within tau + moved of this one.
-     * So it gets that much more room, and its distance counts as d + moved for the next
-     * radius (the most it can be from our next snapshot): a peer behind its neighbours would
-     * otherwise measure them nearer than they are, and clip them once they come on time. An
-     * attacker gains as much room as our own movement. */
-    const double early = s->self_added ? 0.0 : g->moved[c->chunk];
-    const double d = sqrt(d2), tc = (g->tau[c->chunk] >= 0.0 ? g->tau[c->chunk] : start_radius(g, c->chunk, n)) + early;
-    float f = 1.0f;
-    if (d > tc) {
-        f = (float)(tc / d);
-        g->st.chunks_clipped++;
-    }
-    if (tc > 0.0 && d > far_bound(g, c->chunk, n, tc)) strike(g, e);
-    e->cd2[c->chunk] = (d + early) * (d + early);
-    e->share = a;
-    acc_add_pulled(s->acc + off, payload, centre, ref ? ref + off : NULL, n, a, f);
-    s->accw[c->chunk] += (double)a;
+    if (outer(g) && g->tau[c->chunk] < 0.0 && !s->self_added) hold(g, s, e, c->chunk, payload, off, n, (float)c->w, d2);
+    else judge(g, s, e, c->chunk, payload, off, n, (float)c->w, d2);
     return true;
 }
 
@@ -244,6 +333,7 @@ static bool trim_add(rumor_gossip_t *g, slot_t *s, sender_t *e, const rumor_goss
 
 const gsp_rule_t gsp_rule_clip = {
     .name = "clip", .waits_for = clip_waits_for, .begin = gsp_plain_begin, .add = clip_add, .after = update_radius,
+    .self = clip_self,
 };
 const gsp_rule_t gsp_rule_trim = {
     .name = "trim", .begin = gsp_plain_begin, .add = trim_add, .settle = trimmed_mix,
