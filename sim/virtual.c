@@ -357,7 +357,7 @@ static rumor_err_t send_all(sim_t *s, int i)
         const int id = s->free_msg;
         msg_t *msg = &s->msgs[id];
         s->free_msg = msg->next_free;
-        if (i == c->byzantine && rumor_attack_poisons(&s->attack) && m.snap >= 0 && m.snap < 2) {
+        if (i == c->byzantine && rumor_attack_poisons(&s->attack) && !p->poison_gx && m.snap >= 0 && m.snap < 2) {
             /* The Byzantine peer sends its poisoned copy; the snapshot is still what is released. */
             m.params = rumor_poison_get(&p->poison, &s->attack, m.snap, m.round, m.params, &s->attack_rng);
             m.round = rumor_attack_round(&s->attack, m.round);
@@ -478,13 +478,17 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
     size_t nv;
     float *x = rumor_model_params(p->m), *v = rumor_optim_gossiped(p->o, &nv);
     const size_t P = rumor_model_param_count(p->m);
-    if (p->gx && !rumor_gossip_waiting(p->g)) { /* the model and the optimizer's gossiped state, one vector */
-        memcpy(p->gx, x, P * sizeof *x);
-        memcpy(p->gx + P, v, nv * sizeof *v);
+    if (p->gx && !rumor_gossip_waiting(p->g)) {
+        if (p->poison_gx) { /* the Byzantine peer under compressed gossip: its copy follows the poison */
+            rumor_attack_apply(&s->attack, x, p->gx, P, &s->attack_rng);
+        } else { /* the model and the optimizer's gossiped state, one vector */
+            memcpy(p->gx, x, P * sizeof *x);
+            memcpy(p->gx + P, v, nv * sizeof *v);
+        }
     }
     const rumor_gossip_status_t gs = rumor_gossip_step(p->g, p->gx ? p->gx : x, now_ms);
     if (send_all(s, i) != RUMOR_OK) return s->rc;
-    if (gs == RUMOR_GOSSIP_DONE && p->gx) {
+    if (gs == RUMOR_GOSSIP_DONE && p->gx && !p->poison_gx) {
         memcpy(x, p->gx, P * sizeof *x);
         memcpy(v, p->gx + P, nv * sizeof *v);
     }

@@ -101,7 +101,9 @@ typedef struct {
     rumor_model_t *m;        /* max_batch = the training batch */
     rumor_optim_t *o;
     rumor_gossip_t *g;
-    float *gx;               /* dadamw: the model and its second moment, as the engine mixes them */
+    float *gx;               /* dadamw: the model and its second moment, as the engine mixes them;
+                                the Byzantine peer under compressed gossip: its poisoned model */
+    bool poison_gx;          /* ... which its public copy follows (gx is never taken back) */
     uint8_t key[RUMOR_KEY_LEN];
     rumor_source_shard_t shard; /* its part of the training split (images: freed once its trainer
                                    holds it, normalised) */

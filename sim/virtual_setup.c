@@ -102,6 +102,12 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
     if (i == c->byzantine && rumor_attack_poisons(&s->attack) &&
         rumor_poison_init(&p->poison, rumor_model_param_count(p->m)) != RUMOR_OK)
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+    /* Under compressed gossip what travels is a public copy's delta: the Byzantine peer moves
+     * its public copy towards its poisoned model (neighbours then see that model's copy). */
+    if (i == c->byzantine && rumor_attack_poisons(&s->attack) && gc.choco.id != RUMOR_CODEC_F32 && !p->gx) {
+        if (!(p->gx = malloc(gc.params * sizeof *p->gx))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
+        p->poison_gx = true;
+    }
     memcpy(gc.self, p->key, RUMOR_KEY_LEN);
     p->gc = gc;
     if (!(p->g = rumor_gossip_new(&gc, s->topo, rumor_model_params(p->m), err))) return rumor_last_error();

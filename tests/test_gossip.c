@@ -1276,7 +1276,7 @@ static void test_robust_guard(void)
         const rumor_codec_t *codec;
         bool state, guard;
     } cases[] = {{&dpsgd, false, &f32, false, true}, {&sgp, false, &f32, false, false},
-                 {&dpsgd, true, &f32, false, false}, {&dpsgd, false, &int4, false, false},
+                 {&dpsgd, true, &f32, false, false}, {&dpsgd, false, &int4, false, true},
                  {&dpsgd, false, &f32, true, false}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         CHECK_RC(rumor_robust_parse(&rb, "auto", err));
@@ -1447,6 +1447,62 @@ static void test_robust_guard_diloco_first(void)
         CHECK_MSG(fabsf(late[k] - plain[k]) < 1e-4f, "x[%d]: %g late, %g plain without peer 4", k, late[k], plain[k]);
         CHECK_NEAR(clean[k], plain[k], 1e-4);
     }
+}
+
+/* Compressed gossip (int4) under guard: four peers on a complete graph from one start, peer 3
+ * putting its model some 20 away every round (within the plausible scale), ten rounds. Plain
+ * CHOCO takes peers 0-2 most of the way to it; guard clips the difference of peer 3's public
+ * copy to twice the median difference (chunks clipped at each of them, none at peer 3, whose
+ * differences are alike), so they move a fifth as far at most. */
+static void choco_guard_round(const char *robust, float moved[3], uint64_t clipped[4])
+{
+    enum { P = 4 };
+    char err[RUMOR_ERR_LEN];
+    swarm_t s;
+    swarm_init(&s, 4, "complete", "dpsgd", P, 4, 1, 500);
+    s.lose_from = -1;
+    const float zero[P] = {0}, x0[4][P] = {{0, 1, 2, 1}, {1, 0, 2, 2}, {2, 1, 0, 1}, {10, 11, 12, 11}};
+    for (int i = 0; i < 4; i++) { /* one start, as a swarm's (the copies' common base) */
+        rumor_gossip_destroy(&s.g[i]);
+        rumor_gossip_config_t cfg = {.params = P, .layout = 0x1234, .chunk_params = 4, .round_timeout_ms = 500,
+                                     .choco = {.id = RUMOR_CODEC_INT4}, .lineage = (uint64_t)i + 1};
+        CHECK_RC(rumor_algo_parse(&cfg.algo, "dpsgd", err));
+        CHECK_RC(rumor_robust_parse(&cfg.robust, robust, err));
+        memcpy(cfg.self, s.key[i], RUMOR_KEY_LEN);
+        CHECK((s.g[i] = rumor_gossip_new(&cfg, s.topo, zero, err)) != NULL);
+        rumor_gossip_set_view(s.g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, 4);
+        memcpy(s.x[i], x0[i], sizeof x0[i]);
+    }
+    float before[3][P];
+    for (uint64_t r = 0; r < 10; r++) {
+        memcpy(s.x[3], x0[3], sizeof x0[3]); /* peer 3 sends its far model every round */
+        if (r == 0)
+            for (int i = 0; i < 3; i++) memcpy(before[i], s.x[i], sizeof before[i]);
+        CHECK(pass(&s, r));
+    }
+    for (int i = 0; i < 4; i++) {
+        double d2 = 0.0;
+        for (int j = 0; j < P && i < 3; j++) d2 += (double)(s.x[i][j] - before[i][j]) * (s.x[i][j] - before[i][j]);
+        if (i < 3) moved[i] = (float)sqrt(d2); /* in ten rounds */
+        rumor_gossip_stats_t st;
+        rumor_gossip_stats(s.g[i], &st);
+        clipped[i] = st.chunks_clipped;
+    }
+    swarm_fini(&s);
+}
+
+static void test_choco_guard(void)
+{
+    float plain[3], guarded[3];
+    uint64_t cp[4], cg[4];
+    choco_guard_round("none", plain, cp);
+    choco_guard_round("guard", guarded, cg);
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(plain[i] > 10.0, "peer %d: plain moved %g", i, plain[i]);
+        CHECK_MSG(guarded[i] < 0.2 * plain[i], "peer %d: guarded moved %g (plain %g)", i, guarded[i], plain[i]);
+        CHECK_MSG(cg[i] >= 1 && cp[i] == 0, "peer %d: %llu chunks clipped", i, (unsigned long long)cg[i]);
+    }
+    CHECK_MSG(cg[3] == 0, "peer 3: %llu chunks clipped", (unsigned long long)cg[3]);
 }
 
 /* The trimmed mean by hand: complete graph on 5, 4 parameters in 2 chunks; peer 0 at 0. */
@@ -1791,6 +1847,7 @@ int main(void)
     test_robust_clip();
     test_robust_guard();
     test_robust_guard_diloco_first();
+    test_choco_guard();
     test_robust_trim();
     test_algo_parse();
     test_push_sum("epidemic:2", 12);

@@ -266,16 +266,17 @@ typedef struct {
 /* "auto", "none", "clip", "clip:F" (0 < F < 1), "guard", "guard:K" (1 < K <= 1000), "trim:B"
  * (1 <= B <= 8). EINVAL with a sentence. */
 rumor_err_t rumor_robust_parse(rumor_robust_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
-/* "auto" made concrete: guard for dpsgd and diloco when neither secure mixing, compressed
- * gossip (codec topk or int4) nor a mixed optimizer state (state: any) excludes robust
- * mixing; none otherwise. Any other spec is left as it is. */
+/* "auto" made concrete: guard for dpsgd and diloco when neither secure mixing nor a mixed
+ * optimizer state (state: any) excludes robust mixing; none otherwise. With compressed gossip
+ * (codec topk or int4) guard bounds the differences of public copies it mixes. Any other spec
+ * is left as it is. */
 void rumor_robust_resolve(rumor_robust_t *rb, const rumor_algo_t *algo, bool secure_mix, const rumor_codec_t *codec,
                           bool state);
 
 /* Whether secure mixing, compressed gossip, overlap and mixed optimizer state go with the other
  * settings, the one place these rules live (the engine, `rumor node` and `rumor sim` all ask
  * it): secure_mix needs dpsgd or diloco, no robust mixing and the f32 codec; codecs topk and
- * int4 (CHOCO) need dpsgd (int4: or diloco), neither robust nor secure mixing, and
+ * int4 (CHOCO) need dpsgd (int4: or diloco), no secure mixing nor robust mixing but guard, and
  * 0 <= gamma <= 1 (0: the default); an overlapped diloco:H overlaps 1 to H - 1 steps; optimizer
  * state mixed with the model (dadamw, --tracking; state names what asks for it, NULL: none)
  * needs dpsgd without topk or int4. EINVAL with the sentence to show. */

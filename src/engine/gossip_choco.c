@@ -172,22 +172,70 @@ static void push_choco_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN],
 
 /* x += gamma sum_j w_j (xhat_j - xhat) over the expected neighbours whose copies hold the
  * chunk (acc is the scratch for the sum); returns the squared norm of the sum. */
+/* The copy of expected sender k that mixes this round, or NULL. An edge whose other end lacks
+ * our copy sits out on both ends, or only one end would move and the average would drift. */
+static copy_t *mixing_copy(rumor_gossip_t *g, const slot_t *s, int k)
+{
+    copy_t *e = gsp_copy_find(g, s->expected[k], false);
+    return !e || e->n_valid == 0 || !(e->share > 0.0f) || e->needs ? NULL : e;
+}
+
+/* guard (the default with int4 and topk too): chunk c of copy k mixes f = min(1, tau_c / d)
+ * of its difference d from our public copy, tau_c RUMOR_GOSSIP_GUARD times the weighted
+ * median of this round's differences (every copy is in at the mix; one neighbour's weight
+ * under half of the round's cannot set it). Into s->cd2: the factors, sender k's chunk c at
+ * k * chunks + c. */
+static void choco_guard(rumor_gossip_t *g, slot_t *s)
+{
+    const float *restrict xh = g->xhat;
+    double dist[RUMOR_GOSSIP_MAX_SENDERS], wt[RUMOR_GOSSIP_MAX_SENDERS];
+    for (size_t c = 0; c < g->chunks; c++) {
+        const size_t off = c * g->chunk_params, n = chunk_len(g, c);
+        int m = 0;
+        for (int k = 0; k < s->n_expected; k++) {
+            double *f = &s->cd2[(size_t)k * g->chunks + c];
+            *f = -1.0; /* (not mixed) */
+            const copy_t *e = mixing_copy(g, s, k);
+            if (!e || !copy_valid(g, e, c)) continue;
+            const float *restrict v = e->x + off;
+            double q = 0.0;
+#pragma omp simd reduction(+ : q)
+            for (size_t i = 0; i < n; i++) q += (double)((v[i] - xh[off + i]) * (v[i] - xh[off + i]));
+            *f = sqrt(q); /* (the distance, until the radius is known) */
+            dist[m] = *f, wt[m++] = e->share;
+        }
+        const double med = gsp_weighted_quantile(dist, wt, m, 0.5);
+        const double tau = med >= 0.0 ? g->cfg.robust.guard * med : 0.0;
+        for (int k = 0; k < s->n_expected; k++) {
+            double *f = &s->cd2[(size_t)k * g->chunks + c];
+            if (*f > tau && *f > 0.0) {
+                *f = tau / *f;
+                g->st.chunks_clipped++;
+            } else {
+                *f = 1.0;
+            }
+        }
+        if (c == 0) g->st.clip_radius = 0.0;
+        g->st.clip_radius = sqrt(g->st.clip_radius * g->st.clip_radius + tau * tau);
+    }
+}
+
 static double choco_mix(rumor_gossip_t *g, slot_t *s, float *x)
 {
     float *restrict d = s->acc;
     const float *restrict xh = g->xhat;
     int mixed = 0;
+    const bool guard = g->cfg.robust.guard > 0.0;
+    if (guard) choco_guard(g, s);
     memset(d, 0, g->vec * sizeof *d);
     for (int k = 0; k < s->n_expected; k++) {
-        copy_t *e = gsp_copy_find(g, s->expected[k], false);
-        /* An edge whose other end lacks our copy sits out on both ends, or only one end would
-         * move and the average would drift. */
-        if (!e || e->n_valid == 0 || !(e->share > 0.0f) || e->needs) continue;
+        copy_t *e = mixing_copy(g, s, k);
+        if (!e) continue;
         mixed++;
         for (size_t c = 0; c < g->chunks; c++) {
             if (!copy_valid(g, e, c)) continue;
             const size_t off = c * g->chunk_params, n = chunk_len(g, c);
-            const float w = e->share;
+            const float w = e->share * (guard ? (float)s->cd2[(size_t)k * g->chunks + c] : 1.0f);
             const float *restrict v = e->x + off;
 #pragma omp simd
             for (size_t i = 0; i < n; i++) d[off + i] += w * (v[i] - xh[off + i]);

@@ -285,6 +285,10 @@ struct gsp_rule {
     double (*mix)(rumor_gossip_t *g, slot_t *s, float *x);
 };
 
+/* The weighted q quantile of n distances (sorted in place with their weights): the first whose
+ * cumulative weight reaches q of the total; -1 when there are none. */
+double gsp_weighted_quantile(double *dist, double *wt, int n, double q);
+
 extern const gsp_rule_t gsp_rule_plain, gsp_rule_clip, gsp_rule_trim, gsp_rule_secure, gsp_rule_choco;
 
 static inline const float *ref_of(const rumor_gossip_t *g, const slot_t *s)

@@ -102,7 +102,7 @@ void rumor_robust_resolve(rumor_robust_t *rb, const rumor_algo_t *algo, bool sec
                           bool state)
 {
     if (!rb->automatic) return;
-    if (algo->kind != RUMOR_ALGO_SGP && !secure_mix && !rumor_codec_is_delta(codec->id) && !state) set_guard(rb);
+    if (algo->kind != RUMOR_ALGO_SGP && !secure_mix && !state) set_guard(rb);
     else memset(rb, 0, sizeof *rb);
 }
 
@@ -139,10 +139,12 @@ rumor_err_t rumor_gossip_check_modes(const rumor_algo_t *algo, const rumor_robus
                                              "topk or int4", state);
     if (rumor_codec_is_delta(codec->id)) {
         const char *name = rumor_codec_name(codec->id);
+        /* (guard bounds the differences of public copies it mixes, gossip_choco.c) */
         if (algo->kind == RUMOR_ALGO_SGP || (algo->kind == RUMOR_ALGO_DILOCO && codec->id == RUMOR_CODEC_TOPK) ||
-            robust_on || secure_mix)
+            robust->trim || (robust->clip && !(robust->guard > 0.0)) || secure_mix)
             return rumor_fail(err, RUMOR_EINVAL,
-                              "--codec %s (compressed gossip, CHOCO-SGD) needs dpsgd%s, without --robust or --secure-mix",
+                              "--codec %s (compressed gossip, CHOCO-SGD) needs dpsgd%s, without --robust clip or trim "
+                              "(guard is fine) or --secure-mix",
                               name, codec->id == RUMOR_CODEC_INT4 ? " or diloco" : "");
         if (!(gamma >= 0.0 && gamma <= 1.0))
             return rumor_fail(err, RUMOR_EINVAL, "--consensus-step %g: expected 0 < gamma <= 1", gamma);

@@ -73,6 +73,26 @@ static void strike(rumor_gossip_t *g, sender_t *e)
     }
 }
 
+double gsp_weighted_quantile(double *dist, double *wt, int n, double q)
+{
+    double total = 0.0;
+    for (int i = 0; i < n; i++) { /* insertion by distance: a neighbourhood is small */
+        total += wt[i];
+        for (int j = i; j > 0 && dist[j - 1] > dist[j]; j--) {
+            double t = dist[j];
+            dist[j] = dist[j - 1], dist[j - 1] = t;
+            t = wt[j];
+            wt[j] = wt[j - 1], wt[j - 1] = t;
+        }
+    }
+    if (n == 0 || !(total > 0.0)) return -1.0;
+    const double want = q * total;
+    double acc = 0.0;
+    int k = 0;
+    while (k < n - 1 && acc + wt[k] < want) acc += wt[k++];
+    return dist[k];
+}
+
 /* The next round's radii, chunk by chunk: the weighted (1 - F) quantile of this round's
  * distances of the senders that delivered the chunk, for guard K times their weighted median
  * (a chunk nobody sent keeps its radius; guard's -1 until then: start_radius).
@@ -83,29 +103,15 @@ static void update_radius(rumor_gossip_t *g, const slot_t *s)
     double dist[RUMOR_GOSSIP_MAX_SENDERS], wt[RUMOR_GOSSIP_MAX_SENDERS];
     double r2 = 0.0;
     for (size_t c = 0; c < g->chunks; c++) {
-        double total = 0.0;
         int n = 0;
         for (int i = 0; i < s->n_senders; i++) {
             const sender_t *e = &s->senders[i];
             if (e->bad || e->cd2[c] < 0.0) continue;
             dist[n] = sqrt(e->cd2[c]);
-            wt[n] = e->share;
-            total += wt[n];
-            /* insertion by distance: a neighbourhood is small */
-            for (int j = n++; j > 0 && dist[j - 1] > dist[j]; j--) {
-                double t = dist[j];
-                dist[j] = dist[j - 1], dist[j - 1] = t;
-                t = wt[j];
-                wt[j] = wt[j - 1], wt[j - 1] = t;
-            }
+            wt[n++] = e->share;
         }
-        if (n > 0 && total > 0.0) {
-            const double want = (1.0 - g->cfg.robust.clip_fraction) * total;
-            double acc = 0.0;
-            int k = 0;
-            while (k < n - 1 && acc + wt[k] < want) acc += wt[k++];
-            g->tau[c] = g->cfg.robust.guard > 0.0 ? g->cfg.robust.guard * dist[k] : dist[k];
-        }
+        const double d = gsp_weighted_quantile(dist, wt, n, 1.0 - g->cfg.robust.clip_fraction);
+        if (d >= 0.0) g->tau[c] = g->cfg.robust.guard > 0.0 ? g->cfg.robust.guard * d : d;
         if (g->tau[c] > 0.0) r2 += g->tau[c] * g->tau[c];
     }
     g->st.clip_radius = sqrt(r2);

@@ -301,8 +301,9 @@ static const rumor_setting_t table[] = {
      "outer step lands (0: H / 4)"},
     {"robust", NULL, RUMOR_SET_STR, N | S | P, RUMOR_SET_RECORD, AT(robust), 0, 0, check_robust, NULL, D("auto"), "robust", "SPEC",
      "auto | none | guard[:K] | clip[:F] | trim:B: bound each neighbour to K (2) times the neighbours' median "
-     "distance (auto: guard with dpsgd and diloco unless secure mixing, a delta codec or mixed optimizer state "
-     "excludes it), clip the farthest fraction F, or trim B high and low per coordinate"},
+     "distance (auto: guard with dpsgd and diloco unless secure mixing or mixed optimizer state excludes it; "
+     "with --codec topk or int4 only guard applies), clip the farthest fraction F, or trim B high and low per "
+     "coordinate"},
     /* sim's: what its --byzantine peer sends; a node attacks only when told to. */
     {"attack", NULL, RUMOR_SET_STR, N | S, RUMOR_SET_BY_PROC, AT(attack), 0, 0, check_attack, NULL,
      D3(NULL, "none", "scale:-10"), "attack", "SPEC",
