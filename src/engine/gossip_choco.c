@@ -170,8 +170,6 @@ static void push_choco_send(rumor_gossip_t *g, const uint8_t key[RUMOR_KEY_LEN],
     if (p->keyframe) g->st.keyframes++;
 }
 
-/* x += gamma sum_j w_j (xhat_j - xhat) over the expected neighbours whose copies hold the
- * chunk (acc is the scratch for the sum); returns the squared norm of the sum. */
 /* The copy of expected sender k that mixes this round, or NULL. An edge whose other end lacks
  * our copy sits out on both ends, or only one end would move and the average would drift. */
 static copy_t *mixing_copy(rumor_gossip_t *g, const slot_t *s, int k)
@@ -220,6 +218,9 @@ static void choco_guard(rumor_gossip_t *g, slot_t *s)
     }
 }
 
+/* x += gamma sum_j w_j f_j (xhat_j - xhat) over the expected neighbours whose copies hold the
+ * chunk (f_j: guard's factor, else 1; acc is the scratch for the sum); returns the squared
+ * norm of the sum. */
 static double choco_mix(rumor_gossip_t *g, slot_t *s, float *x)
 {
     float *restrict d = s->acc;
