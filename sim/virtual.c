@@ -357,9 +357,12 @@ static rumor_err_t send_all(sim_t *s, int i)
         const int id = s->free_msg;
         msg_t *msg = &s->msgs[id];
         s->free_msg = msg->next_free;
-        if (i == c->byzantine && rumor_attack_poisons(&s->attack) && !p->poison_gx && m.snap >= 0 && m.snap < 2) {
-            /* The Byzantine peer sends its poisoned copy; the snapshot is still what is released. */
-            m.params = rumor_poison_get(&p->poison, &s->attack, m.snap, m.round, m.params, &s->attack_rng);
+        if (i == c->byzantine && rumor_attack_poisons(&s->attack) && m.snap >= 0 && m.snap < 2) {
+            /* The Byzantine peer sends its poisoned copy; the snapshot is still what is released.
+             * (Under compressed gossip what travels is a delta: its copy follows the poisoned
+             * model instead, virt_try_gossip, and only the round label is changed here.) */
+            if (!rumor_codec_is_delta(s->codec.id))
+                m.params = rumor_poison_get(&p->poison, &s->attack, m.snap, m.round, m.params, &s->attack_rng);
             m.round = rumor_attack_round(&s->attack, m.round);
         }
         const uint64_t bytes = rumor_wire_send_bytes(&m, &s->codec);
