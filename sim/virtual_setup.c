@@ -104,9 +104,7 @@ static rumor_err_t setup_peer(sim_t *s, int i, const rumor_algo_t *algo, const r
         return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     /* Under compressed gossip what travels is a public copy's delta: the Byzantine peer moves
      * its public copy towards its poisoned model (neighbours then see that model's copy). */
-    const bool values = s->attack.kind == RUMOR_ATTACK_SCALE || s->attack.kind == RUMOR_ATTACK_NOISE ||
-                        s->attack.kind == RUMOR_ATTACK_MAX; /* (round and ahead: the label only, at send) */
-    if (i == c->byzantine && values && gc.choco.id != RUMOR_CODEC_F32 && !p->gx) {
+    if (i == c->byzantine && rumor_attack_changes_values(&s->attack) && gc.choco.id != RUMOR_CODEC_F32 && !p->gx) {
         if (!(p->gx = malloc(gc.params * sizeof *p->gx))) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         p->poison_gx = true;
     }

@@ -49,6 +49,11 @@ bool rumor_attack_poisons(const rumor_attack_t *a)
            a->kind == RUMOR_ATTACK_ROUND || a->kind == RUMOR_ATTACK_AHEAD;
 }
 
+bool rumor_attack_changes_values(const rumor_attack_t *a)
+{
+    return a->kind == RUMOR_ATTACK_SCALE || a->kind == RUMOR_ATTACK_NOISE || a->kind == RUMOR_ATTACK_MAX;
+}
+
 uint64_t rumor_attack_round(const rumor_attack_t *a, uint64_t round)
 {
     return a->kind == RUMOR_ATTACK_ROUND ? (uint64_t)a->value : a->kind == RUMOR_ATTACK_AHEAD ? round + (uint64_t)a->value : round;

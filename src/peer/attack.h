@@ -49,6 +49,8 @@ typedef struct {
 rumor_err_t rumor_attack_parse(rumor_attack_t *out, const char *spec, char err[RUMOR_ERR_LEN]) RUMOR_MUST_CHECK;
 /* Whether a alters the models the peer sends (scale, noise, max, round, ahead). */
 bool rumor_attack_poisons(const rumor_attack_t *a);
+/* Whether it changes the values sent (scale, noise, max), not only their round label. */
+bool rumor_attack_changes_values(const rumor_attack_t *a);
 /* The round a model of `round` is said to be of (round:R's R, ahead:K's round + K; else round). */
 uint64_t rumor_attack_round(const rumor_attack_t *a, uint64_t round);
 /* out[0..n) = the attack on x[0..n) (noise draws from rng). */
