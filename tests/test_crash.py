@@ -11,7 +11,9 @@ it). After the last resume:
 - a DP node stopped with SIGINT and resumed reports the epsilon the accountant gives for its
   total steps (rumor privacy), and one killed with SIGKILL resumes likewise;
 - a solo node (logreg, --of 1, no bootstrap: it trains alone, deterministically) killed and
-  resumed, several times, ends with a model.safetensors byte-identical to one never stopped.
+  resumed, several times, ends with a model.safetensors byte-identical to one never stopped;
+  it runs as a service does, its settings in a file with `resume = auto` and one command line
+  for every start, and a start after its end changes nothing and exits 0.
 And the kills do land inside writes: the kills that find a write's temporary file beside the
 checkpoint (PATH.tmp.XXXXXX, there from mkstemp to rename) are counted and must be some.
 The kill delays come from a seeded generator; the seed is printed, and RUMOR_CRASH_SEED replays
@@ -294,21 +296,41 @@ def main():
     ref_dir, cut_dir = os.path.join(tmp, "solo-ref"), os.path.join(tmp, "solo-cut")
     r = subprocess.run([rumortest.RUMOR, *solo, "--run-dir", ref_dir], capture_output=True, text=True, timeout=120)
     check(r.returncode == 0, "solo node: the run never stopped finishes: %s" % r.stderr.strip()[-200:])
-    args = solo + ["--run-dir", cut_dir]
+    # The killed one as a service runs it: its settings in a file with `resume = auto`, and one
+    # command line for every start (the first, every restart after a kill, and one after the
+    # end), as the systemd unit's `rumor node --config FILE --run-dir DIR`.
+    conf = os.path.join(tmp, "solo.conf")
+    with open(conf, "w") as f:
+        flags = solo[1:]
+        i = 0
+        while i < len(flags):
+            f.write("%s = %s\n" % (flags[i][2:], flags[i + 1]))
+            i += 2
+        f.write("resume = auto\n")
+    args = ["node", "--config", conf, "--run-dir", cut_dir]
     sck = os.path.join(cut_dir, "checkpoint.safetensors")
     # A round takes about 0.5 ms here, so each cycle's kill (its first checkpoint, then up to 30
     # ms) lands some 5 to 65 rounds on: three kills end far before round 2000 on a fast machine.
-    made, hit = kill_loop(args, args + ["--resume"], sck, [sck], rng, 3, 0.0, 0.03, "solo node")
+    made, hit = kill_loop(args, args, sck, [sck], rng, 3, 0.0, 0.03, "solo node")
     total, in_write = total + made, in_write + hit
     cut_at = [l.get("round") for l in metric_lines(os.path.join(cut_dir, "metrics.jsonl"))]
     check(made == 3 and cut_at and cut_at[-1] < 2000, "solo node: killed 3 times before its end (round %s of 2000)"
           % (cut_at[-1] if cut_at else None))
-    r = subprocess.run([rumortest.RUMOR, *args, "--resume"], capture_output=True, text=True, timeout=120)
-    check(r.returncode == 0, "solo node: the last resume finishes: %s" % r.stderr.strip()[-200:])
+    r = subprocess.run([rumortest.RUMOR, *args], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and "resume = auto: continuing from" in r.stderr,
+          "solo node: the last start (resume = auto) continues and finishes: %s" % r.stderr.strip()[-200:])
     ref_model, cut_model = (os.path.join(d, "model.safetensors") for d in (ref_dir, cut_dir))
     same = os.path.exists(cut_model) and os.path.exists(ref_model) and \
         open(cut_model, "rb").read() == open(ref_model, "rb").read()
     check(same, "solo node: killed %d times and resumed, its model is byte-identical to the run never stopped" % made)
+    # Started again after its end (a service restarted): it finds the run complete, trains
+    # nothing, and exits 0, so that a restart policy does not loop.
+    lines = len(metric_lines(os.path.join(cut_dir, "metrics.jsonl")))
+    r = subprocess.run([rumortest.RUMOR, *args], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and "this run is complete" in r.stderr and
+          len(metric_lines(os.path.join(cut_dir, "metrics.jsonl"))) == lines and
+          open(cut_model, "rb").read() == open(ref_model, "rb").read(),
+          "solo node: started again after its end, it exits 0 and changes nothing: %s" % r.stderr.strip()[-200:])
 
     check(total >= 50, "%d kills in all" % total)
     # The harness's point is kills inside writes. The train loop's kills land in one 17 to 25

@@ -441,6 +441,21 @@ def main():
                 "settings files do not include other files")
         refused("--config of no file", ["train", "--config", os.path.join(tmp, "none.conf"), "--check"],
                 os.path.join(tmp, "none.conf"), "No such file or directory")
+        # resume = auto, a service's: yes where the run folder holds a checkpoint, else no
+        # (tests/test_crash.py runs it); --check shows it as given; node's only.
+        with open(conf, "w") as f:
+            f.write("model = logreg\nresume = auto\n")
+        rd = os.path.join(tmp, "run")
+        r5 = run("node", *ident, "--config", conf, "--run-dir", rd, "--check")
+        check(r5[0] == 0 and json.loads(r5[1])["resume"] == "auto", "node --check shows resume = auto (%s)" % r5[2].strip())
+        r6 = run("node", *ident, "--config", conf, "--run-dir", rd, "--resume=no", "--check")
+        check(r6[0] == 0 and json.loads(r6[1])["resume"] is False, "--resume=no after the file overrides auto")
+        refused("train with resume = auto", ["train", "--config", conf, "--check"], "resume = auto",
+                "train resumes with --resume and --checkpoint FILE")
+        with open(conf, "w") as f:
+            f.write("model = logreg\nresume = maybe\n")
+        refused("resume = maybe", ["node", *ident, "--config", conf, "--run-dir", rd, "--check"], conf + ":2: --resume maybe",
+                "expected yes, no or auto")
     finally:
         for f in os.listdir(tmp):
             os.unlink(os.path.join(tmp, f))

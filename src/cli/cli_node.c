@@ -118,6 +118,14 @@ int cmd_node(int argc, char **argv)
     char ckpt[RUMOR_SETTINGS_PATH + 32];
     snprintf(ckpt, sizeof ckpt, "%s/" RUMOR_PEER_CHECKPOINT, s.run_dir);
     rumor_err_t rc;
+    /* resume = auto: where the run folder holds a checkpoint (a service restarted after a stop
+     * or a crash), else afresh (its first start). */
+    if (s.resume_auto) {
+        s.resume = s.run_dir[0] && access(ckpt, F_OK) == 0;
+        if (!s.check)
+            rumor_log(RUMOR_LOG_INFO, s.resume ? "resume = auto: continuing from %s" : "resume = auto: %s is not there, "
+                      "starting afresh", ckpt);
+    }
     rumor_settings_family(&s, RUMOR_CMD_NODE); /* before and after: the checkpoint may name the model */
     if (s.resume && s.run_dir[0] && access(ckpt, F_OK) == 0 &&
         (rc = rumor_settings_resume(&s, RUMOR_CMD_NODE, ckpt, err)) != RUMOR_OK) {

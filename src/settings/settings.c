@@ -355,7 +355,7 @@ static const rumor_setting_t table[] = {
     {"resume", NULL, RUMOR_SET_BOOL, T | N | S, RUMOR_SET_OPT_VALUE | RUMOR_SET_BY_PROC, AT(resume), 0, 0, NULL,
      set_resume_from, D(NULL), NULL, NULL,
      "continue from the checkpoint (train: --checkpoint's, or --resume FILE, which then goes on being the "
-     "checkpoint; node: the run folder's; sim: --resume DIR, a proc run's folder, with the settings it was "
+     "checkpoint; node: the run folder's, and with --resume=auto only where there is one, else it starts afresh; sim: --resume DIR, a proc run's folder, with the settings it was "
      "started with, less its events)"},
     {"eval", NULL, RUMOR_SET_BOOL, T, 0, AT(eval), 0, 0, NULL, NULL, D("yes"), NULL, NULL,
      "skip the test accuracy after each epoch"},
@@ -528,7 +528,14 @@ static rumor_err_t set_row(rumor_settings_t *s, const rumor_setting_t *r, const 
     char range[64]; /* written only for an error message */
     switch (r->type) {
     case RUMOR_SET_LIST: return r->set(s, v, err);
-    case RUMOR_SET_BOOL: return parse_bool(r->name, v, (bool *)p, err);
+    case RUMOR_SET_BOOL:
+        if (p == (char *)&s->resume) { /* node: resume = auto (a service restarts it either way) */
+            s->resume_auto = strcmp(v, "auto") == 0;
+            if (s->resume_auto) return *(bool *)p = false, RUMOR_OK;
+            const rumor_err_t rc = parse_bool(r->name, v, (bool *)p, err);
+            return rc == RUMOR_OK ? rc : rumor_fail(err, rc, "--resume %s: expected yes, no or auto", v);
+        }
+        return parse_bool(r->name, v, (bool *)p, err);
     case RUMOR_SET_STR: {
         if (!*v) { /* off, where a setting has no default anywhere (--dp=); else a mistake */
             if (r->def[0] || r->def[1] || r->def[2]) return rumor_fail(err, RUMOR_EINVAL, "--%s: empty value", r->name);
@@ -884,7 +891,9 @@ void rumor_settings_format(const rumor_settings_t *s, const rumor_setting_t *r, 
     case RUMOR_SET_FLOAT: snprintf(buf, cap, "%.9g", (double)*(const float *)p); break;
     case RUMOR_SET_DOUBLE: snprintf(buf, cap, "%.9g", *(const double *)p); break;
     case RUMOR_SET_STR: snprintf(buf, cap, "%s", p); break;
-    case RUMOR_SET_BOOL: snprintf(buf, cap, "%s", *(const bool *)p ? "yes" : "no"); break;
+    case RUMOR_SET_BOOL:
+        snprintf(buf, cap, "%s", p == (const char *)&s->resume && s->resume_auto ? "auto" : *(const bool *)p ? "yes" : "no");
+        break;
     case RUMOR_SET_LIST: snprintf(buf, cap, "%s", ""); break;
     }
 }
@@ -1070,7 +1079,7 @@ void rumor_settings_json(const rumor_settings_t *c, rumor_cmd_t cmd, char *buf, 
         first = false;
         char v[RUMOR_SETTINGS_PATH];
         rumor_settings_format(c, r, v, sizeof v);
-        if (r->type == RUMOR_SET_STR) json_str(buf, cap, &len, v);
+        if (r->type == RUMOR_SET_STR || strcmp(v, "auto") == 0) json_str(buf, cap, &len, v); /* (resume = auto) */
         else if (r->type == RUMOR_SET_BOOL) json_add(buf, cap, &len, "%s", strcmp(v, "yes") == 0 ? "true" : "false");
         else json_add(buf, cap, &len, "%s", v);
     }

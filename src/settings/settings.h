@@ -126,6 +126,7 @@ typedef struct rumor_settings {
     char replay[RUMOR_SETTINGS_PATH]; /* sim, virtual: a proc run's folder whose traces it replays */
     char exec[RUMOR_SETTINGS_PATH * 2]; /* sim, proc: each peer's command instead of rumor node */
     bool resume;            /* node: continue from the run folder's checkpoint; train: from --checkpoint */
+    bool resume_auto;       /* node: resume = auto, resume where the run folder has a checkpoint */
     double linger;          /* s */
     bool late_join;
     int checkpoint_every;   /* rounds */

@@ -153,6 +153,9 @@ static rumor_err_t check_train(const rumor_settings_t *s, char err[RUMOR_ERR_LEN
 rumor_err_t rumor_settings_check(const rumor_settings_t *s, rumor_cmd_t cmd, char err[RUMOR_ERR_LEN])
 {
     rumor_err_t rc;
+    if (s->resume_auto && cmd != RUMOR_CMD_NODE)
+        return rumor_fail(err, RUMOR_EINVAL, "resume = auto is rumor node's (a service's): %s", cmd == RUMOR_CMD_TRAIN
+                          ? "train resumes with --resume and --checkpoint FILE" : "sim resumes with --resume DIR");
     if (cmd != RUMOR_CMD_SIM) { /* a shard: all three or none */
         const bool p = rumor_settings_given(s, "partition"), r = rumor_settings_given(s, "rank"),
                    o = rumor_settings_given(s, "of");
