@@ -320,12 +320,12 @@ static void test_known_answers(void)
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 10) == RUMOR_GOSSIP_WAIT);
     CHECK(memcmp(keep, s.x[0], sizeof keep) == 0);
     CHECK(rumor_gossip_deadline(s.g[0]) == 500); /* started at 0, round timeout 500 */
-    /* Neighbours far ahead. One member's word moves a peer at most RUMOR_GOSSIP_ALONE_AHEAD
-     * rounds: peer 1's round 1000 is dropped, and this peer keeps waiting (for peer 2's round 0).
+    /* Neighbours far ahead. One member's word never moves a peer: peer 1's round 30 (beyond
+     * the window) is dropped, and this peer keeps waiting (for peer 2's round 0).
      * A second member beyond the window vouches: peer 2's round 5, the lowest, is parked in the
      * free slot, the next ahead round has no slot left (dropped, counted), and this peer stops
      * waiting: it will jump to round 5. */
-    rumor_gossip_chunk_t ah = {.round = 1000, .layout = 0x1234, .w = 0.3, .chunk = 0, .chunks = 3, .off = 0, .n = 4};
+    rumor_gossip_chunk_t ah = {.round = 30, .layout = 0x1234, .w = 0.3, .chunk = 0, .chunks = 3, .off = 0, .n = 4};
     CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[1], &ah, s.x[1], 16, 11));
     CHECK(rumor_gossip_step(s.g[0], s.x[0], 11) == RUMOR_GOSSIP_WAIT);
     ah.round = 5;
@@ -541,7 +541,7 @@ static void test_round_cap(void)
 
 /* The halves of a healed partition, 500 rounds apart: a peer of the half behind hears one
  * member of the other half a round, a different one each time. The first claim alone moves it
- * nowhere (500 is beyond RUMOR_GOSSIP_ALONE_AHEAD), nor does the same member's again; the
+ * nowhere (one member's word never does), nor does the same member's again; the
  * claim is kept, and a second member's, rounds later, vouches for it: the peer skips to the
  * lower of the two. */
 static void test_ahead_across_rounds(void)
@@ -564,6 +564,47 @@ static void test_ahead_across_rounds(void)
                   (unsigned long long)rumor_gossip_round(s.g[0]), (unsigned long long)want[k]);
         while (rumor_gossip_next_send(s.g[0], &m)) rumor_gossip_release(s.g[0], &m, true);
         now += 600;
+    }
+    swarm_fini(&s);
+}
+
+/* The deadline learns from models that come rounds late, and doubles while rounds hear no
+ * one: a peer whose deadline cut its slower neighbours' models would otherwise run on ahead of
+ * them alone (their models then come rounds late, and a late model of any of the last
+ * LATE_ROUNDS rounds is one it learns from), and no one's word may move their rounds to it.
+ * Peer 0 of two, a round every 100 ms of its own work, peer 1's model 10 ms into each round:
+ * its deadline is twice its own work, 180 ms, and the minimum wait, 100 ms. Rounds that hear no
+ * one: 360, then 720 ms (and the 100); a model of round 7 that comes in round 9, 400 ms after
+ * round 7 began, teaches it to wait 1.5 times that (600 ms and the 100) once peer 1 is heard
+ * again, where the doubling stops. */
+static void test_deadline_learns(void)
+{
+    swarm_t s;
+    swarm_init(&s, 2, "complete", "dpsgd", 8, 8, 1, 10000);
+    uint64_t t = 0, began[16];
+    rumor_gossip_send_t m;
+    const rumor_gossip_chunk_t h0 = {.layout = 0x1234, .w = 0.5, .chunk = 0, .chunks = 1, .off = 0, .n = 8};
+    for (int r = 0; r < 14; r++) {
+        CHECK(rumor_gossip_step(s.g[0], s.x[0], t) == RUMOR_GOSSIP_WAIT);
+        began[r] = t;
+        while (rumor_gossip_next_send(s.g[0], &m)) rumor_gossip_release(s.g[0], &m, true);
+        const uint64_t wait = rumor_gossip_deadline(s.g[0]) - t;
+        if (r == 6) CHECK_MSG(wait == 280, "in step: %llu", (unsigned long long)wait);
+        if (r == 7) CHECK_MSG(wait == 460, "one round heard no one: %llu", (unsigned long long)wait);
+        if (r == 8) CHECK_MSG(wait == 820, "two: %llu", (unsigned long long)wait);
+        if (r == 12 || r == 13) CHECK_MSG(wait == 700, "round %d, heard again after a model two rounds late, 400 ms: "
+                                          "%llu", r, (unsigned long long)wait);
+        rumor_gossip_chunk_t h = h0;
+        h.round = (uint64_t)r;
+        if (r == 9) { /* round 7's model, late */
+            h.round = 7;
+            CHECK(!rumor_gossip_on_chunk(s.g[0], s.key[1], &h, s.x[1], 32, began[7] + 400));
+        }
+        const bool heard = r < 6 || r > 10;
+        if (heard) CHECK(rumor_gossip_on_chunk(s.g[0], s.key[1], &h, s.x[1], 32, t + 10));
+        t = heard ? t + 10 : rumor_gossip_deadline(s.g[0]);
+        CHECK(rumor_gossip_step(s.g[0], s.x[0], t) == RUMOR_GOSSIP_DONE);
+        t += 90;
     }
     swarm_fini(&s);
 }
@@ -1861,6 +1902,7 @@ int main(void)
     test_sender_cap();
     test_nonfinite_positions();
     test_one_round_ahead();
+    test_deadline_learns();
     test_round_cap();
     test_ahead_across_rounds();
     test_adopt_in_flight();

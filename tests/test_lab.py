@@ -589,8 +589,8 @@ def partition(swarm, slowdown=1, together=2, merged_rounds=MERGED_ROUNDS):
     the failure-detection bound, they merge again, and consensus distance returns below its
     value before the partition. slowdown: compute that many times slower (--slowdown), so the
     30 s cover fewer rounds; half b's twice that, so the halves meet hundreds of rounds apart,
-    far beyond what one member's word moves a peer (RUMOR_GOSSIP_ALONE_AHEAD, 64): half b's
-    peers skip forward once two members of half a vouch for a round. together: seconds of
+    and one member's word moves no peer: half b's peers skip forward once two members of half a
+    vouch for a round. together: seconds of
     training before the cut."""
     n, period, suspect = 8, 500, 2000
     extra = partition_args(n, period, suspect)
@@ -727,9 +727,9 @@ def partition(swarm, slowdown=1, together=2, merged_rounds=MERGED_ROUNDS):
           "the halves merge within the dial back-off (32 periods) plus two suspicion periods, %.0f s (%s s)" %
           (merge_bound, None if merged is None else round(merged, 1)))
     # The halves met far apart in rounds (half b computes twice as slowly): they end in step, so
-    # that each round's models come from both halves: within RUMOR_GOSSIP_ALONE_AHEAD (64) rounds,
-    # as far as one neighbour's word moves a peer (peers in lockstep along the graph end some
-    # rounds apart, 8 to 18 here; the halves 1,700).
+    # that each round's models come from both halves: within 64 rounds (a window of the engine's
+    # is 4; peers in lockstep along the graph end some rounds apart, 8 to 18 here; the halves met
+    # 1,700 apart).
     check(None not in ends and max(ends) - min(ends) <= 64, "the halves fall into step: final rounds %s (at the "
           "merge %s)" % (ends, at_heal))
     # The merged swarm mixes across the old cut: at the end the two halves' models are no

@@ -359,13 +359,15 @@ def main():
     check(same, "--faults 7 replays exactly: the same summary and metrics twice")
 
     # 4c. A Byzantine peer (virtual mode, 16 peers), the attacker matrix: one peer sends -10 or
-    #     12 times its model, FLT_MAX, or its model said to be of round 10^9, every round; on
-    #     default settings (robust auto: guard) no honest peer stops and the swarm ends within a
-    #     point of the attack-free run, and so with --robust clip. Plain D-PSGD (--robust none)
+    #     12 times its model, FLT_MAX, or its model said to be of round 10^9, or 30 rounds past
+    #     its own, every round; on default settings (robust auto: guard) no honest peer stops
+    #     and the swarm ends within a point of the attack-free run, and so with --robust clip.
+    #     One member's word moves no peer's round: under ahead:30 every honest peer's learning
+    #     rate, which follows the engine's round, is the attack-free run's at every round. Plain D-PSGD (--robust none)
     #     is dragged away by -10 times; -1000 times is out of all proportion to the receivers'
     #     own models: even plain D-PSGD drops it (counted "implausible").
     acc = {}
-    attacked = ("scale:-10", "scale:12", "max", "round:1000000000")
+    attacked = ("scale:-10", "scale:12", "max", "round:1000000000", "ahead:30")
     for name, extra in (("free", ()), ("plain", ("--robust", "none")),
                         ("attack", ("--byzantine", "3", "--attack", "scale:-10", "--robust", "none")),
                         *((a, ("--byzantine", "3", "--attack", a)) for a in attacked),
@@ -391,6 +393,10 @@ def main():
               "on default settings every attack ends within a point of the attack-free run (%.3f): %s"
               % (acc["free"], ", ".join("%s %.3f" % (a, acc[a]) for a in attacked)))
         check(acc["clip"] > acc["free"] - 0.01, "and with --robust clip (scale:12: %.3f)" % acc["clip"])
+        lrs = {name: [[(l["round"], l["lr"]) for l in metrics(os.path.join(tmp, "byz-" + name), i) if "lr" in l]
+                      for i in range(16) if i != 3] for name in ("free", "ahead:30")}
+        check(lrs["free"] == lrs["ahead:30"] and len(lrs["free"][0]) == 40,
+              "one member 30 rounds ahead moves no honest peer's round: every learning rate as without it")
         check(acc["huge"] > acc["free"] - 0.05, "plain D-PSGD drops a -1000x model: %.3f against %.3f without attack"
               % (acc["huge"], acc["free"]))
         run = os.path.join(tmp, "byz-huge")

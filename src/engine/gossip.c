@@ -13,6 +13,16 @@ void gsp_note_delay(rumor_gossip_t *g, double ms)
     if (g->hist_count < RUMOR_GOSSIP_HISTORY) g->hist_count++;
 }
 
+/* Late by more than a round: a peer whose deadline cut its neighbours' models runs ahead of
+ * them, and their models then come rounds late; counted from the start of their round, they
+ * teach its deadline to wait for them, and the peer stays in step. */
+void gsp_note_late(rumor_gossip_t *g, uint64_t r, uint64_t now)
+{
+    const size_t k = (size_t)(r % LATE_ROUNDS);
+    if (g->began_round[k] == r && g->began_at[k] && now > g->began_at[k])
+        gsp_note_delay(g, (double)(now - g->began_at[k]));
+}
+
 /* The wait: the larger of median + k MAD and 1.5 times the 90th percentile of recent
  * arrival delays, plus min_wait. The percentile matters when delays are bimodal (neighbours
  * in step arrive at once, one a round behind arrives a round later): the median and MAD see
@@ -38,6 +48,10 @@ static uint64_t adaptive_wait(const rumor_gossip_t *g)
         const double own = 2.0 * rumor_median(r, g->rounds_count);
         if (own > wait) wait = own;
     }
+    /* Rounds in a row that heard no one: the deadline may be what cuts them (a peer that ran
+     * ahead of slower neighbours drops their models as stale, and their lateness no longer
+     * reaches its history): twice as long a wait for each such round. */
+    for (int q = 0; q < g->quiet && q < 16 && wait < (double)g->cfg.round_timeout_ms; q++) wait *= 2.0;
     wait += (double)g->cfg.min_wait_ms;
     if (wait > (double)g->cfg.round_timeout_ms) wait = (double)g->cfg.round_timeout_ms;
     return (uint64_t)wait;
@@ -400,6 +414,7 @@ static void begin_round(rumor_gossip_t *g, const float *x, int sb, uint64_t now)
     /* The round's clock started when its gossip point began to wait, for a snapshot buffer the
      * wire held (rumor_gossip_snap_wanted) if it had to: that wait is the round's too. */
     s->started = g->snap_wanted && g->snap_wanted < now ? g->snap_wanted : now;
+    g->began_at[g->round % LATE_ROUNDS] = s->started, g->began_round[g->round % LATE_ROUNDS] = g->round;
     g->snap_wanted = 0;
     g->inflight = true;
     g->wait_ms = adaptive_wait(g);
@@ -553,7 +568,6 @@ static void finish_round(rumor_gossip_t *g, float *x)
     g->st.last_peers = peers;
     g->st.last_missing = missing;
     g->st.missing_total += (uint64_t)missing;
-    g->prev_started = s->started;
     s->live = s->self_added = false;
     s->n_senders = s->n_expected = 0;
     s->started = 0;

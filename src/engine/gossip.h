@@ -225,7 +225,6 @@
 #define RUMOR_GOSSIP_PLAUSIBLE_FLOOR 0.1   /* ... plus this (a range of ours near zero) */
 #define RUMOR_GOSSIP_SGP_WEIGHT_SLACK 16.0 /* sgp: a weight may be 2 x members known + this */
 #define RUMOR_GOSSIP_SGP_AHEAD 1024        /* sgp: rounds further ahead of ours are dropped */
-#define RUMOR_GOSSIP_ALONE_AHEAD 64        /* dpsgd, diloco: how far one member's word skips a peer ahead */
 #define RUMOR_GOSSIP_ROUND_MAX (UINT64_C(1) << 62) /* rounds beyond are dropped: none ever wraps */
 #define RUMOR_GOSSIP_SENDER_ROUNDS 4       /* sgp: records one sender holds in a round's slot */
 

@@ -383,8 +383,7 @@ static bool choco_chunk(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], co
     /* The round's bookkeeping: who delivered what, and how late. */
     slot_t *s = NULL;
     if (c->round < g->round) {
-        if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
-            gsp_note_delay(g, (double)(now - g->prev_started));
+        if (c->chunk + 1 == c->chunks) gsp_note_late(g, c->round, now);
     } else if (c->round >= g->round + SLOTS) {
         if (c->round <= RUMOR_GOSSIP_ROUND_MAX) gsp_note_ahead(g, peer, c->round);
     } else {

@@ -29,6 +29,7 @@
 #define STRIKES_BAN 3           /* robust: strikes that ban a sender ... */
 #define BAN_ROUNDS 50           /* ... for this many rounds */
 #define STRIKE_TABLE 64         /* robust: senders with strikes remembered */
+#define LATE_ROUNDS 8           /* rounds back a late model still teaches the deadline how late */
 #define KF_EVERY 4              /* choco: rounds between two keyframes a neighbour asks for */
 #define PLAUSIBLE_RMS RUMOR_GOSSIP_PLAUSIBLE_RMS
 #define PLAUSIBLE_FLOOR RUMOR_GOSSIP_PLAUSIBLE_FLOOR
@@ -219,8 +220,9 @@ struct rumor_gossip {
     uint64_t wait_ms;          /* the current round's allowed wait */
     uint64_t snap_wanted;      /* since when a gossip point waits for the wire to give back the
                                   buffer of the next snapshot (0: it does not) */
-    uint64_t prev_started;     /* when the last finished round started */
-    int quiet;                 /* sgp: rounds finished in a row with nothing received */
+    uint64_t began_at[LATE_ROUNDS], began_round[LATE_ROUNDS]; /* when recent rounds started (round % LATE_ROUNDS) */
+    int quiet;                 /* rounds finished in a row with nothing received (sgp's staleness,
+                                  the others' deadline: adaptive_wait) */
     /* robust mixing */
     double *tau;               /* clipping radius per chunk; before a round finished 0 (clip), -1 (guard) */
     double *moved;             /* per chunk, how far the latest snapshot lies from the one before */
@@ -329,6 +331,8 @@ static inline void acc_add(float *restrict acc, const void *v, const float *rest
 
 /* gossip.c: the round loop */
 void gsp_note_delay(rumor_gossip_t *g, double ms);
+/* A message's last chunk of round r, before ours, came at now: how late, for the deadline. */
+void gsp_note_late(rumor_gossip_t *g, uint64_t r, uint64_t now);
 /* A chunk of round r, beyond the window, from peer: g->ahead becomes the lowest such round once
  * two senders are beyond the window (or the view holds one member only); gsp_clear_ahead. */
 void gsp_note_ahead(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], uint64_t r);

@@ -34,14 +34,14 @@ bool gsp_all_finite(const uint8_t *p, size_t n)
     return bad == 0;
 }
 
-/* Neighbours further on than the window make a peer skip ahead (it fell behind), but one
- * member's word moves its round only so far: a member that claims round 10^9 would otherwise
- * take the peer there, and the peer's models would take its neighbours after it. The skip goes
- * to the lowest round seen beyond the window once two senders are beyond it (both are at least
- * there), in one round or, the lone claim kept, in rounds after it (step), or from the one other member of a swarm of two (nobody else could say otherwise), or
- * when that round is at most RUMOR_GOSSIP_ALONE_AHEAD past ours (a peer alone ahead of laggards,
- * after a partition or a slow start: without it they stay a window behind, waiting out a
- * deadline every round). */
+/* Neighbours further on than the window make a peer skip ahead (it fell behind), but never on
+ * one member's word: a member that claims round 10^9 would otherwise take the peer there, and
+ * the peer's models would take its neighbours after it. The skip goes to the lowest round seen
+ * beyond the window once two senders are beyond it (both are at least there), in one round or,
+ * the lone claim kept, in rounds after it (step), or from the one other member of a swarm of
+ * two (nobody else could say otherwise). A peer alone ahead of laggards is not what it fixes:
+ * such a peer hears their models rounds late, and its deadline learns to wait for them
+ * (gsp_note_late, adaptive_wait), so that it never runs away from them. */
 void gsp_note_ahead(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], uint64_t r)
 {
     const bool same = g->ahead_low && memcmp(peer, g->ahead_from, RUMOR_KEY_LEN) == 0;
@@ -50,9 +50,7 @@ void gsp_note_ahead(rumor_gossip_t *g, const uint8_t peer[RUMOR_KEY_LEN], uint64
         g->ahead_low = r;
         memcpy(g->ahead_from, peer, RUMOR_KEY_LEN);
     }
-    g->ahead = g->ahead_two || g->view_count == 1 || g->ahead_low <= g->round + RUMOR_GOSSIP_ALONE_AHEAD
-                   ? g->ahead_low
-                   : 0;
+    g->ahead = g->ahead_two || g->view_count == 1 ? g->ahead_low : 0;
 }
 
 void gsp_clear_ahead(rumor_gossip_t *g)
@@ -68,8 +66,7 @@ static slot_t *round_slot(rumor_gossip_t *g, const uint8_t *peer, const rumor_go
                           rumor_gossip_drop_t *why)
 {
     if (c->round < g->round) {
-        if (c->round + 1 == g->round && c->chunk + 1 == c->chunks && now > g->prev_started)
-            gsp_note_delay(g, (double)(now - g->prev_started)); /* how late: the deadline learns */
+        if (c->chunk + 1 == c->chunks) gsp_note_late(g, c->round, now); /* how late: the deadline learns */
         *why = RUMOR_GOSSIP_DROP_STALE;
         return NULL;
     }
