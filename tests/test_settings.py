@@ -13,12 +13,15 @@ import concurrent.futures
 import json
 import math
 import os
+import re
+import shutil
 import struct
 import subprocess
 import sys
 import tempfile
 
 RUMOR = os.path.abspath(sys.argv[1])
+MAN = sys.argv[2] if len(sys.argv) > 2 else None  # the build's man/: the pages and example.conf
 FAILS = []
 CHECKS = 0
 
@@ -311,6 +314,46 @@ def expect_accepted(what, result, cmd, name, t, v, at_end):
           % (what, rc, got, err[:300]))
 
 
+def manual_agrees(table_text, ident, tmp):
+    """The manual and example.conf are the table's: man/settings.json is what rumor prints, the
+    pages render without a warning and show every option --help does, and example.conf's lines,
+    every one uncommented, set each node setting to its default."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "man", "settings.json")) as f:
+        snapshot = f.read()
+    check(snapshot.strip() == table_text.strip(), "man/settings.json is the table rumor prints (after a change to "
+          "the table: man/gen.py --update build/src/rumor)")
+    if not MAN:
+        return
+    check(shutil.which("man") is not None, "man is there to render the pages (tools/setup --test installs man-db)")
+    if not shutil.which("man"):
+        return
+    for cmd in ("node", "train", "sim", None):
+        page = os.path.join(MAN, "rumor-%s.1" % cmd if cmd else "rumor.1")
+        p = subprocess.run(["man", "--warnings", "-l", page], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, MANWIDTH="100", LC_ALL="C.UTF-8", MANPAGER="cat", PAGER="cat"))
+        text = p.stdout.replace("\u2010\n", "").replace("\u2010", "-")
+        check(p.returncode == 0 and not p.stderr.strip() and "NAME" in text,
+              "%s renders without a warning (%s)" % (os.path.basename(page), p.stderr.strip()[:200]))
+        if cmd:
+            flags = [l.split()[0] for l in run(cmd, "--help")[1].splitlines() if l.startswith("  --")]
+            missing = [fl for fl in flags if fl not in text]
+            check(len(flags) > 20 and not missing, "rumor-%s(1) shows every option --help does (missing %s)"
+                  % (cmd, missing))
+    conf = os.path.join(MAN, "example.conf")
+    base = run("node", *ident, "--check")
+    with open(conf) as f:
+        lines = [l[2:] for l in f if re.match(r"# [a-z-]+ = \S", l) and "(one a line)" not in l]
+    full = os.path.join(tmp, "example-full.conf")
+    with open(full, "w") as f:
+        f.write("".join(lines))
+    r1, r2 = run("node", *ident, "--config", conf, "--check"), run("node", *ident, "--config", full, "--check")
+    j0, j1, j2 = (json.loads(r[1]) if r[0] == 0 else {"rc": r[2]} for r in (base, r1, r2))
+    for j in (j0, j1, j2):
+        j.pop("config", None)
+    check(len(lines) > 25 and j0 == j1 == j2, "example.conf, commented or every line uncommented (%d), sets the "
+          "defaults: %s" % (len(lines), {k: (j0.get(k), j2.get(k)) for k in set(j0) | set(j2) if j0.get(k) != j2.get(k)}))
+
+
 def main():
     rc, out, _ = run("settings", "--json")
     check(rc == 0, "rumor settings --json runs")
@@ -334,6 +377,7 @@ def main():
     # What a node's --check needs besides (--run-dir: a training node's).
     ident = ["--key", "k", "--cert", "c", "--swarm", "s", "--listen", "tcp://127.0.0.1:0", "--run-dir", tmp]
     try:
+        manual_agrees(out, ident, tmp)
         jobs = []  # ("refused", what, args, name, reason) or ("accepted", what, args, cmd, name, type, value, at_end)
         for row in table:
             name = row["name"]

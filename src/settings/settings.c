@@ -1131,6 +1131,7 @@ void rumor_settings_table_json(FILE *f)
                      r->type == RUMOR_SET_U64 ? 1.8e19 : r->hi, r->flags & RUMOR_SET_OPEN_LO ? "true" : "false",
                      r->flags & RUMOR_SET_OPEN_HI ? "true" : "false");
         if (r->flags & RUMOR_SET_OPT_VALUE) json_add(buf, sizeof buf, &len, ",\"train_value\":\"FILE\"");
+        if (r->meta) json_add(buf, sizeof buf, &len, ",\"meta\":\"%s\"", r->meta);
         json_add(buf, sizeof buf, &len, ",\"checked\":%s,\"defaults\":{",
                  number || r->check || r->type == RUMOR_SET_BOOL || r->set ? "true" : "false");
         first = true;
