@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 int rumor_log_level = RUMOR_LOG_INFO;
@@ -70,6 +71,25 @@ void rumor_set_log(rumor_log_fn sink, void *arg, rumor_log_level_t level)
     rumor_log_level = (int)level;
 }
 
+static bool journal; /* stderr is the journal's stream */
+static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
+
+static void journal_check(void)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    journal = js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(2, &st) == 0 &&
+              (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+const char *rumor_log_priority(rumor_log_level_t level)
+{
+    static const char *const prio[] = {"<3>", "<4>", "<6>", "<7>"};
+    pthread_once(&journal_once, journal_check);
+    return journal && (unsigned)level < 4 ? prio[level] : "";
+}
+
 void rumor_log_write(rumor_log_level_t level, const char *fmt, ...)
 {
     static const char *names[] = {"error", "warn", "info", "debug"};
@@ -84,10 +104,11 @@ void rumor_log_write(rumor_log_level_t level, const char *fmt, ...)
     pthread_mutex_unlock(&log_mu);
     if (sink) return;
     const char *id = thread_log_id[0] ? thread_log_id : log_id;
+    const char *prio = rumor_log_priority(level);
     if (id[0])
-        fprintf(stderr, "rumor[%s] %s: %s\n", id, names[level], line);
+        fprintf(stderr, "%srumor[%s] %s: %s\n", prio, id, names[level], line);
     else
-        fprintf(stderr, "rumor %s: %s\n", names[level], line);
+        fprintf(stderr, "%srumor %s: %s\n", prio, names[level], line);
 }
 
 double rumor_now(void)

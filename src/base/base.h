@@ -60,6 +60,10 @@ void rumor_log_write(rumor_log_level_t level, const char *fmt, ...) RUMOR_PRINTF
 /* Short id printed at the start of every line (a node's key prefix); NULL for none: the
  * process's, and this thread's (which wins where several nodes run in one process). */
 void rumor_log_set_id(const char *id);
+/* "<3>", "<4>", "<6>" or "<7>" for an error, warning, information or debugging line where stderr
+ * is the journal's stream (a systemd service: JOURNAL_STREAM names it), which journald takes as
+ * the line's priority and strips (sd-daemon(3)); "" elsewhere. */
+const char *rumor_log_priority(rumor_log_level_t level);
 
 /* Whether a caller's request flag (a stop a signal handler set) is raised; NULL: never. Only
  * the command line keeps such flags: library code is handed a pointer to them. */

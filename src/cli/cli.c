@@ -20,7 +20,7 @@ void cli_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("rumor: error: ", stderr);
+    fprintf(stderr, "%srumor: error: ", rumor_log_priority(RUMOR_LOG_ERROR));
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
