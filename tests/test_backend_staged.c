@@ -72,7 +72,7 @@ static void train_both(const char *model, rumor_opt_kind_t opt, int batch, const
  * the backend too (tagged pointers: any host access to backend memory would crash). */
 static void node_both(bool dp)
 {
-    char err[RUMOR_ERR_LEN] = "", swarm[128], key[128], cert[128], run[2][128], model[2][160];
+    char err[RUMOR_ERR_LEN] = "", swarm[128], key[128], cert[128], run[2][128], model[2][320];
     rumor_authority_t *auth = rumor_authority_generate(err);
     rumor_secret_key_t *k = rumor_secret_key_generate(err);
     uint8_t c[RUMOR_CERT_MAX_LEN];

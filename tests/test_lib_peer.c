@@ -463,7 +463,7 @@ static void layouts_differ(void)
     pthread_t th[2];
     for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, start_msg_one, (void *)(intptr_t)i);
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-    char line[700];
+    char line[1200];
     for (int i = 0; i < 2; i++) {
         char want[80];
         snprintf(want, sizeof want, "tensor 1 'b' is [%d] there and [%d] here", i ? 10 : 20, i ? 20 : 10);
