@@ -301,11 +301,7 @@ def main():
     # end), as the systemd unit's `rumor node --config FILE --run-dir DIR`.
     conf = os.path.join(tmp, "solo.conf")
     with open(conf, "w") as f:
-        flags = solo[1:]
-        i = 0
-        while i < len(flags):
-            f.write("%s = %s\n" % (flags[i][2:], flags[i + 1]))
-            i += 2
+        f.writelines("%s = %s\n" % (flag[2:], value) for flag, value in zip(solo[1::2], solo[2::2]))
         f.write("resume = auto\n")
     args = ["node", "--config", conf, "--run-dir", cut_dir]
     sck = os.path.join(cut_dir, "checkpoint.safetensors")

@@ -2,8 +2,9 @@
 
 - rumor-node@.service (as the build configured it) passes `systemd-analyze verify`, with its
   ExecStart pointed at the built rumor, and its exposure under `systemd-analyze security
-  --offline=true` is at most 2.5 (docs/benchmarks.md records the figure); it runs the node
-  with the settings file and the run folder systemd makes, as test_crash's solo node runs.
+  --offline=true` is at most 2.5 (docs/guide/service.md records the figure); it runs the node
+  with the settings file and the run folder systemd makes, the command line test_crash's solo
+  node runs with.
 - Where stderr is the journal's stream (JOURNAL_STREAM names its device and inode), every log
   line and a command's error line start with their priority, "<4>" for a warning and "<3>" for
   an error (journald takes it and strips it); elsewhere lines are as they always were.
