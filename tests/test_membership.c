@@ -1225,6 +1225,82 @@ static void test_certs_and_dial_budget(void)
     rumor_memb_destroy(&m);
 }
 
+/* A view of a thousand members (a simulator's peer holds the whole swarm): each keeps its
+ * address at its own length, exactly (the longest, 255 bytes, too; a longer one is refused),
+ * and nothing of credentials (none came); a member's own hello moves its address, once a
+ * period; members that leave take theirs with them. */
+static void test_view_addresses(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_memb_config_t cfg = rumor_memb_defaults();
+    cfg.view_size = 1000;
+    uint8_t me[RUMOR_KEY_LEN], k[RUMOR_KEY_LEN];
+    key_of(1, me);
+    rumor_memb_t *m = rumor_memb_new(&cfg, me, "tcp://127.0.0.1:7001", 10, err);
+    static char addr[1000][RUMOR_MEMB_ADDR_LEN];
+    char longest[RUMOR_MEMB_ADDR_LEN + 1];
+    memset(longest, 'a', sizeof longest - 1);
+    longest[sizeof longest - 1] = '\0';
+    memcpy(longest, "tcp://", 6);
+    for (int i = 0; i < 1000; i++) {
+        key_of(2 + i, k);
+        if (i == 7) {
+            rumor_memb_add(m, k, longest, 5, 0); /* 256 bytes: refused */
+            snprintf(addr[i], sizeof addr[i], "%s", longest); /* (255) */
+        } else {
+            snprintf(addr[i], sizeof addr[i], "tcp://10.%d.%d.%d:%d", i % 7, i / 7, i % 250, 7000 + i * 13);
+        }
+        CHECK(rumor_memb_view_count(m) == i);
+        rumor_memb_add(m, k, addr[i], 5, 0);
+    }
+    CHECK(rumor_memb_view_count(m) == 1000);
+    int same = 0, certs = 0;
+    for (int v = 0; v < rumor_memb_view_count(m); v++) {
+        const rumor_memb_member_t *e = rumor_memb_view_at(m, v);
+        const int i = index_of(e->key) - 2;
+        same += i >= 0 && i < 1000 && strcmp(e->addr, addr[i]) == 0;
+        size_t len;
+        (void)rumor_memb_view_cert(m, v, &len);
+        certs += len != 0;
+    }
+    CHECK_MSG(same == 1000 && certs == 0, "%d addresses as given, %d certificates", same, certs);
+    CHECK(strlen(addr[7]) == RUMOR_MEMB_ADDR_LEN - 1);
+
+    /* Member 12's own hello, a period on, from a new address. */
+    static rumor_memb_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.kind = RUMOR_MEMB_HELLO;
+    msg.inc = 6;
+    msg.boot = 77;
+    snprintf(msg.addr, sizeof msg.addr, "tcp://192.0.2.12:%d", 40000);
+    key_of(2 + 12, k);
+    rumor_memb_recv(m, k, msg.addr, &msg, cfg.period_ms + 1);
+    const rumor_memb_member_t *moved = NULL;
+    for (int v = 0; v < rumor_memb_view_count(m); v++)
+        if (index_of(rumor_memb_view_at(m, v)->key) == 14) moved = rumor_memb_view_at(m, v);
+    CHECK(moved && strcmp(moved->addr, "tcp://192.0.2.12:40000") == 0 && moved->inc == 6);
+
+    /* Ten leave (bye): out of the view, the rest as they were. */
+    for (int i = 100; i < 110; i++) {
+        memset(&msg, 0, sizeof msg);
+        msg.kind = RUMOR_MEMB_BYE;
+        key_of(2 + i, k);
+        rumor_memb_recv(m, k, addr[i], &msg, cfg.period_ms + 2);
+    }
+    same = 0;
+    for (int v = 0; v < rumor_memb_view_count(m); v++) {
+        const rumor_memb_member_t *e = rumor_memb_view_at(m, v);
+        const int i = index_of(e->key) - 2;
+        same += strcmp(e->addr, i == 12 ? "tcp://192.0.2.12:40000" : addr[i]) == 0 && (i < 100 || i >= 110);
+    }
+    CHECK_MSG(rumor_memb_view_count(m) == 990 && same == 990, "%d members, %d as they were",
+              rumor_memb_view_count(m), same);
+    rumor_memb_action_t a;
+    while (rumor_memb_next_action(m, &a)) {
+    }
+    rumor_memb_destroy(&m);
+}
+
 int main(void)
 {
     test_bad_input_and_refutation();
@@ -1242,5 +1318,6 @@ int main(void)
     test_leave();
     test_bounded_view();
     test_determinism();
+    test_view_addresses();
     return check_done();
 }

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+const cred_t memb_no_cred;
+
 const char *rumor_memb_state_name(rumor_memb_state_t s)
 {
     switch (s) {
@@ -71,9 +73,9 @@ void memb_disseminate(rumor_memb_t *m, const rumor_memb_update_t *u)
     rumor_memb_update_t with;
     if (u->cert_len == 0) {
         const int v = find_view(m, u->key), p = v < 0 ? find_passive(m, u->key) : -1;
-        if (v >= 0 && m->view[v].cert_len) {
+        if (v >= 0 && cred_of(&m->view[v])->cert_len) {
             with = *u;
-            set_cert(with.cert, &with.cert_len, m->view[v].cert, m->view[v].cert_len);
+            set_cert(with.cert, &with.cert_len, cred_of(&m->view[v])->cert, cred_of(&m->view[v])->cert_len);
             src = &with;
         } else if (p >= 0 && m->passive[p].cert_len) {
             with = *u;
@@ -157,9 +159,10 @@ void memb_entry_update(const entry_t *e, rumor_memb_state_t st, rumor_memb_updat
     u->state = st;
     u->boot = e->m.boot;
     u->undialable = e->m.undialable;
-    set_cert(u->cert, &u->cert_len, e->cert, e->cert_len);
-    u->proven = e->proven;
-    memcpy(u->proof, e->proof, RUMOR_MEMB_PROOF_LEN);
+    const cred_t *c = cred_of(e);
+    set_cert(u->cert, &u->cert_len, c->cert, c->cert_len);
+    u->proven = c->proven;
+    memcpy(u->proof, c->proof, RUMOR_MEMB_PROOF_LEN);
 }
 
 /* ---- the view ---- */
@@ -266,10 +269,12 @@ entry_t *memb_place(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
     }
     const int p = find_passive(m, u->key);
     if (p >= 0) memb_passive_remove(m, p);
+    char *addr = dup_addr(u->addr);
+    if (!addr) return NULL; /* (out of memory: not taken) */
     entry_t *e = &m->view[m->n_view++];
     memset(e, 0, sizeof *e);
     memcpy(e->m.key, u->key, RUMOR_KEY_LEN);
-    copy_addr(e->m.addr, u->addr);
+    e->m.addr = addr;
     e->m.inc = u->inc;
     e->m.state = u->state;
     e->m.boot = u->boot;
@@ -277,9 +282,11 @@ entry_t *memb_place(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
     e->m.last_seen_ms = now;
     e->suspect_since = now;
     e->addr_since = now;
-    set_cert(e->cert, &e->cert_len, u->cert, u->cert_len);
-    e->proven = u->proven;
-    memcpy(e->proof, u->proof, RUMOR_MEMB_PROOF_LEN);
+    if ((u->cert_len || u->proven) && cred_w(e)) {
+        set_cert(e->c->cert, &e->c->cert_len, u->cert, u->cert_len);
+        e->c->proven = u->proven;
+        memcpy(e->c->proof, u->proof, RUMOR_MEMB_PROOF_LEN);
+    }
     return e;
 }
 
@@ -298,6 +305,8 @@ void memb_drop_from_view(rumor_memb_t *m, int i, rumor_memb_state_t why, uint64_
     memb_view_event(m, RUMOR_MEMB_ACT_DOWN, &gone.m, why);
     memb_add_tomb(m, gone.m.key, gone.m.inc, why, now);
     if (m->probe.active && same_key(m->probe.target, gone.m.key)) m->probe.active = false;
+    free(gone.c);
+    free((void *)gone.m.addr);
     if (m->n_passive > 0 && m->n_view < m->cfg.view_size)
         memb_invite(m, (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive), now);
 }
@@ -379,6 +388,10 @@ void rumor_memb_destroy(rumor_memb_t **self_p)
 {
     if (!self_p || !*self_p) return;
     rumor_memb_t *m = *self_p;
+    for (int i = 0; m->view && i < m->n_view; i++) {
+        free(m->view[i].c);
+        free((void *)m->view[i].m.addr);
+    }
     free(m->view);
     free(m->passive);
     free(m->invited);
@@ -750,7 +763,7 @@ static int sample_peers(rumor_memb_t *m, const uint8_t *to, rumor_memb_update_t 
         int k = idx[i];
         if (k < m->n_view) {
             const entry_t *e = &m->view[k];
-            if (same_key(e->m.key, to) || (m->cfg.strict && (!e->cert_len || !e->proven))) continue;
+            if (same_key(e->m.key, to) || (m->cfg.strict && (!cred_of(e)->cert_len || !cred_of(e)->proven))) continue;
             memb_entry_update(e, e->m.state, &out[n++]);
         } else {
             const rumor_memb_update_t *u = &m->passive[k - m->n_view];
@@ -801,7 +814,7 @@ bool rumor_memb_next_action(rumor_memb_t *m, rumor_memb_action_t *out)
             u->inc = p->tomb_inc;
             u->state = p->tomb_state;
             const int v = find_view(m, p->key), q = v < 0 ? find_passive(m, p->key) : -1;
-            if (v >= 0) set_cert(u->cert, &u->cert_len, m->view[v].cert, m->view[v].cert_len);
+            if (v >= 0) set_cert(u->cert, &u->cert_len, cred_of(&m->view[v])->cert, cred_of(&m->view[v])->cert_len);
             if (q >= 0) set_cert(u->cert, &u->cert_len, m->passive[q].cert, m->passive[q].cert_len);
         }
         break;
@@ -848,8 +861,8 @@ const uint8_t *rumor_memb_view_cert(const rumor_memb_t *m, int i, size_t *len)
 {
     *len = 0;
     if (i < 0 || i >= m->n_view) return NULL;
-    *len = m->view[i].cert_len;
-    return m->view[i].cert;
+    *len = cred_of(&m->view[i])->cert_len;
+    return cred_of(&m->view[i])->cert;
 }
 uint32_t rumor_memb_incarnation(const rumor_memb_t *m) { return m->inc; }
 rumor_memb_stats_t rumor_memb_stats(const rumor_memb_t *m) { return m->stats; }

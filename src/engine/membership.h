@@ -260,7 +260,8 @@ uint64_t rumor_memb_next_deadline(const rumor_memb_t *self, uint64_t now_ms);
 
 typedef struct {
     uint8_t key[RUMOR_KEY_LEN];
-    char addr[RUMOR_MEMB_ADDR_LEN];
+    const char *addr;      /* at most RUMOR_MEMB_ADDR_LEN - 1 bytes; the membership's, valid
+                              until its next call (the next event may move or free it) */
     uint32_t inc;
     rumor_memb_state_t state;
     uint64_t last_seen_ms; /* last message or ack from it */

@@ -51,7 +51,7 @@ static bool apply_claim(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t 
             refuse_claim(m);
             return false;
         }
-        keep_cert(m, e->cert, &e->cert_len, u->cert, u->cert_len, false);
+        keep_entry_cert(m, e, u->cert, u->cert_len, false);
         if (!supersedes(u->inc, u->state, e->m.inc, e->m.state)) return false;
         if (u->boot && (!e->m.boot || u->inc > e->m.inc)) e->m.boot = u->boot;
         if (u->state == RUMOR_MEMB_SUSPECT && e->m.state != RUMOR_MEMB_SUSPECT) e->suspect_since = now;
@@ -187,19 +187,21 @@ static bool take_record(rumor_memb_t *m, entry_t *e, uint32_t inc, uint64_t boot
     const bool moves = strcmp(e->m.addr, addr) != 0;
     rumor_memb_update_t held;
     memb_entry_update(e, e->m.state, &held);
-    const bool restarted = own && e->proven && boot != e->m.boot && undialable == e->m.undialable && !moves;
+    const bool restarted = own && cred_of(e)->proven && boot != e->m.boot && undialable == e->m.undialable && !moves;
     if (inc < e->m.inc || (inc == e->m.inc && !restarted && !beats_record(&held, boot, undialable, addr)) ||
-        (moves && now < e->addr_since + m->cfg.period_ms))
+        (moves && now < e->addr_since + m->cfg.period_ms) || !cred_w(e))
         return false;
+    char *moved = moves ? dup_addr(addr) : NULL;
+    if (moves && !moved) return false;
     e->m.inc = inc;
     e->m.boot = boot;
     e->m.undialable = undialable;
     if (moves) {
-        copy_addr(e->m.addr, addr);
+        entry_take_addr(e, moved);
         e->addr_since = now;
     }
-    e->proven = true;
-    memcpy(e->proof, proof, RUMOR_MEMB_PROOF_LEN);
+    e->c->proven = true;
+    memcpy(e->c->proof, proof, RUMOR_MEMB_PROOF_LEN);
     return true;
 }
 
@@ -210,13 +212,13 @@ static bool take_record(rumor_memb_t *m, entry_t *e, uint32_t inc, uint64_t boot
 static bool claim_about_view(rumor_memb_t *m, const uint8_t *from, int v, const rumor_memb_update_t *u, uint64_t now)
 {
     entry_t *e = &m->view[v];
-    keep_cert(m, e->cert, &e->cert_len, u->cert, u->cert_len, false); /* (checked by the driver) */
+    keep_entry_cert(m, e, u->cert, u->cert_len, false); /* (checked by the driver) */
     if (u->inc < e->m.inc) return false; /* stale */
     const bool newer = take_record(m, e, u->inc, u->boot, u->undialable, u->addr, u->proof, false, now);
     if (u->state == RUMOR_MEMB_ALIVE) {
         if (!newer) return false;
         /* It signed a newer incarnation: alive, whatever we suspected. */
-        if (e->m.state == RUMOR_MEMB_SUSPECT && e->m.doubted) disproved(m, e->claimant, now);
+        if (e->m.state == RUMOR_MEMB_SUSPECT && e->m.doubted) disproved(m, cred_of(e)->claimant, now);
         e->m.state = RUMOR_MEMB_ALIVE;
         e->m.doubted = false;
         rumor_memb_update_t out;
@@ -241,19 +243,21 @@ static bool claim_about_view(rumor_memb_t *m, const uint8_t *from, int v, const 
         m->stats.deaths++;
         return apply_claim(m, &dead, now);
     }
+    cred_t *c = cred_w(e);
+    if (!c) return newer; /* (out of memory: the claim is not checked) */
     const bool starts = e->m.state == RUMOR_MEMB_ALIVE;
     if (starts) {
         e->m.state = RUMOR_MEMB_SUSPECT;
         e->m.doubted = true;
-        memcpy(e->claimant, from, RUMOR_KEY_LEN);
+        memcpy(c->claimant, from, RUMOR_KEY_LEN);
     }
-    if (now >= e->checked_ms + m->cfg.period_ms) {
-        e->checked_ms = now;
+    if (now >= c->checked_ms + m->cfg.period_ms) {
+        c->checked_ms = now;
         memb_send_ping(m, e->m.key, e->m.addr, m->next_seq++); /* its ack is its word */
     }
     /* Dead after suspect_ms of silence since the check that began the suspicion (a check
      * within the last period, after the member was last heard): never counted from a claim. */
-    if (starts) e->suspect_since = e->checked_ms;
+    if (starts) e->suspect_since = c->checked_ms;
     return true;
 }
 
@@ -365,7 +369,7 @@ void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t 
     int v = find_view(m, key);
     if (v >= 0) {
         entry_t *e = &m->view[v];
-        if (e->m.state == RUMOR_MEMB_SUSPECT && e->m.doubted) disproved(m, e->claimant, now);
+        if (e->m.state == RUMOR_MEMB_SUSPECT && e->m.doubted) disproved(m, cred_of(e)->claimant, now);
         e->m.doubted = false;
         const uint32_t was = e->m.inc;
         bool changed = e->m.state != RUMOR_MEMB_ALIVE;
@@ -375,8 +379,9 @@ void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t 
             if (inc > e->m.inc) e->m.inc = inc;
             /* Its own word, but at most one new address a period: each one is a dial, and a
              * member must not make us dial a stream of addresses of its choosing. */
-            if (strcmp(e->m.addr, addr) != 0 && now >= e->addr_since + m->cfg.period_ms) {
-                copy_addr(e->m.addr, addr);
+            char *moved;
+            if (strcmp(e->m.addr, addr) != 0 && now >= e->addr_since + m->cfg.period_ms && (moved = dup_addr(addr))) {
+                entry_take_addr(e, moved);
                 e->addr_since = now;
             }
             if (boot) e->m.boot = boot;
@@ -384,7 +389,7 @@ void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t 
         changed |= e->m.inc > was;
         e->m.state = RUMOR_MEMB_ALIVE;
         e->m.last_seen_ms = now;
-        keep_cert(m, e->cert, &e->cert_len, cert, cert_len, true);
+        keep_entry_cert(m, e, cert, cert_len, true);
         if (changed) {
             rumor_memb_update_t u;
             memb_entry_update(e, RUMOR_MEMB_ALIVE, &u);

@@ -6,6 +6,7 @@
 #include "membership.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_BOOTSTRAPS 16
@@ -16,16 +17,23 @@
 #define MUTED_MAX 16    /* strict: members muted at once (the longest muted gives way) */
 #define LIARS_MAX 32    /* strict: claimants counted at once (the longest since a count gives way) */
 
+/* What a view member has beyond its state, which a simulator's members (no certificates, no
+ * signed records) never have: held apart from the entry, allocated when there is something
+ * to hold, so that a view of a thousand members is a thousand small entries. */
 typedef struct {
-    rumor_memb_member_t m;
-    uint64_t suspect_since;
-    uint64_t addr_since; /* when its address last changed (on its own word) */
     uint16_t cert_len; /* its certificate, passed on with every entry about it */
     uint8_t cert[RUMOR_MEMB_CERT_MAX];
     bool proven;       /* strict: proof is its signed record at (m.inc, m.boot, m.addr) */
     uint8_t proof[RUMOR_MEMB_PROOF_LEN];
     uint8_t claimant[RUMOR_KEY_LEN];
     uint64_t checked_ms; /* strict: our last ping to check a claim about it */
+} cred_t;
+
+typedef struct {
+    rumor_memb_member_t m; /* (m.addr: the entry's own copy, from dup_addr) */
+    uint64_t suspect_since;
+    uint64_t addr_since; /* when its address last changed (on its own word) */
+    cred_t *c;           /* NULL: nothing held (cred_of reads it as zeros) */
 } entry_t;
 
 /* A member known dead or gone, remembered for a while (tomb_ttl) so that stale `alive`
@@ -178,6 +186,47 @@ static inline void keep_cert(const rumor_memb_t *m, uint8_t *dst, uint16_t *dst_
     if (*dst_len == len && memcmp(dst, cert, len) == 0) return; /* (the usual case: the one held) */
     if (*dst_len && (m->cfg.cert_order ? m->cfg.cert_order(cert, len, dst, *dst_len) <= 0 : !own)) return;
     set_cert(dst, dst_len, cert, len);
+}
+
+extern const cred_t memb_no_cred;
+
+/* e's credentials, to read. */
+static inline const cred_t *cred_of(const entry_t *e) { return e->c ? e->c : &memb_no_cred; }
+
+/* e's credentials, to write: NULL when out of memory (then nothing is held of it, and strict
+ * mode passes nothing on about it). */
+static inline cred_t *cred_w(entry_t *e)
+{
+    if (!e->c) e->c = calloc(1, sizeof *e->c);
+    return e->c;
+}
+
+/* keep_cert into view entry e. */
+static inline void keep_entry_cert(const rumor_memb_t *m, entry_t *e, const uint8_t *cert, size_t len, bool own)
+{
+    if (!cert || len == 0 || len > RUMOR_MEMB_CERT_MAX) return;
+    cred_t *c = cred_w(e);
+    if (c) keep_cert(m, c->cert, &c->cert_len, cert, len, own);
+}
+
+/* A view entry's own copy of addr (its first RUMOR_MEMB_ADDR_LEN - 1 bytes: a view holds
+ * each address at its length, not at the longest an address may be); NULL when out of memory. */
+static inline char *dup_addr(const char *addr)
+{
+    const size_t n = strnlen(addr ? addr : "", RUMOR_MEMB_ADDR_LEN - 1);
+    char *s = malloc(n + 1);
+    if (s) {
+        if (n) memcpy(s, addr, n);
+        s[n] = '\0';
+    }
+    return s;
+}
+
+/* Entry e's address becomes addr (from dup_addr), the one it had freed. */
+static inline void entry_take_addr(entry_t *e, char *addr)
+{
+    free((void *)e->m.addr);
+    e->m.addr = addr;
 }
 
 static inline int find_view(const rumor_memb_t *m, const uint8_t *key)
