@@ -1298,6 +1298,18 @@ static void test_view_addresses(void)
     rumor_memb_action_t a;
     while (rumor_memb_next_action(m, &a)) {
     }
+    /* Leaving says bye to all 990 at once: the outbox grows to its 256 actions and drops the
+     * oldest sends beyond, in order; drained, it takes the next action as ever. */
+    uint8_t want[RUMOR_KEY_LEN];
+    memcpy(want, rumor_memb_view_at(m, rumor_memb_view_count(m) - 256)->key, RUMOR_KEY_LEN);
+    rumor_memb_leave(m, cfg.period_ms + 3);
+    int byes = 0, first_ok = 0;
+    while (rumor_memb_next_action(m, &a))
+        if (a.kind == RUMOR_MEMB_ACT_SEND && a.msg.kind == RUMOR_MEMB_BYE)
+            first_ok += byes++ == 0 && memcmp(a.key, want, RUMOR_KEY_LEN) == 0;
+    CHECK_MSG(byes == 256 && first_ok == 1 && rumor_memb_stats(m).dropped_actions == 990 - 256,
+              "%d byes, the first the 256th from the end: %d, %llu dropped", byes, first_ok,
+              (unsigned long long)rumor_memb_stats(m).dropped_actions);
     rumor_memb_destroy(&m);
 }
 

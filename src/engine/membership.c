@@ -18,13 +18,27 @@ const char *rumor_memb_state_name(rumor_memb_state_t s)
 
 /* ---- outbox ---- */
 
+/* The outbox in a ring of cap (the same actions in order); false when out of memory. */
+static bool resize_outbox(rumor_memb_t *m, int cap)
+{
+    pending_t *o = malloc((size_t)cap * sizeof *o);
+    if (!o) return false;
+    for (int i = 0; i < m->out_count; i++) o[i] = m->outbox[(m->out_head + i) % m->out_cap];
+    free(m->outbox);
+    m->outbox = o;
+    m->out_cap = cap;
+    m->out_head = 0;
+    return true;
+}
+
 static pending_t *push(rumor_memb_t *m, rumor_memb_act_kind_t kind)
 {
-    if (m->out_count == OUTBOX_CAP) {
+    if (m->out_count == m->out_cap &&
+        (m->out_cap >= OUTBOX_CAP || !resize_outbox(m, m->out_cap * 2 < OUTBOX_CAP ? m->out_cap * 2 : OUTBOX_CAP))) {
         /* Full: the driver is not draining. Drop the oldest send, never a view change. */
         int victim = -1;
         for (int i = 0; i < m->out_count; i++) {
-            int at = (m->out_head + i) % OUTBOX_CAP;
+            int at = (m->out_head + i) % m->out_cap;
             if (m->outbox[at].kind == RUMOR_MEMB_ACT_SEND) {
                 victim = i;
                 break;
@@ -32,12 +46,12 @@ static pending_t *push(rumor_memb_t *m, rumor_memb_act_kind_t kind)
         }
         if (victim < 0) return NULL; /* cannot happen: view changes are bounded by the view */
         for (int i = victim; i > 0; i--)
-            m->outbox[(m->out_head + i) % OUTBOX_CAP] = m->outbox[(m->out_head + i - 1) % OUTBOX_CAP];
-        m->out_head = (m->out_head + 1) % OUTBOX_CAP;
+            m->outbox[(m->out_head + i) % m->out_cap] = m->outbox[(m->out_head + i - 1) % m->out_cap];
+        m->out_head = (m->out_head + 1) % m->out_cap;
         m->out_count--;
         m->stats.dropped_actions++;
     }
-    pending_t *p = &m->outbox[(m->out_head + m->out_count++) % OUTBOX_CAP];
+    pending_t *p = &m->outbox[(m->out_head + m->out_count++) % m->out_cap];
     memset(p, 0, sizeof *p);
     p->kind = kind;
     return p;
@@ -366,7 +380,10 @@ rumor_memb_t *rumor_memb_new(const rumor_memb_config_t *cfg, const uint8_t self_
     m->tombs = calloc((size_t)m->tomb_cap, sizeof *m->tombs);
     m->dq = calloc((size_t)m->dq_cap, sizeof *m->dq);
     m->order = calloc((size_t)cfg->view_size, sizeof *m->order);
-    if (!m->view || !m->passive || !m->invited || !m->tries || !m->tombs || !m->dq || !m->order) goto nomem;
+    m->out_cap = OUTBOX_MIN;
+    m->outbox = malloc((size_t)m->out_cap * sizeof *m->outbox);
+    if (!m->view || !m->passive || !m->invited || !m->tries || !m->tombs || !m->dq || !m->order || !m->outbox)
+        goto nomem;
     m->next_seq = 1;
     memb_sign_self(m);
     return m;
@@ -399,6 +416,7 @@ void rumor_memb_destroy(rumor_memb_t **self_p)
     free(m->tombs);
     free(m->dq);
     free(m->order);
+    free(m->outbox);
     free(m);
     *self_p = NULL;
 }
@@ -778,13 +796,16 @@ static int sample_peers(rumor_memb_t *m, const uint8_t *to, rumor_memb_update_t 
 bool rumor_memb_next_action(rumor_memb_t *m, rumor_memb_action_t *out)
 {
     if (m->out_count == 0) return false;
-    pending_t *p = &m->outbox[m->out_head];
-    m->out_head = (m->out_head + 1) % OUTBOX_CAP;
-    m->out_count--;
+    const pending_t taken = m->outbox[m->out_head], *p = &taken;
+    m->out_head = (m->out_head + 1) % m->out_cap;
+    if (--m->out_count == 0) { /* drained: from its first slot again, and small again */
+        m->out_head = 0;
+        if (m->out_cap > OUTBOX_MIN) (void)resize_outbox(m, OUTBOX_MIN);
+    }
     memset(out, 0, sizeof *out);
     out->kind = p->kind;
     memcpy(out->key, p->key, RUMOR_KEY_LEN);
-    copy_addr(out->addr, p->addr);
+    memcpy(out->addr, p->addr, sizeof out->addr); /* (NUL-terminated arrays of one size) */
     out->state = p->state;
     if (p->kind != RUMOR_MEMB_ACT_SEND) return true;
     rumor_memb_msg_t *msg = &out->msg;
@@ -793,7 +814,7 @@ bool rumor_memb_next_action(rumor_memb_t *m, rumor_memb_action_t *out)
     msg->ack = p->ack;
     msg->has_target = p->has_target;
     memcpy(msg->target, p->target, RUMOR_KEY_LEN);
-    copy_addr(msg->target_addr, p->target_addr);
+    memcpy(msg->target_addr, p->target_addr, sizeof msg->target_addr);
     switch (p->msg_kind) {
     case RUMOR_MEMB_HELLO:
         msg->inc = m->inc;
@@ -810,7 +831,7 @@ bool rumor_memb_next_action(rumor_memb_t *m, rumor_memb_action_t *out)
             rumor_memb_update_t *u = &msg->peers[msg->n_peers++];
             memset(u, 0, sizeof *u);
             memcpy(u->key, p->key, RUMOR_KEY_LEN);
-            copy_addr(u->addr, p->addr);
+            memcpy(u->addr, p->addr, sizeof u->addr);
             u->inc = p->tomb_inc;
             u->state = p->tomb_state;
             const int v = find_view(m, p->key), q = v < 0 ? find_passive(m, p->key) : -1;

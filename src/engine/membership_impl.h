@@ -10,7 +10,8 @@
 #include <string.h>
 
 #define MAX_BOOTSTRAPS 16
-#define OUTBOX_CAP 256
+#define OUTBOX_CAP 256 /* actions held at most */
+#define OUTBOX_MIN 8   /* ... in a ring that grows to it when full and shrinks back when drained */
 #define RELAY_CAP 32
 #define FORGET_HOLD (4 * RUMOR_MEMB_BACKOFF_MAX) /* periods a forgotten member stays so, at least */
 #define MUTE_PERIODS 60 /* strict: periods a member's claims are ignored once it lied too often */
@@ -137,8 +138,10 @@ struct rumor_memb {
     } boot[MAX_BOOTSTRAPS];
     int n_boot;
 
-    pending_t outbox[OUTBOX_CAP];
-    int out_head, out_count;
+    pending_t *outbox; /* a ring of out_cap (OUTBOX_MIN..OUTBOX_CAP): a burst (a leave's byes
+                          to the whole view) holds a large one only until the driver drains it,
+                          which a simulator's thousand memberships would otherwise all keep */
+    int out_head, out_count, out_cap;
     rumor_memb_stats_t stats;
 };
 
