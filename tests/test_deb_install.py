@@ -21,9 +21,9 @@ It takes a few minutes and Debian's archive, so `tools/test` skips it unless RUM
 debhelper or a previous commit with debian/. The root is its own mount namespace (unshare), so
 nothing mounted outlives the test. Usage: test_deb_install.py SOURCE_ROOT
 """
+import glob
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -40,17 +40,21 @@ VOLATILE = ("/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp", "/var/lib/dpkg"
             "/var/cache", "/var/log", "/etc/ld.so.cache", "/var/lib/systemd/deb-systemd-helper-enabled",
             "/var/lib/systemd/deb-systemd-helper-masked", "/var/lib/ucf")
 ACCOUNTS = ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow")
+ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8",
+       "HOME": "/root"}  # what a command in the root runs with
 
 
 def inroot(cmd, user=None, timeout=600, check_rc=True):
     """Runs sh -c CMD in the root (as USER's uid:gid when given); returns (rc, output)."""
-    args = ["chroot"] + (["--userspec=%s" % user, "--groups="] if user else []) + [ROOT, "/bin/sh", "-c", cmd]
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8",
-           "HOME": "/root"}
-    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
+    r = subprocess.run(chroot(cmd, user), capture_output=True, text=True, timeout=timeout, env=ENV)
     if check_rc and r.returncode != 0:
         print(r.stdout[-3000:] + r.stderr[-3000:])
     return r.returncode, r.stdout + r.stderr
+
+
+def chroot(cmd, user=None):
+    """The command line that runs sh -c CMD in the root, as USER ("uid:gid") when given."""
+    return ["chroot"] + (["--userspec=%s" % user, "--groups="] if user else []) + [ROOT, "/bin/sh", "-c", cmd]
 
 
 def tree():
@@ -118,8 +122,8 @@ def build(src, tmp):
 def install(tmp, which):
     folder = os.path.join(ROOT, "tmp", which)
     shutil.copytree(os.path.join(tmp, which), folder)
-    names = " ".join("/tmp/%s/%s" % (which, f) for f in debs(folder))
-    rc, out = inroot("apt-get -o Dpkg::Use-Pty=0 install -y -q %s" % names)
+    files = " ".join("/tmp/%s/%s" % (which, f) for f in debs(folder))
+    rc, out = inroot("apt-get -o Dpkg::Use-Pty=0 install -y -q %s" % files)
     return rc == 0, out
 
 
@@ -163,13 +167,12 @@ def nodes(uid, gid):
             f.write("# node %s, as an administrator writes it\n%s\n" % (name, "\n".join(conf)))
     # What systemd does for the unit: the state directory (StateDirectory=, 0700), the user, the umask.
     inroot("install -d -o rumor -g rumor -m 0700 /var/lib/rumor/a /var/lib/rumor/b")
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
     procs = {}
     for name in ("a", "b"):
         cmd = unit_command(name, "/var/lib/rumor/" + name)
         log = open(os.path.join(ROOT, "tmp", "node-%s.log" % name), "w")
-        procs[name] = subprocess.Popen(["chroot", "--userspec=%d:%d" % (uid, gid), "--groups=", ROOT, "/bin/sh", "-c",
-                                        "umask 077; exec " + cmd], stdout=log, stderr=subprocess.STDOUT, env=env)
+        procs[name] = subprocess.Popen(chroot("umask 077; exec " + cmd, "%d:%d" % (uid, gid)), stdout=log,
+                                       stderr=subprocess.STDOUT, env=ENV)
         log.close()
     codes = {}
     for name, p in procs.items():
@@ -246,20 +249,18 @@ def steps(src, tmp):
     # What the packages need from Debian comes first, so that the purge is compared with a
     # system that has it: what Debian's own packages leave on their purge is theirs to answer.
     folder = os.path.join(tmp, "new")
-    ours = {f.split("_")[0] for f in debs(folder)}
+    names = sorted({f.split("_")[0] for f in debs(folder)})  # rumor's packages
     wants = set()
     for f in debs(folder):
         for field in ("Depends", "Recommends"):
             got = subprocess.run(["dpkg-deb", "-f", os.path.join(folder, f), field], capture_output=True,
                                  text=True).stdout
-            wants.update(w.strip() for w in got.split(",") if w.strip() and w.split()[0] not in ours)
+            wants.update(w.strip() for w in got.split(",") if w.strip() and w.split()[0] not in names)
     rc, out = inroot("apt-get -o Dpkg::Use-Pty=0 satisfy -y -q '%s'" % ", ".join(sorted(wants)))
     check(rc == 0, "apt-get satisfy installs what the packages need from Debian: %s" % out[-600:])
     before, users = tree(), accounts()
     packages = inroot("dpkg-query -W -f '${Package} ${Status}\\n'")[1].splitlines()
-    old_v, new_v = (version(os.path.join(tmp, w, "rumor_" + [f for f in debs(os.path.join(tmp, w))
-                                                                 if f.startswith("rumor_")][0][6:]))
-                    for w in ("old", "new"))
+    old_v, new_v = (version(glob.glob(os.path.join(tmp, w, "rumor_*.deb"))[0]) for w in ("old", "new"))
     check(subprocess.run(["dpkg", "--compare-versions", new_v, "gt", old_v]).returncode == 0,
           "this tree's version %s is above the previous commit's %s" % (new_v, old_v))
 
@@ -268,8 +269,9 @@ def steps(src, tmp):
     if FAILS:
         return 1
     ok, out = install(tmp, "new")
-    rc, got = inroot("dpkg-query -W -f '${Version} ' rumor librumor0 python3-rumor librumor-dev")
-    check(ok and got.split() == [new_v] * 4, "this tree's packages upgrade them (%s -> %s): %s" % (old_v, got, out[-600:]))
+    rc, got = inroot("dpkg-query -W -f '${Version} ' %s" % " ".join(names))
+    check(ok and got.split() == [new_v] * len(names),
+          "this tree's packages upgrade them (%s -> %s): %s" % (old_v, got, out[-600:]))
 
     rc, out = inroot("rumor --version")
     check(rc == 0 and out.startswith("rumor "), "rumor --version: %s" % out.splitlines()[:1])
@@ -292,16 +294,16 @@ def steps(src, tmp):
         return 1
     nodes(int(fields[2]), int(fields[3]))
 
-    rc, out = inroot("apt-get -o Dpkg::Use-Pty=0 purge -y -q rumor librumor0 librumor-dev python3-rumor")
+    rc, out = inroot("apt-get -o Dpkg::Use-Pty=0 purge -y -q %s" % " ".join(names))
     check(rc == 0, "apt-get purge: %s" % out[-400:])
     rc, out = inroot("dpkg-query -W -f '${Package} ${Status}\\n'")
     check(out.splitlines() == packages, "the purge removes rumor's packages and nothing else: %s"
           % sorted(set(out.splitlines()) ^ set(packages)))
     after = tree()
-    ours = {"/etc/rumor", "/etc/rumor/a.conf", "/etc/rumor/b.conf", "/etc/rumor/authority.pub", "/root/swarm",
+    admins = {"/etc/rumor", "/etc/rumor/a.conf", "/etc/rumor/b.conf", "/etc/rumor/authority.pub", "/root/swarm",
             "/root/swarm/authority.pub", "/root/swarm/authority.key"}
-    check(after - before == ours, "the purge leaves no path behind but the administrator's own (%s): %s"
-          % (sorted(ours), sorted(after - before - ours)[:20]))
+    check(after - before == admins, "the purge leaves no path behind but the administrator's own (%s): %s"
+          % (sorted(admins), sorted(after - before - admins)[:20]))
     check(before - after == set(), "and removes nothing that was there before: %s" % sorted(before - after)[:20])
     added = {f: sorted(l.split(":")[0] for l in accounts()[f] - users[f]) for f in ACCOUNTS}
     check(all(v == ["rumor"] for v in added.values()), "of the accounts, the system user rumor stays: %s" % added)

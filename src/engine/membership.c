@@ -281,10 +281,10 @@ entry_t *memb_place(rumor_memb_t *m, const rumor_memb_update_t *u, uint64_t now)
         memb_passive_add(m, u);
         return NULL;
     }
+    char *addr = dup_addr(u->addr);
+    if (!addr) return NULL; /* (out of memory: not taken, wherever it was) */
     const int p = find_passive(m, u->key);
     if (p >= 0) memb_passive_remove(m, p);
-    char *addr = dup_addr(u->addr);
-    if (!addr) return NULL; /* (out of memory: not taken) */
     entry_t *e = &m->view[m->n_view++];
     memset(e, 0, sizeof *e);
     memcpy(e->m.key, u->key, RUMOR_KEY_LEN);
@@ -319,8 +319,7 @@ void memb_drop_from_view(rumor_memb_t *m, int i, rumor_memb_state_t why, uint64_
     memb_view_event(m, RUMOR_MEMB_ACT_DOWN, &gone.m, why);
     memb_add_tomb(m, gone.m.key, gone.m.inc, why, now);
     if (m->probe.active && same_key(m->probe.target, gone.m.key)) m->probe.active = false;
-    free(gone.c);
-    free((void *)gone.m.addr);
+    entry_free(&gone);
     if (m->n_passive > 0 && m->n_view < m->cfg.view_size)
         memb_invite(m, (int)rumor_rng_below(&m->rng, (uint64_t)m->n_passive), now);
 }
@@ -405,10 +404,7 @@ void rumor_memb_destroy(rumor_memb_t **self_p)
 {
     if (!self_p || !*self_p) return;
     rumor_memb_t *m = *self_p;
-    for (int i = 0; m->view && i < m->n_view; i++) {
-        free(m->view[i].c);
-        free((void *)m->view[i].m.addr);
-    }
+    for (int i = 0; m->view && i < m->n_view; i++) entry_free(&m->view[i]);
     free(m->view);
     free(m->passive);
     free(m->invited);
@@ -795,17 +791,17 @@ static int sample_peers(rumor_memb_t *m, const uint8_t *to, rumor_memb_update_t 
 
 bool rumor_memb_next_action(rumor_memb_t *m, rumor_memb_action_t *out)
 {
-    if (m->out_count == 0) return false;
-    const pending_t taken = m->outbox[m->out_head], *p = &taken;
-    m->out_head = (m->out_head + 1) % m->out_cap;
-    if (--m->out_count == 0) { /* drained: from its first slot again, and small again */
-        m->out_head = 0;
+    if (m->out_count == 0) { /* drained (the driver's last call): small again */
         if (m->out_cap > OUTBOX_MIN) (void)resize_outbox(m, OUTBOX_MIN);
+        return false;
     }
+    const pending_t *p = &m->outbox[m->out_head];
+    m->out_head = (m->out_head + 1) % m->out_cap;
+    m->out_count--;
     memset(out, 0, sizeof *out);
     out->kind = p->kind;
     memcpy(out->key, p->key, RUMOR_KEY_LEN);
-    memcpy(out->addr, p->addr, sizeof out->addr); /* (NUL-terminated arrays of one size) */
+    copy_addr(out->addr, p->addr);
     out->state = p->state;
     if (p->kind != RUMOR_MEMB_ACT_SEND) return true;
     rumor_memb_msg_t *msg = &out->msg;
@@ -814,7 +810,7 @@ bool rumor_memb_next_action(rumor_memb_t *m, rumor_memb_action_t *out)
     msg->ack = p->ack;
     msg->has_target = p->has_target;
     memcpy(msg->target, p->target, RUMOR_KEY_LEN);
-    memcpy(msg->target_addr, p->target_addr, sizeof msg->target_addr);
+    copy_addr(msg->target_addr, p->target_addr);
     switch (p->msg_kind) {
     case RUMOR_MEMB_HELLO:
         msg->inc = m->inc;
@@ -831,7 +827,7 @@ bool rumor_memb_next_action(rumor_memb_t *m, rumor_memb_action_t *out)
             rumor_memb_update_t *u = &msg->peers[msg->n_peers++];
             memset(u, 0, sizeof *u);
             memcpy(u->key, p->key, RUMOR_KEY_LEN);
-            memcpy(u->addr, p->addr, sizeof u->addr);
+            copy_addr(u->addr, p->addr);
             u->inc = p->tomb_inc;
             u->state = p->tomb_state;
             const int v = find_view(m, p->key), q = v < 0 ? find_passive(m, p->key) : -1;

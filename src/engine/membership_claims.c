@@ -191,15 +191,10 @@ static bool take_record(rumor_memb_t *m, entry_t *e, uint32_t inc, uint64_t boot
     if (inc < e->m.inc || (inc == e->m.inc && !restarted && !beats_record(&held, boot, undialable, addr)) ||
         (moves && now < e->addr_since + m->cfg.period_ms) || !cred_w(e))
         return false;
-    char *moved = moves ? dup_addr(addr) : NULL;
-    if (moves && !moved) return false;
+    if (moves && !entry_move_addr(e, addr, now)) return false;
     e->m.inc = inc;
     e->m.boot = boot;
     e->m.undialable = undialable;
-    if (moves) {
-        entry_take_addr(e, moved);
-        e->addr_since = now;
-    }
     e->c->proven = true;
     memcpy(e->c->proof, proof, RUMOR_MEMB_PROOF_LEN);
     return true;
@@ -379,11 +374,8 @@ void memb_spoke(rumor_memb_t *m, const uint8_t *key, const char *addr, uint32_t 
             if (inc > e->m.inc) e->m.inc = inc;
             /* Its own word, but at most one new address a period: each one is a dial, and a
              * member must not make us dial a stream of addresses of its choosing. */
-            char *moved;
-            if (strcmp(e->m.addr, addr) != 0 && now >= e->addr_since + m->cfg.period_ms && (moved = dup_addr(addr))) {
-                entry_take_addr(e, moved);
-                e->addr_since = now;
-            }
+            if (strcmp(e->m.addr, addr) != 0 && now >= e->addr_since + m->cfg.period_ms)
+                (void)entry_move_addr(e, addr, now);
             if (boot) e->m.boot = boot;
         }
         changed |= e->m.inc > was;

@@ -225,11 +225,23 @@ static inline char *dup_addr(const char *addr)
     return s;
 }
 
-/* Entry e's address becomes addr (from dup_addr), the one it had freed. */
-static inline void entry_take_addr(entry_t *e, char *addr)
+/* Entry e moves to addr (its own copy; addr_since now): false, and nothing changed, when out
+ * of memory. */
+static inline bool entry_move_addr(entry_t *e, const char *addr, uint64_t now)
+{
+    char *s = dup_addr(addr);
+    if (!s) return false;
+    free((void *)e->m.addr);
+    e->m.addr = s;
+    e->addr_since = now;
+    return true;
+}
+
+/* What entry e owns: its address and its credentials. */
+static inline void entry_free(entry_t *e)
 {
     free((void *)e->m.addr);
-    e->m.addr = addr;
+    free(e->c);
 }
 
 static inline int find_view(const rumor_memb_t *m, const uint8_t *key)
