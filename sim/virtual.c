@@ -72,9 +72,13 @@
  */
 #include "virtual_impl.h"
 
-static bool ev_less(const event_t *x, const event_t *y) { return x->t < y->t || (x->t == y->t && x->seq < y->seq); }
+static bool ev_less(const event_t *x, const event_t *y)
+{
+    if (x->t != y->t) return x->t < y->t;
+    return x->peer != y->peer ? x->peer < y->peer : x->seq < y->seq;
+}
 
-rumor_err_t virt_heap_push(heap_t *h, uint64_t t, int kind, int a, uint32_t b)
+rumor_err_t virt_heap_push(heap_t *h, uint64_t t, int peer, int kind, int a, uint32_t b)
 {
     if (h->n == h->cap) {
         const size_t cap = h->cap ? 2 * h->cap : 1024;
@@ -82,7 +86,7 @@ rumor_err_t virt_heap_push(heap_t *h, uint64_t t, int kind, int a, uint32_t b)
         if (!v) return RUMOR_ENOMEM;
         h->v = v, h->cap = cap;
     }
-    event_t e = {.t = t, .seq = h->seq++, .kind = kind, .a = a, .b = b};
+    event_t e = {.t = t, .peer = (uint32_t)peer, .seq = h->seq++, .kind = kind, .a = a, .b = b};
     size_t i = h->n++;
     while (i > 0) {
         const size_t up = (i - 1) / 2;
@@ -231,10 +235,10 @@ static void *worker_main(void *arg)
     for (;;) {
         while (!s->quit && s->q_count == 0) pthread_cond_wait(&s->cv, &s->mu);
         if (s->quit) break;
-        /* From the back: the main thread needs the oldest phases first and computes those
-         * itself when it gets to them, so the two work on different peers. */
+        /* In the order queued: the main thread needs the oldest first. */
         s->q_count--;
-        const int i = s->queue[(s->q_head + s->q_count) % s->q_cap];
+        const int i = s->queue[s->q_head];
+        s->q_head = (s->q_head + 1) % s->q_cap;
         if (s->p[i].job != JOB_QUEUED) continue; /* taken back by the main thread */
         s->p[i].job = JOB_RUNNING;
         pthread_mutex_unlock(&s->mu);
@@ -374,7 +378,7 @@ static rumor_err_t send_all(sim_t *s, int i)
             if (msg->lost || arrive_us < s->now_us) arrive_us = s->now_us;
         }
         p->bytes_out += bytes;
-        if (virt_heap_push(&s->q, arrive_us, EV_ARRIVE, id, 0) != RUMOR_OK)
+        if (virt_heap_push(&s->q, arrive_us, to, EV_ARRIVE, id, 0) != RUMOR_OK)
             return virt_fail(s, RUMOR_ENOMEM, "out of memory for events");
     }
     return RUMOR_OK;
@@ -508,7 +512,7 @@ rumor_err_t virt_try_gossip(sim_t *s, int i)
      * release of one of its sends will call again. */
     if (d != UINT64_MAX && d > now_ms && d != p->retry_ms) {
         p->retry_ms = d;
-        if (virt_heap_push(&s->q, d * 1000, EV_RETRY, i, p->inc) != RUMOR_OK)
+        if (virt_heap_push(&s->q, d * 1000, i, EV_RETRY, i, p->inc) != RUMOR_OK)
             return virt_fail(s, RUMOR_ENOMEM, "out of memory for events");
     }
     return RUMOR_OK;

@@ -211,7 +211,7 @@ rumor_err_t virt_memb_drain(sim_t *s, int i)
         if (a->kind != RUMOR_MEMB_ACT_SEND) {
             /* A peer waiting at its gossip point looks again: a neighbour that left is not
              * waited for (gossip.c, round_ready). */
-            if (p->state == P_WAITING && !p->view_dirty && virt_heap_push(&s->q, s->now_us + 1, EV_RETRY, i, p->inc) != RUMOR_OK)
+            if (p->state == P_WAITING && !p->view_dirty && virt_heap_push(&s->q, s->now_us + 1, i, EV_RETRY, i, p->inc) != RUMOR_OK)
                 return virt_fail(s, RUMOR_ENOMEM, "out of memory for events");
             p->view_dirty = true;
             p->view_changed_us = s->now_us;
@@ -240,7 +240,7 @@ rumor_err_t virt_memb_drain(sim_t *s, int i)
         s->mm[id] = mm;
         mm->from = i, mm->to = to, mm->from_inc = p->inc;
         memb_pack(mm->data, &a->msg);
-        if (virt_heap_push(&s->q, s->now_us + s->latency_us + 1, EV_MMSG, id, 0) != RUMOR_OK)
+        if (virt_heap_push(&s->q, s->now_us + s->latency_us + 1, to, EV_MMSG, id, 0) != RUMOR_OK)
             return virt_fail(s, RUMOR_ENOMEM, "out of memory for events");
     }
     return maybe_start(s, i);
@@ -255,7 +255,7 @@ static rumor_err_t memb_schedule(sim_t *s, int i)
     if (ms > s->mcfg.period_ms / 4) ms = s->mcfg.period_ms / 4;
     if (ms < 1) ms = 1;
     p->mtick_us = (s->now_us / 1000 + ms) * 1000;
-    if (virt_heap_push(&s->q, p->mtick_us, EV_MTICK, i, p->inc) != RUMOR_OK)
+    if (virt_heap_push(&s->q, p->mtick_us, i, EV_MTICK, i, p->inc) != RUMOR_OK)
         return virt_fail(s, RUMOR_ENOMEM, "out of memory for events");
     return RUMOR_OK;
 }
@@ -362,7 +362,7 @@ rumor_err_t virt_schedule_phase(sim_t *s, int i)
     const uint64_t at = s->replaying ? virt_replay_phase_end(&s->replay, i, &known) : 0;
     if (known) dur = at > s->now_us ? at - s->now_us : 0; /* when the node's phase ended */
     p->state = P_COMPUTING;
-    if (virt_heap_push(&s->q, s->now_us + (dur ? dur : 1), EV_PHASE, i, p->inc) != RUMOR_OK)
+    if (virt_heap_push(&s->q, s->now_us + (dur ? dur : 1), i, EV_PHASE, i, p->inc) != RUMOR_OK)
         return virt_fail(s, RUMOR_ENOMEM, "out of memory for events");
     virt_queue_phase(s, i);
     return RUMOR_OK;

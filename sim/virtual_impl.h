@@ -58,13 +58,14 @@
                                               one display per 2 s */
 #define METRICS_FLUSH (64 * 1024)          /* a peer's buffered metrics go to its file beyond this */
 
-// ---- the event queue: a binary heap ordered by (time, insertion sequence) ----
+// ---- the event queue: a binary heap ordered by (time, peer, insertion sequence) ----
 
 typedef enum { EV_PHASE, EV_RETRY, EV_ARRIVE, EV_CHURN, EV_MTICK, EV_MMSG, EV_VIEW, EV_DONE } ev_kind_t;
 
 typedef struct {
     uint64_t t;   /* virtual microseconds */
-    uint64_t seq; /* insertion order: equal times pop in the order they were pushed */
+    uint32_t peer; /* whose event (an arrival's receiver; churn: 0): equal times pop peer by peer ... */
+    uint64_t seq;  /* ... and one peer's in the order they were pushed */
     int kind;
     int a;        /* phase, retry, mtick, view: the peer; arrive, mmsg: the message; churn: the event */
     uint32_t b;   /* phase, retry, mtick: the peer's incarnation when scheduled; view: which; done: how many */
@@ -287,7 +288,9 @@ void virt_metrics_path(const sim_t *s, int i, char *buf, size_t len);
 int virt_index_of(const sim_t *s, const uint8_t key[RUMOR_KEY_LEN]);
 rumor_err_t virt_ensure_phase(sim_t *s, int i);
 void virt_key_of(uint8_t key[RUMOR_KEY_LEN], int i);
-rumor_err_t virt_heap_push(heap_t *h, uint64_t t, int kind, int a, uint32_t b);
+/* Equal times pop peer by peer: a receiver's round completes as its own arrivals are handled
+ * rather than all at the end of a round's burst, so its next phase is queued early. */
+rumor_err_t virt_heap_push(heap_t *h, uint64_t t, int peer, int kind, int a, uint32_t b);
 rumor_err_t virt_try_gossip(sim_t *s, int i);
 rumor_err_t virt_fail(sim_t *s, rumor_err_t rc, const char *fmt, ...) RUMOR_PRINTF(3, 4);
 rumor_err_t virt_model_line(sim_t *s, int i, const char *flag);

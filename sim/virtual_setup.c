@@ -137,11 +137,11 @@ static rumor_err_t identity(sim_t *s, int i, char err[RUMOR_ERR_LEN])
      * "done" then "view" at one time), and events of one time run in the order pushed; a view
      * change first would mix a round before the end it comes with is known. */
     for (int k = 0; k < r->n_done; k++)
-        if (virt_heap_push(&s->q, r->done_t[k], EV_DONE, i, (uint32_t)r->done_n[k]) != RUMOR_OK)
+        if (virt_heap_push(&s->q, r->done_t[k], i, EV_DONE, i, (uint32_t)r->done_n[k]) != RUMOR_OK)
             return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     for (int k = 0; k < r->n_view; k++) { /* views from before the start: now */
         if (r->view[k].t == 0) p->rview = k;
-        else if (virt_heap_push(&s->q, r->view[k].t, EV_VIEW, i, (uint32_t)k) != RUMOR_OK)
+        else if (virt_heap_push(&s->q, r->view[k].t, i, EV_VIEW, i, (uint32_t)k) != RUMOR_OK)
             return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
     }
     return RUMOR_OK;
@@ -276,7 +276,7 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
             s->round_ev[k] = e;
         } else {
             const double at = ev->at_s > 0 ? ev->at_s * 1e6 : 0.0;
-            if (virt_heap_push(&s->q, (uint64_t)llround(at), EV_CHURN, e, 0) != RUMOR_OK)
+            if (virt_heap_push(&s->q, (uint64_t)llround(at), 0, EV_CHURN, e, 0) != RUMOR_OK)
                 return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
             s->churn_pending++;
         }
