@@ -152,9 +152,12 @@ void virt_metrics_path(const sim_t *s, int i, char *buf, size_t len)
 
 /* Metrics lines are buffered per peer and appended to the files now and then: a swarm of
  * thousands of peers cannot keep a file open for each. */
+static rumor_err_t metrics_settle(sim_t *s, int i);
+
 static rumor_err_t metrics_flush(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
+    if (metrics_settle(s, i) != RUMOR_OK) return s->rc;
     if (p->mlen == 0) return RUMOR_OK;
     char path[1100];
     virt_metrics_path(s, i, path, sizeof path);
@@ -175,7 +178,7 @@ static rumor_err_t metrics_flush_all(sim_t *s)
 }
 
 /* Peer i's metrics line l, into its buffer (written out now and then, see metrics_flush). */
-static rumor_err_t metrics_put(sim_t *s, int i, const rumor_metrics_line_t *l)
+static rumor_err_t metrics_append(sim_t *s, int i, const rumor_metrics_line_t *l)
 {
     vpeer_t *p = &s->p[i];
     char line[512];
@@ -192,144 +195,40 @@ static rumor_err_t metrics_put(sim_t *s, int i, const rumor_metrics_line_t *l)
     return p->mlen >= METRICS_FLUSH ? metrics_flush(s, i) : RUMOR_OK;
 }
 
-static rumor_err_t evaluate(sim_t *s, int i);
+/* Peer i's line that waits for its evaluation, if there is one: into its buffer, once
+ * evaluated. Every other line of the peer's comes after it. */
+static rumor_err_t metrics_settle(sim_t *s, int i)
+{
+    if (s->p[i].ejob == JOB_NONE) return RUMOR_OK;
+    rumor_metrics_line_t l;
+    if (virt_eval_wait(s, i, &l) != RUMOR_OK) return s->rc;
+    return metrics_append(s, i, &l);
+}
+
+static rumor_err_t metrics_put(sim_t *s, int i, const rumor_metrics_line_t *l)
+{
+    if (metrics_settle(s, i) != RUMOR_OK) return s->rc;
+    return metrics_append(s, i, l);
+}
+
+/* Peer i's line l with its test figures: evaluated on the worker while the run goes on where it
+ * can be, else now. */
+static rumor_err_t metrics_put_evaluated(sim_t *s, int i, rumor_metrics_line_t *l)
+{
+    if (metrics_settle(s, i) != RUMOR_OK) return s->rc;
+    if (virt_eval_later(s, i, l)) return RUMOR_OK;
+    if (virt_evaluate(s, i, &l->test_loss, &l->test_acc) != RUMOR_OK) return s->rc;
+    return metrics_append(s, i, l);
+}
 
 /* A metrics line about peer i's model alone, evaluated now: the one it starts from, or one
  * it took from the swarm (flag "resync", "swarm_final"). */
 rumor_err_t virt_model_line(sim_t *s, int i, const char *flag)
 {
-    if (evaluate(s, i) != RUMOR_OK) return s->rc;
     const vpeer_t *p = &s->p[i];
-    const rumor_metrics_line_t l = {.t = (double)s->now_us / 1e6, .t_decimals = 6, .round = p->core.k,
-                                    .step = rumor_optim_steps(p->o), .evaluated = true, .test_loss = s->test_loss,
-                                    .test_acc = s->test_acc, .text = s->src.text, .flag = flag};
-    return metrics_put(s, i, &l);
-}
-
-// ---- training and evaluation ----
-
-/* The local steps of one phase, taken as a node takes them (src/train/trainer.c). A peer that owns
- * no samples (possible under strong label skew on many peers) takes none and only gossips. */
-static rumor_err_t local_steps(sim_t *s, int i, char err[RUMOR_ERR_LEN])
-{
-    vpeer_t *p = &s->p[i];
-    if (!p->tr || p->core.budget_spent) return RUMOR_OK;
-    rumor_trainer_stats_t ts;
-    char e2[RUMOR_ERR_LEN];
-    if (rumor_trainer_steps(p->tr, p->ph.count, p->ph.first, &ts, e2) != RUMOR_OK)
-        return rumor_fail(err, rumor_last_error(), "peer %d: %s", i, e2);
-    rumor_core_stepped(&p->core, &ts);
-    return RUMOR_OK;
-}
-
-static void run_job(sim_t *s, int i)
-{
-    vpeer_t *p = &s->p[i];
-    p->job_rc = local_steps(s, i, p->job_err);
-}
-
-static void *worker_main(void *arg)
-{
-    sim_t *s = arg;
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (!s->quit && s->q_count == 0) pthread_cond_wait(&s->cv, &s->mu);
-        if (s->quit) break;
-        /* In the order queued: the main thread needs the oldest first. */
-        s->q_count--;
-        const int i = s->queue[s->q_head];
-        s->q_head = (s->q_head + 1) % s->q_cap;
-        if (s->p[i].job != JOB_QUEUED) continue; /* taken back by the main thread */
-        s->p[i].job = JOB_RUNNING;
-        pthread_mutex_unlock(&s->mu);
-        run_job(s, i);
-        pthread_mutex_lock(&s->mu);
-        s->phases_worker++;
-        s->p[i].job = JOB_DONE;
-        pthread_cond_broadcast(&s->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
-}
-
-/* Queue peer i's local phase (at its start). Without a worker it runs at its end. */
-void virt_queue_phase(sim_t *s, int i)
-{
-    vpeer_t *p = &s->p[i];
-    if (!s->worker_on) {
-        p->job = JOB_NONE;
-        return;
-    }
-    pthread_mutex_lock(&s->mu);
-    if (s->q_count == s->q_cap) { /* full of entries taken back: this one runs at its end */
-        p->job = JOB_NONE;
-    } else {
-        p->job = JOB_QUEUED;
-        s->queue[(s->q_head + s->q_count) % s->q_cap] = i;
-        s->q_count++;
-        pthread_cond_signal(&s->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
-}
-
-/* Peer i's local phase is done when this returns: taken from the queue and run here if the
- * worker has not started it, else waited for. */
-rumor_err_t virt_ensure_phase(sim_t *s, int i)
-{
-    vpeer_t *p = &s->p[i];
-    bool mine = true;
-    if (s->worker_on) {
-        pthread_mutex_lock(&s->mu);
-        if (p->job == JOB_QUEUED) {
-            p->job = JOB_RUNNING; /* taken back: the worker skips it when it comes to it */
-        } else if (p->job != JOB_NONE) {
-            while (p->job == JOB_RUNNING) pthread_cond_wait(&s->cv, &s->mu);
-            mine = false;
-        }
-        pthread_mutex_unlock(&s->mu);
-    }
-    if (mine) run_job(s, i);
-    if (s->worker_on) pthread_mutex_lock(&s->mu);
-    s->phases_main += mine;
-    p->job = JOB_NONE;
-    if (s->worker_on) pthread_mutex_unlock(&s->mu);
-    if (p->job_rc != RUMOR_OK) return virt_fail(s, p->job_rc, "%s", p->job_err);
-    return RUMOR_OK;
-}
-
-/* Test loss and accuracy of peer i into s->test_loss, s->test_acc. The evaluation model
- * keeps the parameters it last evaluated: bit-identical ones (every peer at round 0) give
- * the same answer without computing it again. */
-static rumor_err_t evaluate(sim_t *s, int i)
-{
-    const size_t P = rumor_model_param_count(s->em), feat = rumor_data_feat(&s->src.test);
-    float *ep = rumor_model_params(s->em);
-    const float *x = rumor_model_params(s->p[i].m);
-    if (s->evaluated && memcmp(ep, x, P * sizeof *ep) == 0) return RUMOR_OK;
-    memcpy(ep, x, P * sizeof *ep);
-    s->evaluated = false;
-    double loss_sum = 0.0;
-    long correct = 0;
-    char err[RUMOR_ERR_LEN];
-    if (s->src.text) {
-        if (rumor_source_evaluate(&s->src, s->em, &s->test_loss, &s->test_acc, err) != RUMOR_OK)
-            return virt_fail(s, RUMOR_EINVAL, "evaluating peer %d: %s", i, err);
-        s->evaluated = true;
-        return RUMOR_OK;
-    }
-    for (size_t start = 0; start < s->n_eval; start += s->eval_batch) {
-        const size_t b = s->n_eval - start < s->eval_batch ? s->n_eval - start : s->eval_batch;
-        if (s->evx) { /* else the whole subset sits in the model's input buffer already */
-            memcpy(rumor_model_input_buf(s->em), s->evx + start * feat, b * feat * sizeof(float));
-            memcpy(rumor_model_label_buf(s->em), s->evy + start, b * sizeof *s->evy);
-        }
-        if (rumor_model_run(s->em, (int)b, false, &loss_sum, &correct, err) != RUMOR_OK)
-            return virt_fail(s, RUMOR_EINVAL, "evaluating peer %d: %s", i, err);
-    }
-    s->test_loss = loss_sum / (double)s->n_eval;
-    s->test_acc = (double)correct / (double)s->n_eval;
-    s->evaluated = true;
-    return RUMOR_OK;
+    rumor_metrics_line_t l = {.t = (double)s->now_us / 1e6, .t_decimals = 6, .round = p->core.k,
+                              .step = rumor_optim_steps(p->o), .evaluated = true, .text = s->src.text, .flag = flag};
+    return metrics_put_evaluated(s, i, &l);
 }
 
 // ---- gossip ----
@@ -411,17 +310,15 @@ static rumor_err_t round_done(sim_t *s, int i, const rumor_core_after_t *a)
     if (s->opt.tracking && st.last_missing > 0) /* the trackers' sum is off for good: say so, stop */
         return virt_fail(s, RUMOR_EINVAL, "peer %d's round %ld left out %d neighbour%s: --tracking needs every round "
                          "complete", i, k, st.last_missing, st.last_missing == 1 ? "" : "s");
-    if (a->evaluate && evaluate(s, i) != RUMOR_OK) return s->rc;
     const rumor_core_facts_t f = {.t = (double)s->now_us / 1e6, .t_decimals = 6, .step = rumor_optim_steps(p->o),
                                   .peers = p->view_peers, .bytes_out = p->bytes_out,
                                   .wait_s = (double)(s->now_us - p->waits_from_us + p->wait_done_us) / 1e6,
-                                  .evaluated = a->evaluate, .text = s->src.text, .test_loss = s->test_loss,
-                                  .test_acc = s->test_acc, .private = p->dp != NULL,
+                                  .evaluated = a->evaluate, .text = s->src.text, .private = p->dp != NULL,
                                   .epsilon = p->dp ? rumor_dp_epsilon(p->dp) : 0.0};
     rumor_metrics_line_t ml;
     rumor_core_line(&p->core, &f, &st, &ml);
     p->wait_done_us = 0;
-    if (metrics_put(s, i, &ml) != RUMOR_OK) return s->rc;
+    if ((a->evaluate ? metrics_put_evaluated(s, i, &ml) : metrics_put(s, i, &ml)) != RUMOR_OK) return s->rc;
     /* Members it knows: those in its view, and the finished ones it heard say bye. */
     const int seen = a->finished ? 0 : finished_seen(s, i);
     if (!a->finished && rumor_core_swarm_over(&p->core, p->view_peers - 1 + seen, seen) && virt_finish_with_swarm(s, i))
@@ -596,20 +493,6 @@ static rumor_err_t make_folders(const rumor_sim_config_t *c, char err[RUMOR_ERR_
     return rc;
 }
 
-/* The second core, when there is one, computes local phases (see sim_t). */
-static void worker_start(sim_t *s)
-{
-    s->q_cap = 4 * s->n + 16;
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || !(s->queue = malloc((size_t)s->q_cap * sizeof *s->queue))) return;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    s->worker_on = pthread_create(&s->worker, NULL, worker_main, s) == 0;
-    if (!s->worker_on) {
-        pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->cv);
-    }
-}
-
 /* The events, in time order, until none is left, the run is over, an error, or a stop: true
  * when stopped. */
 static bool run_events(sim_t *s, const atomic_bool *stop, double t0)
@@ -704,7 +587,7 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool
 
     if ((rc = make_folders(c, err)) != RUMOR_OK) return rc;
     if ((rc = virt_setup(&s, err)) != RUMOR_OK) goto out;
-    worker_start(&s);
+    virt_worker_start(&s);
 
     /* Round 0: every peer evaluated at its start; it joins, and trains once in the swarm. */
     for (int i = 0; i < s.n && s.rc == RUMOR_OK; i++) {
@@ -743,9 +626,10 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool
         goto out;
     if (!c->quiet)
         rumor_log(RUMOR_LOG_INFO, "virtual run: %.3f s of virtual time in %.1f s real, %" PRIu64
-                  " events, local phases computed %" PRIu64 " here and %" PRIu64 " on a second thread%s",
-                  (double)s.end_us / 1e6, rumor_now() - t0, s.events, s.phases_main, s.phases_worker,
-                  interrupted ? " (interrupted)" : "");
+                  " events, local phases computed %" PRIu64 " here and %" PRIu64 " on a second thread, evaluations %" PRIu64
+                  " and %" PRIu64 "%s",
+                  (double)s.end_us / 1e6, rumor_now() - t0, s.events, s.phases_main, s.phases_worker, s.evals_main,
+                  s.evals_worker, interrupted ? " (interrupted)" : "");
     if (c->plots) rumor_sim_plot(c->out);
 out:
     virt_teardown(&s);

@@ -150,9 +150,26 @@ typedef struct {
     int job;                 /* JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE */
     rumor_err_t job_rc;
     char job_err[RUMOR_ERR_LEN];
+    /* its evaluation as a job (virtual_jobs.c): the metrics line that waits for it */
+    int ejob;                /* JOB_... */
+    float *ex;               /* the parameters evaluated, copied when the line was made */
+    rumor_metrics_line_t eline;
+    rumor_err_t ejob_rc;
+    char ejob_err[RUMOR_ERR_LEN];
 } vpeer_t;
 
 enum { JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
+#define JOB_EVAL (1 << 30)   /* in the queue: peer i's evaluation is i | JOB_EVAL, its phase i */
+#define EVAL_PENDING_BYTES ((size_t)64 << 20) /* parameters held for evaluations not yet made */
+
+/* An evaluation model, one per thread: it keeps the parameters it last evaluated, and
+ * bit-identical ones (every peer at round 0) give the same answer without computing it again. */
+typedef struct {
+    rumor_model_t *m;        /* max_batch = eval_batch; the test subset in its input buffer when
+                                the subset is one batch */
+    bool valid;
+    double loss, acc;
+} evm_t;
 
 typedef struct {
     int from, to;
@@ -225,12 +242,12 @@ typedef struct {
     rumor_topology_t *topo;
     vpeer_t *p;
     /* evaluation */
-    rumor_model_t *em;
+    evm_t ev[2];             /* the main thread's, the worker's (m NULL: evaluations stay here) */
     size_t n_eval, eval_batch;
-    float *evx;              /* n_eval normalised test images (NULL when loaded once into em) */
+    float *evx;              /* n_eval normalised test images (NULL when loaded once into ev[k].m) */
     int32_t *evy;
-    double test_loss, test_acc;  /* of the parameters in em, when evaluated */
-    bool evaluated;
+    float **ebuf;            /* free parameter copies for evaluations queued (virt_eval_later) */
+    int n_ebuf, made_ebuf, cap_ebuf;
     /* events and messages */
     heap_t q;
     msg_t *msgs;
@@ -270,23 +287,25 @@ typedef struct {
     uint64_t events;
     rumor_err_t rc;          /* first error inside an event handler */
     char err[RUMOR_ERR_LEN];
-    /* A worker thread runs local phases queued at their start while this thread handles
-     * events. A phase touches only its own peer's model, optimizer and shard, and its result
-     * is needed only at its end event, so the results, and the run, are the same whichever
-     * thread computes them and when: still deterministic. */
+    /* A worker thread runs local phases queued at their start, and evaluations queued with
+     * the metrics line that waits for them, while this thread handles events. A phase touches
+     * only its own peer's model, optimizer and shard, and its result is needed only at its end
+     * event; an evaluation reads a copy of the parameters, and its line is written before the
+     * peer's next one. So the results, and the run, are the same whichever thread computes them
+     * and when: still deterministic. */
     pthread_t worker;
     bool worker_on, quit;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int *queue;              /* ring of peer indices, capacity q_cap */
+    int *queue;              /* ring of jobs in the order queued (JOB_EVAL), capacity q_cap */
     int q_head, q_count, q_cap;
     uint64_t phases_worker, phases_main; /* who computed how many (shown at the end) */
+    uint64_t evals_worker, evals_main;
 } sim_t;
 
 /* virtual.c */
 void virt_metrics_path(const sim_t *s, int i, char *buf, size_t len);
 int virt_index_of(const sim_t *s, const uint8_t key[RUMOR_KEY_LEN]);
-rumor_err_t virt_ensure_phase(sim_t *s, int i);
 void virt_key_of(uint8_t key[RUMOR_KEY_LEN], int i);
 /* Equal times pop peer by peer: a receiver's round completes as its own arrivals are handled
  * rather than all at the end of a round's burst, so its next phase is queued early. */
@@ -295,7 +314,19 @@ rumor_err_t virt_try_gossip(sim_t *s, int i);
 rumor_err_t virt_fail(sim_t *s, rumor_err_t rc, const char *fmt, ...) RUMOR_PRINTF(3, 4);
 rumor_err_t virt_model_line(sim_t *s, int i, const char *flag);
 bool virt_finish_with_swarm(sim_t *s, int i);
+
+/* virtual_jobs.c: the worker and its jobs. A phase is queued at its start and done when
+ * virt_ensure_phase returns; an evaluation of peer i's parameters now, for line l, is queued
+ * by virt_eval_later (false: it cannot be, evaluate now), and virt_eval_wait gives the line
+ * back with its figures once done (either waits or computes it here). */
+void virt_worker_start(sim_t *s);
+void virt_worker_stop(sim_t *s);
 void virt_queue_phase(sim_t *s, int i);
+rumor_err_t virt_ensure_phase(sim_t *s, int i);
+rumor_err_t virt_evaluate(sim_t *s, int i, double *loss, double *acc);
+bool virt_eval_later(sim_t *s, int i, const rumor_metrics_line_t *l);
+rumor_err_t virt_eval_wait(sim_t *s, int i, rumor_metrics_line_t *l);
+void virt_jobs_free(sim_t *s);
 
 /* virtual_churn.c */
 bool virt_running(const vpeer_t *p);

@@ -12,7 +12,7 @@ static rumor_err_t setup_eval(sim_t *s, const rumor_model_spec_t *spec, rumor_mo
 {
     const rumor_sim_config_t *c = s->c;
     if (s->src.text) {
-        if (!(s->em = rumor_model_new(spec, in, s->be, EVAL_WINDOWS, err))) return rumor_last_error();
+        if (!(s->ev[0].m = rumor_model_new(spec, in, s->be, EVAL_WINDOWS, err))) return rumor_last_error();
         return RUMOR_OK;
     }
     const rumor_dataset_t *test = &s->src.test;
@@ -20,13 +20,13 @@ static rumor_err_t setup_eval(sim_t *s, const rumor_model_spec_t *spec, rumor_mo
     if (s->n > EVAL_SUBSET_ABOVE && s->n_eval > EVAL_SUBSET) s->n_eval = EVAL_SUBSET;
     if (s->n_eval == 0) return rumor_fail(err, RUMOR_EFORMAT, "%s: the test set is empty", c->data);
     s->eval_batch = spec->kind == RUMOR_MODEL_CNN && s->n_eval > EVAL_BATCH_CNN ? EVAL_BATCH_CNN : s->n_eval;
-    if (!(s->em = rumor_model_new(spec, in, s->be, (int)s->eval_batch, err))) return rumor_last_error();
+    if (!(s->ev[0].m = rumor_model_new(spec, in, s->be, (int)s->eval_batch, err))) return rumor_last_error();
     {
         size_t *idx = malloc(s->n_eval * sizeof *idx);
         if (!idx) return rumor_fail(err, RUMOR_ENOMEM, "out of memory");
         for (size_t j = 0; j < s->n_eval; j++) idx[j] = j;
         if (s->eval_batch == s->n_eval) { /* once, straight into the model's input buffer */
-            rumor_train_load_batch(s->em, test, idx, s->n_eval, s->src.mean, s->src.std, NULL, NULL);
+            rumor_train_load_batch(s->ev[0].m, test, idx, s->n_eval, s->src.mean, s->src.std, NULL, NULL);
         } else {
             const size_t feat = rumor_data_feat(test);
             s->evx = malloc(s->n_eval * feat * sizeof *s->evx);
@@ -184,7 +184,7 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
 
     /* Virtual compute time of one step. */
     double step_ms = c->step_ms;
-    if (!(step_ms > 0)) step_ms = rumor_model_flops(s->em, true) * (double)c->batch / NOMINAL_FLOPS * 1e3;
+    if (!(step_ms > 0)) step_ms = rumor_model_flops(s->ev[0].m, true) * (double)c->batch / NOMINAL_FLOPS * 1e3;
     s->step_us = (uint64_t)llround(step_ms * 1e3);
     if (s->step_us == 0) s->step_us = 1;
     s->latency_us = c->latency_ms > 0 ? (uint64_t)llround(c->latency_ms * 1e3) : 0;
@@ -291,19 +291,6 @@ rumor_err_t virt_setup(sim_t *s, char err[RUMOR_ERR_LEN])
     return RUMOR_OK;
 }
 
-static void worker_stop(sim_t *s)
-{
-    if (!s->worker_on) return;
-    pthread_mutex_lock(&s->mu);
-    s->quit = true;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->worker, NULL);
-    s->worker_on = false;
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
-}
-
 /* The spread of the final models, sqrt(mean_i |x_i - mean|^2) (summary.json "model_spread"). */
 double virt_models_spread(const sim_t *s)
 {
@@ -323,8 +310,7 @@ double virt_models_spread(const sim_t *s)
 
 void virt_teardown(sim_t *s)
 {
-    worker_stop(s);
-    free(s->queue);
+    virt_worker_stop(s);
     if (s->p) {
         /* Engines first: nothing may still point into their snapshots after this. */
         for (int i = 0; i < s->n; i++) {
@@ -356,8 +342,8 @@ void virt_teardown(sim_t *s)
             if (rumor_trace_close(p->trace, err) != RUMOR_OK) rumor_log(RUMOR_LOG_WARN, "peer %d's trace: %s", i, err);
         }
     }
+    virt_jobs_free(s);
     free(s->p);
-    rumor_model_destroy(&s->em);
     rumor_topology_destroy(&s->topo);
     rumor_backend_destroy(&s->be);
     rumor_source_fini(&s->src);
