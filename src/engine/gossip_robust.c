@@ -9,13 +9,18 @@ static double dist2(const void *v, const float *restrict c, size_t n, double *ss
 {
     const uint8_t *restrict p = v;
     double s = 0.0, q = 0.0;
+    for (size_t b = 0; b < n; b += GSP_BLOCK) {
+        const size_t e = n - b < GSP_BLOCK ? n : b + GSP_BLOCK;
+        gsp_prefetch(v, b);
+        gsp_prefetch(c, b);
 #pragma omp simd reduction(+ : s, q)
-    for (size_t i = 0; i < n; i++) {
-        float x;
-        memcpy(&x, p + 4 * i, 4);
-        const float d = x - c[i];
-        s += (double)(d * d);
-        q += (double)x * (double)x;
+        for (size_t i = b; i < e; i++) {
+            float x;
+            memcpy(&x, p + 4 * i, 4);
+            const float d = x - c[i];
+            s += (double)(d * d);
+            q += (double)x * (double)x;
+        }
     }
     *ss = q;
     return s;

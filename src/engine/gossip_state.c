@@ -13,11 +13,15 @@ double gsp_sumsq(const void *v, size_t n)
 {
     const uint8_t *restrict p = v;
     float f = 0.0f;
+    for (size_t b = 0; b < n; b += GSP_BLOCK) {
+        const size_t e = n - b < GSP_BLOCK ? n : b + GSP_BLOCK;
+        gsp_prefetch(v, b);
 #pragma omp simd reduction(+ : f)
-    for (size_t i = 0; i < n; i++) {
-        float x;
-        memcpy(&x, p + 4 * i, 4);
-        f += x * x;
+        for (size_t i = b; i < e; i++) {
+            float x;
+            memcpy(&x, p + 4 * i, 4);
+            f += x * x;
+        }
     }
     if (isfinite(f)) return (double)f;
     double s = 0.0;
