@@ -249,6 +249,29 @@ static void test_graph_moves(void)
     swarm_fini(&s);
 }
 
+/* Members are gathered from the view once and kept while it does not change (a large swarm
+ * sorted thousands every round): a view that loses a member between rounds still moves the
+ * graph at the next round. Ring 0-1-2-3-4 for two rounds; 4 leaves and every view drops it:
+ * ring 0-1-2-3, where 0 and 3 are neighbours and nobody waits for 4. */
+static void test_members_follow_view(void)
+{
+    swarm_t s;
+    swarm_init(&s, 5, "ring", "dpsgd", 16, 16, 3, 10000);
+    const uint64_t now = 1000;
+    CHECK(pass(&s, now));
+    CHECK(pass(&s, now));
+    s.dead[4] = true;
+    for (int i = 0; i < 4; i++) rumor_gossip_set_view(s.g[i], (const uint8_t(*)[RUMOR_KEY_LEN])s.key, 4);
+    CHECK_MSG(pass(&s, now), "a round waits for a member that left the view");
+    for (int i = 0; i < 4; i++) {
+        rumor_gossip_stats_t st;
+        rumor_gossip_stats(s.g[i], &st);
+        CHECK_MSG(st.round == 3 && st.last_missing == 0 && st.last_peers == 2, "peer %d: round %llu, missing %d, peers %d",
+                  i, (unsigned long long)st.round, st.last_missing, st.last_peers);
+    }
+    swarm_fini(&s);
+}
+
 /* ---- known answers and rejections on three peers ---- */
 
 static void test_known_answers(void)
@@ -1895,6 +1918,7 @@ int main(void)
     test_push_sum("onepeer-expo", 8);
     test_dead_peer();
     test_graph_moves();
+    test_members_follow_view();
     test_known_answers();
     test_known_answers_plain();
     test_overlap_close();

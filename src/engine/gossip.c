@@ -333,9 +333,14 @@ static int place_cmp(const void *a, const void *b)
 
 /* The members: the view and this peer, numbered by place, then key; those that cannot be
  * dialled moved to where the graph joins them least to each other (arrange). Their count, and
- * ours in *me. */
+ * ours in *me. They depend on the view alone: gathered again only when it changed (every
+ * round sorted thousands of members in a large swarm). */
 static size_t gather_members(rumor_gossip_t *g, size_t *me)
 {
+    if (g->members_gen == g->view_gen + 1) {
+        *me = g->members_me;
+        return g->members_n;
+    }
     view_entry_t *r = g->ranked;
     size_t n = g->view_count;
     memcpy(r, g->view, n * sizeof *r);
@@ -351,6 +356,7 @@ static size_t gather_members(rumor_gossip_t *g, size_t *me)
         g->member_reach[i] = r[i].reach;
     }
     arrange(g, n, me);
+    g->members_gen = g->view_gen + 1, g->members_n = n, g->members_me = *me;
     return n;
 }
 

@@ -193,6 +193,8 @@ struct rumor_gossip {
     size_t view_count;
     uint64_t view_hash, view_gen;  /* what set_view_reach was last given, and how often it changed */
     uint8_t (*members)[RUMOR_KEY_LEN];
+    uint64_t members_gen;          /* view_gen + 1 when members were last gathered (0: never), */
+    size_t members_n, members_me;  /* ... their count and this peer's index */
     uint64_t *member_boot;         /* each member's run id as this peer knows it (0: unknown) */
     uint64_t self_reach;           /* this peer's reach class (0: anyone can dial it) */
     uint64_t self_place;           /* ... and its place (the graph's rank order; never 0) */
