@@ -159,8 +159,12 @@ typedef struct {
 } vpeer_t;
 
 enum { JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
-#define JOB_EVAL (1 << 30)   /* in the queue: peer i's evaluation is i | JOB_EVAL, its phase i */
 #define EVAL_PENDING_BYTES ((size_t)64 << 20) /* parameters held for evaluations not yet made */
+
+typedef struct {
+    int *v;
+    int head, count, cap;
+} ring_t;
 
 /* An evaluation model, one per thread: it keeps the parameters it last evaluated, and
  * bit-identical ones (every peer at round 0) give the same answer without computing it again. */
@@ -297,8 +301,7 @@ typedef struct {
     bool worker_on, quit;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int *queue;              /* ring of jobs in the order queued (JOB_EVAL), capacity q_cap */
-    int q_head, q_count, q_cap;
+    ring_t phases, evals;    /* jobs queued, by peer index (some taken back since) */
     uint64_t phases_worker, phases_main; /* who computed how many (shown at the end) */
     uint64_t evals_worker, evals_main;
 } sim_t;

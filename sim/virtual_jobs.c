@@ -61,27 +61,43 @@ static void eval_job(sim_t *s, int i, evm_t *e)
     if (p->ejob_rc != RUMOR_OK) (void)rumor_fail(p->ejob_err, p->ejob_rc, "evaluating peer %d: %s", i, err);
 }
 
+/* Rings of peer indices: jobs in the order queued. */
+static bool ring_push(ring_t *r, int i)
+{
+    if (r->count == r->cap) return false;
+    r->v[(r->head + r->count++) % r->cap] = i;
+    return true;
+}
+
+static int ring_front(ring_t *r)
+{
+    const int i = r->v[r->head];
+    r->head = (r->head + 1) % r->cap, r->count--;
+    return i;
+}
+
+static int ring_back(ring_t *r) { return r->v[(r->head + --r->count) % r->cap]; }
+
+/* Phases first, in the order queued (the main thread needs the oldest first); evaluations,
+ * never needed soon, when no phase waits. */
 static void *worker_main(void *arg)
 {
     sim_t *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->quit && s->q_count == 0) pthread_cond_wait(&s->cv, &s->mu);
+        while (!s->quit && s->phases.count == 0 && s->evals.count == 0) pthread_cond_wait(&s->cv, &s->mu);
         if (s->quit) break;
-        /* In the order queued: the main thread needs the oldest first. */
-        const int job = s->queue[s->q_head];
-        s->q_head = (s->q_head + 1) % s->q_cap;
-        s->q_count--;
-        const int i = job & ~JOB_EVAL;
+        const bool eval = s->phases.count == 0;
+        const int i = ring_front(eval ? &s->evals : &s->phases);
         vpeer_t *p = &s->p[i];
-        int *state = job & JOB_EVAL ? &p->ejob : &p->job;
+        int *state = eval ? &p->ejob : &p->job;
         if (*state != JOB_QUEUED) continue; /* taken back by the main thread */
         *state = JOB_RUNNING;
         pthread_mutex_unlock(&s->mu);
-        if (job & JOB_EVAL) eval_job(s, i, &s->ev[1]);
+        if (eval) eval_job(s, i, &s->ev[1]);
         else p->job_rc = local_steps(s, i, p->job_err);
         pthread_mutex_lock(&s->mu);
-        if (job & JOB_EVAL) s->evals_worker++;
+        if (eval) s->evals_worker++;
         else s->phases_worker++;
         *state = JOB_DONE;
         pthread_cond_broadcast(&s->cv);
@@ -90,24 +106,38 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Queue job (i, or i | JOB_EVAL) whose state is *state: false when the queue is full of
+/* Queue peer i's job on ring r, whose state is *state: false when the ring is full of
  * entries taken back (the job is then the main thread's). */
-static bool queue(sim_t *s, int job, int *state)
+static bool queue(sim_t *s, ring_t *r, int i, int *state)
 {
     pthread_mutex_lock(&s->mu);
-    const bool room = s->q_count < s->q_cap;
+    const bool room = ring_push(r, i);
     if (room) {
         *state = JOB_QUEUED;
-        s->queue[(s->q_head + s->q_count) % s->q_cap] = job;
-        s->q_count++;
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
     return room;
 }
 
+/* With the lock held: the newest job queued on ring r (the worker takes the oldest), taken
+ * for the main thread; -1 when none is. */
+static int steal(sim_t *s, ring_t *r, bool eval)
+{
+    while (r->count > 0) {
+        const int i = ring_back(r);
+        int *state = eval ? &s->p[i].ejob : &s->p[i].job;
+        if (*state != JOB_QUEUED) continue; /* taken back */
+        *state = JOB_RUNNING;
+        return i;
+    }
+    return -1;
+}
+
 /* A job's state once it is done or taken back: true when the main thread is to compute it
- * (it was not queued, or the worker had not started it), false when the worker did. */
+ * (it was not queued, or the worker had not started it), false when the worker did. While
+ * the worker computes it, the main thread does what is queued rather than wait: the newest
+ * evaluation, else the newest phase (it will need that one last). */
 static bool take_or_wait(sim_t *s, int *state)
 {
     if (!s->worker_on) return true;
@@ -116,7 +146,21 @@ static bool take_or_wait(sim_t *s, int *state)
     if (*state == JOB_QUEUED) {
         *state = JOB_RUNNING; /* taken back: the worker skips it when it comes to it */
     } else if (*state != JOB_NONE) {
-        while (*state == JOB_RUNNING) pthread_cond_wait(&s->cv, &s->mu);
+        while (*state == JOB_RUNNING) {
+            int i = steal(s, &s->evals, true);
+            const bool eval = i >= 0;
+            if (!eval) i = steal(s, &s->phases, false);
+            if (i < 0) {
+                pthread_cond_wait(&s->cv, &s->mu);
+                continue;
+            }
+            pthread_mutex_unlock(&s->mu);
+            if (eval) eval_job(s, i, &s->ev[0]);
+            else s->p[i].job_rc = local_steps(s, i, s->p[i].job_err);
+            pthread_mutex_lock(&s->mu);
+            if (eval) s->evals_main++, s->p[i].ejob = JOB_DONE;
+            else s->phases_main++, s->p[i].job = JOB_DONE;
+        }
         mine = false;
     }
     pthread_mutex_unlock(&s->mu);
@@ -138,7 +182,7 @@ void virt_queue_phase(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
     p->job = JOB_NONE;
-    if (s->worker_on) (void)queue(s, i, &p->job);
+    if (s->worker_on) (void)queue(s, &s->phases, i, &p->job);
 }
 
 /* Peer i's local phase is done when this returns: taken from the queue and run here if the
@@ -188,7 +232,7 @@ bool virt_eval_later(sim_t *s, int i, const rumor_metrics_line_t *l)
     if (!(p->ex = ebuf_take(s, P))) return false;
     memcpy(p->ex, rumor_model_params(p->m), P * sizeof *p->ex);
     p->eline = *l;
-    if (queue(s, i | JOB_EVAL, &p->ejob)) return true;
+    if (queue(s, &s->evals, i, &p->ejob)) return true;
     s->ebuf[s->n_ebuf++] = p->ex;
     p->ex = NULL;
     return false;
@@ -215,8 +259,10 @@ rumor_err_t virt_eval_wait(sim_t *s, int i, rumor_metrics_line_t *l)
  * the main thread's does. */
 void virt_worker_start(sim_t *s)
 {
-    s->q_cap = 4 * s->n + 16;
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || !(s->queue = malloc((size_t)s->q_cap * sizeof *s->queue))) return;
+    s->phases.cap = s->evals.cap = 2 * s->n + 16;
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || !(s->phases.v = malloc((size_t)s->phases.cap * sizeof(int))) ||
+        !(s->evals.v = malloc((size_t)s->evals.cap * sizeof(int))))
+        return;
     rumor_model_t *m0 = s->ev[0].m;
     rumor_model_t *m1 = rumor_model_new(rumor_model_spec(m0), rumor_model_input(m0), s->be, rumor_model_max_batch(m0), NULL);
     if (m1 && !s->src.text && !s->evx) {
@@ -254,5 +300,6 @@ void virt_jobs_free(sim_t *s)
     for (int i = 0; i < s->n && s->p; i++) free(s->p[i].ex);
     for (int k = 0; k < s->n_ebuf; k++) free(s->ebuf[k]);
     free(s->ebuf);
-    free(s->queue);
+    free(s->phases.v);
+    free(s->evals.v);
 }
