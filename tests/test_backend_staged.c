@@ -122,7 +122,7 @@ static void node_both(bool dp)
     if (!dp) CHECK_MSG(backend_same_file(model[0], model[1]), "rumor node: the models of the cpu and staged runs differ");
     else CHECK_MSG(access(model[0], F_OK) == 0 && access(model[1], F_OK) == 0, "rumor node --dp: a model is missing");
     for (int i = 0; i < 2; i++) {
-        const char *files[] = {"model.safetensors", "checkpoint.safetensors", "metrics.jsonl"};
+        const char *files[] = {"model.safetensors", "checkpoint.safetensors", "metrics.jsonl", "dp.steps"};
         char path[300];
         for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
             snprintf(path, sizeof path, "%s/%s", run[i], files[f]);

@@ -468,9 +468,10 @@ static bool node_run(const char *name, const char *dp, uint8_t **model, long *le
     const rumor_err_t rc = rumor_peer_run(&pc, &res, err);
     umask(old);
     CHECK_MSG(rc == RUMOR_OK && res.rounds == 4, "node %s: %s", name, err);
-    /* What the run folder holds of the training data is its owner's alone (0600). */
-    const char *files[] = {"model.safetensors", "checkpoint.safetensors", "metrics.jsonl"};
-    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+    /* What the run folder holds of the training data is its owner's alone (0600); the steps
+     * of privacy spent too, under --dp. */
+    const char *files[] = {"model.safetensors", "checkpoint.safetensors", "metrics.jsonl", "dp.steps"};
+    for (size_t f = 0; f < sizeof files / sizeof *files - !dp; f++) {
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", run, files[f]);
         CHECK_MSG(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "%s: mode %o, expected 600", path,
