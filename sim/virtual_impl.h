@@ -50,6 +50,7 @@
 #define EVAL_SUBSET 2000                   /* test images evaluated on ... */
 #define EVAL_SUBSET_ABOVE 64               /* ... when the swarm has more peers than this */
 #define EVAL_BATCH_CNN 500                 /* a CNN's workspace grows fast with the batch */
+#define EVAL_SLICE 64                      /* an mlp's evaluation runs this many images at a time */
 #define EVAL_WINDOWS 32                    /* text: validation windows a batch */
 #define PROGRESS_EVENTS 256                /* events between looks at the real clock */
 #define PROGRESS_S 0.5                     /* real seconds between status displays, per ... */

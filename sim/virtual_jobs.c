@@ -34,13 +34,18 @@ static rumor_err_t eval_params(const sim_t *s, evm_t *e, const float *x, double 
             const size_t feat = rumor_data_feat(&s->src.test);
             double loss_sum = 0.0;
             long correct = 0;
-            for (size_t start = 0; start < s->n_eval; start += s->eval_batch) {
-                const size_t b = s->n_eval - start < s->eval_batch ? s->n_eval - start : s->eval_batch;
-                if (s->evx) { /* else the whole subset sits in the model's input buffer already */
+            /* The whole subset in the input buffer (an mlp: a slice at a time, see
+             * rumor_model_eval_rows), else a batch at a time from evx. */
+            const bool rows = !s->evx && rumor_model_spec(e->m)->kind == RUMOR_MODEL_MLP;
+            const size_t step = rows ? EVAL_SLICE : s->eval_batch;
+            for (size_t start = 0; start < s->n_eval; start += step) {
+                const size_t b = s->n_eval - start < step ? s->n_eval - start : step;
+                if (s->evx) {
                     memcpy(rumor_model_input_buf(e->m), s->evx + start * feat, b * feat * sizeof(float));
                     memcpy(rumor_model_label_buf(e->m), s->evy + start, b * sizeof *s->evy);
                 }
-                if (rumor_model_run(e->m, (int)b, false, &loss_sum, &correct, err) != RUMOR_OK)
+                if ((rows ? rumor_model_eval_rows(e->m, (int)start, (int)b, &loss_sum, &correct, err)
+                          : rumor_model_run(e->m, (int)b, false, &loss_sum, &correct, err)) != RUMOR_OK)
                     return rumor_last_error();
             }
             e->loss = loss_sum / (double)s->n_eval;

@@ -4,6 +4,7 @@
 #include "model.h"
 #include "rng.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,6 +240,55 @@ static void test_gpt_layout(void)
     CHECK(m == NULL && strstr(err, "takes windows of 4 tokens"));
 }
 
+/* An evaluation by rows: slices of the input buffer give what one forward over all of it
+ * gives (within float32 rounding: OpenBLAS may multiply a thin slice with another kernel, in
+ * another order), the gradients untouched; a cnn and rows beyond the buffer are refused. */
+static void test_eval_rows(void)
+{
+    char err[RUMOR_ERR_LEN];
+    rumor_model_spec_t spec;
+    const rumor_model_input_t in = {1, 8, 8, 7, false};
+    const int B = 150;
+    CHECK_RC(rumor_model_spec_parse(&spec, "mlp:12", err));
+    rumor_model_t *m = rumor_model_new(&spec, in, be, B, err);
+    CHECK_MSG(m != NULL, "%s", err);
+    if (!m) return;
+    CHECK_RC(rumor_model_init(m, 4));
+    rumor_rng_t rng;
+    rumor_rng_init(&rng, 12);
+    float *x = rumor_model_input_buf(m);
+    int32_t *y = rumor_model_label_buf(m);
+    for (size_t i = 0; i < (size_t)B * 64; i++) x[i] = (float)rumor_rng_normal(&rng);
+    for (int i = 0; i < B; i++) y[i] = (int32_t)rumor_rng_below(&rng, 7);
+    double whole = 0.0, sliced = 0.0;
+    long right = 0, right_sliced = 0;
+    CHECK_RC(rumor_model_run(m, B, false, &whole, &right, err));
+    for (int first = 0; first < B; first += 64)
+        CHECK_RC(rumor_model_eval_rows(m, first, B - first < 64 ? B - first : 64, &sliced, &right_sliced, err));
+    CHECK_MSG(fabs(sliced - whole) <= 1e-6 * fabs(whole) && right_sliced == right, "loss %.12g against %.12g, right %ld "
+              "against %ld", sliced, whole, right_sliced, right);
+    CHECK(right > 0 && right < B); /* (a forward that ran: neither none nor all of random labels) */
+    /* the last sample alone, as row B-1 or as the only one of a batch */
+    double one = 0.0, alone = 0.0;
+    CHECK_RC(rumor_model_eval_rows(m, B - 1, 1, &one, NULL, err));
+    memmove(x, x + (size_t)(B - 1) * 64, 64 * sizeof *x);
+    y[0] = y[B - 1];
+    CHECK_RC(rumor_model_run(m, 1, false, &alone, NULL, err));
+    CHECK_MSG(one == alone, "row %d alone: %.9g against %.9g", B - 1, one, alone);
+    const float *g = rumor_model_grads(m);
+    int nonzero = 0;
+    for (size_t i = 0; i < rumor_model_param_count(m); i++) nonzero += g[i] != 0.0f;
+    CHECK(nonzero == 0);
+    CHECK(rumor_model_eval_rows(m, B - 10, 11, NULL, NULL, err) == RUMOR_EINVAL);
+    CHECK(rumor_model_eval_rows(m, -1, 2, NULL, NULL, err) == RUMOR_EINVAL);
+    CHECK(rumor_model_eval_rows(m, 0, 0, NULL, NULL, err) == RUMOR_EINVAL);
+    rumor_model_destroy(&m);
+    CHECK_RC(rumor_model_spec_parse(&spec, "cnn:2,3", err));
+    m = rumor_model_new(&spec, (rumor_model_input_t){1, 16, 16, 4, false}, be, 4, err);
+    CHECK(m != NULL && rumor_model_eval_rows(m, 0, 2, NULL, NULL, err) == RUMOR_EINVAL);
+    rumor_model_destroy(&m);
+}
+
 int main(void)
 {
     char err[RUMOR_ERR_LEN];
@@ -258,6 +308,7 @@ int main(void)
     /* GPT-2: two blocks, two heads of 8, 6 positions, 23 tokens; tied head and embedding */
     gradcheck("gpt:2,2,16,6", (rumor_model_input_t){1, 1, 6, 23, true}, 3, 40);
     test_gpt_layout();
+    test_eval_rows();
     rumor_backend_destroy(&be);
     return check_done();
 }

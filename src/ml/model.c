@@ -509,3 +509,18 @@ rumor_err_t rumor_model_run(rumor_model_t *m, int b, bool grads, double *loss_su
     if (correct) *correct += right;
     return RUMOR_OK;
 }
+
+
+rumor_err_t rumor_model_eval_rows(rumor_model_t *m, int first, int b, double *loss_sum, long *correct,
+                                  char err[RUMOR_ERR_LEN])
+{
+    if (m->spec.kind != RUMOR_MODEL_MLP)
+        return rumor_fail(err, RUMOR_EINVAL, "an evaluation by rows needs an mlp or logreg");
+    if (first < 0 || b < 1 || first > m->max_batch - b)
+        return rumor_fail(err, RUMOR_EINVAL, "rows %d..%d outside 0..%d", first, first + b - 1, m->max_batch - 1);
+    int32_t *y = m->y;
+    m->act[0] = m->x + (size_t)first * (size_t)m->dims[0], m->y = y + first;
+    const rumor_err_t rc = rumor_model_run(m, b, false, loss_sum, correct, err);
+    m->act[0] = m->x, m->y = y;
+    return rc;
+}
