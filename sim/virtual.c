@@ -152,12 +152,11 @@ void virt_metrics_path(const sim_t *s, int i, char *buf, size_t len)
 
 /* Metrics lines are buffered per peer and appended to the files now and then: a swarm of
  * thousands of peers cannot keep a file open for each. */
-static rumor_err_t metrics_settle(sim_t *s, int i);
 
 static rumor_err_t metrics_flush(sim_t *s, int i)
 {
     vpeer_t *p = &s->p[i];
-    if (metrics_settle(s, i) != RUMOR_OK) return s->rc;
+    if (virt_metrics_settle(s, i) != RUMOR_OK) return s->rc;
     if (p->mlen == 0) return RUMOR_OK;
     char path[1100];
     virt_metrics_path(s, i, path, sizeof path);
@@ -197,9 +196,9 @@ static rumor_err_t metrics_append(sim_t *s, int i, const rumor_metrics_line_t *l
 
 /* Peer i's line that waits for its evaluation, if there is one: into its buffer, once
  * evaluated. Every other line of the peer's comes after it. */
-static rumor_err_t metrics_settle(sim_t *s, int i)
+rumor_err_t virt_metrics_settle(sim_t *s, int i)
 {
-    if (s->p[i].ejob == JOB_NONE) return RUMOR_OK;
+    if (!virt_eval_pending(s, i)) return RUMOR_OK;
     rumor_metrics_line_t l;
     if (virt_eval_wait(s, i, &l) != RUMOR_OK) return s->rc;
     return metrics_append(s, i, &l);
@@ -207,7 +206,7 @@ static rumor_err_t metrics_settle(sim_t *s, int i)
 
 static rumor_err_t metrics_put(sim_t *s, int i, const rumor_metrics_line_t *l)
 {
-    if (metrics_settle(s, i) != RUMOR_OK) return s->rc;
+    if (virt_metrics_settle(s, i) != RUMOR_OK) return s->rc;
     return metrics_append(s, i, l);
 }
 
@@ -215,7 +214,7 @@ static rumor_err_t metrics_put(sim_t *s, int i, const rumor_metrics_line_t *l)
  * can be, else now. */
 static rumor_err_t metrics_put_evaluated(sim_t *s, int i, rumor_metrics_line_t *l)
 {
-    if (metrics_settle(s, i) != RUMOR_OK) return s->rc;
+    if (virt_metrics_settle(s, i) != RUMOR_OK) return s->rc;
     if (virt_eval_later(s, i, l)) return RUMOR_OK;
     if (virt_evaluate(s, i, &l->test_loss, &l->test_acc) != RUMOR_OK) return s->rc;
     return metrics_append(s, i, l);
@@ -620,6 +619,7 @@ rumor_err_t rumor_sim_run_virtual(const rumor_sim_config_t *c, const atomic_bool
         }
         if ((rc = frc) != RUMOR_OK) goto out;
     }
+    virt_worker_stop(&s); /* (after an interrupt it may still be in a phase: the models are read next) */
     show_status(&s, t0, true);
     if ((rc = rumor_sim_write_summary(c, rumor_now() - t0, (double)s.end_us / 1e6, interrupted, virt_models_spread(&s),
                                       err)) != RUMOR_OK)

@@ -386,6 +386,7 @@ rumor_err_t virt_ckpt_save(sim_t *s, int i)
         if (!ck->x || !ck->w || (ns && !ck->opt) || (diloco && (!ck->theta || !ck->mom)))
             return virt_fail(s, RUMOR_ENOMEM, "out of memory for peer %d's checkpoint", i);
     }
+    if (virt_metrics_settle(s, i) != RUMOR_OK) return s->rc; /* the round's line is in what it keeps */
     memcpy(ck->x, rumor_model_params(p->m), P * sizeof *ck->x);
     memcpy(ck->w, rumor_gossip_weights(p->g), nc * sizeof *ck->w);
     for (int k = 0; k < ns; k++) memcpy(ck->opt + (size_t)k * P, rumor_optim_state(p->o, k), P * sizeof *ck->opt);
@@ -410,6 +411,9 @@ static rumor_err_t ckpt_restore(sim_t *s, int i)
     const vckpt_t *ck = &p->ckpt;
     const size_t P = rumor_model_param_count(p->m);
     char err[RUMOR_ERR_LEN];
+    /* a line of its life before the kill still waiting for its evaluation goes where it
+     * would have gone, and is cut with the rest after the checkpoint */
+    if (virt_metrics_settle(s, i) != RUMOR_OK) return s->rc;
     rumor_gossip_t **og = realloc(p->old_g, (size_t)(p->n_old_g + 1) * sizeof *og);
     if (!og) return virt_fail(s, RUMOR_ENOMEM, "out of memory");
     p->old_g = og;

@@ -317,6 +317,9 @@ rumor_err_t virt_heap_push(heap_t *h, uint64_t t, int peer, int kind, int a, uin
 rumor_err_t virt_try_gossip(sim_t *s, int i);
 rumor_err_t virt_fail(sim_t *s, rumor_err_t rc, const char *fmt, ...) RUMOR_PRINTF(3, 4);
 rumor_err_t virt_model_line(sim_t *s, int i, const char *flag);
+/* Peer i's line waiting for its evaluation, if any, written into its buffer now: before a
+ * checkpoint counts the peer's metrics, and before a restart cuts them back to it. */
+rumor_err_t virt_metrics_settle(sim_t *s, int i);
 bool virt_finish_with_swarm(sim_t *s, int i);
 
 /* virtual_jobs.c: the worker and its jobs. A phase is queued at its start and done when
@@ -329,6 +332,7 @@ void virt_queue_phase(sim_t *s, int i);
 rumor_err_t virt_ensure_phase(sim_t *s, int i);
 rumor_err_t virt_evaluate(sim_t *s, int i, double *loss, double *acc);
 bool virt_eval_later(sim_t *s, int i, const rumor_metrics_line_t *l);
+bool virt_eval_pending(sim_t *s, int i);
 rumor_err_t virt_eval_wait(sim_t *s, int i, rumor_metrics_line_t *l);
 void virt_jobs_free(sim_t *s);
 

@@ -185,9 +185,7 @@ static void job_clear(sim_t *s, int *state)
 /* Queue peer i's local phase (at its start). Without a worker it runs at its end. */
 void virt_queue_phase(sim_t *s, int i)
 {
-    vpeer_t *p = &s->p[i];
-    p->job = JOB_NONE;
-    if (s->worker_on) (void)queue(s, &s->phases, i, &p->job);
+    if (s->worker_on) (void)queue(s, &s->phases, i, &s->p[i].job); /* else it stays JOB_NONE */
 }
 
 /* Peer i's local phase is done when this returns: taken from the queue and run here if the
@@ -229,10 +227,20 @@ static float *ebuf_take(sim_t *s, size_t P)
     return x;
 }
 
+/* Whether peer i's line waits for an evaluation (the worker may be changing its state). */
+bool virt_eval_pending(sim_t *s, int i)
+{
+    if (!s->worker_on) return s->p[i].ejob != JOB_NONE;
+    pthread_mutex_lock(&s->mu);
+    const bool pending = s->p[i].ejob != JOB_NONE;
+    pthread_mutex_unlock(&s->mu);
+    return pending;
+}
+
 bool virt_eval_later(sim_t *s, int i, const rumor_metrics_line_t *l)
 {
     vpeer_t *p = &s->p[i];
-    if (!s->worker_on || !s->ev[1].m || p->ejob != JOB_NONE) return false;
+    if (!s->worker_on || !s->ev[1].m || virt_eval_pending(s, i)) return false;
     const size_t P = rumor_model_param_count(p->m);
     if (!(p->ex = ebuf_take(s, P))) return false;
     memcpy(p->ex, rumor_model_params(p->m), P * sizeof *p->ex);
