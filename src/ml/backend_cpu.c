@@ -345,6 +345,7 @@ static void cpu_softmax_xent(rumor_backend_t *be, float *dlogits, double *loss_s
     *correct += right;
 }
 
+VECTOR_CLONES
 static void cpu_sgd(rumor_backend_t *be, float *restrict p, float *restrict v, float *restrict g,
                     size_t n, float lr, float momentum, float wd, bool nesterov)
 {
