@@ -323,6 +323,9 @@ static int bench_train(int argc, char **argv)
                        cfg.spec.canonical, threads[ti], batch, cfg.epochs, res.samples_per_s,
                        isnan(torch) ? -1.0 : torch, isnan(ratio) ? -1.0 : ratio, torch_intra,
                        res.gflops, peak);
+            else if (isnan(torch)) /* --no-torch, or PyTorch could not run: nothing to compare */
+                printf("%-14s %3d %9d %12.0f %12s %7s %9.1f %9.1f\n", cfg.spec.canonical, threads[ti], batch,
+                       res.samples_per_s, "-", "-", res.gflops, peak);
             else
                 printf("%-14s %3d %9d %12.0f %12.0f %6.2fx %9.1f %9.1f\n", cfg.spec.canonical,
                        threads[ti], batch, res.samples_per_s, torch, ratio, res.gflops, peak);
