@@ -66,6 +66,22 @@ static void eval_job(sim_t *s, int i, evm_t *e)
     if (p->ejob_rc != RUMOR_OK) (void)rumor_fail(p->ejob_err, p->ejob_rc, "evaluating peer %d: %s", i, err);
 }
 
+/* Peer i's job taken off its ring (its state JOB_RUNNING), computed outside the lock by
+ * thread k (0: the main thread, 1: the worker, each with its evaluation model); then, under
+ * the lock, counted and marked done. */
+static void run_taken(sim_t *s, int i, bool eval, int k)
+{
+    if (eval) eval_job(s, i, &s->ev[k]);
+    else s->p[i].job_rc = local_steps(s, i, s->p[i].job_err);
+}
+
+static void done_taken(sim_t *s, int i, bool eval, int k)
+{
+    if (eval) k ? s->evals_worker++ : s->evals_main++;
+    else k ? s->phases_worker++ : s->phases_main++;
+    *(eval ? &s->p[i].ejob : &s->p[i].job) = JOB_DONE;
+}
+
 /* Rings of peer indices: jobs in the order queued. */
 static bool ring_push(ring_t *r, int i)
 {
@@ -99,12 +115,9 @@ static void *worker_main(void *arg)
         if (*state != JOB_QUEUED) continue; /* taken back by the main thread */
         *state = JOB_RUNNING;
         pthread_mutex_unlock(&s->mu);
-        if (eval) eval_job(s, i, &s->ev[1]);
-        else p->job_rc = local_steps(s, i, p->job_err);
+        run_taken(s, i, eval, 1);
         pthread_mutex_lock(&s->mu);
-        if (eval) s->evals_worker++;
-        else s->phases_worker++;
-        *state = JOB_DONE;
+        done_taken(s, i, eval, 1);
         pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -160,11 +173,9 @@ static bool take_or_wait(sim_t *s, int *state)
                 continue;
             }
             pthread_mutex_unlock(&s->mu);
-            if (eval) eval_job(s, i, &s->ev[0]);
-            else s->p[i].job_rc = local_steps(s, i, s->p[i].job_err);
+            run_taken(s, i, eval, 0);
             pthread_mutex_lock(&s->mu);
-            if (eval) s->evals_main++, s->p[i].ejob = JOB_DONE;
-            else s->phases_main++, s->p[i].job = JOB_DONE;
+            done_taken(s, i, eval, 0);
         }
         mine = false;
     }
